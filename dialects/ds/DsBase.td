@@ -1,0 +1,94 @@
+//===- DsBase.td - ds dialect, types, enums, interfaces ---*- tablegen -*-===//
+//
+// The `ds` dialect is dsc's graph IR: tensors with value semantics, model
+// state in module-level variables, and one op per kernel family.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_BASE_TD
+#define DS_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def DS_Dialect : Dialect {
+  let name = "ds";
+  let cppNamespace = "::mlir::ds";
+  let summary = "Graph IR of dsc: model state, tensor ops and their VJPs";
+  let description = [{
+    Tensors are builtin ranked tensors with static shapes. Model state
+    (parameters, gradient accumulators, optimizer moments) lives in
+    `ds.variable` symbols read with `ds.load` and written with `ds.store`.
+    Randomness (`ds.dropout`) is counter-based: its mask is a function of the
+    run seed, the op's `id`, the step and the element index, so recomputing an
+    op gives the same mask.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def DS_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+def DS_IndexTensor : RankedTensorOf<[I32, I64]>;
+def DS_AnyTensor : RankedTensorOf<[F16, BF16, F32, F64, I32, I64]>;
+def DS_ScalarF32 : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def DS_VariableKindAttr : I32EnumAttr<"VariableKind", "what a variable holds", [
+    I32EnumAttrCase<"param", 0>,
+    I32EnumAttrCase<"grad", 1>,
+    I32EnumAttrCase<"opt_state", 2>
+  ]> {
+  let cppNamespace = "::mlir::ds";
+}
+
+def DS_InitKindAttr : I32EnumAttr<"InitKind", "how a variable is initialized", [
+    I32EnumAttrCase<"zeros", 0>,
+    I32EnumAttrCase<"ones", 1>,
+    I32EnumAttrCase<"normal", 2>
+  ]> {
+  let cppNamespace = "::mlir::ds";
+}
+
+def DS_GeluApproximationAttr : I32EnumAttr<"GeluApproximation",
+    "which GELU formula", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"tanh", 1>
+  ]> {
+  let cppNamespace = "::mlir::ds";
+}
+
+//===----------------------------------------------------------------------===//
+// Interfaces
+//===----------------------------------------------------------------------===//
+
+def DS_VJPOpInterface : OpInterface<"VJPOpInterface"> {
+  let cppNamespace = "::mlir::ds";
+  let description = [{
+    The reverse-mode rule of an op. Given the cotangent of each result (a
+    null Value when no gradient reaches that result) and which operands need
+    a gradient, builds the cotangent of those operands at the builder's
+    insertion point. Operands whose gradient is not needed get a null Value.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operands' cotangents.",
+      "::mlir::LogicalResult", "buildVJP",
+      (ins "::mlir::OpBuilder &":$b,
+           "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::ArrayRef<bool>":$needed,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
+class DS_Op<string mnemonic, list<Trait> traits = []>
+    : Op<DS_Dialect, mnemonic, traits>;
+
+#endif // DS_BASE_TD

@@ -1,0 +1,193 @@
+//===- DsOps.cpp - ds op verifiers, symbol uses and folders --------------===//
+#include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+#define GET_OP_CLASSES
+#include "dialects/ds/DsOps.cpp.inc"
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Model state
+//===----------------------------------------------------------------------===//
+
+LogicalResult VariableOp::verify() {
+  if (!getTensorType().hasStaticShape())
+    return emitOpError("needs a static shape");
+  if (getInit() == InitKind::normal) {
+    if (!getStd())
+      return emitOpError("init normal needs a std");
+    if (getStd()->convertToDouble() <= 0)
+      return emitOpError("std must be positive");
+  } else if (getStd()) {
+    return emitOpError("std is only meaningful with init normal");
+  }
+  return success();
+}
+
+static LogicalResult verifyVariableUse(Operation *op, FlatSymbolRefAttr name,
+                                       Type type,
+                                       SymbolTableCollection &symbols) {
+  auto var = symbols.lookupNearestSymbolFrom<VariableOp>(op, name);
+  if (!var)
+    return op->emitOpError("refers to ") << name << ", which is not a variable";
+  if (var.getType() != type)
+    return op->emitOpError("type ")
+           << type << " does not match variable " << name << " of type "
+           << var.getType();
+  return success();
+}
+
+LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyVariableUse(*this, getNameAttr(), getType(), symbols);
+}
+
+LogicalResult StoreOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyVariableUse(*this, getNameAttr(), getValue().getType(),
+                           symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult IotaOp::verify() {
+  auto type = tensorOf(getResult());
+  if (getDim() < 0 || getDim() >= type.getRank())
+    return emitOpError("dim ") << getDim() << " is out of range for rank "
+                               << type.getRank();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (rate < 0 || rate >= 1)
+    return emitOpError("rate must be in [0, 1), got ") << rate;
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = tensorOf(getX()), out = tensorOf(getResult());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type");
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << shapeStr(in.getShape()) << " (" << in.getNumElements()
+           << " elements) to " << shapeStr(out.getShape()) << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getX()))
+    return dense.reshape(cast<ShapedType>(getType()));
+  return {};
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = tensorOf(getX()), out = tensorOf(getResult());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type");
+  auto shape = broadcastShapes(in.getShape(), out.getShape());
+  if (in.getRank() > out.getRank() || !shape ||
+      ArrayRef<int64_t>(*shape) != out.getShape())
+    return emitOpError("cannot broadcast ")
+           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations and position encodings
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyNormWeight(Operation *op, Value x, Value weight,
+                                      StringRef what) {
+  auto xt = tensorOf(x), wt = tensorOf(weight);
+  if (xt.getRank() < 1)
+    return op->emitOpError("x must have rank >= 1");
+  if (wt.getRank() != 1 || wt.getDimSize(0) != xt.getShape().back())
+    return op->emitOpError() << what << " must be [" << xt.getShape().back()
+                             << "] (the last dimension of x), got "
+                             << shapeStr(wt.getShape());
+  if (wt.getElementType() != xt.getElementType())
+    return op->emitOpError() << what << " has element type "
+                             << wt.getElementType() << ", x has "
+                             << xt.getElementType();
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyNormWeight(*this, getX(), getWeight(), "weight")))
+    return failure();
+  if (getBias() && failed(verifyNormWeight(*this, getX(), getBias(), "bias")))
+    return failure();
+  if (getEps().convertToDouble() < 0)
+    return emitOpError("eps must be non-negative");
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyNormWeight(*this, getX(), getWeight(), "weight")))
+    return failure();
+  if (getEps().convertToDouble() < 0)
+    return emitOpError("eps must be non-negative");
+  return success();
+}
+
+LogicalResult RotaryOp::verify() {
+  auto x = tensorOf(getX());
+  if (x.getRank() < 2)
+    return emitOpError("x must be [..., T, D]");
+  if (x.getShape().back() % 2)
+    return emitOpError("head size ")
+           << x.getShape().back() << " must be even to rotate pairs";
+  if (getTheta().convertToDouble() <= 0)
+    return emitOpError("theta must be positive");
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (tensorOf(getGrad()).getRank() != 0)
+    return emitOpError("grad must be a scalar");
+  auto logits = tensorOf(getLogits());
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != tensorOf(getTargets()).getShape())
+    return emitOpError("targets must have the shape of logits without the "
+                       "class dimension");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  if (tensorOf(getGrad()).getShape() != tensorOf(getParam()).getShape())
+    return emitOpError("grad shape ")
+           << shapeStr(tensorOf(getGrad()).getShape())
+           << " differs from param shape "
+           << shapeStr(tensorOf(getParam()).getShape());
+  for (double beta : {getBeta1().convertToDouble(),
+                      getBeta2().convertToDouble()})
+    if (beta < 0 || beta >= 1)
+      return emitOpError("betas must be in [0, 1)");
+  if (getEps().convertToDouble() <= 0)
+    return emitOpError("eps must be positive");
+  return success();
+}

@@ -1,0 +1,22 @@
+//===- DsOps.h - ds dialect ---------------------------------------*- C++ -*-===//
+#ifndef DSC_DIALECTS_DS_DSOPS_H
+#define DSC_DIALECTS_DS_DSOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/ds/DsDialect.h.inc"
+#include "dialects/ds/DsEnums.h.inc"
+#include "dialects/ds/DsInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/ds/DsOps.h.inc"
+
+#endif // DSC_DIALECTS_DS_DSOPS_H

@@ -1,0 +1,530 @@
+//===- DsOps.td - ds dialect operations -------------------*- tablegen -*-===//
+
+#ifndef DS_OPS_TD
+#define DS_OPS_TD
+
+include "dialects/ds/DsBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Model state
+//===----------------------------------------------------------------------===//
+
+def DS_VariableOp : DS_Op<"variable", [Symbol, IsolatedFromAbove]> {
+  let summary = "a named piece of model state";
+  let description = [{
+    Declares persistent state: a parameter, a gradient accumulator or an
+    optimizer moment. The name is the checkpoint name (nanoGPT / Hugging Face
+    state-dict names for parameters). `init` says how the runtime fills it:
+    `normal` draws N(0, std^2) from the counter-based RNG keyed by the name.
+
+    ```mlir
+    ds.variable param @"transformer.wte.weight" : tensor<256x64xf32> init normal std 2.000000e-02
+    ```
+  }];
+  let arguments = (ins DS_VariableKindAttr:$kind, SymbolNameAttr:$sym_name,
+                       TypeAttrOf<DS_FloatTensor>:$type, DS_InitKindAttr:$init,
+                       OptionalAttr<F64Attr>:$std);
+  let assemblyFormat = [{
+    $kind $sym_name `:` $type `init` $init (`std` $std^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def DS_LoadOp : DS_Op<"load",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "reads a variable";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def DS_StoreOp : DS_Op<"store",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemWrite]>]> {
+  let summary = "writes a variable";
+  let arguments = (ins DS_FloatTensor:$value, FlatSymbolRefAttr:$name);
+  let assemblyFormat = "$value `,` $name attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and index generation
+//===----------------------------------------------------------------------===//
+
+def DS_ConstantOp : DS_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def DS_IotaOp : DS_Op<"iota", [Pure]> {
+  let summary = "indices along one dimension";
+  let description = [{
+    Each element is its index along `dim`: `ds.iota dim 0 : tensor<4xi32>`
+    is [0, 1, 2, 3]. Used for learned position embeddings.
+  }];
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = "`dim` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class DS_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let description = [{
+    Elementwise with numpy broadcasting: trailing dimensions align and a
+    dimension of size 1 expands.
+  }];
+  let arguments = (ins DS_FloatTensor:$lhs, DS_FloatTensor:$rhs);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)
+  }];
+}
+
+class DS_VJPBinaryOp<string mnemonic>
+    : DS_BinaryOp<mnemonic, [DeclareOpInterfaceMethods<DS_VJPOpInterface>]>;
+
+def DS_AddOp : DS_VJPBinaryOp<"add"> { let summary = "lhs + rhs"; }
+def DS_SubOp : DS_VJPBinaryOp<"sub"> { let summary = "lhs - rhs"; }
+def DS_MulOp : DS_VJPBinaryOp<"mul"> { let summary = "lhs * rhs"; }
+def DS_DivOp : DS_VJPBinaryOp<"div"> { let summary = "lhs / rhs"; }
+def DS_MinimumOp : DS_BinaryOp<"minimum"> { let summary = "min(lhs, rhs)"; }
+def DS_MaximumOp : DS_BinaryOp<"maximum"> { let summary = "max(lhs, rhs)"; }
+def DS_EqualOp : DS_BinaryOp<"equal"> {
+  let summary = "1 where lhs == rhs, else 0";
+}
+
+class DS_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : DS_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<DS_VJPOpInterface>])> {
+  let arguments = (ins DS_FloatTensor:$x);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def DS_NegOp : DS_UnaryOp<"neg"> { let summary = "-x"; }
+def DS_ExpOp : DS_UnaryOp<"exp"> { let summary = "e^x"; }
+def DS_LogOp : DS_UnaryOp<"log"> { let summary = "natural logarithm"; }
+def DS_TanhOp : DS_UnaryOp<"tanh"> { let summary = "hyperbolic tangent"; }
+def DS_SqrtOp : DS_UnaryOp<"sqrt"> { let summary = "square root"; }
+def DS_RsqrtOp : DS_UnaryOp<"rsqrt"> { let summary = "1 / sqrt(x)"; }
+def DS_ReluOp : DS_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
+def DS_SiluOp : DS_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
+
+def DS_GeluOp : DS_UnaryOp<"gelu"> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's form);
+    `none`: 0.5 x (1 + erf(x / sqrt(2))), as PyTorch's `nn.GELU()`.
+  }];
+  let arguments = (ins DS_GeluApproximationAttr:$approximate,
+                       DS_FloatTensor:$x);
+  let assemblyFormat = "$approximate $x attr-dict `:` type($x)";
+}
+
+class DS_ActivationGradOp<string mnemonic>
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "grad * activation'(x)";
+  let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$grad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $grad attr-dict `:` type($x)";
+}
+
+def DS_ReluGradOp : DS_ActivationGradOp<"relu_grad">;
+def DS_SiluGradOp : DS_ActivationGradOp<"silu_grad">;
+def DS_GeluGradOp : DS_ActivationGradOp<"gelu_grad"> {
+  let arguments = (ins DS_GeluApproximationAttr:$approximate,
+                       DS_FloatTensor:$x, DS_FloatTensor:$grad);
+  let assemblyFormat = "$approximate $x `,` $grad attr-dict `:` type($x)";
+}
+
+def DS_CastOp : DS_Op<"cast",
+    [Pure, SameOperandsAndResultShape,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "converts between f64, f32, f16 and bf16";
+  let description = "Rounds to nearest even when narrowing.";
+  let arguments = (ins DS_FloatTensor:$x);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def DS_DropoutOp : DS_Op<"dropout",
+    [Pure, SameOperandsAndResultType,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    Element e is kept when uniform(seed, id, step, e) >= rate and then scaled
+    by 1 / (1 - rate). The seed and the step come from the execution context;
+    `id` is unique per dropout site, so the mask is reproducible by any
+    recomputation and on any world size.
+  }];
+  let arguments = (ins DS_FloatTensor:$x, F64Attr:$rate, I64Attr:$id);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `rate` $rate `id` $id attr-dict `:` type($x)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and normalizations
+//===----------------------------------------------------------------------===//
+
+def DS_MatmulOp : DS_Op<"matmul",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "batched matrix product";
+  let description = [{
+    lhs is [..., M, K] ([..., K, M] with `transpose_lhs`), rhs is [..., K, N]
+    ([..., N, K] with `transpose_rhs`); batch dimensions broadcast, so a 2-D
+    rhs applies to every batch of lhs (a linear layer).
+  }];
+  let arguments = (ins DS_FloatTensor:$lhs, DS_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def DS_LayerNormOp : DS_Op<"layer_norm",
+    [Pure, AllTypesMatch<["x", "result"]>,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance;
+    `bias` is optional (nanoGPT's `bias=False`).
+  }];
+  let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
+                       Optional<DS_FloatTensor>:$bias, F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $weight (`,` $bias^)? `eps` $eps attr-dict `:` type($x) `,`
+    type($weight) (`,` type($bias)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_LayerNormGradOp : DS_Op<"layer_norm_grad",
+    [Pure, AllTypesMatch<["x", "grad", "dx"]>,
+     AllTypesMatch<["weight", "dweight", "dbias"]>]> {
+  let summary = "cotangents of layer_norm's x, weight and bias";
+  let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
+                       DS_FloatTensor:$grad, F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$dx, DS_FloatTensor:$dweight,
+                      DS_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $grad `eps` $eps attr-dict `:` type($x) `,`
+    type($weight)
+  }];
+}
+
+def DS_RmsNormOp : DS_Op<"rms_norm",
+    [Pure, AllTypesMatch<["x", "result"]>,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "RMS normalization over the last dimension";
+  let description = "x / sqrt(mean(x^2) + eps) * weight";
+  let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
+                       F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $weight `eps` $eps attr-dict `:` type($x) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_RmsNormGradOp : DS_Op<"rms_norm_grad",
+    [Pure, AllTypesMatch<["x", "grad", "dx"]>,
+     AllTypesMatch<["weight", "dweight"]>]> {
+  let summary = "cotangents of rms_norm's x and weight";
+  let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
+                       DS_FloatTensor:$grad, F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$dx, DS_FloatTensor:$dweight);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $grad `eps` $eps attr-dict `:` type($x) `,`
+    type($weight)
+  }];
+}
+
+def DS_SoftmaxOp : DS_Op<"softmax",
+    [Pure, SameOperandsAndResultType,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "softmax over the last dimension";
+  let arguments = (ins DS_FloatTensor:$x);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "y * (grad - sum(grad * y)) over the last dimension";
+  let arguments = (ins DS_FloatTensor:$y, DS_FloatTensor:$grad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$y `,` $grad attr-dict `:` type($y)";
+}
+
+def DS_AttentionOp : DS_Op<"attention",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "scaled dot-product attention";
+  let description = [{
+    q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] -> [B, H, Tq, Dv]:
+    softmax(scale * q k^T) v. With `causal`, query i sees keys
+    j <= i + (Tk - Tq).
+  }];
+  let arguments = (ins DS_FloatTensor:$q, DS_FloatTensor:$k,
+                       DS_FloatTensor:$v, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `scale` $scale (`causal` $causal^)? attr-dict `:`
+    type($q) `,` type($k) `,` type($v) `->` type($result)
+  }];
+}
+
+def DS_AttentionGradOp : DS_Op<"attention_grad",
+    [Pure, AllTypesMatch<["q", "dq"]>, AllTypesMatch<["k", "dk"]>,
+     AllTypesMatch<["v", "dv"]>]> {
+  let summary = "cotangents of attention's q, k and v";
+  let arguments = (ins DS_FloatTensor:$q, DS_FloatTensor:$k,
+                       DS_FloatTensor:$v, DS_FloatTensor:$grad,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs DS_FloatTensor:$dq, DS_FloatTensor:$dk,
+                      DS_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $grad `scale` $scale (`causal` $causal^)? attr-dict
+    `:` type($q) `,` type($k) `,` type($v) `,` type($grad)
+  }];
+}
+
+def DS_RotaryOp : DS_Op<"rotary",
+    [Pure, SameOperandsAndResultType,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "rotary position embedding (Hugging Face rotate_half form)";
+  let description = [{
+    x is [..., T, D] with D even; position t is the index along dim -2. Pair
+    (i, i + D/2) is rotated by t * theta^(-2i/D); `inverse` rotates back,
+    which is also the VJP since the rotation is orthogonal.
+  }];
+  let arguments = (ins DS_FloatTensor:$x, F64Attr:$theta, UnitAttr:$inverse);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($x)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Lookup and loss
+//===----------------------------------------------------------------------===//
+
+def DS_EmbeddingOp : DS_Op<"embedding",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "rows of a table gathered by integer indices";
+  let description = "table [V, C], indices [...] -> [..., C]";
+  let arguments = (ins DS_FloatTensor:$table, DS_IndexTensor:$indices);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices attr-dict `:` type($table) `,` type($indices) `->`
+    type($result)
+  }];
+}
+
+def DS_EmbeddingGradOp : DS_Op<"embedding_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "scatter-add of row cotangents into a [V, C] table";
+  let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$grad,
+                       I64Attr:$vocab_size);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad `vocab` $vocab_size attr-dict `:` type($indices) `,`
+    type($grad) `->` type($result)
+  }];
+}
+
+def DS_CrossEntropyOp : DS_Op<"cross_entropy",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "mean softmax cross-entropy of logits against targets";
+  let description = [{
+    logits [..., V], targets [...] -> scalar: the mean over positions whose
+    target is not `ignore_index` of logsumexp(logits) - logits[target].
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->`
+    type($result)
+  }];
+}
+
+def DS_CrossEntropyGradOp : DS_Op<"cross_entropy_grad",
+    [Pure, AllTypesMatch<["logits", "result"]>]> {
+  let summary = "cotangent of cross_entropy's logits";
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$targets,
+                       DS_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`
+    type($targets) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def DS_ReshapeOp : DS_Op<"reshape",
+    [Pure, DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "same elements in row-major order, another shape";
+  let arguments = (ins DS_AnyTensor:$x);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def DS_TransposeOp : DS_Op<"transpose",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "permutes dimensions: result dim i is x dim permutation[i]";
+  let arguments = (ins DS_AnyTensor:$x, DenseI64ArrayAttr:$permutation);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = [{
+    $x $permutation attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def DS_SliceOp : DS_Op<"slice",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "a contiguous box of x";
+  let arguments = (ins DS_AnyTensor:$x, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = [{
+    $x `offsets` $offsets `sizes` $sizes attr-dict `:` type($x) `->`
+    type($result)
+  }];
+}
+
+def DS_PadOp : DS_Op<"pad",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "zero padding before (low) and after (high) each dimension";
+  let arguments = (ins DS_FloatTensor:$x, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `low` $low `high` $high attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def DS_ConcatOp : DS_Op<"concat",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "joins tensors along an axis";
+  let arguments = (ins Variadic<DS_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` $axis attr-dict `:` type($inputs) `->` type($result)
+  }];
+}
+
+def DS_SplitOp : DS_Op<"split",
+    [Pure, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "cuts a tensor into consecutive pieces along an axis";
+  let arguments = (ins DS_AnyTensor:$x, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<DS_AnyTensor>:$results);
+  let assemblyFormat = [{
+    $x `axis` $axis `sizes` $sizes attr-dict `:` type($x) `->` type($results)
+  }];
+}
+
+def DS_BroadcastOp : DS_Op<"broadcast",
+    [Pure, DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "expands x to the result shape with numpy's rules";
+  let arguments = (ins DS_AnyTensor:$x);
+  let results = (outs DS_AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+class DS_ReduceOp<string mnemonic, list<Trait> traits = []>
+    : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let arguments = (ins DS_FloatTensor:$x, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdim);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `axes` $axes (`keepdim` $keepdim^)? attr-dict `:` type($x) `->`
+    type($result)
+  }];
+}
+
+def DS_ReduceSumOp : DS_ReduceOp<"reduce_sum",
+    [DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "sum over axes";
+}
+def DS_ReduceMeanOp : DS_ReduceOp<"reduce_mean",
+    [DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "mean over axes";
+}
+def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max",
+    [DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "maximum over axes";
+  let description = [{
+    The VJP sends the cotangent to every element equal to the maximum.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def DS_AdamWOp : DS_Op<"adamw",
+    [Pure, AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let summary = "one AdamW step (decoupled weight decay, bias-corrected)";
+  let description = [{
+    g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
+    (1 - beta2) g'^2; param' = param - lr weight_decay param
+    - lr (m' / (1 - beta1^step)) / (sqrt(v' / (1 - beta2^step)) + eps).
+    `scale` carries gradient clipping; `step` counts from 1.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$m, DS_FloatTensor:$v,
+                       DS_ScalarF32:$lr, DS_ScalarF32:$step,
+                       DS_ScalarF32:$scale, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m,
+                      DS_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    `betas` `(` $beta1 `,` $beta2 `)` `eps` $eps `weight_decay` $weight_decay
+    attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DS_OPS_TD

@@ -1,0 +1,33 @@
+//===- DsUtils.h - shape helpers shared by inference and VJPs -----*- C++ -*-===//
+#ifndef DSC_DIALECTS_DS_DSUTILS_H
+#define DSC_DIALECTS_DS_DSUTILS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::ds {
+
+/// numpy broadcast of two shapes; std::nullopt when incompatible.
+std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                    ArrayRef<int64_t> b);
+
+/// "4x3x?": the way MLIR prints a shape, for error messages.
+std::string shapeStr(ArrayRef<int64_t> shape);
+
+/// Sums `grad` (shaped like a broadcast result) down to `target`'s shape:
+/// the VJP of numpy broadcasting.
+Value sumToShape(OpBuilder &b, Location loc, Value grad, ShapedType target);
+
+/// The inverse of a permutation.
+SmallVector<int64_t> invertPermutation(ArrayRef<int64_t> perm);
+
+/// A splat constant of `type` holding `value`.
+Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value);
+
+} // namespace mlir::ds
+
+#endif // DSC_DIALECTS_DS_DSUTILS_H

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs dsc's build and test dependencies from Debian's packages.
+# Safe to re-run; needs root (or sudo).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(
+  build-essential cmake ninja-build ccache clang-format
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libflatbuffers-dev flatbuffers-compiler-dev
+  libgtest-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin
+  python3 python3-numpy
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
