@@ -110,8 +110,8 @@ TEST(Philox, KnownAnswerVectors) {
 TEST(Philox, BitsAtLayout) {
   uint64_t seed = 0x0123456789abcdefull;
   uint64_t block = 0x100000002ull;
-  std::array<uint32_t, 4> words = rng::philox4x32_10(
-      {0x2, 0x1, 7, 9}, {0x89abcdef, 0x01234567});
+  std::array<uint32_t, 4> words =
+      rng::philox4x32_10({0x2, 0x1, 7, 9}, {0x89abcdef, 0x01234567});
   for (uint64_t w = 0; w < 4; ++w)
     EXPECT_EQ(rng::bitsAt(seed, 7, 9, block * 4 + w), words[w]);
 }
@@ -152,7 +152,8 @@ TEST_F(RefKernels, NormalMoments) {
   EXPECT_NEAR(sum4 / n, 3.0, 0.2); // kurtosis of a normal
 }
 
-//===--- Gradients against finite differences ------------------------------===//
+//===--- Gradients against finite differences
+//------------------------------===//
 
 TEST_F(RefKernels, LayerNormGrad) {
   SCOPED_TRACE(seedNote());
@@ -209,8 +210,8 @@ TEST_F(RefKernels, AttentionGrad) {
   // mask hides every key from the first queries.
   for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{5, 5}, {3, 5}, {5, 3}})
     for (bool causal : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "Tq=" << Tq << " Tk=" << Tk
-                                        << " causal=" << causal);
+      SCOPED_TRACE(::testing::Message()
+                   << "Tq=" << Tq << " Tk=" << Tk << " causal=" << causal);
       double scale = 1.0 / std::sqrt(double(D));
       Tensor q = randn({B, H, Tq, D}), k = randn({B, H, Tk, D});
       Tensor v = randn({B, H, Tk, Dv}), cot = randn({B, H, Tq, Dv});
@@ -291,9 +292,7 @@ TEST_F(RefKernels, EmbeddingGrad) {
   ASSIGN_OK(dt, ref::embedding_grad(idx, cot, V));
   EXPECT_EQ(dt.shape, (Shape{V, C}));
   checkVjp(
-      [&](const std::vector<Tensor> &in) {
-        return ref::embedding(in[0], idx);
-      },
+      [&](const std::vector<Tensor> &in) { return ref::embedding(in[0], idx); },
       {table}, cot, {dt});
 }
 
@@ -337,8 +336,8 @@ TEST_F(RefKernels, ActivationGrads) {
         },
         {x}, cot, {dx});
   }
-  ASSIGN_OK(atZero, ref::relu_grad(Tensor({2}, {0.0, -1.0}),
-                                   Tensor({2}, {1.0, 1.0})));
+  ASSIGN_OK(atZero,
+            ref::relu_grad(Tensor({2}, {0.0, -1.0}), Tensor({2}, {1.0, 1.0})));
   EXPECT_EQ(atZero.data, (std::vector<double>{0.0, 0.0}));
   EXPECT_FALSE(ref::relu_grad(Tensor({2}), Tensor({3})).ok());
 }
@@ -389,15 +388,14 @@ TEST_F(RefKernels, RotaryPinned) {
   // by 100^(-1/2) = 0.1 rad; position 0 is unchanged.
   Tensor x({2, 4}, {1, 2, 3, 4, 1, 2, 3, 4});
   ASSIGN_OK(y, ref::rotary(x, 100.0, false));
-  std::vector<double> expect = {
-      1,
-      2,
-      3,
-      4,
-      1 * std::cos(1.0) - 3 * std::sin(1.0),
-      2 * std::cos(0.1) - 4 * std::sin(0.1),
-      3 * std::cos(1.0) + 1 * std::sin(1.0),
-      4 * std::cos(0.1) + 2 * std::sin(0.1)};
+  std::vector<double> expect = {1,
+                                2,
+                                3,
+                                4,
+                                1 * std::cos(1.0) - 3 * std::sin(1.0),
+                                2 * std::cos(0.1) - 4 * std::sin(0.1),
+                                3 * std::cos(1.0) + 1 * std::sin(1.0),
+                                4 * std::cos(0.1) + 2 * std::sin(0.1)};
   for (size_t i = 0; i < expect.size(); ++i)
     EXPECT_NEAR(y.data[i], expect[i], 1e-14) << i;
   EXPECT_FALSE(ref::rotary(Tensor({2, 3}), 100.0, false).ok());
@@ -499,7 +497,8 @@ TEST(RefKernelsPinned, BinaryBroadcast) {
   EXPECT_EQ(eq.data, (std::vector<double>{0, 1}));
   ASSIGN_OK(mx, ref::binary(ref::BinaryKind::Maximum, a, Tensor({1}, {1.5})));
   EXPECT_EQ(mx.data, (std::vector<double>{1.5, 2}));
-  EXPECT_FALSE(ref::binary(ref::BinaryKind::Mul, Tensor({2}), Tensor({3})).ok());
+  EXPECT_FALSE(
+      ref::binary(ref::BinaryKind::Mul, Tensor({2}), Tensor({3})).ok());
   // A tensor whose data does not match its shape is rejected, not read.
   EXPECT_FALSE(ref::binary(ref::BinaryKind::Add, Tensor({2}, {1}), b).ok());
 }
@@ -568,8 +567,10 @@ TEST_F(RefKernels, DropoutAndInit) {
   EXPECT_NEAR(double(kept) / 10000, 0.75, 0.03);
   EXPECT_FALSE(ref::dropout(x, 1.5, seed_, 3, 1).ok());
 
-  ASSIGN_OK(w, ref::init(ref::InitKind::Normal, {50, 40}, seed_, 17, 1.0, 0.02));
-  EXPECT_EQ(w.data[123], rng::normalAt(seed_, 17, 0xFFFFFFFF, 123) * 0.02 + 1.0);
+  ASSIGN_OK(w,
+            ref::init(ref::InitKind::Normal, {50, 40}, seed_, 17, 1.0, 0.02));
+  EXPECT_EQ(w.data[123],
+            rng::normalAt(seed_, 17, 0xFFFFFFFF, 123) * 0.02 + 1.0);
   double mean = 0;
   for (double v : w.data)
     mean += v / 2000;

@@ -1,0 +1,192 @@
+//===- RefKernels.h - float64 reference kernels -----------------*- C++ -*-===//
+//
+// The "obviously right" oracle: naive float64 implementations of every op dsc
+// executes, used by gradient checks and to validate the real runtime kernels.
+// Plain C++17 and the standard library only; no exceptions. Every kernel
+// checks its inputs and returns a Result whose `error` names the kernel and
+// the problem; a kernel never crashes on input it can detect as bad.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_RUNTIME_REFERENCE_REFKERNELS_H
+#define DSC_RUNTIME_REFERENCE_REFKERNELS_H
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dsc::ref {
+
+using Shape = std::vector<int64_t>;
+
+/// A dense row-major float64 tensor. Rank 0 has shape {} and one element.
+/// Integer tensors (token ids, targets) hold integral doubles.
+struct Tensor {
+  Shape shape;
+  std::vector<double> data;
+
+  /// A rank-0 zero.
+  Tensor() : data(1, 0.0) {}
+  /// Zeros of the given shape (no data if the shape is invalid).
+  explicit Tensor(Shape s);
+  Tensor(Shape s, std::vector<double> d)
+      : shape(std::move(s)), data(std::move(d)) {}
+  static Tensor scalar(double v) { return Tensor({}, {v}); }
+
+  int64_t rank() const { return int64_t(shape.size()); }
+  /// Product of the dims; -1 if a dim is negative or the product overflows.
+  int64_t numel() const;
+  /// Empty if the tensor is well formed, else what is wrong with it.
+  std::string validate() const;
+};
+
+/// Error payload; converts into any Result.
+struct Error {
+  std::string message;
+};
+
+/// A kernel's value or its error. `error` is empty exactly on success.
+template <typename T> struct Result {
+  Result(T v) : value(std::move(v)) {}
+  Result(Error e) : error(std::move(e.message)) {
+    if (error.empty())
+      error = "unknown error";
+  }
+  bool ok() const { return error.empty(); }
+  explicit operator bool() const { return ok(); }
+
+  T value{};
+  std::string error;
+};
+
+enum class BinaryKind { Add, Sub, Mul, Div, Minimum, Maximum, Equal };
+enum class UnaryKind {
+  Neg,
+  Exp,
+  Log,
+  Tanh,
+  Rsqrt,
+  Sqrt,
+  Relu,
+  Silu,
+  GeluTanh,
+  GeluErf
+};
+enum class ReduceKind { Sum, Mean, Max };
+enum class DType { F64, F32, F16, BF16 };
+enum class InitKind { Zeros, Ones, Normal };
+
+struct LayerNormGrads {
+  Tensor dx, dw, db;
+};
+struct RmsNormGrads {
+  Tensor dx, dw;
+};
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+struct AdamWState {
+  Tensor p, m, v;
+};
+
+//===--- Utilities --------------------------------------------------------===//
+
+/// "[2, 3]"-style rendering for messages.
+std::string shapeToString(const Shape &shape);
+/// Empty if `t` is well formed, else "<kernel>: <arg>: <problem>".
+std::string checkTensor(const char *kernel, const char *arg, const Tensor &t);
+/// numpy broadcast of two shapes.
+Result<Shape> broadcastShapes(const Shape &a, const Shape &b);
+/// Rounds `x` to the nearest value representable in `dtype` (ties to even;
+/// overflow gives infinity).
+double roundToDType(double x, DType dtype);
+
+//===--- Elementwise ------------------------------------------------------===//
+
+Result<Tensor> binary(BinaryKind kind, const Tensor &a, const Tensor &b);
+Result<Tensor> unary(UnaryKind kind, const Tensor &x);
+/// g * d/dx gelu(x); tanhForm selects the tanh approximation over erf.
+Result<Tensor> gelu_grad(const Tensor &x, const Tensor &g, bool tanhForm);
+Result<Tensor> silu_grad(const Tensor &x, const Tensor &g);
+/// g where x > 0, else 0.
+Result<Tensor> relu_grad(const Tensor &x, const Tensor &g);
+Result<Tensor> cast(const Tensor &x, DType dtype);
+
+//===--- Shape and data movement ------------------------------------------===//
+
+/// One dim of `shape` may be -1 and is inferred.
+Result<Tensor> reshape(const Tensor &x, const Shape &shape);
+/// out.shape[i] = x.shape[perm[i]].
+Result<Tensor> transpose(const Tensor &x, const std::vector<int64_t> &perm);
+Result<Tensor> slice(const Tensor &x, const std::vector<int64_t> &offsets,
+                     const std::vector<int64_t> &sizes);
+/// Zero padding; low and high must be non-negative.
+Result<Tensor> pad(const Tensor &x, const std::vector<int64_t> &low,
+                   const std::vector<int64_t> &high);
+Result<Tensor> concat(const std::vector<Tensor> &xs, int64_t axis);
+Result<std::vector<Tensor>> split(const Tensor &x, int64_t axis,
+                                  const std::vector<int64_t> &sizes);
+Result<Tensor> broadcast_to(const Tensor &x, const Shape &shape);
+/// `axes` strictly increasing, each in [0, rank).
+Result<Tensor> reduce(ReduceKind kind, const Tensor &x,
+                      const std::vector<int64_t> &axes, bool keepdim);
+/// value = index along `dim`.
+Result<Tensor> iota(const Shape &shape, int64_t dim);
+
+//===--- Linear algebra and NN --------------------------------------------===//
+
+/// a [..., M, K] (or [..., K, M] if transposeA), b [..., K, N] (or
+/// [..., N, K] if transposeB); batch dims broadcast.
+Result<Tensor> matmul(const Tensor &a, const Tensor &b, bool transposeA,
+                      bool transposeB);
+/// Over the last dim with biased variance; w/b may be nullptr (1 and 0).
+Result<Tensor> layer_norm(const Tensor &x, const Tensor *w, const Tensor *b,
+                          double eps);
+/// dw and db are summed over all leading dims (returned even if w is null).
+Result<LayerNormGrads> layer_norm_grad(const Tensor &x, const Tensor *w,
+                                       const Tensor &g, double eps);
+/// x / sqrt(mean(x^2) + eps) * w over the last dim; w may be nullptr.
+Result<Tensor> rms_norm(const Tensor &x, const Tensor *w, double eps);
+Result<RmsNormGrads> rms_norm_grad(const Tensor &x, const Tensor *w,
+                                   const Tensor &g, double eps);
+Result<Tensor> softmax(const Tensor &x);
+/// y is softmax's output: y * (g - sum_last(g * y)).
+Result<Tensor> softmax_grad(const Tensor &y, const Tensor &g);
+/// q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv] -> [B,H,Tq,Dv]. When causal,
+/// key j is masked for query i when j > i + (Tk - Tq); a fully masked row
+/// gives zeros.
+Result<Tensor> attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                         bool causal, double scale);
+Result<AttentionGrads> attention_grad(const Tensor &q, const Tensor &k,
+                                      const Tensor &v, const Tensor &g,
+                                      bool causal, double scale);
+/// table [V, C], idx any shape -> idx.shape + [C].
+Result<Tensor> embedding(const Tensor &table, const Tensor &idx);
+/// Scatter-add of g (idx.shape + [C]) into [V, C].
+Result<Tensor> embedding_grad(const Tensor &idx, const Tensor &g, int64_t V);
+/// x [..., T, D], D even; rotate_half convention; inverse negates the angle.
+Result<Tensor> rotary(const Tensor &x, double theta, bool inverse);
+/// Mean over non-ignored positions of logsumexp(logits) - logits[target];
+/// a rank-0 result, 0 when every position is ignored.
+Result<Tensor> cross_entropy(const Tensor &logits, const Tensor &targets,
+                             int64_t ignoreIndex = -1);
+/// (softmax - onehot) * g / count; rows with ignored targets are zero.
+Result<Tensor> cross_entropy_grad(const Tensor &logits, const Tensor &targets,
+                                  double g, int64_t ignoreIndex = -1);
+/// Keeps flat element e when rng::uniformAt(seed, opId, step, e) >= rate,
+/// scaled by 1/(1-rate); rate in [0, 1].
+Result<Tensor> dropout(const Tensor &x, double rate, uint64_t seed,
+                       uint32_t opId, uint32_t step);
+/// PyTorch AdamW; step counts from 1; g is multiplied by gradScale first.
+Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
+                         const Tensor &v, double lr, int64_t step, double beta1,
+                         double beta2, double eps, double weightDecay,
+                         double gradScale);
+/// Normal draws use rng::normalAt(seed, tensorId, 0xFFFFFFFF, flatIndex).
+Result<Tensor> init(InitKind kind, const Shape &shape, uint64_t seed,
+                    uint32_t tensorId, double mean, double stddev);
+
+} // namespace dsc::ref
+
+#endif // DSC_RUNTIME_REFERENCE_REFKERNELS_H
