@@ -30,6 +30,20 @@ LogicalResult VariableOp::verify() {
   } else if (getStd()) {
     return emitOpError("std is only meaningful with init normal");
   }
+  if (getKind() == VariableKind::param) {
+    if (getOf())
+      return emitOpError("a param cannot belong to another variable");
+    return success();
+  }
+  if (!getOf())
+    return emitOpError("a ") << stringifyVariableKind(getKind())
+                             << " variable needs `of @param`";
+  auto owner = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
+      getOperation()->getParentOp(), getOfAttr());
+  if (!owner || owner.getKind() != VariableKind::param)
+    return emitOpError("`of` must name a param variable, got ") << getOfAttr();
+  if (owner.getTensorType().getShape() != getTensorType().getShape())
+    return emitOpError("shape differs from its param ") << getOfAttr();
   return success();
 }
 

@@ -18,7 +18,8 @@ def DS_VariableOp : DS_Op<"variable", [Symbol, IsolatedFromAbove]> {
   let description = [{
     Declares persistent state: a parameter, a gradient accumulator or an
     optimizer moment. The name is the checkpoint name (nanoGPT / Hugging Face
-    state-dict names for parameters). `init` says how the runtime fills it:
+    state-dict names for parameters); gradients and moments name the
+    parameter they belong to with `of`. `init` says how the runtime fills it:
     `normal` draws N(0, std^2) from the counter-based RNG keyed by the name.
 
     ```mlir
@@ -26,10 +27,12 @@ def DS_VariableOp : DS_Op<"variable", [Symbol, IsolatedFromAbove]> {
     ```
   }];
   let arguments = (ins DS_VariableKindAttr:$kind, SymbolNameAttr:$sym_name,
+                       OptionalAttr<FlatSymbolRefAttr>:$of,
                        TypeAttrOf<DS_FloatTensor>:$type, DS_InitKindAttr:$init,
                        OptionalAttr<F64Attr>:$std);
   let assemblyFormat = [{
-    $kind $sym_name `:` $type `init` $init (`std` $std^)? attr-dict
+    $kind $sym_name (`of` $of^)? `:` $type `init` $init (`std` $std^)?
+    attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 namespace dsc::rng {
 
@@ -69,6 +70,18 @@ inline double normalAt(uint64_t seed, uint32_t stream, uint32_t step,
   double u1 = uniformAt64(seed, stream, step, 2 * index);
   double u2 = uniformAt64(seed, stream, step, 2 * index + 1);
   return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
+}
+
+/// The stream of a named tensor (a variable's initializer): the 32-bit FNV-1a
+/// hash of its name, so a tensor's draws depend on its name only, not on the
+/// order in which tensors are declared.
+inline uint32_t streamForName(std::string_view name) {
+  uint32_t hash = 2166136261u;
+  for (char c : name) {
+    hash ^= uint32_t(static_cast<unsigned char>(c));
+    hash *= 16777619u;
+  }
+  return hash;
 }
 
 } // namespace dsc::rng

@@ -1,0 +1,186 @@
+//===- DscMain.cpp - the library behind the dsc tool ----------------------===//
+//
+// Exit status: 0 compiled, 2 bad input (flags, IR, model spec, a violated
+// input contract), 1 anything else. Output files are written only after the
+// whole compilation succeeded, so a failed run never leaves a partial file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/DscMain.h"
+#include "compiler/Pipelines.h"
+#include "models/Models.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace dsc {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitBadInput = 2;
+constexpr int64_t kDefaultMicroBatch = 4;
+
+struct Options {
+  cl::opt<std::string> input{cl::Positional, cl::desc("[MODEL.mlir]"),
+                             cl::init("")};
+  cl::opt<std::string> model{
+      "model", cl::value_desc("NAME[:key=value,...]"),
+      cl::desc("build a model instead of reading MLIR, e.g. "
+               "gpt2:n_layer=2,n_head=2,n_embd=64,block_size=64,"
+               "vocab_size=256 (batch_size=N sets the micro-batch, default "
+               "4)"),
+      cl::init("")};
+  cl::opt<std::string> compileTo{
+      "compile-to", cl::value_desc("PHASE"),
+      cl::desc("stop after this phase (input|train)"), cl::init("train")};
+  cl::opt<std::string> emit{"emit", cl::value_desc("mlir|plan"),
+                            cl::desc("what to write"), cl::init("mlir")};
+  cl::opt<std::string> output{"o", cl::value_desc("FILE"),
+                              cl::desc("output file (default: stdout)"),
+                              cl::init("-")};
+  cl::opt<std::string> passPipeline{
+      "pass-pipeline", cl::value_desc("PIPELINE"),
+      cl::desc("run this textual pass pipeline instead of the phases"),
+      cl::init("")};
+};
+
+/// "file:line:col", a NameLoc's name, or "dsc": where to point the user.
+std::string describe(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string child = describe(name.getChildLoc());
+    return child == "dsc" ? name.getName().str()
+                          : (child + " (" + name.getName().getValue() + ")")
+                                .str();
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? "dsc"
+                                        : describe(fused.getLocations()[0]);
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return describe(callSite.getCallee());
+  return "dsc";
+}
+
+/// One line per diagnostic: "<where>: error: <what>".
+LogicalResult printDiagnostic(Diagnostic &diag) {
+  StringRef severity = "error";
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Note:
+    severity = "note";
+    break;
+  case DiagnosticSeverity::Warning:
+    severity = "warning";
+    break;
+  case DiagnosticSeverity::Remark:
+    severity = "remark";
+    break;
+  case DiagnosticSeverity::Error:
+    break;
+  }
+  llvm::errs() << describe(diag.getLocation()) << ": " << severity << ": "
+               << diag.str() << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    (void)printDiagnostic(note);
+  return success();
+}
+
+} // namespace
+
+int runDscMain(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  Options opts;
+  if (!cl::ParseCommandLineOptions(
+          argc, argv, "dsc: compiles a model into a training step\n",
+          &llvm::errs()))
+    return kExitBadInput;
+
+  auto fail = [](const Twine &message) {
+    llvm::errs() << "dsc: " << message << "\n";
+    return kExitBadInput;
+  };
+  if (opts.input.empty() == opts.model.empty())
+    return fail("give exactly one of MODEL.mlir or --model NAME[:options]");
+  std::optional<Phase> phase = parsePhase(opts.compileTo);
+  if (!phase)
+    return fail("--compile-to: unknown phase '" + opts.compileTo +
+                "' (this build has " + phaseList() + ")");
+  if (opts.emit != "mlir")
+    return fail("--emit=" + opts.emit +
+                ": only 'mlir' is available; plan emission comes with the "
+                "plan phases");
+
+  DialectRegistry registry;
+  registerAll(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  ScopedDiagnosticHandler diagnostics(&context, printDiagnostic);
+
+  OwningOpRef<ModuleOp> module;
+  llvm::SourceMgr sourceMgr;
+  if (!opts.model.empty()) {
+    std::string error;
+    module = models::buildModel(context, opts.model, kDefaultMicroBatch, error);
+    if (!module)
+      return fail("--model " + error);
+  } else {
+    std::string error;
+    auto file = openInputFile(opts.input, &error);
+    if (!file)
+      return fail("cannot read '" + opts.input + "': " + error);
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return kExitBadInput;
+  }
+  if (failed(verify(*module)))
+    return kExitBadInput;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return kExitBadInput;
+  if (!opts.passPipeline.empty()) {
+    std::string error;
+    llvm::raw_string_ostream os(error);
+    if (failed(parsePassPipeline(opts.passPipeline, pm, os)))
+      return fail("--pass-pipeline: " + error);
+  } else {
+    buildPipeline(pm, *phase, TrainOptions());
+  }
+  if (failed(pm.run(*module)))
+    return kExitBadInput;
+
+  std::string error;
+  auto out = openOutputFile(opts.output, &error);
+  if (!out)
+    return fail("cannot write '" + opts.output + "': " + error);
+  module->print(out->os());
+  out->os().flush();
+  if (out->os().has_error())
+    return fail("cannot write '" + opts.output + "'");
+  out->keep();
+  return kExitOk;
+}
+
+} // namespace dsc

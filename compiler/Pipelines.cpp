@@ -1,0 +1,83 @@
+//===- Pipelines.cpp - dsc's compile phases -------------------------------===//
+#include "compiler/Pipelines.h"
+
+#include "dialects/ds/DsOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace dsc {
+
+static constexpr std::pair<Phase, llvm::StringLiteral> kPhases[] = {
+    {Phase::Input, "input"},
+    {Phase::Train, "train"},
+};
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  for (auto [phase, text] : kPhases)
+    if (name == text)
+      return phase;
+  return std::nullopt;
+}
+
+llvm::StringRef phaseName(Phase phase) {
+  for (auto [p, text] : kPhases)
+    if (p == phase)
+      return text;
+  return "?";
+}
+
+llvm::StringRef phaseList() { return "input|train"; }
+
+void buildPipeline(OpPassManager &pm, Phase phase,
+                   const TrainOptions &options) {
+  pm.addPass(ds::createDsVerifyInput());
+  if (phase == Phase::Input)
+    return;
+  pm.addPass(ds::createDsAutodiff({options.accumulationSteps}));
+  pm.addPass(ds::createDsAdamW({options.beta1, options.beta2, options.eps,
+                                options.weightDecay, options.gradClip}));
+  pm.addPass(createCSEPass());
+}
+
+namespace {
+struct TrainPipelineOptions
+    : public PassPipelineOptions<TrainPipelineOptions> {
+  Option<int64_t> accumulationSteps{*this, "accumulation-steps",
+                                    llvm::cl::init(1)};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.01)};
+  Option<double> gradClip{*this, "grad-clip", llvm::cl::init(0.0)};
+
+  TrainOptions get() const {
+    return {accumulationSteps, beta1, beta2, eps, weightDecay, gradClip};
+  }
+};
+} // namespace
+
+void registerAll(DialectRegistry &registry) {
+  registry.insert<ds::DSDialect, func::FuncDialect>();
+  ds::registerDsPasses();
+  registerCSEPass();
+  registerCanonicalizerPass();
+  static bool pipelinesRegistered = [] {
+    PassPipelineRegistration<>(
+        "ds-compile-to-input", "dsc phase `input`",
+        [](OpPassManager &pm) { buildPipeline(pm, Phase::Input, {}); });
+    PassPipelineRegistration<TrainPipelineOptions>(
+        "ds-compile-to-train", "dsc phase `train`",
+        [](OpPassManager &pm, const TrainPipelineOptions &o) {
+          buildPipeline(pm, Phase::Train, o.get());
+        });
+    return true;
+  }();
+  (void)pipelinesRegistered;
+}
+
+} // namespace dsc

@@ -1,0 +1,48 @@
+//===- Pipelines.h - dsc's compile phases -------------------------*- C++ -*-===//
+//
+// The phases of DESIGN.md as named pass pipelines. dsc and ds-opt build them
+// through the same function, so `ds-opt --ds-compile-to-train` replays what
+// `dsc --compile-to=train` ran.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_COMPILER_PIPELINES_H
+#define DSC_COMPILER_PIPELINES_H
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace dsc {
+
+/// In pipeline order; each phase includes the ones before it.
+enum class Phase { Input, Train };
+
+std::optional<Phase> parsePhase(llvm::StringRef name);
+llvm::StringRef phaseName(Phase phase);
+/// "input|train": the phases this build implements, for messages.
+llvm::StringRef phaseList();
+
+/// Everything the training-step phases need to know; ds_config.json maps
+/// onto this.
+struct TrainOptions {
+  int64_t accumulationSteps = 1;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.01;
+  double gradClip = 0.0;
+};
+
+void buildPipeline(mlir::OpPassManager &pm, Phase phase,
+                   const TrainOptions &options);
+
+/// Registers dsc's dialects (and the ones its IR uses) into `registry`, and
+/// its passes and pipelines into the global pass registry.
+void registerAll(mlir::DialectRegistry &registry);
+
+} // namespace dsc
+
+#endif // DSC_COMPILER_PIPELINES_H

@@ -1,0 +1,357 @@
+//===- InterpreterOps.cpp - one reference kernel call per ds op ----------===//
+//
+// evaluateOp maps each stateless ds op onto its float64 reference kernel:
+// attributes become kernel parameters, operands are passed in operand order.
+// Grouped as in DsOps.td. Rounding to the result types is the caller's job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/interpreter/Interpreter.h"
+
+#include "dialects/ds/DsOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+using namespace mlir;
+using namespace mlir::ds;
+using dsc::EvalContext;
+namespace ref = dsc::ref;
+
+namespace {
+
+using Tensors = std::vector<ref::Tensor>;
+using Outcome = ref::Result<Tensors>;
+using Operands = llvm::ArrayRef<const ref::Tensor *>;
+
+ref::Error error(const llvm::Twine &message) {
+  return ref::Error{message.str()};
+}
+
+Outcome one(ref::Result<ref::Tensor> r) {
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value));
+  return out;
+}
+
+ref::Shape shapeOf(Value v) {
+  auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  return ref::Shape(shape.begin(), shape.end());
+}
+
+std::vector<int64_t> toVector(ArrayRef<int64_t> values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+/// The value of a rank-0 (single element) operand.
+ref::Result<double> scalarOf(const ref::Tensor &t, StringRef what) {
+  if (t.data.size() != 1 || !t.shape.empty())
+    return error("interpreter: " + what + " must be a scalar, got shape " +
+                 ref::shapeToString(t.shape));
+  return t.data[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and index generation
+//===----------------------------------------------------------------------===//
+
+Outcome constant(ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return error("interpreter: ds.constant holds a non-dense attribute; "
+                 "only dense elements (splat or not) are supported");
+  ref::Tensor t(shapeOf(op.getResult()));
+  Type elt = dense.getElementType();
+  if (isa<FloatType>(elt)) {
+    if (dense.isSplat()) {
+      std::fill(t.data.begin(), t.data.end(),
+                dense.getSplatValue<APFloat>().convertToDouble());
+    } else {
+      size_t i = 0;
+      for (const APFloat &v : dense.getValues<APFloat>())
+        t.data[i++] = v.convertToDouble();
+    }
+  } else if (auto intType = dyn_cast<IntegerType>(elt)) {
+    auto toDouble = [&](const APInt &v) {
+      return intType.isUnsigned() ? double(v.getZExtValue())
+                                  : double(v.getSExtValue());
+    };
+    if (dense.isSplat()) {
+      std::fill(t.data.begin(), t.data.end(),
+                toDouble(dense.getSplatValue<APInt>()));
+    } else {
+      size_t i = 0;
+      for (const APInt &v : dense.getValues<APInt>())
+        t.data[i++] = toDouble(v);
+    }
+  } else {
+    return error("interpreter: ds.constant of unsupported element type");
+  }
+  Tensors out;
+  out.push_back(std::move(t));
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+Outcome binary(ref::BinaryKind kind, Operands in) {
+  return one(ref::binary(kind, *in[0], *in[1]));
+}
+
+Outcome unary(ref::UnaryKind kind, Operands in) {
+  return one(ref::unary(kind, *in[0]));
+}
+
+Outcome castOp(CastOp op, Operands in, const EvalContext &ctx) {
+  if (!ctx.round)
+    return one(*in[0]);
+  std::optional<ref::DType> dtype =
+      dsc::dtypeOf(op.getResult().getType().getElementType());
+  if (!dtype)
+    return error("interpreter: ds.cast to a non-float type");
+  return one(ref::cast(*in[0], *dtype));
+}
+
+Outcome dropout(DropoutOp op, Operands in, const EvalContext &ctx) {
+  int64_t id = op.getId();
+  if (id < 0 || id > int64_t(std::numeric_limits<uint32_t>::max()))
+    return error("interpreter: dropout id " + llvm::Twine(id) +
+                 " does not fit the 32-bit RNG stream");
+  return one(ref::dropout(*in[0], op.getRate().convertToDouble(), ctx.seed,
+                          uint32_t(id), ctx.step));
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and normalizations
+//===----------------------------------------------------------------------===//
+
+Outcome layerNorm(LayerNormOp op, Operands in) {
+  const ref::Tensor *bias = op.getBias() ? in[2] : nullptr;
+  return one(
+      ref::layer_norm(*in[0], in[1], bias, op.getEps().convertToDouble()));
+}
+
+Outcome layerNormGrad(LayerNormGradOp op, Operands in) {
+  auto r = ref::layer_norm_grad(*in[0], in[1], *in[2],
+                                op.getEps().convertToDouble());
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value.dx));
+  out.push_back(std::move(r.value.dw));
+  out.push_back(std::move(r.value.db));
+  return out;
+}
+
+Outcome rmsNormGrad(RmsNormGradOp op, Operands in) {
+  auto r =
+      ref::rms_norm_grad(*in[0], in[1], *in[2], op.getEps().convertToDouble());
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value.dx));
+  out.push_back(std::move(r.value.dw));
+  return out;
+}
+
+Outcome attentionGrad(AttentionGradOp op, Operands in) {
+  auto r = ref::attention_grad(*in[0], *in[1], *in[2], *in[3], op.getCausal(),
+                               op.getScale().convertToDouble());
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value.dq));
+  out.push_back(std::move(r.value.dk));
+  out.push_back(std::move(r.value.dv));
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Lookup and loss
+//===----------------------------------------------------------------------===//
+
+Outcome crossEntropyGrad(CrossEntropyGradOp op, Operands in) {
+  ref::Result<double> g = scalarOf(*in[2], "cross_entropy_grad's grad");
+  if (!g)
+    return ref::Error{g.error};
+  return one(
+      ref::cross_entropy_grad(*in[0], *in[1], g.value, op.getIgnoreIndex()));
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+Outcome concat(ConcatOp op, Operands in) {
+  std::vector<ref::Tensor> inputs;
+  for (const ref::Tensor *t : in)
+    inputs.push_back(*t);
+  return one(ref::concat(inputs, op.getAxis()));
+}
+
+Outcome split(SplitOp op, Operands in) {
+  auto r = ref::split(*in[0], op.getAxis(), toVector(op.getSizes()));
+  if (!r)
+    return ref::Error{r.error};
+  return std::move(r.value);
+}
+
+template <typename ReduceOp>
+Outcome reduce(ReduceOp op, ref::ReduceKind kind, Operands in) {
+  return one(
+      ref::reduce(kind, *in[0], toVector(op.getAxes()), op.getKeepdim()));
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+Outcome adamw(AdamWOp op, Operands in) {
+  ref::Result<double> lr = scalarOf(*in[4], "adamw's lr");
+  ref::Result<double> step = scalarOf(*in[5], "adamw's step");
+  ref::Result<double> scale = scalarOf(*in[6], "adamw's scale");
+  for (const std::string *e : {&lr.error, &step.error, &scale.error})
+    if (!e->empty())
+      return ref::Error{*e};
+  if (step.value != std::floor(step.value) || !std::isfinite(step.value))
+    return error("interpreter: adamw's step must be a whole number, got " +
+                 std::to_string(step.value));
+  auto r =
+      ref::adamw(*in[0], *in[1], *in[2], *in[3], lr.value, int64_t(step.value),
+                 op.getBeta1().convertToDouble(),
+                 op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
+                 op.getWeightDecay().convertToDouble(), scale.value);
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value.p));
+  out.push_back(std::move(r.value.m));
+  out.push_back(std::move(r.value.v));
+  return out;
+}
+
+} // namespace
+
+std::optional<ref::DType> dsc::dtypeOf(Type elementType) {
+  if (elementType.isF64())
+    return ref::DType::F64;
+  if (elementType.isF32())
+    return ref::DType::F32;
+  if (elementType.isF16())
+    return ref::DType::F16;
+  if (elementType.isBF16())
+    return ref::DType::BF16;
+  return std::nullopt;
+}
+
+ref::Result<std::vector<ref::Tensor>>
+dsc::evaluateOp(Operation *op, llvm::ArrayRef<const ref::Tensor *> in,
+                const EvalContext &ctx) {
+  using ref::BinaryKind;
+  using ref::ReduceKind;
+  using ref::UnaryKind;
+  return llvm::TypeSwitch<Operation *, Outcome>(op)
+      // Constants and index generation.
+      .Case([](ConstantOp c) { return constant(c); })
+      .Case([](IotaOp o) {
+        return one(ref::iota(shapeOf(o.getResult()), o.getDim()));
+      })
+      // Elementwise.
+      .Case([&](AddOp) { return binary(BinaryKind::Add, in); })
+      .Case([&](SubOp) { return binary(BinaryKind::Sub, in); })
+      .Case([&](MulOp) { return binary(BinaryKind::Mul, in); })
+      .Case([&](DivOp) { return binary(BinaryKind::Div, in); })
+      .Case([&](MinimumOp) { return binary(BinaryKind::Minimum, in); })
+      .Case([&](MaximumOp) { return binary(BinaryKind::Maximum, in); })
+      .Case([&](EqualOp) { return binary(BinaryKind::Equal, in); })
+      .Case([&](NegOp) { return unary(UnaryKind::Neg, in); })
+      .Case([&](ExpOp) { return unary(UnaryKind::Exp, in); })
+      .Case([&](LogOp) { return unary(UnaryKind::Log, in); })
+      .Case([&](TanhOp) { return unary(UnaryKind::Tanh, in); })
+      .Case([&](SqrtOp) { return unary(UnaryKind::Sqrt, in); })
+      .Case([&](RsqrtOp) { return unary(UnaryKind::Rsqrt, in); })
+      .Case([&](ReluOp) { return unary(UnaryKind::Relu, in); })
+      .Case([&](SiluOp) { return unary(UnaryKind::Silu, in); })
+      .Case([&](GeluOp o) {
+        return unary(o.getApproximate() == GeluApproximation::tanh
+                         ? UnaryKind::GeluTanh
+                         : UnaryKind::GeluErf,
+                     in);
+      })
+      .Case([&](ReluGradOp) { return one(ref::relu_grad(*in[0], *in[1])); })
+      .Case([&](SiluGradOp) { return one(ref::silu_grad(*in[0], *in[1])); })
+      .Case([&](GeluGradOp o) {
+        return one(ref::gelu_grad(
+            *in[0], *in[1], o.getApproximate() == GeluApproximation::tanh));
+      })
+      .Case([&](CastOp o) { return castOp(o, in, ctx); })
+      .Case([&](DropoutOp o) { return dropout(o, in, ctx); })
+      // Contractions and normalizations.
+      .Case([&](MatmulOp o) {
+        return one(ref::matmul(*in[0], *in[1], o.getTransposeLhs(),
+                               o.getTransposeRhs()));
+      })
+      .Case([&](LayerNormOp o) { return layerNorm(o, in); })
+      .Case([&](LayerNormGradOp o) { return layerNormGrad(o, in); })
+      .Case([&](RmsNormOp o) {
+        return one(ref::rms_norm(*in[0], in[1], o.getEps().convertToDouble()));
+      })
+      .Case([&](RmsNormGradOp o) { return rmsNormGrad(o, in); })
+      .Case([&](SoftmaxOp) { return one(ref::softmax(*in[0])); })
+      .Case(
+          [&](SoftmaxGradOp) { return one(ref::softmax_grad(*in[0], *in[1])); })
+      .Case([&](AttentionOp o) {
+        return one(ref::attention(*in[0], *in[1], *in[2], o.getCausal(),
+                                  o.getScale().convertToDouble()));
+      })
+      .Case([&](AttentionGradOp o) { return attentionGrad(o, in); })
+      .Case([&](RotaryOp o) {
+        return one(ref::rotary(*in[0], o.getTheta().convertToDouble(),
+                               o.getInverse()));
+      })
+      // Lookup and loss.
+      .Case([&](EmbeddingOp) { return one(ref::embedding(*in[0], *in[1])); })
+      .Case([&](EmbeddingGradOp o) {
+        return one(ref::embedding_grad(*in[0], *in[1], o.getVocabSize()));
+      })
+      .Case([&](CrossEntropyOp o) {
+        return one(ref::cross_entropy(*in[0], *in[1], o.getIgnoreIndex()));
+      })
+      .Case([&](CrossEntropyGradOp o) { return crossEntropyGrad(o, in); })
+      // Shape manipulation.
+      .Case([&](ReshapeOp o) {
+        return one(ref::reshape(*in[0], shapeOf(o.getResult())));
+      })
+      .Case([&](TransposeOp o) {
+        return one(ref::transpose(*in[0], toVector(o.getPermutation())));
+      })
+      .Case([&](SliceOp o) {
+        return one(ref::slice(*in[0], toVector(o.getOffsets()),
+                              toVector(o.getSizes())));
+      })
+      .Case([&](PadOp o) {
+        return one(
+            ref::pad(*in[0], toVector(o.getLow()), toVector(o.getHigh())));
+      })
+      .Case([&](ConcatOp o) { return concat(o, in); })
+      .Case([&](SplitOp o) { return split(o, in); })
+      .Case([&](BroadcastOp o) {
+        return one(ref::broadcast_to(*in[0], shapeOf(o.getResult())));
+      })
+      .Case([&](ReduceSumOp o) { return reduce(o, ReduceKind::Sum, in); })
+      .Case([&](ReduceMeanOp o) { return reduce(o, ReduceKind::Mean, in); })
+      .Case([&](ReduceMaxOp o) { return reduce(o, ReduceKind::Max, in); })
+      // Optimizer.
+      .Case([&](AdamWOp o) { return adamw(o, in); })
+      .Default([](Operation *o) -> Outcome {
+        return error("interpreter: no rule for '" +
+                     o->getName().getStringRef() + "'");
+      });
+}

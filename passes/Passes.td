@@ -1,0 +1,58 @@
+//===- Passes.td - dsc passes ---------------------------------*- tablegen -*-===//
+#ifndef DSC_PASSES_TD
+#define DSC_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DsVerifyInput : Pass<"ds-verify-input", "::mlir::ModuleOp"> {
+  let summary = "checks the input contract of a forward graph";
+  let description = [{
+    The forward graph is `func.func @forward(...) -> tensor<f32>` returning
+    the loss, made of `ds` ops on statically shaped tensors, reading only
+    `ds.variable param`s that carry an initializer. Violations are reported
+    at the offending op in terms of the model, not of the pass.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def DsAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
+  let summary = "builds @micro_step: forward, backward, gradient accumulation";
+  let description = [{
+    Clones @forward into @micro_step and appends the reverse pass built from
+    each op's VJPOpInterface. Only ops between a parameter and the loss are
+    differentiated; gradients of a parameter read twice (tied embeddings)
+    are summed. Each parameter with a gradient gets a `ds.variable grad`
+    accumulator to which @micro_step adds d(loss)/d(param) scaled by
+    1/accumulation-steps, so N micro-steps accumulate the mean gradient.
+  }];
+  let options = [
+    Option<"accumulationSteps", "accumulation-steps", "int64_t", "1",
+           "micro-batches per optimizer step">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
+  let summary = "builds @apply: gradient clipping and the AdamW update";
+  let description = [{
+    Adds `exp_avg` / `exp_avg_sq` moments for every parameter with a
+    gradient accumulator and a function
+    `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` that
+    computes the global gradient norm (returned), scales gradients by
+    min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies AdamW with
+    decoupled weight decay (only to parameters of rank >= 2, as nanoGPT),
+    and zeroes the accumulators.
+  }];
+  let options = [
+    Option<"beta1", "beta1", "double", "0.9", "first-moment decay">,
+    Option<"beta2", "beta2", "double", "0.999", "second-moment decay">,
+    Option<"eps", "eps", "double", "1e-8", "denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.01",
+           "decoupled weight decay for parameters of rank >= 2">,
+    Option<"gradClip", "grad-clip", "double", "0.0",
+           "global gradient-norm clip; 0 disables clipping">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+#endif // DSC_PASSES_TD

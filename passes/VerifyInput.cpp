@@ -1,0 +1,111 @@
+//===- VerifyInput.cpp - the input contract of a forward graph -----------===//
+//
+// Everything later phases assume about their input is checked here once,
+// with messages a model author can act on (the frontend's fault, not the
+// compiler's).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSVERIFYINPUT
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+bool isStatic(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  return !shaped || shaped.hasStaticShape();
+}
+
+struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
+  void runOnOperation() override {
+    if (failed(verifyModule(getOperation())))
+      signalPassFailure();
+  }
+
+  LogicalResult verifyModule(ModuleOp module) {
+    bool ok = true;
+    for (auto var : module.getOps<VariableOp>())
+      if (var.getKind() != VariableKind::param) {
+        var.emitError("input contract: variable @")
+            << var.getSymName() << " is a '"
+            << stringifyVariableKind(var.getKind())
+            << "'; the input declares parameters only (dsc adds gradients "
+               "and optimizer state)";
+        ok = false;
+      }
+
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward)
+      return module.emitError(
+          "input contract: no `func.func @forward` (the function that "
+          "returns the loss) in the module");
+    if (forward.getBody().getBlocks().size() != 1)
+      return forward.emitError("input contract: @forward must be a single "
+                               "block (no control flow)");
+    auto results = forward.getFunctionType().getResults();
+    auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
+                                    : RankedTensorType();
+    if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
+      return forward.emitError("input contract: @forward must return one "
+                               "scalar loss of type tensor<f32>, returns ")
+             << forward.getFunctionType().getResults();
+    for (auto [i, arg] : llvm::enumerate(forward.getArguments()))
+      if (!isStatic(arg.getType()) || !isa<RankedTensorType>(arg.getType())) {
+        forward.emitError("input contract: argument #")
+            << i << " of @forward has type " << arg.getType()
+            << "; inputs must be tensors with static shapes";
+        ok = false;
+      }
+
+    llvm::DenseMap<int64_t, DropoutOp> dropoutIds;
+    bool readsParam = false;
+    forward.walk([&](Operation *op) {
+      if (isa<func::FuncOp, func::ReturnOp>(op))
+        return;
+      if (!isa<DSDialect>(op->getDialect())) {
+        op->emitError("input contract: '")
+            << op->getName()
+            << "' is not a ds op; dsc can only train through ds ops";
+        ok = false;
+        return;
+      }
+      if (isa<StoreOp>(op)) {
+        op->emitError("input contract: @forward must not write variables");
+        ok = false;
+      }
+      readsParam |= isa<LoadOp>(op);
+      for (Type t : op->getResultTypes())
+        if (!isStatic(t)) {
+          op->emitError("input contract: result type ")
+              << t << " has a dynamic shape; export the model with static "
+                      "shapes";
+          ok = false;
+        }
+      if (auto dropout = dyn_cast<DropoutOp>(op)) {
+        auto [it, inserted] = dropoutIds.try_emplace(dropout.getId(), dropout);
+        if (!inserted) {
+          dropout.emitError("input contract: dropout id ")
+              << dropout.getId()
+              << " is used twice; each dropout site needs its own id";
+          ok = false;
+        }
+      }
+    });
+    if (ok && !readsParam)
+      return forward.emitError(
+          "input contract: the loss reads no parameter; nothing to train");
+    return success(ok);
+  }
+};
+
+} // namespace

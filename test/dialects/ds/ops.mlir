@@ -1,0 +1,160 @@
+// RUN: ds-opt %s | ds-opt | FileCheck %s
+// Every ds op round-trips through its assembly format.
+
+// CHECK: ds.variable param @w : tensor<16x8xf32> init normal std 2.000000e-02
+ds.variable param @w : tensor<16x8xf32> init normal std 2.000000e-02
+// CHECK: ds.variable param @b : tensor<8xf32> init zeros
+ds.variable param @b : tensor<8xf32> init zeros
+// CHECK: ds.variable param @g : tensor<8xf32> init ones
+ds.variable param @g : tensor<8xf32> init ones
+// CHECK: ds.variable grad @w.grad of @w : tensor<16x8xf32> init zeros
+ds.variable grad @w.grad of @w : tensor<16x8xf32> init zeros
+// CHECK: ds.variable opt_state @w.exp_avg of @w : tensor<16x8xf32> init zeros
+ds.variable opt_state @w.exp_avg of @w : tensor<16x8xf32> init zeros
+
+// CHECK-LABEL: func @state
+func.func @state() {
+  // CHECK: %[[W:.*]] = ds.load @w : tensor<16x8xf32>
+  %w = ds.load @w : tensor<16x8xf32>
+  // CHECK: ds.store %[[W]], @w.grad : tensor<16x8xf32>
+  ds.store %w, @w.grad : tensor<16x8xf32>
+  return
+}
+
+// CHECK-LABEL: func @constants
+func.func @constants() -> (tensor<2x3xf32>, tensor<4xi32>) {
+  // CHECK: ds.constant dense<1.500000e+00> : tensor<2x3xf32>
+  %c = ds.constant dense<1.5> : tensor<2x3xf32>
+  // CHECK: ds.iota dim 0 : tensor<4xi32>
+  %i = ds.iota dim 0 : tensor<4xi32>
+  return %c, %i : tensor<2x3xf32>, tensor<4xi32>
+}
+
+// CHECK-LABEL: func @elementwise
+func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // CHECK: ds.add %{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<3xf32>
+  %0 = ds.add %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.sub
+  %1 = ds.sub %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.mul
+  %2 = ds.mul %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.div
+  %3 = ds.div %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.minimum
+  %4 = ds.minimum %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.maximum
+  %5 = ds.maximum %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.equal
+  %6 = ds.equal %a, %b : tensor<2x3xf32>, tensor<3xf32>
+  // CHECK: ds.neg %{{.*}} : tensor<2x3xf32>
+  %7 = ds.neg %a : tensor<2x3xf32>
+  // CHECK: ds.exp
+  %8 = ds.exp %a : tensor<2x3xf32>
+  // CHECK: ds.log
+  %9 = ds.log %a : tensor<2x3xf32>
+  // CHECK: ds.tanh
+  %10 = ds.tanh %a : tensor<2x3xf32>
+  // CHECK: ds.sqrt
+  %11 = ds.sqrt %a : tensor<2x3xf32>
+  // CHECK: ds.rsqrt
+  %12 = ds.rsqrt %a : tensor<2x3xf32>
+  // CHECK: ds.relu
+  %13 = ds.relu %a : tensor<2x3xf32>
+  // CHECK: ds.silu
+  %14 = ds.silu %a : tensor<2x3xf32>
+  // CHECK: ds.gelu tanh %{{.*}} : tensor<2x3xf32>
+  %15 = ds.gelu tanh %a : tensor<2x3xf32>
+  // CHECK: ds.gelu none
+  %16 = ds.gelu none %a : tensor<2x3xf32>
+  // CHECK: ds.relu_grad %{{.*}}, %{{.*}} : tensor<2x3xf32>
+  %17 = ds.relu_grad %a, %a : tensor<2x3xf32>
+  // CHECK: ds.silu_grad
+  %18 = ds.silu_grad %a, %a : tensor<2x3xf32>
+  // CHECK: ds.gelu_grad tanh
+  %19 = ds.gelu_grad tanh %a, %a : tensor<2x3xf32>
+  // CHECK: ds.cast %{{.*}} : tensor<2x3xf32> -> tensor<2x3xbf16>
+  %20 = ds.cast %a : tensor<2x3xf32> -> tensor<2x3xbf16>
+  // CHECK: ds.cast %{{.*}} : tensor<2x3xf32> -> tensor<2x3xf16>
+  %21 = ds.cast %a : tensor<2x3xf32> -> tensor<2x3xf16>
+  // CHECK: ds.dropout %{{.*}} rate 1.000000e-01 id 7 : tensor<2x3xf32>
+  %22 = ds.dropout %a rate 0.1 id 7 : tensor<2x3xf32>
+  return
+}
+
+// CHECK-LABEL: func @contractions
+func.func @contractions(%x: tensor<2x5x8xf32>, %w: tensor<12x8xf32>,
+                        %g: tensor<8xf32>, %q: tensor<2x3x5x4xf32>) {
+  // CHECK: ds.matmul %{{.*}}, %{{.*}} {transpose_rhs} : tensor<2x5x8xf32>, tensor<12x8xf32> -> tensor<2x5x12xf32>
+  %0 = ds.matmul %x, %w {transpose_rhs} : tensor<2x5x8xf32>, tensor<12x8xf32> -> tensor<2x5x12xf32>
+  // CHECK: ds.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x5x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %1 = ds.layer_norm %x, %g, %g eps 1.0e-5 : tensor<2x5x8xf32>, tensor<8xf32>, tensor<8xf32>
+  // CHECK: ds.layer_norm %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x5x8xf32>, tensor<8xf32>{{$}}
+  %2 = ds.layer_norm %x, %g eps 1.0e-5 : tensor<2x5x8xf32>, tensor<8xf32>
+  // CHECK: = ds.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x5x8xf32>, tensor<8xf32>
+  %3:3 = ds.layer_norm_grad %x, %g, %x eps 1.0e-5 : tensor<2x5x8xf32>, tensor<8xf32>
+  // CHECK: ds.rms_norm %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x5x8xf32>, tensor<8xf32>
+  %4 = ds.rms_norm %x, %g eps 1.0e-6 : tensor<2x5x8xf32>, tensor<8xf32>
+  // CHECK: ds.rms_norm_grad
+  %5:2 = ds.rms_norm_grad %x, %g, %x eps 1.0e-6 : tensor<2x5x8xf32>, tensor<8xf32>
+  // CHECK: ds.softmax %{{.*}} : tensor<2x5x8xf32>
+  %6 = ds.softmax %x : tensor<2x5x8xf32>
+  // CHECK: ds.softmax_grad
+  %7 = ds.softmax_grad %6, %x : tensor<2x5x8xf32>
+  // CHECK: ds.attention %{{.*}}, %{{.*}}, %{{.*}} scale 5.000000e-01 causal : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>
+  %8 = ds.attention %q, %q, %q scale 0.5 causal : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>
+  // CHECK: ds.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 5.000000e-01 causal
+  %9:3 = ds.attention_grad %q, %q, %q, %8 scale 0.5 causal : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>
+  // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 : tensor<2x3x5x4xf32>
+  %10 = ds.rotary %q theta 10000.0 : tensor<2x3x5x4xf32>
+  // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 inverse : tensor<2x3x5x4xf32>
+  %11 = ds.rotary %q theta 10000.0 inverse : tensor<2x3x5x4xf32>
+  return
+}
+
+// CHECK-LABEL: func @lookup_and_loss
+func.func @lookup_and_loss(%t: tensor<16x8xf32>, %i: tensor<2x5xi32>,
+                           %l: tensor<2x5x16xf32>, %s: tensor<f32>) {
+  // CHECK: ds.embedding %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<2x5xi32> -> tensor<2x5x8xf32>
+  %0 = ds.embedding %t, %i : tensor<16x8xf32>, tensor<2x5xi32> -> tensor<2x5x8xf32>
+  // CHECK: ds.embedding_grad %{{.*}}, %{{.*}} vocab 16 : tensor<2x5xi32>, tensor<2x5x8xf32> -> tensor<16x8xf32>
+  %1 = ds.embedding_grad %i, %0 vocab 16 : tensor<2x5xi32>, tensor<2x5x8xf32> -> tensor<16x8xf32>
+  // CHECK: ds.cross_entropy %{{.*}}, %{{.*}} : tensor<2x5x16xf32>, tensor<2x5xi32> -> tensor<f32>
+  %2 = ds.cross_entropy %l, %i : tensor<2x5x16xf32>, tensor<2x5xi32> -> tensor<f32>
+  // CHECK: ds.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64}
+  %3 = ds.cross_entropy %l, %i {ignore_index = 0} : tensor<2x5x16xf32>, tensor<2x5xi32> -> tensor<f32>
+  // CHECK: ds.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x5x16xf32>, tensor<2x5xi32>, tensor<f32>
+  %4 = ds.cross_entropy_grad %l, %i, %s : tensor<2x5x16xf32>, tensor<2x5xi32>, tensor<f32>
+  return
+}
+
+// CHECK-LABEL: func @shapes
+func.func @shapes(%x: tensor<2x6xf32>) {
+  // CHECK: ds.reshape %{{.*}} : tensor<2x6xf32> -> tensor<3x4xf32>
+  %0 = ds.reshape %x : tensor<2x6xf32> -> tensor<3x4xf32>
+  // CHECK: ds.transpose %{{.*}} [1, 0] : tensor<2x6xf32> -> tensor<6x2xf32>
+  %1 = ds.transpose %x [1, 0] : tensor<2x6xf32> -> tensor<6x2xf32>
+  // CHECK: ds.slice %{{.*}} offsets [0, 2] sizes [2, 3] : tensor<2x6xf32> -> tensor<2x3xf32>
+  %2 = ds.slice %x offsets [0, 2] sizes [2, 3] : tensor<2x6xf32> -> tensor<2x3xf32>
+  // CHECK: ds.pad %{{.*}} low [0, 2] high [1, 1] : tensor<2x3xf32> -> tensor<3x6xf32>
+  %3 = ds.pad %2 low [0, 2] high [1, 1] : tensor<2x3xf32> -> tensor<3x6xf32>
+  // CHECK: ds.concat %{{.*}}, %{{.*}} axis 1 : tensor<2x6xf32>, tensor<2x3xf32> -> tensor<2x9xf32>
+  %4 = ds.concat %x, %2 axis 1 : tensor<2x6xf32>, tensor<2x3xf32> -> tensor<2x9xf32>
+  // CHECK: ds.split %{{.*}} axis 1 sizes [1, 5] : tensor<2x6xf32> -> tensor<2x1xf32>, tensor<2x5xf32>
+  %5:2 = ds.split %x axis 1 sizes [1, 5] : tensor<2x6xf32> -> tensor<2x1xf32>, tensor<2x5xf32>
+  // CHECK: ds.broadcast %{{.*}} : tensor<2x6xf32> -> tensor<4x2x6xf32>
+  %6 = ds.broadcast %x : tensor<2x6xf32> -> tensor<4x2x6xf32>
+  // CHECK: ds.reduce_sum %{{.*}} axes [1] : tensor<2x6xf32> -> tensor<2xf32>
+  %7 = ds.reduce_sum %x axes [1] : tensor<2x6xf32> -> tensor<2xf32>
+  // CHECK: ds.reduce_mean %{{.*}} axes [0] keepdim : tensor<2x6xf32> -> tensor<1x6xf32>
+  %8 = ds.reduce_mean %x axes [0] keepdim : tensor<2x6xf32> -> tensor<1x6xf32>
+  // CHECK: ds.reduce_max %{{.*}} axes [0, 1] : tensor<2x6xf32> -> tensor<f32>
+  %9 = ds.reduce_max %x axes [0, 1] : tensor<2x6xf32> -> tensor<f32>
+  return
+}
+
+// CHECK-LABEL: func @optimizer
+func.func @optimizer(%p: tensor<4x3xf32>, %lr: tensor<f32>) {
+  // CHECK: ds.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.94999999999999996) eps 1.000000e-08 weight_decay 1.000000e-01 : tensor<4x3xf32>, tensor<4x3xf32>
+  %0:3 = ds.adamw %p, %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.95) eps 1.0e-8 weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}

@@ -1,0 +1,17 @@
+# lit configuration for dsc: FileCheck tests of dialects, passes, tools and
+# end-to-end runs. Tests are discovered by suffix; none are listed in CMake.
+import os
+
+import lit.formats
+
+config.name = "dsc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["unit", "compiler", "CMakeLists.txt", "lit.cfg.py",
+                   "lit.site.cfg.py", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.dsc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.substitutions.append(("%python", config.python_executable))
