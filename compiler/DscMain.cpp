@@ -61,15 +61,18 @@ struct Options {
 
 /// "file:line:col", a NameLoc's name, or "dsc": where to point the user.
 std::string describe(Location loc) {
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    if (file.getLine() == 0) // an implicit module: the file as a whole
+      return file.getFilename().str();
     return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
             Twine(file.getColumn()))
         .str();
+  }
   if (auto name = dyn_cast<NameLoc>(loc)) {
     std::string child = describe(name.getChildLoc());
-    return child == "dsc" ? name.getName().str()
-                          : (child + " (" + name.getName().getValue() + ")")
-                                .str();
+    return child == "dsc"
+               ? name.getName().str()
+               : (child + " (" + name.getName().getValue() + ")").str();
   }
   if (auto fused = dyn_cast<FusedLoc>(loc))
     return fused.getLocations().empty() ? "dsc"
@@ -79,8 +82,19 @@ std::string describe(Location loc) {
   return "dsc";
 }
 
-/// One line per diagnostic: "<where>: error: <what>".
+/// One line per diagnostic: "<where>: error: <what>". An op whose result
+/// type inference failed reports why and then, again, that it failed; the
+/// second line says nothing new and is dropped.
 LogicalResult printDiagnostic(Diagnostic &diag) {
+  static std::optional<Location> lastError;
+  if (diag.getSeverity() == DiagnosticSeverity::Error) {
+    bool repeat =
+        lastError && *lastError == diag.getLocation() &&
+        StringRef(diag.str()).ends_with("op failed to infer returned types");
+    lastError = diag.getLocation();
+    if (repeat)
+      return success();
+  }
   StringRef severity = "error";
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Note:
@@ -135,6 +149,8 @@ int runDscMain(int argc, char **argv) {
   registerAll(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Diagnostics name the op by location; a dump of the op is noise to users.
+  context.printOpOnDiagnostic(false);
   ScopedDiagnosticHandler diagnostics(&context, printDiagnostic);
 
   OwningOpRef<ModuleOp> module;

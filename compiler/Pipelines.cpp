@@ -45,8 +45,7 @@ void buildPipeline(OpPassManager &pm, Phase phase,
 }
 
 namespace {
-struct TrainPipelineOptions
-    : public PassPipelineOptions<TrainPipelineOptions> {
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> accumulationSteps{*this, "accumulation-steps",
                                     llvm::cl::init(1)};
   Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};

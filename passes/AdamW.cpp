@@ -32,10 +32,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
                            VariableOp param, Operation *after,
                            StringRef suffix) {
     mb.setInsertionPointAfter(after);
-    auto var = mb.create<VariableOp>(
-        param.getLoc(), VariableKind::opt_state,
-        (param.getSymName() + suffix).str(), SymbolRefAttr::get(param),
-        param.getType(), InitKind::zeros, FloatAttr());
+    auto var = mb.create<VariableOp>(param.getLoc(), VariableKind::opt_state,
+                                     (param.getSymName() + suffix).str(),
+                                     SymbolRefAttr::get(param), param.getType(),
+                                     InitKind::zeros, FloatAttr());
     symbols.insert(var);
     return var;
   }
@@ -103,10 +103,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       Value mv = b.create<LoadOp>(ploc, t, m.getSymName());
       Value vv = b.create<LoadOp>(ploc, t, v.getSymName());
       double decay = param.getTensorType().getRank() >= 2 ? weightDecay : 0.0;
-      auto update = b.create<AdamWOp>(
-          ploc, p, g, mv, vv, lr, step, scale, b.getF64FloatAttr(beta1),
-          b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-          b.getF64FloatAttr(decay));
+      auto update =
+          b.create<AdamWOp>(ploc, p, g, mv, vv, lr, step, scale,
+                            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+                            b.getF64FloatAttr(eps), b.getF64FloatAttr(decay));
       b.create<StoreOp>(ploc, update.getNewParam(), param.getSymName());
       b.create<StoreOp>(ploc, update.getNewM(), m.getSymName());
       b.create<StoreOp>(ploc, update.getNewV(), v.getSymName());

@@ -11,9 +11,9 @@
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSAUTODIFF
@@ -150,10 +150,10 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
                << gradName << " already exists";
       OpBuilder mb(param);
       mb.setInsertionPointAfter(param);
-      auto gradVar = mb.create<VariableOp>(
-          param.getLoc(), VariableKind::grad, gradName,
-          FlatSymbolRefAttr::get(name), param.getType(), InitKind::zeros,
-          FloatAttr());
+      auto gradVar =
+          mb.create<VariableOp>(param.getLoc(), VariableKind::grad, gradName,
+                                FlatSymbolRefAttr::get(name), param.getType(),
+                                InitKind::zeros, FloatAttr());
       symbols.insert(gradVar);
       Location loc = param.getLoc();
       Value acc = b.create<LoadOp>(loc, g.getType(), gradVar.getSymName());

@@ -87,8 +87,9 @@ struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
       for (Type t : op->getResultTypes())
         if (!isStatic(t)) {
           op->emitError("input contract: result type ")
-              << t << " has a dynamic shape; export the model with static "
-                      "shapes";
+              << t
+              << " has a dynamic shape; export the model with static "
+                 "shapes";
           ok = false;
         }
       if (auto dropout = dyn_cast<DropoutOp>(op)) {

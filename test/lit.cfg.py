@@ -8,10 +8,13 @@ config.name = "dsc"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["unit", "compiler", "CMakeLists.txt", "lit.cfg.py",
-                   "lit.site.cfg.py", "Inputs"]
+                   "lit.site.cfg.py", "Inputs", "expect-exit.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
 
 config.environment["PATH"] = os.pathsep.join(
     [config.dsc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(
+    ("%expect-exit", config.python_executable + " " +
+     os.path.join(config.test_source_root, "tools", "expect-exit.py")))

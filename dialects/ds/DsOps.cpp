@@ -36,8 +36,8 @@ LogicalResult VariableOp::verify() {
     return success();
   }
   if (!getOf())
-    return emitOpError("a ") << stringifyVariableKind(getKind())
-                             << " variable needs `of @param`";
+    return emitOpError("a ")
+           << stringifyVariableKind(getKind()) << " variable needs `of @param`";
   auto owner = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
       getOperation()->getParentOp(), getOfAttr());
   if (!owner || owner.getKind() != VariableKind::param)
@@ -54,9 +54,8 @@ static LogicalResult verifyVariableUse(Operation *op, FlatSymbolRefAttr name,
   if (!var)
     return op->emitOpError("refers to ") << name << ", which is not a variable";
   if (var.getType() != type)
-    return op->emitOpError("type ")
-           << type << " does not match variable " << name << " of type "
-           << var.getType();
+    return op->emitOpError("type ") << type << " does not match variable "
+                                    << name << " of type " << var.getType();
   return success();
 }
 
@@ -65,8 +64,7 @@ LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult StoreOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyVariableUse(*this, getNameAttr(), getValue().getType(),
-                           symbols);
+  return verifyVariableUse(*this, getNameAttr(), getValue().getType(), symbols);
 }
 
 //===----------------------------------------------------------------------===//
@@ -78,8 +76,8 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 LogicalResult IotaOp::verify() {
   auto type = tensorOf(getResult());
   if (getDim() < 0 || getDim() >= type.getRank())
-    return emitOpError("dim ") << getDim() << " is out of range for rank "
-                               << type.getRank();
+    return emitOpError("dim ")
+           << getDim() << " is out of range for rank " << type.getRank();
   return success();
 }
 
@@ -136,13 +134,13 @@ static LogicalResult verifyNormWeight(Operation *op, Value x, Value weight,
   if (xt.getRank() < 1)
     return op->emitOpError("x must have rank >= 1");
   if (wt.getRank() != 1 || wt.getDimSize(0) != xt.getShape().back())
-    return op->emitOpError() << what << " must be [" << xt.getShape().back()
-                             << "] (the last dimension of x), got "
-                             << shapeStr(wt.getShape());
+    return op->emitOpError()
+           << what << " must be [" << xt.getShape().back()
+           << "] (the last dimension of x), got " << shapeStr(wt.getShape());
   if (wt.getElementType() != xt.getElementType())
-    return op->emitOpError() << what << " has element type "
-                             << wt.getElementType() << ", x has "
-                             << xt.getElementType();
+    return op->emitOpError()
+           << what << " has element type " << wt.getElementType() << ", x has "
+           << xt.getElementType();
   return success();
 }
 
@@ -197,8 +195,8 @@ LogicalResult AdamWOp::verify() {
            << shapeStr(tensorOf(getGrad()).getShape())
            << " differs from param shape "
            << shapeStr(tensorOf(getParam()).getShape());
-  for (double beta : {getBeta1().convertToDouble(),
-                      getBeta2().convertToDouble()})
+  for (double beta :
+       {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
     if (beta < 0 || beta >= 1)
       return emitOpError("betas must be in [0, 1)");
   if (getEps().convertToDouble() <= 0)

@@ -90,10 +90,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   int64_t kb = b.getDimSize(tb ? rb - 1 : rb - 2);
   int64_t n = b.getDimSize(tb ? rb - 2 : rb - 1);
   if (ka != kb)
-    return emitOptionalError(loc, "contracting dimensions differ: lhs has ",
-                             ka, ", rhs has ", kb);
-  auto batch = broadcastShapes(a.getShape().drop_back(2),
-                               b.getShape().drop_back(2));
+    return emitOptionalError(loc, "contracting dimensions differ: lhs has ", ka,
+                             ", rhs has ", kb);
+  auto batch =
+      broadcastShapes(a.getShape().drop_back(2), b.getShape().drop_back(2));
   if (!batch)
     return emitOptionalError(
         loc, "batch dimensions ", shapeStr(a.getShape().drop_back(2)), " and ",
@@ -121,13 +121,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                              shapeStr(qs), ", k is ", shapeStr(ks), ", v is ",
                              shapeStr(vs));
   if (qs[3] != ks[3])
-    return emitOptionalError(loc, "q and k head sizes differ: ", qs[3],
-                             " vs ", ks[3]);
+    return emitOptionalError(loc, "q and k head sizes differ: ", qs[3], " vs ",
+                             ks[3]);
   if (ks[2] != vs[2])
     return emitOptionalError(loc, "k and v sequence lengths differ: ", ks[2],
                              " vs ", vs[2]);
-  inferred.push_back(RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]},
-                                           q.getElementType()));
+  inferred.push_back(
+      RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, q.getElementType()));
   return success();
 }
 
@@ -146,9 +146,10 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult EmbeddingGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
   auto idx = tensorOf(adaptor.getIndices());
   auto grad = tensorOf(adaptor.getGrad());
   if (grad.getRank() != idx.getRank() + 1 ||
@@ -159,14 +160,14 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(
   if (adaptor.getVocabSize() <= 0)
     return emitOptionalError(loc, "vocab must be positive");
   inferred.push_back(RankedTensorType::get(
-      {adaptor.getVocabSize(), grad.getShape().back()},
-      grad.getElementType()));
+      {adaptor.getVocabSize(), grad.getShape().back()}, grad.getElementType()));
   return success();
 }
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
   auto logits = tensorOf(adaptor.getLogits());
   auto targets = tensorOf(adaptor.getTargets());
   if (logits.getRank() < 1 ||
@@ -195,10 +196,9 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
     seen[p] = true;
   }
   if (!valid)
-    return emitOptionalError(loc, "permutation [",
-                             llvm::make_range(perm.begin(), perm.end()),
-                             "] is not a permutation of ", x.getRank(),
-                             " dimensions");
+    return emitOptionalError(
+        loc, "permutation [", llvm::make_range(perm.begin(), perm.end()),
+        "] is not a permutation of ", x.getRank(), " dimensions");
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(x.getDimSize(p));
@@ -214,8 +214,9 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   ArrayRef<int64_t> offsets = adaptor.getOffsets(), sizes = adaptor.getSizes();
   if (static_cast<int64_t>(offsets.size()) != x.getRank() ||
       static_cast<int64_t>(sizes.size()) != x.getRank())
-    return emitOptionalError(loc, "offsets and sizes need one entry per "
-                                  "dimension (",
+    return emitOptionalError(loc,
+                             "offsets and sizes need one entry per "
+                             "dimension (",
                              x.getRank(), ")");
   for (int64_t d = 0; d < x.getRank(); ++d)
     if (offsets[d] < 0 || sizes[d] < 0 ||
@@ -235,8 +236,9 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
   ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
   if (static_cast<int64_t>(low.size()) != x.getRank() ||
       static_cast<int64_t>(high.size()) != x.getRank())
-    return emitOptionalError(loc, "low and high need one entry per "
-                                  "dimension (",
+    return emitOptionalError(loc,
+                             "low and high need one entry per "
+                             "dimension (",
                              x.getRank(), ")");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < x.getRank(); ++d) {
@@ -269,8 +271,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       return emitOptionalError(loc, "inputs differ in rank or element type");
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != axis && t.getDimSize(d) != first.getDimSize(d))
-        return emitOptionalError(loc, "inputs differ in dimension ", d,
-                                 " (", shapeStr(first.getShape()), " vs ",
+        return emitOptionalError(loc, "inputs differ in dimension ", d, " (",
+                                 shapeStr(first.getShape()), " vs ",
                                  shapeStr(t.getShape()), ")");
     shape[axis] += t.getDimSize(axis);
   }
@@ -326,7 +328,7 @@ static LogicalResult inferReduce(std::optional<Location> loc, Value xv,
 #define DS_REDUCE_INFERENCE(OP)                                                \
   LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> l, \
                                      Adaptor a, SmallVectorImpl<Type> &out) {  \
-    return inferReduce(l, a.getX(), a.getAxes(), a.getKeepdim(), out);        \
+    return inferReduce(l, a.getX(), a.getAxes(), a.getKeepdim(), out);         \
   }
 DS_REDUCE_INFERENCE(ReduceSumOp)
 DS_REDUCE_INFERENCE(ReduceMeanOp)

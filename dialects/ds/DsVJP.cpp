@@ -123,8 +123,8 @@ LogicalResult LogOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
   return success();
 }
 
-LogicalResult TanhOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                               ArrayRef<bool>, SmallVectorImpl<Value> &out) {
+LogicalResult TanhOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
+                               SmallVectorImpl<Value> &out) {
   // g (1 - y^2) = g - g y y
   Location loc = getLoc();
   Value gy = b.create<MulOp>(loc, gs[0], getResult());
@@ -133,11 +133,12 @@ LogicalResult TanhOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
   return success();
 }
 
-LogicalResult SqrtOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                               ArrayRef<bool>, SmallVectorImpl<Value> &out) {
+LogicalResult SqrtOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
+                               SmallVectorImpl<Value> &out) {
   // g / (2 sqrt(x))
   Location loc = getLoc();
-  Value half = splat(b, loc, RankedTensorType::get({}, getType().getElementType()), 0.5);
+  Value half =
+      splat(b, loc, RankedTensorType::get({}, getType().getElementType()), 0.5);
   Value t = b.create<DivOp>(loc, gs[0], getResult());
   out[0] = b.create<MulOp>(loc, t, half);
   return success();
@@ -149,38 +150,38 @@ LogicalResult RsqrtOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
   Location loc = getLoc();
   Value y = getResult();
   Value y3 = b.create<MulOp>(loc, b.create<MulOp>(loc, y, y), y);
-  Value c = splat(b, loc, RankedTensorType::get({}, getType().getElementType()), -0.5);
+  Value c = splat(b, loc, RankedTensorType::get({}, getType().getElementType()),
+                  -0.5);
   out[0] = b.create<MulOp>(loc, b.create<MulOp>(loc, gs[0], y3), c);
   return success();
 }
 
-LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                               ArrayRef<bool>, SmallVectorImpl<Value> &out) {
+LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
+                               SmallVectorImpl<Value> &out) {
   out[0] = b.create<ReluGradOp>(getLoc(), getX(), gs[0]);
   return success();
 }
 
-LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                               ArrayRef<bool>, SmallVectorImpl<Value> &out) {
+LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
+                               SmallVectorImpl<Value> &out) {
   out[0] = b.create<SiluGradOp>(getLoc(), getX(), gs[0]);
   return success();
 }
 
-LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                               ArrayRef<bool>, SmallVectorImpl<Value> &out) {
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
+                               SmallVectorImpl<Value> &out) {
   out[0] = b.create<GeluGradOp>(getLoc(), getApproximateAttr(), getX(), gs[0]);
   return success();
 }
 
-LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                               ArrayRef<bool>, SmallVectorImpl<Value> &out) {
+LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
+                               SmallVectorImpl<Value> &out) {
   out[0] = b.create<CastOp>(getLoc(), getX().getType(), gs[0]);
   return success();
 }
 
 LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                                  ArrayRef<bool>,
-                                  SmallVectorImpl<Value> &out) {
+                                  ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   // Same id, same mask: the VJP of a masked scale is the same masked scale.
   out[0] = b.create<DropoutOp>(getLoc(), gs[0], getRateAttr(), getIdAttr());
   return success();
@@ -241,8 +242,7 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
 }
 
 LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                                  ArrayRef<bool>,
-                                  SmallVectorImpl<Value> &out) {
+                                  ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   auto grad = b.create<RmsNormGradOp>(getLoc(), getX(), getWeight(), gs[0],
                                       getEpsAttr());
   out[0] = grad.getDx();
@@ -251,8 +251,7 @@ LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
 }
 
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                                  ArrayRef<bool>,
-                                  SmallVectorImpl<Value> &out) {
+                                  ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   out[0] = b.create<SoftmaxGradOp>(getLoc(), getResult(), gs[0]);
   return success();
 }
@@ -260,8 +259,8 @@ LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
                                     ArrayRef<bool>,
                                     SmallVectorImpl<Value> &out) {
-  auto grad = b.create<AttentionGradOp>(getLoc(), getQ(), getK(), getV(),
-                                        gs[0], getScaleAttr(), getCausalAttr());
+  auto grad = b.create<AttentionGradOp>(getLoc(), getQ(), getK(), getV(), gs[0],
+                                        getScaleAttr(), getCausalAttr());
   out[0] = grad.getDq();
   out[1] = grad.getDk();
   out[2] = grad.getDv();
@@ -269,8 +268,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
 }
 
 LogicalResult RotaryOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                                 ArrayRef<bool>,
-                                 SmallVectorImpl<Value> &out) {
+                                 ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   // A rotation's transpose is the opposite rotation.
   out[0] = b.create<RotaryOp>(getLoc(), gs[0], getThetaAttr(),
                               getInverse() ? UnitAttr() : b.getUnitAttr());
@@ -305,8 +303,7 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
-                                  ArrayRef<bool>,
-                                  SmallVectorImpl<Value> &out) {
+                                  ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   out[0] = b.create<ReshapeOp>(getLoc(), getX().getType(), gs[0]);
   return success();
 }
@@ -331,8 +328,8 @@ LogicalResult SliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
 
 LogicalResult PadOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
                               SmallVectorImpl<Value> &out) {
-  out[0] = b.create<SliceOp>(getLoc(), gs[0], getLow(),
-                             tensorOf(getX()).getShape());
+  out[0] =
+      b.create<SliceOp>(getLoc(), gs[0], getLow(), tensorOf(getX()).getShape());
   return success();
 }
 
@@ -393,8 +390,7 @@ LogicalResult ReduceMeanOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
   int64_t count = 1;
   for (int64_t a : getAxes())
     count *= xt.getDimSize(a);
-  Value inv = splat(b, getLoc(),
-                    RankedTensorType::get({}, xt.getElementType()),
+  Value inv = splat(b, getLoc(), RankedTensorType::get({}, xt.getElementType()),
                     1.0 / static_cast<double>(count));
   Value g = b.create<MulOp>(getLoc(), gs[0], inv);
   out[0] = expandReduced(b, getLoc(), g, getX(), getAxes());
