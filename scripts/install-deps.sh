@@ -11,6 +11,7 @@ pkgs=(
   libflatbuffers-dev flatbuffers-compiler-dev
   libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
+  nlohmann-json3-dev
   python3 python3-numpy
 )
 missing=()

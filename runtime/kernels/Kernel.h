@@ -1,0 +1,114 @@
+//===- Kernel.h - the kernel ABI shared by every backend ----------*- C++ -*-===//
+//
+// A plan instruction names a kernel ("ds.matmul"), its input and output
+// buffers and positional attributes. Backends map names to KernelFns; the
+// plan verifier checks arity against KernelInfo before anything runs.
+//
+// Attribute encoding per kernel (ints | floats), shapes come from buffers:
+//   elementwise binary  ds.add ds.sub ds.mul ds.div ds.minimum ds.maximum
+//                       ds.equal: (a, b) -> out, numpy broadcasting     |
+//   elementwise unary   ds.neg ds.exp ds.log ds.tanh ds.sqrt ds.rsqrt
+//                       ds.relu ds.silu: (x) -> out                     |
+//   ds.gelu             (x) -> out                  [approx 0=erf 1=tanh] |
+//   ds.relu_grad ds.silu_grad (x, g) -> out                               |
+//   ds.gelu_grad        (x, g) -> out               [approx]              |
+//   ds.cast             (x) -> out (dtype from buffers)                   |
+//   ds.dropout          (x) -> out                  [id] | [rate]
+//   ds.matmul           (a, b) -> out               [transpose_a, transpose_b]
+//   ds.layer_norm       (x, w[, b]) -> out          | [eps]
+//   ds.layer_norm_grad  (x, w, g) -> dx, dw, db     | [eps]
+//   ds.rms_norm         (x, w) -> out               | [eps]
+//   ds.rms_norm_grad    (x, w, g) -> dx, dw         | [eps]
+//   ds.softmax          (x) -> out ; ds.softmax_grad (y, g) -> out
+//   ds.attention        (q, k, v) -> out            [causal] | [scale]
+//   ds.attention_grad   (q, k, v, g) -> dq, dk, dv  [causal] | [scale]
+//   ds.rotary           (x) -> out                  [inverse] | [theta]
+//   ds.embedding        (table, idx) -> out
+//   ds.embedding_grad   (idx, g) -> out [V, C] (fully overwritten)
+//   ds.cross_entropy    (logits, targets) -> loss   [ignore_index]
+//   ds.cross_entropy_grad (logits, targets, g) -> out [ignore_index]
+//   ds.transpose        (x) -> out                  [perm...]
+//   ds.slice            (x) -> out                  [offsets...]
+//   ds.pad              (x) -> out                  [low...]
+//   ds.concat           (x...) -> out               [axis]
+//   ds.split            (x) -> out...               [axis]
+//   ds.broadcast        (x) -> out
+//   ds.reduce_sum ds.reduce_mean ds.reduce_max (x) -> out [axes...]
+//   ds.iota             () -> out                   [dim]
+//   ds.adamw            (p, g, m, v, lr, step, scale) -> p', m', v'
+//                       | [beta1, beta2, eps, weight_decay]   (may run in place)
+//   ds.copy             (x) -> out (same bytes)
+//
+// Elementwise kernels must tolerate an output that aliases an input of the
+// same shape (the compiler updates variables in place).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_KERNELS_KERNEL_H
+#define DSC_RUNTIME_KERNELS_KERNEL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dsc::rt {
+
+/// Same values as dsc.plan.DType in plan.fbs.
+enum class DType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3, i32 = 4, i64 = 5 };
+
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t);
+
+struct TensorRef {
+  void *data = nullptr;
+  DType dtype = DType::f32;
+  const int64_t *shape = nullptr;
+  int rank = 0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i)
+      n *= shape[i];
+    return n;
+  }
+  int64_t dim(int i) const { return shape[i < 0 ? rank + i : i]; }
+  float *f32() const { return static_cast<float *>(data); }
+  int32_t *i32() const { return static_cast<int32_t *>(data); }
+};
+
+/// What a kernel may know about the run besides its operands.
+struct KernelContext {
+  uint64_t seed = 0;
+  uint32_t step = 0; ///< the optimizer step, for dropout masks
+  int rank = 0;
+  int worldSize = 1;
+};
+
+struct KernelArgs {
+  const TensorRef *inputs = nullptr;
+  size_t numInputs = 0;
+  const TensorRef *outputs = nullptr;
+  size_t numOutputs = 0;
+  const int64_t *intAttrs = nullptr;
+  size_t numIntAttrs = 0;
+  const double *floatAttrs = nullptr;
+  size_t numFloatAttrs = 0;
+  const KernelContext *ctx = nullptr;
+};
+
+/// Returns false and sets `error` (one line, naming the kernel) on failure.
+using KernelFn = bool (*)(const KernelArgs &args, std::string &error);
+
+/// Arity of a kernel; -1 means "any" (variadic, or rank-dependent).
+struct KernelInfo {
+  std::string_view name;
+  int numInputs;
+  int numOutputs;
+  int numIntAttrs;
+  int numFloatAttrs;
+  KernelFn fn;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_KERNELS_KERNEL_H
