@@ -8,6 +8,7 @@
 
 #include "compiler/DscMain.h"
 #include "compiler/Pipelines.h"
+#include "compiler/plan/PlanModel.h"
 #include "models/Models.h"
 
 #include "mlir/IR/AsmState.h"
@@ -21,7 +22,10 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -47,9 +51,18 @@ struct Options {
       cl::init("")};
   cl::opt<std::string> compileTo{
       "compile-to", cl::value_desc("PHASE"),
-      cl::desc("stop after this phase (input|train)"), cl::init("train")};
-  cl::opt<std::string> emit{"emit", cl::value_desc("mlir|plan"),
-                            cl::desc("what to write"), cl::init("mlir")};
+      cl::desc("stop after this phase (input|train|plan|emit) and print its "
+               "IR"),
+      cl::init("emit")};
+  cl::opt<std::string> emit{
+      "emit", cl::value_desc("mlir|plan"),
+      cl::desc("write the plan file (default) or the IR of the last phase"),
+      cl::init("")};
+  cl::opt<int64_t> worldSize{"world-size", cl::value_desc("N"),
+                             cl::desc("ranks the plan runs on"), cl::init(1)};
+  cl::opt<bool> report{"report",
+                       cl::desc("print per-rank memory by category and the "
+                                "FLOPs of a step")};
   cl::opt<std::string> output{"o", cl::value_desc("FILE"),
                               cl::desc("output file (default: stdout)"),
                               cl::init("-")};
@@ -116,6 +129,36 @@ LogicalResult printDiagnostic(Diagnostic &diag) {
   return success();
 }
 
+/// `--report`: what one rank holds, by category, and the work of a step.
+void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
+  uint64_t params = 0;
+  for (const PlanVariable &v : plan.variables)
+    if (v.kind == 0) {
+      uint64_t n = 1;
+      for (int64_t d : plan.buffers[v.buffer].shape)
+        n *= d;
+      params += n;
+    }
+  auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+  os << "model " << plan.options.model << ": " << params << " parameters, "
+     << "micro-batch " << plan.microBatch << " x " << plan.seqLen
+     << " tokens, world size " << plan.options.worldSize << "\n";
+  os << "per-rank memory (device):\n";
+  uint64_t total = 0;
+  for (int c = 0; c < kNumCategories; ++c) {
+    uint64_t bytes = plan.arenaBytes[c];
+    total += bytes;
+    os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n",
+                       categoryName(static_cast<Category>(c)).str().c_str(),
+                       static_cast<unsigned long long>(bytes), mib(bytes));
+  }
+  os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n", (const char *)"total",
+                     static_cast<unsigned long long>(total), mib(total));
+  for (const PlanProgram &p : plan.programs)
+    os << llvm::format("%-10s %6zu kernels %12.3f GFLOP\n", p.name.c_str(),
+                       p.instrs.size(), p.flops / 1e9);
+}
+
 } // namespace
 
 int runDscMain(int argc, char **argv) {
@@ -140,10 +183,18 @@ int runDscMain(int argc, char **argv) {
   if (!phase)
     return fail("--compile-to: unknown phase '" + opts.compileTo +
                 "' (this build has " + phaseList() + ")");
-  if (opts.emit != "mlir")
-    return fail("--emit=" + opts.emit +
-                ": only 'mlir' is available; plan emission comes with the "
-                "plan phases");
+  std::string emit = opts.emit;
+  if (emit.empty())
+    emit = *phase == Phase::Emit ? "plan" : "mlir";
+  if (emit != "mlir" && emit != "plan")
+    return fail("--emit: expected 'mlir' or 'plan', got '" + emit + "'");
+  if (emit == "plan" && *phase != Phase::Emit)
+    return fail("--emit=plan needs --compile-to=emit (the default)");
+  if (opts.worldSize < 1)
+    return fail("--world-size: expected a positive integer");
+  if (opts.worldSize > 1)
+    return fail("--world-size " + Twine(opts.worldSize.getValue()) +
+                ": data parallelism (phase `dist`) is not implemented yet");
 
   DialectRegistry registry;
   registerAll(registry);
@@ -187,11 +238,38 @@ int runDscMain(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return kExitBadInput;
 
+  PlanModel plan;
+  if (*phase >= Phase::Plan) {
+    PlanOptions planOptions;
+    planOptions.worldSize = opts.worldSize;
+    planOptions.model = opts.model.empty()
+                            ? llvm::sys::path::stem(opts.input).str()
+                            : StringRef(opts.model).split(':').first.str();
+    if (failed(lowerToPlan(*module, planOptions, plan)))
+      return kExitBadInput;
+    if (emit == "mlir")
+      annotatePlan(*module, plan);
+  }
+  if (opts.report)
+    printReport(plan, llvm::outs());
+  if (opts.report && opts.output == "-")
+    return kExitOk;
+
   std::string error;
+  if (emit == "plan" && opts.output == "-" &&
+      llvm::sys::Process::StandardOutIsDisplayed())
+    return fail("refusing to write a binary plan to a terminal; use -o "
+                "FILE.dsplan");
   auto out = openOutputFile(opts.output, &error);
   if (!out)
     return fail("cannot write '" + opts.output + "': " + error);
-  module->print(out->os());
+  if (emit == "plan") {
+    std::vector<uint8_t> bytes = serializePlan(plan);
+    out->os().write(reinterpret_cast<const char *>(bytes.data()),
+                    bytes.size());
+  } else {
+    module->print(out->os());
+  }
   out->os().flush();
   if (out->os().has_error())
     return fail("cannot write '" + opts.output + "'");

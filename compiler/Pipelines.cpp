@@ -15,6 +15,8 @@ namespace dsc {
 static constexpr std::pair<Phase, llvm::StringLiteral> kPhases[] = {
     {Phase::Input, "input"},
     {Phase::Train, "train"},
+    {Phase::Plan, "plan"},
+    {Phase::Emit, "emit"},
 };
 
 std::optional<Phase> parsePhase(llvm::StringRef name) {
@@ -31,7 +33,7 @@ llvm::StringRef phaseName(Phase phase) {
   return "?";
 }
 
-llvm::StringRef phaseList() { return "input|train"; }
+llvm::StringRef phaseList() { return "input|train|plan|emit"; }
 
 void buildPipeline(OpPassManager &pm, Phase phase,
                    const TrainOptions &options) {

@@ -91,9 +91,17 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       scale = splat(b, loc, scalar, 1.0);
     }
 
+    // Decayed parameters first, then the rest: the order in which the plan
+    // packs them, so each group updates as one flat range.
+    SmallVector<std::pair<VariableOp, Value>> updates;
+    for (bool decayed : {true, false})
+      for (auto [var, g] : llvm::zip(grads, gradValues))
+        if ((var.getTensorType().getRank() >= 2) == decayed)
+          updates.push_back({var, g});
+
     SymbolTable symbols(module);
     OpBuilder mb(ctx);
-    for (auto [var, g] : llvm::zip(grads, gradValues)) {
+    for (auto [var, g] : updates) {
       auto param = symbols.lookup<VariableOp>(var.getOfAttr().getAttr());
       VariableOp m = declareMoment(mb, symbols, param, var, ".exp_avg");
       VariableOp v = declareMoment(mb, symbols, param, m, ".exp_avg_sq");

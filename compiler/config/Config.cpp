@@ -1,0 +1,1061 @@
+//===- Config.cpp - DeepSpeed's ds_config.json for dsc --config -----------===//
+//
+// What this relies on from DeepSpeed ("DeepSpeed Configuration JSON",
+// deepspeed.runtime.lr_schedules, the engine's optimizer set-up and
+// runtime/constants.py):
+//
+// - Batch: train_batch_size = train_micro_batch_size_per_gpu *
+//   gradient_accumulation_steps * number of GPUs. Any two give the third;
+//   train_batch_size alone or the micro batch alone means
+//   gradient_accumulation_steps 1. DeepSpeed needs one of the first two;
+//   dsc uses the caller's default micro batch instead.
+// - optimizer.type: DeepSpeed lower-cases the names of its own optimizers,
+//   so "adam", "ADAMW" work. params are the optimizer's constructor
+//   arguments. "Adam" runs as AdamW (decoupled decay) unless adam_w_mode is
+//   false; "AdamW" ignores adam_w_mode. max_grad_norm in params is an error
+//   there too (use gradient_clipping). Defaults lr 1e-3, betas
+//   (0.9, 0.999), eps 1e-8. DeepSpeed's fused kernels default weight_decay
+//   to 0 for both names; dsc follows torch.optim instead: 0 for Adam, 0.01
+//   for AdamW.
+// - scheduler.type is a class name of deepspeed.runtime.lr_schedules, case
+//   sensitive; params are its constructor's keyword arguments (an unknown
+//   one is a TypeError there, an unknown key here):
+//     WarmupLR(warmup_min_lr=0, warmup_max_lr=1e-3, warmup_num_steps=1000,
+//              warmup_type="log", last_batch_iteration=-1)
+//     WarmupDecayLR(total_num_steps, <WarmupLR's>): total_num_steps <
+//              warmup_num_steps is only a warning there (a note here)
+//     WarmupCosineLR(total_num_steps, warmup_min_ratio=0,
+//              warmup_num_steps=1000, warmup_type="log",
+//              cos_min_ratio=1e-4, last_batch_iteration=-1)
+//   WarmupLR sets the lr itself (warmup_max_lr after warm-up), ignoring
+//   optimizer.params.lr; WarmupCosineLR scales optimizer.params.lr. Hugging
+//   Face's "auto" for warmup_max_lr means the optimizer's lr.
+// - fp16 (runtime defaults; the docs table still shows 32 and 1000):
+//   loss_scale 0 = dynamic, initial_scale_power 16, loss_scale_window 1000,
+//   hysteresis 2, min_loss_scale 1. bf16 cannot be combined with fp16;
+//   "bfloat16" is bf16's older name.
+// - gradient_clipping: runtime default 0.0, i.e. off (the docs table shows
+//   1.0).
+// - zero_optimization (runtime defaults): stage 0, reduce_bucket_size 5e8,
+//   contiguous_gradients true, overlap_comm false,
+//   stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5,
+//   stage3_max_live_parameters 1e9. offload_param is for stage 3 only,
+//   offload_optimizer for stages 1-3 (DeepSpeed silently ignores them
+//   elsewhere; dsc says so). Devices none | cpu | nvme; dsc has no nvme.
+// - activation_checkpointing: six keys, booleans default false,
+//   number_checkpoints default null.
+// - Logging and communication-tuning keys (steps_per_print,
+//   wall_clock_breakdown, dump_state, prescale_gradients,
+//   gradient_predivide_factor, ...) do not change what a step computes.
+//
+// llvm::json keeps the last of duplicate keys (DeepSpeed rejects them);
+// llvm::json::Object is unordered, so keys are checked in sorted order to
+// make the first error deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/config/Config.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+using namespace dsc;
+using llvm::StringRef;
+using llvm::Twine;
+namespace json = llvm::json;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Formatting
+//===----------------------------------------------------------------------===//
+
+/// The shortest decimal that reads back as `v`.
+std::string formatNumber(double v) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v < 0 ? "-inf" : "inf";
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+std::string formatNumber(int64_t v) { return std::to_string(v); }
+
+/// `s` with control characters, quotes and backslashes escaped, so that a
+/// message stays on one line.
+std::string escape(StringRef s) {
+  std::string out;
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += llvm::hexdigit(u >> 4, /*LowerCase=*/true);
+      out += llvm::hexdigit(u & 15, /*LowerCase=*/true);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string quote(StringRef s) { return "'" + escape(s) + "'"; }
+
+/// JSONPath of member `key` of the object at `parent`: $.a.b, or $['a b']
+/// when the key is not an identifier.
+std::string childPath(StringRef parent, StringRef key) {
+  bool identifier =
+      !key.empty() && (llvm::isAlpha(key[0]) || key[0] == '_') &&
+      llvm::all_of(key, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  if (identifier)
+    return (parent + "." + key).str();
+  return (parent + "[" + quote(key) + "]").str();
+}
+
+std::string elementPath(StringRef parent, size_t index) {
+  return (parent + "[" + Twine(index) + "]").str();
+}
+
+/// "a number", "an object", ... as in "expected X, got Y".
+const char *kindName(const json::Value &v) {
+  switch (v.kind()) {
+  case json::Value::Null:
+    return "null";
+  case json::Value::Boolean:
+    return "a boolean";
+  case json::Value::Number:
+    return "a number";
+  case json::Value::String:
+    return "a string";
+  case json::Value::Array:
+    return "an array";
+  case json::Value::Object:
+    return "an object";
+  }
+  return "a value";
+}
+
+bool isAuto(const json::Value &v) {
+  std::optional<StringRef> s = v.getAsString();
+  return s && *s == "auto";
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+/// Holds the file name, the error and the notes; every check reports
+/// through fail() and returns its result, so callers chain with `if (!...)
+/// return false`.
+class Reader {
+public:
+  Reader(StringRef fileName, std::vector<std::string> &notes,
+         std::string &error)
+      : fileName(fileName), notes(notes), error(error) {}
+
+  bool fail(StringRef path, const Twine &what) {
+    error = (fileName + ": " + path + ": " + what).str();
+    return false;
+  }
+
+  void note(StringRef path, const Twine &what) {
+    notes.push_back((fileName + ": " + path + ": " + what).str());
+  }
+
+  template <typename T> bool atLeast(StringRef path, T value, T min) {
+    if (value >= min)
+      return true;
+    return fail(path, "must be >= " + formatNumber(min) + ", got " +
+                          formatNumber(value));
+  }
+
+  template <typename T> bool atMost(StringRef path, T value, T max) {
+    if (value <= max)
+      return true;
+    return fail(path, "must be <= " + formatNumber(max) + ", got " +
+                          formatNumber(value));
+  }
+
+  /// Converts a JSON number to an integer: integral doubles such as 5e8 are
+  /// accepted.
+  bool toInteger(StringRef path, const json::Value &v, int64_t &out) {
+    if (v.kind() != json::Value::Number)
+      return fail(path, Twine("expected an integer, got ") + kindName(v));
+    double d = *v.getAsNumber();
+    // Beyond this, doubles no longer convert to int64_t safely.
+    if (!std::isfinite(d) || std::fabs(d) >= 9.0e18)
+      return fail(path, "integer out of range: " + formatNumber(d));
+    std::optional<int64_t> i = v.getAsInteger();
+    if (!i)
+      return fail(path, "expected an integer, got " + formatNumber(d));
+    out = *i;
+    return true;
+  }
+
+  bool toNumber(StringRef path, const json::Value &v, double &out) {
+    std::optional<double> d = v.getAsNumber();
+    if (!d)
+      return fail(path, Twine("expected a number, got ") + kindName(v));
+    if (!std::isfinite(*d))
+      return fail(path, "expected a finite number, got " + formatNumber(*d));
+    out = *d;
+    return true;
+  }
+
+private:
+  StringRef fileName;
+  std::vector<std::string> &notes;
+  std::string &error;
+};
+
+/// One JSON object of the config (or an absent one, read as all defaults)
+/// at a JSON path. Readers leave their output alone when the key is absent;
+/// that output holds the default on entry.
+class Section {
+public:
+  Section(Reader &r, const json::Object *object, std::string path)
+      : r(r), object(object), path(std::move(path)) {}
+
+  const std::string &getPath() const { return path; }
+  bool present() const { return object; }
+  const json::Value *get(StringRef key) const {
+    return object ? object->get(key) : nullptr;
+  }
+  std::string at(StringRef key) const { return childPath(path, key); }
+
+  /// Fails on the first key (in sorted order) that is not in `known`,
+  /// suggesting the closest known key when it is close.
+  bool checkKeys(llvm::ArrayRef<StringRef> known) {
+    if (!object)
+      return true;
+    std::vector<StringRef> keys;
+    for (const auto &kv : *object)
+      keys.push_back(kv.first);
+    llvm::sort(keys);
+    for (StringRef key : keys) {
+      if (llvm::is_contained(known, key))
+        continue;
+      StringRef best;
+      unsigned bestDistance = ~0u;
+      for (StringRef candidate : known) {
+        unsigned d = key.edit_distance_insensitive(candidate);
+        if (d < bestDistance) {
+          bestDistance = d;
+          best = candidate;
+        }
+      }
+      // Close means a few edits, fewer for short keys: "lr" is not a
+      // misspelling of "xy".
+      unsigned limit = std::max<size_t>(1, std::min<size_t>(3, key.size() / 3));
+      if (bestDistance <= limit)
+        return r.fail(at(key), "unknown key (did you mean " + quote(best) +
+                                   "?)");
+      return r.fail(at(key), "unknown key");
+    }
+    return true;
+  }
+
+  /// Reads a nested object; absent reads as an empty section.
+  bool section(StringRef key, std::optional<Section> &out) {
+    const json::Value *v = get(key);
+    const json::Object *o = nullptr;
+    if (v) {
+      o = v->getAsObject();
+      if (!o)
+        return r.fail(at(key),
+                      Twine("expected an object, got ") + kindName(*v));
+    }
+    out.emplace(r, o, at(key));
+    return true;
+  }
+
+  bool number(StringRef key, double &out) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (isAuto(*v)) {
+      noteAuto(key, formatNumber(out));
+      return true;
+    }
+    return r.toNumber(at(key), *v, out);
+  }
+
+  bool integer(StringRef key, int64_t &out) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (isAuto(*v)) {
+      noteAuto(key, formatNumber(out));
+      return true;
+    }
+    return r.toInteger(at(key), *v, out);
+  }
+
+  bool boolean(StringRef key, bool &out) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (isAuto(*v)) {
+      noteAuto(key, out ? "true" : "false");
+      return true;
+    }
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return r.fail(at(key),
+                    Twine("expected a boolean, got ") + kindName(*v));
+    out = *b;
+    return true;
+  }
+
+  /// A string from `choices`; "auto" only when `allowAuto`.
+  bool choice(StringRef key, llvm::ArrayRef<StringRef> choices,
+              std::string &out, bool allowAuto) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (allowAuto && isAuto(*v)) {
+      noteAuto(key, quote(out));
+      return true;
+    }
+    std::optional<StringRef> s = v->getAsString();
+    if (!s)
+      return r.fail(at(key), Twine("expected a string, got ") + kindName(*v));
+    if (!llvm::is_contained(choices, *s))
+      return r.fail(at(key), "unsupported value " + quote(*s) +
+                                 " (supported: " + llvm::join(choices, ", ") +
+                                 ")");
+    out = s->str();
+    return true;
+  }
+
+  /// A boolean that dsc supports with one value only.
+  bool onlyBoolean(StringRef key, bool supported, StringRef why) {
+    bool value = supported;
+    if (!boolean(key, value))
+      return false;
+    if (value != supported)
+      return r.fail(at(key), Twine(value ? "true" : "false") +
+                                 " is not supported: " + why);
+    return true;
+  }
+
+  /// Type-checks a key that is accepted and ignored.
+  bool ignoredNumber(StringRef key) {
+    double unused = 0;
+    return number(key, unused, /*noteAuto=*/false);
+  }
+  bool ignoredInteger(StringRef key) {
+    const json::Value *v = get(key);
+    int64_t unused;
+    return !v || isAuto(*v) || r.toInteger(at(key), *v, unused);
+  }
+  bool ignoredBoolean(StringRef key) {
+    const json::Value *v = get(key);
+    if (!v || isAuto(*v) || v->getAsBoolean())
+      return true;
+    return r.fail(at(key), Twine("expected a boolean, got ") + kindName(*v));
+  }
+
+private:
+  bool number(StringRef key, double &out, bool withNote) {
+    const json::Value *v = get(key);
+    if (!v || isAuto(*v))
+      return true;
+    return r.toNumber(at(key), *v, out);
+  }
+
+  void noteAuto(StringRef key, const Twine &value) {
+    r.note(at(key), "\"auto\" resolved to " + value + " (default)");
+  }
+
+  Reader &r;
+  const json::Object *object;
+  std::string path;
+};
+
+//===----------------------------------------------------------------------===//
+// Sections
+//===----------------------------------------------------------------------===//
+
+constexpr StringRef kTrainBatch = "train_batch_size";
+constexpr StringRef kMicroBatch = "train_micro_batch_size_per_gpu";
+constexpr StringRef kGradAccum = "gradient_accumulation_steps";
+
+/// One member of the batch triple as written: absent, "auto" or a value.
+struct BatchKey {
+  StringRef key;
+  std::optional<int64_t> value;
+  bool isAuto = false;
+};
+
+bool readBatchKey(Reader &r, Section &root, BatchKey &out) {
+  const json::Value *v = root.get(out.key);
+  if (!v)
+    return true;
+  if (isAuto(*v)) {
+    out.isAuto = true;
+    return true;
+  }
+  int64_t value;
+  if (!r.toInteger(root.at(out.key), *v, value) ||
+      !r.atLeast<int64_t>(root.at(out.key), value, 1))
+    return false;
+  out.value = value;
+  return true;
+}
+
+/// `a * b`, failing at `path` on overflow.
+bool multiply(Reader &r, StringRef path, int64_t a, int64_t b, int64_t &out) {
+  if (llvm::MulOverflow(a, b, out))
+    return r.fail(path, "batch size overflows: " + formatNumber(a) + " * " +
+                            formatNumber(b));
+  return true;
+}
+
+/// Resolves the triple (DeepSpeed's rules; see the top of this file).
+bool readBatch(Reader &r, Section &root, int64_t worldSize,
+               int64_t defaultMicroBatch, DsConfig &c) {
+  BatchKey train{kTrainBatch}, micro{kMicroBatch}, accum{kGradAccum};
+  if (!readBatchKey(r, root, train) || !readBatchKey(r, root, micro) ||
+      !readBatchKey(r, root, accum))
+    return false;
+
+  std::string trainPath = root.at(kTrainBatch);
+  std::string worldText = "world size " + formatNumber(worldSize);
+  auto notDivisible = [&](int64_t divisor, const std::string &factors,
+                          StringRef derived) {
+    return r.fail(trainPath, formatNumber(*train.value) +
+                                 " is not divisible by " + factors + " (= " +
+                                 formatNumber(divisor) + "), so " + derived +
+                                 " cannot be derived");
+  };
+  bool usedDefaultMicro = false;
+
+  if (train.value && micro.value && accum.value) {
+    int64_t mg, product;
+    if (!multiply(r, trainPath, *micro.value, *accum.value, mg) ||
+        !multiply(r, trainPath, mg, worldSize, product))
+      return false;
+    if (*train.value != product)
+      return r.fail(trainPath, formatNumber(*train.value) + " != " +
+                                   kMicroBatch + " " +
+                                   formatNumber(*micro.value) + " * " +
+                                   kGradAccum + " " +
+                                   formatNumber(*accum.value) + " * " +
+                                   worldText + " (= " + formatNumber(product) +
+                                   ")");
+    c.trainBatchSize = *train.value;
+    c.microBatchSize = *micro.value;
+    c.gradientAccumulationSteps = *accum.value;
+  } else if (train.value && micro.value) {
+    int64_t divisor;
+    if (!multiply(r, trainPath, *micro.value, worldSize, divisor))
+      return false;
+    if (*train.value % divisor != 0)
+      return notDivisible(divisor,
+                          (kMicroBatch + " " + formatNumber(*micro.value) +
+                           " * " + worldText)
+                              .str(),
+                          kGradAccum);
+    c.trainBatchSize = *train.value;
+    c.microBatchSize = *micro.value;
+    c.gradientAccumulationSteps = *train.value / divisor;
+  } else if (train.value && accum.value) {
+    int64_t divisor;
+    if (!multiply(r, trainPath, *accum.value, worldSize, divisor))
+      return false;
+    if (*train.value % divisor != 0)
+      return notDivisible(divisor,
+                          (kGradAccum + " " + formatNumber(*accum.value) +
+                           " * " + worldText)
+                              .str(),
+                          kMicroBatch);
+    c.trainBatchSize = *train.value;
+    c.gradientAccumulationSteps = *accum.value;
+    c.microBatchSize = *train.value / divisor;
+  } else if (train.value) {
+    if (*train.value % worldSize != 0)
+      return notDivisible(worldSize, worldText, kMicroBatch);
+    c.trainBatchSize = *train.value;
+    c.gradientAccumulationSteps = 1;
+    c.microBatchSize = *train.value / worldSize;
+  } else {
+    // No train_batch_size: the micro batch (given or dsc's default) times
+    // the accumulation steps (given or 1) times the world size.
+    usedDefaultMicro = !micro.value;
+    c.microBatchSize = micro.value ? *micro.value : defaultMicroBatch;
+    c.gradientAccumulationSteps = accum.value ? *accum.value : 1;
+    int64_t mg;
+    if (!multiply(r, trainPath, c.microBatchSize, c.gradientAccumulationSteps,
+                  mg) ||
+        !multiply(r, trainPath, mg, worldSize, c.trainBatchSize))
+      return false;
+  }
+
+  std::string identity = "(" + kMicroBatch.str() + " " +
+                         formatNumber(c.microBatchSize) + " * " +
+                         kGradAccum.str() + " " +
+                         formatNumber(c.gradientAccumulationSteps) + " * " +
+                         worldText + ")";
+  if (train.isAuto)
+    r.note(trainPath, "\"auto\" resolved to " +
+                          formatNumber(c.trainBatchSize) + " " + identity);
+  if (micro.isAuto || usedDefaultMicro) {
+    std::string how = usedDefaultMicro ? " (dsc's default micro batch)"
+                                       : " " + identity;
+    r.note(root.at(kMicroBatch),
+           (micro.isAuto ? "\"auto\" resolved to " : "not given; using ") +
+               formatNumber(c.microBatchSize) + how);
+  }
+  if (accum.isAuto)
+    r.note(root.at(kGradAccum),
+           "\"auto\" resolved to " +
+               formatNumber(c.gradientAccumulationSteps) + " " + identity);
+  return true;
+}
+
+bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
+  std::optional<Section> opt;
+  if (!root.section("optimizer", opt) || !opt->present())
+    return true;
+  if (!opt->checkKeys({"type", "params"}))
+    return false;
+
+  const json::Value *type = opt->get("type");
+  if (!type)
+    return r.fail(opt->at("type"),
+                  "required key is missing (supported: Adam, AdamW)");
+  std::optional<StringRef> name = type->getAsString();
+  if (!name)
+    return r.fail(opt->at("type"),
+                  Twine("expected a string, got ") + kindName(*type));
+  if (name->equals_insensitive("adam")) {
+    o.type = "Adam";
+    o.weightDecay = 0; // torch.optim.Adam's default
+  } else if (name->equals_insensitive("adamw")) {
+    o.type = "AdamW";
+    o.weightDecay = 0.01; // torch.optim.AdamW's default
+  } else {
+    return r.fail(opt->at("type"), "unsupported optimizer " + quote(*name) +
+                                       " (supported: Adam, AdamW)");
+  }
+
+  std::optional<Section> params;
+  if (!opt->section("params", params))
+    return false;
+  if (params->get("max_grad_norm"))
+    return r.fail(params->at("max_grad_norm"),
+                  "not an optimizer parameter; use gradient_clipping");
+  if (!params->checkKeys({"lr", "betas", "eps", "weight_decay", "adam_w_mode",
+                          "bias_correction", "torch_adam"}))
+    return false;
+
+  if (!params->number("lr", o.lr) ||
+      !r.atLeast(params->at("lr"), o.lr, 0.0) ||
+      !params->number("eps", o.eps) ||
+      !r.atLeast(params->at("eps"), o.eps, 0.0) ||
+      !params->number("weight_decay", o.weightDecay) ||
+      !r.atLeast(params->at("weight_decay"), o.weightDecay, 0.0))
+    return false;
+
+  if (const json::Value *betas = params->get("betas")) {
+    std::string path = params->at("betas");
+    if (isAuto(*betas)) {
+      r.note(path, "\"auto\" resolved to [" + formatNumber(o.beta1) + ", " +
+                       formatNumber(o.beta2) + "] (default)");
+    } else {
+      const json::Array *array = betas->getAsArray();
+      if (!array)
+        return r.fail(path, Twine("expected an array of 2 numbers, got ") +
+                                kindName(*betas));
+      if (array->size() != 2)
+        return r.fail(path, "expected 2 numbers, got " +
+                                Twine(array->size()));
+      double *outs[2] = {&o.beta1, &o.beta2};
+      for (size_t i = 0; i < 2; ++i) {
+        std::string element = elementPath(path, i);
+        if (!r.toNumber(element, (*array)[i], *outs[i]))
+          return false;
+        if (*outs[i] < 0 || *outs[i] >= 1)
+          return r.fail(element, "must be in [0, 1), got " +
+                                     formatNumber(*outs[i]));
+      }
+    }
+  }
+
+  // Adam with adam_w_mode false is Adam with L2 regularization: not
+  // supported. AdamW ignores adam_w_mode, as DeepSpeed does.
+  if (o.type == "Adam") {
+    if (!params->onlyBoolean("adam_w_mode", true,
+                             "dsc applies decoupled weight decay (AdamW); "
+                             "use \"AdamW\" or leave adam_w_mode out"))
+      return false;
+  } else if (!params->ignoredBoolean("adam_w_mode")) {
+    return false;
+  }
+  return params->onlyBoolean("bias_correction", true,
+                             "dsc's Adam always corrects bias") &&
+         params->ignoredBoolean("torch_adam");
+}
+
+bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
+                   DsConfig::Scheduler &s) {
+  std::optional<Section> sched;
+  if (!root.section("scheduler", sched) || !sched->present())
+    return true;
+  if (!sched->checkKeys({"type", "params"}))
+    return false;
+
+  static constexpr StringRef kTypes[] = {"WarmupLR", "WarmupDecayLR",
+                                         "WarmupCosineLR"};
+  const json::Value *type = sched->get("type");
+  if (!type)
+    return r.fail(sched->at("type"), "required key is missing (supported: " +
+                                         llvm::join(kTypes, ", ") + ")");
+  std::optional<StringRef> name = type->getAsString();
+  if (!name)
+    return r.fail(sched->at("type"),
+                  Twine("expected a string, got ") + kindName(*type));
+  if (!llvm::is_contained(kTypes, *name))
+    return r.fail(sched->at("type"), "unsupported scheduler " + quote(*name) +
+                                         " (supported: " +
+                                         llvm::join(kTypes, ", ") + ")");
+  s.type = name->str();
+  bool cosine = s.type == "WarmupCosineLR";
+  bool needsTotal = s.type != "WarmupLR";
+
+  std::optional<Section> params;
+  if (!sched->section("params", params))
+    return false;
+  bool keysOk =
+      cosine ? params->checkKeys({"total_num_steps", "warmup_min_ratio",
+                                  "warmup_num_steps", "warmup_type",
+                                  "cos_min_ratio", "last_batch_iteration"})
+      : needsTotal
+          ? params->checkKeys({"total_num_steps", "warmup_min_lr",
+                               "warmup_max_lr", "warmup_num_steps",
+                               "warmup_type", "last_batch_iteration"})
+          : params->checkKeys({"warmup_min_lr", "warmup_max_lr",
+                               "warmup_num_steps", "warmup_type",
+                               "last_batch_iteration"});
+  if (!keysOk)
+    return false;
+
+  if (needsTotal) {
+    const json::Value *total = params->get("total_num_steps");
+    std::string path = params->at("total_num_steps");
+    if (!total)
+      return r.fail(path, "required by " + s.type + " but missing");
+    if (isAuto(*total))
+      return r.fail(path, "\"auto\" cannot be resolved: dsc does not know "
+                          "the number of training steps; give a number");
+    if (!r.toInteger(path, *total, s.totalNumSteps) ||
+        !r.atLeast<int64_t>(path, s.totalNumSteps, 1))
+      return false;
+  }
+
+  if (cosine) {
+    if (!params->number("warmup_min_ratio", s.warmupMinRatio) ||
+        !r.atLeast(params->at("warmup_min_ratio"), s.warmupMinRatio, 0.0) ||
+        !params->number("cos_min_ratio", s.cosMinRatio) ||
+        !r.atLeast(params->at("cos_min_ratio"), s.cosMinRatio, 0.0))
+      return false;
+  } else {
+    if (!params->number("warmup_min_lr", s.warmupMinLr) ||
+        !r.atLeast(params->at("warmup_min_lr"), s.warmupMinLr, 0.0))
+      return false;
+    const json::Value *maxLr = params->get("warmup_max_lr");
+    if (maxLr && isAuto(*maxLr)) {
+      s.warmupMaxLr = o.lr;
+      r.note(params->at("warmup_max_lr"),
+             "\"auto\" resolved to " + formatNumber(o.lr) +
+                 " (optimizer.params.lr)");
+    } else if (!params->number("warmup_max_lr", s.warmupMaxLr) ||
+               !r.atLeast(params->at("warmup_max_lr"), s.warmupMaxLr, 0.0)) {
+      return false;
+    }
+  }
+
+  if (!params->integer("warmup_num_steps", s.warmupNumSteps) ||
+      !r.atLeast<int64_t>(params->at("warmup_num_steps"), s.warmupNumSteps,
+                          0) ||
+      !params->choice("warmup_type", {"log", "linear"}, s.warmupType,
+                      /*allowAuto=*/true))
+    return false;
+
+  int64_t last = -1;
+  if (!params->integer("last_batch_iteration", last))
+    return false;
+  if (last != -1)
+    return r.fail(params->at("last_batch_iteration"),
+                  "only -1 (start at step 0) is supported, got " +
+                      formatNumber(last));
+
+  if (needsTotal && s.totalNumSteps < s.warmupNumSteps)
+    r.note(params->at("total_num_steps"),
+           formatNumber(s.totalNumSteps) + " is less than warmup_num_steps " +
+               formatNumber(s.warmupNumSteps));
+  return true;
+}
+
+bool readFp16(Reader &r, Section &root, DsConfig::Fp16 &f) {
+  std::optional<Section> fp16;
+  if (!root.section("fp16", fp16) ||
+      !fp16->checkKeys({"enabled", "loss_scale", "initial_scale_power",
+                        "loss_scale_window", "hysteresis", "min_loss_scale",
+                        "auto_cast"}))
+    return false;
+  return fp16->boolean("enabled", f.enabled) &&
+         fp16->number("loss_scale", f.lossScale) &&
+         r.atLeast(fp16->at("loss_scale"), f.lossScale, 0.0) &&
+         fp16->integer("initial_scale_power", f.initialScalePower) &&
+         r.atLeast<int64_t>(fp16->at("initial_scale_power"),
+                            f.initialScalePower, 0) &&
+         // 2^127 is the largest power of two a float holds.
+         r.atMost<int64_t>(fp16->at("initial_scale_power"),
+                           f.initialScalePower, 127) &&
+         fp16->integer("loss_scale_window", f.lossScaleWindow) &&
+         r.atLeast<int64_t>(fp16->at("loss_scale_window"), f.lossScaleWindow,
+                            1) &&
+         fp16->integer("hysteresis", f.hysteresis) &&
+         r.atLeast<int64_t>(fp16->at("hysteresis"), f.hysteresis, 1) &&
+         fp16->number("min_loss_scale", f.minLossScale) &&
+         (f.minLossScale > 0 ||
+          r.fail(fp16->at("min_loss_scale"),
+                 "must be > 0, got " + formatNumber(f.minLossScale))) &&
+         fp16->onlyBoolean("auto_cast", false,
+                           "dsc does not cast the model's inputs");
+}
+
+bool readBf16(Reader &r, Section &root, DsConfig::Bf16 &b) {
+  StringRef key = "bf16";
+  if (root.get("bfloat16")) {
+    if (root.get("bf16"))
+      return r.fail(root.at("bfloat16"),
+                    "duplicates $.bf16 (bfloat16 is its older name)");
+    key = "bfloat16";
+  }
+  std::optional<Section> bf16;
+  return root.section(key, bf16) && bf16->checkKeys({"enabled"}) &&
+         bf16->boolean("enabled", b.enabled);
+}
+
+bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
+                 int64_t minStage, std::string &device) {
+  std::optional<Section> offload;
+  if (!zero.section(key, offload) ||
+      !offload->checkKeys({"device", "pin_memory"}) ||
+      !offload->choice("device", {"none", "cpu"}, device,
+                       /*allowAuto=*/false) ||
+      !offload->ignoredBoolean("pin_memory"))
+    return false;
+  if (device != "none" && stage < minStage) {
+    std::string stages = minStage == 3 ? "3" : "1, 2 or 3";
+    return r.fail(offload->at("device"),
+                  quote(device) + " needs ZeRO stage " + stages +
+                      ", got stage " + formatNumber(stage));
+  }
+  return true;
+}
+
+bool readZero(Reader &r, Section &root, DsConfig::Zero &z) {
+  std::optional<Section> zero;
+  if (!root.section("zero_optimization", zero) ||
+      !zero->checkKeys({"stage", "offload_optimizer", "offload_param",
+                        "reduce_bucket_size", "contiguous_gradients",
+                        "overlap_comm", "stage3_prefetch_bucket_size",
+                        "stage3_param_persistence_threshold",
+                        "stage3_max_live_parameters",
+                        // Accepted and ignored:
+                        "allgather_partitions", "allgather_bucket_size",
+                        "reduce_scatter", "round_robin_gradients",
+                        "sub_group_size", "stage3_max_reuse_distance",
+                        "stage3_gather_16bit_weights_on_model_save",
+                        "ignore_unused_parameters"}))
+    return false;
+
+  if (!zero->integer("stage", z.stage))
+    return false;
+  if (z.stage < 0 || z.stage > 3)
+    return r.fail(zero->at("stage"),
+                  "must be 0, 1, 2 or 3, got " + formatNumber(z.stage));
+
+  return readOffload(r, *zero, "offload_optimizer", z.stage, 1,
+                     z.offloadOptimizer) &&
+         readOffload(r, *zero, "offload_param", z.stage, 3, z.offloadParam) &&
+         zero->integer("reduce_bucket_size", z.reduceBucketSize) &&
+         r.atLeast<int64_t>(zero->at("reduce_bucket_size"),
+                            z.reduceBucketSize, 1) &&
+         zero->boolean("contiguous_gradients", z.contiguousGradients) &&
+         zero->boolean("overlap_comm", z.overlapComm) &&
+         zero->integer("stage3_prefetch_bucket_size",
+                       z.stage3PrefetchBucketSize) &&
+         r.atLeast<int64_t>(zero->at("stage3_prefetch_bucket_size"),
+                            z.stage3PrefetchBucketSize, 0) &&
+         zero->integer("stage3_param_persistence_threshold",
+                       z.stage3ParamPersistenceThreshold) &&
+         r.atLeast<int64_t>(zero->at("stage3_param_persistence_threshold"),
+                            z.stage3ParamPersistenceThreshold, 0) &&
+         zero->integer("stage3_max_live_parameters",
+                       z.stage3MaxLiveParameters) &&
+         r.atLeast<int64_t>(zero->at("stage3_max_live_parameters"),
+                            z.stage3MaxLiveParameters, 0) &&
+         zero->ignoredBoolean("allgather_partitions") &&
+         zero->ignoredInteger("allgather_bucket_size") &&
+         zero->ignoredBoolean("reduce_scatter") &&
+         zero->ignoredBoolean("round_robin_gradients") &&
+         zero->ignoredInteger("sub_group_size") &&
+         zero->ignoredInteger("stage3_max_reuse_distance") &&
+         zero->ignoredBoolean("stage3_gather_16bit_weights_on_model_save") &&
+         zero->ignoredBoolean("ignore_unused_parameters");
+}
+
+bool readActivationCheckpointing(Reader &r, Section &root,
+                                 DsConfig::ActivationCheckpointing &a) {
+  std::optional<Section> ac;
+  if (!root.section("activation_checkpointing", ac) ||
+      !ac->checkKeys({"partition_activations", "cpu_checkpointing",
+                      "contiguous_memory_optimization", "number_checkpoints",
+                      "synchronize_checkpoint_boundary", "profile"}) ||
+      !ac->boolean("partition_activations", a.partitionActivations) ||
+      !ac->boolean("cpu_checkpointing", a.cpuCheckpointing) ||
+      !ac->boolean("contiguous_memory_optimization",
+                   a.contiguousMemoryOptimization) ||
+      !ac->boolean("synchronize_checkpoint_boundary",
+                   a.synchronizeCheckpointBoundary) ||
+      !ac->boolean("profile", a.profile))
+    return false;
+  const json::Value *n = ac->get("number_checkpoints");
+  if (!n || n->kind() == json::Value::Null)
+    return true;
+  return ac->integer("number_checkpoints", a.numberCheckpoints) &&
+         (a.numberCheckpoints == -1 ||
+          r.atLeast<int64_t>(ac->at("number_checkpoints"),
+                             a.numberCheckpoints, 1));
+}
+
+/// "[L:C, byte=B]: message" from llvm::json (0-based column) as
+/// "line L, column C+1: message".
+std::string describeParseError(llvm::Error err) {
+  std::string text = llvm::toString(std::move(err));
+  StringRef rest = text;
+  unsigned line, column;
+  if (rest.consume_front("[") && !rest.consumeInteger(10, line) &&
+      rest.consume_front(":") && !rest.consumeInteger(10, column)) {
+    size_t close = rest.find("]: ");
+    if (close != StringRef::npos)
+      return ("line " + Twine(line) + ", column " + Twine(column + 1) + ": " +
+              rest.drop_front(close + 3))
+          .str();
+  }
+  return text;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// API
+//===----------------------------------------------------------------------===//
+
+bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
+                        int64_t defaultMicroBatch, DsConfig &out,
+                        std::string &error) {
+  DsConfig c;
+  Reader r(fileName, c.notes, error);
+  if (worldSize < 1)
+    return r.fail("$", "world size must be >= 1, got " +
+                           formatNumber(worldSize));
+  if (defaultMicroBatch < 1)
+    return r.fail("$", "default micro batch must be >= 1, got " +
+                           formatNumber(defaultMicroBatch));
+
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return r.fail("$", "invalid JSON at " +
+                           describeParseError(parsed.takeError()));
+  const json::Object *object = parsed->getAsObject();
+  if (!object)
+    return r.fail("$", Twine("expected an object, got ") + kindName(*parsed));
+
+  Section root(r, object, "$");
+  if (!root.checkKeys({kTrainBatch, kMicroBatch, kGradAccum,
+                       "gradient_clipping", "optimizer", "scheduler", "fp16",
+                       "bf16", "bfloat16", "zero_optimization",
+                       "activation_checkpointing",
+                       // Accepted and ignored:
+                       "steps_per_print", "wall_clock_breakdown",
+                       "dump_state", "prescale_gradients",
+                       "gradient_predivide_factor",
+                       "zero_allow_untested_optimizer"}))
+    return false;
+
+  if (!readBatch(r, root, worldSize, defaultMicroBatch, c) ||
+      !root.number("gradient_clipping", c.gradientClipping) ||
+      !r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0) ||
+      !readOptimizer(r, root, c.optimizer) ||
+      !readScheduler(r, root, c.optimizer, c.scheduler) ||
+      !readFp16(r, root, c.fp16) || !readBf16(r, root, c.bf16) ||
+      !readZero(r, root, c.zero) ||
+      !readActivationCheckpointing(r, root, c.activationCheckpointing) ||
+      !root.ignoredInteger("steps_per_print") ||
+      !root.ignoredBoolean("wall_clock_breakdown") ||
+      !root.ignoredBoolean("dump_state") ||
+      !root.ignoredBoolean("prescale_gradients") ||
+      !root.ignoredNumber("gradient_predivide_factor") ||
+      !root.ignoredBoolean("zero_allow_untested_optimizer"))
+    return false;
+
+  if (c.fp16.enabled && c.bf16.enabled)
+    return r.fail(root.at(root.get("bfloat16") ? "bfloat16" : "bf16") +
+                      ".enabled",
+                  "fp16 and bf16 cannot both be enabled");
+
+  out = std::move(c);
+  return true;
+}
+
+std::string dsc::toJson(const DsConfig &c) {
+  const auto &o = c.optimizer;
+  const auto &s = c.scheduler;
+  const auto &f = c.fp16;
+  const auto &z = c.zero;
+  const auto &a = c.activationCheckpointing;
+
+  json::Object root{
+      {"train_batch_size", c.trainBatchSize},
+      {"train_micro_batch_size_per_gpu", c.microBatchSize},
+      {"gradient_accumulation_steps", c.gradientAccumulationSteps},
+      {"gradient_clipping", c.gradientClipping},
+      {"optimizer",
+       json::Object{{"type", o.type},
+                    {"params", json::Object{{"lr", o.lr},
+                                            {"betas", {o.beta1, o.beta2}},
+                                            {"eps", o.eps},
+                                            {"weight_decay", o.weightDecay}}}}},
+      {"fp16", json::Object{{"enabled", f.enabled},
+                            {"loss_scale", f.lossScale},
+                            {"initial_scale_power", f.initialScalePower},
+                            {"loss_scale_window", f.lossScaleWindow},
+                            {"hysteresis", f.hysteresis},
+                            {"min_loss_scale", f.minLossScale}}},
+      {"bf16", json::Object{{"enabled", c.bf16.enabled}}},
+      {"zero_optimization",
+       json::Object{
+           {"stage", z.stage},
+           {"offload_optimizer", json::Object{{"device", z.offloadOptimizer}}},
+           {"offload_param", json::Object{{"device", z.offloadParam}}},
+           {"reduce_bucket_size", z.reduceBucketSize},
+           {"contiguous_gradients", z.contiguousGradients},
+           {"overlap_comm", z.overlapComm},
+           {"stage3_prefetch_bucket_size", z.stage3PrefetchBucketSize},
+           {"stage3_param_persistence_threshold",
+            z.stage3ParamPersistenceThreshold},
+           {"stage3_max_live_parameters", z.stage3MaxLiveParameters}}},
+      {"activation_checkpointing",
+       json::Object{
+           {"partition_activations", a.partitionActivations},
+           {"cpu_checkpointing", a.cpuCheckpointing},
+           {"contiguous_memory_optimization", a.contiguousMemoryOptimization},
+           {"number_checkpoints", a.numberCheckpoints < 0
+                                      ? json::Value(nullptr)
+                                      : json::Value(a.numberCheckpoints)},
+           {"synchronize_checkpoint_boundary",
+            a.synchronizeCheckpointBoundary},
+           {"profile", a.profile}}},
+  };
+
+  if (s.type != "constant") {
+    json::Object params{{"warmup_num_steps", s.warmupNumSteps},
+                        {"warmup_type", s.warmupType}};
+    if (s.type == "WarmupCosineLR") {
+      params["warmup_min_ratio"] = s.warmupMinRatio;
+      params["cos_min_ratio"] = s.cosMinRatio;
+    } else {
+      params["warmup_min_lr"] = s.warmupMinLr;
+      params["warmup_max_lr"] = s.warmupMaxLr;
+    }
+    if (s.type != "WarmupLR")
+      params["total_num_steps"] = s.totalNumSteps;
+    root["scheduler"] =
+        json::Object{{"type", s.type}, {"params", std::move(params)}};
+  }
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << json::Value(std::move(root));
+  os.flush();
+  return text;
+}
+
+bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
+  const auto &ao = a.optimizer, &bo = b.optimizer;
+  const auto &as = a.scheduler, &bs = b.scheduler;
+  const auto &af = a.fp16, &bf = b.fp16;
+  const auto &az = a.zero, &bz = b.zero;
+  const auto &aa = a.activationCheckpointing,
+             &ba = b.activationCheckpointing;
+  return a.trainBatchSize == b.trainBatchSize &&
+         a.microBatchSize == b.microBatchSize &&
+         a.gradientAccumulationSteps == b.gradientAccumulationSteps &&
+         a.gradientClipping == b.gradientClipping &&
+         // Optimizer
+         ao.type == bo.type && ao.lr == bo.lr && ao.beta1 == bo.beta1 &&
+         ao.beta2 == bo.beta2 && ao.eps == bo.eps &&
+         ao.weightDecay == bo.weightDecay &&
+         // Scheduler
+         as.type == bs.type && as.warmupMinLr == bs.warmupMinLr &&
+         as.warmupMaxLr == bs.warmupMaxLr &&
+         as.warmupNumSteps == bs.warmupNumSteps &&
+         as.warmupType == bs.warmupType &&
+         as.totalNumSteps == bs.totalNumSteps &&
+         as.cosMinRatio == bs.cosMinRatio &&
+         as.warmupMinRatio == bs.warmupMinRatio &&
+         // Precision
+         af.enabled == bf.enabled && af.lossScale == bf.lossScale &&
+         af.initialScalePower == bf.initialScalePower &&
+         af.lossScaleWindow == bf.lossScaleWindow &&
+         af.hysteresis == bf.hysteresis &&
+         af.minLossScale == bf.minLossScale &&
+         a.bf16.enabled == b.bf16.enabled &&
+         // ZeRO
+         az.stage == bz.stage && az.offloadOptimizer == bz.offloadOptimizer &&
+         az.offloadParam == bz.offloadParam &&
+         az.reduceBucketSize == bz.reduceBucketSize &&
+         az.contiguousGradients == bz.contiguousGradients &&
+         az.overlapComm == bz.overlapComm &&
+         az.stage3PrefetchBucketSize == bz.stage3PrefetchBucketSize &&
+         az.stage3ParamPersistenceThreshold ==
+             bz.stage3ParamPersistenceThreshold &&
+         az.stage3MaxLiveParameters == bz.stage3MaxLiveParameters &&
+         // Activation checkpointing
+         aa.partitionActivations == ba.partitionActivations &&
+         aa.cpuCheckpointing == ba.cpuCheckpointing &&
+         aa.contiguousMemoryOptimization == ba.contiguousMemoryOptimization &&
+         aa.numberCheckpoints == ba.numberCheckpoints &&
+         aa.synchronizeCheckpointBoundary ==
+             ba.synchronizeCheckpointBoundary &&
+         aa.profile == ba.profile;
+}

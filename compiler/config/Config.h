@@ -1,0 +1,169 @@
+//===- Config.h - DeepSpeed's ds_config.json for dsc --config ---*- C++ -*-===//
+//
+// Users bring DeepSpeed's own config file. parseDsConfig reads it with
+// llvm::json, checks every key, type and range, resolves the batch-size
+// triple and every "auto", and returns the resolved DsConfig; toJson writes
+// the canonical form stored in the plan.
+//
+// Keys and defaults follow DeepSpeed's "DeepSpeed Configuration JSON"
+// (deepspeed.ai/docs/config-json) and the constructors it forwards params
+// to (deepspeed.readthedocs.io: schedulers, optimizers); where the docs table
+// and DeepSpeed's runtime disagree (fp16.initial_scale_power 32 vs 16,
+// fp16.min_loss_scale 1000 vs 1, gradient_clipping 1.0 vs 0) the runtime's
+// value is the one used here. Config.cpp lists what it relies on.
+//
+// Accepted keys (defaults in brackets; "auto" is accepted wherever a default
+// exists and is resolved to it, with a note):
+//
+//   train_batch_size, train_micro_batch_size_per_gpu,
+//   gradient_accumulation_steps            integers >= 1 (see below)
+//   gradient_clipping                      number >= 0 [0 = off]
+//   optimizer.type                         "Adam" | "AdamW", any case
+//   optimizer.params.lr                    >= 0 [1e-3]
+//   optimizer.params.betas                 [b1, b2], each in [0, 1)
+//                                          [[0.9, 0.999]]
+//   optimizer.params.eps                   >= 0 [1e-8]
+//   optimizer.params.weight_decay          >= 0 [Adam: 0, AdamW: 0.01]
+//   optimizer.params.adam_w_mode           [true]; false (L2) is rejected
+//   optimizer.params.bias_correction       [true]; false is rejected
+//   optimizer.params.torch_adam            ignored (which kernel runs)
+//   scheduler.type                         "WarmupLR" | "WarmupDecayLR" |
+//                                          "WarmupCosineLR" (absent: the
+//                                          lr stays constant)
+//   scheduler.params (WarmupLR, WarmupDecayLR): warmup_min_lr [0],
+//     warmup_max_lr [1e-3; "auto" = optimizer lr], warmup_num_steps [1000],
+//     warmup_type "log" | "linear" ["log"], total_num_steps (WarmupDecayLR;
+//     required), last_batch_iteration (-1 only)
+//   scheduler.params (WarmupCosineLR): total_num_steps (required),
+//     warmup_min_ratio [0], warmup_num_steps [1000], warmup_type ["log"],
+//     cos_min_ratio [1e-4], last_batch_iteration (-1 only)
+//   fp16.enabled [false], fp16.loss_scale [0 = dynamic],
+//   fp16.initial_scale_power [16], fp16.loss_scale_window [1000],
+//   fp16.hysteresis [2], fp16.min_loss_scale [1], fp16.auto_cast (false only)
+//   bf16.enabled [false] (also spelled "bfloat16"); not with fp16.enabled
+//   zero_optimization.stage 0..3 [0]
+//   zero_optimization.offload_optimizer.device "none" | "cpu" ["none"]
+//     (cpu needs stage >= 1), .pin_memory ignored
+//   zero_optimization.offload_param.device "none" | "cpu" ["none"]
+//     (cpu needs stage 3), .pin_memory ignored
+//   zero_optimization.reduce_bucket_size [5e8], contiguous_gradients [true],
+//     overlap_comm [false], stage3_prefetch_bucket_size [5e7],
+//     stage3_param_persistence_threshold [1e5],
+//     stage3_max_live_parameters [1e9]
+//   activation_checkpointing.partition_activations, cpu_checkpointing,
+//     contiguous_memory_optimization, synchronize_checkpoint_boundary,
+//     profile [all false], number_checkpoints [null = -1]
+//
+// Accepted, type-checked and ignored (they choose how DeepSpeed prints,
+// times or groups communication, not what a step computes):
+//   steps_per_print, wall_clock_breakdown, dump_state, prescale_gradients,
+//   gradient_predivide_factor, zero_allow_untested_optimizer;
+//   zero_optimization.allgather_partitions, allgather_bucket_size,
+//   reduce_scatter, round_robin_gradients, sub_group_size,
+//   stage3_max_reuse_distance, stage3_gather_16bit_weights_on_model_save,
+//   ignore_unused_parameters.
+//
+// Integers may be written as integral floats (5e8), as DeepSpeed allows.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DSC_COMPILER_CONFIG_CONFIG_H
+#define DSC_COMPILER_CONFIG_CONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc {
+
+/// A resolved ds_config.json. Field names mirror DeepSpeed's keys.
+struct DsConfig {
+  /// The batch triple, resolved: trainBatchSize == microBatchSize *
+  /// gradientAccumulationSteps * world size.
+  int64_t trainBatchSize = 0;
+  int64_t microBatchSize = 0;
+  int64_t gradientAccumulationSteps = 0;
+  /// Clip the global gradient norm to this value; 0 disables clipping.
+  double gradientClipping = 0;
+
+  /// Adam and AdamW both use decoupled weight decay (torch.optim.AdamW
+  /// semantics), as DeepSpeed's Adam does with its default adam_w_mode.
+  struct Optimizer {
+    std::string type = "AdamW"; // "Adam" or "AdamW"
+    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    double weightDecay = 0.01; // Adam's default is 0
+  } optimizer;
+
+  struct Scheduler {
+    /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or
+    /// "WarmupCosineLR". WarmupLR and WarmupDecayLR use warmupMinLr and
+    /// warmupMaxLr (absolute); WarmupCosineLR uses warmupMinRatio and
+    /// cosMinRatio (relative to optimizer.lr).
+    std::string type = "constant";
+    double warmupMinLr = 0, warmupMaxLr = 1e-3;
+    int64_t warmupNumSteps = 1000;
+    std::string warmupType = "log"; // "log" or "linear"
+    int64_t totalNumSteps = 0;      // WarmupDecayLR and WarmupCosineLR
+    double cosMinRatio = 1e-4, warmupMinRatio = 0;
+  } scheduler;
+
+  struct Fp16 {
+    bool enabled = false;
+    double lossScale = 0; // 0: dynamic loss scaling
+    int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+    double minLossScale = 1;
+  } fp16;
+
+  struct Bf16 {
+    bool enabled = false;
+  } bf16;
+
+  struct Zero {
+    int64_t stage = 0;
+    std::string offloadOptimizer = "none", offloadParam = "none"; // or "cpu"
+    int64_t reduceBucketSize = 500000000;
+    bool contiguousGradients = true, overlapComm = false;
+    int64_t stage3PrefetchBucketSize = 50000000;
+    int64_t stage3ParamPersistenceThreshold = 100000;
+    int64_t stage3MaxLiveParameters = 1000000000;
+  } zero;
+
+  struct ActivationCheckpointing {
+    bool partitionActivations = false, cpuCheckpointing = false;
+    bool contiguousMemoryOptimization = false;
+    int64_t numberCheckpoints = -1; // -1: null, not given
+    bool synchronizeCheckpointBoundary = false, profile = false;
+  } activationCheckpointing;
+
+  /// One line each, to print: how each "auto" (and each value dsc chose
+  /// where DeepSpeed would need one) was resolved, and DeepSpeed's warnings.
+  std::vector<std::string> notes;
+};
+
+/// Compares every resolved value; `notes` are not compared.
+bool operator==(const DsConfig &a, const DsConfig &b);
+inline bool operator!=(const DsConfig &a, const DsConfig &b) {
+  return !(a == b);
+}
+
+/// Parses `text` (read from `fileName`) for a run of `worldSize` ranks;
+/// `defaultMicroBatch` is the micro batch used when neither
+/// train_batch_size nor train_micro_batch_size_per_gpu is given. On failure
+/// returns false, leaves `out` alone and sets `error` to one line:
+/// "<fileName>: <JSON path>: <what is wrong>", e.g.
+///   ds_config.json: $.optimizer.params.lr: expected a number, got a string
+bool parseDsConfig(llvm::StringRef text, llvm::StringRef fileName,
+                   int64_t worldSize, int64_t defaultMicroBatch, DsConfig &out,
+                   std::string &error);
+
+/// The canonical JSON of a resolved config (stored in the plan): DeepSpeed's
+/// keys, every value explicit, keys sorted, no "scheduler" when the lr is
+/// constant. parseDsConfig of it, with the same world size, gives back a
+/// config equal to `config`.
+std::string toJson(const DsConfig &config);
+
+} // namespace dsc
+
+#endif // DSC_COMPILER_CONFIG_CONFIG_H

@@ -1,0 +1,94 @@
+//===- Emit.cpp - the plan model as a FlatBuffer, or as IR attributes ----===//
+#include "compiler/plan/PlanModel.h"
+
+#include "runtime/plan/PlanFormat.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Format.h"
+
+namespace dsc {
+
+std::vector<uint8_t> serializePlan(const PlanModel &model) {
+  namespace fb = dsc::plan;
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+
+  // Arena i holds category i, so a buffer's arena index is its category.
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas;
+  for (int c = 0; c < kNumCategories; ++c)
+    arenas.push_back(fb::CreateArena(b, fb::Space::device,
+                                     static_cast<fb::Category>(c),
+                                     model.arenaBytes[c]));
+
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  for (const PlanBuffer &buf : model.buffers)
+    buffers.push_back(fb::CreateBufferDirect(
+        b, static_cast<uint32_t>(buf.arena), buf.offset,
+        static_cast<fb::DType>(buf.dtype), &buf.shape, buf.name.c_str()));
+
+  std::vector<flatbuffers::Offset<fb::Variable>> variables;
+  for (const PlanVariable &v : model.variables)
+    variables.push_back(fb::CreateVariableDirect(
+        b, v.name.c_str(), static_cast<fb::VarKind>(v.kind), v.of.c_str(),
+        v.buffer, static_cast<fb::InitKind>(v.init), v.std, v.rngStream,
+        v.weightDecay));
+
+  std::vector<flatbuffers::Offset<fb::Constant>> constants;
+  for (const PlanConstant &c : model.constants)
+    constants.push_back(fb::CreateConstantDirect(b, c.buffer, &c.data));
+
+  std::vector<flatbuffers::Offset<fb::Program>> programs;
+  for (const PlanProgram &p : model.programs) {
+    std::vector<flatbuffers::Offset<fb::Instr>> instrs;
+    for (const PlanInstr &i : p.instrs)
+      instrs.push_back(fb::CreateInstrDirect(
+          b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.intAttrs,
+          &i.floatAttrs, fb::Stream::compute, nullptr, nullptr,
+          i.loc.c_str()));
+    programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
+                                               &p.inputs, &p.outputs, 0,
+                                               p.flops));
+  }
+
+  const LrSchedule &s = model.options.schedule;
+  auto schedule = fb::CreateScheduleDirect(
+      b, s.kind.c_str(), s.lr, s.warmupMinLr, s.warmupMaxLr,
+      s.warmupNumSteps, s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio,
+      s.warmupMinRatio);
+  auto root = fb::CreatePlanDirect(
+      b, fb::kSchemaVersion, model.options.worldSize,
+      model.options.model.c_str(), model.options.configJson.c_str(),
+      model.microBatch, model.seqLen, model.vocabSize,
+      model.options.accumulationSteps, schedule, &arenas, &buffers,
+      &variables, &constants, &programs);
+  fb::FinishPlanBuffer(b, root);
+  return std::vector<uint8_t>(b.GetBufferPointer(),
+                              b.GetBufferPointer() + b.GetSize());
+}
+
+void annotatePlan(mlir::ModuleOp module, const PlanModel &model) {
+  mlir::Builder b(module.getContext());
+  auto placement = [&](uint32_t id) {
+    const PlanBuffer &buf = model.buffers[id];
+    return b.getStringAttr((categoryName(buf.arena) + "+" +
+                            llvm::Twine(buf.offset) + ":" +
+                            llvm::Twine(buf.bytes()))
+                               .str());
+  };
+  for (const PlanProgram &p : model.programs)
+    for (const PlanInstr &i : p.instrs) {
+      if (!i.op)
+        continue;
+      llvm::SmallVector<mlir::Attribute> outs;
+      for (uint32_t o : i.outputs)
+        outs.push_back(placement(o));
+      i.op->setAttr("plan.out", b.getArrayAttr(outs));
+    }
+  llvm::SmallVector<mlir::NamedAttribute> arenas;
+  for (int c = 0; c < kNumCategories; ++c)
+    if (model.arenaBytes[c])
+      arenas.push_back(b.getNamedAttr(categoryName(static_cast<Category>(c)),
+                                      b.getI64IntegerAttr(model.arenaBytes[c])));
+  module->setAttr("plan.arenas", b.getDictionaryAttr(arenas));
+}
+
+} // namespace dsc

@@ -1,0 +1,122 @@
+//===- PlanModel.h - the plan in memory, before serialization -----*- C++ -*-===//
+//
+// lowerToPlan turns the training step (phase `train` and later) into a list of
+// kernel calls over buffers placed in arenas. emitPlan serializes it with the
+// runtime's FlatBuffers schema; annotatePlan writes the placement back onto
+// the IR so `dsc --compile-to=plan` can be checked with FileCheck.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_COMPILER_PLAN_PLANMODEL_H
+#define DSC_COMPILER_PLAN_PLANMODEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc {
+
+/// The arena categories of plan.fbs, in its order.
+enum class Category : uint8_t {
+  Params,
+  Grads,
+  OptimizerState,
+  Activations,
+  CommBuffers,
+  Workspace,
+  Inputs,
+  Constants
+};
+constexpr int kNumCategories = 8;
+llvm::StringRef categoryName(Category c);
+
+enum class ElemType : uint8_t { F32, F16, BF16, F64, I32, I64 };
+
+struct PlanBuffer {
+  Category arena;
+  uint64_t offset = 0;
+  ElemType dtype = ElemType::F32;
+  std::vector<int64_t> shape;
+  std::string name;
+  uint64_t bytes() const;
+};
+
+struct PlanVariable {
+  std::string name;
+  uint8_t kind = 0; ///< 0 param, 1 grad, 2 opt_state (plan.fbs VarKind)
+  std::string of;
+  uint32_t buffer = 0;
+  uint8_t init = 0; ///< 0 zeros, 1 ones, 2 normal
+  double std = 0;
+  uint32_t rngStream = 0;
+  bool weightDecay = false;
+};
+
+struct PlanConstant {
+  uint32_t buffer = 0;
+  std::vector<uint8_t> data;
+};
+
+struct PlanInstr {
+  std::string kernel;
+  std::vector<uint32_t> inputs, outputs;
+  std::vector<int64_t> intAttrs;
+  std::vector<double> floatAttrs;
+  std::string loc;
+  mlir::Operation *op = nullptr; ///< source op, for annotation
+};
+
+struct PlanProgram {
+  std::string name;
+  std::vector<PlanInstr> instrs;
+  std::vector<uint32_t> inputs, outputs;
+  double flops = 0;
+};
+
+struct LrSchedule {
+  std::string kind = "constant";
+  double lr = 1e-3;
+  double warmupMinLr = 0, warmupMaxLr = 1e-3;
+  int64_t warmupNumSteps = 0;
+  std::string warmupType = "log";
+  int64_t totalNumSteps = 0;
+  double cosMinRatio = 1e-4, warmupMinRatio = 0;
+};
+
+struct PlanOptions {
+  int64_t worldSize = 1;
+  int64_t accumulationSteps = 1;
+  std::string model;
+  std::string configJson = "{}";
+  LrSchedule schedule;
+};
+
+struct PlanModel {
+  PlanOptions options;
+  int64_t microBatch = 0, seqLen = 0, vocabSize = 0;
+  std::array<uint64_t, kNumCategories> arenaBytes{};
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanVariable> variables;
+  std::vector<PlanConstant> constants;
+  std::vector<PlanProgram> programs;
+};
+
+/// Lowers @micro_step and @apply of a `train`-phase module. Emits a
+/// diagnostic at the offending op and fails on anything it cannot place.
+mlir::LogicalResult lowerToPlan(mlir::ModuleOp module,
+                                const PlanOptions &options, PlanModel &plan);
+
+/// The FlatBuffer bytes of `plan` (runtime/schema/plan.fbs).
+std::vector<uint8_t> serializePlan(const PlanModel &plan);
+
+/// Writes each lowered op's placement onto it as
+/// `plan.out = ["activations+OFFSET:BYTES", ...]` (outputs) and the arena
+/// sizes onto the module as `plan.arenas`.
+void annotatePlan(mlir::ModuleOp module, const PlanModel &plan);
+
+} // namespace dsc
+
+#endif // DSC_COMPILER_PLAN_PLANMODEL_H
