@@ -8,6 +8,7 @@
 
 #include "compiler/DscMain.h"
 #include "compiler/Pipelines.h"
+#include "compiler/config/Config.h"
 #include "compiler/plan/PlanModel.h"
 #include "models/Models.h"
 
@@ -57,6 +58,11 @@ struct Options {
   cl::opt<std::string> emit{
       "emit", cl::value_desc("mlir|plan"),
       cl::desc("write the plan file (default) or the IR of the last phase"),
+      cl::init("")};
+  cl::opt<std::string> config{
+      "config", cl::value_desc("ds_config.json"),
+      cl::desc("DeepSpeed configuration: batch sizes, optimizer, scheduler, "
+               "clipping, precision, ZeRO"),
       cl::init("")};
   cl::opt<int64_t> worldSize{"world-size", cl::value_desc("N"),
                              cl::desc("ranks the plan runs on"), cl::init(1)};
@@ -196,6 +202,50 @@ int runDscMain(int argc, char **argv) {
     return fail("--world-size " + Twine(opts.worldSize.getValue()) +
                 ": data parallelism (phase `dist`) is not implemented yet");
 
+  DsConfig config;
+  bool haveConfig = !opts.config.empty();
+  if (haveConfig) {
+    std::string error;
+    auto file = openInputFile(opts.config, &error);
+    if (!file)
+      return fail("cannot read '" + opts.config + "': " + error);
+    if (!parseDsConfig(file->getBuffer(), opts.config, opts.worldSize,
+                       kDefaultMicroBatch, config, error))
+      return fail(error);
+    for (const std::string &note : config.notes)
+      llvm::errs() << "dsc: " << note << "\n";
+  }
+  TrainOptions train;
+  PlanOptions planOptions;
+  planOptions.worldSize = opts.worldSize;
+  if (haveConfig) {
+    train.accumulationSteps = config.gradientAccumulationSteps;
+    train.beta1 = config.optimizer.beta1;
+    train.beta2 = config.optimizer.beta2;
+    train.eps = config.optimizer.eps;
+    train.weightDecay = config.optimizer.weightDecay;
+    train.gradClip = config.gradientClipping;
+    planOptions.accumulationSteps = config.gradientAccumulationSteps;
+    planOptions.configJson = toJson(config);
+    LrSchedule &lr = planOptions.schedule;
+    lr.kind = config.scheduler.type;
+    lr.lr = config.optimizer.lr;
+    lr.warmupMinLr = config.scheduler.warmupMinLr;
+    lr.warmupMaxLr = config.scheduler.warmupMaxLr;
+    lr.warmupNumSteps = config.scheduler.warmupNumSteps;
+    lr.warmupType = config.scheduler.warmupType;
+    lr.totalNumSteps = config.scheduler.totalNumSteps;
+    lr.cosMinRatio = config.scheduler.cosMinRatio;
+    lr.warmupMinRatio = config.scheduler.warmupMinRatio;
+    if (config.fp16.enabled || config.bf16.enabled)
+      return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
+                                "is not implemented yet");
+    if (config.zero.stage != 0)
+      return fail(opts.config + ": ZeRO stage " +
+                  Twine(config.zero.stage) +
+                  " (phase `dist`) is not implemented yet");
+  }
+
   DialectRegistry registry;
   registerAll(registry);
   MLIRContext context(registry);
@@ -208,7 +258,12 @@ int runDscMain(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   if (!opts.model.empty()) {
     std::string error;
-    module = models::buildModel(context, opts.model, kDefaultMicroBatch, error);
+    int64_t microBatch =
+        haveConfig ? config.microBatchSize : kDefaultMicroBatch;
+    if (haveConfig && StringRef(opts.model).contains("batch_size="))
+      return fail("--model sets batch_size and --config sets "
+                  "train_micro_batch_size_per_gpu; give one of them");
+    module = models::buildModel(context, opts.model, microBatch, error);
     if (!module)
       return fail("--model " + error);
   } else {
@@ -233,20 +288,22 @@ int runDscMain(int argc, char **argv) {
     if (failed(parsePassPipeline(opts.passPipeline, pm, os)))
       return fail("--pass-pipeline: " + error);
   } else {
-    buildPipeline(pm, *phase, TrainOptions());
+    buildPipeline(pm, *phase, train);
   }
   if (failed(pm.run(*module)))
     return kExitBadInput;
 
   PlanModel plan;
   if (*phase >= Phase::Plan) {
-    PlanOptions planOptions;
-    planOptions.worldSize = opts.worldSize;
     planOptions.model = opts.model.empty()
                             ? llvm::sys::path::stem(opts.input).str()
                             : StringRef(opts.model).split(':').first.str();
     if (failed(lowerToPlan(*module, planOptions, plan)))
       return kExitBadInput;
+    if (haveConfig && plan.microBatch != config.microBatchSize)
+      return fail(opts.config + ": train_micro_batch_size_per_gpu is " +
+                  Twine(config.microBatchSize) + " but the model's batch is " +
+                  Twine(plan.microBatch));
     if (emit == "mlir")
       annotatePlan(*module, plan);
   }

@@ -239,7 +239,6 @@ public:
   Section(Reader &r, const json::Object *object, std::string path)
       : r(r), object(object), path(std::move(path)) {}
 
-  const std::string &getPath() const { return path; }
   bool present() const { return object; }
   const json::Value *get(StringRef key) const {
     return object ? object->get(key) : nullptr;
@@ -271,8 +270,8 @@ public:
       // misspelling of "xy".
       unsigned limit = std::max<size_t>(1, std::min<size_t>(3, key.size() / 3));
       if (bestDistance <= limit)
-        return r.fail(at(key), "unknown key (did you mean " + quote(best) +
-                                   "?)");
+        return r.fail(at(key),
+                      "unknown key (did you mean " + quote(best) + "?)");
       return r.fail(at(key), "unknown key");
     }
     return true;
@@ -324,8 +323,7 @@ public:
     }
     std::optional<bool> b = v->getAsBoolean();
     if (!b)
-      return r.fail(at(key),
-                    Twine("expected a boolean, got ") + kindName(*v));
+      return r.fail(at(key), Twine("expected a boolean, got ") + kindName(*v));
     out = *b;
     return true;
   }
@@ -364,8 +362,9 @@ public:
 
   /// Type-checks a key that is accepted and ignored.
   bool ignoredNumber(StringRef key) {
-    double unused = 0;
-    return number(key, unused, /*noteAuto=*/false);
+    const json::Value *v = get(key);
+    double unused;
+    return !v || isAuto(*v) || r.toNumber(at(key), *v, unused);
   }
   bool ignoredInteger(StringRef key) {
     const json::Value *v = get(key);
@@ -380,13 +379,6 @@ public:
   }
 
 private:
-  bool number(StringRef key, double &out, bool withNote) {
-    const json::Value *v = get(key);
-    if (!v || isAuto(*v))
-      return true;
-    return r.toNumber(at(key), *v, out);
-  }
-
   void noteAuto(StringRef key, const Twine &value) {
     r.note(at(key), "\"auto\" resolved to " + value + " (default)");
   }
@@ -438,7 +430,9 @@ bool multiply(Reader &r, StringRef path, int64_t a, int64_t b, int64_t &out) {
 /// Resolves the triple (DeepSpeed's rules; see the top of this file).
 bool readBatch(Reader &r, Section &root, int64_t worldSize,
                int64_t defaultMicroBatch, DsConfig &c) {
-  BatchKey train{kTrainBatch}, micro{kMicroBatch}, accum{kGradAccum};
+  BatchKey train{kTrainBatch, std::nullopt, false};
+  BatchKey micro{kMicroBatch, std::nullopt, false};
+  BatchKey accum{kGradAccum, std::nullopt, false};
   if (!readBatchKey(r, root, train) || !readBatchKey(r, root, micro) ||
       !readBatchKey(r, root, accum))
     return false;
@@ -447,9 +441,12 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
   std::string worldText = "world size " + formatNumber(worldSize);
   auto notDivisible = [&](int64_t divisor, const std::string &factors,
                           StringRef derived) {
+    std::string product = StringRef(factors).contains(" * ")
+                              ? " (= " + formatNumber(divisor) + ")"
+                              : "";
     return r.fail(trainPath, formatNumber(*train.value) +
-                                 " is not divisible by " + factors + " (= " +
-                                 formatNumber(divisor) + "), so " + derived +
+                                 " is not divisible by " + factors + product +
+                                 ", so " + derived.str() +
                                  " cannot be derived");
   };
   bool usedDefaultMicro = false;
@@ -460,13 +457,11 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
         !multiply(r, trainPath, mg, worldSize, product))
       return false;
     if (*train.value != product)
-      return r.fail(trainPath, formatNumber(*train.value) + " != " +
-                                   kMicroBatch + " " +
-                                   formatNumber(*micro.value) + " * " +
-                                   kGradAccum + " " +
-                                   formatNumber(*accum.value) + " * " +
-                                   worldText + " (= " + formatNumber(product) +
-                                   ")");
+      return r.fail(trainPath,
+                    formatNumber(*train.value) + " != " + kMicroBatch + " " +
+                        formatNumber(*micro.value) + " * " + kGradAccum + " " +
+                        formatNumber(*accum.value) + " * " + worldText +
+                        " (= " + formatNumber(product) + ")");
     c.trainBatchSize = *train.value;
     c.microBatchSize = *micro.value;
     c.gradientAccumulationSteps = *accum.value;
@@ -475,11 +470,11 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
     if (!multiply(r, trainPath, *micro.value, worldSize, divisor))
       return false;
     if (*train.value % divisor != 0)
-      return notDivisible(divisor,
-                          (kMicroBatch + " " + formatNumber(*micro.value) +
-                           " * " + worldText)
-                              .str(),
-                          kGradAccum);
+      return notDivisible(
+          divisor,
+          (kMicroBatch + " " + formatNumber(*micro.value) + " * " + worldText)
+              .str(),
+          kGradAccum);
     c.trainBatchSize = *train.value;
     c.microBatchSize = *micro.value;
     c.gradientAccumulationSteps = *train.value / divisor;
@@ -488,11 +483,11 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
     if (!multiply(r, trainPath, *accum.value, worldSize, divisor))
       return false;
     if (*train.value % divisor != 0)
-      return notDivisible(divisor,
-                          (kGradAccum + " " + formatNumber(*accum.value) +
-                           " * " + worldText)
-                              .str(),
-                          kMicroBatch);
+      return notDivisible(
+          divisor,
+          (kGradAccum + " " + formatNumber(*accum.value) + " * " + worldText)
+              .str(),
+          kMicroBatch);
     c.trainBatchSize = *train.value;
     c.gradientAccumulationSteps = *accum.value;
     c.microBatchSize = *train.value / divisor;
@@ -515,31 +510,33 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
       return false;
   }
 
-  std::string identity = "(" + kMicroBatch.str() + " " +
-                         formatNumber(c.microBatchSize) + " * " +
-                         kGradAccum.str() + " " +
-                         formatNumber(c.gradientAccumulationSteps) + " * " +
-                         worldText + ")";
+  std::string identity =
+      "(" + kTrainBatch.str() + " " + formatNumber(c.trainBatchSize) + " = " +
+      kMicroBatch.str() + " " + formatNumber(c.microBatchSize) + " * " +
+      kGradAccum.str() + " " + formatNumber(c.gradientAccumulationSteps) +
+      " * " + worldText + ")";
+  auto autoNote = [&](StringRef key, int64_t value) {
+    r.note(root.at(key),
+           "\"auto\" resolved to " + formatNumber(value) + " " + identity);
+  };
   if (train.isAuto)
-    r.note(trainPath, "\"auto\" resolved to " +
-                          formatNumber(c.trainBatchSize) + " " + identity);
-  if (micro.isAuto || usedDefaultMicro) {
-    std::string how = usedDefaultMicro ? " (dsc's default micro batch)"
-                                       : " " + identity;
+    autoNote(kTrainBatch, c.trainBatchSize);
+  if (usedDefaultMicro)
     r.note(root.at(kMicroBatch),
            (micro.isAuto ? "\"auto\" resolved to " : "not given; using ") +
-               formatNumber(c.microBatchSize) + how);
-  }
+               formatNumber(c.microBatchSize) + " (dsc's default micro batch)");
+  else if (micro.isAuto)
+    autoNote(kMicroBatch, c.microBatchSize);
   if (accum.isAuto)
-    r.note(root.at(kGradAccum),
-           "\"auto\" resolved to " +
-               formatNumber(c.gradientAccumulationSteps) + " " + identity);
+    autoNote(kGradAccum, c.gradientAccumulationSteps);
   return true;
 }
 
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
   std::optional<Section> opt;
-  if (!root.section("optimizer", opt) || !opt->present())
+  if (!root.section("optimizer", opt))
+    return false;
+  if (!opt->present())
     return true;
   if (!opt->checkKeys({"type", "params"}))
     return false;
@@ -573,8 +570,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
                           "bias_correction", "torch_adam"}))
     return false;
 
-  if (!params->number("lr", o.lr) ||
-      !r.atLeast(params->at("lr"), o.lr, 0.0) ||
+  if (!params->number("lr", o.lr) || !r.atLeast(params->at("lr"), o.lr, 0.0) ||
       !params->number("eps", o.eps) ||
       !r.atLeast(params->at("eps"), o.eps, 0.0) ||
       !params->number("weight_decay", o.weightDecay) ||
@@ -592,16 +588,15 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
         return r.fail(path, Twine("expected an array of 2 numbers, got ") +
                                 kindName(*betas));
       if (array->size() != 2)
-        return r.fail(path, "expected 2 numbers, got " +
-                                Twine(array->size()));
+        return r.fail(path, "expected 2 numbers, got " + Twine(array->size()));
       double *outs[2] = {&o.beta1, &o.beta2};
       for (size_t i = 0; i < 2; ++i) {
         std::string element = elementPath(path, i);
         if (!r.toNumber(element, (*array)[i], *outs[i]))
           return false;
         if (*outs[i] < 0 || *outs[i] >= 1)
-          return r.fail(element, "must be in [0, 1), got " +
-                                     formatNumber(*outs[i]));
+          return r.fail(element,
+                        "must be in [0, 1), got " + formatNumber(*outs[i]));
       }
     }
   }
@@ -624,25 +619,28 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
 bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
                    DsConfig::Scheduler &s) {
   std::optional<Section> sched;
-  if (!root.section("scheduler", sched) || !sched->present())
+  if (!root.section("scheduler", sched))
+    return false;
+  if (!sched->present())
     return true;
   if (!sched->checkKeys({"type", "params"}))
     return false;
 
-  static constexpr StringRef kTypes[] = {"WarmupLR", "WarmupDecayLR",
-                                         "WarmupCosineLR"};
+  static constexpr StringRef kTypeNames[] = {"WarmupLR", "WarmupDecayLR",
+                                             "WarmupCosineLR"};
+  llvm::ArrayRef<StringRef> types(kTypeNames);
   const json::Value *type = sched->get("type");
   if (!type)
     return r.fail(sched->at("type"), "required key is missing (supported: " +
-                                         llvm::join(kTypes, ", ") + ")");
+                                         llvm::join(types, ", ") + ")");
   std::optional<StringRef> name = type->getAsString();
   if (!name)
     return r.fail(sched->at("type"),
                   Twine("expected a string, got ") + kindName(*type));
-  if (!llvm::is_contained(kTypes, *name))
-    return r.fail(sched->at("type"), "unsupported scheduler " + quote(*name) +
-                                         " (supported: " +
-                                         llvm::join(kTypes, ", ") + ")");
+  if (!llvm::is_contained(types, *name))
+    return r.fail(sched->at("type"),
+                  "unsupported scheduler " + quote(*name) +
+                      " (supported: " + llvm::join(types, ", ") + ")");
   s.type = name->str();
   bool cosine = s.type == "WarmupCosineLR";
   bool needsTotal = s.type != "WarmupLR";
@@ -650,18 +648,16 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
   std::optional<Section> params;
   if (!sched->section("params", params))
     return false;
-  bool keysOk =
-      cosine ? params->checkKeys({"total_num_steps", "warmup_min_ratio",
-                                  "warmup_num_steps", "warmup_type",
-                                  "cos_min_ratio", "last_batch_iteration"})
-      : needsTotal
-          ? params->checkKeys({"total_num_steps", "warmup_min_lr",
-                               "warmup_max_lr", "warmup_num_steps",
-                               "warmup_type", "last_batch_iteration"})
-          : params->checkKeys({"warmup_min_lr", "warmup_max_lr",
-                               "warmup_num_steps", "warmup_type",
-                               "last_batch_iteration"});
-  if (!keysOk)
+  // Each constructor's keyword arguments.
+  std::vector<StringRef> known = {"warmup_num_steps", "warmup_type",
+                                  "last_batch_iteration"};
+  if (needsTotal)
+    known.push_back("total_num_steps");
+  if (cosine)
+    known.insert(known.end(), {"warmup_min_ratio", "cos_min_ratio"});
+  else
+    known.insert(known.end(), {"warmup_min_lr", "warmup_max_lr"});
+  if (!params->checkKeys(known))
     return false;
 
   if (needsTotal) {
@@ -690,9 +686,9 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     const json::Value *maxLr = params->get("warmup_max_lr");
     if (maxLr && isAuto(*maxLr)) {
       s.warmupMaxLr = o.lr;
-      r.note(params->at("warmup_max_lr"),
-             "\"auto\" resolved to " + formatNumber(o.lr) +
-                 " (optimizer.params.lr)");
+      r.note(params->at("warmup_max_lr"), "\"auto\" resolved to " +
+                                              formatNumber(o.lr) +
+                                              " (optimizer.params.lr)");
     } else if (!params->number("warmup_max_lr", s.warmupMaxLr) ||
                !r.atLeast(params->at("warmup_max_lr"), s.warmupMaxLr, 0.0)) {
       return false;
@@ -717,7 +713,7 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
   if (needsTotal && s.totalNumSteps < s.warmupNumSteps)
     r.note(params->at("total_num_steps"),
            formatNumber(s.totalNumSteps) + " is less than warmup_num_steps " +
-               formatNumber(s.warmupNumSteps));
+               formatNumber(s.warmupNumSteps) + " (DeepSpeed warns too)");
   return true;
 }
 
@@ -735,8 +731,8 @@ bool readFp16(Reader &r, Section &root, DsConfig::Fp16 &f) {
          r.atLeast<int64_t>(fp16->at("initial_scale_power"),
                             f.initialScalePower, 0) &&
          // 2^127 is the largest power of two a float holds.
-         r.atMost<int64_t>(fp16->at("initial_scale_power"),
-                           f.initialScalePower, 127) &&
+         r.atMost<int64_t>(fp16->at("initial_scale_power"), f.initialScalePower,
+                           127) &&
          fp16->integer("loss_scale_window", f.lossScaleWindow) &&
          r.atLeast<int64_t>(fp16->at("loss_scale_window"), f.lossScaleWindow,
                             1) &&
@@ -774,9 +770,9 @@ bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
     return false;
   if (device != "none" && stage < minStage) {
     std::string stages = minStage == 3 ? "3" : "1, 2 or 3";
-    return r.fail(offload->at("device"),
-                  quote(device) + " needs ZeRO stage " + stages +
-                      ", got stage " + formatNumber(stage));
+    return r.fail(offload->at("device"), quote(device) + " needs ZeRO stage " +
+                                             stages + ", got stage " +
+                                             formatNumber(stage));
   }
   return true;
 }
@@ -807,8 +803,8 @@ bool readZero(Reader &r, Section &root, DsConfig::Zero &z) {
                      z.offloadOptimizer) &&
          readOffload(r, *zero, "offload_param", z.stage, 3, z.offloadParam) &&
          zero->integer("reduce_bucket_size", z.reduceBucketSize) &&
-         r.atLeast<int64_t>(zero->at("reduce_bucket_size"),
-                            z.reduceBucketSize, 1) &&
+         r.atLeast<int64_t>(zero->at("reduce_bucket_size"), z.reduceBucketSize,
+                            1) &&
          zero->boolean("contiguous_gradients", z.contiguousGradients) &&
          zero->boolean("overlap_comm", z.overlapComm) &&
          zero->integer("stage3_prefetch_bucket_size",
@@ -853,25 +849,27 @@ bool readActivationCheckpointing(Reader &r, Section &root,
     return true;
   return ac->integer("number_checkpoints", a.numberCheckpoints) &&
          (a.numberCheckpoints == -1 ||
-          r.atLeast<int64_t>(ac->at("number_checkpoints"),
-                             a.numberCheckpoints, 1));
+          r.atLeast<int64_t>(ac->at("number_checkpoints"), a.numberCheckpoints,
+                             1));
 }
 
-/// "[L:C, byte=B]: message" from llvm::json (0-based column) as
-/// "line L, column C+1: message".
+/// llvm::json's "[L:C, byte=B]: message" as "line L, column C: message".
+/// The parser reports the position just after the character it stopped at,
+/// which is that character's 1-based column (at the end of the text, the
+/// last character's).
 std::string describeParseError(llvm::Error err) {
-  std::string text = llvm::toString(std::move(err));
-  StringRef rest = text;
+  std::string message = llvm::toString(std::move(err));
+  StringRef rest = message;
   unsigned line, column;
+  size_t offset;
   if (rest.consume_front("[") && !rest.consumeInteger(10, line) &&
-      rest.consume_front(":") && !rest.consumeInteger(10, column)) {
-    size_t close = rest.find("]: ");
-    if (close != StringRef::npos)
-      return ("line " + Twine(line) + ", column " + Twine(column + 1) + ": " +
-              rest.drop_front(close + 3))
-          .str();
-  }
-  return text;
+      rest.consume_front(":") && !rest.consumeInteger(10, column) &&
+      rest.consume_front(", byte=") && !rest.consumeInteger(10, offset) &&
+      rest.consume_front("]: "))
+    return ("line " + Twine(line) + ", column " + Twine(std::max(column, 1u)) +
+            ": " + rest)
+        .str();
+  return message;
 }
 
 } // namespace
@@ -886,16 +884,16 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   DsConfig c;
   Reader r(fileName, c.notes, error);
   if (worldSize < 1)
-    return r.fail("$", "world size must be >= 1, got " +
-                           formatNumber(worldSize));
+    return r.fail("$",
+                  "world size must be >= 1, got " + formatNumber(worldSize));
   if (defaultMicroBatch < 1)
     return r.fail("$", "default micro batch must be >= 1, got " +
                            formatNumber(defaultMicroBatch));
 
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
-    return r.fail("$", "invalid JSON at " +
-                           describeParseError(parsed.takeError()));
+    return r.fail("$",
+                  "invalid JSON at " + describeParseError(parsed.takeError()));
   const json::Object *object = parsed->getAsObject();
   if (!object)
     return r.fail("$", Twine("expected an object, got ") + kindName(*parsed));
@@ -906,9 +904,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
                        "bf16", "bfloat16", "zero_optimization",
                        "activation_checkpointing",
                        // Accepted and ignored:
-                       "steps_per_print", "wall_clock_breakdown",
-                       "dump_state", "prescale_gradients",
-                       "gradient_predivide_factor",
+                       "steps_per_print", "wall_clock_breakdown", "dump_state",
+                       "prescale_gradients", "gradient_predivide_factor",
                        "zero_allow_untested_optimizer"}))
     return false;
 
@@ -982,8 +979,7 @@ std::string dsc::toJson(const DsConfig &c) {
            {"number_checkpoints", a.numberCheckpoints < 0
                                       ? json::Value(nullptr)
                                       : json::Value(a.numberCheckpoints)},
-           {"synchronize_checkpoint_boundary",
-            a.synchronizeCheckpointBoundary},
+           {"synchronize_checkpoint_boundary", a.synchronizeCheckpointBoundary},
            {"profile", a.profile}}},
   };
 
@@ -1015,8 +1011,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
   const auto &as = a.scheduler, &bs = b.scheduler;
   const auto &af = a.fp16, &bf = b.fp16;
   const auto &az = a.zero, &bz = b.zero;
-  const auto &aa = a.activationCheckpointing,
-             &ba = b.activationCheckpointing;
+  const auto &aa = a.activationCheckpointing, &ba = b.activationCheckpointing;
   return a.trainBatchSize == b.trainBatchSize &&
          a.microBatchSize == b.microBatchSize &&
          a.gradientAccumulationSteps == b.gradientAccumulationSteps &&
@@ -1037,8 +1032,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          af.enabled == bf.enabled && af.lossScale == bf.lossScale &&
          af.initialScalePower == bf.initialScalePower &&
          af.lossScaleWindow == bf.lossScaleWindow &&
-         af.hysteresis == bf.hysteresis &&
-         af.minLossScale == bf.minLossScale &&
+         af.hysteresis == bf.hysteresis && af.minLossScale == bf.minLossScale &&
          a.bf16.enabled == b.bf16.enabled &&
          // ZeRO
          az.stage == bz.stage && az.offloadOptimizer == bz.offloadOptimizer &&
@@ -1055,7 +1049,6 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          aa.cpuCheckpointing == ba.cpuCheckpointing &&
          aa.contiguousMemoryOptimization == ba.contiguousMemoryOptimization &&
          aa.numberCheckpoints == ba.numberCheckpoints &&
-         aa.synchronizeCheckpointBoundary ==
-             ba.synchronizeCheckpointBoundary &&
+         aa.synchronizeCheckpointBoundary == ba.synchronizeCheckpointBoundary &&
          aa.profile == ba.profile;
 }

@@ -1,0 +1,802 @@
+//===- ConfigTest.cpp - ds_config.json parsing and validation -------------===//
+
+#include "compiler/config/Config.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using dsc::DsConfig;
+using dsc::parseDsConfig;
+using dsc::toJson;
+
+namespace {
+
+constexpr const char *kFile = "ds_config.json";
+
+/// Parses `text`, expecting success.
+DsConfig parseOk(llvm::StringRef text, int64_t worldSize = 1,
+                 int64_t defaultMicroBatch = 4) {
+  DsConfig config;
+  std::string error;
+  EXPECT_TRUE(
+      parseDsConfig(text, kFile, worldSize, defaultMicroBatch, config, error))
+      << text.str();
+  EXPECT_EQ(error, "");
+  return config;
+}
+
+/// Parses `text`, expecting failure; returns the error after checking it is
+/// one line starting with the file name and a JSON path.
+std::string errorOf(llvm::StringRef text, int64_t worldSize = 1) {
+  DsConfig config;
+  config.trainBatchSize = 12345;
+  std::string error;
+  EXPECT_FALSE(parseDsConfig(text, kFile, worldSize, 4, config, error))
+      << text.str();
+  EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  EXPECT_EQ(error.rfind("ds_config.json: $", 0), 0u) << error;
+  EXPECT_EQ(config.trainBatchSize, 12345) << "output changed on failure";
+  return error;
+}
+
+struct ErrorCase {
+  const char *json;
+  const char *error;
+  int64_t worldSize = 1;
+};
+
+void expectErrors(const std::vector<ErrorCase> &cases) {
+  for (const ErrorCase &c : cases) {
+    SCOPED_TRACE(c.json);
+    EXPECT_EQ(errorOf(c.json, c.worldSize), c.error);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Defaults and the batch triple
+//===----------------------------------------------------------------------===//
+
+TEST(ConfigTest, EmptyConfigGivesDefaults) {
+  DsConfig c = parseOk("{}", /*worldSize=*/2, /*defaultMicroBatch=*/4);
+  EXPECT_EQ(c.microBatchSize, 4);
+  EXPECT_EQ(c.gradientAccumulationSteps, 1);
+  EXPECT_EQ(c.trainBatchSize, 8);
+  EXPECT_EQ(c.gradientClipping, 0.0);
+  EXPECT_EQ(c.optimizer.type, "AdamW");
+  EXPECT_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_EQ(c.optimizer.beta1, 0.9);
+  EXPECT_EQ(c.optimizer.beta2, 0.999);
+  EXPECT_EQ(c.optimizer.eps, 1e-8);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.01);
+  EXPECT_EQ(c.scheduler.type, "constant");
+  EXPECT_FALSE(c.fp16.enabled);
+  EXPECT_EQ(c.fp16.initialScalePower, 16);
+  EXPECT_FALSE(c.bf16.enabled);
+  EXPECT_EQ(c.zero.stage, 0);
+  EXPECT_EQ(c.zero.offloadOptimizer, "none");
+  EXPECT_EQ(c.zero.offloadParam, "none");
+  EXPECT_EQ(c.activationCheckpointing.numberCheckpoints, -1);
+  EXPECT_EQ(c.notes, std::vector<std::string>{
+                         "ds_config.json: $.train_micro_batch_size_per_gpu: "
+                         "not given; using 4 (dsc's default micro batch)"});
+  // Every default equals a default-constructed config but the batch.
+  DsConfig d;
+  d.trainBatchSize = 8;
+  d.microBatchSize = 4;
+  d.gradientAccumulationSteps = 1;
+  EXPECT_EQ(c, d);
+}
+
+TEST(ConfigTest, BatchTripleDerivesEachMember) {
+  struct Case {
+    const char *json;
+    int64_t world, train, micro, accum;
+  };
+  const Case cases[] = {
+      // Micro batch and accumulation give the train batch.
+      {R"({"train_micro_batch_size_per_gpu": 4,
+           "gradient_accumulation_steps": 2})",
+       2, 16, 4, 2},
+      // Train batch and micro batch give the accumulation steps.
+      {R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})", 2,
+       32, 4, 4},
+      // Train batch and accumulation give the micro batch.
+      {R"({"train_batch_size": 32, "gradient_accumulation_steps": 2})", 2, 32,
+       8, 2},
+      // Train batch alone: no accumulation.
+      {R"({"train_batch_size": 32})", 4, 32, 8, 1},
+      // Micro batch alone: no accumulation.
+      {R"({"train_micro_batch_size_per_gpu": 3})", 2, 6, 3, 1},
+      // Accumulation alone: dsc's default micro batch (4).
+      {R"({"gradient_accumulation_steps": 3})", 2, 24, 4, 3},
+      // All three, consistent; integral floats are integers.
+      {R"({"train_batch_size": 48, "train_micro_batch_size_per_gpu": 4.0,
+           "gradient_accumulation_steps": 4})",
+       3, 48, 4, 4},
+      {R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4,
+           "gradient_accumulation_steps": 1})",
+       1, 4, 4, 1},
+  };
+  for (const Case &k : cases) {
+    SCOPED_TRACE(k.json);
+    DsConfig c = parseOk(k.json, k.world);
+    EXPECT_EQ(c.trainBatchSize, k.train);
+    EXPECT_EQ(c.microBatchSize, k.micro);
+    EXPECT_EQ(c.gradientAccumulationSteps, k.accum);
+    EXPECT_EQ(c.trainBatchSize,
+              c.microBatchSize * c.gradientAccumulationSteps * k.world);
+  }
+}
+
+TEST(ConfigTest, BatchTripleAutoIsResolvedAndNoted) {
+  DsConfig c = parseOk(R"({"train_batch_size": "auto",
+                           "train_micro_batch_size_per_gpu": 4,
+                           "gradient_accumulation_steps": 2})",
+                       2);
+  EXPECT_EQ(c.trainBatchSize, 16);
+  EXPECT_EQ(c.notes,
+            std::vector<std::string>{
+                "ds_config.json: $.train_batch_size: \"auto\" resolved to 16 "
+                "(train_batch_size 16 = train_micro_batch_size_per_gpu 4 * "
+                "gradient_accumulation_steps 2 * world size 2)"});
+
+  c = parseOk(R"({"train_batch_size": 32,
+                  "train_micro_batch_size_per_gpu": "auto",
+                  "gradient_accumulation_steps": 2})",
+              2);
+  EXPECT_EQ(c.microBatchSize, 8);
+  EXPECT_EQ(c.notes,
+            std::vector<std::string>{
+                "ds_config.json: $.train_micro_batch_size_per_gpu: \"auto\" "
+                "resolved to 8 (train_batch_size 32 = "
+                "train_micro_batch_size_per_gpu 8 * "
+                "gradient_accumulation_steps 2 * world size 2)"});
+
+  c = parseOk(R"({"train_batch_size": "auto",
+                  "train_micro_batch_size_per_gpu": "auto",
+                  "gradient_accumulation_steps": "auto"})",
+              2, /*defaultMicroBatch=*/3);
+  EXPECT_EQ(c.microBatchSize, 3);
+  EXPECT_EQ(c.gradientAccumulationSteps, 1);
+  EXPECT_EQ(c.trainBatchSize, 6);
+  EXPECT_EQ(c.notes,
+            (std::vector<std::string>{
+                "ds_config.json: $.train_batch_size: \"auto\" resolved to 6 "
+                "(train_batch_size 6 = train_micro_batch_size_per_gpu 3 * "
+                "gradient_accumulation_steps 1 * world size 2)",
+                "ds_config.json: $.train_micro_batch_size_per_gpu: \"auto\" "
+                "resolved to 3 (dsc's default micro batch)",
+                "ds_config.json: $.gradient_accumulation_steps: \"auto\" "
+                "resolved to 1 (train_batch_size 6 = "
+                "train_micro_batch_size_per_gpu 3 * "
+                "gradient_accumulation_steps 1 * world size 2)"}));
+}
+
+TEST(ConfigTest, BatchTripleErrors) {
+  expectErrors({
+      {R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
+           "gradient_accumulation_steps": 2})",
+       "ds_config.json: $.train_batch_size: 32 != "
+       "train_micro_batch_size_per_gpu 4 * gradient_accumulation_steps 2 * "
+       "world size 2 (= 16)",
+       2},
+      {R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4})",
+       "ds_config.json: $.train_batch_size: 30 is not divisible by "
+       "train_micro_batch_size_per_gpu 4 * world size 2 (= 8), so "
+       "gradient_accumulation_steps cannot be derived",
+       2},
+      {R"({"train_batch_size": 30, "gradient_accumulation_steps": 4})",
+       "ds_config.json: $.train_batch_size: 30 is not divisible by "
+       "gradient_accumulation_steps 4 * world size 2 (= 8), so "
+       "train_micro_batch_size_per_gpu cannot be derived",
+       2},
+      {R"({"train_batch_size": 30})",
+       "ds_config.json: $.train_batch_size: 30 is not divisible by world "
+       "size 4, so train_micro_batch_size_per_gpu cannot be derived",
+       4},
+      {R"({"train_batch_size": 0})",
+       "ds_config.json: $.train_batch_size: must be >= 1, got 0"},
+      {R"({"train_micro_batch_size_per_gpu": -2})",
+       "ds_config.json: $.train_micro_batch_size_per_gpu: must be >= 1, got "
+       "-2"},
+      {R"({"gradient_accumulation_steps": 2.5})",
+       "ds_config.json: $.gradient_accumulation_steps: expected an integer, "
+       "got 2.5"},
+      {R"({"train_batch_size": "32"})",
+       "ds_config.json: $.train_batch_size: expected an integer, got a "
+       "string"},
+      {R"({"train_batch_size": 1e19})",
+       "ds_config.json: $.train_batch_size: integer out of range: 1e+19"},
+      {R"({"train_micro_batch_size_per_gpu": 4000000000,
+           "gradient_accumulation_steps": 4000000000})",
+       "ds_config.json: $.train_batch_size: batch size overflows: "
+       "4000000000 * 4000000000"},
+      {"{}", "ds_config.json: $: world size must be >= 1, got 0", 0},
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Error kinds
+//===----------------------------------------------------------------------===//
+
+TEST(ConfigTest, InvalidJsonNamesLineAndColumn) {
+  expectErrors({
+      {"{\n  \"fp16\": {\"enabled\" true}\n}",
+       "ds_config.json: $: invalid JSON at line 2, column 22: Expected : "
+       "after object key"},
+      {"{\"train_batch_size\": 8,}",
+       "ds_config.json: $: invalid JSON at line 1, column 24: Expected "
+       "object key"},
+      {"", "ds_config.json: $: invalid JSON at line 1, column 1: Unexpected "
+           "EOF"},
+      {"{\"fp16\": {}", "ds_config.json: $: invalid JSON at line 1, column "
+                        "11: Expected , or } after object property"},
+      {"{\"lr\": 1e}", "ds_config.json: $: invalid JSON at line 1, column "
+                       "9: Invalid JSON value (number?)"},
+      {"[1, 2]", "ds_config.json: $: expected an object, got an array"},
+  });
+}
+
+TEST(ConfigTest, UnknownKeysSuggestTheKeyMeant) {
+  expectErrors({
+      {R"({"zero_optimisation": {"stage": 1}})",
+       "ds_config.json: $.zero_optimisation: unknown key (did you mean "
+       "'zero_optimization'?)"},
+      {R"({"zero_optimization": {"stage3_prefech_bucket_size": 1}})",
+       "ds_config.json: $.zero_optimization.stage3_prefech_bucket_size: "
+       "unknown key (did you mean 'stage3_prefetch_bucket_size'?)"},
+      {R"({"Train_Batch_Size": 8})",
+       "ds_config.json: $.Train_Batch_Size: unknown key (did you mean "
+       "'train_batch_size'?)"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas1": 0.9}}})",
+       "ds_config.json: $.optimizer.params.betas1: unknown key (did you mean "
+       "'betas'?)"},
+      // Far from every key: no suggestion.
+      {R"({"tensorboard": {"enabled": true}})",
+       "ds_config.json: $.tensorboard: unknown key"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"xy": 1}}})",
+       "ds_config.json: $.optimizer.params.xy: unknown key"},
+      // A parameter of another scheduler.
+      {R"({"scheduler": {"type": "WarmupLR",
+                         "params": {"total_num_steps": 10}}})",
+       "ds_config.json: $.scheduler.params.total_num_steps: unknown key"},
+      // Keys that are not identifiers are quoted; the message stays one line.
+      {R"({"my key": 1})", "ds_config.json: $['my key']: unknown key"},
+      {"{\"a\\nb'\": 1}", "ds_config.json: $['a\\nb\\'']: unknown key"},
+      // The first unknown key in sorted order.
+      {R"({"zz": 1, "aa": 2})", "ds_config.json: $.aa: unknown key"},
+  });
+}
+
+TEST(ConfigTest, WrongTypesNameExpectedAndActual) {
+  expectErrors({
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": "0.001"}}})",
+       "ds_config.json: $.optimizer.params.lr: expected a number, got a "
+       "string"},
+      {R"({"fp16": {"enabled": 1}})",
+       "ds_config.json: $.fp16.enabled: expected a boolean, got a number"},
+      {R"({"zero_optimization": []})",
+       "ds_config.json: $.zero_optimization: expected an object, got an "
+       "array"},
+      {R"({"gradient_clipping": null})",
+       "ds_config.json: $.gradient_clipping: expected a number, got null"},
+      {R"({"gradient_clipping": true})",
+       "ds_config.json: $.gradient_clipping: expected a number, got a "
+       "boolean"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": 0.9}}})",
+       "ds_config.json: $.optimizer.params.betas: expected an array of 2 "
+       "numbers, got a number"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9]}}})",
+       "ds_config.json: $.optimizer.params.betas: expected 2 numbers, got 1"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, "x"]}}})",
+       "ds_config.json: $.optimizer.params.betas[1]: expected a number, got "
+       "a string"},
+      {R"({"optimizer": {"type": "AdamW", "params": []}})",
+       "ds_config.json: $.optimizer.params: expected an object, got an "
+       "array"},
+      {R"({"scheduler": {"type": 5}})",
+       "ds_config.json: $.scheduler.type: expected a string, got a number"},
+      {R"({"zero_optimization": {"stage": "3"}})",
+       "ds_config.json: $.zero_optimization.stage: expected an integer, got "
+       "a string"},
+      {R"({"zero_optimization": {"reduce_bucket_size": 2.5e0}})",
+       "ds_config.json: $.zero_optimization.reduce_bucket_size: expected an "
+       "integer, got 2.5"},
+      {R"({"zero_optimization": {"offload_param": {"device": true}}})",
+       "ds_config.json: $.zero_optimization.offload_param.device: expected a "
+       "string, got a boolean"},
+      {R"({"steps_per_print": "x"})",
+       "ds_config.json: $.steps_per_print: expected an integer, got a "
+       "string"},
+      {R"({"wall_clock_breakdown": 0})",
+       "ds_config.json: $.wall_clock_breakdown: expected a boolean, got a "
+       "number"},
+      {R"({"gradient_predivide_factor": []})",
+       "ds_config.json: $.gradient_predivide_factor: expected a number, got "
+       "an array"},
+  });
+}
+
+TEST(ConfigTest, OutOfRangeValues) {
+  expectErrors({
+      {R"({"zero_optimization": {"stage": 4}})",
+       "ds_config.json: $.zero_optimization.stage: must be 0, 1, 2 or 3, got "
+       "4"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": -1e-3}}})",
+       "ds_config.json: $.optimizer.params.lr: must be >= 0, got -0.001"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e400}}})",
+       "ds_config.json: $.optimizer.params.lr: expected a finite number, got "
+       "inf"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"eps": -1}}})",
+       "ds_config.json: $.optimizer.params.eps: must be >= 0, got -1"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}})",
+       "ds_config.json: $.optimizer.params.weight_decay: must be >= 0, got "
+       "-0.1"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, 1]}}})",
+       "ds_config.json: $.optimizer.params.betas[1]: must be in [0, 1), got "
+       "1"},
+      {R"({"gradient_clipping": -1})",
+       "ds_config.json: $.gradient_clipping: must be >= 0, got -1"},
+      {R"({"fp16": {"loss_scale": -2}})",
+       "ds_config.json: $.fp16.loss_scale: must be >= 0, got -2"},
+      {R"({"fp16": {"initial_scale_power": 200}})",
+       "ds_config.json: $.fp16.initial_scale_power: must be <= 127, got 200"},
+      {R"({"fp16": {"loss_scale_window": 0}})",
+       "ds_config.json: $.fp16.loss_scale_window: must be >= 1, got 0"},
+      {R"({"fp16": {"hysteresis": 0}})",
+       "ds_config.json: $.fp16.hysteresis: must be >= 1, got 0"},
+      {R"({"fp16": {"min_loss_scale": 0}})",
+       "ds_config.json: $.fp16.min_loss_scale: must be > 0, got 0"},
+      {R"({"zero_optimization": {"reduce_bucket_size": 0}})",
+       "ds_config.json: $.zero_optimization.reduce_bucket_size: must be >= 1, "
+       "got 0"},
+      {R"({"zero_optimization": {"stage3_max_live_parameters": -1}})",
+       "ds_config.json: $.zero_optimization.stage3_max_live_parameters: must "
+       "be >= 0, got -1"},
+      {R"({"activation_checkpointing": {"number_checkpoints": 0}})",
+       "ds_config.json: $.activation_checkpointing.number_checkpoints: must "
+       "be >= 1, got 0"},
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Sections
+//===----------------------------------------------------------------------===//
+
+TEST(ConfigTest, OptimizerParsesEveryKey) {
+  DsConfig c = parseOk(R"({"optimizer": {"type": "AdamW", "params": {
+      "lr": 3e-4, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1,
+      "adam_w_mode": false, "bias_correction": true, "torch_adam": true}}})");
+  EXPECT_EQ(c.optimizer.type, "AdamW");
+  EXPECT_EQ(c.optimizer.lr, 3e-4);
+  EXPECT_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_EQ(c.optimizer.beta2, 0.95);
+  EXPECT_EQ(c.optimizer.eps, 1e-6);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.1);
+}
+
+TEST(ConfigTest, OptimizerTypeIsCaseInsensitiveWithTorchDefaults) {
+  DsConfig adam = parseOk(R"({"optimizer": {"type": "adam"}})");
+  EXPECT_EQ(adam.optimizer.type, "Adam");
+  EXPECT_EQ(adam.optimizer.weightDecay, 0.0);
+  DsConfig adamw = parseOk(R"({"optimizer": {"type": "ADAMW",
+                                             "params": {"lr": 0.1}}})");
+  EXPECT_EQ(adamw.optimizer.type, "AdamW");
+  EXPECT_EQ(adamw.optimizer.weightDecay, 0.01);
+  EXPECT_EQ(adamw.optimizer.lr, 0.1);
+  DsConfig adamW = parseOk(R"({"optimizer": {"type": "Adam", "params": {
+      "weight_decay": 0.05, "adam_w_mode": true}}})");
+  EXPECT_EQ(adamW.optimizer.type, "Adam");
+  EXPECT_EQ(adamW.optimizer.weightDecay, 0.05);
+}
+
+TEST(ConfigTest, OptimizerErrors) {
+  expectErrors({
+      {R"({"optimizer": {"type": "Lamb"}})",
+       "ds_config.json: $.optimizer.type: unsupported optimizer 'Lamb' "
+       "(supported: Adam, AdamW)"},
+      {R"({"optimizer": {"params": {"lr": 0.1}}})",
+       "ds_config.json: $.optimizer.type: required key is missing "
+       "(supported: Adam, AdamW)"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"max_grad_norm": 1}}})",
+       "ds_config.json: $.optimizer.params.max_grad_norm: not an optimizer "
+       "parameter; use gradient_clipping"},
+      {R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})",
+       "ds_config.json: $.optimizer.params.adam_w_mode: false is not "
+       "supported: dsc applies decoupled weight decay (AdamW); use \"AdamW\" "
+       "or leave adam_w_mode out"},
+      {R"({"optimizer": {"type": "AdamW",
+                         "params": {"bias_correction": false}}})",
+       "ds_config.json: $.optimizer.params.bias_correction: false is not "
+       "supported: dsc's Adam always corrects bias"},
+  });
+}
+
+TEST(ConfigTest, SchedulerWarmupLR) {
+  DsConfig c = parseOk(R"({"scheduler": {"type": "WarmupLR", "params": {
+      "warmup_min_lr": 1e-5, "warmup_max_lr": 2e-3, "warmup_num_steps": 50,
+      "warmup_type": "linear", "last_batch_iteration": -1}}})");
+  EXPECT_EQ(c.scheduler.type, "WarmupLR");
+  EXPECT_EQ(c.scheduler.warmupMinLr, 1e-5);
+  EXPECT_EQ(c.scheduler.warmupMaxLr, 2e-3);
+  EXPECT_EQ(c.scheduler.warmupNumSteps, 50);
+  EXPECT_EQ(c.scheduler.warmupType, "linear");
+  // Defaults of WarmupLR's constructor.
+  c = parseOk(R"({"scheduler": {"type": "WarmupLR"}})");
+  EXPECT_EQ(c.scheduler.warmupMinLr, 0.0);
+  EXPECT_EQ(c.scheduler.warmupMaxLr, 1e-3);
+  EXPECT_EQ(c.scheduler.warmupNumSteps, 1000);
+  EXPECT_EQ(c.scheduler.warmupType, "log");
+}
+
+TEST(ConfigTest, SchedulerWarmupDecayLR) {
+  DsConfig c = parseOk(R"({"scheduler": {"type": "WarmupDecayLR", "params": {
+      "total_num_steps": 1000, "warmup_min_lr": 0, "warmup_max_lr": 1e-4,
+      "warmup_num_steps": 100, "warmup_type": "log"}}})");
+  EXPECT_EQ(c.scheduler.type, "WarmupDecayLR");
+  EXPECT_EQ(c.scheduler.totalNumSteps, 1000);
+  EXPECT_EQ(c.scheduler.warmupMaxLr, 1e-4);
+  EXPECT_EQ(c.scheduler.warmupNumSteps, 100);
+  EXPECT_TRUE(c.notes.size() == 1); // only the default micro batch
+
+  // Fewer total steps than warm-up steps: DeepSpeed warns, dsc notes.
+  c = parseOk(R"({"train_micro_batch_size_per_gpu": 1,
+                  "scheduler": {"type": "WarmupDecayLR",
+                                "params": {"total_num_steps": 10}}})");
+  EXPECT_EQ(c.notes, std::vector<std::string>{
+                         "ds_config.json: $.scheduler.params.total_num_steps: "
+                         "10 is less than warmup_num_steps 1000 (DeepSpeed "
+                         "warns too)"});
+}
+
+TEST(ConfigTest, SchedulerWarmupCosineLR) {
+  DsConfig c = parseOk(R"({"scheduler": {"type": "WarmupCosineLR", "params": {
+      "total_num_steps": 5000, "warmup_min_ratio": 0.1, "warmup_num_steps": 20,
+      "warmup_type": "linear", "cos_min_ratio": 0.01}}})");
+  EXPECT_EQ(c.scheduler.type, "WarmupCosineLR");
+  EXPECT_EQ(c.scheduler.totalNumSteps, 5000);
+  EXPECT_EQ(c.scheduler.warmupMinRatio, 0.1);
+  EXPECT_EQ(c.scheduler.warmupNumSteps, 20);
+  EXPECT_EQ(c.scheduler.warmupType, "linear");
+  EXPECT_EQ(c.scheduler.cosMinRatio, 0.01);
+  c = parseOk(R"({"scheduler": {"type": "WarmupCosineLR",
+                                "params": {"total_num_steps": 5000}}})");
+  EXPECT_EQ(c.scheduler.cosMinRatio, 1e-4);
+  EXPECT_EQ(c.scheduler.warmupMinRatio, 0.0);
+}
+
+TEST(ConfigTest, SchedulerErrors) {
+  expectErrors({
+      {R"({"scheduler": {"type": "OneCycle"}})",
+       "ds_config.json: $.scheduler.type: unsupported scheduler 'OneCycle' "
+       "(supported: WarmupLR, WarmupDecayLR, WarmupCosineLR)"},
+      {R"({"scheduler": {"params": {}}})",
+       "ds_config.json: $.scheduler.type: required key is missing "
+       "(supported: WarmupLR, WarmupDecayLR, WarmupCosineLR)"},
+      {R"({"scheduler": {"type": "WarmupDecayLR",
+                         "params": {"warmup_max_lr": 0.1}}})",
+       "ds_config.json: $.scheduler.params.total_num_steps: required by "
+       "WarmupDecayLR but missing"},
+      {R"({"scheduler": {"type": "WarmupCosineLR"}})",
+       "ds_config.json: $.scheduler.params.total_num_steps: required by "
+       "WarmupCosineLR but missing"},
+      {R"({"scheduler": {"type": "WarmupCosineLR",
+                         "params": {"total_num_steps": "auto"}}})",
+       "ds_config.json: $.scheduler.params.total_num_steps: \"auto\" cannot "
+       "be resolved: dsc does not know the number of training steps; give a "
+       "number"},
+      {R"({"scheduler": {"type": "WarmupDecayLR",
+                         "params": {"total_num_steps": 0}}})",
+       "ds_config.json: $.scheduler.params.total_num_steps: must be >= 1, "
+       "got 0"},
+      {R"({"scheduler": {"type": "WarmupLR",
+                         "params": {"warmup_type": "cosine"}}})",
+       "ds_config.json: $.scheduler.params.warmup_type: unsupported value "
+       "'cosine' (supported: log, linear)"},
+      {R"({"scheduler": {"type": "WarmupLR",
+                         "params": {"warmup_num_steps": -1}}})",
+       "ds_config.json: $.scheduler.params.warmup_num_steps: must be >= 0, "
+       "got -1"},
+      {R"({"scheduler": {"type": "WarmupLR",
+                         "params": {"warmup_min_lr": -1}}})",
+       "ds_config.json: $.scheduler.params.warmup_min_lr: must be >= 0, got "
+       "-1"},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {
+           "total_num_steps": 9, "cos_min_ratio": -0.5}}})",
+       "ds_config.json: $.scheduler.params.cos_min_ratio: must be >= 0, got "
+       "-0.5"},
+      {R"({"scheduler": {"type": "WarmupLR",
+                         "params": {"last_batch_iteration": 5}}})",
+       "ds_config.json: $.scheduler.params.last_batch_iteration: only -1 "
+       "(start at step 0) is supported, got 5"},
+  });
+}
+
+TEST(ConfigTest, PrecisionParsesEveryKey) {
+  DsConfig c = parseOk(R"({"fp16": {"enabled": true, "loss_scale": 128,
+      "initial_scale_power": 12, "loss_scale_window": 500, "hysteresis": 3,
+      "min_loss_scale": 0.5, "auto_cast": false}, "bf16": {"enabled": false}})");
+  EXPECT_TRUE(c.fp16.enabled);
+  EXPECT_EQ(c.fp16.lossScale, 128.0);
+  EXPECT_EQ(c.fp16.initialScalePower, 12);
+  EXPECT_EQ(c.fp16.lossScaleWindow, 500);
+  EXPECT_EQ(c.fp16.hysteresis, 3);
+  EXPECT_EQ(c.fp16.minLossScale, 0.5);
+  EXPECT_FALSE(c.bf16.enabled);
+
+  c = parseOk(R"({"bf16": {"enabled": true}})");
+  EXPECT_TRUE(c.bf16.enabled);
+  EXPECT_FALSE(c.fp16.enabled);
+  // DeepSpeed's older name.
+  c = parseOk(R"({"bfloat16": {"enabled": true}})");
+  EXPECT_TRUE(c.bf16.enabled);
+}
+
+TEST(ConfigTest, PrecisionErrors) {
+  expectErrors({
+      {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})",
+       "ds_config.json: $.bf16.enabled: fp16 and bf16 cannot both be "
+       "enabled"},
+      {R"({"fp16": {"enabled": true}, "bfloat16": {"enabled": true}})",
+       "ds_config.json: $.bfloat16.enabled: fp16 and bf16 cannot both be "
+       "enabled"},
+      {R"({"bf16": {"enabled": true}, "bfloat16": {"enabled": true}})",
+       "ds_config.json: $.bfloat16: duplicates $.bf16 (bfloat16 is its "
+       "older name)"},
+      {R"({"fp16": {"auto_cast": true}})",
+       "ds_config.json: $.fp16.auto_cast: true is not supported: dsc does "
+       "not cast the model's inputs"},
+      {R"({"bf16": {"enabled": true, "loss_scale": 0}})",
+       "ds_config.json: $.bf16.loss_scale: unknown key"},
+  });
+}
+
+TEST(ConfigTest, ZeroParsesEveryKey) {
+  DsConfig c = parseOk(R"({"zero_optimization": {
+      "stage": 3,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true},
+      "offload_param": {"device": "cpu"},
+      "reduce_bucket_size": 5e8,
+      "contiguous_gradients": false,
+      "overlap_comm": true,
+      "stage3_prefetch_bucket_size": 1e7,
+      "stage3_param_persistence_threshold": 1e4,
+      "stage3_max_live_parameters": 2e9,
+      "allgather_partitions": true, "allgather_bucket_size": 2e8,
+      "reduce_scatter": true, "round_robin_gradients": false,
+      "sub_group_size": 1e9, "stage3_max_reuse_distance": 1e9,
+      "stage3_gather_16bit_weights_on_model_save": true,
+      "ignore_unused_parameters": true}})");
+  EXPECT_EQ(c.zero.stage, 3);
+  EXPECT_EQ(c.zero.offloadOptimizer, "cpu");
+  EXPECT_EQ(c.zero.offloadParam, "cpu");
+  EXPECT_EQ(c.zero.reduceBucketSize, 500000000);
+  EXPECT_FALSE(c.zero.contiguousGradients);
+  EXPECT_TRUE(c.zero.overlapComm);
+  EXPECT_EQ(c.zero.stage3PrefetchBucketSize, 10000000);
+  EXPECT_EQ(c.zero.stage3ParamPersistenceThreshold, 10000);
+  EXPECT_EQ(c.zero.stage3MaxLiveParameters, 2000000000);
+
+  c = parseOk(R"({"zero_optimization": {"stage": 1,
+                  "offload_optimizer": {"device": "cpu"},
+                  "offload_param": {"device": "none"}}})");
+  EXPECT_EQ(c.zero.stage, 1);
+  EXPECT_EQ(c.zero.offloadOptimizer, "cpu");
+  EXPECT_EQ(c.zero.offloadParam, "none");
+  EXPECT_EQ(c.zero.reduceBucketSize, 500000000);
+  EXPECT_EQ(c.zero.stage3PrefetchBucketSize, 50000000);
+  EXPECT_EQ(c.zero.stage3ParamPersistenceThreshold, 100000);
+  EXPECT_EQ(c.zero.stage3MaxLiveParameters, 1000000000);
+}
+
+TEST(ConfigTest, ZeroErrors) {
+  expectErrors({
+      {R"({"zero_optimization": {"stage": 3,
+           "offload_optimizer": {"device": "nvme"}}})",
+       "ds_config.json: $.zero_optimization.offload_optimizer.device: "
+       "unsupported value 'nvme' (supported: none, cpu)"},
+      {R"({"zero_optimization": {"stage": 2,
+           "offload_param": {"device": "cpu"}}})",
+       "ds_config.json: $.zero_optimization.offload_param.device: 'cpu' "
+       "needs ZeRO stage 3, got stage 2"},
+      {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})",
+       "ds_config.json: $.zero_optimization.offload_optimizer.device: 'cpu' "
+       "needs ZeRO stage 1, 2 or 3, got stage 0"},
+      {R"({"zero_optimization": {"stage": 3,
+           "offload_param": {"device": "cpu", "nvme_path": "/x"}}})",
+       "ds_config.json: $.zero_optimization.offload_param.nvme_path: "
+       "unknown key"},
+      {R"({"zero_optimization": {"stage": -1}})",
+       "ds_config.json: $.zero_optimization.stage: must be 0, 1, 2 or 3, got "
+       "-1"},
+      {R"({"zero_optimization": {"reduce_scatter": "yes"}})",
+       "ds_config.json: $.zero_optimization.reduce_scatter: expected a "
+       "boolean, got a string"},
+  });
+}
+
+TEST(ConfigTest, ActivationCheckpointingParsesEveryKey) {
+  DsConfig c = parseOk(R"({"activation_checkpointing": {
+      "partition_activations": true, "cpu_checkpointing": true,
+      "contiguous_memory_optimization": true, "number_checkpoints": 4,
+      "synchronize_checkpoint_boundary": true, "profile": true}})");
+  const auto &a = c.activationCheckpointing;
+  EXPECT_TRUE(a.partitionActivations);
+  EXPECT_TRUE(a.cpuCheckpointing);
+  EXPECT_TRUE(a.contiguousMemoryOptimization);
+  EXPECT_EQ(a.numberCheckpoints, 4);
+  EXPECT_TRUE(a.synchronizeCheckpointBoundary);
+  EXPECT_TRUE(a.profile);
+
+  c = parseOk(R"({"activation_checkpointing": {"number_checkpoints": null}})");
+  EXPECT_EQ(c.activationCheckpointing.numberCheckpoints, -1);
+  EXPECT_FALSE(c.activationCheckpointing.partitionActivations);
+}
+
+TEST(ConfigTest, GradientClippingAndIgnoredKeys) {
+  DsConfig c = parseOk(R"({"gradient_clipping": 1.0, "steps_per_print": 10,
+      "wall_clock_breakdown": false, "dump_state": false,
+      "prescale_gradients": true, "gradient_predivide_factor": 2.0,
+      "zero_allow_untested_optimizer": true,
+      "train_micro_batch_size_per_gpu": 2})");
+  EXPECT_EQ(c.gradientClipping, 1.0);
+  EXPECT_TRUE(c.notes.empty());
+  DsConfig plain = parseOk(R"({"gradient_clipping": 1.0,
+                               "train_micro_batch_size_per_gpu": 2})");
+  EXPECT_EQ(c, plain);
+}
+
+TEST(ConfigTest, AutoValuesResolveToDefaults) {
+  // A Hugging Face style config: "auto" wherever the trainer would fill in.
+  DsConfig c = parseOk(R"({
+      "train_micro_batch_size_per_gpu": 2,
+      "gradient_clipping": "auto",
+      "optimizer": {"type": "AdamW", "params": {"lr": 5e-4, "betas": "auto",
+                    "eps": "auto", "weight_decay": "auto"}},
+      "scheduler": {"type": "WarmupDecayLR", "params": {
+          "total_num_steps": 100, "warmup_min_lr": "auto",
+          "warmup_max_lr": "auto", "warmup_num_steps": "auto"}},
+      "fp16": {"enabled": "auto", "loss_scale": 0},
+      "bf16": {"enabled": "auto"},
+      "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto",
+                            "overlap_comm": "auto"}})");
+  EXPECT_EQ(c.gradientClipping, 0.0);
+  EXPECT_EQ(c.optimizer.beta2, 0.999);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.01);
+  EXPECT_EQ(c.scheduler.warmupMaxLr, 5e-4); // the optimizer's lr
+  EXPECT_EQ(c.scheduler.warmupNumSteps, 1000);
+  EXPECT_FALSE(c.fp16.enabled);
+  EXPECT_EQ(c.zero.reduceBucketSize, 500000000);
+  // The full list, in the order the sections are read.
+  std::vector<std::string> expected = {
+      "ds_config.json: $.gradient_clipping: \"auto\" resolved to 0 (default)",
+      "ds_config.json: $.optimizer.params.eps: \"auto\" resolved to 1e-08 "
+      "(default)",
+      "ds_config.json: $.optimizer.params.weight_decay: \"auto\" resolved to "
+      "0.01 (default)",
+      "ds_config.json: $.optimizer.params.betas: \"auto\" resolved to [0.9, "
+      "0.999] (default)",
+      "ds_config.json: $.scheduler.params.warmup_min_lr: \"auto\" resolved "
+      "to 0 (default)",
+      "ds_config.json: $.scheduler.params.warmup_max_lr: \"auto\" resolved "
+      "to 0.0005 (optimizer.params.lr)",
+      "ds_config.json: $.scheduler.params.warmup_num_steps: \"auto\" "
+      "resolved to 1000 (default)",
+      "ds_config.json: $.scheduler.params.total_num_steps: 100 is less than "
+      "warmup_num_steps 1000 (DeepSpeed warns too)",
+      "ds_config.json: $.fp16.enabled: \"auto\" resolved to false (default)",
+      "ds_config.json: $.bf16.enabled: \"auto\" resolved to false (default)",
+      "ds_config.json: $.zero_optimization.reduce_bucket_size: \"auto\" "
+      "resolved to 500000000 (default)",
+      "ds_config.json: $.zero_optimization.overlap_comm: \"auto\" resolved "
+      "to false (default)",
+  };
+  EXPECT_EQ(c.notes, expected);
+}
+
+//===----------------------------------------------------------------------===//
+// Canonical JSON
+//===----------------------------------------------------------------------===//
+
+constexpr const char *kFullConfig = R"({
+  "train_batch_size": 64,
+  "gradient_accumulation_steps": 4,
+  "gradient_clipping": 0.5,
+  "optimizer": {"type": "adam", "params": {"lr": 0.1, "betas": [0.85, 0.97],
+                "eps": 1e-7, "weight_decay": 0.003}},
+  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 777,
+                "warmup_min_ratio": 0.3, "warmup_num_steps": 11,
+                "warmup_type": "linear", "cos_min_ratio": 0.02}},
+  "fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 20,
+           "loss_scale_window": 300, "hysteresis": 4,
+           "min_loss_scale": 0.25},
+  "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                        "offload_param": {"device": "cpu"},
+                        "reduce_bucket_size": 123456789,
+                        "contiguous_gradients": false, "overlap_comm": true,
+                        "stage3_prefetch_bucket_size": 7,
+                        "stage3_param_persistence_threshold": 8,
+                        "stage3_max_live_parameters": 9},
+  "activation_checkpointing": {"partition_activations": true,
+                               "cpu_checkpointing": false,
+                               "contiguous_memory_optimization": true,
+                               "number_checkpoints": 6,
+                               "synchronize_checkpoint_boundary": false,
+                               "profile": true},
+  "steps_per_print": 100
+})";
+
+TEST(ConfigTest, ToJsonRoundTrips) {
+  const char *configs[] = {
+      "{}",
+      kFullConfig,
+      R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.01,
+          "warmup_max_lr": 0.3, "warmup_num_steps": 7}},
+          "bf16": {"enabled": true}})",
+      R"({"scheduler": {"type": "WarmupDecayLR", "params": {
+          "total_num_steps": 10000, "warmup_max_lr": 0.1}},
+          "optimizer": {"type": "Adam"}})",
+  };
+  for (const char *text : configs) {
+    SCOPED_TRACE(text);
+    DsConfig c = parseOk(text, /*worldSize=*/2);
+    std::string canonical = toJson(c);
+    DsConfig again = parseOk(canonical, /*worldSize=*/2);
+    EXPECT_EQ(again, c) << canonical;
+    EXPECT_EQ(toJson(again), canonical);
+    EXPECT_TRUE(again.notes.empty()) << again.notes.front();
+  }
+}
+
+TEST(ConfigTest, ToJsonIsExplicitAndDeepSpeedShaped) {
+  DsConfig c = parseOk(kFullConfig, /*worldSize=*/2);
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(toJson(c));
+  ASSERT_TRUE(bool(v));
+  const llvm::json::Object *root = v->getAsObject();
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->getInteger("train_batch_size"), 64);
+  EXPECT_EQ(root->getInteger("train_micro_batch_size_per_gpu"), 8);
+  EXPECT_EQ(root->getInteger("gradient_accumulation_steps"), 4);
+  EXPECT_EQ(root->getObject("optimizer")->getString("type"), "Adam");
+  EXPECT_EQ(root->getObject("scheduler")->getString("type"), "WarmupCosineLR");
+  EXPECT_EQ(root->getObject("zero_optimization")
+                ->getObject("offload_param")
+                ->getString("device"),
+            "cpu");
+  EXPECT_FALSE(root->get("steps_per_print")); // ignored keys are dropped
+
+  // A constant lr has no scheduler, as in DeepSpeed; no checkpoint count is
+  // null.
+  llvm::Expected<llvm::json::Value> d =
+      llvm::json::parse(toJson(parseOk("{}")));
+  ASSERT_TRUE(bool(d));
+  EXPECT_FALSE(d->getAsObject()->get("scheduler"));
+  const llvm::json::Value *n = d->getAsObject()
+                                   ->getObject("activation_checkpointing")
+                                   ->get("number_checkpoints");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->kind(), llvm::json::Value::Null);
+}
+
+TEST(ConfigTest, EqualityComparesEveryValueButNotes) {
+  DsConfig a = parseOk(kFullConfig, 2);
+  DsConfig b = a;
+  b.notes.push_back("x");
+  EXPECT_EQ(a, b);
+  b = a;
+  b.scheduler.cosMinRatio = 0.5;
+  EXPECT_NE(a, b);
+  b = a;
+  b.zero.offloadParam = "none";
+  EXPECT_NE(a, b);
+  b = a;
+  b.activationCheckpointing.profile = false;
+  EXPECT_NE(a, b);
+}
+
+} // namespace
