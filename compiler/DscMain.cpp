@@ -52,8 +52,8 @@ struct Options {
       cl::init("")};
   cl::opt<std::string> compileTo{
       "compile-to", cl::value_desc("PHASE"),
-      cl::desc("stop after this phase (input|train|plan|emit) and print its "
-               "IR"),
+      cl::desc("stop after this phase (input|train|fused|scheduled|plan|emit) "
+               "and print its IR"),
       cl::init("emit")};
   cl::opt<std::string> emit{
       "emit", cl::value_desc("mlir|plan"),

@@ -15,6 +15,8 @@ namespace dsc {
 static constexpr std::pair<Phase, llvm::StringLiteral> kPhases[] = {
     {Phase::Input, "input"},
     {Phase::Train, "train"},
+    {Phase::Fused, "fused"},
+    {Phase::Scheduled, "scheduled"},
     {Phase::Plan, "plan"},
     {Phase::Emit, "emit"},
 };
@@ -33,7 +35,9 @@ llvm::StringRef phaseName(Phase phase) {
   return "?";
 }
 
-llvm::StringRef phaseList() { return "input|train|plan|emit"; }
+llvm::StringRef phaseList() {
+  return "input|train|fused|scheduled|plan|emit";
+}
 
 void buildPipeline(OpPassManager &pm, Phase phase,
                    const TrainOptions &options) {
@@ -44,6 +48,12 @@ void buildPipeline(OpPassManager &pm, Phase phase,
   pm.addPass(ds::createDsAdamW({options.beta1, options.beta2, options.eps,
                                 options.weightDecay, options.gradClip}));
   pm.addPass(createCSEPass());
+  if (phase == Phase::Train)
+    return;
+  pm.addPass(ds::createDsFuse());
+  if (phase == Phase::Fused)
+    return;
+  pm.addPass(ds::createDsSchedule());
 }
 
 namespace {
@@ -75,6 +85,11 @@ void registerAll(DialectRegistry &registry) {
         "ds-compile-to-train", "dsc phase `train`",
         [](OpPassManager &pm, const TrainPipelineOptions &o) {
           buildPipeline(pm, Phase::Train, o.get());
+        });
+    PassPipelineRegistration<TrainPipelineOptions>(
+        "ds-compile-to-scheduled", "dsc phases up to `scheduled`",
+        [](OpPassManager &pm, const TrainPipelineOptions &o) {
+          buildPipeline(pm, Phase::Scheduled, o.get());
         });
     return true;
   }();

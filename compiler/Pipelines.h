@@ -19,11 +19,11 @@
 namespace dsc {
 
 /// In pipeline order; each phase includes the ones before it.
-enum class Phase { Input, Train, Plan, Emit };
+enum class Phase { Input, Train, Fused, Scheduled, Plan, Emit };
 
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase phase);
-/// "input|train|plan|emit": the phases this build implements, for messages.
+/// "input|train|...": the phases this build implements, for messages.
 llvm::StringRef phaseList();
 
 /// Everything the training-step phases need to know; ds_config.json maps

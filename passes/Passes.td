@@ -55,4 +55,29 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
+  let summary = "groups known elementwise patterns into fused kernels";
+  let description = [{
+    Phase `fused`: `add` + `gelu` with a bias along the last dimension
+    becomes `ds.bias_gelu`; a same-shaped residual `add` feeding a
+    `layer_norm` becomes `ds.add_layer_norm`. Each fused op returns the
+    intermediate too, since the backward pass reads it. (Softmax and
+    cross-entropy are one op from the start; the AdamW update runs over flat
+    buffers after placement.)
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def DsSchedule : Pass<"ds-schedule", "::mlir::ModuleOp"> {
+  let summary = "orders each program to shorten buffer lifetimes";
+  let description = [{
+    Phase `scheduled`: the block order of each function is the program's
+    total order on the compute stream. This pass moves each gradient
+    accumulation (`load @g`, `add`, `store @g`) to right after the op that
+    completes the gradient, so a parameter's gradient buffer dies as soon as
+    it is accumulated instead of living to the end of the backward pass.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 #endif // DSC_PASSES_TD

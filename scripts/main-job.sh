@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# The main job: install, build, and compile a small GPT into its training
-# step. (Training it with dsrun arrives with the plan + CPU runtime.)
+# The main job: install, build, compile a small GPT with dsc and train it with
+# dsrun on text every Debian machine has (the licenses in
+# /usr/share/common-licenses, from base-files), showing progress and the
+# falling loss.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
+steps=${STEPS:-500}
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" "$build"
-model="gpt2:n_layer=4,n_head=4,n_embd=128,block_size=128,vocab_size=256,batch_size=8"
-out=$(mktemp -d)/gpt2-train.mlir
-echo "== dsc --model $model --compile-to=train"
-"$build/tools/dsc" --model "$model" --compile-to=train -o "$out"
-for f in forward micro_step apply; do
-  n=$(awk -v f="@$f(" 'index($0, f) {on=1; next} on && /^  }/ {on=0} on && /= ds\./ {n++} END {print n+0}' "$out")
-  echo "  @$f: $n ds ops"
-done
-echo "  variables: $(grep -c 'ds.variable param' "$out") params, $(grep -c 'ds.variable grad' "$out") grads, $(grep -c 'ds.variable opt_state' "$out") moments"
-echo "  training step written to $out"
+
+work=$build/main-job
+mkdir -p "$work"
+data=$work/licenses.txt
+licenses=/usr/share/common-licenses
+cat "$licenses"/Apache-2.0 "$licenses"/Artistic "$licenses"/BSD \
+    "$licenses"/GFDL-1.3 "$licenses"/GPL-2 "$licenses"/GPL-3 \
+    "$licenses"/LGPL-2.1 "$licenses"/LGPL-3 "$licenses"/MPL-1.1 \
+    "$licenses"/MPL-2.0 > "$data"
+echo "== data: $data ($(wc -c < "$data") bytes, byte-level vocabulary of 256)"
+
+model="gpt2:n_layer=4,n_head=4,n_embd=128,block_size=128,vocab_size=256,dropout=0"
+echo "== dsc --model $model --config scripts/gpt2-char.json"
+"$build/tools/dsc" --model "$model" --config "$root/scripts/gpt2-char.json" \
+    -o "$work/gpt2.dsplan" --report
+"$build/tools/dsc" --model "$model" --config "$root/scripts/gpt2-char.json" \
+    -o "$work/gpt2.dsplan"
+
+echo "== dsrun: $steps steps"
+"$build/tools/dsrun" "$work/gpt2.dsplan" --data "$data" --steps "$steps" \
+    --metrics "$work/metrics.jsonl" --export-weights "$work/gpt2.safetensors"
+echo "== metrics: $work/metrics.jsonl; weights (nanoGPT names): $work/gpt2.safetensors"

@@ -138,6 +138,49 @@ Outcome layerNorm(LayerNormOp op, Operands in) {
       ref::layer_norm(*in[0], in[1], bias, op.getEps().convertToDouble()));
 }
 
+ref::Tensor roundLike(ref::Tensor t, Value like, const EvalContext &ctx) {
+  std::optional<ref::DType> dtype =
+      dsc::dtypeOf(cast<ShapedType>(like.getType()).getElementType());
+  if (ctx.round && dtype)
+    for (double &v : t.data)
+      v = ref::roundToDType(v, *dtype);
+  return t;
+}
+
+// Fused ops compute exactly what their unfused pair would: the sum first
+// (rounded like any result), then the consumer on it.
+Outcome biasGelu(BiasGeluOp op, Operands in, const EvalContext &ctx) {
+  auto sum = ref::binary(ref::BinaryKind::Add, *in[0], *in[1]);
+  if (!sum)
+    return ref::Error{sum.error};
+  ref::Tensor s = roundLike(std::move(sum.value), op.getSum(), ctx);
+  auto out = ref::unary(op.getApproximate() == GeluApproximation::tanh
+                            ? ref::UnaryKind::GeluTanh
+                            : ref::UnaryKind::GeluErf,
+                        s);
+  if (!out)
+    return ref::Error{out.error};
+  Tensors results;
+  results.push_back(std::move(s));
+  results.push_back(std::move(out.value));
+  return results;
+}
+
+Outcome addLayerNorm(AddLayerNormOp op, Operands in, const EvalContext &ctx) {
+  auto sum = ref::binary(ref::BinaryKind::Add, *in[0], *in[1]);
+  if (!sum)
+    return ref::Error{sum.error};
+  ref::Tensor s = roundLike(std::move(sum.value), op.getSum(), ctx);
+  const ref::Tensor *bias = op.getBias() ? in[3] : nullptr;
+  auto out = ref::layer_norm(s, in[2], bias, op.getEps().convertToDouble());
+  if (!out)
+    return ref::Error{out.error};
+  Tensors results;
+  results.push_back(std::move(s));
+  results.push_back(std::move(out.value));
+  return results;
+}
+
 Outcome layerNormGrad(LayerNormGradOp op, Operands in) {
   auto r = ref::layer_norm_grad(*in[0], in[1], *in[2],
                                 op.getEps().convertToDouble());
@@ -299,6 +342,8 @@ dsc::evaluateOp(Operation *op, llvm::ArrayRef<const ref::Tensor *> in,
                                o.getTransposeRhs()));
       })
       .Case([&](LayerNormOp o) { return layerNorm(o, in); })
+      .Case([&](BiasGeluOp o) { return biasGelu(o, in, ctx); })
+      .Case([&](AddLayerNormOp o) { return addLayerNorm(o, in, ctx); })
       .Case([&](LayerNormGradOp o) { return layerNormGrad(o, in); })
       .Case([&](RmsNormOp o) {
         return one(ref::rms_norm(*in[0], in[1], o.getEps().convertToDouble()));

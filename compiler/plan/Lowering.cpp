@@ -603,7 +603,7 @@ private:
               ExpOp, LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp,
               ReluGradOp, SiluGradOp, CastOp, SoftmaxOp, SoftmaxGradOp,
               EmbeddingOp, EmbeddingGradOp, BroadcastOp>([](auto) {})
-        .Case<GeluOp, GeluGradOp>([&](auto g) {
+        .Case<GeluOp, GeluGradOp, BiasGeluOp>([&](auto g) {
           p.ints.push_back(g.getApproximate() == GeluApproximation::tanh);
         })
         .Case([&](DropoutOp d) {
@@ -613,7 +613,8 @@ private:
         .Case([&](MatmulOp m) {
           p.ints = {m.getTransposeLhs(), m.getTransposeRhs()};
         })
-        .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp>(
+        .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp,
+              AddLayerNormOp>(
             [&](auto n) { p.floats.push_back(f(n.getEpsAttr())); })
         .Case<AttentionOp, AttentionGradOp>([&](auto a) {
           p.ints.push_back(a.getCausal());

@@ -162,6 +162,18 @@ LogicalResult RmsNormOp::verify() {
   return success();
 }
 
+LogicalResult BiasGeluOp::verify() {
+  return verifyNormWeight(*this, getX(), getBias(), "bias");
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  if (failed(verifyNormWeight(*this, getX(), getWeight(), "weight")))
+    return failure();
+  if (getBias() && failed(verifyNormWeight(*this, getX(), getBias(), "bias")))
+    return failure();
+  return success();
+}
+
 LogicalResult RotaryOp::verify() {
   auto x = tensorOf(getX());
   if (x.getRank() < 2)

@@ -503,6 +503,40 @@ def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max",
 }
 
 //===----------------------------------------------------------------------===//
+// Fused (made by the `fused` phase, never by autodiff)
+//===----------------------------------------------------------------------===//
+
+def DS_BiasGeluOp : DS_Op<"bias_gelu",
+    [Pure, AllTypesMatch<["x", "sum", "result"]>]> {
+  let summary = "sum = x + bias; result = gelu(sum), in one pass";
+  let description = [{
+    `bias` runs along the last dimension of `x`. Both results are kept
+    because the backward pass needs the pre-activation.
+  }];
+  let arguments = (ins DS_GeluApproximationAttr:$approximate,
+                       DS_FloatTensor:$x, DS_FloatTensor:$bias);
+  let results = (outs DS_FloatTensor:$sum, DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $approximate $x `,` $bias attr-dict `:` type($x) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
+    [Pure, AllTypesMatch<["x", "residual", "sum", "result"]>]> {
+  let summary = "sum = x + residual; result = layer_norm(sum), in one pass";
+  let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$residual,
+                       DS_FloatTensor:$weight, Optional<DS_FloatTensor>:$bias,
+                       F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$sum, DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $residual `,` $weight (`,` $bias^)? `eps` $eps attr-dict `:`
+    type($x) `,` type($weight) (`,` type($bias)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 

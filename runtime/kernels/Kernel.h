@@ -38,6 +38,9 @@
 //   ds.adamw            (p, g, m, v, lr, step, scale) -> p', m', v'
 //                       | [beta1, beta2, eps, weight_decay]   (may run in place)
 //   ds.copy             (x) -> out (same bytes)
+//   ds.fill             () -> out                   | [value]
+//   ds.bias_gelu        (x, bias) -> sum, out       [approx]
+//   ds.add_layer_norm   (x, residual, w[, b]) -> sum, out | [eps]
 //
 // Elementwise kernels must tolerate an output that aliases an input of the
 // same shape (the compiler updates variables in place).
