@@ -1,4 +1,4 @@
-//===- Session.h - a loaded plan, its memory and its programs -----*- C++ -*-===//
+//===- Session.h - a loaded plan, its memory and its programs ---*- C++ -*-===//
 //
 // The runtime's one entry point for tools: load (and verify) a plan, create a
 // Session that allocates the plan's arenas, initialize or load variables, and
@@ -22,24 +22,38 @@ struct Plan; // generated from runtime/schema/plan.fbs
 
 namespace dsc::rt {
 
+/// A backend's kernel table: the kernel called `name`, or null. The plan
+/// verifier checks names and arity against it and the Session calls it.
+using KernelLookup = const KernelInfo *(*)(std::string_view name);
+
 /// A plan file's bytes, checked by the FlatBuffers verifier and then by the
 /// semantic checks (buffers inside arenas, kernels known with the right
-/// arity, events recorded before they are waited on, schema version).
+/// arity, events recorded before they are waited on, schema version). The
+/// world size is checked by Session::create, which knows the run's.
 class LoadedPlan {
 public:
   /// Returns null and sets `error` to one line naming `path` on failure.
+  /// `kernels` null means the CPU backend's table (findCpuKernel).
   static std::unique_ptr<LoadedPlan> load(const std::string &path,
-                                          std::string &error);
+                                          std::string &error,
+                                          KernelLookup kernels = nullptr);
   /// Same checks on bytes already in memory (`what` names them in errors).
   static std::unique_ptr<LoadedPlan> fromBytes(std::vector<uint8_t> bytes,
                                                const std::string &what,
-                                               std::string &error);
+                                               std::string &error,
+                                               KernelLookup kernels = nullptr);
   const dsc::plan::Plan &plan() const { return *plan_; }
   const std::vector<uint8_t> &bytes() const { return bytes_; }
+  /// The path or description the plan was loaded from, for messages.
+  const std::string &name() const { return name_; }
+  /// The kernel table the plan was verified against.
+  KernelLookup kernels() const { return kernels_; }
 
 private:
   std::vector<uint8_t> bytes_;
   const dsc::plan::Plan *plan_ = nullptr;
+  std::string name_;
+  KernelLookup kernels_ = nullptr;
 };
 
 struct SessionOptions {
@@ -58,6 +72,9 @@ struct NamedTensor {
 };
 
 /// Per arena: what the compiler predicted and the highest byte the run wrote.
+/// "Written" counts constants and variables (resident from Session::create),
+/// a program's inputs (when it runs) and every instruction output (when it
+/// has run), each as the end of its buffer: offset + bytes.
 struct ArenaUsage {
   std::string category; ///< params, grads, optimizer_state, activations, ...
   std::string space;    ///< device or host
@@ -65,8 +82,26 @@ struct ArenaUsage {
   uint64_t measuredBytes = 0;
 };
 
+/// One executed instruction. Names point into the plan, which must outlive
+/// the record; times are nanoseconds since the Session was created.
+struct TraceRecord {
+  std::string_view program;
+  std::string_view kernel;
+  std::string_view loc;
+  std::string_view stream; ///< compute, comm, h2d, d2h
+  uint32_t instr = 0;      ///< index in the program
+  int64_t beginNs = 0;
+  int64_t endNs = 0;
+};
+
+/// Runs one verified plan. Not thread-safe: one run() at a time; the
+/// LoadedPlan must outlive the Session.
 class Session {
 public:
+  /// Checks the plan's world size against the run's, then allocates every
+  /// arena (64-byte aligned, zeroed; the device space's total against
+  /// `deviceMemory`) and fills the constants. Null + one error line on
+  /// failure.
   static std::unique_ptr<Session> create(const LoadedPlan &plan,
                                          const SessionOptions &options,
                                          std::string &error);
@@ -84,13 +119,25 @@ public:
   virtual std::vector<NamedTensor> programInputs(std::string_view program) = 0;
   virtual std::vector<NamedTensor> programOutputs(std::string_view program) = 0;
 
-  /// Runs every instruction of `program` on its streams and waits for it.
-  /// `step` is the optimizer step (dropout masks). False + error on a kernel
-  /// failure.
+  /// Runs every instruction of `program` on its streams and waits for it:
+  /// one worker thread per stream, instructions in order on each, events
+  /// between streams. `step` is the optimizer step (dropout masks). False +
+  /// error (naming the instruction, its kernel and loc) on a kernel failure,
+  /// which stops the run; false + error for an unknown program.
   virtual bool run(std::string_view program, uint32_t step,
                    std::string &error) = 0;
 
   virtual std::vector<ArenaUsage> arenaUsage() const = 0;
+
+  // Not pure, so that test doubles of Session need not implement them.
+
+  /// Whether the plan has `program` (dsrun runs `init` only if present).
+  virtual bool hasProgram(std::string_view program) const { return false; }
+
+  /// With tracing on, run() records every instruction it executes; takeTrace
+  /// returns the records since the last call (not while a run is going).
+  virtual void setTracing(bool on) {}
+  virtual std::vector<TraceRecord> takeTrace() { return {}; }
 };
 
 } // namespace dsc::rt

@@ -1,0 +1,289 @@
+//===- Attention.cpp - scaled dot-product attention, rotary embedding -----===//
+//
+// ds.attention per (batch, head): S = scale Q K^T by sgemm, a masked softmax
+// over each row of S, O = P V by sgemm (causal: per block of query rows,
+// against the keys the block sees). ds.attention_grad recomputes P the
+// same way, then dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) scale,
+// dQ = dS K and dK = dS^T Q. With `causal`, query i sees keys
+// j <= i + (Tk - Tq); a row that sees none is zero.
+//
+// The (batch, head) pairs are split over the kernel threads, each running
+// single-threaded sgemms on [T, T] score blocks: for these small matrices
+// that beats letting OpenBLAS thread each call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/backends/cpu/FastMath.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace dsc::rt::cpu {
+namespace {
+
+struct Dims {
+  int64_t B, H, Tq, Tk, D, Dv;
+};
+
+bool attentionDims(std::string &err, const KernelArgs &a, Dims &d, bool &causal,
+                   float &scale) {
+  if (!expectAllF32(a, err))
+    return false;
+  const TensorRef &q = a.inputs[0], &k = a.inputs[1], &v = a.inputs[2];
+  if (q.rank != 4 || k.rank != 4 || v.rank != 4)
+    return fail(err, "q, k, v must be rank 4 [B, H, T, D], got ", shapeStr(q),
+                ", ", shapeStr(k), ", ", shapeStr(v));
+  d = {q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
+  if (k.shape[0] != d.B || k.shape[1] != d.H || k.shape[3] != d.D ||
+      v.shape[0] != d.B || v.shape[1] != d.H || v.shape[2] != d.Tk)
+    return fail(err, "incompatible shapes q ", shapeStr(q), ", k ", shapeStr(k),
+                ", v ", shapeStr(v),
+                " (need k [B, H, Tk, D] and v [B, H, Tk, Dv])");
+  int64_t causalAttr = a.intAttrs[0];
+  if (causalAttr != 0 && causalAttr != 1)
+    return fail(err, "causal must be 0 or 1, got ", causalAttr);
+  causal = causalAttr == 1;
+  double s = a.floatAttrs[0];
+  if (!std::isfinite(s))
+    return fail(err, "scale must be finite, got ", s);
+  scale = float(s);
+  if (std::max({d.Tq, d.Tk, d.D, d.Dv}) > blasIntMax())
+    return fail(err, "dims exceed the BLAS index range");
+  return true;
+}
+
+bool expectShape(std::string &err, const TensorRef &t, const char *role,
+                 std::initializer_list<int64_t> dims) {
+  std::vector<int64_t> want(dims);
+  if (t.rank != int(want.size()) ||
+      !std::equal(want.begin(), want.end(), t.shape))
+    return fail(err, role, " has shape ", shapeStr(t), " but needs ",
+                listStr(want.data(), want.size()));
+  return true;
+}
+
+// C = alpha op(A) op(B) + beta C with zero-sized dims handled.
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+          float *C, int64_t ldc) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) {
+    if (beta == 0)
+      for (int64_t i = 0; i < M; ++i)
+        std::memset(C + i * ldc, 0, size_t(N) * sizeof(float));
+    return;
+  }
+  sgemm(ta, tb, M, N, K, alpha, A, std::max<int64_t>(lda, 1), B,
+        std::max<int64_t>(ldb, 1), beta, C, ldc);
+}
+
+int64_t visibleKeys(const Dims &d, bool causal, int64_t i) {
+  if (!causal)
+    return d.Tk;
+  return std::min(d.Tk, std::max<int64_t>(0, i + (d.Tk - d.Tq) + 1));
+}
+
+// Causal attention works on blocks of query rows, each against only the
+// keys its last row sees: for Tq = Tk = 128 that is 3/4 of the full
+// products.
+constexpr int64_t kQueryBlock = 64;
+
+struct QueryBlock {
+  int64_t i0, i1, kv; // rows [i0, i1) see keys [0, kv) at most
+};
+
+std::vector<QueryBlock> queryBlocks(const Dims &d, bool causal) {
+  if (!causal)
+    return {{0, d.Tq, d.Tk}};
+  std::vector<QueryBlock> blocks;
+  for (int64_t i0 = 0; i0 < d.Tq; i0 += kQueryBlock) {
+    int64_t i1 = std::min(d.Tq, i0 + kQueryBlock);
+    blocks.push_back({i0, i1, visibleKeys(d, true, i1 - 1)});
+  }
+  return blocks;
+}
+
+// Turns the scores S [i1 - i0, kv] of a block into probabilities in place;
+// masked keys get 0, a row that sees none is all 0.
+void blockSoftmax(const Dims &d, bool causal, const QueryBlock &b, float *S) {
+  for (int64_t i = b.i0; i < b.i1; ++i) {
+    float *row = S + (i - b.i0) * b.kv;
+    int64_t n = visibleKeys(d, causal, i);
+    if (n > 0) {
+      const float mx = maxOf(row, n);
+      const float inv = float(1.0 / fm::expShifted(row, row, n, mx));
+      for (int64_t j = 0; j < n; ++j)
+        row[j] *= inv;
+    }
+    std::fill(row + n, row + b.kv, 0.0f);
+  }
+}
+
+// Runs fn(pair, scratch) for every (batch, head) pair over the kernel
+// threads, with OpenBLAS single-threaded meanwhile.
+template <typename F>
+void forEachPair(const Dims &d, int64_t scratchFloats, F fn) {
+  auto run = [&](int64_t p0, int64_t p1) {
+    std::vector<float> scratch(static_cast<size_t>(scratchFloats));
+    for (int64_t p = p0; p < p1; ++p)
+      fn(p, scratch.data());
+  };
+  const int64_t pairs = d.B * d.H;
+  if (kernelThreads() > 1 && pairs > 1) {
+    SingleThreadedBlas single;
+    parallelFor(pairs, 1, run);
+  } else {
+    run(0, pairs);
+  }
+}
+
+} // namespace
+
+bool attentionBody(const KernelArgs &a, std::string &err) {
+  Dims d;
+  bool causal;
+  float scale;
+  if (!attentionDims(err, a, d, causal, scale) ||
+      !expectShape(err, a.outputs[0], "the output", {d.B, d.H, d.Tq, d.Dv}))
+    return false;
+  if (a.outputs[0].numel() == 0)
+    return true;
+  if (!blasReady(err))
+    return false;
+  const float *q = a.inputs[0].f32(), *k = a.inputs[1].f32(),
+              *v = a.inputs[2].f32();
+  float *out = a.outputs[0].f32();
+  const std::vector<QueryBlock> blocks = queryBlocks(d, causal);
+  const int64_t rows = causal ? std::min(d.Tq, kQueryBlock) : d.Tq;
+  forEachPair(d, rows * d.Tk, [&](int64_t p, float *S) {
+    const float *Q = q + p * d.Tq * d.D, *K = k + p * d.Tk * d.D;
+    const float *V = v + p * d.Tk * d.Dv;
+    float *O = out + p * d.Tq * d.Dv;
+    for (const QueryBlock &b : blocks) {
+      const int64_t m = b.i1 - b.i0;
+      gemm(false, true, m, b.kv, d.D, scale, Q + b.i0 * d.D, d.D, K, d.D, 0.0f,
+           S, b.kv);
+      blockSoftmax(d, causal, b, S);
+      gemm(false, false, m, d.Dv, b.kv, 1.0f, S, b.kv, V, d.Dv, 0.0f,
+           O + b.i0 * d.Dv, d.Dv);
+    }
+  });
+  return true;
+}
+
+bool attentionGradBody(const KernelArgs &a, std::string &err) {
+  Dims d;
+  bool causal;
+  float scale;
+  if (!attentionDims(err, a, d, causal, scale) ||
+      !expectShape(err, a.inputs[3], "g", {d.B, d.H, d.Tq, d.Dv}) ||
+      !expectShape(err, a.outputs[0], "dq", {d.B, d.H, d.Tq, d.D}) ||
+      !expectShape(err, a.outputs[1], "dk", {d.B, d.H, d.Tk, d.D}) ||
+      !expectShape(err, a.outputs[2], "dv", {d.B, d.H, d.Tk, d.Dv}))
+    return false;
+  float *dq = a.outputs[0].f32(), *dk = a.outputs[1].f32(),
+        *dv = a.outputs[2].f32();
+  if (d.Tq == 0) { // no queries: no gradient reaches k and v
+    std::fill(dk, dk + a.outputs[1].numel(), 0.0f);
+    std::fill(dv, dv + a.outputs[2].numel(), 0.0f);
+    return true;
+  }
+  if (d.B * d.H == 0)
+    return true;
+  if (!blasReady(err))
+    return false;
+  const float *q = a.inputs[0].f32(), *k = a.inputs[1].f32(),
+              *v = a.inputs[2].f32(), *g = a.inputs[3].f32();
+  const std::vector<QueryBlock> blocks = queryBlocks(d, causal);
+  const int64_t block = (causal ? std::min(d.Tq, kQueryBlock) : d.Tq) * d.Tk;
+  forEachPair(d, 2 * block, [&](int64_t p, float *scratch) {
+    float *P = scratch, *dS = scratch + block;
+    const float *Q = q + p * d.Tq * d.D, *K = k + p * d.Tk * d.D;
+    const float *V = v + p * d.Tk * d.Dv, *G = g + p * d.Tq * d.Dv;
+    float *dQ = dq + p * d.Tq * d.D, *dK = dk + p * d.Tk * d.D,
+          *dV = dv + p * d.Tk * d.Dv;
+    // The last block sees every key, so going backwards its products set
+    // all of dK and dV and the others add to their prefixes.
+    for (size_t bi = blocks.size(); bi-- > 0;) {
+      const QueryBlock &b = blocks[bi];
+      const int64_t m = b.i1 - b.i0;
+      const float beta = bi + 1 == blocks.size() ? 0.0f : 1.0f;
+      const float *Qb = Q + b.i0 * d.D, *Gb = G + b.i0 * d.Dv;
+      gemm(false, true, m, b.kv, d.D, scale, Qb, d.D, K, d.D, 0.0f, P, b.kv);
+      blockSoftmax(d, causal, b, P);
+      gemm(true, false, b.kv, d.Dv, m, 1.0f, P, b.kv, Gb, d.Dv, beta, dV, d.Dv);
+      gemm(false, true, m, b.kv, d.Dv, 1.0f, Gb, d.Dv, V, d.Dv, 0.0f, dS, b.kv);
+      for (int64_t i = b.i0; i < b.i1; ++i) {
+        const float *pr = P + (i - b.i0) * b.kv;
+        float *sr = dS + (i - b.i0) * b.kv;
+        const int64_t n = visibleKeys(d, causal, i);
+        // dP - rowsum(P dP) cancels where P is large: keep it in double.
+        const double dot =
+            sumOf(n, [&](int64_t j) { return double(pr[j]) * sr[j]; });
+        for (int64_t j = 0; j < n; ++j)
+          sr[j] = float(double(pr[j]) * (double(sr[j]) - dot) * scale);
+        std::fill(sr + n, sr + b.kv, 0.0f);
+      }
+      gemm(false, false, m, d.D, b.kv, 1.0f, dS, b.kv, K, d.D, 0.0f,
+           dQ + b.i0 * d.D, d.D);
+      gemm(true, false, b.kv, d.D, m, 1.0f, dS, b.kv, Qb, d.D, beta, dK, d.D);
+    }
+  });
+  return true;
+}
+
+bool rotaryBody(const KernelArgs &a, std::string &err) {
+  if (!expectAllF32(a, err))
+    return false;
+  const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  if (x.rank < 2 || x.dim(-1) % 2 != 0)
+    return fail(err, "x must be [..., T, D] with D even, got ", shapeStr(x));
+  if (!sameShape(x, y))
+    return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
+                shapeStr(x));
+  int64_t inverse = a.intAttrs[0];
+  double theta = a.floatAttrs[0];
+  if (inverse != 0 && inverse != 1)
+    return fail(err, "inverse must be 0 or 1, got ", inverse);
+  if (!(theta > 0) || std::isinf(theta))
+    return fail(err, "theta must be positive and finite, got ", theta);
+  const int64_t T = x.dim(-2), D = x.dim(-1), half = D / 2;
+  if (x.numel() == 0)
+    return true;
+  const int64_t blocks = x.numel() / (T * D);
+  // cos and sin of t * theta^(-2i/D), negated sin for the inverse rotation.
+  std::vector<float> cosT(static_cast<size_t>(T * half)),
+      sinT(static_cast<size_t>(T * half));
+  for (int64_t i = 0; i < half; ++i) {
+    double freq = std::pow(theta, -2.0 * double(i) / double(D));
+    for (int64_t t = 0; t < T; ++t) {
+      double angle = double(t) * freq;
+      cosT[size_t(t * half + i)] = float(std::cos(angle));
+      sinT[size_t(t * half + i)] =
+          float(inverse ? -std::sin(angle) : std::sin(angle));
+    }
+  }
+  const float *xp = x.f32();
+  float *yp = y.f32();
+  parallelFor(blocks * T, std::max<int64_t>(1, 16384 / D),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *xr = xp + r * D;
+                  float *yr = yp + r * D;
+                  const float *c = cosT.data() + (r % T) * half;
+                  const float *s = sinT.data() + (r % T) * half;
+                  // Pair (i, i + D/2) rotates as one complex number.
+                  for (int64_t i = 0; i < half; ++i) {
+                    float lo = xr[i], hi = xr[i + half];
+                    yr[i] = lo * c[i] - hi * s[i];
+                    yr[i + half] = hi * c[i] + lo * s[i];
+                  }
+                }
+              });
+  return true;
+}
+
+} // namespace dsc::rt::cpu

@@ -1,0 +1,135 @@
+//===- Blas.cpp - OpenBLAS, loaded at first use ---------------------------===//
+//
+// OpenBLAS picks its kernels once, when the library initializes, from the
+// CPU it detects, and it may not know the CPU: OpenBLAS 0.3.21 (Debian 12)
+// takes the Xeons of the benchmark machine for a "Prescott" and runs SSE3
+// kernels at 40% of the AVX-512 ones' speed. OPENBLAS_CORETYPE overrides the
+// detection but is read before main() runs when the library is linked, so
+// the CPU backend does not link OpenBLAS: it sets OPENBLAS_CORETYPE from the
+// instruction sets the CPU reports (unless the user set it) and then loads
+// the library with dlopen. <cblas.h> only provides the prototypes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuCommon.h"
+
+#include <cblas.h>
+#include <climits>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <mutex>
+
+#ifndef DSC_OPENBLAS_PATH
+#define DSC_OPENBLAS_PATH "libopenblas.so.0"
+#endif
+
+namespace dsc::rt::cpu {
+namespace {
+
+struct Blas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  void (*setThreads)(int) = nullptr;
+  int (*getThreads)() = nullptr;
+  std::string error;
+};
+
+// The OpenBLAS core whose kernels the CPU can run, best first.
+const char *coreForThisCpu() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
+#endif
+  return nullptr;
+}
+
+} // namespace
+
+void prepareBlas() {
+  static const bool once = [] {
+    if (!std::getenv("OPENBLAS_CORETYPE"))
+      if (const char *core = coreForThisCpu())
+        setenv("OPENBLAS_CORETYPE", core, 0);
+    return true;
+  }();
+  (void)once;
+}
+
+namespace {
+
+Blas load() {
+  Blas blas;
+  prepareBlas();
+  void *lib = nullptr;
+  std::string tried;
+  for (const char *name : {DSC_OPENBLAS_PATH, "libopenblas.so.0"}) {
+    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib)
+      break;
+    const char *why = dlerror();
+    tried += std::string(tried.empty() ? "" : "; ") + (why ? why : name);
+  }
+  if (!lib) {
+    blas.error = "cannot load OpenBLAS: " + tried;
+    return blas;
+  }
+  blas.sgemm =
+      reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(lib, "cblas_sgemm"));
+  blas.setThreads =
+      reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
+  blas.getThreads =
+      reinterpret_cast<int (*)()>(dlsym(lib, "openblas_get_num_threads"));
+  if (!blas.sgemm)
+    blas.error = "OpenBLAS has no cblas_sgemm";
+  return blas;
+}
+
+const Blas &blas() {
+  static const Blas instance = load();
+  return instance;
+}
+
+} // namespace
+
+bool blasReady(std::string &err) {
+  if (blas().sgemm)
+    return true;
+  err = blas().error;
+  return false;
+}
+
+int64_t blasIntMax() { return sizeof(blasint) >= 8 ? INT64_MAX : INT_MAX; }
+
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+           float alpha, const float *A, int64_t lda, const float *B,
+           int64_t ldb, float beta, float *C, int64_t ldc) {
+  blas().sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+               transB ? CblasTrans : CblasNoTrans, blasint(M), blasint(N),
+               blasint(K), alpha, A, blasint(lda), B, blasint(ldb), beta, C,
+               blasint(ldc));
+}
+
+namespace {
+std::mutex singleThreadMutex;
+int singleThreadUsers = 0, savedThreads = 0;
+} // namespace
+
+SingleThreadedBlas::SingleThreadedBlas() {
+  std::lock_guard<std::mutex> lock(singleThreadMutex);
+  if (singleThreadUsers++ == 0 && blas().getThreads && blas().setThreads) {
+    savedThreads = blas().getThreads();
+    if (savedThreads > 1)
+      blas().setThreads(1);
+  }
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  std::lock_guard<std::mutex> lock(singleThreadMutex);
+  if (--singleThreadUsers == 0 && savedThreads > 1)
+    blas().setThreads(savedThreads);
+}
+
+} // namespace dsc::rt::cpu

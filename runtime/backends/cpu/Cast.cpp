@@ -1,0 +1,186 @@
+//===- Cast.cpp - ds.cast between float formats, ds.copy ------------------===//
+//
+// ds.cast converts between f64, f32, f16 and bf16, rounding to nearest even
+// when narrowing, exactly once: f64 goes to f16/bf16 directly rather than
+// through f32 (two roundings can differ from one at a near-tie). f16 uses
+// the compiler's _Float16 (F16C instructions where the CPU has them); bf16
+// is the upper half of an f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuCommon.h"
+
+#include <cmath>
+#include <cstring>
+
+#ifndef __FLT16_MAX__
+#error "the CPU kernels need a compiler with _Float16 (GCC >= 12, Clang >= 15)"
+#endif
+
+namespace dsc::rt::cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 16;
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t u = bitsOf(f);
+  // Adding 0x7FFF plus the lowest kept bit rounds the dropped half to
+  // nearest even; a carry into the exponent gives the next binade or inf.
+  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  uint32_t quietNan = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? quietNan : rounded);
+}
+
+/// x rounded to the nearest value with `mant` stored mantissa bits and
+/// normal exponents in [emin, emax] (ties to even; past the largest finite
+/// value it is inf). The result is exact in every wider format.
+double roundToFormat(double x, int mant, int emin, int emax) {
+  if (x == 0 || !std::isfinite(x))
+    return x;
+  int e;
+  std::frexp(x, &e); // |x| in [2^(e-1), 2^e)
+  int quantum = std::max(e - 1, emin) - mant;
+  double y = std::ldexp(std::nearbyint(std::ldexp(x, -quantum)), quantum);
+  if (std::fabs(y) >= std::ldexp(1.0, emax + 1))
+    y = std::copysign(HUGE_VAL, x);
+  return y;
+}
+
+// Element access by dtype: every format converts exactly to double, and f32,
+// f16 and bf16 exactly to float.
+enum class Fmt { F32, F64, F16, BF16 };
+
+bool formatOf(DType t, Fmt &f) {
+  switch (t) {
+  case DType::f32:
+    f = Fmt::F32;
+    return true;
+  case DType::f64:
+    f = Fmt::F64;
+    return true;
+  case DType::f16:
+    f = Fmt::F16;
+    return true;
+  case DType::bf16:
+    f = Fmt::BF16;
+    return true;
+  default:
+    return false;
+  }
+}
+
+// The loops below are written per pair so each one vectorizes.
+void convert(Fmt from, const void *src, Fmt to, void *dst, int64_t b,
+             int64_t e) {
+  const auto *f32In = static_cast<const float *>(src);
+  const auto *f64In = static_cast<const double *>(src);
+  const auto *f16In = static_cast<const _Float16 *>(src);
+  const auto *bf16In = static_cast<const uint16_t *>(src);
+  auto *f32Out = static_cast<float *>(dst);
+  auto *f64Out = static_cast<double *>(dst);
+  auto *f16Out = static_cast<_Float16 *>(dst);
+  auto *bf16Out = static_cast<uint16_t *>(dst);
+  if (from == Fmt::F64) {
+    for (int64_t i = b; i < e; ++i) {
+      double v = f64In[i];
+      switch (to) {
+      case Fmt::F32:
+        f32Out[i] = float(v);
+        break;
+      case Fmt::F16: // exact once rounded
+        f16Out[i] = _Float16(roundToFormat(v, 10, -14, 15));
+        break;
+      case Fmt::BF16:
+        bf16Out[i] =
+            std::isnan(v)
+                ? floatToBf16(float(v))
+                : uint16_t(bitsOf(float(roundToFormat(v, 7, -126, 127))) >> 16);
+        break;
+      case Fmt::F64:
+        f64Out[i] = v;
+        break;
+      }
+    }
+    return;
+  }
+  if (to == Fmt::F64) {
+    for (int64_t i = b; i < e; ++i)
+      f64Out[i] = from == Fmt::F32   ? double(f32In[i])
+                  : from == Fmt::F16 ? double(f16In[i])
+                                     : double(bf16ToFloat(bf16In[i]));
+    return;
+  }
+  // Among f32, f16 and bf16: f32 is exact for all, so go through it.
+  if (from == Fmt::F32 && to == Fmt::F16) {
+    for (int64_t i = b; i < e; ++i)
+      f16Out[i] = _Float16(f32In[i]);
+  } else if (from == Fmt::F32 && to == Fmt::BF16) {
+    for (int64_t i = b; i < e; ++i)
+      bf16Out[i] = floatToBf16(f32In[i]);
+  } else if (from == Fmt::F16 && to == Fmt::F32) {
+    for (int64_t i = b; i < e; ++i)
+      f32Out[i] = float(f16In[i]);
+  } else if (from == Fmt::BF16 && to == Fmt::F32) {
+    for (int64_t i = b; i < e; ++i)
+      f32Out[i] = bf16ToFloat(bf16In[i]);
+  } else if (from == Fmt::F16 && to == Fmt::BF16) {
+    for (int64_t i = b; i < e; ++i)
+      bf16Out[i] = floatToBf16(float(f16In[i]));
+  } else if (from == Fmt::BF16 && to == Fmt::F16) {
+    for (int64_t i = b; i < e; ++i)
+      f16Out[i] = _Float16(bf16ToFloat(bf16In[i]));
+  }
+}
+
+} // namespace
+
+bool castBody(const KernelArgs &args, std::string &err) {
+  const TensorRef &x = args.inputs[0], &y = args.outputs[0];
+  Fmt from, to;
+  if (!formatOf(x.dtype, from))
+    return fail(err, "unsupported dtype ", dtypeName(x.dtype),
+                " for x (expected f32, f64, f16 or bf16)");
+  if (!formatOf(y.dtype, to))
+    return fail(err, "unsupported dtype ", dtypeName(y.dtype),
+                " for the output (expected f32, f64, f16 or bf16)");
+  if (!sameShape(x, y))
+    return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
+                shapeStr(x));
+  if (from == to) {
+    if (x.data != y.data)
+      std::memcpy(y.data, x.data, size_t(x.numel()) * dtypeSize(x.dtype));
+    return true;
+  }
+  parallelFor(x.numel(), kGrain, [&](int64_t b, int64_t e) {
+    convert(from, x.data, to, y.data, b, e);
+  });
+  return true;
+}
+
+bool copyBody(const KernelArgs &args, std::string &err) {
+  const TensorRef &x = args.inputs[0], &y = args.outputs[0];
+  int64_t bytes = x.numel() * int64_t(dtypeSize(x.dtype));
+  int64_t outBytes = y.numel() * int64_t(dtypeSize(y.dtype));
+  if (bytes != outBytes)
+    return fail(err, "x holds ", bytes, " bytes (", dtypeName(x.dtype), " ",
+                shapeStr(x), ") but the output holds ", outBytes, " (",
+                dtypeName(y.dtype), " ", shapeStr(y), ")");
+  if (bytes > 0 && x.data != y.data)
+    std::memcpy(y.data, x.data, size_t(bytes));
+  return true;
+}
+
+} // namespace dsc::rt::cpu

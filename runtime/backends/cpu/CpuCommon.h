@@ -1,0 +1,266 @@
+//===- CpuCommon.h - shared helpers of the CPU kernels -----------*- C++
+//-*-===//
+//
+// Internal to runtime/backends/cpu: error formatting, shape and dtype
+// checks, the kernel bodies' signature and declarations, the BLAS entry
+// point and the parallel loop helper.
+//
+// A kernel body sees arguments the registry (CpuKernels.cpp) has already
+// checked: the declared arity, well-formed tensors (known dtype, non-negative
+// dims, data present when non-empty) and no overlap between outputs and
+// inputs other than the exact aliasing the kernel allows. Bodies check
+// everything kernel-specific (dtypes, ranks, shapes, attribute values) and
+// report errors without the "ds.kernel: " prefix, which the registry adds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CPU_CPUCOMMON_H
+#define DSC_RUNTIME_BACKENDS_CPU_CPUCOMMON_H
+
+#include "runtime/kernels/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dsc::rt::cpu {
+
+/// Largest rank a CPU kernel accepts.
+constexpr int kMaxRank = 16;
+
+/// A kernel body; `err` is set without the kernel-name prefix.
+using Body = bool (*)(const KernelArgs &args, std::string &err);
+
+/// Sets `err` to the concatenation of `parts` and returns false.
+template <typename... Parts>
+bool fail(std::string &err, const Parts &...parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  err = os.str();
+  return false;
+}
+
+//===--- Shapes -----------------------------------------------------------===//
+
+/// "[2, 3]"-style rendering.
+std::string listStr(const int64_t *values, size_t count);
+inline std::string shapeStr(const TensorRef &t) {
+  return listStr(t.shape, size_t(t.rank));
+}
+inline std::vector<int64_t> shapeOf(const TensorRef &t) {
+  return std::vector<int64_t>(t.shape, t.shape + t.rank);
+}
+bool sameShape(const TensorRef &a, const TensorRef &b);
+/// Product of dims [begin, end).
+int64_t dimProduct(const TensorRef &t, int begin, int end);
+/// True when the output buffer is the input buffer (in-place update).
+inline bool sameBuffer(const TensorRef &a, const TensorRef &b) {
+  return a.data == b.data;
+}
+
+//===--- Broadcasting -----------------------------------------------------===//
+
+/// Whether `in` expands to `out`'s shape under numpy's rules.
+bool broadcastsTo(const TensorRef &in, const TensorRef &out);
+
+/// Up to two inputs laid over an output they broadcast to, with size-1 dims
+/// dropped and dims merged wherever every operand stays contiguous across
+/// them: [B, T, C] + [C] becomes rows of C with the bias stride 0 outside.
+struct BroadcastLayout {
+  int rank = 1; ///< >= 1
+  int64_t shape[kMaxRank] = {1};
+  int64_t strides[2][kMaxRank] = {}; ///< element strides; 0 = broadcast
+};
+/// Every input must broadcast to `out` (checked by the caller).
+BroadcastLayout broadcastLayout(const TensorRef &out, const TensorRef *in0,
+                                const TensorRef *in1 = nullptr);
+
+/// Calls f(outOffset, inOffsets, length) for the contiguous output runs of
+/// flat range [begin, end); input k's run starts at inOffsets[k] with stride
+/// layout.strides[k][rank - 1].
+template <typename F>
+void forEachRun(const BroadcastLayout &l, int64_t begin, int64_t end, F &&f) {
+  const int r = l.rank;
+  int64_t idx[kMaxRank], off[2] = {0, 0};
+  int64_t rem = begin;
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rem % l.shape[d];
+    rem /= l.shape[d];
+    off[0] += idx[d] * l.strides[0][d];
+    off[1] += idx[d] * l.strides[1][d];
+  }
+  const int64_t inner = l.shape[r - 1];
+  for (int64_t pos = begin; pos < end;) {
+    int64_t len = std::min(inner - idx[r - 1], end - pos);
+    f(pos, off, len);
+    pos += len;
+    idx[r - 1] += len;
+    off[0] += len * l.strides[0][r - 1];
+    off[1] += len * l.strides[1][r - 1];
+    // Carry into the outer dims.
+    for (int d = r - 1; d > 0 && idx[d] == l.shape[d]; --d) {
+      idx[d] = 0;
+      off[0] -= l.shape[d] * l.strides[0][d];
+      off[1] -= l.shape[d] * l.strides[1][d];
+      ++idx[d - 1];
+      off[0] += l.strides[0][d - 1];
+      off[1] += l.strides[1][d - 1];
+    }
+  }
+}
+
+//===--- Row reductions ---------------------------------------------------===//
+
+/// Sum of term(j) for j in [0, n), accumulated in double over 8 interleaved
+/// partial sums (GCC vectorizes the lanes); the order depends on n only.
+template <typename F> double sumOf(int64_t n, F term) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k)
+      acc[k] += term(j + k);
+  for (int k = 0; j < n; ++j, ++k)
+    acc[k] += term(j);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/// Largest x[j], -inf for n == 0; NaN elements are skipped (like std::max).
+inline float maxOf(const float *x, int64_t n) {
+  float acc[16];
+  for (int k = 0; k < 16; ++k)
+    acc[k] = -HUGE_VALF;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; ++k)
+      acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
+  float m = -HUGE_VALF;
+  for (int k = 0; k < 16; ++k)
+    m = acc[k] > m ? acc[k] : m;
+  for (; j < n; ++j)
+    m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+/// x viewed as rows of its last dim; false (with err) for a scalar.
+bool lastDimRows(std::string &err, const TensorRef &x, const char *role,
+                 int64_t &rows, int64_t &cols);
+
+//===--- Dtypes -----------------------------------------------------------===//
+
+/// "unsupported dtype f16 for <role> (expected f32)" unless t has `want`.
+bool expectDType(std::string &err, const TensorRef &t, const char *role,
+                 DType want);
+/// Every input and output must be f32.
+bool expectAllF32(const KernelArgs &args, std::string &err);
+inline bool isIndexDType(DType t) { return t == DType::i32 || t == DType::i64; }
+/// Index tensors (token ids, targets) must be i32 or i64.
+bool expectIndexDType(std::string &err, const TensorRef &t, const char *role);
+inline int64_t indexAt(const TensorRef &t, int64_t i) {
+  return t.dtype == DType::i32
+             ? int64_t(static_cast<const int32_t *>(t.data)[i])
+             : static_cast<const int64_t *>(t.data)[i];
+}
+/// The value of a one-element f32 tensor (a scalar operand).
+bool scalarOperand(std::string &err, const TensorRef &t, const char *role,
+                   float &value);
+
+//===--- BLAS and threads -------------------------------------------------===//
+
+/// Loads OpenBLAS on first use (Blas.cpp explains why it is not linked).
+bool blasReady(std::string &err);
+/// Row-major C = alpha * op(A) op(B) + beta * C through cblas_sgemm. The
+/// caller has checked that every size fits the BLAS integer type.
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+           float alpha, const float *A, int64_t lda, const float *B,
+           int64_t ldb, float beta, float *C, int64_t ldc);
+/// Largest value a BLAS dimension may take.
+int64_t blasIntMax();
+/// Sets OPENBLAS_CORETYPE for this CPU unless the user did (Blas.cpp); the
+/// kernel table calls it early, while the process is still single-threaded.
+void prepareBlas();
+/// While one exists, OpenBLAS runs each call on the calling thread: for
+/// kernels that split independent GEMMs over their own threads.
+class SingleThreadedBlas {
+public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas &) = delete;
+  SingleThreadedBlas &operator=(const SingleThreadedBlas &) = delete;
+};
+
+/// Threads the CPU kernels split loops over: DSC_CPU_THREADS if set, else
+/// the hardware concurrency, at most 8.
+int kernelThreads();
+/// Runs fn(begin, end) over [0, n) in contiguous chunks of at least `grain`
+/// items, the first chunk on the calling thread. Chunk boundaries depend on
+/// n, grain and kernelThreads() only.
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &fn);
+
+//===--- Kernel bodies (one per file family) ------------------------------===//
+
+// Elementwise.cpp
+bool addBody(const KernelArgs &, std::string &);
+bool subBody(const KernelArgs &, std::string &);
+bool mulBody(const KernelArgs &, std::string &);
+bool divBody(const KernelArgs &, std::string &);
+bool minimumBody(const KernelArgs &, std::string &);
+bool maximumBody(const KernelArgs &, std::string &);
+bool equalBody(const KernelArgs &, std::string &);
+bool negBody(const KernelArgs &, std::string &);
+bool expBody(const KernelArgs &, std::string &);
+bool logBody(const KernelArgs &, std::string &);
+bool tanhBody(const KernelArgs &, std::string &);
+bool sqrtBody(const KernelArgs &, std::string &);
+bool rsqrtBody(const KernelArgs &, std::string &);
+bool reluBody(const KernelArgs &, std::string &);
+bool siluBody(const KernelArgs &, std::string &);
+bool geluBody(const KernelArgs &, std::string &);
+bool reluGradBody(const KernelArgs &, std::string &);
+bool siluGradBody(const KernelArgs &, std::string &);
+bool geluGradBody(const KernelArgs &, std::string &);
+// Cast.cpp
+bool castBody(const KernelArgs &, std::string &);
+bool copyBody(const KernelArgs &, std::string &);
+// Random.cpp
+bool dropoutBody(const KernelArgs &, std::string &);
+// Matmul.cpp
+bool matmulBody(const KernelArgs &, std::string &);
+// Norms.cpp
+bool layerNormBody(const KernelArgs &, std::string &);
+bool layerNormGradBody(const KernelArgs &, std::string &);
+bool rmsNormBody(const KernelArgs &, std::string &);
+bool rmsNormGradBody(const KernelArgs &, std::string &);
+bool softmaxBody(const KernelArgs &, std::string &);
+bool softmaxGradBody(const KernelArgs &, std::string &);
+// Attention.cpp
+bool attentionBody(const KernelArgs &, std::string &);
+bool attentionGradBody(const KernelArgs &, std::string &);
+bool rotaryBody(const KernelArgs &, std::string &);
+// Lookup.cpp
+bool embeddingBody(const KernelArgs &, std::string &);
+bool embeddingGradBody(const KernelArgs &, std::string &);
+bool crossEntropyBody(const KernelArgs &, std::string &);
+bool crossEntropyGradBody(const KernelArgs &, std::string &);
+// Shape.cpp
+bool transposeBody(const KernelArgs &, std::string &);
+bool sliceBody(const KernelArgs &, std::string &);
+bool padBody(const KernelArgs &, std::string &);
+bool concatBody(const KernelArgs &, std::string &);
+bool splitBody(const KernelArgs &, std::string &);
+bool broadcastBody(const KernelArgs &, std::string &);
+bool iotaBody(const KernelArgs &, std::string &);
+// Reduce.cpp
+bool reduceSumBody(const KernelArgs &, std::string &);
+bool reduceMeanBody(const KernelArgs &, std::string &);
+bool reduceMaxBody(const KernelArgs &, std::string &);
+// Optimizer.cpp
+bool adamwBody(const KernelArgs &, std::string &);
+
+} // namespace dsc::rt::cpu
+
+#endif // DSC_RUNTIME_BACKENDS_CPU_CPUCOMMON_H

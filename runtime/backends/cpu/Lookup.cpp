@@ -1,0 +1,220 @@
+//===- Lookup.cpp - embedding and cross-entropy, with their gradients -----===//
+//
+// Index tensors are i32 or i64 and are checked in full before anything is
+// written: an index outside [0, V), or a target outside [0, V) that is not
+// the ignore index, fails the call with its value and position.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/backends/cpu/FastMath.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace dsc::rt::cpu {
+namespace {
+
+// Checks that every index lies in [0, V).
+bool checkIndices(std::string &err, const TensorRef &idx, int64_t V) {
+  const int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t row = indexAt(idx, i);
+    if (row < 0 || row >= V)
+      return fail(err, "index ", row, " at position ", i, " is outside [0, ", V,
+                  "): the table has V = ", V, " rows");
+  }
+  return true;
+}
+
+// logits [..., V] and targets [...]; every target in [0, V) or ignored.
+// Returns the number of positions that count.
+bool checkTargets(std::string &err, const TensorRef &logits,
+                  const TensorRef &targets, int64_t ignoreIndex,
+                  int64_t &count) {
+  if (!expectDType(err, logits, "logits", DType::f32) ||
+      !expectIndexDType(err, targets, "targets"))
+    return false;
+  if (logits.rank < 1 || targets.rank != logits.rank - 1 ||
+      !std::equal(targets.shape, targets.shape + targets.rank, logits.shape))
+    return fail(err, "targets of shape ", shapeStr(targets),
+                " do not match logits of shape ", shapeStr(logits),
+                " (need logits [..., V] and targets [...])");
+  const int64_t V = logits.dim(-1), n = targets.numel();
+  count = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t t = indexAt(targets, r);
+    if (t == ignoreIndex)
+      continue;
+    if (t < 0 || t >= V)
+      return fail(err, "target ", t, " at position ", r, " is outside [0, ", V,
+                  ") and is not the ignore index ", ignoreIndex);
+    ++count;
+  }
+  return true;
+}
+
+// Row max and sum of e^(x - max) (float exps, double sum).
+struct RowExp {
+  float max;
+  double sum;
+};
+
+RowExp rowLogSumExp(const float *x, int64_t n) {
+  const float mx = maxOf(x, n);
+  double sum = sumOf(n, [&](int64_t j) { return double(fm::exp(x[j] - mx)); });
+  return {mx, sum};
+}
+
+} // namespace
+
+bool embeddingBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &table = a.inputs[0], &idx = a.inputs[1];
+  const TensorRef &out = a.outputs[0];
+  if (!expectDType(err, table, "table", DType::f32) ||
+      !expectIndexDType(err, idx, "indices") ||
+      !expectDType(err, out, "the output", DType::f32))
+    return false;
+  if (table.rank != 2)
+    return fail(err, "table must be [V, C], got ", shapeStr(table));
+  const int64_t V = table.shape[0], C = table.shape[1];
+  std::vector<int64_t> want = shapeOf(idx);
+  want.push_back(C);
+  if (out.rank != int(want.size()) ||
+      !std::equal(want.begin(), want.end(), out.shape))
+    return fail(err, "output has shape ", shapeStr(out), " but needs ",
+                listStr(want.data(), want.size()), " (indices + [C])");
+  if (!checkIndices(err, idx, V))
+    return false;
+  const float *tp = table.f32();
+  float *op = out.f32();
+  parallelFor(idx.numel(),
+              std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)),
+              [&](int64_t i0, int64_t i1) {
+                for (int64_t i = i0; i < i1; ++i)
+                  std::memcpy(op + i * C, tp + indexAt(idx, i) * C,
+                              size_t(C) * sizeof(float));
+              });
+  return true;
+}
+
+bool embeddingGradBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &idx = a.inputs[0], &g = a.inputs[1];
+  const TensorRef &out = a.outputs[0];
+  if (!expectIndexDType(err, idx, "indices") ||
+      !expectDType(err, g, "g", DType::f32) ||
+      !expectDType(err, out, "the output", DType::f32))
+    return false;
+  if (g.rank != idx.rank + 1 ||
+      !std::equal(idx.shape, idx.shape + idx.rank, g.shape))
+    return fail(err, "g has shape ", shapeStr(g), " but indices have shape ",
+                shapeStr(idx), " (need g = indices + [C])");
+  const int64_t C = g.dim(-1);
+  if (out.rank != 2 || out.shape[1] != C)
+    return fail(err, "output has shape ", shapeStr(out), " but needs [V, ", C,
+                "]");
+  const int64_t V = out.shape[0];
+  if (!checkIndices(err, idx, V))
+    return false;
+  float *op = out.f32();
+  const float *gp = g.f32();
+  const int64_t n = idx.numel();
+  std::memset(op, 0, size_t(V * C) * sizeof(float));
+  // Threads own column ranges, so rows never race and each element sums its
+  // tokens in order.
+  parallelFor(C, 64, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < n; ++i) {
+      float *dst = op + indexAt(idx, i) * C;
+      const float *src = gp + i * C;
+      for (int64_t c = c0; c < c1; ++c)
+        dst[c] += src[c];
+    }
+  });
+  return true;
+}
+
+bool crossEntropyBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &loss = a.outputs[0];
+  const int64_t ignoreIndex = a.intAttrs[0];
+  int64_t count;
+  if (!checkTargets(err, logits, targets, ignoreIndex, count) ||
+      !expectDType(err, loss, "the loss", DType::f32))
+    return false;
+  if (loss.numel() != 1)
+    return fail(err, "the loss must hold one value, got shape ",
+                shapeStr(loss));
+  const int64_t V = logits.dim(-1), rows = targets.numel();
+  const float *x = logits.f32();
+  // Per fixed block of rows, then blocks in order: the same sum for any
+  // thread count.
+  const int64_t blockRows = std::max<int64_t>(8, (rows + 63) / 64);
+  const int64_t blocks = (rows + blockRows - 1) / blockRows;
+  std::vector<double> part(static_cast<size_t>(blocks), 0.0);
+  parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double total = 0;
+      for (int64_t r = b * blockRows; r < std::min(rows, (b + 1) * blockRows);
+           ++r) {
+        int64_t t = indexAt(targets, r);
+        if (t == ignoreIndex)
+          continue;
+        const float *row = x + r * V;
+        RowExp e = rowLogSumExp(row, V);
+        total += double(e.max) + std::log(e.sum) - double(row[t]);
+      }
+      part[size_t(b)] = total;
+    }
+  });
+  double total = 0;
+  for (double p : part)
+    total += p;
+  *loss.f32() = count ? float(total / double(count)) : 0.0f;
+  return true;
+}
+
+bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &out = a.outputs[0];
+  const int64_t ignoreIndex = a.intAttrs[0];
+  int64_t count;
+  float g;
+  if (!checkTargets(err, logits, targets, ignoreIndex, count) ||
+      !scalarOperand(err, a.inputs[2], "g", g) ||
+      !expectDType(err, out, "the output", DType::f32))
+    return false;
+  if (!sameShape(out, logits))
+    return fail(err, "output has shape ", shapeStr(out),
+                " but logits have shape ", shapeStr(logits));
+  const int64_t V = logits.dim(-1), rows = targets.numel();
+  const double coef = count ? double(g) / double(count) : 0.0;
+  const float *x = logits.f32();
+  float *dx = out.f32();
+  parallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(V, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *row = x + r * V;
+                  float *dr = dx + r * V;
+                  int64_t t = indexAt(targets, r);
+                  if (t == ignoreIndex) {
+                    std::memset(dr, 0, size_t(V) * sizeof(float));
+                    continue;
+                  }
+                  const float mx = maxOf(row, V);
+                  for (int64_t j = 0; j < V; ++j)
+                    dr[j] = fm::exp(row[j] - mx);
+                  const double sum =
+                      sumOf(V, [&](int64_t j) { return double(dr[j]); });
+                  const double et = dr[t];
+                  const float scale = float(coef / sum);
+                  for (int64_t j = 0; j < V; ++j)
+                    dr[j] *= scale;
+                  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
+                  dr[t] = float(-coef * ((sum - et) / sum));
+                }
+              });
+  return true;
+}
+
+} // namespace dsc::rt::cpu

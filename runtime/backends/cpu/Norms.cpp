@@ -1,0 +1,283 @@
+//===- Norms.cpp - layer norm, RMS norm, softmax and their gradients ------===//
+//
+// Row-wise over the last dim. Row statistics (mean, variance, sums of
+// squares, softmax sums, the gradients' dot products) accumulate in double;
+// the per-element work is float or double where cancellation would cost
+// float precision. Rows are split over threads; the weight gradients sum
+// per fixed block of rows and then over blocks in order, so the result does
+// not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/backends/cpu/FastMath.h"
+
+#include <cmath>
+#include <vector>
+
+namespace dsc::rt::cpu {
+namespace {
+
+// Rows per parallel chunk: about 16K elements.
+int64_t rowGrain(int64_t cols) {
+  return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(cols, 1));
+}
+
+// At most 64 blocks of consecutive rows, fixed for a given row count.
+struct RowBlocks {
+  int64_t count, size;
+};
+RowBlocks rowBlocks(int64_t rows) {
+  int64_t size = std::max<int64_t>(16, (rows + 63) / 64);
+  return {(rows + size - 1) / size, size};
+}
+
+bool checkEps(std::string &err, double eps) {
+  if (!(eps >= 0) || std::isinf(eps))
+    return fail(err, "eps must be finite and >= 0, got ", eps);
+  return true;
+}
+
+// x [..., C] with per-channel `w` (and optional `b`) of shape [C]; every
+// output in `outs` of x's shape.
+bool checkRowsOp(std::string &err, const KernelArgs &a, int64_t &rows,
+                 int64_t &cols) {
+  if (!expectAllF32(a, err) || !lastDimRows(err, a.inputs[0], "x", rows, cols))
+    return false;
+  return true;
+}
+
+bool checkChannel(std::string &err, const TensorRef &w, const char *role,
+                  int64_t cols) {
+  if (w.rank != 1 || w.shape[0] != cols)
+    return fail(err, role, " has shape ", shapeStr(w), " but needs [", cols,
+                "] (the last dim of x)");
+  return true;
+}
+
+bool checkLike(std::string &err, const TensorRef &t, const char *role,
+               const TensorRef &x) {
+  if (!sameShape(t, x))
+    return fail(err, role, " has shape ", shapeStr(t), " but x has shape ",
+                shapeStr(x));
+  return true;
+}
+
+struct Stats {
+  double mean, rstd;
+};
+Stats layerNormStats(const float *x, int64_t n, double eps) {
+  double mean = sumOf(n, [&](int64_t j) { return double(x[j]); }) / double(n);
+  double var = sumOf(n,
+                     [&](int64_t j) {
+                       double d = double(x[j]) - mean;
+                       return d * d;
+                     }) /
+               double(n);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
+double rmsInverse(const float *x, int64_t n, double eps) {
+  double ss = sumOf(n, [&](int64_t j) { return double(x[j]) * x[j]; });
+  return 1.0 / std::sqrt(ss / double(n) + eps);
+}
+
+// Sums block partials [count][n] into float outputs, block by block.
+void sumBlocks(const std::vector<double> &part, int64_t count, int64_t stride,
+               int64_t offset, int64_t n, float *out) {
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0;
+    for (int64_t b = 0; b < count; ++b)
+      s += part[size_t(b * stride + offset + j)];
+    out[j] = float(s);
+  }
+}
+
+} // namespace
+
+bool layerNormBody(const KernelArgs &a, std::string &err) {
+  if (a.numInputs != 2 && a.numInputs != 3)
+    return fail(err, "expects 2 or 3 inputs (x, w[, b]), got ", a.numInputs);
+  int64_t rows, cols;
+  if (!checkRowsOp(err, a, rows, cols) ||
+      !checkChannel(err, a.inputs[1], "w", cols) ||
+      (a.numInputs == 3 && !checkChannel(err, a.inputs[2], "b", cols)) ||
+      !checkLike(err, a.outputs[0], "the output", a.inputs[0]) ||
+      !checkEps(err, a.floatAttrs[0]))
+    return false;
+  const double eps = a.floatAttrs[0];
+  const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32();
+  const float *b = a.numInputs == 3 ? a.inputs[2].f32() : nullptr;
+  float *y = a.outputs[0].f32();
+  parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      Stats st = layerNormStats(xr, cols, eps);
+      if (b) {
+        for (int64_t j = 0; j < cols; ++j)
+          yr[j] = float((double(xr[j]) - st.mean) * st.rstd) * w[j] + b[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j)
+          yr[j] = float((double(xr[j]) - st.mean) * st.rstd) * w[j];
+      }
+    }
+  });
+  return true;
+}
+
+bool layerNormGradBody(const KernelArgs &a, std::string &err) {
+  int64_t rows, cols;
+  if (!checkRowsOp(err, a, rows, cols) ||
+      !checkChannel(err, a.inputs[1], "w", cols) ||
+      !checkLike(err, a.inputs[2], "g", a.inputs[0]) ||
+      !checkLike(err, a.outputs[0], "dx", a.inputs[0]) ||
+      !checkChannel(err, a.outputs[1], "dw", cols) ||
+      !checkChannel(err, a.outputs[2], "db", cols) ||
+      !checkEps(err, a.floatAttrs[0]))
+    return false;
+  const double eps = a.floatAttrs[0];
+  const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32(),
+              *g = a.inputs[2].f32();
+  float *dx = a.outputs[0].f32();
+  const RowBlocks blocks = rowBlocks(rows);
+  // Per block: dw partials then db partials.
+  std::vector<double> part(static_cast<size_t>(blocks.count * 2 * cols));
+  parallelFor(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<double> xhat(static_cast<size_t>(cols)),
+        gy(static_cast<size_t>(cols));
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      double *pdw = part.data() + blk * 2 * cols, *pdb = pdw + cols;
+      int64_t end = std::min(rows, (blk + 1) * blocks.size);
+      for (int64_t r = blk * blocks.size; r < end; ++r) {
+        const float *xr = x + r * cols, *gr = g + r * cols;
+        float *dxr = dx + r * cols;
+        Stats st = layerNormStats(xr, cols, eps);
+        for (int64_t j = 0; j < cols; ++j) {
+          xhat[j] = (double(xr[j]) - st.mean) * st.rstd;
+          gy[j] = double(gr[j]) * w[j];
+          pdw[j] += double(gr[j]) * xhat[j];
+          pdb[j] += gr[j];
+        }
+        double meanGy = sumOf(cols, [&](int64_t j) { return gy[j]; }) / cols;
+        double meanGyXhat =
+            sumOf(cols, [&](int64_t j) { return gy[j] * xhat[j]; }) / cols;
+        // gy with its components along 1 and along xhat removed, times rstd.
+        for (int64_t j = 0; j < cols; ++j)
+          dxr[j] = float(st.rstd * (gy[j] - meanGy - xhat[j] * meanGyXhat));
+      }
+    }
+  });
+  sumBlocks(part, blocks.count, 2 * cols, 0, cols, a.outputs[1].f32());
+  sumBlocks(part, blocks.count, 2 * cols, cols, cols, a.outputs[2].f32());
+  return true;
+}
+
+bool rmsNormBody(const KernelArgs &a, std::string &err) {
+  int64_t rows, cols;
+  if (!checkRowsOp(err, a, rows, cols) ||
+      !checkChannel(err, a.inputs[1], "w", cols) ||
+      !checkLike(err, a.outputs[0], "the output", a.inputs[0]) ||
+      !checkEps(err, a.floatAttrs[0]))
+    return false;
+  const double eps = a.floatAttrs[0];
+  const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32();
+  float *y = a.outputs[0].f32();
+  parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      double inv = rmsInverse(xr, cols, eps);
+      for (int64_t j = 0; j < cols; ++j)
+        yr[j] = float(double(xr[j]) * inv) * w[j];
+    }
+  });
+  return true;
+}
+
+bool rmsNormGradBody(const KernelArgs &a, std::string &err) {
+  int64_t rows, cols;
+  if (!checkRowsOp(err, a, rows, cols) ||
+      !checkChannel(err, a.inputs[1], "w", cols) ||
+      !checkLike(err, a.inputs[2], "g", a.inputs[0]) ||
+      !checkLike(err, a.outputs[0], "dx", a.inputs[0]) ||
+      !checkChannel(err, a.outputs[1], "dw", cols) ||
+      !checkEps(err, a.floatAttrs[0]))
+    return false;
+  const double eps = a.floatAttrs[0];
+  const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32(),
+              *g = a.inputs[2].f32();
+  float *dx = a.outputs[0].f32();
+  const RowBlocks blocks = rowBlocks(rows);
+  std::vector<double> part(static_cast<size_t>(blocks.count * cols));
+  parallelFor(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      double *pdw = part.data() + blk * cols;
+      int64_t end = std::min(rows, (blk + 1) * blocks.size);
+      for (int64_t r = blk * blocks.size; r < end; ++r) {
+        const float *xr = x + r * cols, *gr = g + r * cols;
+        float *dxr = dx + r * cols;
+        double inv = rmsInverse(xr, cols, eps);
+        double dot = sumOf(cols, [&](int64_t j) {
+          return double(gr[j]) * w[j] * double(xr[j]);
+        });
+        // d inv / d x_j = -inv^3 x_j / cols.
+        double coef = inv * inv * inv * dot / double(cols);
+        for (int64_t j = 0; j < cols; ++j) {
+          dxr[j] = float(double(gr[j]) * w[j] * inv - double(xr[j]) * coef);
+          pdw[j] += double(gr[j]) * xr[j] * inv;
+        }
+      }
+    }
+  });
+  sumBlocks(part, blocks.count, cols, 0, cols, a.outputs[1].f32());
+  return true;
+}
+
+bool softmaxBody(const KernelArgs &a, std::string &err) {
+  int64_t rows, cols;
+  if (!checkRowsOp(err, a, rows, cols) ||
+      !checkLike(err, a.outputs[0], "the output", a.inputs[0]))
+    return false;
+  const float *x = a.inputs[0].f32();
+  float *y = a.outputs[0].f32();
+  parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * cols;
+      float *yr = y + r * cols;
+      const float mx = maxOf(xr, cols);
+      for (int64_t j = 0; j < cols; ++j)
+        yr[j] = fm::exp(xr[j] - mx);
+      const float inv =
+          float(1.0 / sumOf(cols, [&](int64_t j) { return double(yr[j]); }));
+      for (int64_t j = 0; j < cols; ++j)
+        yr[j] *= inv;
+    }
+  });
+  return true;
+}
+
+bool softmaxGradBody(const KernelArgs &a, std::string &err) {
+  int64_t rows, cols;
+  if (!expectAllF32(a, err) ||
+      !lastDimRows(err, a.inputs[0], "y", rows, cols) ||
+      !checkLike(err, a.inputs[1], "g", a.inputs[0]) ||
+      !checkLike(err, a.outputs[0], "the output", a.inputs[0]))
+    return false;
+  const float *y = a.inputs[0].f32(), *g = a.inputs[1].f32();
+  float *dx = a.outputs[0].f32();
+  parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *yr = y + r * cols, *gr = g + r * cols;
+      float *dxr = dx + r * cols;
+      // g - dot cancels where y is large: keep it in double.
+      const double dot =
+          sumOf(cols, [&](int64_t j) { return double(gr[j]) * yr[j]; });
+      for (int64_t j = 0; j < cols; ++j)
+        dxr[j] = float(double(yr[j]) * (double(gr[j]) - dot));
+    }
+  });
+  return true;
+}
+
+} // namespace dsc::rt::cpu

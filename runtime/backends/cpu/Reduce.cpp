@@ -1,0 +1,197 @@
+//===- Reduce.cpp - reduce_sum, reduce_mean, reduce_max -------------------===//
+//
+// (x) -> out [axes...], axes strictly increasing; keepdim is read off the
+// output's rank. After size-1 dims are dropped and neighbours of the same
+// kind merged, x is [outer, R, inner] for most reductions (the bias
+// gradient [B*T, C] -> [C] is R = B*T, inner = C): each output element sums
+// a column of R values, in double, columns vectorized. Other patterns walk x
+// once into double accumulators. Max propagates NaN.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuCommon.h"
+
+#include <cmath>
+#include <vector>
+
+namespace dsc::rt::cpu {
+namespace {
+
+enum class Kind { Sum, Mean, Max };
+
+float maxNan(float acc, float v) { return ((v > acc) | (v != v)) ? v : acc; }
+
+// Row reduction of n contiguous values (a sum stays in double).
+double reduceRow(Kind kind, const float *x, int64_t n) {
+  if (kind != Kind::Max)
+    return sumOf(n, [&](int64_t j) { return double(x[j]); });
+  float acc[16];
+  for (int k = 0; k < 16; ++k)
+    acc[k] = -HUGE_VALF;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; ++k)
+      acc[k] = maxNan(acc[k], x[j + k]);
+  float m = -HUGE_VALF;
+  for (int k = 0; k < 16; ++k)
+    m = maxNan(m, acc[k]);
+  for (; j < n; ++j)
+    m = maxNan(m, x[j]);
+  return m;
+}
+
+bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
+  if (!expectAllF32(a, err))
+    return false;
+  const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  const int64_t *axes = a.intAttrs;
+  const size_t numAxes = a.numIntAttrs;
+  bool reduced[kMaxRank] = {};
+  for (size_t i = 0; i < numAxes; ++i) {
+    if (axes[i] < 0 || axes[i] >= x.rank || (i > 0 && axes[i] <= axes[i - 1]))
+      return fail(err, "axes ", listStr(axes, numAxes),
+                  " must be strictly increasing and within rank ", x.rank);
+    reduced[axes[i]] = true;
+  }
+  // The output is x's shape without the reduced dims, or with them as 1.
+  const bool keepdim = y.rank == x.rank;
+  std::vector<int64_t> want;
+  int64_t count = 1;
+  for (int d = 0; d < x.rank; ++d) {
+    if (reduced[d])
+      count *= x.shape[d];
+    if (!reduced[d])
+      want.push_back(x.shape[d]);
+    else if (keepdim)
+      want.push_back(1);
+  }
+  if (y.rank != int(want.size()) ||
+      !std::equal(want.begin(), want.end(), y.shape))
+    return fail(err, "output has shape ", shapeStr(y), " but reducing ",
+                shapeStr(x), " over ", listStr(axes, numAxes), " gives ",
+                listStr(want.data(), want.size()), " (or with kept dims)");
+  const float *xp = x.f32();
+  float *yp = y.f32();
+  const int64_t outN = y.numel();
+  if (outN == 0)
+    return true;
+  const float scale = kind == Kind::Mean ? float(1.0 / double(count)) : 1.0f;
+  const double dscale = kind == Kind::Mean ? 1.0 / double(count) : 1.0;
+  if (count == 0) { // an empty reduction: the identity (mean: 0/0)
+    float v = kind == Kind::Max   ? -HUGE_VALF
+              : kind == Kind::Sum ? 0.0f
+                                  : std::nanf("");
+    std::fill(yp, yp + outN, v);
+    return true;
+  }
+  // Merged dims (size, reduced), size-1 dims dropped.
+  int64_t size[kMaxRank];
+  bool red[kMaxRank];
+  int r = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    if (x.shape[d] == 1)
+      continue;
+    if (r > 0 && red[r - 1] == reduced[d]) {
+      size[r - 1] *= x.shape[d];
+    } else {
+      size[r] = x.shape[d];
+      red[r] = reduced[d];
+      ++r;
+    }
+  }
+  // [outer?, R, inner?] covers everything with one reduced block.
+  int firstRed = -1, numRed = 0;
+  for (int d = 0; d < r; ++d)
+    if (red[d] && numRed++ == 0)
+      firstRed = d;
+  if (numRed == 0) { // nothing of size > 1 is reduced
+    for (int64_t i = 0; i < outN; ++i)
+      yp[i] = xp[i] * scale;
+    return true;
+  }
+  if (numRed == 1) {
+    const int64_t outer = firstRed == 1 ? size[0] : 1;
+    const int64_t R = size[firstRed];
+    const int64_t inner = firstRed + 1 < r ? size[firstRed + 1] : 1;
+    if (inner == 1) {
+      parallelFor(outer, std::max<int64_t>(1, 16384 / R),
+                  [&](int64_t o0, int64_t o1) {
+                    for (int64_t o = o0; o < o1; ++o) {
+                      yp[o] = float(reduceRow(kind, xp + o * R, R) * dscale);
+                    }
+                  });
+      return true;
+    }
+    // Column reductions; threads own ranges of (outer, column) outputs.
+    parallelFor(outer * inner, std::max<int64_t>(64, 16384 / R),
+                [&](int64_t b, int64_t e) {
+                  std::vector<double> acc;
+                  std::vector<float> mx;
+                  for (int64_t start = b; start < e;) {
+                    const int64_t o = start / inner, c0 = start % inner;
+                    const int64_t c1 = std::min(inner, c0 + (e - start));
+                    const int64_t n = c1 - c0;
+                    const float *base = xp + o * R * inner + c0;
+                    float *out = yp + o * inner + c0;
+                    if (kind == Kind::Max) {
+                      mx.assign(size_t(n), -HUGE_VALF);
+                      for (int64_t i = 0; i < R; ++i)
+                        for (int64_t c = 0; c < n; ++c)
+                          mx[c] = maxNan(mx[c], base[i * inner + c]);
+                      std::copy(mx.begin(), mx.end(), out);
+                    } else {
+                      acc.assign(size_t(n), 0.0);
+                      for (int64_t i = 0; i < R; ++i)
+                        for (int64_t c = 0; c < n; ++c)
+                          acc[c] += base[i * inner + c];
+                      for (int64_t c = 0; c < n; ++c)
+                        out[c] = float(acc[c] * dscale);
+                    }
+                    start += n;
+                  }
+                });
+    return true;
+  }
+  // General: walk x once, accumulating into its output element.
+  int64_t outStride[kMaxRank];
+  int64_t s = 1;
+  for (int d = x.rank - 1; d >= 0; --d) {
+    outStride[d] = reduced[d] ? 0 : s;
+    if (!reduced[d])
+      s *= x.shape[d];
+  }
+  std::vector<double> acc(static_cast<size_t>(outN), 0.0);
+  std::vector<float> mx(kind == Kind::Max ? size_t(outN) : 0, -HUGE_VALF);
+  int64_t idx[kMaxRank] = {}, off = 0;
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (kind == Kind::Max)
+      mx[size_t(off)] = maxNan(mx[size_t(off)], xp[i]);
+    else
+      acc[size_t(off)] += xp[i];
+    for (int d = x.rank - 1; d >= 0; --d) {
+      off += outStride[d];
+      if (++idx[d] < x.shape[d])
+        break;
+      off -= outStride[d] * x.shape[d];
+      idx[d] = 0;
+    }
+  }
+  for (int64_t i = 0; i < outN; ++i)
+    yp[i] = kind == Kind::Max ? mx[size_t(i)] : float(acc[size_t(i)] * dscale);
+  return true;
+}
+
+} // namespace
+
+bool reduceSumBody(const KernelArgs &a, std::string &e) {
+  return reduceBody(Kind::Sum, a, e);
+}
+bool reduceMeanBody(const KernelArgs &a, std::string &e) {
+  return reduceBody(Kind::Mean, a, e);
+}
+bool reduceMaxBody(const KernelArgs &a, std::string &e) {
+  return reduceBody(Kind::Max, a, e);
+}
+
+} // namespace dsc::rt::cpu

@@ -1,0 +1,88 @@
+//===- Safetensors.h - safetensors files, written and validated -*- C++ -*-===//
+//
+// The safetensors format (huggingface/safetensors): an 8-byte little-endian
+// header length N, N bytes of JSON mapping each tensor name to
+// {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the
+// data that follows) plus an optional "__metadata__" string map, then the
+// data. A file is checked completely before any tensor is handed out: the
+// header inside the file, known dtypes, sizes that match shapes, offsets in
+// range, and a data section covered exactly once (no overlaps, no holes).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_CHECKPOINT_SAFETENSORS_H
+#define DSC_RUNTIME_CHECKPOINT_SAFETENSORS_H
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dsc::rt {
+
+/// "[2, 3]": how errors print a shape.
+std::string formatShape(const std::vector<int64_t> &shape);
+
+/// A float32 tensor to write, row-major.
+struct TensorToSave {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float *data = nullptr;
+};
+
+/// Writes `tensors` (in this order) and `metadata` to `path`. The bytes go to
+/// `path`.tmp first, which is then renamed over `path`, so a failure never
+/// leaves a truncated file under the final name. False + one line on error.
+bool saveSafetensors(const std::string &path,
+                     const std::vector<TensorToSave> &tensors,
+                     const std::map<std::string, std::string> &metadata,
+                     std::string &error);
+
+/// One tensor of a validated file.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype; ///< "F32", "BF16", ... as in the file
+  std::vector<int64_t> shape;
+  uint64_t begin = 0; ///< byte range in the data section
+  uint64_t end = 0;
+
+  uint64_t numel() const;
+};
+
+class SafetensorsFile {
+public:
+  /// Reads and validates `path`. Null + one line naming `path` on error.
+  static std::unique_ptr<SafetensorsFile> read(const std::string &path,
+                                               std::string &error);
+  /// Validates bytes already in memory; `what` names them in errors.
+  static std::unique_ptr<SafetensorsFile> parse(std::vector<uint8_t> bytes,
+                                                const std::string &what,
+                                                std::string &error);
+
+  /// Every tensor, in data order.
+  const std::vector<SafetensorsEntry> &tensors() const { return entries_; }
+  const SafetensorsEntry *find(std::string_view name) const;
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
+  /// The entry's bytes (entry.end - entry.begin of them).
+  const uint8_t *data(const SafetensorsEntry &entry) const {
+    return bytes_.data() + dataStart_ + entry.begin;
+  }
+  /// Copies an F32 tensor into `out` (numel floats). False + error if the
+  /// entry is not F32.
+  bool readF32(const SafetensorsEntry &entry, float *out,
+               std::string &error) const;
+
+private:
+  std::string what_;
+  std::vector<uint8_t> bytes_;
+  uint64_t dataStart_ = 0;
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_CHECKPOINT_SAFETENSORS_H

@@ -1,0 +1,417 @@
+//===- Session.cpp - a verified plan's memory and programs --------------===//
+//
+// Session::create turns a LoadedPlan into memory: one zeroed, 64-byte aligned
+// block per arena, a TensorRef per buffer, constants filled, and every
+// program's instructions resolved to kernel functions and tensors, so that
+// run() only hands prepared work to the stream workers (Executor).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/Executor.h"
+#include "runtime/plan/PlanFormat.h"
+#include "runtime/rng/Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+namespace dsc::rt {
+namespace {
+
+namespace fb = dsc::plan;
+
+// The kernel ABI's DType mirrors the schema's value for value.
+static_assert(uint8_t(DType::f32) == uint8_t(fb::DType::f32) &&
+                  uint8_t(DType::f16) == uint8_t(fb::DType::f16) &&
+                  uint8_t(DType::bf16) == uint8_t(fb::DType::bf16) &&
+                  uint8_t(DType::f64) == uint8_t(fb::DType::f64) &&
+                  uint8_t(DType::i32) == uint8_t(fb::DType::i32) &&
+                  uint8_t(DType::i64) == uint8_t(fb::DType::i64),
+              "runtime/kernels/Kernel.h DType differs from plan.fbs");
+static_assert(kNumStreams == int(fb::Stream::MAX) + 1,
+              "plan.fbs streams changed");
+
+constexpr size_t kArenaAlignment = 64;
+
+template <typename T> flatbuffers::uoffset_t count(const T *vec) {
+  return vec ? vec->size() : 0;
+}
+
+std::string_view view(const flatbuffers::String *s) {
+  return s ? s->string_view() : std::string_view();
+}
+
+uint16_t toBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
+    return uint16_t((x >> 16) | 0x40);
+  x += 0x7fffu + ((x >> 16) & 1); // round to nearest even
+  return uint16_t(x >> 16);
+}
+
+uint16_t toF16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+  uint32_t mag = x & 0x7fffffffu;
+  if (mag >= 0x7f800000u) // inf or NaN
+    return sign | (mag > 0x7f800000u ? 0x7e00 : 0x7c00);
+  if (mag >= 0x47800000u) // >= 2^16 overflows
+    return sign | 0x7c00;
+  if (mag < 0x38800000u) { // below 2^-14: a multiple of 2^-24 or zero
+    float a;
+    std::memcpy(&a, &mag, 4);
+    return sign | uint16_t(std::nearbyint(a * 0x1p24f));
+  }
+  uint32_t h = ((mag >> 23) - 127 + 15) << 10 | (mag & 0x7fffffu) >> 13;
+  uint32_t rest = mag & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
+    ++h; // may carry into the exponent, up to infinity: still correct
+  return sign | uint16_t(h);
+}
+
+/// Stores `value` as element `i` of a tensor of type `t`; floats go through
+/// float, as dsc::ref::init's values are converted to float.
+void storeElement(void *data, DType t, int64_t i, double value) {
+  switch (t) {
+  case DType::f32:
+    static_cast<float *>(data)[i] = float(value);
+    break;
+  case DType::f64:
+    static_cast<double *>(data)[i] = value;
+    break;
+  case DType::f16:
+    static_cast<uint16_t *>(data)[i] = toF16(float(value));
+    break;
+  case DType::bf16:
+    static_cast<uint16_t *>(data)[i] = toBf16(float(value));
+    break;
+  case DType::i32:
+    static_cast<int32_t *>(data)[i] = int32_t(std::llround(value));
+    break;
+  case DType::i64:
+    static_cast<int64_t *>(data)[i] = int64_t(std::llround(value));
+    break;
+  }
+}
+
+struct ArenaMemory {
+  void *block = nullptr; ///< as returned by calloc
+  uint8_t *base = nullptr;
+  uint64_t bytes = 0;
+};
+
+struct BufferView {
+  std::vector<int64_t> shape;
+  TensorRef ref;
+  uint32_t arena = 0;
+  uint64_t end = 0; ///< offset + bytes in the arena
+  std::string_view name;
+};
+
+class SessionImpl : public Session {
+public:
+  SessionImpl(const LoadedPlan &loaded, const SessionOptions &options)
+      : loaded_(loaded), plan_(loaded.plan()), options_(options) {}
+
+  ~SessionImpl() override {
+    executor_.reset(); // join the workers before freeing their memory
+    for (ArenaMemory &a : arenas_)
+      std::free(a.block);
+  }
+
+  bool init(std::string &error);
+
+  void initVariables() override;
+  const std::vector<NamedTensor> &variables() const override {
+    return variables_;
+  }
+  NamedTensor *findVariable(std::string_view name) override {
+    auto it = variableIndex_.find(name);
+    return it == variableIndex_.end() ? nullptr : &variables_[it->second];
+  }
+  std::vector<NamedTensor> programInputs(std::string_view program) override {
+    const PreparedProgram *p = findProgram(program);
+    return p ? named(p->inputs) : std::vector<NamedTensor>();
+  }
+  std::vector<NamedTensor> programOutputs(std::string_view program) override {
+    const PreparedProgram *p = findProgram(program);
+    return p ? named(p->outputs) : std::vector<NamedTensor>();
+  }
+  bool run(std::string_view program, uint32_t step,
+           std::string &error) override;
+  std::vector<ArenaUsage> arenaUsage() const override;
+  bool hasProgram(std::string_view program) const override {
+    return programIndex_.count(program) != 0;
+  }
+  void setTracing(bool on) override { executor_->setTracing(on); }
+  std::vector<TraceRecord> takeTrace() override {
+    return executor_->takeTrace();
+  }
+
+private:
+  const PreparedProgram *findProgram(std::string_view name) const {
+    auto it = programIndex_.find(name);
+    return it == programIndex_.end() ? nullptr : &programs_[it->second];
+  }
+  std::vector<NamedTensor> named(const std::vector<uint32_t> &ids) const {
+    std::vector<NamedTensor> out;
+    for (uint32_t id : ids)
+      out.push_back({std::string(buffers_[id].name), buffers_[id].ref,
+                     buffers_[id].shape});
+    return out;
+  }
+  void noteWrite(uint32_t buffer) {
+    const BufferView &b = buffers_[buffer];
+    written_[b.arena] = std::max(written_[b.arena], b.end);
+  }
+  bool allocateArenas(std::string &error);
+  void fillConstants();
+  void prepareProgram(const fb::Program &program);
+
+  const LoadedPlan &loaded_;
+  const fb::Plan &plan_;
+  SessionOptions options_;
+  std::vector<ArenaMemory> arenas_;
+  std::vector<BufferView> buffers_;
+  std::vector<NamedTensor> variables_;
+  std::unordered_map<std::string_view, size_t> variableIndex_;
+  std::vector<PreparedProgram> programs_;
+  std::unordered_map<std::string_view, size_t> programIndex_;
+  /// Per arena, the highest byte written outside instructions (constants,
+  /// variables, program inputs); the executor tracks instruction outputs.
+  std::vector<uint64_t> written_;
+  std::unique_ptr<Executor> executor_;
+};
+
+bool SessionImpl::allocateArenas(std::string &error) {
+  const std::string &what = loaded_.name();
+  uint64_t deviceBytes = 0;
+  std::string breakdown;
+  for (uint32_t i = 0; i < count(plan_.arenas()); ++i) {
+    const fb::Arena *a = plan_.arenas()->Get(i);
+    if (a->space() != fb::Space::device || a->bytes() == 0)
+      continue;
+    // Each arena is at most 2^56 bytes; saturate rather than wrap.
+    deviceBytes = std::min(deviceBytes + a->bytes(), uint64_t(1) << 63);
+    breakdown += std::string(breakdown.empty() ? "" : " + ") +
+                 fb::categoryName(a->category()) + " " +
+                 std::to_string(a->bytes());
+  }
+  if (options_.deviceMemory != 0 && deviceBytes > options_.deviceMemory) {
+    error = what + " needs " + std::to_string(deviceBytes) +
+            " bytes of device memory (" + breakdown +
+            "); --device-memory allows " +
+            std::to_string(options_.deviceMemory);
+    return false;
+  }
+  for (uint32_t i = 0; i < count(plan_.arenas()); ++i) {
+    const fb::Arena *a = plan_.arenas()->Get(i);
+    ArenaMemory mem;
+    mem.bytes = a->bytes();
+    // calloc hands large blocks over as fresh zero pages, touched lazily.
+    mem.block = std::calloc(1, size_t(a->bytes()) + kArenaAlignment);
+    if (!mem.block) {
+      error = what + ": cannot allocate arena " + std::to_string(i) + " (" +
+              fb::categoryName(a->category()) + ", " +
+              fb::spaceName(a->space()) + ", " + std::to_string(a->bytes()) +
+              " bytes)";
+      return false;
+    }
+    uintptr_t p = reinterpret_cast<uintptr_t>(mem.block);
+    p = (p + kArenaAlignment - 1) & ~uintptr_t(kArenaAlignment - 1);
+    mem.base = reinterpret_cast<uint8_t *>(p);
+    arenas_.push_back(mem);
+  }
+  return true;
+}
+
+void SessionImpl::fillConstants() {
+  for (uint32_t i = 0; i < count(plan_.constants()); ++i) {
+    const fb::Constant *c = plan_.constants()->Get(i);
+    const BufferView &b = buffers_[c->buffer()];
+    size_t elem = fb::dtypeSize(fb::DType(b.ref.dtype));
+    size_t have = count(c->data());
+    uint8_t *dst = static_cast<uint8_t *>(b.ref.data);
+    if (have == elem) { // a splat (the verifier allows no other short size)
+      for (int64_t k = 0; k < b.ref.numel(); ++k)
+        std::memcpy(dst + k * elem, c->data()->data(), elem);
+    } else if (have != 0) {
+      std::memcpy(dst, c->data()->data(), have);
+    }
+    noteWrite(c->buffer());
+  }
+}
+
+void SessionImpl::prepareProgram(const fb::Program &program) {
+  PreparedProgram p;
+  p.name = view(program.name());
+  p.numEvents = program.num_events();
+  auto ids = [](const flatbuffers::Vector<uint32_t> *vec) {
+    return vec ? std::vector<uint32_t>(vec->begin(), vec->end())
+               : std::vector<uint32_t>();
+  };
+  p.inputs = ids(program.inputs());
+  p.outputs = ids(program.outputs());
+  for (uint32_t i = 0; i < count(program.instrs()); ++i) {
+    const fb::Instr *in = program.instrs()->Get(i);
+    PreparedInstr pi;
+    pi.index = i;
+    const KernelInfo *info = loaded_.kernels()(view(in->kernel()));
+    pi.fn = info->fn; // the verifier checked that the kernel exists
+    pi.kernel = info->name;
+    pi.loc = view(in->loc());
+    for (uint32_t id : ids(in->inputs()))
+      pi.inputs.push_back(buffers_[id].ref);
+    for (uint32_t id : ids(in->outputs())) {
+      pi.outputs.push_back(buffers_[id].ref);
+      const BufferView &b = buffers_[id];
+      auto same = [&](auto &w) { return w.first == b.arena; };
+      auto it = std::find_if(pi.writes.begin(), pi.writes.end(), same);
+      if (it == pi.writes.end())
+        pi.writes.push_back({b.arena, b.end});
+      else
+        it->second = std::max(it->second, b.end);
+    }
+    if (in->int_attrs())
+      pi.intAttrs.assign(in->int_attrs()->begin(), in->int_attrs()->end());
+    if (in->float_attrs())
+      pi.floatAttrs.assign(in->float_attrs()->begin(),
+                           in->float_attrs()->end());
+    pi.wait = ids(in->wait());
+    pi.record = ids(in->record());
+    p.perStream[int(in->stream())].push_back(i);
+    p.instrs.push_back(std::move(pi));
+  }
+  programIndex_[p.name] = programs_.size();
+  programs_.push_back(std::move(p));
+}
+
+bool SessionImpl::init(std::string &error) {
+  const std::string &what = loaded_.name();
+  uint32_t ranks = uint32_t(std::max(options_.worldSize, 0));
+  if (plan_.world_size() != ranks) {
+    error = what + " was compiled for world size " +
+            std::to_string(plan_.world_size()) + "; this run has " +
+            std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+    return false;
+  }
+  if (options_.rank < 0 || options_.rank >= options_.worldSize) {
+    error = what + ": rank " + std::to_string(options_.rank) +
+            " is outside world size " + std::to_string(options_.worldSize);
+    return false;
+  }
+  if (!allocateArenas(error))
+    return false;
+  written_.assign(arenas_.size(), 0);
+
+  buffers_.resize(count(plan_.buffers()));
+  for (uint32_t i = 0; i < buffers_.size(); ++i) {
+    const fb::Buffer *b = plan_.buffers()->Get(i);
+    BufferView &v = buffers_[i];
+    if (b->shape())
+      v.shape.assign(b->shape()->begin(), b->shape()->end());
+    v.arena = b->arena();
+    v.name = view(b->name());
+    v.ref.data = arenas_[b->arena()].base + b->offset();
+    v.ref.dtype = DType(b->dtype());
+    v.ref.shape = v.shape.data();
+    v.ref.rank = int(v.shape.size());
+    v.end = b->offset() + fb::dtypeSize(b->dtype()) * uint64_t(v.ref.numel());
+  }
+  fillConstants();
+
+  for (uint32_t i = 0; i < count(plan_.variables()); ++i) {
+    const fb::Variable *var = plan_.variables()->Get(i);
+    const BufferView &b = buffers_[var->buffer()];
+    variableIndex_[view(var->name())] = variables_.size();
+    variables_.push_back({std::string(view(var->name())), b.ref, b.shape});
+    noteWrite(var->buffer()); // persistent state is resident from the start
+  }
+
+  std::array<bool, kNumStreams> streamUsed{};
+  uint32_t maxEvents = 0;
+  for (uint32_t i = 0; i < count(plan_.programs()); ++i) {
+    const fb::Program *program = plan_.programs()->Get(i);
+    prepareProgram(*program);
+    maxEvents = std::max(maxEvents, program->num_events());
+    for (int s = 0; s < kNumStreams; ++s)
+      streamUsed[s] |= !programs_.back().perStream[s].empty();
+  }
+  executor_ = std::make_unique<Executor>(streamUsed, maxEvents, arenas_.size());
+  return true;
+}
+
+void SessionImpl::initVariables() {
+  for (uint32_t i = 0; i < count(plan_.variables()); ++i) {
+    const fb::Variable *var = plan_.variables()->Get(i);
+    const TensorRef &t = buffers_[var->buffer()].ref;
+    int64_t n = t.numel();
+    switch (var->init()) {
+    case fb::InitKind::zeros:
+      std::memset(t.data, 0, size_t(n) * fb::dtypeSize(fb::DType(t.dtype)));
+      break;
+    case fb::InitKind::ones:
+      for (int64_t k = 0; k < n; ++k)
+        storeElement(t.data, t.dtype, k, 1.0);
+      break;
+    case fb::InitKind::normal:
+      // dsc::ref::init's draw: the float64 interpreter starts from the same
+      // weights.
+      for (int64_t k = 0; k < n; ++k)
+        storeElement(t.data, t.dtype, k,
+                     rng::normalAt(options_.seed, var->rng_stream(),
+                                   fb::kInitRngStep, uint64_t(k)) *
+                         var->std());
+      break;
+    }
+  }
+}
+
+bool SessionImpl::run(std::string_view program, uint32_t step,
+                      std::string &error) {
+  const PreparedProgram *p = findProgram(program);
+  if (!p) {
+    error = loaded_.name() + ": no program '" + std::string(program) + "'";
+    return false;
+  }
+  for (uint32_t id : p->inputs)
+    noteWrite(id); // the tool filled them
+  KernelContext ctx;
+  ctx.seed = options_.seed;
+  ctx.step = step;
+  ctx.rank = options_.rank;
+  ctx.worldSize = options_.worldSize;
+  return executor_->run(*p, ctx, loaded_.name(), error);
+}
+
+std::vector<ArenaUsage> SessionImpl::arenaUsage() const {
+  std::vector<ArenaUsage> usage;
+  const std::vector<uint64_t> &executed = executor_->highWater();
+  for (uint32_t i = 0; i < arenas_.size(); ++i) {
+    const fb::Arena *a = plan_.arenas()->Get(i);
+    ArenaUsage u;
+    u.category = fb::categoryName(a->category());
+    u.space = fb::spaceName(a->space());
+    u.predictedBytes = a->bytes();
+    u.measuredBytes = std::max(written_[i], executed[i]);
+    usage.push_back(u);
+  }
+  return usage;
+}
+
+} // namespace
+
+std::unique_ptr<Session> Session::create(const LoadedPlan &plan,
+                                         const SessionOptions &options,
+                                         std::string &error) {
+  auto session = std::make_unique<SessionImpl>(plan, options);
+  if (!session->init(error))
+    return nullptr;
+  return session;
+}
+
+} // namespace dsc::rt

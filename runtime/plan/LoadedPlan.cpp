@@ -1,0 +1,497 @@
+//===- LoadedPlan.cpp - read and verify a plan file ---------------------===//
+//
+// A plan is checked in three layers before anything reads it: the file
+// identifier, the FlatBuffers verifier (every offset and vector inside the
+// bytes), then the semantic checks below (enum values, buffers inside their
+// arenas, kernels known with the right arity, events recorded before they
+// are waited on). Each failure is one line naming the file and the thing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/CpuKernels.h"
+#include "runtime/exec/Session.h"
+#include "runtime/plan/PlanFormat.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dsc::rt {
+namespace {
+
+using namespace dsc::plan;
+
+template <typename... Ts> std::string cat(const Ts &...parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+/// Bytes from the plan, printable on one line: a corrupt plan may hold any
+/// bytes in its strings.
+std::string printable(std::string_view bytes, size_t limit = 80) {
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i == limit)
+      return out + "...";
+    unsigned char c = bytes[i];
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += char(c);
+    } else {
+      static const char *kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string quote(const flatbuffers::String *s) {
+  return "'" + (s ? printable(s->string_view()) : std::string()) + "'";
+}
+
+const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
+
+std::string shapeString(const flatbuffers::Vector<int64_t> *shape) {
+  std::string s = "[";
+  if (shape)
+    for (flatbuffers::uoffset_t i = 0; i < shape->size(); ++i)
+      s += (i ? "," : "") + std::to_string(shape->Get(i));
+  return s + "]";
+}
+
+template <typename T> flatbuffers::uoffset_t count(const T *vec) {
+  return vec ? vec->size() : 0;
+}
+
+/// The verifier checks the alignment of a vector's length word, not of its
+/// 8-byte elements; a corrupt plan can misplace them, and reading them would
+/// be undefined. (The builder does not align empty vectors.)
+template <typename T> bool aligned(const flatbuffers::Vector<T> *vec) {
+  return !vec || vec->size() == 0 ||
+         reinterpret_cast<uintptr_t>(vec->data()) % alignof(T) == 0;
+}
+
+std::vector<uint32_t> ids(const flatbuffers::Vector<uint32_t> *vec) {
+  return vec ? std::vector<uint32_t>(vec->begin(), vec->end())
+             : std::vector<uint32_t>();
+}
+
+std::vector<int64_t> dims(const Buffer *b) {
+  return b->shape()
+             ? std::vector<int64_t>(b->shape()->begin(), b->shape()->end())
+             : std::vector<int64_t>();
+}
+
+class Checker {
+public:
+  Checker(const Plan &plan, KernelLookup kernels, std::string &error)
+      : plan_(plan), kernels_(kernels), error_(error) {}
+
+  bool check() {
+    if (plan_.schema_version() != kSchemaVersion)
+      return fail(cat("schema version ", plan_.schema_version(),
+                      ", this dsrun reads ", kSchemaVersion));
+    if (plan_.world_size() < 1)
+      return fail("world size 0; a plan runs on at least 1 rank");
+    if (plan_.accumulation_steps() < 1)
+      return fail("accumulation_steps 0; a step runs micro_step at least "
+                  "once");
+    return checkArenas() && checkBuffers() && checkVariables() &&
+           checkConstants() && checkPrograms();
+  }
+
+private:
+  bool fail(std::string message) {
+    error_ = std::move(message);
+    return false;
+  }
+
+  std::string bufferName(uint32_t id) {
+    return cat("buffer ", id, " (", quote(plan_.buffers()->Get(id)->name()),
+               ")");
+  }
+
+  /// `id` names a buffer of the plan; `what` says who refers to it.
+  bool checkBufferId(uint32_t id, const std::string &what) {
+    uint32_t n = count(plan_.buffers());
+    if (id < n)
+      return true;
+    return fail(cat(what, " is buffer ", id, "; the plan has ", n, " buffer",
+                    plural(n)));
+  }
+
+  bool checkArenas() {
+    uint32_t n = count(plan_.arenas());
+    for (uint32_t i = 0; i < n; ++i) {
+      const Arena *a = plan_.arenas()->Get(i);
+      if (!isValid(a->space()))
+        return fail(cat("arena ", i, " has unknown space ", int(a->space())));
+      if (!isValid(a->category()))
+        return fail(
+            cat("arena ", i, " has unknown category ", int(a->category())));
+      if (a->bytes() > kMaxBytes)
+        return fail(cat("arena ", i, " (", categoryName(a->category()),
+                        ") has ", a->bytes(), " bytes, more than the limit ",
+                        kMaxBytes));
+    }
+    return true;
+  }
+
+  bool checkBuffers() {
+    uint32_t numArenas = count(plan_.arenas());
+    uint32_t n = count(plan_.buffers());
+    for (uint32_t i = 0; i < n; ++i) {
+      const Buffer *b = plan_.buffers()->Get(i);
+      if (b->arena() >= numArenas)
+        return fail(cat(bufferName(i), " is in arena ", b->arena(),
+                        "; the plan has ", numArenas, " arena",
+                        plural(numArenas)));
+      if (!isValid(b->dtype()))
+        return fail(cat(bufferName(i), " has unknown dtype ", int(b->dtype())));
+      if (!aligned(b->shape()))
+        return fail(
+            cat(bufferName(i), " has a misaligned shape (corrupt plan)"));
+      // Count elements without overflow: every partial product stays below
+      // kMaxBytes, so the next multiplication cannot wrap.
+      uint64_t bytes = plan::dtypeSize(b->dtype());
+      for (int64_t d : dims(b)) {
+        if (d < 0)
+          return fail(cat(bufferName(i), " has a negative dimension in shape ",
+                          shapeString(b->shape())));
+        if (d != 0 && bytes > kMaxBytes / uint64_t(d))
+          return fail(cat(bufferName(i), " of shape ", shapeString(b->shape()),
+                          " is larger than the limit ", kMaxBytes, " bytes"));
+        bytes *= uint64_t(d);
+      }
+      const Arena *a = plan_.arenas()->Get(b->arena());
+      ranges_.push_back({b->arena(), b->offset(), b->offset() + bytes});
+      // Both terms are at most kMaxBytes (2^56): the sum cannot wrap.
+      if (b->offset() > kMaxBytes || b->offset() + bytes > a->bytes())
+        return fail(cat(bufferName(i), " [offset ", b->offset(), ", ", bytes,
+                        " bytes] lies outside arena ", b->arena(), " (",
+                        categoryName(a->category()), ", ", a->bytes(),
+                        " bytes)"));
+      if (b->offset() % plan::dtypeSize(b->dtype()) != 0)
+        return fail(cat(bufferName(i), " at offset ", b->offset(),
+                        " is not aligned to its ", plan::dtypeName(b->dtype()),
+                        " elements"));
+    }
+    return true;
+  }
+
+  bool checkVariables() {
+    uint32_t n = count(plan_.variables());
+    std::unordered_set<std::string_view> names;
+    for (uint32_t i = 0; i < n; ++i) {
+      const Variable *v = plan_.variables()->Get(i);
+      std::string what = cat("variable ", i, " (", quote(v->name()), ")");
+      if (!v->name() || v->name()->size() == 0)
+        return fail(cat("variable ", i, " has no name"));
+      if (!names.insert(v->name()->string_view()).second)
+        return fail(cat(what, " is declared twice"));
+      if (!isValid(v->kind()))
+        return fail(cat(what, " has unknown kind ", int(v->kind())));
+      if (!isValid(v->init()))
+        return fail(cat(what, " has unknown initializer ", int(v->init())));
+      if (v->init() == InitKind::normal &&
+          !(std::isfinite(v->std()) && v->std() >= 0))
+        return fail(cat(what, " has a normal initializer with std ", v->std()));
+      if (!checkBufferId(v->buffer(), what))
+        return false;
+    }
+    return true;
+  }
+
+  bool checkConstants() {
+    uint32_t n = count(plan_.constants());
+    for (uint32_t i = 0; i < n; ++i) {
+      const Constant *c = plan_.constants()->Get(i);
+      std::string what = cat("constant ", i);
+      if (!checkBufferId(c->buffer(), what))
+        return false;
+      const Buffer *b = plan_.buffers()->Get(c->buffer());
+      uint64_t elem = plan::dtypeSize(b->dtype());
+      uint64_t bytes = ranges_[c->buffer()].end - ranges_[c->buffer()].begin;
+      uint64_t have = count(c->data());
+      if (have != bytes && have != elem)
+        return fail(cat(what, " has ", have, " bytes; ",
+                        bufferName(c->buffer()), " needs ", bytes, " (or ",
+                        elem, " for a splat)"));
+    }
+    return true;
+  }
+
+  bool checkPrograms() {
+    uint32_t n = count(plan_.programs());
+    std::unordered_set<std::string_view> names;
+    for (uint32_t i = 0; i < n; ++i) {
+      const Program *p = plan_.programs()->Get(i);
+      if (!p->name() || p->name()->size() == 0)
+        return fail(cat("program ", i, " has no name"));
+      if (!names.insert(p->name()->string_view()).second)
+        return fail(cat("program ", quote(p->name()), " is declared twice"));
+    }
+    for (std::string_view required : {kMicroStepProgram, kApplyProgram})
+      if (!names.count(required))
+        return fail(cat("the plan has no program '", required,
+                        "' (dsrun runs micro_step and apply)"));
+    for (uint32_t i = 0; i < n; ++i)
+      if (!checkProgram(*plan_.programs()->Get(i)))
+        return false;
+    return true;
+  }
+
+  bool checkArity(const std::string &what, uint32_t have, int takes,
+                  const char *noun) {
+    if (takes < 0 || have == uint32_t(takes))
+      return true;
+    return fail(cat(what, " has ", have, " ", noun, plural(have),
+                    ", the kernel takes ", takes));
+  }
+
+  bool checkProgram(const Program &p) {
+    std::string prog = cat("program ", quote(p.name()));
+    if (p.num_events() > kMaxEvents)
+      return fail(cat(prog, " declares ", p.num_events(),
+                      " events, more than the limit ", kMaxEvents));
+    for (uint32_t k = 0; k < count(p.inputs()); ++k)
+      if (!checkBufferId(p.inputs()->Get(k), cat(prog, " input ", k)))
+        return false;
+    for (uint32_t k = 0; k < count(p.outputs()); ++k)
+      if (!checkBufferId(p.outputs()->Get(k), cat(prog, " output ", k)))
+        return false;
+
+    // The instruction that records each event; every event is recorded at
+    // most once per run and only waited on after (in program order) the
+    // instruction recording it. Program order is then a valid order for the
+    // streams together, so the run cannot deadlock.
+    std::vector<int64_t> recordedBy(p.num_events(), -1);
+    for (uint32_t i = 0; i < count(p.instrs()); ++i) {
+      const Instr *in = p.instrs()->Get(i);
+      std::string at = cat(prog, " instruction ", i);
+      if (!in->kernel() || in->kernel()->size() == 0)
+        return fail(cat(at, " has no kernel"));
+      const KernelInfo *info = kernels_(in->kernel()->string_view());
+      if (!info)
+        return fail(cat(at, " uses unknown kernel ", quote(in->kernel())));
+      std::string what = cat(at, " (", info->name, ")");
+      if (!isValid(in->stream()))
+        return fail(cat(what, " has unknown stream ", int(in->stream())));
+      if (!aligned(in->int_attrs()) || !aligned(in->float_attrs()))
+        return fail(cat(what, " has misaligned attributes (corrupt plan)"));
+      if (!checkArity(what, count(in->inputs()), info->numInputs, "input") ||
+          !checkArity(what, count(in->outputs()), info->numOutputs, "output") ||
+          !checkArity(what, count(in->int_attrs()), info->numIntAttrs,
+                      "int attribute") ||
+          !checkArity(what, count(in->float_attrs()), info->numFloatAttrs,
+                      "float attribute"))
+        return false;
+      for (uint32_t k = 0; k < count(in->inputs()); ++k)
+        if (!checkBufferId(in->inputs()->Get(k), cat(what, " input ", k)))
+          return false;
+      for (uint32_t k = 0; k < count(in->outputs()); ++k) {
+        uint32_t id = in->outputs()->Get(k);
+        if (!checkBufferId(id, cat(what, " output ", k)))
+          return false;
+        // Constants are filled once per Session, not once per run.
+        for (uint32_t c = 0; c < count(plan_.constants()); ++c) {
+          uint32_t constant = plan_.constants()->Get(c)->buffer();
+          if (overlaps(ranges_[id], ranges_[constant]))
+            return fail(cat(what, " writes ", bufferName(id),
+                            ", which overlaps constant ", c, " (",
+                            bufferName(constant), ")"));
+        }
+      }
+      for (uint32_t k = 0; k < count(in->wait()); ++k) {
+        uint32_t e = in->wait()->Get(k);
+        if (e >= p.num_events())
+          return fail(cat(what, " waits on event ", e, "; the program has ",
+                          p.num_events(), " event", plural(p.num_events())));
+        if (recordedBy[e] < 0)
+          return fail(cat(what, " waits on event ", e,
+                          ", which no earlier instruction records"));
+      }
+      for (uint32_t k = 0; k < count(in->record()); ++k) {
+        uint32_t e = in->record()->Get(k);
+        if (e >= p.num_events())
+          return fail(cat(what, " records event ", e, "; the program has ",
+                          p.num_events(), " event", plural(p.num_events())));
+        if (recordedBy[e] >= 0)
+          return fail(cat(what, " records event ", e, " again (instruction ",
+                          recordedBy[e],
+                          " records it); an event is recorded once per run"));
+        recordedBy[e] = i;
+      }
+    }
+    return checkHazards(p, prog, recordedBy);
+  }
+
+  /// Streams share memory and synchronize only through events, so two
+  /// instructions on different streams that touch overlapping bytes, one of
+  /// them writing, must be ordered by events; otherwise the result depends on
+  /// timing. Vector clocks: clock[i][s] = how many instructions of stream s
+  /// happen before instruction i (or are i). Only the instructions of other
+  /// streams not yet ordered before i (a short window in a well-synchronized
+  /// plan) need checking.
+  bool checkHazards(const Program &p, const std::string &prog,
+                    const std::vector<int64_t> &recordedBy) {
+    using Clock = std::array<uint32_t, 4>;
+    uint32_t n = count(p.instrs());
+    std::vector<Clock> clock(n);
+    std::array<std::vector<uint32_t>, 4> order; // per stream, so far
+    for (uint32_t i = 0; i < n; ++i) {
+      const Instr *in = p.instrs()->Get(i);
+      int s = int(in->stream());
+      Clock c = order[s].empty() ? Clock{} : clock[order[s].back()];
+      for (uint32_t e : ids(in->wait()))
+        for (int t = 0; t < 4; ++t)
+          c[t] = std::max(c[t], clock[recordedBy[e]][t]);
+      c[s] = uint32_t(order[s].size() + 1);
+      clock[i] = c;
+      for (int t = 0; t < 4; ++t)
+        for (size_t k = c[t]; t != s && k < order[t].size(); ++k)
+          if (!checkConflict(prog, *p.instrs()->Get(order[t][k]), order[t][k],
+                             *in, i))
+            return false;
+      order[s].push_back(i);
+    }
+    return true;
+  }
+
+  /// Instructions `a` (earlier) and `b` may run at the same time.
+  bool checkConflict(const std::string &prog, const Instr &a, uint32_t ai,
+                     const Instr &b, uint32_t bi) {
+    auto operands = [](const Instr &in) {
+      std::vector<std::pair<uint32_t, bool>> ops; // (buffer, writes)
+      for (uint32_t id : ids(in.inputs()))
+        ops.push_back({id, false});
+      for (uint32_t id : ids(in.outputs()))
+        ops.push_back({id, true});
+      return ops;
+    };
+    for (auto [x, xWrites] : operands(a))
+      for (auto [y, yWrites] : operands(b)) {
+        const Range &rx = ranges_[x], &ry = ranges_[y];
+        if (!overlaps(rx, ry) || !(xWrites || yWrites))
+          continue;
+        auto side = [&](const Instr &in, uint32_t i, uint32_t id, bool w) {
+          return cat("instruction ", i, " (", printable(in.kernel()->str()),
+                     " on ", streamName(in.stream()), ") ",
+                     w ? "writes " : "reads ", bufferName(id));
+        };
+        return fail(cat(prog, " ", side(a, ai, x, xWrites), " and ",
+                        side(b, bi, y, yWrites),
+                        " with no event ordering them"));
+      }
+    return true;
+  }
+
+  /// Each buffer's bytes: [begin, end) in `arena`.
+  struct Range {
+    uint32_t arena;
+    uint64_t begin, end;
+  };
+
+  static bool overlaps(const Range &x, const Range &y) {
+    return x.arena == y.arena && x.begin < y.end && y.begin < x.end &&
+           x.begin < x.end && y.begin < y.end;
+  }
+
+  const Plan &plan_;
+  KernelLookup kernels_;
+  std::vector<Range> ranges_;
+  std::string &error_;
+};
+
+} // namespace
+
+std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
+                                             std::string &error,
+                                             KernelLookup kernels) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = cat(path, ": cannot open: ", std::strerror(errno));
+    return nullptr;
+  }
+  std::vector<uint8_t> bytes;
+  struct stat st;
+  std::string problem;
+  if (::fstat(fd, &st) != 0) {
+    problem = std::strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "not a regular file";
+  } else {
+    bytes.resize(size_t(st.st_size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0) {
+        problem = got < 0 ? std::strerror(errno) : "file shrank while read";
+        break;
+      }
+      done += size_t(got);
+    }
+  }
+  ::close(fd);
+  if (!problem.empty()) {
+    error = cat(path, ": cannot read: ", problem);
+    return nullptr;
+  }
+  return fromBytes(std::move(bytes), path, error, kernels);
+}
+
+std::unique_ptr<LoadedPlan> LoadedPlan::fromBytes(std::vector<uint8_t> bytes,
+                                                  const std::string &what,
+                                                  std::string &error,
+                                                  KernelLookup kernels) {
+  if (!kernels)
+    kernels = findCpuKernel;
+  // A FlatBuffer starts with the root offset and the 4-byte identifier.
+  if (bytes.size() < 8) {
+    error = cat(what, ": not a dsc plan (", bytes.size(), " byte",
+                plural(bytes.size()), ", too short for a plan header)");
+    return nullptr;
+  }
+  if (!PlanBufferHasIdentifier(bytes.data())) {
+    std::string_view id(reinterpret_cast<const char *>(bytes.data()) + 4, 4);
+    error = cat(what, ": not a dsc plan (file identifier '", printable(id),
+                "', expected '", kFileIdentifier, "')");
+    return nullptr;
+  }
+  flatbuffers::Verifier::Options options;
+  options.max_depth = 16;
+  options.max_tables = 1u << 26;
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), options);
+  if (!VerifyPlanBuffer(verifier)) {
+    error = cat(what, ": corrupt or truncated plan (", bytes.size(),
+                " bytes; the FlatBuffers verifier rejects it)");
+    return nullptr;
+  }
+  const Plan *plan = GetPlan(bytes.data());
+  std::string problem;
+  if (!Checker(*plan, kernels, problem).check()) {
+    error = cat(what, ": ", problem);
+    return nullptr;
+  }
+  auto loaded = std::unique_ptr<LoadedPlan>(new LoadedPlan());
+  loaded->bytes_ = std::move(bytes);
+  // Moving a vector keeps its heap block, so the root stays valid.
+  loaded->plan_ = GetPlan(loaded->bytes_.data());
+  loaded->name_ = what;
+  loaded->kernels_ = kernels;
+  return loaded;
+}
+
+} // namespace dsc::rt

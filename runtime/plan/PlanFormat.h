@@ -1,0 +1,160 @@
+//===- PlanFormat.h - plan file facts shared with the compiler -*- C++ -*-===//
+//
+// What the plan emitter (compiler) and the loader (runtime) must agree on
+// beyond what plan.fbs says: the schema version, the required program names,
+// the RNG step reserved for initializers, and the words used for the schema's
+// enums in reports, metrics and errors. Header-only, no LLVM/MLIR.
+//
+// The loader rejects a plan (one error line) unless:
+//  - schema_version == kSchemaVersion, world_size >= 1,
+//    accumulation_steps >= 1, and every enum field holds a schema value;
+//  - each buffer lies in its arena: offset + numel * dtypeSize <= arena
+//    bytes, offset a multiple of dtypeSize (arenas start 64-byte aligned, so
+//    64-byte offsets give vector-aligned tensors), no dimension negative,
+//    no size above kMaxBytes;
+//  - every buffer id (instruction operands, program inputs and outputs,
+//    variables, constants) is in range; variable and program names are
+//    unique; programs micro_step and apply exist;
+//  - each constant's data is the buffer's bytes (little-endian) or exactly
+//    one element (a splat);
+//  - each instruction names a kernel of the backend's table with its arity
+//    (inputs, outputs, int and float attributes; -1 in KernelInfo = any);
+//  - events: ids < num_events (<= kMaxEvents); each recorded at most once per
+//    program; each wait comes after, in instruction order, the instruction
+//    that records it (so instruction order is one valid total order);
+//  - streams synchronize only through events (the runtime infers nothing
+//    from buffers): two instructions on different streams whose operands
+//    overlap in an arena, one of them writing, must be ordered by a chain of
+//    events. Events do not outlive a run; run() returns only after every
+//    stream has finished, so programs need no events between them.
+//  - constants are filled once, when the Session is created: no instruction
+//    output overlaps a constant's buffer.
+// Semantics the emitter must respect and the loader cannot check:
+//  - a normal initializer draws element i of the variable's buffer (index
+//    within the buffer, from 0), so a variable's buffer holds its whole
+//    logical tensor.
+//  - the runtime's measured bytes per arena are the highest end (offset +
+//    bytes) of any buffer written: constants and variables (resident from
+//    the start), a program's inputs and every instruction output. For
+//    predicted == measured, an arena's bytes end at the end of its last
+//    written buffer (no rounding up).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_PLAN_PLANFORMAT_H
+#define DSC_RUNTIME_PLAN_PLANFORMAT_H
+
+#include "runtime/schema/plan_generated.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace dsc::plan {
+
+/// Plan.schema_version this runtime reads. Bump on any schema or semantic
+/// change that an older dsrun would misread.
+constexpr uint32_t kSchemaVersion = 1;
+
+/// FlatBuffers file identifier and extension (also in plan.fbs).
+constexpr std::string_view kFileIdentifier = "DSPL";
+constexpr std::string_view kFileExtension = "dsplan";
+
+/// Program names. dsrun requires micro_step and apply; init is optional.
+constexpr std::string_view kInitProgram = "init";
+constexpr std::string_view kMicroStepProgram = "micro_step";
+constexpr std::string_view kApplyProgram = "apply";
+
+/// The Philox `step` word of initializer draws: variable element i of a
+/// normal initializer is rng::normalAt(seed, rng_stream, kInitRngStep, i) *
+/// std, the same draw as dsc::ref::init, so no training step collides.
+constexpr uint32_t kInitRngStep = 0xFFFFFFFFu;
+
+/// Largest byte size the loader accepts for an arena or a buffer (2^56), so
+/// that offset + size arithmetic can never overflow.
+constexpr uint64_t kMaxBytes = uint64_t(1) << 56;
+
+/// Largest Program.num_events the loader accepts.
+constexpr uint32_t kMaxEvents = uint32_t(1) << 20;
+
+// Enum range checks: the FlatBuffers verifier checks structure, not enum
+// values, so a corrupt plan can hold any byte in an enum field.
+inline bool isValid(DType t) { return t >= DType::MIN && t <= DType::MAX; }
+inline bool isValid(Space s) { return s >= Space::MIN && s <= Space::MAX; }
+inline bool isValid(Category c) {
+  return c >= Category::MIN && c <= Category::MAX;
+}
+inline bool isValid(Stream s) { return s >= Stream::MIN && s <= Stream::MAX; }
+inline bool isValid(VarKind k) {
+  return k >= VarKind::MIN && k <= VarKind::MAX;
+}
+inline bool isValid(InitKind k) {
+  return k >= InitKind::MIN && k <= InitKind::MAX;
+}
+
+/// Bytes per element; 0 for a value outside the enum.
+constexpr size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::f32:
+  case DType::i32:
+    return 4;
+  case DType::f16:
+  case DType::bf16:
+    return 2;
+  case DType::f64:
+  case DType::i64:
+    return 8;
+  }
+  return 0;
+}
+
+// Names as written in plan.fbs; "?" for a value outside the enum.
+namespace detail {
+inline const char *orUnknown(const char *name) {
+  return name && *name ? name : "?";
+}
+} // namespace detail
+inline const char *dtypeName(DType t) {
+  return detail::orUnknown(isValid(t) ? EnumNameDType(t) : nullptr);
+}
+inline const char *spaceName(Space s) {
+  return detail::orUnknown(isValid(s) ? EnumNameSpace(s) : nullptr);
+}
+inline const char *categoryName(Category c) {
+  return detail::orUnknown(isValid(c) ? EnumNameCategory(c) : nullptr);
+}
+inline const char *streamName(Stream s) {
+  return detail::orUnknown(isValid(s) ? EnumNameStream(s) : nullptr);
+}
+inline const char *varKindName(VarKind k) {
+  return detail::orUnknown(isValid(k) ? EnumNameVarKind(k) : nullptr);
+}
+inline const char *initKindName(InitKind k) {
+  return detail::orUnknown(isValid(k) ? EnumNameInitKind(k) : nullptr);
+}
+
+/// The inverse of the names above, for ds_config.json and command lines.
+template <typename E, size_t N>
+std::optional<E> parseEnum(std::string_view name, const E (&values)[N],
+                           const char *(*nameOf)(E)) {
+  for (E v : values)
+    if (name == nameOf(v))
+      return v;
+  return std::nullopt;
+}
+inline std::optional<DType> parseDType(std::string_view name) {
+  return parseEnum(name, EnumValuesDType(), dtypeName);
+}
+inline std::optional<Space> parseSpace(std::string_view name) {
+  return parseEnum(name, EnumValuesSpace(), spaceName);
+}
+inline std::optional<Category> parseCategory(std::string_view name) {
+  return parseEnum(name, EnumValuesCategory(), categoryName);
+}
+inline std::optional<Stream> parseStream(std::string_view name) {
+  return parseEnum(name, EnumValuesStream(), streamName);
+}
+
+} // namespace dsc::plan
+
+#endif // DSC_RUNTIME_PLAN_PLANFORMAT_H

@@ -1,0 +1,314 @@
+//===- Flags.cpp - dsrun's command line -----------------------------------===//
+#include "runtime/tooling/Flags.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace dsc::rt {
+
+namespace {
+
+enum class Value { Text, Positive, Unsigned, Bytes, Choice, Switch };
+
+struct Flag {
+  const char *name;
+  const char *metavar;
+  Value value;
+  const char *help;
+  // Exactly one destination, matching `value`.
+  std::string DsrunOptions::*text = nullptr;
+  uint64_t DsrunOptions::*number = nullptr;
+  bool DsrunOptions::*on = nullptr;
+  const char *choices = nullptr; ///< Value::Choice: "a|b"
+};
+
+Flag textFlag(const char *name, const char *metavar,
+              std::string DsrunOptions::*dest, const char *help) {
+  Flag f{name, metavar, Value::Text, help};
+  f.text = dest;
+  return f;
+}
+
+Flag numberFlag(const char *name, const char *metavar, Value value,
+                uint64_t DsrunOptions::*dest, const char *help) {
+  Flag f{name, metavar, value, help};
+  f.number = dest;
+  return f;
+}
+
+const std::vector<Flag> &flagTable() {
+  static const std::vector<Flag> flags = [] {
+    using O = DsrunOptions;
+    std::vector<Flag> t;
+    t.push_back(textFlag("--data", "PATH", &O::data,
+                         "training data: a nanoGPT .bin (uint16 tokens) or "
+                         "any file read as bytes (default: synthetic)"));
+    t.push_back(numberFlag("--steps", "N", Value::Positive, &O::steps,
+                           "optimizer steps (default: the schedule's "
+                           "total_num_steps)"));
+    t.push_back(numberFlag("--np", "N", Value::Positive, &O::np,
+                           "ranks; must match the plan's world size "
+                           "(default 1)"));
+    Flag backend{"--backend", "cpu|cuda", Value::Choice,
+                 "where kernels run (default cpu)"};
+    backend.text = &O::backend;
+    backend.choices = "cpu|cuda";
+    t.push_back(backend);
+    t.push_back(numberFlag("--seed", "S", Value::Unsigned, &O::seed,
+                           "seed for initialization, dropout and data "
+                           "sampling (default 1337)"));
+    t.push_back(numberFlag("--device-memory", "BYTES", Value::Bytes,
+                           &O::deviceMemory,
+                           "capacity of the device space, e.g. 8GiB "
+                           "(default: unlimited)"));
+    t.push_back(textFlag("--init-from", "W.safetensors", &O::initFrom,
+                         "load parameters by name instead of initializing "
+                         "them"));
+    t.push_back(textFlag("--metrics", "FILE.jsonl", &O::metrics,
+                         "one JSON object per optimizer step"));
+    t.push_back(textFlag("--trace", "FILE.json", &O::trace,
+                         "Chrome trace of every stream"));
+    t.push_back(textFlag("--export-weights", "OUT.safetensors",
+                         &O::exportWeights,
+                         "write the trained parameters (nanoGPT names)"));
+    t.push_back(textFlag("--save-dir", "DIR", &O::saveDir,
+                         "directory for training checkpoints"));
+    t.push_back(numberFlag("--save-every", "K", Value::Positive, &O::saveEvery,
+                           "checkpoint every K steps"));
+    Flag resume{"--resume", nullptr, Value::Switch,
+                "continue from the latest checkpoint in --save-dir"};
+    resume.on = &O::resume;
+    t.push_back(resume);
+    Flag help{"--help", nullptr, Value::Switch, "print this help"};
+    help.on = &O::help;
+    t.push_back(help);
+    return t;
+  }();
+  return flags;
+}
+
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool parseUnsigned(std::string_view text, uint64_t &out) {
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+// A byte count: digits with an optional binary suffix (K, KiB, M, MiB, ...).
+bool parseBytes(std::string_view text, uint64_t &out) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
+    ++digits;
+  std::string_view suffix = text.substr(digits);
+  if (!parseUnsigned(text.substr(0, digits), out))
+    return false;
+  static const struct {
+    const char *name;
+    int shift;
+  } units[] = {{"", 0},   {"K", 10},   {"KiB", 10}, {"M", 20},  {"MiB", 20},
+               {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40}};
+  for (const auto &u : units) {
+    if (suffix != u.name)
+      continue;
+    if (u.shift && out > (std::numeric_limits<uint64_t>::max() >> u.shift))
+      return false;
+    out <<= u.shift;
+    return true;
+  }
+  return false;
+}
+
+bool setValue(const Flag &flag, const std::string &value, DsrunOptions &options,
+              std::string &error) {
+  auto bad = [&](const char *expected) {
+    error = std::string(flag.name) + ": expected " + expected + ", got '" +
+            value + "'";
+    return false;
+  };
+  uint64_t n = 0;
+  switch (flag.value) {
+  case Value::Text:
+    options.*flag.text = value;
+    return true;
+  case Value::Choice: {
+    std::vector<std::string> choices;
+    for (const char *c = flag.choices; *c;) {
+      const char *bar = std::strchr(c, '|');
+      size_t len = bar ? size_t(bar - c) : std::strlen(c);
+      choices.emplace_back(c, len);
+      c += len + (bar ? 1 : 0);
+    }
+    if (std::find(choices.begin(), choices.end(), value) != choices.end()) {
+      options.*flag.text = value;
+      return true;
+    }
+    std::string expected;
+    for (size_t k = 0; k < choices.size(); ++k)
+      expected += std::string(k == 0                    ? ""
+                              : k + 1 == choices.size() ? " or "
+                                                        : ", ") +
+                  choices[k];
+    return bad(expected.c_str());
+  }
+  case Value::Positive:
+    if (!parseUnsigned(value, n) || n == 0)
+      return bad("a positive integer");
+    options.*flag.number = n;
+    return true;
+  case Value::Unsigned:
+    if (!parseUnsigned(value, n))
+      return bad("a non-negative integer");
+    options.*flag.number = n;
+    return true;
+  case Value::Bytes:
+    if (!parseBytes(value, n))
+      return bad("a byte count such as 1073741824 or 8GiB");
+    options.*flag.number = n;
+    return true;
+  case Value::Switch:
+    options.*flag.on = true;
+    return true;
+  }
+  return false;
+}
+
+} // namespace
+
+bool parseDsrunFlags(const std::vector<std::string> &args,
+                     DsrunOptions &options, std::string &error) {
+  const std::vector<Flag> &flags = flagTable();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (!options.plan.empty()) {
+        error = "unexpected argument '" + arg + "' (the plan is '" +
+                options.plan + "')";
+        return false;
+      }
+      options.plan = arg;
+      continue;
+    }
+    if (arg == "-h") {
+      options.help = true;
+      continue;
+    }
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    auto flag = std::find_if(flags.begin(), flags.end(),
+                             [&](const Flag &f) { return name == f.name; });
+    if (flag == flags.end()) {
+      error = "unknown flag '" + name + "'";
+      const Flag *best = nullptr;
+      size_t bestDistance = 3; // suggest only close misspellings
+      for (const Flag &f : flags) {
+        size_t d = editDistance(name, f.name);
+        if (d < bestDistance) {
+          bestDistance = d;
+          best = &f;
+        }
+      }
+      if (best)
+        error += " (did you mean " + std::string(best->name) + "?)";
+      return false;
+    }
+    if (flag->value == Value::Switch) {
+      if (eq != std::string::npos) {
+        error = name + ": takes no value, got '" + arg.substr(eq + 1) + "'";
+        return false;
+      }
+      options.*flag->on = true;
+      continue;
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      error = name + ": missing value (" + flag->metavar + ")";
+      return false;
+    }
+    if (!setValue(*flag, value, options, error))
+      return false;
+  }
+  if (options.help)
+    return true;
+  if (options.steps > std::numeric_limits<uint32_t>::max()) {
+    error = "--steps: expected a positive integer below 2^32, got '" +
+            std::to_string(options.steps) + "'";
+    return false;
+  }
+  if (options.plan.empty()) {
+    error = "missing the plan file (usage: dsrun PLAN.dsplan [flags]; see "
+            "dsrun --help)";
+    return false;
+  }
+  return true;
+}
+
+bool checkDsrunSupport(const DsrunOptions &options, std::string &error) {
+  if (options.np > 1)
+    error = "--np " + std::to_string(options.np) +
+            ": multi-rank runs are not implemented yet; this dsrun runs one "
+            "rank (--np 1)";
+  else if (options.backend == "cuda")
+    error = "--backend cuda: the CUDA backend is not implemented yet; use "
+            "--backend cpu";
+  else if (!options.saveDir.empty())
+    error = "--save-dir: training checkpoints are not implemented yet";
+  else if (options.saveEvery)
+    error = "--save-every: training checkpoints are not implemented yet";
+  else if (options.resume)
+    error = "--resume: training checkpoints are not implemented yet";
+  return error.empty();
+}
+
+std::string dsrunUsage() {
+  std::string text = "usage: dsrun PLAN.dsplan [flags]\n\n"
+                     "Trains with a plan compiled by dsc. Exit status: 0 "
+                     "done, 1 training failed,\n2 bad input (plan, data, "
+                     "flags).\n\n";
+  // Descriptions start in column 36 and wrap at 80.
+  const size_t indent = 36, width = 80;
+  for (const Flag &f : flagTable()) {
+    std::string line = std::string("  ") + f.name;
+    if (f.metavar)
+      line += std::string(" ") + f.metavar;
+    line.resize(std::max(line.size() + 2, indent), ' ');
+    std::string word;
+    std::istringstream words(f.help);
+    bool first = true;
+    while (words >> word) {
+      if (!first && line.size() + 1 + word.size() > width) {
+        text += line + "\n";
+        line = std::string(indent, ' ');
+        first = true;
+      }
+      line += (first ? "" : " ") + word;
+      first = false;
+    }
+    text += line + "\n";
+  }
+  return text;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,51 @@
+//===- Flags.h - dsrun's command line ---------------------------*- C++ -*-===//
+//
+// One table lists every flag with its kind of value; parsing, --help and the
+// error messages all come from it. Accepted forms: `--flag VALUE`,
+// `--flag=VALUE`, and `--flag` for switches. Errors are one line without the
+// "dsrun: " prefix, e.g. "--steps: expected a positive integer, got 'x'".
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_FLAGS_H
+#define DSC_RUNTIME_TOOLING_FLAGS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+struct DsrunOptions {
+  std::string plan;
+  std::string data;   ///< empty: synthetic data
+  uint64_t steps = 0; ///< 0: the schedule's total_num_steps
+  uint64_t np = 1;
+  std::string backend = "cpu";
+  uint64_t seed = 1337;
+  uint64_t deviceMemory = 0; ///< 0: unlimited
+  std::string initFrom;
+  std::string metrics;
+  std::string trace;
+  std::string exportWeights;
+  std::string saveDir;
+  uint64_t saveEvery = 0;
+  bool resume = false;
+  bool help = false;
+};
+
+/// Parses `args` (argv without the program name) into `options`. False + one
+/// line on an unknown flag, a missing or malformed value, or a wrong number
+/// of positional arguments.
+bool parseDsrunFlags(const std::vector<std::string> &args,
+                     DsrunOptions &options, std::string &error);
+
+/// False + one line if `options` asks for something this dsrun cannot do
+/// yet (several ranks, CUDA, training checkpoints).
+bool checkDsrunSupport(const DsrunOptions &options, std::string &error);
+
+/// The --help text, generated from the flag table.
+std::string dsrunUsage();
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_FLAGS_H

@@ -1,0 +1,134 @@
+//===- Metrics.cpp - what dsrun reports per step and at the end -----------===//
+#include "runtime/tooling/Metrics.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace dsc::rt {
+
+namespace {
+
+std::string printf1(const char *format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+// Sums arenas that share a key (category or space).
+nlohmann::json sumBy(const std::vector<ArenaUsage> &memory,
+                     std::string ArenaUsage::*key,
+                     uint64_t ArenaUsage::*bytes) {
+  std::map<std::string, uint64_t> sums;
+  for (const ArenaUsage &a : memory)
+    sums[a.*key] += a.*bytes;
+  return nlohmann::json(sums);
+}
+
+uint64_t totalMeasured(const std::vector<ArenaUsage> &memory) {
+  uint64_t total = 0;
+  for (const ArenaUsage &a : memory)
+    total += a.measuredBytes;
+  return total;
+}
+
+} // namespace
+
+std::string formatBytes(uint64_t bytes) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  double v = double(bytes) / 1024;
+  int unit = 0;
+  while (v >= 1024 && unit < 3) {
+    v /= 1024;
+    ++unit;
+  }
+  return printf1("%.1f ", v) + units[unit];
+}
+
+std::string formatRate(double perSecond) {
+  if (perSecond < 1e3)
+    return printf1("%.0f", perSecond);
+  if (perSecond < 1e6)
+    return printf1("%.1fk", perSecond / 1e3);
+  if (perSecond < 1e9)
+    return printf1("%.1fM", perSecond / 1e6);
+  return printf1("%.1fG", perSecond / 1e9);
+}
+
+std::string metricsJson(const StepRecord &r) {
+  // ordered_json keeps the scalars first, in the order people read them.
+  nlohmann::ordered_json j;
+  j["step"] = r.step;
+  j["loss"] = r.loss;
+  j["lr"] = r.lr;
+  j["grad_norm"] = r.gradNorm;
+  j["loss_scale"] = r.lossScale;
+  j["tokens"] = r.tokens;
+  j["tokens_per_s"] = r.tokensPerS;
+  j["step_s"] = r.stepS;
+  j["peak_bytes"] =
+      sumBy(r.memory, &ArenaUsage::category, &ArenaUsage::measuredBytes);
+  j["predicted_bytes"] =
+      sumBy(r.memory, &ArenaUsage::category, &ArenaUsage::predictedBytes);
+  j["peak_bytes_per_space"] =
+      sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::measuredBytes);
+  j["predicted_bytes_per_space"] =
+      sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::predictedBytes);
+  return j.dump(-1, ' ', false,
+                nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string progressLine(const StepRecord &r, uint64_t totalSteps) {
+  return "step " + std::to_string(r.step) + "/" + std::to_string(totalSteps) +
+         "  loss " + printf1("%.4f", r.loss) + "  lr " + printf1("%.1e", r.lr) +
+         "  " + formatRate(r.tokensPerS) + " tok/s  mem " +
+         formatBytes(totalMeasured(r.memory));
+}
+
+std::string summaryText(const RunSummary &s) {
+  double rate = s.seconds > 0 ? double(s.tokens) / s.seconds : 0;
+  std::string text = "done: " + std::to_string(s.steps) +
+                     (s.steps == 1 ? " step in " : " steps in ") +
+                     printf1(s.seconds < 10 ? "%.3f" : "%.1f", s.seconds) +
+                     " s, final loss " + printf1("%.4f", s.finalLoss) + ", " +
+                     formatRate(rate) + " tok/s\n";
+  // One row per (space, category) in the plan's arena order.
+  struct Row {
+    std::string label;
+    uint64_t measured = 0, predicted = 0;
+  };
+  std::vector<Row> rows;
+  Row total{"total"};
+  for (const ArenaUsage &a : s.memory) {
+    std::string label =
+        a.category + (a.space == "device" ? "" : " (" + a.space + ")");
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [&](const Row &r) { return r.label == label; });
+    if (row == rows.end())
+      row = rows.insert(rows.end(), Row{label});
+    row->measured += a.measuredBytes;
+    row->predicted += a.predictedBytes;
+    total.measured += a.measuredBytes;
+    total.predicted += a.predictedBytes;
+  }
+  if (rows.empty())
+    return text;
+  rows.push_back(total);
+  char line[160];
+  std::snprintf(line, sizeof(line), "  %-26s %12s %12s\n", "peak memory",
+                "measured", "predicted");
+  text += line;
+  for (const Row &r : rows) {
+    std::snprintf(line, sizeof(line), "  %-26s %12s %12s\n", r.label.c_str(),
+                  formatBytes(r.measured).c_str(),
+                  formatBytes(r.predicted).c_str());
+    text += line;
+  }
+  return text;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,63 @@
+//===- Metrics.h - what dsrun reports per step and at the end ---*- C++ -*-===//
+//
+// One record per optimizer step, written three ways: a JSON line for
+// --metrics, a progress line for people, and the end-of-run summary. Memory
+// is the Session's arena usage: measured high-water marks next to the
+// compiler's predictions, per category and per memory space.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_METRICS_H
+#define DSC_RUNTIME_TOOLING_METRICS_H
+
+#include "runtime/exec/Session.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+struct StepRecord {
+  uint64_t step = 0;
+  double loss = 0;     ///< mean over the step's micro-steps
+  double lr = 0;       ///< what the apply program was given
+  double gradNorm = 0; ///< apply's output
+  double lossScale = 1;
+  uint64_t tokens = 0; ///< tokens trained on so far, all ranks
+  double stepS = 0;
+  double tokensPerS = 0; ///< this step's tokens / stepS
+  std::vector<ArenaUsage> memory;
+};
+
+/// One JSON object (no newline):
+///   {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens",
+///    "tokens_per_s", "step_s",
+///    "peak_bytes": {category: measured}, "predicted_bytes": {category: ...},
+///    "peak_bytes_per_space": {space: measured},
+///    "predicted_bytes_per_space": {space: predicted}}
+/// Arenas of one category (or space) are summed.
+std::string metricsJson(const StepRecord &record);
+
+/// "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB"
+std::string progressLine(const StepRecord &record, uint64_t totalSteps);
+
+struct RunSummary {
+  uint64_t steps = 0;
+  double finalLoss = 0;
+  double seconds = 0;
+  uint64_t tokens = 0;
+  std::vector<ArenaUsage> memory;
+};
+
+/// The end-of-run report: steps, final loss, throughput, then a table of
+/// measured and predicted peak bytes per category.
+std::string summaryText(const RunSummary &summary);
+
+/// "512 B", "12.3 MiB", "1.5 GiB".
+std::string formatBytes(uint64_t bytes);
+/// "950", "1.9k", "2.3M".
+std::string formatRate(double perSecond);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_METRICS_H

@@ -1,0 +1,124 @@
+//===- Schedule.cpp - DeepSpeed's learning-rate schedules -----------------===//
+#include "runtime/tooling/Schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace dsc::rt {
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+} // namespace
+
+bool LrSchedule::create(const ScheduleParams &params, LrSchedule &schedule,
+                        std::string &error) {
+  const std::string &k = params.kind;
+  Kind kind;
+  if (k == "constant")
+    kind = Kind::Constant;
+  else if (k == "WarmupLR")
+    kind = Kind::WarmupLR;
+  else if (k == "WarmupDecayLR")
+    kind = Kind::WarmupDecayLR;
+  else if (k == "WarmupCosineLR")
+    kind = Kind::WarmupCosineLR;
+  else {
+    error = "plan: unknown learning-rate schedule '" + k +
+            "' (expected constant, WarmupLR, WarmupDecayLR or WarmupCosineLR)";
+    return false;
+  }
+  // An empty warmup_type is DeepSpeed's default.
+  const std::string &type = params.warmupType;
+  if (!type.empty() && type != "log" && type != "linear") {
+    error = "plan: schedule " + k + ": unknown warmup_type '" + type +
+            "' (expected log or linear)";
+    return false;
+  }
+  int64_t warmup = std::max<int64_t>(2, params.warmupNumSteps);
+  if (kind == Kind::WarmupCosineLR && params.totalNumSteps <= warmup) {
+    error = "plan: schedule WarmupCosineLR: total_num_steps (" +
+            std::to_string(params.totalNumSteps) +
+            ") must exceed warmup_num_steps (" + std::to_string(warmup) +
+            ", at least 2)";
+    return false;
+  }
+  schedule.kind_ = kind;
+  schedule.params_ = params;
+  schedule.warmupSteps_ = warmup;
+  schedule.logWarmup_ = type != "linear";
+  return true;
+}
+
+double LrSchedule::warmupGamma(double it) const {
+  if (logWarmup_)
+    return std::log(it + 1) / std::log(double(warmupSteps_));
+  return it / double(warmupSteps_);
+}
+
+double LrSchedule::lrAt(uint64_t step) const {
+  const ScheduleParams &p = params_;
+  double it = step > 0 ? double(step - 1) : 0.0;
+  bool warming = it < double(warmupSteps_);
+  switch (kind_) {
+  case Kind::Constant:
+    return p.lr;
+  case Kind::WarmupLR: {
+    double gamma = warming ? warmupGamma(it) : 1.0;
+    return p.warmupMinLr + (p.warmupMaxLr - p.warmupMinLr) * gamma;
+  }
+  case Kind::WarmupDecayLR: {
+    double total = double(p.totalNumSteps);
+    double gamma =
+        warming
+            ? warmupGamma(it)
+            : std::max(0.0, (total - it) /
+                                std::max(1.0, total - double(warmupSteps_)));
+    return p.warmupMinLr + (p.warmupMaxLr - p.warmupMinLr) * gamma;
+  }
+  case Kind::WarmupCosineLR: {
+    if (warming)
+      return p.lr *
+             (p.warmupMinRatio + (1.0 - p.warmupMinRatio) * warmupGamma(it));
+    double span = double(p.totalNumSteps - warmupSteps_);
+    double k = std::min(it - double(warmupSteps_) + 1.0, span);
+    const double kPi = 3.14159265358979323846;
+    double ratio = p.cosMinRatio + (1.0 - p.cosMinRatio) *
+                                       (1.0 + std::cos(kPi * k / span)) / 2.0;
+    return p.lr * std::max(0.0, ratio);
+  }
+  }
+  return p.lr;
+}
+
+std::string LrSchedule::describe() const {
+  const ScheduleParams &p = params_;
+  std::string warmup = " over " + std::to_string(warmupSteps_) + " steps (" +
+                       (logWarmup_ ? "log" : "linear") + " warmup)";
+  switch (kind_) {
+  case Kind::Constant:
+    return "constant lr " + number(p.lr);
+  case Kind::WarmupLR:
+    return "WarmupLR " + number(p.warmupMinLr) + " -> " +
+           number(p.warmupMaxLr) + warmup;
+  case Kind::WarmupDecayLR:
+    return "WarmupDecayLR " + number(p.warmupMinLr) + " -> " +
+           number(p.warmupMaxLr) + warmup +
+           ", then linear decay (total_num_steps " +
+           std::to_string(p.totalNumSteps) + ")";
+  case Kind::WarmupCosineLR:
+    return "WarmupCosineLR lr " + number(p.lr) + " x " +
+           number(p.warmupMinRatio) + " -> 1" + warmup + ", cosine to x " +
+           number(p.cosMinRatio) + " at step " +
+           std::to_string(p.totalNumSteps);
+  }
+  return "";
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,71 @@
+//===- Schedule.h - DeepSpeed's learning-rate schedules ---------*- C++ -*-===//
+//
+// The schedules of deepspeed/runtime/lr_schedules.py, as a pure function of
+// the optimizer step. DeepSpeed evaluates them at `last_batch_iteration`,
+// which is 0 for the first step after one scheduler.step(); dsrun's step s
+// (counting from 1) is iteration s - 1:
+//
+//   warmup (W = max(2, warmup_num_steps), it = s - 1 < W):
+//     log:    gamma = ln(it + 1) / ln(W)      linear: gamma = it / W
+//   WarmupLR:       lr = min_lr + (max_lr - min_lr) * (it < W ? gamma : 1)
+//   WarmupDecayLR:  after warmup gamma = max(0, (T - it) / max(1, T - W))
+//   WarmupCosineLR: warmup ratio = min_ratio + (1 - min_ratio) * gamma, then
+//                   ratio = cos_min + (1 - cos_min) * (1 + cos(pi * k / K)) / 2
+//                   with k = it - W + 1, K = T - W; lr = lr_peak * ratio
+//   constant:       lr
+//
+// Where DeepSpeed's formula leaves its domain, dsrun holds: past
+// total_num_steps the cosine stays at cos_min_ratio instead of rising again.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_SCHEDULE_H
+#define DSC_RUNTIME_TOOLING_SCHEDULE_H
+
+#include <cstdint>
+#include <string>
+
+namespace dsc::rt {
+
+/// The plan's `schedule` table, as plain values.
+struct ScheduleParams {
+  std::string kind = "constant";
+  double lr = 0;
+  double warmupMinLr = 0;
+  double warmupMaxLr = 0;
+  int64_t warmupNumSteps = 0;
+  std::string warmupType = "log";
+  int64_t totalNumSteps = 0;
+  double cosMinRatio = 0;
+  double warmupMinRatio = 0;
+};
+
+class LrSchedule {
+public:
+  enum class Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+
+  /// Checks `params` (known kind and warmup type, a cosine that has steps
+  /// to decay over). False + one line on error.
+  static bool create(const ScheduleParams &params, LrSchedule &schedule,
+                     std::string &error);
+
+  /// The learning rate of optimizer step `step` (1, 2, ...).
+  double lrAt(uint64_t step) const;
+
+  Kind kind() const { return kind_; }
+  const ScheduleParams &params() const { return params_; }
+  /// One line for the log, e.g. "WarmupLR 0 -> 0.001 over 1000 steps (log)".
+  std::string describe() const;
+
+private:
+  // The warmup fraction gamma in [0, 1) for iteration `it` < warmupSteps_.
+  double warmupGamma(double it) const;
+
+  Kind kind_ = Kind::Constant;
+  ScheduleParams params_;
+  int64_t warmupSteps_ = 2;
+  bool logWarmup_ = true;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_SCHEDULE_H

@@ -1,0 +1,214 @@
+//===- Trainer.cpp - dsrun's training loop over a Session -----------------===//
+#include "runtime/tooling/Trainer.h"
+
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/plan/PlanFormat.h"
+#include "runtime/tooling/Metrics.h"
+#include "runtime/tooling/Trace.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace dsc::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string describe(const NamedTensor &t) {
+  return std::string(dtypeName(t.ref.dtype)) + " " + formatShape(t.shape);
+}
+
+// What dsrun puts into or reads from one program buffer.
+struct Slot {
+  DType dtype;
+  std::vector<int64_t> shape; ///< empty: a scalar (one element, any rank)
+};
+
+bool matches(const NamedTensor &t, const Slot &slot) {
+  if (t.ref.dtype != slot.dtype)
+    return false;
+  if (!slot.shape.empty())
+    return t.shape == slot.shape;
+  return std::all_of(t.shape.begin(), t.shape.end(),
+                     [](int64_t d) { return d == 1; });
+}
+
+std::string describe(const Slot &slot) {
+  return std::string(dtypeName(slot.dtype)) +
+         (slot.shape.empty() ? " scalar" : " " + formatShape(slot.shape));
+}
+
+// Checks `program`'s signature against dsrun's convention: exactly the
+// `inputs` (named `inputNames` in errors) and at least one output, the first
+// being `output`.
+bool bindProgram(Session &session, const std::string &program,
+                 const std::vector<Slot> &inputs, const char *inputNames,
+                 const Slot &output, const char *outputName,
+                 std::vector<NamedTensor> &in, NamedTensor &out,
+                 std::string &error) {
+  if (!session.hasProgram(program)) {
+    error = "plan: no program '" + program + "'";
+    return false;
+  }
+  in = session.programInputs(program);
+  std::vector<NamedTensor> outs = session.programOutputs(program);
+  if (in.size() != inputs.size()) {
+    error = "plan: " + program + " has " + std::to_string(in.size()) +
+            " inputs; dsrun passes " + std::to_string(inputs.size()) + " (" +
+            inputNames + ")";
+    return false;
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!matches(in[i], inputs[i])) {
+      error = "plan: " + program + " input " + std::to_string(i) + " ('" +
+              in[i].name + "') is " + describe(in[i]) + "; dsrun passes " +
+              describe(inputs[i]);
+      return false;
+    }
+  if (outs.empty()) {
+    error = "plan: " + program + " has no outputs; dsrun reads " + outputName +
+            " from output 0";
+    return false;
+  }
+  if (!matches(outs[0], output)) {
+    error = "plan: " + program + " output 0 ('" + outs[0].name + "') is " +
+            describe(outs[0]) + "; dsrun expects " + describe(output);
+    return false;
+  }
+  out = outs[0];
+  return true;
+}
+
+// The buffers dsrun fills and reads, after checking the conventions.
+struct ProgramIO {
+  NamedTensor tokens, targets, loss;
+  NamedTensor lr, step, gradNorm;
+};
+
+bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
+                  std::string &error) {
+  Slot batch{DType::i32, {setup.microBatch, setup.seqLen}};
+  Slot scalar{DType::f32, {}};
+  std::vector<NamedTensor> in;
+  if (!bindProgram(session, std::string(plan::kMicroStepProgram),
+                   {batch, batch}, "tokens, targets", scalar, "the loss", in,
+                   io.loss, error))
+    return false;
+  io.tokens = in[0];
+  io.targets = in[1];
+  if (!bindProgram(session, std::string(plan::kApplyProgram), {scalar, scalar},
+                   "lr, step", scalar, "the gradient norm", in, io.gradNorm,
+                   error))
+    return false;
+  io.lr = in[0];
+  io.step = in[1];
+  return true;
+}
+
+} // namespace
+
+int train(Session &session, const DataLoader &data, const TrainSetup &setup,
+          std::string &error) {
+  ProgramIO io;
+  if (!bindPrograms(session, setup, io, error))
+    return kExitBadInput;
+  // Mixed-precision plans keep their dynamic loss scale in a variable of
+  // this name; fp32 plans have none and report 1.
+  const NamedTensor *lossScale = session.findVariable("loss_scale");
+  if (lossScale &&
+      (lossScale->ref.dtype != DType::f32 || lossScale->ref.numel() != 1))
+    lossScale = nullptr;
+
+  const std::string micro(plan::kMicroStepProgram);
+  const std::string apply(plan::kApplyProgram);
+  const uint64_t tokensPerStep = uint64_t(setup.microBatch) * setup.seqLen *
+                                 setup.accumulationSteps * setup.worldSize;
+  const uint64_t interval = std::max<uint64_t>(1, setup.steps / 20);
+  if (setup.trace)
+    session.setTracing(true);
+
+  StepRecord record;
+  Clock::time_point runStart = Clock::now();
+  Clock::time_point lastDraw;
+  auto fail = [&](uint64_t step, const std::string &message) {
+    if (setup.out && setup.interactive && step > 1)
+      std::fputc('\n', setup.out); // end the live line before the error
+    error = "step " + std::to_string(step) + ": " + message;
+    return kExitTrainingFailed;
+  };
+  for (uint64_t step = 1; step <= setup.steps; ++step) {
+    Clock::time_point stepStart = Clock::now();
+    double lossSum = 0;
+    for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
+      BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
+      data.fill(key, io.tokens.ref.i32(), io.targets.ref.i32());
+      if (!session.run(micro, uint32_t(step), error))
+        return fail(step, error);
+      lossSum += *io.loss.ref.f32();
+    }
+    double loss = lossSum / setup.accumulationSteps;
+    if (!std::isfinite(loss))
+      return fail(step, std::string("loss is ") + (std::isnan(loss) ? "nan"
+                                                   : loss > 0       ? "inf"
+                                                                    : "-inf"));
+    double lr = setup.schedule.lrAt(step);
+    *io.lr.ref.f32() = float(lr);
+    *io.step.ref.f32() = float(step);
+    if (!session.run(apply, uint32_t(step), error))
+      return fail(step, error);
+    if (setup.trace)
+      setup.trace->add(session.takeTrace(), step);
+
+    record.step = step;
+    record.loss = loss;
+    record.lr = lr;
+    record.gradNorm = *io.gradNorm.ref.f32();
+    record.lossScale = lossScale ? *lossScale->ref.f32() : 1.0;
+    record.tokens = step * tokensPerStep;
+    record.stepS = secondsSince(stepStart);
+    record.tokensPerS =
+        record.stepS > 0 ? double(tokensPerStep) / record.stepS : 0;
+    record.memory = session.arenaUsage();
+    if (setup.metrics) {
+      std::fputs((metricsJson(record) + "\n").c_str(), setup.metrics);
+      std::fflush(setup.metrics); // a killed run keeps every finished step
+    }
+    bool last = step == setup.steps;
+    if (setup.out && setup.interactive) {
+      // Redraw at most ten times a second: a terminal is slower than a
+      // small model's steps.
+      if (last || secondsSince(lastDraw) >= 0.1) {
+        std::fprintf(setup.out, "\r%s\x1b[K",
+                     progressLine(record, setup.steps).c_str());
+        std::fflush(setup.out);
+        lastDraw = Clock::now();
+      }
+      if (last)
+        std::fputc('\n', setup.out);
+    } else if (setup.out && (step % interval == 0 || last)) {
+      std::fprintf(setup.out, "%s\n",
+                   progressLine(record, setup.steps).c_str());
+      std::fflush(setup.out);
+    }
+  }
+
+  if (setup.out) {
+    RunSummary summary;
+    summary.steps = setup.steps;
+    summary.finalLoss = record.loss;
+    summary.seconds = secondsSince(runStart);
+    summary.tokens = record.tokens;
+    summary.memory = session.arenaUsage();
+    std::fputs(summaryText(summary).c_str(), setup.out);
+    std::fflush(setup.out);
+  }
+  return kExitOk;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,56 @@
+//===- Trainer.h - dsrun's training loop over a Session ---------*- C++ -*-===//
+//
+// Per optimizer step s = 1..steps: `micro_step` once per micro-batch
+// (accumulationSteps of them, each drawn by the DataLoader for (seed, s,
+// micro-step, rank)), then `apply` with the scheduled learning rate. The
+// step's loss is the mean of its micro-steps' losses. Program conventions
+// (checked before the first step):
+//   micro_step: inputs (tokens i32 [B, T], targets i32 [B, T]),
+//               output 0 loss f32 scalar
+//   apply:      inputs (lr f32 scalar, step f32 scalar, from 1),
+//               output 0 grad_norm f32 scalar
+// Depends only on the abstract Session, so tests can drive it with a fake.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_TRAINER_H
+#define DSC_RUNTIME_TOOLING_TRAINER_H
+
+#include "runtime/data/DataLoader.h"
+#include "runtime/exec/Session.h"
+#include "runtime/tooling/Schedule.h"
+
+#include <cstdio>
+#include <string>
+
+namespace dsc::rt {
+
+class TraceWriter;
+
+struct TrainSetup {
+  uint32_t microBatch = 1;
+  uint32_t seqLen = 1;
+  uint32_t accumulationSteps = 1;
+  uint32_t rank = 0;
+  uint32_t worldSize = 1;
+  uint64_t seed = 0;
+  uint64_t steps = 1;
+  LrSchedule schedule;
+
+  std::FILE *out = nullptr;     ///< progress and summary; null: silent
+  bool interactive = false;     ///< one live line rewritten with \r
+  std::FILE *metrics = nullptr; ///< one JSON line per step, or null
+  TraceWriter *trace = nullptr; ///< instruction events, or null
+};
+
+/// Exit statuses, as DESIGN.md fixes them for dsrun.
+enum ExitStatus { kExitOk = 0, kExitTrainingFailed = 1, kExitBadInput = 2 };
+
+/// Trains for setup.steps steps. Returns kExitOk, kExitTrainingFailed (a
+/// non-finite loss: "step 7: loss is nan"; a failing kernel) or kExitBadInput
+/// (programs that break the conventions above), with one line in `error`.
+int train(Session &session, const DataLoader &data, const TrainSetup &setup,
+          std::string &error);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_TRAINER_H

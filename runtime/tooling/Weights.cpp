@@ -1,0 +1,117 @@
+//===- Weights.cpp - parameters in and out as safetensors -----------------===//
+#include "runtime/tooling/Weights.h"
+
+#include "runtime/checkpoint/Safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace dsc::rt {
+
+namespace {
+
+const char *const kLmHead = "lm_head.weight";
+const char *const kTokenEmbedding = "transformer.wte.weight";
+
+// The session's f32 variable for parameter `name`, or null + error.
+NamedTensor *findParam(Session &session, const std::string &name,
+                       std::string &error) {
+  NamedTensor *v = session.findVariable(name);
+  if (!v)
+    error = "plan: parameter '" + name + "' has no variable in the session";
+  else if (v->ref.dtype != DType::f32)
+    error = "parameter '" + name + "' is not f32; weights files hold F32";
+  else
+    return v;
+  return nullptr;
+}
+
+} // namespace
+
+WeightsLayout WeightsLayout::forModel(const std::string &model,
+                                      std::vector<std::string> params) {
+  WeightsLayout layout;
+  auto has = [&](const char *name) {
+    return std::find(params.begin(), params.end(), name) != params.end();
+  };
+  layout.tiedLmHead = model == "gpt2" && has(kTokenEmbedding) && !has(kLmHead);
+  layout.params = std::move(params);
+  return layout;
+}
+
+bool exportWeights(Session &session, const WeightsLayout &layout,
+                   const std::string &path,
+                   std::map<std::string, std::string> metadata,
+                   std::string &error) {
+  std::vector<TensorToSave> tensors;
+  for (const std::string &name : layout.params) {
+    NamedTensor *v = findParam(session, name, error);
+    if (!v)
+      return false;
+    tensors.push_back({name, v->shape, v->ref.f32()});
+    if (layout.tiedLmHead && name == kTokenEmbedding)
+      tensors.push_back({kLmHead, v->shape, v->ref.f32()});
+  }
+  // Hugging Face loaders read "format" to pick the framework.
+  metadata["format"] = "pt";
+  return saveSafetensors(path, tensors, metadata, error);
+}
+
+bool importWeights(Session &session, const WeightsLayout &layout,
+                   const std::string &path, std::string &error) {
+  std::unique_ptr<SafetensorsFile> file = SafetensorsFile::read(path, error);
+  if (!file)
+    return false;
+
+  std::vector<std::string> problems;
+  std::vector<std::pair<NamedTensor *, const SafetensorsEntry *>> loads;
+  for (const std::string &name : layout.params) {
+    NamedTensor *v = findParam(session, name, error);
+    if (!v)
+      return false;
+    const SafetensorsEntry *e = file->find(name);
+    if (!e)
+      problems.push_back("missing parameter '" + name + "' " +
+                         formatShape(v->shape));
+    else if (e->shape != v->shape)
+      problems.push_back("'" + name + "' has shape " + formatShape(e->shape) +
+                         ", the plan expects " + formatShape(v->shape));
+    else if (e->dtype != "F32")
+      problems.push_back("'" + name + "' is " + e->dtype +
+                         "; only F32 can be loaded");
+    else
+      loads.emplace_back(v, e);
+  }
+  std::set<std::string> params(layout.params.begin(), layout.params.end());
+  for (const SafetensorsEntry &e : file->tensors()) {
+    if (params.count(e.name))
+      continue;
+    if (!layout.tiedLmHead || e.name != kLmHead) {
+      problems.push_back("unexpected tensor '" + e.name +
+                         "' (not a parameter of this plan)");
+      continue;
+    }
+    // A tied plan cannot represent a separate output head: refuse one
+    // rather than silently dropping it.
+    const SafetensorsEntry *wte = file->find(kTokenEmbedding);
+    if (wte &&
+        (wte->shape != e.shape || wte->dtype != e.dtype ||
+         std::memcmp(file->data(*wte), file->data(e), e.end - e.begin) != 0))
+      problems.push_back(std::string(kLmHead) + " differs from " +
+                         kTokenEmbedding + ", but this gpt2 plan ties them");
+  }
+  if (!problems.empty()) {
+    error = path + ": " + problems.front();
+    if (problems.size() > 1)
+      error += " (and " + std::to_string(problems.size() - 1) +
+               " more problem" + (problems.size() > 2 ? "s" : "") + ")";
+    return false;
+  }
+  for (auto &[v, e] : loads)
+    if (!file->readF32(*e, v->ref.f32(), error))
+      return false;
+  return true;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,48 @@
+//===- Weights.h - parameters in and out as safetensors ---------*- C++ -*-===//
+//
+// --export-weights and --init-from: every parameter variable under its plan
+// name (nanoGPT / Hugging Face state-dict names). nanoGPT's GPT ties
+// lm_head.weight to transformer.wte.weight and its state_dict holds both
+// keys, so a tied plan writes both and accepts both on the way in.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_WEIGHTS_H
+#define DSC_RUNTIME_TOOLING_WEIGHTS_H
+
+#include "runtime/exec/Session.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// Which variables are parameters, and whether lm_head.weight is an alias of
+/// transformer.wte.weight.
+struct WeightsLayout {
+  std::vector<std::string> params;
+  bool tiedLmHead = false;
+
+  /// The layout of a plan for `model` with these parameters: gpt2 plans
+  /// without their own lm_head.weight tie it to the token embedding.
+  static WeightsLayout forModel(const std::string &model,
+                                std::vector<std::string> params);
+};
+
+/// Writes the parameters to `path` (via path.tmp). `metadata` goes into the
+/// header next to {"format": "pt"}. False + one line on error.
+bool exportWeights(Session &session, const WeightsLayout &layout,
+                   const std::string &path,
+                   std::map<std::string, std::string> metadata,
+                   std::string &error);
+
+/// Loads every parameter from `path` after checking the whole file against
+/// the layout: a missing parameter, a shape or dtype mismatch or a tensor
+/// that is not a parameter is one line (the first problem and how many more)
+/// and nothing is loaded.
+bool importWeights(Session &session, const WeightsLayout &layout,
+                   const std::string &path, std::string &error);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_WEIGHTS_H
