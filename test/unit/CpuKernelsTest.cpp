@@ -315,6 +315,9 @@ const std::map<std::string, Arity> kDeclared = {
     {"ds.iota", {0, 1, 1, 0}},
     {"ds.adamw", {7, 3, 0, 4}},
     {"ds.copy", {1, 1, 0, 0}},
+    {"ds.fill", {0, 1, 0, 1}},
+    {"ds.bias_gelu", {2, 2, 1, 0}},
+    {"ds.add_layer_norm", {-1, 2, 0, 1}},
 };
 
 // The kernel names in Kernel.h's header comment.
@@ -668,6 +671,29 @@ TEST(CpuElementwise, ActivationGradientsMatchReference) {
             "ds.gelu_grad: approximate must be 0 (erf) or 1 (tanh), got 2");
 }
 
+TEST(CpuElementwise, BiasGeluMatchesAddThenGelu) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : {Shape{3, 5, 7}, Shape{13}, Shape{300, 257}})
+    for (int64_t approx : {0, 1}) {
+      SCOPED_TRACE(shapeString(s) + " approx " + std::to_string(approx));
+      Buf x = uniform(rng, s, -4, 4), b = uniform(rng, {s.back()});
+      Buf sum = poisoned(s), y = poisoned(s);
+      RUN_OK("ds.bias_gelu", {&x, &b}, {&sum, &y}, {approx});
+      REF_OK(wantSum, ref::binary(ref::BinaryKind::Add, x.toRef(), b.toRef()));
+      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::F32).value, 0));
+      REF_OK(want, ref::unary(approx ? ref::UnaryKind::GeluTanh
+                                     : ref::UnaryKind::GeluErf,
+                              sum.toRef()));
+      EXPECT_TRUE(close(y, want, 1e-5, 1e-14));
+      RUN_OK("ds.bias_gelu", {&x, &b}, {&x, &sum}, {approx}); // sum over x
+      EXPECT_TRUE(bitwiseEqual(sum, y));
+    }
+  Buf x({2, 4}), b({3}), s({2, 4}), y({2, 4});
+  EXPECT_EQ(run("ds.bias_gelu", {&x, &b}, {&s, &y}, {0}),
+            "ds.bias_gelu: bias has shape [3] but needs [4] (the last dim of "
+            "x)");
+}
+
 //===--- Cast, copy, dropout ----------------------------------------------===//
 
 ref::DType refDType(DType t) {
@@ -750,6 +776,24 @@ TEST(CpuCopy, CopiesBytesAcrossShapes) {
             "ds.copy: x holds 420 bytes (f32 [3, 5, 7]) but the output holds "
             "416 (f32 [104])");
   (void)z;
+}
+
+TEST(CpuCopy, FillWritesTheValueInTheOutputDtype) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
+                  DType::i64}) {
+    Buf y = poisoned({3, 5}, t);
+    double v = t == DType::i32 || t == DType::i64 ? -7 : 0.1;
+    RUN_OK("ds.fill", {}, {&y}, {}, {v});
+    double want = t == DType::i32 || t == DType::i64
+                      ? v
+                      : ref::roundToDType(v, refDType(t));
+    for (int64_t i = 0; i < y.numel(); ++i)
+      ASSERT_EQ(y.get(i), want) << rt::dtypeName(t);
+  }
+  Buf i({2}, DType::i32), empty({0});
+  EXPECT_EQ(run("ds.fill", {}, {&i}, {}, {0.5}),
+            "ds.fill: value 0.5 is not an integer in the range of i32");
+  RUN_OK("ds.fill", {}, {&empty}, {}, {1.0});
 }
 
 TEST(CpuDropout, MatchesReferenceMask) {
@@ -855,6 +899,32 @@ TEST(CpuNorms, LayerNormMatchesReference) {
             "ds.layer_norm: w has shape [3] but needs [4] (the last dim of x)");
   EXPECT_EQ(run("ds.layer_norm", {&x}, {&y}, {}, {1e-5}),
             "ds.layer_norm: expects 2 or 3 inputs (x, w[, b]), got 1");
+}
+
+TEST(CpuNorms, AddLayerNormMatchesAddThenLayerNorm) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : kRowShapes)
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(shapeString(s) + (bias ? " with bias" : ""));
+      int64_t C = s.back();
+      Buf x = uniform(rng, s, -3, 5), r = uniform(rng, s),
+          w = uniform(rng, {C}), b = uniform(rng, {C});
+      Buf sum = poisoned(s), y = poisoned(s);
+      std::vector<Buf *> ins = {&x, &r, &w};
+      if (bias)
+        ins.push_back(&b);
+      RUN_OK("ds.add_layer_norm", ins, {&sum, &y}, {}, {1e-5});
+      REF_OK(wantSum, ref::binary(ref::BinaryKind::Add, x.toRef(), r.toRef()));
+      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::F32).value, 0));
+      ref::Tensor wr = w.toRef(), br = b.toRef();
+      REF_OK(want,
+             ref::layer_norm(sum.toRef(), &wr, bias ? &br : nullptr, 1e-5));
+      EXPECT_TRUE(close(y, want));
+      // The residual stream updated in place, the output over x.
+      RUN_OK("ds.add_layer_norm", ins, {&r, &x}, {}, {1e-5});
+      EXPECT_TRUE(bitwiseEqual(r, sum));
+      EXPECT_TRUE(bitwiseEqual(x, y));
+    }
 }
 
 TEST(CpuNorms, LayerNormGradMatchesReference) {

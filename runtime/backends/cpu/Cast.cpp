@@ -1,4 +1,4 @@
-//===- Cast.cpp - ds.cast between float formats, ds.copy ------------------===//
+//===- Cast.cpp - ds.cast between float formats, ds.copy, ds.fill --------===//
 //
 // ds.cast converts between f64, f32, f16 and bf16, rounding to nearest even
 // when narrowing, exactly once: f64 goes to f16/bf16 directly rather than
@@ -10,6 +10,7 @@
 
 #include "runtime/backends/cpu/CpuCommon.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -181,6 +182,51 @@ bool copyBody(const KernelArgs &args, std::string &err) {
   if (bytes > 0 && x.data != y.data)
     std::memcpy(y.data, x.data, size_t(bytes));
   return true;
+}
+
+bool fillBody(const KernelArgs &args, std::string &err) {
+  const TensorRef &y = args.outputs[0];
+  const double v = args.floatAttrs[0];
+  const int64_t n = y.numel();
+  switch (y.dtype) {
+  case DType::f32:
+    std::fill(y.f32(), y.f32() + n, float(v));
+    return true;
+  case DType::f64:
+    std::fill(static_cast<double *>(y.data), static_cast<double *>(y.data) + n,
+              v);
+    return true;
+  case DType::f16: {
+    _Float16 h = _Float16(roundToFormat(v, 10, -14, 15));
+    std::fill(static_cast<_Float16 *>(y.data),
+              static_cast<_Float16 *>(y.data) + n, h);
+    return true;
+  }
+  case DType::bf16: {
+    uint16_t h =
+        std::isnan(v)
+            ? floatToBf16(float(v))
+            : uint16_t(bitsOf(float(roundToFormat(v, 7, -126, 127))) >> 16);
+    std::fill(static_cast<uint16_t *>(y.data),
+              static_cast<uint16_t *>(y.data) + n, h);
+    return true;
+  }
+  case DType::i32:
+  case DType::i64: {
+    const double limit = y.dtype == DType::i32 ? 2147483648.0 : 0x1p63;
+    if (v != std::floor(v) || !(v >= -limit && v < limit))
+      return fail(err, "value ", v, " is not an integer in the range of ",
+                  dtypeName(y.dtype));
+    if (y.dtype == DType::i32)
+      std::fill(static_cast<int32_t *>(y.data),
+                static_cast<int32_t *>(y.data) + n, int32_t(v));
+    else
+      std::fill(static_cast<int64_t *>(y.data),
+                static_cast<int64_t *>(y.data) + n, int64_t(v));
+    return true;
+  }
+  }
+  return fail(err, "unsupported dtype ", dtypeName(y.dtype));
 }
 
 } // namespace dsc::rt::cpu

@@ -223,9 +223,11 @@ bool geluBody(const KernelArgs &, std::string &);
 bool reluGradBody(const KernelArgs &, std::string &);
 bool siluGradBody(const KernelArgs &, std::string &);
 bool geluGradBody(const KernelArgs &, std::string &);
-// Cast.cpp
+bool biasGeluBody(const KernelArgs &, std::string &);
+// Cast.cpp (ds.cast, ds.copy, ds.fill)
 bool castBody(const KernelArgs &, std::string &);
 bool copyBody(const KernelArgs &, std::string &);
+bool fillBody(const KernelArgs &, std::string &);
 // Random.cpp
 bool dropoutBody(const KernelArgs &, std::string &);
 // Matmul.cpp
@@ -233,6 +235,7 @@ bool matmulBody(const KernelArgs &, std::string &);
 // Norms.cpp
 bool layerNormBody(const KernelArgs &, std::string &);
 bool layerNormGradBody(const KernelArgs &, std::string &);
+bool addLayerNormBody(const KernelArgs &, std::string &);
 bool rmsNormBody(const KernelArgs &, std::string &);
 bool rmsNormGradBody(const KernelArgs &, std::string &);
 bool softmaxBody(const KernelArgs &, std::string &);

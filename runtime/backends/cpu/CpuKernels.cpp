@@ -23,7 +23,7 @@ using cpu::fail;
 /// Which outputs may be exactly an input buffer.
 enum class Alias {
   None,     ///< outputs are disjoint from inputs
-  AnyInput, ///< the (single) output may be any input of its byte size
+  AnyInput, ///< an output may be exactly any input (elementwise, row-wise)
   AdamW,    ///< p', m', v' may be p, m, v (inputs 0, 2, 3)
 };
 
@@ -38,8 +38,10 @@ constexpr Spec kSpecs[] = {
     // clang-format off
     {"ds.adamw",              7,  3,  0, 4, Alias::AdamW,    cpu::adamwBody},
     {"ds.add",                2,  1,  0, 0, Alias::AnyInput, cpu::addBody},
+    {"ds.add_layer_norm",    -1,  2,  0, 1, Alias::AnyInput, cpu::addLayerNormBody},
     {"ds.attention",          3,  1,  1, 1, Alias::None,     cpu::attentionBody},
     {"ds.attention_grad",     4,  3,  1, 1, Alias::None,     cpu::attentionGradBody},
+    {"ds.bias_gelu",          2,  2,  1, 0, Alias::AnyInput, cpu::biasGeluBody},
     {"ds.broadcast",          1,  1,  0, 0, Alias::None,     cpu::broadcastBody},
     {"ds.cast",               1,  1,  0, 0, Alias::AnyInput, cpu::castBody},
     {"ds.concat",            -1,  1,  1, 0, Alias::None,     cpu::concatBody},
@@ -52,6 +54,7 @@ constexpr Spec kSpecs[] = {
     {"ds.embedding_grad",     2,  1,  0, 0, Alias::None,     cpu::embeddingGradBody},
     {"ds.equal",              2,  1,  0, 0, Alias::AnyInput, cpu::equalBody},
     {"ds.exp",                1,  1,  0, 0, Alias::AnyInput, cpu::expBody},
+    {"ds.fill",               0,  1,  0, 1, Alias::None,     cpu::fillBody},
     {"ds.gelu",               1,  1,  1, 0, Alias::AnyInput, cpu::geluBody},
     {"ds.gelu_grad",          2,  1,  1, 0, Alias::AnyInput, cpu::geluGradBody},
     {"ds.iota",               0,  1,  1, 0, Alias::None,     cpu::iotaBody},

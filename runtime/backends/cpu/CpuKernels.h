@@ -16,8 +16,13 @@
 // buffer (in-place update); any other overlap is an error.
 //
 // Threads: OpenBLAS's pool for GEMMs (OPENBLAS_NUM_THREADS); the kernels
-// split large loops over DSC_CPU_THREADS threads (default: the hardware
-// concurrency, at most 8). Results do not depend on the thread count.
+// split large loops, and attention its (batch, head) pairs, over
+// DSC_CPU_THREADS threads (default: the hardware concurrency, at most 8).
+// Their split points depend on the sizes only, so results do not depend on
+// DSC_CPU_THREADS; OpenBLAS's can depend on OPENBLAS_NUM_THREADS for some
+// shapes (seen with K = 1000), so keep it fixed across runs to compare.
+// OPENBLAS_CORETYPE is set from the CPU's instruction sets unless the user
+// set it (Blas.cpp explains why).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BACKENDS_CPU_CPUKERNELS_H

@@ -222,6 +222,39 @@ struct GeluTanhGradOp {
   }
 };
 
+template <class Op>
+bool biasActivation(const KernelArgs &args, std::string &err) {
+  if (!expectAllF32(args, err))
+    return false;
+  const TensorRef &x = args.inputs[0], &bias = args.inputs[1];
+  const TensorRef &sum = args.outputs[0], &out = args.outputs[1];
+  if (x.rank < 1)
+    return fail(err, "x needs rank >= 1, got a scalar");
+  const int64_t cols = x.dim(-1), rows = dimProduct(x, 0, x.rank - 1);
+  if (bias.rank != 1 || bias.shape[0] != cols)
+    return fail(err, "bias has shape ", shapeStr(bias), " but needs [", cols,
+                "] (the last dim of x)");
+  for (const TensorRef *t : {&sum, &out})
+    if (!sameShape(*t, x))
+      return fail(err, t == &sum ? "sum" : "the output", " has shape ",
+                  shapeStr(*t), " but x has shape ", shapeStr(x));
+  const float *xp = x.f32(), *b = bias.f32();
+  float *sp = sum.f32(), *op = out.f32();
+  parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *xr = xp + r * cols;
+                  float *sr = sp + r * cols, *yr = op + r * cols;
+                  for (int64_t j = 0; j < cols; ++j) {
+                    float v = xr[j] + b[j];
+                    sr[j] = v;
+                    yr[j] = Op::f(v);
+                  }
+                }
+              });
+  return true;
+}
+
 } // namespace
 
 bool addBody(const KernelArgs &a, std::string &e) {
@@ -290,6 +323,14 @@ bool geluGradBody(const KernelArgs &a, std::string &e) {
     return false;
   return tanhForm ? activationGradBody<GeluTanhGradOp>(a, e)
                   : activationGradBody<GeluErfGradOp>(a, e);
+}
+
+bool biasGeluBody(const KernelArgs &a, std::string &e) {
+  bool tanhForm = false;
+  if (!geluApprox(a, e, tanhForm))
+    return false;
+  return tanhForm ? biasActivation<GeluTanhOp>(a, e)
+                  : biasActivation<GeluErfOp>(a, e);
 }
 
 } // namespace dsc::rt::cpu

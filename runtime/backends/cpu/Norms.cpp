@@ -126,6 +126,41 @@ bool layerNormBody(const KernelArgs &a, std::string &err) {
   return true;
 }
 
+bool addLayerNormBody(const KernelArgs &a, std::string &err) {
+  if (a.numInputs != 3 && a.numInputs != 4)
+    return fail(err, "expects 3 or 4 inputs (x, residual, w[, b]), got ",
+                a.numInputs);
+  int64_t rows, cols;
+  if (!checkRowsOp(err, a, rows, cols) ||
+      !checkLike(err, a.inputs[1], "residual", a.inputs[0]) ||
+      !checkChannel(err, a.inputs[2], "w", cols) ||
+      (a.numInputs == 4 && !checkChannel(err, a.inputs[3], "b", cols)) ||
+      !checkLike(err, a.outputs[0], "sum", a.inputs[0]) ||
+      !checkLike(err, a.outputs[1], "the output", a.inputs[0]) ||
+      !checkEps(err, a.floatAttrs[0]))
+    return false;
+  const double eps = a.floatAttrs[0];
+  const float *x = a.inputs[0].f32(), *res = a.inputs[1].f32(),
+              *w = a.inputs[2].f32();
+  const float *b = a.numInputs == 4 ? a.inputs[3].f32() : nullptr;
+  float *sum = a.outputs[0].f32(), *y = a.outputs[1].f32();
+  parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *xr = x + r * cols, *rr = res + r * cols;
+      float *sr = sum + r * cols, *yr = y + r * cols;
+      // The whole sum row first: either output may be x or the residual.
+      for (int64_t j = 0; j < cols; ++j)
+        sr[j] = xr[j] + rr[j];
+      Stats st = layerNormStats(sr, cols, eps);
+      for (int64_t j = 0; j < cols; ++j) {
+        float v = float((double(sr[j]) - st.mean) * st.rstd) * w[j];
+        yr[j] = b ? v + b[j] : v;
+      }
+    }
+  });
+  return true;
+}
+
 bool layerNormGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
   if (!checkRowsOp(err, a, rows, cols) ||
