@@ -8,6 +8,7 @@ config.name = "dsc"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["unit", "compiler", "CMakeLists.txt", "lit.cfg.py",
+                   "check_metrics.py", "nanogpt_parity.py",
                    "lit.site.cfg.py", "Inputs", "expect-exit.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
@@ -18,3 +19,11 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(
     ("%expect-exit", config.python_executable + " " +
      os.path.join(config.test_source_root, "tools", "expect-exit.py")))
+
+# PyTorch from Debian's python3-torch, for the nanoGPT parity test.
+import subprocess
+torch_python = "/usr/bin/python3"
+if subprocess.call([torch_python, "-c", "import torch"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("torch")
+config.substitutions.append(("%torch-python", torch_python))

@@ -98,9 +98,10 @@ struct Slot {
   Category category = Category::Activations;
   bool fixed = false;
   uint64_t offset = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0; ///< placement size (transients: 64-byte multiple)
   int first = INT_MAX, last = -1;
   std::string name;
+  uint64_t used = 0; ///< bytes actually written; the arena peak uses this
 };
 
 struct Ref {
@@ -298,7 +299,8 @@ private:
       slots.push_back({Category::Activations, false, 0, alignUp(bytesOf(type)),
                        INT_MAX, -1,
                        op->getName().stripDialect().str() + "." +
-                           std::to_string(position.lookup(op))});
+                           std::to_string(position.lookup(op)),
+                       bytesOf(type)});
       slotOf[v] = slots.size() - 1;
       return Ref{static_cast<int>(slots.size() - 1), type};
     };
@@ -449,7 +451,9 @@ private:
         offset = std::max(offset, hi);
       }
       s.offset = offset;
-      activationPeak = std::max(activationPeak, offset + s.bytes);
+      // The predicted peak is the last byte written, as the runtime
+      // measures it: alignment padding after the top buffer is not counted.
+      activationPeak = std::max(activationPeak, offset + s.used);
       placed.push_back(id);
     }
   }

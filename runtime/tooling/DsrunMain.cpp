@@ -85,10 +85,13 @@ bool probeWritable(const std::string &path, std::string &error) {
 // Owns the files a run writes to, so every early return closes them.
 struct OutputFiles {
   std::FILE *metrics = nullptr;
+  std::FILE *dumpBatch = nullptr;
   std::unique_ptr<TraceWriter> trace;
   ~OutputFiles() {
     if (metrics)
       std::fclose(metrics);
+    if (dumpBatch)
+      std::fclose(dumpBatch);
   }
 };
 
@@ -144,6 +147,14 @@ int run(const DsrunOptions &options, std::string &error) {
       return kExitBadInput;
     }
   }
+  if (!options.dumpBatch.empty()) {
+    files.dumpBatch = std::fopen(options.dumpBatch.c_str(), "wb");
+    if (!files.dumpBatch) {
+      error = options.dumpBatch +
+              ": cannot open for writing: " + std::strerror(errno);
+      return kExitBadInput;
+    }
+  }
   if (!options.exportWeights.empty() &&
       !probeWritable(options.exportWeights, error))
     return kExitBadInput;
@@ -195,6 +206,7 @@ int run(const DsrunOptions &options, std::string &error) {
   setup.out = stdout;
   setup.interactive = ::isatty(fileno(stdout));
   setup.metrics = files.metrics;
+  setup.dumpBatch = files.dumpBatch;
   setup.trace = files.trace.get();
   int status = train(*session, *data, setup, error);
   if (files.trace) {

@@ -27,6 +27,7 @@ struct DsrunOptions {
   std::string metrics;
   std::string trace;
   std::string exportWeights;
+  std::string dumpBatch;
   std::string saveDir;
   uint64_t saveEvery = 0;
   bool resume = false;

@@ -148,6 +148,15 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
       BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
       data.fill(key, io.tokens.ref.i32(), io.targets.ref.i32());
+      if (setup.dumpBatch && step == 1 && m == 0) {
+        size_t n = size_t(setup.microBatch) * setup.seqLen;
+        if (std::fwrite(io.tokens.ref.i32(), sizeof(int32_t), n,
+                        setup.dumpBatch) != n ||
+            std::fwrite(io.targets.ref.i32(), sizeof(int32_t), n,
+                        setup.dumpBatch) != n ||
+            std::fflush(setup.dumpBatch) != 0)
+          return fail(step, "cannot write the --dump-batch file");
+      }
       if (!session.run(micro, uint32_t(step), error))
         return fail(step, error);
       lossSum += *io.loss.ref.f32();

@@ -40,6 +40,7 @@ struct TrainSetup {
   bool interactive = false;     ///< one live line rewritten with \r
   std::FILE *metrics = nullptr; ///< one JSON line per step, or null
   TraceWriter *trace = nullptr; ///< instruction events, or null
+  std::FILE *dumpBatch = nullptr; ///< step 1's first micro-batch, or null
 };
 
 /// Exit statuses, as DESIGN.md fixes them for dsrun.
