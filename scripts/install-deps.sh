@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs dsc's build and test dependencies from Debian's packages.
+# Installs dsc's build and test dependencies from Debian's packages
+# (python3-torch: the nanoGPT parity test and the benchmark's baseline).
 # Safe to re-run; needs root (or sudo).
 set -euo pipefail
 SUDO=""
@@ -12,7 +13,7 @@ pkgs=(
   libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-torch time
 )
 missing=()
 for p in "${pkgs[@]}"; do
