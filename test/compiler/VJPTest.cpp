@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/interpreter/Interpreter.h"
+#include "test/compiler/TestSupport.h"
 #include "dialects/ds/DsOps.h"
 #include "passes/Passes.h"
 #include "runtime/reference/RefKernels.h"
@@ -50,28 +51,8 @@ namespace {
 // Harness
 //===----------------------------------------------------------------------===//
 
-/// A fresh seed per test, or DSC_TEST_SEED to replay a failure.
-uint64_t testSeed() {
-  if (const char *s = std::getenv("DSC_TEST_SEED"))
-    return std::strtoull(s, nullptr, 0);
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
-
-/// Collects the context's diagnostics, for assertion messages.
-class DiagnosticCapture {
-public:
-  explicit DiagnosticCapture(MLIRContext &ctx)
-      : handler(&ctx, [this](Diagnostic &d) {
-          llvm::raw_string_ostream os(text);
-          os << d.getLocation() << ": " << d << "\n";
-          return success();
-        }) {}
-  std::string text;
-
-private:
-  ScopedDiagnosticHandler handler;
-};
+using dsc::test::DiagnosticCapture;
+using dsc::test::testSeed;
 
 void loadDialects(MLIRContext &ctx) {
   ctx.loadDialect<DSDialect, func::FuncDialect>();
