@@ -226,8 +226,6 @@ private:
         if (VariableOp v = table->lookup(p.getSymName()))
           add(v, table == &gradOf ? Category::Grads : Category::OptimizerState,
               false);
-    for (auto &c : {Category::Params, Category::Grads, Category::OptimizerState})
-      arena(c) = alignUp(arena(c));
     return success();
   }
 
@@ -257,17 +255,43 @@ private:
         !v.hasOneUse())
       return false;
     int at = position.lookup(producer);
-    for (LoadOp load : loadsOfVar)
-      for (Operation *user : load->getUsers()) {
-        if (user == producer) {
-          auto t = cast<RankedTensorType>(load.getType());
-          if (!isInPlaceSafe(producer) || t != v.getType())
+    for (Operation *user : readersOf(loadsOfVar)) {
+      if (user == producer) {
+        // Every operand of the producer that reads the variable must be
+        // element-for-element the output it overwrites.
+        for (Value operand : producer->getOperands())
+          if (readsVariable(operand, loadsOfVar) &&
+              (!isInPlaceSafe(producer) || operand.getType() != v.getType()))
             return false;
-        } else if (position.lookup(user) > at) {
-          return false;
-        }
+      } else if (position.lookup(user) > at) {
+        return false;
       }
+    }
     return true;
+  }
+
+  /// The ops that read a variable through `loads`, looking through reshapes
+  /// (views of the same bytes).
+  static SmallVector<Operation *> readersOf(ArrayRef<LoadOp> loads) {
+    SmallVector<Operation *> readers;
+    SmallVector<Value> views;
+    for (LoadOp load : loads)
+      views.push_back(load.getResult());
+    while (!views.empty())
+      for (Operation *user : views.pop_back_val().getUsers()) {
+        if (auto reshape = dyn_cast<ReshapeOp>(user))
+          views.push_back(reshape);
+        else
+          readers.push_back(user);
+      }
+    return readers;
+  }
+
+  static bool readsVariable(Value v, ArrayRef<LoadOp> loads) {
+    while (auto reshape = v.getDefiningOp<ReshapeOp>())
+      v = reshape.getX();
+    auto load = v.getDefiningOp<LoadOp>();
+    return load && llvm::is_contained(loads, load);
   }
 
   LogicalResult lowerProgram(func::FuncOp func) {
@@ -352,12 +376,11 @@ private:
           retarget(pend, v, target);
           continue;
         }
-        for (LoadOp load : loads.lookup(store.getName()))
-          for (Operation *user : load->getUsers())
-            if (position.lookup(user) > position.lookup(store))
-              return store.emitError(
-                  "plan: a variable is read after being overwritten in the "
-                  "same program; not supported yet");
+        for (Operation *user : readersOf(loads.lookup(store.getName())))
+          if (position.lookup(user) > position.lookup(store))
+            return store.emitError(
+                "plan: a variable is read after being overwritten in the "
+                "same program; not supported yet");
         pend.push_back({"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
         continue;
       }

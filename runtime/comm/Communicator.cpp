@@ -1,0 +1,128 @@
+//===- Communicator.cpp - the shared checks, Local and the factory --------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace dsc::rt {
+
+Communicator::~Communicator() = default;
+
+void Communicator::setTimeout(double seconds) {
+  if (seconds > 0 && std::isfinite(seconds))
+    timeoutS_ = seconds;
+}
+
+std::string Communicator::prefix(const char *name) const {
+  return "rank " + std::to_string(rank()) + ": " + name + " #" +
+         std::to_string(sequence_);
+}
+
+bool Communicator::begin(const char *name, std::string &error, const void *in,
+                         const void *out, size_t count, int root) {
+  ++sequence_;
+  if (failed()) {
+    error = prefix(name) + " not started: " + failed_ +
+            " failed earlier, so the ranks no longer agree on what comes next";
+    return false;
+  }
+  if (count > 0 && (!in || !out)) {
+    error = prefix(name) + ": null buffer for " + std::to_string(count) +
+            " elements";
+    return false;
+  }
+  if (root < 0 || root >= size()) {
+    error = prefix(name) + ": root " + std::to_string(root) +
+            " is outside world size " + std::to_string(size());
+    return false;
+  }
+  return true;
+}
+
+//===--- Local ------------------------------------------------------------===//
+
+namespace {
+
+template <typename T> void copy(const T *in, T *out, size_t count) {
+  if (in != out && count > 0)
+    std::memmove(out, in, count * sizeof(T));
+}
+
+} // namespace
+
+bool LocalCommunicator::allReduceSum(const float *in, float *out, size_t count,
+                                     std::string &error) {
+  if (!begin("all_reduce", error, in, out, count))
+    return false;
+  copy(in, out, count);
+  return true;
+}
+
+bool LocalCommunicator::allReduceSum(const double *in, double *out,
+                                     size_t count, std::string &error) {
+  if (!begin("all_reduce", error, in, out, count))
+    return false;
+  copy(in, out, count);
+  return true;
+}
+
+bool LocalCommunicator::reduceScatterSum(const float *in, float *out,
+                                         size_t count, std::string &error) {
+  if (!begin("reduce_scatter", error, in, out, count))
+    return false;
+  copy(in, out, count);
+  return true;
+}
+
+bool LocalCommunicator::allGather(const float *in, float *out, size_t count,
+                                  std::string &error) {
+  if (!begin("all_gather", error, in, out, count))
+    return false;
+  copy(in, out, count);
+  return true;
+}
+
+bool LocalCommunicator::broadcast(float *data, size_t count, int root,
+                                  std::string &error) {
+  return begin("broadcast", error, data, data, count, root);
+}
+
+bool LocalCommunicator::barrier(std::string &error) {
+  return begin("barrier", error);
+}
+
+//===--- Factory ----------------------------------------------------------===//
+
+bool underMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+bool parseCommTimeout(const char *text, double &seconds, std::string &error) {
+  char *end = nullptr;
+  double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value > 0) || !std::isfinite(value)) {
+    error = std::string("DSC_COMM_TIMEOUT: expected a positive number of "
+                        "seconds, got '") +
+            text + "'";
+    return false;
+  }
+  seconds = value;
+  return true;
+}
+
+std::unique_ptr<Communicator> createCommunicator(std::string &error) {
+  double timeout = Communicator::kDefaultTimeoutS;
+  if (const char *env = std::getenv("DSC_COMM_TIMEOUT"))
+    if (!parseCommTimeout(env, timeout, error))
+      return nullptr;
+  std::unique_ptr<Communicator> comm;
+  if (underMpirun())
+    comm = createMpiCommunicator(error);
+  else
+    comm = std::make_unique<LocalCommunicator>();
+  if (comm)
+    comm->setTimeout(timeout);
+  return comm;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,138 @@
+//===- Communicator.h - collectives between the ranks of a run --*- C++ -*-===//
+//
+// The runtime's view of the other ranks: rank(), size() and blocking
+// collectives on host buffers. Plans call them through the comm.* kernels
+// (runtime/backends/cpu/Comm.cpp) on the comm stream's worker thread, so
+// compute on the other streams goes on while a collective is in flight;
+// dsrun calls them from its main thread between programs (the step's mean
+// loss, the start-up agreement). Calls are never concurrent: one collective
+// at a time per communicator, issued in the same order on every rank.
+//
+// Implementations: LocalCommunicator (one rank; copies) and the MPI one
+// (MpiCommunicator.cpp, OpenMPI), chosen by createCommunicator.
+//
+// Buffers: `in` and `out` must either be the same pointer where a
+// collective allows it (allReduceSum; broadcast works in place by design;
+// allGather when `in` is this rank's slice of `out`) or not overlap.
+//
+// Faults: every collective waits at most timeout() seconds (default 300;
+// DSC_COMM_TIMEOUT or setTimeout). On a timeout or an MPI error it returns
+// false and sets `error` to one line naming this rank, the collective and its
+// sequence number (1 for the first collective of the communicator), e.g.
+//   rank 1: all_reduce #12 timed out after 30 s (a rank stopped answering)
+// A communicator that failed stays failed: later collectives fail at once,
+// naming the first failure, because the ranks no longer agree on what
+// comes next.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_COMM_COMMUNICATOR_H
+#define DSC_RUNTIME_COMM_COMMUNICATOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dsc::rt {
+
+class Communicator {
+public:
+  static constexpr double kDefaultTimeoutS = 300;
+
+  virtual ~Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "local" or "mpi", for messages.
+  virtual const char *kind() const = 0;
+
+  /// out[i] = sum over ranks of in[i], i < count; in may equal out.
+  virtual bool allReduceSum(const float *in, float *out, size_t count,
+                            std::string &error) = 0;
+  virtual bool allReduceSum(const double *in, double *out, size_t count,
+                            std::string &error) = 0;
+  /// in holds size() blocks of `count`; out = the sum over ranks of block
+  /// rank().
+  virtual bool reduceScatterSum(const float *in, float *out, size_t count,
+                                std::string &error) = 0;
+  /// out holds size() blocks of `count`; block r = rank r's in. In place
+  /// when in == out + rank() * count.
+  virtual bool allGather(const float *in, float *out, size_t count,
+                         std::string &error) = 0;
+  /// data[0, count) = root's data[0, count) on every rank.
+  virtual bool broadcast(float *data, size_t count, int root,
+                         std::string &error) = 0;
+  virtual bool barrier(std::string &error) = 0;
+
+  /// Seconds any one collective may take before it fails (> 0).
+  double timeout() const { return timeoutS_; }
+  void setTimeout(double seconds);
+  /// Collectives started so far (the last one's sequence number).
+  uint64_t sequence() const { return sequence_; }
+
+protected:
+  Communicator() = default;
+
+  /// Starts collective `name`: bumps the sequence number and fails with
+  /// "rank R: NAME #S ..." if the communicator already failed or the
+  /// arguments are wrong (null buffers, a root outside the world).
+  bool begin(const char *name, std::string &error, const void *in = nullptr,
+             const void *out = nullptr, size_t count = 0, int root = 0);
+  /// "rank R: NAME #S " for the collective just begun.
+  std::string prefix(const char *name) const;
+  /// Marks the communicator failed; later collectives name `what`.
+  void markFailed(const char *name) {
+    failed_ = std::string(name) + " #" + std::to_string(sequence_);
+  }
+  bool failed() const { return !failed_.empty(); }
+
+private:
+  double timeoutS_ = kDefaultTimeoutS;
+  uint64_t sequence_ = 0;
+  std::string failed_; ///< "all_reduce #12" once a collective failed
+};
+
+/// One rank: every collective is a copy (or nothing).
+class LocalCommunicator final : public Communicator {
+public:
+  LocalCommunicator() = default;
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const char *kind() const override { return "local"; }
+  bool allReduceSum(const float *in, float *out, size_t count,
+                    std::string &error) override;
+  bool allReduceSum(const double *in, double *out, size_t count,
+                    std::string &error) override;
+  bool reduceScatterSum(const float *in, float *out, size_t count,
+                        std::string &error) override;
+  bool allGather(const float *in, float *out, size_t count,
+                 std::string &error) override;
+  bool broadcast(float *data, size_t count, int root,
+                 std::string &error) override;
+  bool barrier(std::string &error) override;
+};
+
+/// Whether this process was started by OpenMPI's mpirun (it sets
+/// OMPI_COMM_WORLD_SIZE in every rank's environment).
+bool underMpirun();
+
+/// The run's communicator: MPI under mpirun (initializing MPI; see
+/// MpiCommunicator.cpp for the thread level and shutdown), Local otherwise.
+/// The timeout comes from DSC_COMM_TIMEOUT (seconds) when set. Null + one
+/// line on failure (MPI did not start, a malformed DSC_COMM_TIMEOUT).
+std::unique_ptr<Communicator> createCommunicator(std::string &error);
+
+/// The MPI communicator over every rank of the job (a duplicate of
+/// MPI_COMM_WORLD, so its traffic never mixes with another's). Each call
+/// returns a new one; MPI is initialized by the first. Null + one line
+/// when not under an MPI launcher or MPI fails to start.
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error);
+
+/// Parses a DSC_COMM_TIMEOUT value: seconds, a positive finite number.
+bool parseCommTimeout(const char *text, double &seconds, std::string &error);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_COMM_COMMUNICATOR_H
