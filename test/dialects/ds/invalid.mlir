@@ -348,3 +348,84 @@ func.func @f(%x: tensor<2x6xi32>) {
   %0 = ds.exp %x : tensor<2x6xi32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'ds.softmax' op requires the same type for all operands and results}}
+  %0 = "ds.softmax"(%x) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %g: tensor<2x3xf64>) {
+  // expected-error @+1 {{'ds.gelu_grad' op requires the same type for all operands and results}}
+  %0 = "ds.gelu_grad"(%x, %g) {approximate = 1 : i32} : (tensor<2x3xf32>, tensor<2x3xf64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%y: tensor<2x3xf32>, %g: tensor<2x4xf32>) {
+  // expected-error @+1 {{'ds.softmax_grad' op requires the same type for all operands and results}}
+  %0 = "ds.softmax_grad"(%y, %g) : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'ds.constant' op failed to verify that all of {value, result} have same type}}
+  %0 = "ds.constant"() {value = dense<1.0> : tensor<2x3xf32>} : () -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'ds.layer_norm_grad' op failed to verify that all of {x, grad, dx} have same type}}
+  %0:3 = "ds.layer_norm_grad"(%x, %w, %w) {eps = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{'ds.attention_grad' op failed to verify that all of {q, dq} have same type}}
+  %0:3 = "ds.attention_grad"(%q, %q, %q, %q) {scale = 1.0 : f64} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ds.bias_gelu' op bias must be [8] (the last dimension of x), got 4}}
+  %0:2 = ds.bias_gelu tanh %x, %b : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<2xf32>) {
+  // expected-error @+1 {{'ds.add_layer_norm' op weight must be [8] (the last dimension of x), got 2}}
+  %0:2 = ds.add_layer_norm %x, %x, %w eps 1.0e-5 : tensor<2x8xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.adamw' op eps must be positive}}
+  %0:3 = ds.adamw %p, %p, %p, %p lr %s step %s scale %s betas(0.9, 0.95) eps 0.0 weight_decay 0.1 : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x6xf32>) {
+  // expected-error @+2 {{'ds.split' op inferred type(s) 'tensor<2x2xf32>', 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>', 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{'ds.split' op failed to infer returned types}}
+  %0:2 = "ds.split"(%x) {axis = 1 : i64, sizes = array<i64: 2, 4>} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
