@@ -52,7 +52,8 @@ struct Options {
       cl::init("")};
   cl::opt<std::string> compileTo{
       "compile-to", cl::value_desc("PHASE"),
-      cl::desc("stop after this phase (input|train|fused|scheduled|plan|emit) "
+      cl::desc("stop after this phase (input|train|dist|fused|scheduled|plan|"
+               "emit) "
                "and print its IR"),
       cl::init("emit")};
   cl::opt<std::string> emit{
@@ -198,9 +199,6 @@ int runDscMain(int argc, char **argv) {
     return fail("--emit=plan needs --compile-to=emit (the default)");
   if (opts.worldSize < 1)
     return fail("--world-size: expected a positive integer");
-  if (opts.worldSize > 1)
-    return fail("--world-size " + Twine(opts.worldSize.getValue()) +
-                ": data parallelism (phase `dist`) is not implemented yet");
 
   DsConfig config;
   bool haveConfig = !opts.config.empty();
@@ -216,6 +214,7 @@ int runDscMain(int argc, char **argv) {
       llvm::errs() << "dsc: " << note << "\n";
   }
   TrainOptions train;
+  train.worldSize = opts.worldSize;
   PlanOptions planOptions;
   planOptions.worldSize = opts.worldSize;
   if (haveConfig) {
@@ -243,7 +242,9 @@ int runDscMain(int argc, char **argv) {
     if (config.zero.stage != 0)
       return fail(opts.config + ": ZeRO stage " +
                   Twine(config.zero.stage) +
-                  " (phase `dist`) is not implemented yet");
+                  " is not implemented yet (stage 0, data parallelism, is)");
+    train.zeroStage = config.zero.stage;
+    train.reduceBucketSize = config.zero.reduceBucketSize;
   }
 
   DialectRegistry registry;

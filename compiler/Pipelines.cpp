@@ -15,6 +15,7 @@ namespace dsc {
 static constexpr std::pair<Phase, llvm::StringLiteral> kPhases[] = {
     {Phase::Input, "input"},
     {Phase::Train, "train"},
+    {Phase::Dist, "dist"},
     {Phase::Fused, "fused"},
     {Phase::Scheduled, "scheduled"},
     {Phase::Plan, "plan"},
@@ -36,7 +37,7 @@ llvm::StringRef phaseName(Phase phase) {
 }
 
 llvm::StringRef phaseList() {
-  return "input|train|fused|scheduled|plan|emit";
+  return "input|train|dist|fused|scheduled|plan|emit";
 }
 
 void buildPipeline(OpPassManager &pm, Phase phase,
@@ -49,6 +50,10 @@ void buildPipeline(OpPassManager &pm, Phase phase,
                                 options.weightDecay, options.gradClip}));
   pm.addPass(createCSEPass());
   if (phase == Phase::Train)
+    return;
+  pm.addPass(ds::createDsZero(
+      {options.worldSize, options.zeroStage, options.reduceBucketSize}));
+  if (phase == Phase::Dist)
     return;
   pm.addPass(ds::createDsFuse());
   if (phase == Phase::Fused)
@@ -65,15 +70,21 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.01)};
   Option<double> gradClip{*this, "grad-clip", llvm::cl::init(0.0)};
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::init(1)};
+  Option<int64_t> zeroStage{*this, "zero-stage", llvm::cl::init(0)};
+  Option<int64_t> bucketSize{*this, "bucket-size",
+                             llvm::cl::init(500000000)};
 
   TrainOptions get() const {
-    return {accumulationSteps, beta1, beta2, eps, weightDecay, gradClip};
+    return {accumulationSteps, beta1,    beta2,     eps,
+            weightDecay,       gradClip, worldSize, zeroStage,
+            bucketSize};
   }
 };
 } // namespace
 
 void registerAll(DialectRegistry &registry) {
-  registry.insert<ds::DSDialect, func::FuncDialect>();
+  registry.insert<ds::DSDialect, dist::DistDialect, func::FuncDialect>();
   ds::registerDsPasses();
   registerCSEPass();
   registerCanonicalizerPass();

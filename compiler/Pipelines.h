@@ -19,7 +19,7 @@
 namespace dsc {
 
 /// In pipeline order; each phase includes the ones before it.
-enum class Phase { Input, Train, Fused, Scheduled, Plan, Emit };
+enum class Phase { Input, Train, Dist, Fused, Scheduled, Plan, Emit };
 
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase phase);
@@ -35,6 +35,9 @@ struct TrainOptions {
   double eps = 1e-8;
   double weightDecay = 0.01;
   double gradClip = 0.0;
+  int64_t worldSize = 1;
+  int64_t zeroStage = 0;
+  int64_t reduceBucketSize = 500000000;
 };
 
 void buildPipeline(mlir::OpPassManager &pm, Phase phase,

@@ -3,6 +3,7 @@
 #ifndef DSC_PASSES_PASSES_H
 #define DSC_PASSES_PASSES_H
 
+#include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

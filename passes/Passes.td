@@ -80,4 +80,23 @@ def DsSchedule : Pass<"ds-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
+  let summary = "phase `dist`: data parallelism with ZeRO sharding";
+  let description = [{
+    Stage 0 (data parallelism): each micro-step's parameter gradients are
+    grouped, in the order the backward pass completes them, into buckets of
+    at most `bucket-size` elements; each bucket is all-reduced (averaged) as
+    soon as its last gradient exists, and the accumulation into the
+    gradient variables waits for it at the end of the micro-step. With one
+    rank the pass changes nothing. Stages 1-3 are not implemented yet.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "1", "ranks">,
+    Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0-3)">,
+    Option<"bucketSize", "bucket-size", "int64_t", "500000000",
+           "elements per gradient bucket (reduce_bucket_size)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
 #endif // DSC_PASSES_TD

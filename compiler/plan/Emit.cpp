@@ -42,11 +42,11 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
     for (const PlanInstr &i : p.instrs)
       instrs.push_back(fb::CreateInstrDirect(
           b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.intAttrs,
-          &i.floatAttrs, fb::Stream::compute, nullptr, nullptr,
-          i.loc.c_str()));
+          &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait,
+          &i.record, i.loc.c_str()));
     programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
-                                               &p.inputs, &p.outputs, 0,
-                                               p.flops));
+                                               &p.inputs, &p.outputs,
+                                               p.numEvents, p.flops));
   }
 
   const LrSchedule &s = model.options.schedule;

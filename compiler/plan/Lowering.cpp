@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/plan/PlanModel.h"
+#include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
 #include "runtime/rng/Philox.h"
 
@@ -115,6 +116,11 @@ struct Pending {
   std::vector<int64_t> ints;
   std::vector<double> floats;
   Operation *op = nullptr;
+  uint8_t stream = 0; ///< 0 compute, 1 comm
+  std::vector<uint32_t> waits, records;
+  /// A collective's buffers stay live until the compute instruction that
+  /// waits for it (its dist.wait); -1 for compute instructions.
+  int liveUntil = -1;
 };
 
 /// Kernels that read element i of an operand before writing element i of
@@ -366,7 +372,8 @@ private:
                   ? dense.getSplatValue<APFloat>().convertToDouble()
                   : static_cast<double>(
                         dense.getSplatValue<APInt>().getSExtValue());
-          pend.push_back({"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op});
+          pushCompute(pend,
+                      {"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op});
           continue;
         }
         if (canForward(store, position, loads.lookup(store.getName()))) {
@@ -381,7 +388,30 @@ private:
             return store.emitError(
                 "plan: a variable is read after being overwritten in the "
                 "same program; not supported yet");
-        pend.push_back({"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
+        pushCompute(pend, {"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
+        continue;
+      }
+      if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
+        // On the comm stream, after everything compute has issued so far.
+        Pending p{"comm.all_reduce", {ref(ar.getX())}, {newSlot(ar, &op)},
+                  {}, {ar.getScale().convertToDouble()}, &op};
+        p.stream = 1;
+        if (lastCompute >= 0) {
+          uint32_t ready = prog.numEvents++;
+          pend[lastCompute].records.push_back(ready);
+          p.waits.push_back(ready);
+        }
+        uint32_t done = prog.numEvents++;
+        p.records.push_back(done);
+        commOf[ar.getResult()] = {pend.size(), done};
+        pend.push_back(std::move(p));
+        continue;
+      }
+      if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+        slotOf[wait] = slotOf.lookup(wait.getX());
+        auto [index, event] = commOf.lookup(wait.getX());
+        waitsForNext.push_back(event);
+        waited.push_back(index);
         continue;
       }
       Pending p;
@@ -394,10 +424,13 @@ private:
       if (failed(attributes(&op, p)))
         return failure();
       prog.flops += flops(&op);
-      pend.push_back(std::move(p));
+      pushCompute(pend, std::move(p));
       for (Value out : op.getResults())
         producerIndex[out] = pend.size() - 1;
     }
+
+    for (size_t c : waited)
+      pend[c].liveUntil = pend.size();
 
     if (prog.name == "apply")
       fuseOptimizer(pend);
@@ -416,6 +449,11 @@ private:
       }
     for (const Ref &r : returned)
       slots[r.slot].last = pend.size();
+    for (const Pending &p : pend)
+      if (p.liveUntil >= 0)
+        for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
+          if (!slots[r.slot].fixed)
+            slots[r.slot].last = std::max(slots[r.slot].last, p.liveUntil);
     placeTransients(transients);
 
     for (Pending &p : pend) {
@@ -428,6 +466,9 @@ private:
       instr.intAttrs = std::move(p.ints);
       instr.floatAttrs = std::move(p.floats);
       instr.op = p.op;
+      instr.stream = p.stream;
+      instr.wait = std::move(p.waits);
+      instr.record = std::move(p.records);
       instr.loc = p.op ? locString(p.op->getLoc()) : "";
       prog.instrs.push_back(std::move(instr));
     }
@@ -435,12 +476,34 @@ private:
       prog.outputs.push_back(buffer(r.slot, r.type));
     returned.clear();
     producerIndex.clear();
+    lastCompute = -1;
+    commOf.clear();
+    waitsForNext.clear();
+    waited.clear();
     plan.programs.push_back(std::move(prog));
     return success();
   }
 
   std::vector<Ref> returned;
   DenseMap<Value, size_t> producerIndex;
+  // Streams: the last compute instruction, the collectives by result, and
+  // the events the next compute instruction must wait for.
+  int lastCompute = -1;
+  DenseMap<Value, std::pair<size_t, uint32_t>> commOf;
+  std::vector<uint32_t> waitsForNext;
+  std::vector<size_t> waited;
+
+  /// Appends a compute-stream instruction; it waits for the collectives
+  /// whose dist.wait came before it, which keeps their buffers live so far.
+  void pushCompute(std::vector<Pending> &pend, Pending p) {
+    p.waits = std::move(waitsForNext);
+    waitsForNext.clear();
+    for (size_t c : waited)
+      pend[c].liveUntil = pend.size();
+    waited.clear();
+    lastCompute = pend.size();
+    pend.push_back(std::move(p));
+  }
 
   /// Points the output of `v`'s producing instruction at `target`.
   void retarget(std::vector<Pending> &pend, Value v, int target) {

@@ -62,6 +62,8 @@ struct PlanConstant {
 
 struct PlanInstr {
   std::string kernel;
+  uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm
+  std::vector<uint32_t> wait, record; ///< events
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;
@@ -74,6 +76,7 @@ struct PlanProgram {
   std::vector<PlanInstr> instrs;
   std::vector<uint32_t> inputs, outputs;
   double flops = 0;
+  uint32_t numEvents = 0;
 };
 
 struct LrSchedule {

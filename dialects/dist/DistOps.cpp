@@ -1,0 +1,44 @@
+//===- DistOps.cpp - dist dialect -----------------------------------------===//
+#include "dialects/dist/DistOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::dist;
+
+#include "dialects/dist/DistDialect.cpp.inc"
+
+void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/dist/DistOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/dist/DistOps.cpp.inc"
+
+static LogicalResult verifySlices(Operation *op, RankedTensorType full,
+                                  RankedTensorType slice, int64_t ranks) {
+  if (ranks < 1)
+    return op->emitOpError("needs at least one rank");
+  if (full.getRank() != 1 || slice.getRank() != 1 ||
+      full.getDimSize(0) != ranks * slice.getDimSize(0))
+    return op->emitOpError("the full tensor must be 1-D with ")
+           << ranks << " x the slice's elements, got " << full << " and "
+           << slice;
+  if (full.getElementType() != slice.getElementType())
+    return op->emitOpError("cannot change the element type");
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifySlices(*this, cast<RankedTensorType>(getX().getType()),
+                      cast<RankedTensorType>(getType()), getWorldSize());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifySlices(*this, cast<RankedTensorType>(getType()),
+                      cast<RankedTensorType>(getX().getType()),
+                      getWorldSize());
+}

@@ -1,0 +1,69 @@
+//===- DistOps.td - the dist dialect: collectives across ranks -*- tablegen -*-===//
+//
+// Collectives are values: the plan runs each on the comm stream, started
+// where it stands in the program, and the compute stream waits for it only
+// at its `dist.wait`. Moving a collective up and its wait down is how the
+// compiler overlaps communication with compute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DIST_OPS_TD
+#define DIST_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::mlir::dist";
+  let summary = "collectives, their completion and shards across ranks";
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+def Dist_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+
+def Dist_AllReduceOp : Dist_Op<"all_reduce",
+    [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "sum over ranks, times `scale` (1/N averages)";
+  let arguments = (ins Dist_FloatTensor:$x, F64Attr:$scale);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$x `scale` $scale attr-dict `:` type($x)";
+}
+
+def Dist_ReduceScatterOp : Dist_Op<"reduce_scatter", [Pure]> {
+  let summary = "sum over ranks, times `scale`; rank r keeps slice r";
+  let arguments = (ins Dist_FloatTensor:$x, F64Attr:$scale,
+                       I64Attr:$world_size);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `scale` $scale `ranks` $world_size attr-dict `:` type($x) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_AllGatherOp : Dist_Op<"all_gather", [Pure]> {
+  let summary = "every rank's slice, concatenated in rank order";
+  let arguments = (ins Dist_FloatTensor:$x, I64Attr:$world_size);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `ranks` $world_size attr-dict `:` type($x) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_WaitOp : Dist_Op<"wait", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "the point where compute needs a collective's result";
+  let description = [{
+    The identity on values. In the plan, the compute stream waits here for
+    the collective that produced `x`; until then both streams run.
+  }];
+  let arguments = (ins Dist_FloatTensor:$x);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+#endif // DIST_OPS_TD
