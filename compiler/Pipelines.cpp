@@ -45,7 +45,8 @@ void buildPipeline(OpPassManager &pm, Phase phase,
   pm.addPass(ds::createDsVerifyInput());
   if (phase == Phase::Input)
     return;
-  pm.addPass(ds::createDsAutodiff({options.accumulationSteps}));
+  pm.addPass(
+      ds::createDsAutodiff({options.accumulationSteps, options.worldSize}));
   pm.addPass(ds::createDsAdamW({options.beta1, options.beta2, options.eps,
                                 options.weightDecay, options.gradClip}));
   pm.addPass(createCSEPass());

@@ -67,8 +67,9 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
       return module.emitError("ds-autodiff: no @forward to differentiate");
     if (module.lookupSymbol("micro_step"))
       return module.emitError("ds-autodiff: @micro_step already exists");
-    if (accumulationSteps < 1)
-      return module.emitError("ds-autodiff: accumulation-steps must be >= 1");
+    if (accumulationSteps < 1 || worldSize < 1)
+      return module.emitError(
+          "ds-autodiff: accumulation-steps and world-size must be >= 1");
 
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(forward);
@@ -93,11 +94,13 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
       Value &slot = cotangent[target];
       slot = slot ? b.create<AddOp>(loc, slot, g).getResult() : g;
     };
-    // Seeding with 1/N makes N accumulated micro-steps sum to the gradient
-    // of the mean loss, as DeepSpeed's gradient accumulation does.
-    cotangent[loss] =
-        splat(b, ret.getLoc(), cast<RankedTensorType>(loss.getType()),
-              1.0 / static_cast<double>(accumulationSteps));
+    // Seeding with 1/(A N) makes A micro-steps on each of N ranks sum to the
+    // gradient of the mean loss (DeepSpeed's accumulation and averaging).
+    // One rounded seed, then exact sums: N ranks match one rank with A N
+    // micro-steps up to the order of the additions.
+    cotangent[loss] = splat(
+        b, ret.getLoc(), cast<RankedTensorType>(loss.getType()),
+        1.0 / static_cast<double>(accumulationSteps * worldSize));
 
     llvm::MapVector<StringAttr, Value> paramGrads;
     for (Operation *op : llvm::reverse(forwardOps)) {

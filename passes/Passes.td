@@ -23,11 +23,14 @@ def DsAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
     differentiated; gradients of a parameter read twice (tied embeddings)
     are summed. Each parameter with a gradient gets a `ds.variable grad`
     accumulator to which @micro_step adds d(loss)/d(param) scaled by
-    1/accumulation-steps, so N micro-steps accumulate the mean gradient.
+    1/(accumulation-steps x world-size), so the micro-steps of all ranks,
+    summed, give the gradient of the mean loss.
   }];
   let options = [
     Option<"accumulationSteps", "accumulation-steps", "int64_t", "1",
-           "micro-batches per optimizer step">
+           "micro-batches per optimizer step">,
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "ranks whose gradients are summed (the seed is divided by it too)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -3,11 +3,12 @@
 // Stage 0. Autodiff leaves each micro-step's gradient accumulations as
 //   %acc = ds.load @p.grad ; %s = ds.add %acc, %d ; ds.store %s, @p.grad
 // This pass buckets the %d in the order they are completed, all-reduces
-// (averages) each bucket right after its last gradient, and rewrites the
+// (sums; ds-autodiff divided the seed by the world size) each bucket right
+// after its last gradient, and rewrites the
 // accumulations to add the averaged gradients after a dist.wait at the end
 // of the micro-step, so communication runs under the rest of the backward.
-// Averaging each micro-step's gradient and summing over micro-steps equals
-// averaging the accumulated gradient (DeepSpeed reduces only at the
+// Reducing each micro-step's gradient and summing over micro-steps equals
+// reducing the accumulated gradient (DeepSpeed reduces only at the
 // accumulation boundary; that saves traffic, not correctness).
 //
 //===----------------------------------------------------------------------===//
@@ -84,7 +85,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     SmallVector<Accumulation> accs = findAccumulations(func);
     auto ret = cast<func::ReturnOp>(func.front().getTerminator());
     OpBuilder b(func.getContext());
-    double scale = 1.0 / static_cast<double>(worldSize);
+    const double scale = 1.0; // the seed already divided by worldSize
 
     size_t begin = 0;
     while (begin < accs.size()) {

@@ -8,7 +8,7 @@ config.name = "dsc"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["unit", "compiler", "CMakeLists.txt", "lit.cfg.py",
-                   "check_metrics.py", "nanogpt_parity.py",
+                   "check_metrics.py", "nanogpt_parity.py", "compare_runs.py",
                    "lit.site.cfg.py", "Inputs", "expect-exit.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
@@ -27,3 +27,8 @@ if subprocess.call([torch_python, "-c", "import torch"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("torch")
 config.substitutions.append(("%torch-python", torch_python))
+
+# OpenMPI's launcher, for multi-rank runs.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")

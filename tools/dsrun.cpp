@@ -1,4 +1,4 @@
 //===- dsrun.cpp - runs a dsc plan ----------------------------------------===//
 #include "runtime/tooling/DsrunMain.h"
 
-int main(int argc, char **argv) { return dsc::rt::runDsrunMain(argc, argv); }
+int main(int argc, char **argv) { return dsc::rt::launchDsrun(argc, argv); }

@@ -66,6 +66,11 @@ public:
                          std::string &error) = 0;
   virtual bool barrier(std::string &error) = 0;
 
+  /// This rank gives up while others may still wait for it in a collective,
+  /// so its exit must not wait for them: under MPI it skips MPI_Finalize
+  /// and mpirun ends the job. Nothing to do for one rank.
+  virtual void abandon() {}
+
   /// Seconds any one collective may take before it fails (> 0).
   double timeout() const { return timeoutS_; }
   void setTimeout(double seconds);

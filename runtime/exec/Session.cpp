@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/rng/Philox.h"
@@ -184,6 +185,9 @@ private:
   /// Per arena, the highest byte written outside instructions (constants,
   /// variables, program inputs); the executor tracks instruction outputs.
   std::vector<uint64_t> written_;
+  /// options_.comm, or ownComm_ when the caller gave none.
+  std::unique_ptr<Communicator> ownComm_;
+  Communicator *comm_ = nullptr;
   std::unique_ptr<Executor> executor_;
 };
 
@@ -304,6 +308,18 @@ bool SessionImpl::init(std::string &error) {
             " is outside world size " + std::to_string(options_.worldSize);
     return false;
   }
+  comm_ = options_.comm;
+  if (!comm_) {
+    ownComm_ = std::make_unique<LocalCommunicator>();
+    comm_ = ownComm_.get();
+  } else if (comm_->rank() != options_.rank ||
+             comm_->size() != options_.worldSize) {
+    error = what + ": the run is rank " + std::to_string(options_.rank) +
+            " of " + std::to_string(options_.worldSize) +
+            " but its communicator is rank " + std::to_string(comm_->rank()) +
+            " of " + std::to_string(comm_->size());
+    return false;
+  }
   if (!allocateArenas(error))
     return false;
   written_.assign(arenas_.size(), 0);
@@ -385,6 +401,7 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   ctx.step = step;
   ctx.rank = options_.rank;
   ctx.worldSize = options_.worldSize;
+  ctx.comm = comm_;
   return executor_->run(*p, ctx, loaded_.name(), error);
 }
 

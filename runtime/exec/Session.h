@@ -60,6 +60,11 @@ struct SessionOptions {
   uint64_t seed = 1337;
   int rank = 0;
   int worldSize = 1;
+  /// The collectives of the comm.* kernels; it must outlive the Session and
+  /// have `rank` and `worldSize`. Null: the Session owns a
+  /// LocalCommunicator (one rank; a plan for more fails in its first
+  /// collective).
+  Communicator *comm = nullptr;
   /// Capacity of the "device" space in bytes; 0 = unlimited.
   uint64_t deviceMemory = 0;
 };
@@ -98,7 +103,8 @@ struct TraceRecord {
 /// LoadedPlan must outlive the Session.
 class Session {
 public:
-  /// Checks the plan's world size against the run's, then allocates every
+  /// Checks the plan's world size against the run's (and the communicator's
+  /// rank and size against the options'), then allocates every
   /// arena (64-byte aligned, zeroed; the device space's total against
   /// `deviceMemory`) and fills the constants. Null + one error line on
   /// failure.

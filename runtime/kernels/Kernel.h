@@ -42,6 +42,20 @@
 //   ds.bias_gelu        (x, bias) -> sum, out       [approx]
 //   ds.add_layer_norm   (x, residual, w[, b]) -> sum, out | [eps]
 //
+// Collectives (f32, on the comm stream, through KernelContext::comm; N is
+// the communicator's size, which must equal the run's world size; every rank
+// runs the same instruction with the same shapes):
+//   comm.all_reduce     (x) -> out                  | [scale]
+//                       out = scale * sum over ranks of x; scale 1/N gives
+//                       the mean. out may be x.
+//   comm.reduce_scatter (x [N*S]) -> out [S]        | [scale]
+//                       out = scale * sum over ranks of x's block `rank`
+//                       (shapes need only these element counts).
+//   comm.all_gather     (x [S]) -> out [N*S]        block r of out = rank
+//                       r's x.
+//   comm.broadcast      (x) -> out                  [root]
+//                       out = root's x on every rank. out may be x.
+//
 // Elementwise kernels must tolerate an output that aliases an input of the
 // same shape (the compiler updates variables in place).
 //
@@ -55,6 +69,8 @@
 #include <string_view>
 
 namespace dsc::rt {
+
+class Communicator; // runtime/comm/Communicator.h
 
 /// Same values as dsc.plan.DType in plan.fbs.
 enum class DType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3, i32 = 4, i64 = 5 };
@@ -85,6 +101,8 @@ struct KernelContext {
   uint32_t step = 0; ///< the optimizer step, for dropout masks
   int rank = 0;
   int worldSize = 1;
+  /// The ranks' collectives (comm.* kernels); null outside a Session.
+  Communicator *comm = nullptr;
 };
 
 struct KernelArgs {

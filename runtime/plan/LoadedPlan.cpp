@@ -3,8 +3,9 @@
 // A plan is checked in three layers before anything reads it: the file
 // identifier, the FlatBuffers verifier (every offset and vector inside the
 // bytes), then the semantic checks below (enum values, buffers inside their
-// arenas, kernels known with the right arity, events recorded before they
-// are waited on). Each failure is one line naming the file and the thing.
+// arenas, kernels known with the right arity, collectives on the comm
+// stream, events recorded before they are waited on). Each failure is one
+// line naming the file and the thing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -287,6 +288,11 @@ private:
       std::string what = cat(at, " (", info->name, ")");
       if (!isValid(in->stream()))
         return fail(cat(what, " has unknown stream ", int(in->stream())));
+      // One stream issues every collective, so each rank issues them in
+      // program order: the same order everywhere, as MPI requires.
+      if (info->name.substr(0, 5) == "comm." && in->stream() != Stream::comm)
+        return fail(cat(what, " runs on the ", streamName(in->stream()),
+                        " stream; collectives run on the comm stream"));
       if (!aligned(in->int_attrs()) || !aligned(in->float_attrs()))
         return fail(cat(what, " has misaligned attributes (corrupt plan)"));
       if (!checkArity(what, count(in->inputs()), info->numInputs, "input") ||

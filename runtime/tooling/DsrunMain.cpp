@@ -1,8 +1,10 @@
 //===- DsrunMain.cpp - the dsrun tool as a library call -------------------===//
 #include "runtime/tooling/DsrunMain.h"
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Flags.h"
+#include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/Trace.h"
 #include "runtime/tooling/Trainer.h"
@@ -95,15 +97,44 @@ struct OutputFiles {
   }
 };
 
-int run(const DsrunOptions &options, std::string &error) {
-  std::unique_ptr<LoadedPlan> loaded = LoadedPlan::load(options.plan, error);
-  if (!loaded)
-    return kExitBadInput;
+/// Rank r > 0 of a multi-rank run traces to PATH with ".rank<r>" before
+/// a ".json" suffix (t.json -> t.rank1.json), rank 0 to PATH itself.
+std::string traceFileFor(const std::string &path, int rank) {
+  if (rank == 0)
+    return path;
+  std::string tag = ".rank" + std::to_string(rank);
+  const std::string json = ".json";
+  if (path.size() > json.size() &&
+      path.compare(path.size() - json.size(), json.size(), json) == 0)
+    return path.substr(0, path.size() - json.size()) + tag + json;
+  return path + tag;
+}
+
+// Everything a rank prepares before its first collective. Nothing here
+// talks to the other ranks, so a rank that fails here cannot leave another
+// waiting; the ranks agree on whether all got ready right after
+// (agreeToStart).
+struct Prepared {
+  std::unique_ptr<LoadedPlan> loaded;
   PlanInfo info;
-  if (!readPlanInfo(loaded->plan(), info, error))
+  TrainSetup setup;
+  std::unique_ptr<DataLoader> data;
+  OutputFiles files;
+  std::unique_ptr<Session> session;
+  WeightsLayout layout;
+};
+
+int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
+            std::string &error) {
+  const bool lead = comm.rank() == 0;
+  p.loaded = LoadedPlan::load(options.plan, error);
+  if (!p.loaded)
+    return kExitBadInput;
+  PlanInfo &info = p.info;
+  if (!readPlanInfo(p.loaded->plan(), info, error))
     return kExitBadInput;
 
-  TrainSetup setup;
+  TrainSetup &setup = p.setup;
   if (!LrSchedule::create(info.schedule, setup.schedule, error))
     return kExitBadInput;
   setup.steps = options.steps;
@@ -117,7 +148,8 @@ int run(const DsrunOptions &options, std::string &error) {
     setup.steps = uint64_t(total);
   }
   LrSchedule::Kind kind = setup.schedule.kind();
-  if ((kind == LrSchedule::Kind::WarmupDecayLR ||
+  if (lead &&
+      (kind == LrSchedule::Kind::WarmupDecayLR ||
        kind == LrSchedule::Kind::WarmupCosineLR) &&
       setup.steps > uint64_t(std::max<int64_t>(total, 0)))
     std::fprintf(stderr,
@@ -126,11 +158,9 @@ int run(const DsrunOptions &options, std::string &error) {
                  "value\n",
                  (unsigned long long)setup.steps, (long long)total);
 
-  std::unique_ptr<DataLoader> data;
+  std::unique_ptr<DataLoader> &data = p.data;
   if (options.data.empty()) {
     data = DataLoader::synthetic(info.vocabSize, info.microBatch, info.seqLen);
-    std::fprintf(stderr, "dsrun: no --data; training on %s\n",
-                 data->description().c_str());
   } else {
     data = DataLoader::open(options.data, info.vocabSize, info.microBatch,
                             info.seqLen, error);
@@ -138,8 +168,10 @@ int run(const DsrunOptions &options, std::string &error) {
       return kExitBadInput;
   }
 
-  OutputFiles files;
-  if (!options.metrics.empty()) {
+  // Rank 0 writes the metrics, the batch dump and the weights; every rank
+  // writes its own trace.
+  OutputFiles &files = p.files;
+  if (lead && !options.metrics.empty()) {
     files.metrics = std::fopen(options.metrics.c_str(), "w");
     if (!files.metrics) {
       error = options.metrics +
@@ -147,7 +179,7 @@ int run(const DsrunOptions &options, std::string &error) {
       return kExitBadInput;
     }
   }
-  if (!options.dumpBatch.empty()) {
+  if (lead && !options.dumpBatch.empty()) {
     files.dumpBatch = std::fopen(options.dumpBatch.c_str(), "wb");
     if (!files.dumpBatch) {
       error = options.dumpBatch +
@@ -155,32 +187,71 @@ int run(const DsrunOptions &options, std::string &error) {
       return kExitBadInput;
     }
   }
-  if (!options.exportWeights.empty() &&
+  if (lead && !options.exportWeights.empty() &&
       !probeWritable(options.exportWeights, error))
     return kExitBadInput;
   if (!options.trace.empty()) {
-    files.trace = TraceWriter::open(options.trace, 0, error);
+    files.trace = TraceWriter::open(traceFileFor(options.trace, comm.rank()),
+                                    uint32_t(comm.rank()), error);
     if (!files.trace)
       return kExitBadInput;
   }
 
   SessionOptions sessionOptions;
   sessionOptions.seed = options.seed;
-  sessionOptions.rank = 0;
-  sessionOptions.worldSize = int(options.np);
+  sessionOptions.rank = comm.rank();
+  sessionOptions.worldSize = comm.size();
   sessionOptions.deviceMemory = options.deviceMemory;
-  std::unique_ptr<Session> session =
-      Session::create(*loaded, sessionOptions, error);
-  if (!session)
+  sessionOptions.comm = &comm;
+  p.session = Session::create(*p.loaded, sessionOptions, error);
+  if (!p.session)
     return kExitBadInput;
-  session->initVariables();
-  WeightsLayout layout = WeightsLayout::forModel(info.model, info.params);
+  p.session->initVariables();
+  p.layout = WeightsLayout::forModel(info.model, info.params);
   if (!options.initFrom.empty() &&
-      !importWeights(*session, layout, options.initFrom, error))
+      !importWeights(*p.session, p.layout, options.initFrom, error))
     return kExitBadInput;
   for (const std::string &name : info.params)
-    if (const NamedTensor *v = session->findVariable(name))
+    if (const NamedTensor *v = p.session->findVariable(name))
       info.numParams += uint64_t(v->ref.numel());
+  return kExitOk;
+}
+
+/// Whether every rank got ready: one collective that every rank reaches,
+/// failed or not. A rank that is ready stops with kExitBadInput (and a line
+/// saying so) when another one is not.
+int agreeToStart(Communicator &comm, int status, std::string &error) {
+  double failed = status == kExitOk ? 0 : 1, failures = 0;
+  std::string commError;
+  if (!comm.allReduceSum(&failed, &failures, 1, commError)) {
+    if (status == kExitOk)
+      error = commError;
+    return status == kExitOk ? kExitTrainingFailed : status;
+  }
+  if (status == kExitOk && failures > 0) {
+    int n = int(failures);
+    error = std::to_string(n) + " of " + std::to_string(comm.size()) +
+            " ranks could not start (" + (n == 1 ? "its" : "their") +
+            " own line says why); stopping";
+    return kExitBadInput;
+  }
+  return status;
+}
+
+int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
+  const bool lead = comm.rank() == 0;
+  Prepared p;
+  int status = agreeToStart(comm, prepare(options, comm, p, error), error);
+  if (status != kExitOk)
+    return status;
+  PlanInfo &info = p.info;
+  TrainSetup &setup = p.setup;
+  Session *session = p.session.get();
+  OutputFiles &files = p.files;
+
+  if (lead && options.data.empty())
+    std::fprintf(stderr, "dsrun: no --data; training on %s\n",
+                 p.data->description().c_str());
   // The plan's own initialization (casts, shards) sees the final weights.
   const std::string init(fb::kInitProgram);
   if (session->hasProgram(init) && !session->run(init, 0, error)) {
@@ -188,27 +259,34 @@ int run(const DsrunOptions &options, std::string &error) {
     return kExitTrainingFailed;
   }
 
-  std::printf(
-      "dsrun: %s: %s, %llu parameters; %u x %u tokens per "
-      "micro-batch, %u micro-step%s per step; %llu steps; %s\n",
-      options.plan.c_str(), info.model.empty() ? "model" : info.model.c_str(),
-      (unsigned long long)info.numParams, info.microBatch, info.seqLen,
-      info.accumulationSteps, info.accumulationSteps == 1 ? "" : "s",
-      (unsigned long long)setup.steps, setup.schedule.describe().c_str());
+  std::string ranks =
+      comm.size() == 1 ? "" : "; " + std::to_string(comm.size()) + " ranks";
+  if (lead)
+    std::printf(
+        "dsrun: %s: %s, %llu parameters; %u x %u tokens per "
+        "micro-batch, %u micro-step%s per step; %llu steps; %s%s\n",
+        options.plan.c_str(), info.model.empty() ? "model" : info.model.c_str(),
+        (unsigned long long)info.numParams, info.microBatch, info.seqLen,
+        info.accumulationSteps, info.accumulationSteps == 1 ? "" : "s",
+        (unsigned long long)setup.steps, setup.schedule.describe().c_str(),
+        ranks.c_str());
   std::fflush(stdout);
 
   setup.microBatch = info.microBatch;
   setup.seqLen = info.seqLen;
   setup.accumulationSteps = info.accumulationSteps;
-  setup.rank = 0;
-  setup.worldSize = uint32_t(options.np);
+  setup.rank = uint32_t(comm.rank());
+  setup.worldSize = uint32_t(comm.size());
+  setup.comm = &comm;
   setup.seed = options.seed;
-  setup.out = stdout;
-  setup.interactive = ::isatty(fileno(stdout));
+  setup.out = lead ? stdout : nullptr;
+  // mpirun hands its ranks a pseudo-terminal whatever its own output is, so
+  // a rank's live line could end up in a log file: ranks print plain lines.
+  setup.interactive = lead && !underMpirun() && ::isatty(fileno(stdout));
   setup.metrics = files.metrics;
   setup.dumpBatch = files.dumpBatch;
   setup.trace = files.trace.get();
-  int status = train(*session, *data, setup, error);
+  status = train(*session, *p.data, setup, error);
   if (files.trace) {
     std::string traceError;
     if (!files.trace->close(traceError) && status == kExitOk) {
@@ -219,13 +297,13 @@ int run(const DsrunOptions &options, std::string &error) {
   if (status != kExitOk)
     return status;
 
-  if (!options.exportWeights.empty()) {
+  if (lead && !options.exportWeights.empty()) {
     std::map<std::string, std::string> metadata = {
         {"producer", "dsrun"},
         {"model", info.model},
         {"step", std::to_string(setup.steps)},
         {"seed", std::to_string(options.seed)}};
-    if (!exportWeights(*session, layout, options.exportWeights, metadata,
+    if (!exportWeights(*session, p.layout, options.exportWeights, metadata,
                        error))
       return kExitTrainingFailed;
     std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
@@ -235,20 +313,79 @@ int run(const DsrunOptions &options, std::string &error) {
 
 } // namespace
 
+namespace {
+
+/// This rank's communicator, checked against --np.
+std::unique_ptr<Communicator> joinRanks(const DsrunOptions &options,
+                                        std::string &error) {
+  std::string flag = "--np " + std::to_string(options.np);
+  if (options.np > 1 && !underMpirun()) {
+    error = flag + ": only the dsrun executable starts ranks (through "
+                   "mpirun); this in-process run has one";
+    return nullptr;
+  }
+  limitThreadsPerRank(); // before the first kernel reads them
+  std::unique_ptr<Communicator> comm = createCommunicator(error);
+  if (!comm)
+    return nullptr;
+  if (options.np > 1 && options.np != uint64_t(comm->size())) {
+    error = flag + ", but mpirun started " + std::to_string(comm->size()) +
+            (comm->size() == 1 ? " rank" : " ranks");
+    return nullptr;
+  }
+  return comm;
+}
+
+} // namespace
+
 int runDsrunMain(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   DsrunOptions options;
   std::string error;
   int status = kExitBadInput;
+  std::unique_ptr<Communicator> comm;
   if (parseDsrunFlags(args, options, error)) {
     if (options.help) {
-      std::fputs(dsrunUsage().c_str(), stdout);
+      const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      if (!rank || std::string(rank) == "0")
+        std::fputs(dsrunUsage().c_str(), stdout);
       return kExitOk;
     }
-    if (checkDsrunSupport(options, error))
-      status = run(options, error);
+    if (checkDsrunSupport(options, error) && (comm = joinRanks(options, error)))
+      status = run(options, *comm, error);
   }
   if (status != kExitOk) {
+    std::fflush(stdout);
+    if (comm && comm->size() > 1)
+      std::fprintf(stderr, "dsrun: rank %d: %s\n", comm->rank(), error.c_str());
+    else
+      std::fprintf(stderr, "dsrun: %s\n", error.c_str());
+    // Other ranks may be waiting in a collective for this one: leave without
+    // MPI's orderly shutdown, so that mpirun ends the job now. Bad input is
+    // agreed on by every rank before training, so they shut down together.
+    if (comm && status == kExitTrainingFailed)
+      comm->abandon();
+  }
+  return status;
+}
+
+int launchDsrun(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  DsrunOptions options;
+  std::string error;
+  if (underMpirun() || !parseDsrunFlags(args, options, error) || options.help ||
+      options.np <= 1 || !checkDsrunSupport(options, error))
+    return runDsrunMain(argc, argv); // reports any error itself
+  constexpr uint64_t kMaxLocalRanks = 4096;
+  int status = kExitBadInput;
+  if (options.np > kMaxLocalRanks)
+    error = "--np " + std::to_string(options.np) + ": at most " +
+            std::to_string(kMaxLocalRanks) +
+            " ranks on one machine; start more with mpirun --hostfile";
+  else
+    status = relaunchUnderMpirun(withoutDsrunFlag(args, "--np"),
+                                 unsigned(options.np), error);
+  if (!error.empty()) {
     std::fflush(stdout);
     std::fprintf(stderr, "dsrun: %s\n", error.c_str());
   }

@@ -1,7 +1,11 @@
 //===- DsrunMain.h - the dsrun tool as a library call -----------*- C++ -*-===//
 //
-// tools/dsrun.cpp is one line over runDsrunMain: parse flags, load and verify
-// the plan, create a Session, initialize or load the weights, train, export.
+// tools/dsrun.cpp is one line over launchDsrun. runDsrunMain runs one rank:
+// parse flags, join the other ranks (runtime/comm), load and verify the
+// plan, create a Session, initialize or load the weights, agree with the
+// other ranks that all are ready, train, export. Rank 0 alone prints the
+// progress and summary and writes the metrics and weights; every rank prints
+// its own error line ("dsrun: rank 1: ..." when there are several).
 // Exit status: 0 done, 1 training failed, 2 bad input (plan, data, flags).
 //
 //===----------------------------------------------------------------------===//
@@ -10,7 +14,13 @@
 
 namespace dsc::rt {
 
+/// One rank of a run (the only one, or one that mpirun started).
 int runDsrunMain(int argc, char **argv);
+
+/// The dsrun executable: `--np N` with N > 1 outside mpirun relaunches this
+/// executable under mpirun with N ranks (runtime/tooling/Launch.h) and
+/// returns the job's status; anything else is runDsrunMain.
+int launchDsrun(int argc, char **argv);
 
 } // namespace dsc::rt
 

@@ -50,8 +50,9 @@ const std::vector<Flag> &flagTable() {
                            "optimizer steps (default: the schedule's "
                            "total_num_steps)"));
     t.push_back(numberFlag("--np", "N", Value::Positive, &O::np,
-                           "ranks; must match the plan's world size "
-                           "(default 1)"));
+                           "ranks, started on this machine through mpirun; "
+                           "must match the plan's world size (default 1; "
+                           "under mpirun, the job's ranks)"));
     Flag backend{"--backend", "cpu|cuda", Value::Choice,
                  "where kernels run (default cpu)"};
     backend.text = &O::backend;
@@ -269,12 +270,32 @@ bool parseDsrunFlags(const std::vector<std::string> &args,
   return true;
 }
 
+std::vector<std::string> withoutDsrunFlag(const std::vector<std::string> &args,
+                                          const std::string &name) {
+  const std::vector<Flag> &flags = flagTable();
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    std::string flagName = arg.substr(0, arg.find('='));
+    auto flag = std::find_if(flags.begin(), flags.end(), [&](const Flag &f) {
+      return arg.size() >= 2 && arg[0] == '-' && flagName == f.name;
+    });
+    // A value given as the next argument belongs to its flag.
+    bool takesNext = flag != flags.end() && flag->value != Value::Switch &&
+                     arg.find('=') == std::string::npos;
+    if (flagName == name) {
+      i += takesNext ? 1 : 0;
+      continue;
+    }
+    kept.push_back(arg);
+    if (takesNext && i + 1 < args.size())
+      kept.push_back(args[++i]);
+  }
+  return kept;
+}
+
 bool checkDsrunSupport(const DsrunOptions &options, std::string &error) {
-  if (options.np > 1)
-    error = "--np " + std::to_string(options.np) +
-            ": multi-rank runs are not implemented yet; this dsrun runs one "
-            "rank (--np 1)";
-  else if (options.backend == "cuda")
+  if (options.backend == "cuda")
     error = "--backend cuda: the CUDA backend is not implemented yet; use "
             "--backend cpu";
   else if (!options.saveDir.empty())

@@ -40,8 +40,13 @@ struct DsrunOptions {
 bool parseDsrunFlags(const std::vector<std::string> &args,
                      DsrunOptions &options, std::string &error);
 
+/// `args` (already accepted by parseDsrunFlags) without flag `name` and its
+/// value, in either form (`--np 4`, `--np=4`); everything else in order.
+std::vector<std::string> withoutDsrunFlag(const std::vector<std::string> &args,
+                                          const std::string &name);
+
 /// False + one line if `options` asks for something this dsrun cannot do
-/// yet (several ranks, CUDA, training checkpoints).
+/// yet (CUDA, training checkpoints).
 bool checkDsrunSupport(const DsrunOptions &options, std::string &error);
 
 /// The --help text, generated from the flag table.

@@ -2,6 +2,7 @@
 #include "runtime/tooling/Trainer.h"
 
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/Trace.h"
@@ -162,6 +163,17 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       lossSum += *io.loss.ref.f32();
     }
     double loss = lossSum / setup.accumulationSteps;
+    if (setup.worldSize > 1) {
+      // Every rank sees the same mean, so all stop together on a non-finite
+      // one.
+      if (!setup.comm)
+        return fail(step, "no communicator for " +
+                              std::to_string(setup.worldSize) + " ranks");
+      double sum = 0;
+      if (!setup.comm->allReduceSum(&loss, &sum, 1, error))
+        return fail(step, "averaging the loss over the ranks: " + error);
+      loss = sum / setup.worldSize;
+    }
     if (!std::isfinite(loss))
       return fail(step, std::string("loss is ") + (std::isnan(loss) ? "nan"
                                                    : loss > 0       ? "inf"

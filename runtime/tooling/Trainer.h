@@ -3,7 +3,8 @@
 // Per optimizer step s = 1..steps: `micro_step` once per micro-batch
 // (accumulationSteps of them, each drawn by the DataLoader for (seed, s,
 // micro-step, rank)), then `apply` with the scheduled learning rate. The
-// step's loss is the mean of its micro-steps' losses. Program conventions
+// step's loss is the mean of its micro-steps' losses over every rank (an
+// all-reduce when there are several). Program conventions
 // (checked before the first step):
 //   micro_step: inputs (tokens i32 [B, T], targets i32 [B, T]),
 //               output 0 loss f32 scalar
@@ -24,6 +25,7 @@
 
 namespace dsc::rt {
 
+class Communicator;
 class TraceWriter;
 
 struct TrainSetup {
@@ -32,6 +34,8 @@ struct TrainSetup {
   uint32_t accumulationSteps = 1;
   uint32_t rank = 0;
   uint32_t worldSize = 1;
+  /// With worldSize > 1: the step's loss is averaged over the ranks.
+  Communicator *comm = nullptr;
   uint64_t seed = 0;
   uint64_t steps = 1;
   LrSchedule schedule;

@@ -22,11 +22,11 @@ func.func @micro_step(%x: tensor<4xf32>, %y: tensor<2x3xf32>, %z: tensor<16xf32>
   // CHECK-NEXT: %[[FC:.*]] = ds.reshape %[[GC]] : tensor<16xf32> -> tensor<16xf32>
   // CHECK-NEXT: %[[FA:.*]] = ds.reshape %[[GA]] : tensor<4xf32> -> tensor<4xf32>
   // CHECK-NEXT: %[[CAT:.*]] = ds.concat %[[FC]], %[[FA]] axis 0 : tensor<16xf32>, tensor<4xf32> -> tensor<20xf32>
-  // CHECK-NEXT: %[[R1:.*]] = dist.all_reduce %[[CAT]] scale 5.000000e-01 : tensor<20xf32>
+  // CHECK-NEXT: %[[R1:.*]] = dist.all_reduce %[[CAT]] scale 1.000000e+00 : tensor<20xf32>
   // CHECK-NEXT: %[[GB:.*]] = ds.tanh %{{.*}} : tensor<2x3xf32>
   %gb = ds.tanh %y : tensor<2x3xf32>
   // CHECK-NEXT: %[[FB:.*]] = ds.reshape %[[GB]] : tensor<2x3xf32> -> tensor<6xf32>
-  // CHECK-NEXT: %[[R2:.*]] = dist.all_reduce %[[FB]] scale 5.000000e-01 : tensor<6xf32>
+  // CHECK-NEXT: %[[R2:.*]] = dist.all_reduce %[[FB]] scale 1.000000e+00 : tensor<6xf32>
   // CHECK-NEXT: %[[L:.*]] = ds.reduce_sum
   %l = ds.reduce_sum %z axes [0] : tensor<16xf32> -> tensor<f32>
   %aa = ds.load @a.grad : tensor<4xf32>

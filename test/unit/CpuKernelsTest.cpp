@@ -318,6 +318,10 @@ const std::map<std::string, Arity> kDeclared = {
     {"ds.fill", {0, 1, 0, 1}},
     {"ds.bias_gelu", {2, 2, 1, 0}},
     {"ds.add_layer_norm", {-1, 2, 0, 1}},
+    {"comm.all_reduce", {1, 1, 0, 1}},
+    {"comm.reduce_scatter", {1, 1, 0, 1}},
+    {"comm.all_gather", {1, 1, 0, 0}},
+    {"comm.broadcast", {1, 1, 1, 0}},
 };
 
 // The kernel names in Kernel.h's header comment.
@@ -335,7 +339,7 @@ std::set<std::string> namesInKernelHeader(std::string &error) {
     return {};
   }
   std::set<std::string> names;
-  std::regex name(R"(ds\.[a-z_]+)");
+  std::regex name(R"((ds|comm)\.[a-z_]+)");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("//", 0) != 0)
       continue;

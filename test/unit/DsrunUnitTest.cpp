@@ -8,11 +8,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/rng/Philox.h"
 #include "runtime/tooling/DsrunMain.h"
 #include "runtime/tooling/Flags.h"
+#include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/Schedule.h"
 #include "runtime/tooling/Trace.h"
@@ -26,6 +28,7 @@
 #include <cstdio>
 #include <fstream>
 #include <list>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -670,6 +673,58 @@ TEST(Flags, HelpListsEveryFlag) {
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
 }
 
+TEST(Flags, WithoutOneFlag) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(withoutDsrunFlag({"p", "--np", "2", "--steps", "3"}, "--np"),
+            (V{"p", "--steps", "3"}));
+  EXPECT_EQ(withoutDsrunFlag({"--np=4", "p", "--resume"}, "--np"),
+            (V{"p", "--resume"}));
+  // A value that looks like the flag belongs to the flag before it.
+  EXPECT_EQ(withoutDsrunFlag({"--data", "--np", "p", "--np", "3"}, "--np"),
+            (V{"--data", "--np", "p"}));
+  EXPECT_EQ(withoutDsrunFlag({"p"}, "--np"), (V{"p"}));
+}
+
+TEST(Launch, MpirunCommandLine) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(mpirunCommand("/usr/bin/mpirun", "/x/dsrun", 3,
+                          {"p.dsplan", "--steps", "5"}),
+            (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
+               "--bind-to", "none", "-np", "3", "/x/dsrun", "p.dsplan",
+               "--steps", "5"}));
+  EXPECT_NE(findOnPath("sh"), "");
+  EXPECT_EQ(findOnPath("dsrun-no-such-program"), "");
+}
+
+TEST(Launch, ThreadsPerRank) {
+  // Saves and restores the variables so that other tests see no change.
+  auto saved = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto restore = [](const char *name, const std::optional<std::string> &v) {
+    if (v)
+      setenv(name, v->c_str(), 1);
+    else
+      unsetenv(name);
+  };
+  auto blas = saved("OPENBLAS_NUM_THREADS"), cpu = saved("DSC_CPU_THREADS"),
+       local = saved("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("OPENBLAS_NUM_THREADS");
+  setenv("DSC_CPU_THREADS", "3", 1); // the user's choice stays
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1024", 1);
+  limitThreadsPerRank();
+  EXPECT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "1");
+  EXPECT_STREQ(std::getenv("DSC_CPU_THREADS"), "3");
+  unsetenv("OPENBLAS_NUM_THREADS");
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1); // one rank here: no change
+  limitThreadsPerRank();
+  EXPECT_EQ(std::getenv("OPENBLAS_NUM_THREADS"), nullptr);
+  restore("OPENBLAS_NUM_THREADS", blas);
+  restore("DSC_CPU_THREADS", cpu);
+  restore("OMPI_COMM_WORLD_LOCAL_SIZE", local);
+}
+
 TEST(Flags, NotImplementedYet) {
   auto unsupported = [](std::vector<std::string> args) {
     DsrunOptions o;
@@ -678,9 +733,6 @@ TEST(Flags, NotImplementedYet) {
     EXPECT_FALSE(checkDsrunSupport(o, error));
     return error;
   };
-  EXPECT_EQ(unsupported({"p", "--np", "2"}),
-            "--np 2: multi-rank runs are not implemented yet; this dsrun runs "
-            "one rank (--np 1)");
   EXPECT_EQ(unsupported({"p", "--backend", "cuda"}),
             "--backend cuda: the CUDA backend is not implemented yet; use "
             "--backend cpu");
@@ -958,6 +1010,88 @@ TEST_F(TrainerFixture, NonFiniteLossFailsTheRun) {
     EXPECT_EQ(session.log.back().program, "micro_step"); // no apply after it
     std::fclose(metrics);
   }
+}
+
+/// Rank `rank` of two; the other rank's loss is always `otherLoss`, or the
+/// all-reduce times out.
+class TwoRankComm : public Communicator {
+public:
+  explicit TwoRankComm(int rank) : rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  const char *kind() const override { return "fake"; }
+  bool allReduceSum(const float *, float *, size_t, std::string &) override {
+    return false;
+  }
+  bool allReduceSum(const double *in, double *out, size_t count,
+                    std::string &error) override {
+    if (!begin("all_reduce", error, in, out, count))
+      return false;
+    if (sequence() == failAt) {
+      error = prefix("all_reduce") + " timed out after 2 s (a rank stopped "
+                                     "answering)";
+      return false;
+    }
+    for (size_t i = 0; i < count; ++i)
+      out[i] = in[i] + otherLoss;
+    return true;
+  }
+  bool reduceScatterSum(const float *, float *, size_t,
+                        std::string &) override {
+    return false;
+  }
+  bool allGather(const float *, float *, size_t, std::string &) override {
+    return false;
+  }
+  bool broadcast(float *, size_t, int, std::string &) override { return false; }
+  bool barrier(std::string &) override { return false; }
+
+  double otherLoss = 10;
+  uint64_t failAt = 0;
+
+private:
+  int rank_;
+};
+
+TEST_F(TrainerFixture, LossIsTheMeanOverRanks) {
+  FakeSession session({});
+  session.initVariables();
+  float w = session.weight();
+  TwoRankComm comm(1);
+  setup.rank = 1;
+  setup.worldSize = 2;
+  setup.comm = &comm;
+  std::FILE *metrics = std::tmpfile();
+  setup.metrics = metrics;
+  ASSERT_EQ(train(session, *data, setup, error), kExitOk) << error;
+  std::vector<std::string> records = lines(readBack(metrics));
+  std::fclose(metrics);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(comm.sequence(), 3u); // one all-reduce per step
+  for (uint32_t s = 1; s <= 3; ++s) {
+    Json j = Json::parse(records[s - 1]);
+    double mine = 0;
+    for (uint32_t m = 0; m < 2; ++m) {
+      std::vector<int32_t> tok(8), tgt(8);
+      data->fill({11, s, m, 1, 2}, tok.data(), tgt.data()); // rank 1 of 2
+      mine += double(float(tok[0]) + w);
+    }
+    w -= float(setup.schedule.lrAt(s));
+    EXPECT_DOUBLE_EQ(j["loss"].get<double>(), (mine / 2 + 10) / 2);
+    EXPECT_EQ(j["tokens"], s * 32); // both ranks' tokens
+  }
+
+  // A lost rank fails the step, naming the collective.
+  FakeSession again({});
+  comm.failAt = 5;
+  setup.metrics = nullptr;
+  EXPECT_EQ(train(again, *data, setup, error), kExitTrainingFailed);
+  EXPECT_EQ(error, "step 2: averaging the loss over the ranks: rank 1: "
+                   "all_reduce #5 timed out after 2 s (a rank stopped "
+                   "answering)");
+  setup.comm = nullptr;
+  EXPECT_EQ(train(again, *data, setup, error), kExitTrainingFailed);
+  EXPECT_EQ(error, "step 1: no communicator for 2 ranks");
 }
 
 TEST_F(TrainerFixture, KernelFailureFailsTheRun) {

@@ -12,6 +12,7 @@
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/reference/RefKernels.h"
 #include "runtime/rng/Philox.h"
+#include "test/unit/PlanSpec.h"
 
 #include <gtest/gtest.h>
 
@@ -26,120 +27,10 @@ namespace fb = dsc::plan;
 using rt::LoadedPlan;
 using rt::Session;
 using rt::SessionOptions;
+using test::floatBytes;
+using test::PlanSpec;
 
 namespace {
-
-/// A plan in plain structs, serialized with the generated builder.
-struct PlanSpec {
-  struct Arena {
-    fb::Space space;
-    fb::Category category;
-    uint64_t bytes;
-  };
-  struct Buffer {
-    uint32_t arena;
-    uint64_t offset;
-    fb::DType dtype;
-    std::vector<int64_t> shape;
-    std::string name;
-  };
-  struct Variable {
-    std::string name;
-    fb::VarKind kind;
-    std::string of;
-    uint32_t buffer;
-    fb::InitKind init;
-    double std = 0;
-    uint32_t rngStream = 0;
-  };
-  struct Constant {
-    uint32_t buffer;
-    std::vector<uint8_t> data;
-  };
-  struct Instr {
-    std::string kernel;
-    std::vector<uint32_t> inputs, outputs;
-    fb::Stream stream = fb::Stream::compute;
-    std::vector<uint32_t> wait = {}, record = {};
-    std::vector<int64_t> ints = {};
-    std::vector<double> floats = {};
-    std::string loc = "";
-  };
-  struct Program {
-    std::string name;
-    std::vector<Instr> instrs;
-    std::vector<uint32_t> inputs = {}, outputs = {};
-    uint32_t numEvents = 0;
-  };
-
-  uint32_t schemaVersion = fb::kSchemaVersion;
-  uint32_t worldSize = 1;
-  uint32_t accumulationSteps = 1;
-  std::vector<Arena> arenas;
-  std::vector<Buffer> buffers;
-  std::vector<Variable> variables;
-  std::vector<Constant> constants;
-  std::vector<Program> programs;
-
-  uint32_t arena(fb::Space space, fb::Category category, uint64_t bytes) {
-    arenas.push_back({space, category, bytes});
-    return uint32_t(arenas.size() - 1);
-  }
-  uint32_t buffer(uint32_t arena, uint64_t offset, std::vector<int64_t> shape,
-                  std::string name, fb::DType dtype = fb::DType::f32) {
-    buffers.push_back({arena, offset, dtype, std::move(shape), name});
-    return uint32_t(buffers.size() - 1);
-  }
-  Program &program(const std::string &name) {
-    for (Program &p : programs)
-      if (p.name == name)
-        return p;
-    ADD_FAILURE() << "no program " << name;
-    return programs.front();
-  }
-
-  std::vector<uint8_t> build() const {
-    flatbuffers::FlatBufferBuilder b;
-    std::vector<flatbuffers::Offset<fb::Arena>> as;
-    for (const Arena &a : arenas)
-      as.push_back(fb::CreateArena(b, a.space, a.category, a.bytes));
-    std::vector<flatbuffers::Offset<fb::Buffer>> bs;
-    for (const Buffer &x : buffers)
-      bs.push_back(fb::CreateBufferDirect(b, x.arena, x.offset, x.dtype,
-                                          &x.shape, x.name.c_str()));
-    std::vector<flatbuffers::Offset<fb::Variable>> vs;
-    for (const Variable &v : variables)
-      vs.push_back(fb::CreateVariableDirect(b, v.name.c_str(), v.kind,
-                                            v.of.c_str(), v.buffer, v.init,
-                                            v.std, v.rngStream, false));
-    std::vector<flatbuffers::Offset<fb::Constant>> cs;
-    for (const Constant &c : constants)
-      cs.push_back(fb::CreateConstantDirect(b, c.buffer, &c.data));
-    std::vector<flatbuffers::Offset<fb::Program>> ps;
-    for (const Program &p : programs) {
-      std::vector<flatbuffers::Offset<fb::Instr>> is;
-      for (const Instr &i : p.instrs)
-        is.push_back(fb::CreateInstrDirect(
-            b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.ints, &i.floats,
-            i.stream, &i.wait, &i.record, i.loc.c_str()));
-      ps.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &is, &p.inputs,
-                                           &p.outputs, p.numEvents, 0.0));
-    }
-    auto schedule = fb::CreateScheduleDirect(b, "constant", 1e-3);
-    auto plan = fb::CreatePlanDirect(b, schemaVersion, worldSize, "test", "{}",
-                                     1, 4, 256, accumulationSteps, schedule,
-                                     &as, &bs, &vs, &cs, &ps);
-    fb::FinishPlanBuffer(b, plan);
-    return std::vector<uint8_t>(b.GetBufferPointer(),
-                                b.GetBufferPointer() + b.GetSize());
-  }
-};
-
-std::vector<uint8_t> floatBytes(std::vector<float> values) {
-  std::vector<uint8_t> out(values.size() * 4);
-  std::memcpy(out.data(), values.data(), out.size());
-  return out;
-}
 
 // Buffer ids of basicPlan().
 enum : uint32_t { kX, kY, kW, kWGrad, kH, kTwo, kRamp, kNumBasicBuffers };

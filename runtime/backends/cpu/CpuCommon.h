@@ -263,6 +263,11 @@ bool reduceMeanBody(const KernelArgs &, std::string &);
 bool reduceMaxBody(const KernelArgs &, std::string &);
 // Optimizer.cpp
 bool adamwBody(const KernelArgs &, std::string &);
+// Comm.cpp
+bool commAllReduceBody(const KernelArgs &, std::string &);
+bool commReduceScatterBody(const KernelArgs &, std::string &);
+bool commAllGatherBody(const KernelArgs &, std::string &);
+bool commBroadcastBody(const KernelArgs &, std::string &);
 
 } // namespace dsc::rt::cpu
 

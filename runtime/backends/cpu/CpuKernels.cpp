@@ -86,6 +86,11 @@ constexpr Spec kSpecs[] = {
     {"ds.sub",                2,  1,  0, 0, Alias::AnyInput, cpu::subBody},
     {"ds.tanh",               1,  1,  0, 0, Alias::AnyInput, cpu::tanhBody},
     {"ds.transpose",          1,  1, -1, 0, Alias::None,     cpu::transposeBody},
+    // Collectives through KernelContext::comm (Comm.cpp).
+    {"comm.all_gather",       1,  1,  0, 0, Alias::None,     cpu::commAllGatherBody},
+    {"comm.all_reduce",       1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
+    {"comm.broadcast",        1,  1,  1, 0, Alias::AnyInput, cpu::commBroadcastBody},
+    {"comm.reduce_scatter",   1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);

@@ -1,0 +1,431 @@
+//===- MpiCommunicator.cpp - collectives over OpenMPI ---------------------===//
+//
+// Each collective is MPI's nonblocking form (MPI_Iallreduce,
+// MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ibarrier)
+// polled with MPI_Test until it completes or the deadline passes, so a rank
+// that stops answering costs at most the timeout, never a hang. Polling
+// spins briefly, then yields, then sleeps up to 200 us between tests: ranks
+// share cores when oversubscribed, and OpenMPI progresses nonblocking
+// collectives only inside MPI calls, so the sleep is short.
+//
+// Thread level: MPI_THREAD_SERIALIZED. The comm stream's worker thread
+// issues the plan's collectives and dsrun's main thread issues its own
+// between programs, never at the same time; a process-wide mutex held
+// around every MPI call enforces that, so SERIALIZED is always honoured
+// (FUNNELED would not be: the worker is not the thread that initialized
+// MPI). MPI is initialized by the first communicator and finalized at exit,
+// unless a collective was left unfinished by a timeout: MPI_Finalize would
+// then wait for ranks that are not coming, so the process exits without it
+// and mpirun ends the job.
+//
+// Each communicator is a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN,
+// so MPI errors (a TCP peer gone) come back as one line instead of aborting.
+//
+// A rank that dies: OpenMPI's mpirun notices at once and sends SIGTERM to
+// every other rank (then SIGKILL). The SIGTERM handler installed here (when
+// the disposition was the default) writes this rank's line, prepared before
+// each collective so the handler only calls write(2), and exits with 1:
+//   rank 0: all_reduce #12 interrupted by signal 15 (mpirun stops every rank
+//   when one dies or fails)
+// docs/multi-process.md records what each fault looks like.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <unistd.h>
+
+namespace dsc::rt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+//===--- Process-wide state -----------------------------------------------===//
+
+/// Serializes every MPI call of the process (MPI_THREAD_SERIALIZED).
+std::mutex &mpiMutex() {
+  static std::mutex *m = new std::mutex; // used at exit: never destroyed
+  return *m;
+}
+
+std::atomic<bool> unclean{false}; ///< a request left pending: no finalize
+
+/// What the SIGTERM handler writes: two buffers, `current` says which one
+/// holds the line for the latest collective (written before it is flipped).
+constexpr size_t kLineBytes = 256;
+char signalLines[2][kLineBytes];
+std::atomic<int> currentLine{-1};
+std::atomic<bool> anyFailed{false}; ///< a collective failed: its line is out
+
+void onTerminate(int sig) {
+  int current = currentLine.load();
+  if (current >= 0 && !anyFailed.load()) {
+    const char *line = signalLines[current];
+    // The prepared text has "%d" where the signal number goes.
+    const char *mark = std::strstr(line, "%d");
+    char number[4] = {char('0' + sig / 10 % 10), char('0' + sig % 10), 0, 0};
+    const char *digits = sig >= 10 ? number : number + 1;
+    ssize_t ignored = 0;
+    if (mark) {
+      ignored += ::write(2, line, size_t(mark - line));
+      ignored += ::write(2, digits, std::strlen(digits));
+      ignored += ::write(2, mark + 2, std::strlen(mark + 2));
+    } else {
+      ignored += ::write(2, line, std::strlen(line));
+    }
+    (void)ignored;
+  }
+  ::_exit(1);
+}
+
+/// Prepares the line the handler prints from now on.
+void setSignalLine(const std::string &text) {
+  int next = currentLine.load() == 0 ? 1 : 0;
+  std::snprintf(signalLines[next], kLineBytes, "%s\n", text.c_str());
+  currentLine.store(next);
+}
+
+void installSignalHandler() {
+  struct sigaction old {};
+  if (sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+      (old.sa_flags & SA_SIGINFO))
+    return; // someone else handles SIGTERM: leave it to them
+  struct sigaction action {};
+  action.sa_handler = onTerminate;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+void finalizeAtExit() {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized || unclean.load())
+    return;
+  currentLine.store(-1); // nothing to report once the ranks have parted
+  MPI_Finalize();
+}
+
+std::string mpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return std::string(text, size_t(length));
+}
+
+/// Starts MPI once for the process, at the SERIALIZED thread level.
+bool ensureMpi(std::string &error) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    error = "MPI was already finalized in this process";
+    return false;
+  }
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    int rc =
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) {
+      error = "MPI_Init_thread failed: " + mpiErrorText(rc);
+      return false;
+    }
+    std::atexit(finalizeAtExit);
+    installSignalHandler();
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    error = "this MPI provides thread level " + std::to_string(provided) +
+            "; dsrun needs MPI_THREAD_SERIALIZED (" +
+            std::to_string(MPI_THREAD_SERIALIZED) + ")";
+    return false;
+  }
+  return true;
+}
+
+std::string secondsText(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
+/// Largest element count of one MPI call (MPI counts are int).
+constexpr size_t kMaxChunk = size_t(1) << 30;
+
+//===--- The communicator -------------------------------------------------===//
+
+class MpiCommunicator final : public Communicator {
+public:
+  ~MpiCommunicator() override;
+
+  bool init(std::string &error);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char *kind() const override { return "mpi"; }
+
+  bool allReduceSum(const float *in, float *out, size_t count,
+                    std::string &error) override {
+    return allReduce(in, out, count, MPI_FLOAT, sizeof(float), error);
+  }
+  bool allReduceSum(const double *in, double *out, size_t count,
+                    std::string &error) override {
+    return allReduce(in, out, count, MPI_DOUBLE, sizeof(double), error);
+  }
+  bool reduceScatterSum(const float *in, float *out, size_t count,
+                        std::string &error) override;
+  bool allGather(const float *in, float *out, size_t count,
+                 std::string &error) override;
+  bool broadcast(float *data, size_t count, int root,
+                 std::string &error) override;
+  bool barrier(std::string &error) override;
+  void abandon() override { unclean = true; }
+
+private:
+  bool allReduce(const void *in, void *out, size_t count, MPI_Datatype type,
+                 size_t elementBytes, std::string &error);
+  /// Marks the start of collective `name` for the signal handler and sets
+  /// the deadline.
+  Clock::time_point start(const char *name);
+  /// Checks an MPI_I* call's return code.
+  bool started(const char *name, int rc, std::string &error);
+  /// Polls `request` until it completes (true) or the deadline passes or MPI
+  /// reports an error (false + the line).
+  bool finish(const char *name, MPI_Request &request, Clock::time_point end,
+              std::string &error);
+  bool fits(const char *name, size_t count, std::string &error);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  /// A collective that timed out still owns its buffers inside MPI.
+  MPI_Request pending_ = MPI_REQUEST_NULL;
+};
+
+MpiCommunicator::~MpiCommunicator() {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
+  if (pending_ != MPI_REQUEST_NULL) {
+    // The late rank may have caught up since: give it a moment.
+    Clock::time_point end = Clock::now() + std::chrono::seconds(1);
+    int done = 0;
+    while (!done && Clock::now() < end) {
+      if (MPI_Test(&pending_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        break;
+      if (!done)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!done) {
+      unclean = true; // MPI_Finalize would wait for it forever
+      return;         // and so would MPI_Comm_free
+    }
+  }
+  if (comm_ != MPI_COMM_NULL)
+    MPI_Comm_free(&comm_);
+}
+
+bool MpiCommunicator::init(std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  if (!ensureMpi(error))
+    return false;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  if (rc != MPI_SUCCESS) {
+    error = "MPI_Comm_dup failed: " + mpiErrorText(rc);
+    return false;
+  }
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  setSignalLine("rank " + std::to_string(rank_) +
+                ": stopped by signal %d before any collective (mpirun stops "
+                "every rank when one dies or fails)");
+  return true;
+}
+
+Clock::time_point MpiCommunicator::start(const char *name) {
+  setSignalLine(prefix(name) +
+                " interrupted by signal %d (mpirun stops every rank when one "
+                "dies or fails)");
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(timeout()));
+}
+
+bool MpiCommunicator::started(const char *name, int rc, std::string &error) {
+  if (rc == MPI_SUCCESS)
+    return true;
+  markFailed(name);
+  anyFailed = true;
+  error = prefix(name) + " failed to start: " + mpiErrorText(rc);
+  return false;
+}
+
+bool MpiCommunicator::finish(const char *name, MPI_Request &request,
+                             Clock::time_point end, std::string &error) {
+  auto nap = std::chrono::microseconds(1);
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      markFailed(name);
+      anyFailed = true;
+      error = prefix(name) + " failed: " + mpiErrorText(rc);
+      return false;
+    }
+    if (done) {
+      setSignalLine("rank " + std::to_string(rank_) + ": stopped by signal " +
+                    "%d after " + name + " #" + std::to_string(sequence()) +
+                    " (mpirun stops every rank when one dies or fails)");
+      return true;
+    }
+    if (Clock::now() >= end) {
+      pending_ = request;
+      markFailed(name);
+      anyFailed = true;
+      error = prefix(name) + " timed out after " + secondsText(timeout()) +
+              " s (a rank stopped answering)";
+      return false;
+    }
+    if (polls < 64)
+      continue;
+    if (polls < 256) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(200));
+  }
+}
+
+bool MpiCommunicator::fits(const char *name, size_t count, std::string &error) {
+  if (count <= size_t(INT_MAX) / size_t(size_))
+    return true;
+  error = prefix(name) + ": " + std::to_string(count) +
+          " elements per rank exceed what one MPI call can move";
+  return false;
+}
+
+bool MpiCommunicator::allReduce(const void *in, void *out, size_t count,
+                                MPI_Datatype type, size_t elementBytes,
+                                std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "all_reduce";
+  if (!begin(name, error, in, out, count))
+    return false;
+  Clock::time_point end = start(name);
+  const char *src = static_cast<const char *>(in);
+  char *dst = static_cast<char *>(out);
+  // Always at least one call, so that every rank takes part even in an
+  // empty collective (they stay in step).
+  size_t done = 0;
+  do {
+    size_t n = std::min(count - done, kMaxChunk);
+    size_t offset = done * elementBytes;
+    const void *send = in == out ? MPI_IN_PLACE : src + offset;
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (!started(name,
+                 MPI_Iallreduce(send, dst + offset, int(n), type, MPI_SUM,
+                                comm_, &request),
+                 error) ||
+        !finish(name, request, end, error))
+      return false;
+    done += n;
+  } while (done < count);
+  return true;
+}
+
+bool MpiCommunicator::reduceScatterSum(const float *in, float *out,
+                                       size_t count, std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "reduce_scatter";
+  if (!begin(name, error, in, out, count) || !fits(name, count, error))
+    return false;
+  Clock::time_point end = start(name);
+  MPI_Request request = MPI_REQUEST_NULL;
+  return started(name,
+                 MPI_Ireduce_scatter_block(in, out, int(count), MPI_FLOAT,
+                                           MPI_SUM, comm_, &request),
+                 error) &&
+         finish(name, request, end, error);
+}
+
+bool MpiCommunicator::allGather(const float *in, float *out, size_t count,
+                                std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "all_gather";
+  if (!begin(name, error, in, out, count) || !fits(name, count, error))
+    return false;
+  Clock::time_point end = start(name);
+  const void *send = in == out + size_t(rank_) * count && count > 0
+                         ? MPI_IN_PLACE
+                         : static_cast<const void *>(in);
+  MPI_Request request = MPI_REQUEST_NULL;
+  return started(name,
+                 MPI_Iallgather(send, int(count), MPI_FLOAT, out, int(count),
+                                MPI_FLOAT, comm_, &request),
+                 error) &&
+         finish(name, request, end, error);
+}
+
+bool MpiCommunicator::broadcast(float *data, size_t count, int root,
+                                std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "broadcast";
+  if (!begin(name, error, data, data, count, root))
+    return false;
+  Clock::time_point end = start(name);
+  size_t done = 0;
+  do {
+    size_t n = std::min(count - done, kMaxChunk);
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (!started(
+            name,
+            MPI_Ibcast(data + done, int(n), MPI_FLOAT, root, comm_, &request),
+            error) ||
+        !finish(name, request, end, error))
+      return false;
+    done += n;
+  } while (done < count);
+  return true;
+}
+
+bool MpiCommunicator::barrier(std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "barrier";
+  if (!begin(name, error))
+    return false;
+  Clock::time_point end = start(name);
+  MPI_Request request = MPI_REQUEST_NULL;
+  return started(name, MPI_Ibarrier(comm_, &request), error) &&
+         finish(name, request, end, error);
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error) {
+  if (!underMpirun()) {
+    error = "not started by mpirun (OMPI_COMM_WORLD_SIZE is not set)";
+    return nullptr;
+  }
+  auto comm = std::make_unique<MpiCommunicator>();
+  if (!comm->init(error))
+    return nullptr;
+  return comm;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,164 @@
+//===- Launch.cpp - starting dsrun's ranks --------------------------------===//
+//
+// The launcher forks mpirun and waits rather than exec'ing it, so that it
+// can turn mpirun's statuses into dsrun's (0 done, 1 failed, 2 bad input).
+// While it waits it ignores SIGINT (a terminal's Ctrl-C reaches mpirun
+// directly, in the same process group; mpirun then stops every rank) and
+// passes SIGTERM and SIGHUP on to mpirun.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/tooling/Launch.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dsc::rt {
+
+namespace {
+
+volatile sig_atomic_t childPid = 0;
+
+void forwardSignal(int sig) {
+  if (childPid > 0)
+    ::kill(pid_t(childPid), sig);
+}
+
+/// This executable's path, for mpirun to start again.
+std::string selfPath() {
+  std::vector<char> buffer(4096);
+  ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (n <= 0)
+    return "";
+  return std::string(buffer.data(), size_t(n));
+}
+
+} // namespace
+
+std::vector<std::string> mpirunCommand(const std::string &mpirun,
+                                       const std::string &self, unsigned np,
+                                       const std::vector<std::string> &args) {
+  std::vector<std::string> cmd = {mpirun,
+                                  "--allow-run-as-root",
+                                  "--oversubscribe",
+                                  "--bind-to",
+                                  "none",
+                                  "-np",
+                                  std::to_string(np),
+                                  self};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return cmd;
+}
+
+std::string findOnPath(const std::string &name) {
+  const char *path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos)
+      end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
+                        std::string &error) {
+  std::string flag = "--np " + std::to_string(np);
+  std::string mpirun = findOnPath("mpirun");
+  if (mpirun.empty()) {
+    error = flag + ": mpirun is not on PATH (Debian: openmpi-bin); start the "
+                   "ranks with an MPI launcher or run one rank";
+    return 2;
+  }
+  std::string self = selfPath();
+  if (self.empty()) {
+    error = flag + ": cannot find this dsrun's own path (/proc/self/exe)";
+    return 2;
+  }
+  std::vector<std::string> cmd = mpirunCommand(mpirun, self, np, args);
+  std::vector<char *> argv;
+  for (std::string &a : cmd)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  struct sigaction forward {
+  }, ignore{}, oldInt{}, oldTerm{}, oldHup{};
+  forward.sa_handler = forwardSignal;
+  sigemptyset(&forward.sa_mask);
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGINT, &ignore, &oldInt);
+  sigaction(SIGTERM, &forward, &oldTerm);
+  sigaction(SIGHUP, &forward, &oldHup);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    sigaction(SIGINT, &oldInt, nullptr);
+    sigaction(SIGTERM, &oldTerm, nullptr);
+    sigaction(SIGHUP, &oldHup, nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "dsrun: %s: cannot run %s: %s\n", flag.c_str(),
+                 argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  int result = 2;
+  if (pid < 0) {
+    error = flag + ": cannot start mpirun: " + std::strerror(errno);
+  } else {
+    childPid = pid;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    childPid = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) <= 2) {
+      result = WEXITSTATUS(status);
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+      result = 2; // the child printed why mpirun did not start
+      error = flag + ": mpirun did not start";
+    } else {
+      result = 1;
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+      if (WIFSIGNALED(status))
+        error = flag + ": mpirun was killed by signal " +
+                std::to_string(WTERMSIG(status));
+      else if (code > 128)
+        error = flag + ": mpirun exited with status " + std::to_string(code) +
+                ": a rank was killed by signal " + std::to_string(code - 128);
+      else
+        error = flag + ": mpirun exited with status " + std::to_string(code);
+    }
+  }
+  sigaction(SIGINT, &oldInt, nullptr);
+  sigaction(SIGTERM, &oldTerm, nullptr);
+  sigaction(SIGHUP, &oldHup, nullptr);
+  return result;
+}
+
+void limitThreadsPerRank() {
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int ranksHere = local ? std::atoi(local) : 0;
+  if (ranksHere <= 1)
+    return;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::string threads = std::to_string(std::max(1u, cores / ranksHere));
+  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+  setenv("DSC_CPU_THREADS", threads.c_str(), 0);
+}
+
+} // namespace dsc::rt

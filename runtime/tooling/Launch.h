@@ -1,0 +1,42 @@
+//===- Launch.h - starting dsrun's ranks ------------------------*- C++ -*-===//
+//
+// `dsrun --np N` (N > 1) outside mpirun runs `mpirun --allow-run-as-root
+// --oversubscribe --bind-to none -np N <this dsrun> <the same arguments
+// without --np>` and waits for it; each rank then finds its rank and the world
+// size through MPI (runtime/comm). `mpirun -np N dsrun ...` and multi-node
+// `mpirun --hostfile H -np N dsrun ...` start the same ranks directly.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_LAUNCH_H
+#define DSC_RUNTIME_TOOLING_LAUNCH_H
+
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// The mpirun command line that starts `np` ranks of `self` with `args`.
+std::vector<std::string> mpirunCommand(const std::string &mpirun,
+                                       const std::string &self, unsigned np,
+                                       const std::vector<std::string> &args);
+
+/// The first executable `name` on PATH; empty if none.
+std::string findOnPath(const std::string &name);
+
+/// Runs mpirun for `np` ranks of this executable with `args` (argv without
+/// the program name and without --np) and returns dsrun's status for the
+/// job: mpirun's 0, 1 or 2 as they are, any other failure (a rank killed by
+/// a signal: mpirun exits 128 + the signal) as 1 with a line in `error`.
+/// Returns 2 with `error` when mpirun cannot be found or started.
+int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
+                        std::string &error);
+
+/// Under mpirun with several ranks on this machine, sets OPENBLAS_NUM_THREADS
+/// and DSC_CPU_THREADS to this machine's cores / local ranks (at least 1)
+/// unless the user set them, so oversubscribed ranks do not fight over
+/// cores. Call before any kernel runs (both are read once).
+void limitThreadsPerRank();
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_LAUNCH_H

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""comm_faults.py COMMTEST DSRUN: a rank lost in the middle of a 3-rank run.
+
+Trains CommTest's data-parallel bigram plan with `dsrun --np 3` and, after a
+second, either kills rank 1 (SIGKILL: mpirun notices and stops the others
+with SIGTERM) or stops it (SIGSTOP: it stops answering, the others' next
+collective times out). Either way every surviving rank must say which
+collective it was in, dsrun must exit 1, and nothing may outlive the run or
+take much longer than the collective timeout.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TIMEOUT_S = 3  # DSC_COMM_TIMEOUT for the runs
+RANKS = 3
+VICTIM = 1
+
+
+def rank_pids(plan):
+    """pid -> OMPI_COMM_WORLD_RANK of the processes running `plan`."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+            if plan.encode() not in cmdline or b"mpirun" in cmdline[0]:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for var in env:
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                found[int(entry)] = int(var.split(b"=")[1])
+    return found
+
+
+def run(dsrun, plan, sig):
+    env = dict(os.environ, DSC_COMM_TIMEOUT=str(TIMEOUT_S))
+    proc = subprocess.Popen(
+        [dsrun, plan, "--np", str(RANKS), "--steps", "4000000000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    victim = None
+    deadline = time.monotonic() + 30
+    while victim is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        pids = rank_pids(plan)
+        if len(pids) == RANKS:
+            victim = next(p for p, r in pids.items() if r == VICTIM)
+    if victim is None:
+        proc.kill()
+        return None, "the ranks did not start", 0
+    time.sleep(1.0)  # mid-run
+    start = time.monotonic()
+    os.kill(victim, sig)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT_S + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        err += b"\ncomm_faults: the run did not end\n"
+    took = time.monotonic() - start
+    for pid in rank_pids(plan):  # nothing may survive the run
+        os.kill(pid, signal.SIGKILL)
+        err += f"\ncomm_faults: pid {pid} outlived the run\n".encode()
+    return proc.returncode, err.decode(errors="replace"), took
+
+
+def check(name, status, err, took, want_line, max_s, min_s=0.0):
+    problems = []
+    if status != 1:
+        problems.append(f"dsrun exited {status}, expected 1")
+    survivors = [r for r in range(RANKS) if r != VICTIM]
+    silent = [r for r in survivors if not re.search(want_line(r), err, re.M)]
+    # mpirun forwards a rank's output only while it still runs the job, so
+    # the line of a rank it stops last is occasionally lost.
+    if len(silent) == len(survivors):
+        problems.append("no line from any surviving rank")
+    elif silent:
+        print(f"comm_faults: {name}: note: mpirun dropped the line of rank "
+              f"{silent}")
+    if not min_s <= took <= max_s:
+        problems.append(f"took {took:.1f} s, expected {min_s}..{max_s} s")
+    if "outlived" in err or "did not end" in err:
+        problems.append("processes outlived the run")
+    print(f"--- {name}: exit {status} after {took:.1f} s")
+    print(err)
+    for p in problems:
+        print(f"comm_faults: {name}: {p}")
+    return not problems
+
+
+def main():
+    commtest, dsrun = sys.argv[1], sys.argv[2]
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "faults.dsplan")
+        subprocess.check_call([commtest, "--write-plan", plan, str(RANKS)])
+
+        # Killed: mpirun stops the survivors at once; each names the
+        # collective it was in (or the last one it finished).
+        status, err, took = run(dsrun, plan, signal.SIGKILL)
+        ok &= check(
+            "kill -9 rank 1", status, err, took,
+            lambda r: (rf"^rank {r}: (\w+ #\d+ interrupted|stopped) by "
+                       rf"signal 15"),
+            max_s=TIMEOUT_S + 5)
+        ok &= "a rank was killed by signal 9" in err
+
+        # Stopped: the survivors time out in their collective. A survivor
+        # may instead be stopped by mpirun once the first one has exited.
+        status, err, took = run(dsrun, plan, signal.SIGSTOP)
+        ok &= check(
+            "kill -STOP rank 1", status, err, took,
+            lambda r: (rf"rank {r}: \w+ #\d+ (timed out after {TIMEOUT_S} s "
+                       rf"\(a rank stopped answering\)|interrupted by)"),
+            min_s=TIMEOUT_S, max_s=TIMEOUT_S + 10)
+        ok &= bool(re.search(r"timed out after", err))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
