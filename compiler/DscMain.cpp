@@ -240,8 +240,7 @@ int runDscMain(int argc, char **argv) {
       return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
                                 "is not implemented yet");
     if (config.zero.stage != 0)
-      return fail(opts.config + ": ZeRO stage " +
-                  Twine(config.zero.stage) +
+      return fail(opts.config + ": ZeRO stage " + Twine(config.zero.stage) +
                   " is not implemented yet (stage 0, data parallelism, is)");
     train.zeroStage = config.zero.stage;
     train.reduceBucketSize = config.zero.reduceBucketSize;
@@ -323,8 +322,7 @@ int runDscMain(int argc, char **argv) {
     return fail("cannot write '" + opts.output + "': " + error);
   if (emit == "plan") {
     std::vector<uint8_t> bytes = serializePlan(plan);
-    out->os().write(reinterpret_cast<const char *>(bytes.data()),
-                    bytes.size());
+    out->os().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   } else {
     module->print(out->os());
   }

@@ -13,12 +13,9 @@ using namespace mlir;
 namespace dsc {
 
 static constexpr std::pair<Phase, llvm::StringLiteral> kPhases[] = {
-    {Phase::Input, "input"},
-    {Phase::Train, "train"},
-    {Phase::Dist, "dist"},
-    {Phase::Fused, "fused"},
-    {Phase::Scheduled, "scheduled"},
-    {Phase::Plan, "plan"},
+    {Phase::Input, "input"},         {Phase::Train, "train"},
+    {Phase::Dist, "dist"},           {Phase::Fused, "fused"},
+    {Phase::Scheduled, "scheduled"}, {Phase::Plan, "plan"},
     {Phase::Emit, "emit"},
 };
 
@@ -73,13 +70,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> gradClip{*this, "grad-clip", llvm::cl::init(0.0)};
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::init(1)};
   Option<int64_t> zeroStage{*this, "zero-stage", llvm::cl::init(0)};
-  Option<int64_t> bucketSize{*this, "bucket-size",
-                             llvm::cl::init(500000000)};
+  Option<int64_t> bucketSize{*this, "bucket-size", llvm::cl::init(500000000)};
 
   TrainOptions get() const {
-    return {accumulationSteps, beta1,    beta2,     eps,
-            weightDecay,       gradClip, worldSize, zeroStage,
-            bucketSize};
+    return {accumulationSteps, beta1,     beta2,     eps,       weightDecay,
+            gradClip,          worldSize, zeroStage, bucketSize};
   }
 };
 } // namespace

@@ -69,8 +69,7 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
           def->isBeforeInBlock(add))
         continue;
       auto load = dyn_cast<LoadOp>(def);
-      if (!load || writes(add->getParentOfType<func::FuncOp>(),
-                          load.getName()))
+      if (!load || writes(add->getParentOfType<func::FuncOp>(), load.getName()))
         return failure();
       hoist.push_back(load);
     }
@@ -78,8 +77,8 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
       rewriter.moveOpBefore(load, add);
     rewriter.setInsertionPoint(add);
     auto fused = rewriter.create<AddLayerNormOp>(
-        add.getLoc(), add.getType(), add.getType(), add.getLhs(),
-        add.getRhs(), norm.getWeight(), norm.getBias(), norm.getEpsAttr());
+        add.getLoc(), add.getType(), add.getType(), add.getLhs(), add.getRhs(),
+        norm.getWeight(), norm.getBias(), norm.getEpsAttr());
     rewriter.replaceOp(norm, fused.getResult());
     rewriter.replaceOp(add, fused.getSum());
     return success();

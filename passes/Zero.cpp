@@ -1,4 +1,5 @@
-//===- Zero.cpp - phase `dist`: data parallelism and ZeRO ------------------===//
+//===- Zero.cpp - phase `dist`: data parallelism and ZeRO
+//------------------===//
 //
 // Stage 0. Autodiff leaves each micro-step's gradient accumulations as
 //   %acc = ds.load @p.grad ; %s = ds.add %acc, %d ; ds.store %s, @p.grad
@@ -48,9 +49,9 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
           << stage.getValue() << " is not implemented yet (stage 0 is)";
       return signalPassFailure();
     }
-    module->setAttr("dist.world_size",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                     worldSize));
+    module->setAttr(
+        "dist.world_size",
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), worldSize));
     if (worldSize == 1)
       return;
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
@@ -93,8 +94,8 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       size_t end = begin;
       int64_t elements = 0;
       do {
-        elements += cast<RankedTensorType>(accs[end].grad.getType())
-                        .getNumElements();
+        elements +=
+            cast<RankedTensorType>(accs[end].grad.getType()).getNumElements();
         ++end;
       } while (end < accs.size() &&
                elements + cast<RankedTensorType>(accs[end].grad.getType())
@@ -118,15 +119,15 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
         auto t = cast<RankedTensorType>(a.grad.getType());
         sizes.push_back(t.getNumElements());
         flat.push_back(b.create<ReshapeOp>(
-            loc, RankedTensorType::get({t.getNumElements()},
-                                       t.getElementType()),
+            loc,
+            RankedTensorType::get({t.getNumElements()}, t.getElementType()),
             a.grad));
       }
       Value packed = flat.size() == 1
                          ? flat[0]
                          : b.create<ConcatOp>(loc, flat, 0).getResult();
-      Value reduced = b.create<dist::AllReduceOp>(loc, packed,
-                                                  b.getF64FloatAttr(scale));
+      Value reduced =
+          b.create<dist::AllReduceOp>(loc, packed, b.getF64FloatAttr(scale));
 
       // Wait and accumulate at the end of the micro-step.
       b.setInsertionPoint(ret);

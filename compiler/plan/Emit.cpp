@@ -42,8 +42,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
     for (const PlanInstr &i : p.instrs)
       instrs.push_back(fb::CreateInstrDirect(
           b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.intAttrs,
-          &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait,
-          &i.record, i.loc.c_str()));
+          &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait, &i.record,
+          i.loc.c_str()));
     programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
                                                &p.inputs, &p.outputs,
                                                p.numEvents, p.flops));
@@ -51,15 +51,14 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
 
   const LrSchedule &s = model.options.schedule;
   auto schedule = fb::CreateScheduleDirect(
-      b, s.kind.c_str(), s.lr, s.warmupMinLr, s.warmupMaxLr,
-      s.warmupNumSteps, s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio,
-      s.warmupMinRatio);
+      b, s.kind.c_str(), s.lr, s.warmupMinLr, s.warmupMaxLr, s.warmupNumSteps,
+      s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio, s.warmupMinRatio);
   auto root = fb::CreatePlanDirect(
       b, fb::kSchemaVersion, model.options.worldSize,
       model.options.model.c_str(), model.options.configJson.c_str(),
       model.microBatch, model.seqLen, model.vocabSize,
-      model.options.accumulationSteps, schedule, &arenas, &buffers,
-      &variables, &constants, &programs);
+      model.options.accumulationSteps, schedule, &arenas, &buffers, &variables,
+      &constants, &programs);
   fb::FinishPlanBuffer(b, root);
   return std::vector<uint8_t>(b.GetBufferPointer(),
                               b.GetBufferPointer() + b.GetSize());
@@ -86,8 +85,9 @@ void annotatePlan(mlir::ModuleOp module, const PlanModel &model) {
   llvm::SmallVector<mlir::NamedAttribute> arenas;
   for (int c = 0; c < kNumCategories; ++c)
     if (model.arenaBytes[c])
-      arenas.push_back(b.getNamedAttr(categoryName(static_cast<Category>(c)),
-                                      b.getI64IntegerAttr(model.arenaBytes[c])));
+      arenas.push_back(
+          b.getNamedAttr(categoryName(static_cast<Category>(c)),
+                         b.getI64IntegerAttr(model.arenaBytes[c])));
   module->setAttr("plan.arenas", b.getDictionaryAttr(arenas));
 }
 

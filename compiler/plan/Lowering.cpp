@@ -29,9 +29,9 @@ using namespace mlir::ds;
 namespace dsc {
 
 llvm::StringRef categoryName(Category c) {
-  static const char *names[] = {"params",      "grads",        "optimizer_state",
-                                "activations", "comm_buffers", "workspace",
-                                "inputs",      "constants"};
+  static const char *names[] = {
+      "params",       "grads",     "optimizer_state", "activations",
+      "comm_buffers", "workspace", "inputs",          "constants"};
   return names[static_cast<int>(c)];
 }
 
@@ -85,8 +85,7 @@ std::string locString(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();
   if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().getValue() + ":" + Twine(file.getLine()))
-        .str();
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine())).str();
   if (auto fused = dyn_cast<FusedLoc>(loc))
     return fused.getLocations().empty() ? ""
                                         : locString(fused.getLocations()[0]);
@@ -127,8 +126,8 @@ struct Pending {
 /// the result, so the result may overwrite a same-shaped operand.
 bool isInPlaceSafe(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
-             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp,
-             ReluGradOp, SiluGradOp, GeluGradOp, DropoutOp, AdamWOp>(op);
+             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
+             SiluGradOp, GeluGradOp, DropoutOp, AdamWOp>(op);
 }
 
 class Lowering {
@@ -153,8 +152,8 @@ public:
 private:
   ModuleOp module;
   PlanModel &plan;
-  llvm::StringMap<int> varSlot;                  // variable -> slot
-  std::vector<Slot> slots;                       // all programs
+  llvm::StringMap<int> varSlot;                            // variable -> slot
+  std::vector<Slot> slots;                                 // all programs
   llvm::DenseMap<std::pair<int, Type>, uint32_t> bufferOf; // (slot, type)
   llvm::DenseMap<Attribute, int> constSlot;
   uint64_t activationPeak = 0;
@@ -202,8 +201,9 @@ private:
         gradOf[var.getOfAttr().getValue()] = var;
         break;
       case VariableKind::opt_state:
-        (var.getSymName().ends_with(".exp_avg_sq") ? vOf : mOf)
-            [var.getOfAttr().getValue()] = var;
+        (var.getSymName().ends_with(".exp_avg_sq")
+             ? vOf
+             : mOf)[var.getOfAttr().getValue()] = var;
         break;
       }
     }
@@ -315,8 +315,9 @@ private:
 
     for (BlockArgument arg : func.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
-      int slot = fixedSlot(Category::Inputs, bytesOf(type),
-                           prog.name + ".arg" + std::to_string(arg.getArgNumber()));
+      int slot =
+          fixedSlot(Category::Inputs, bytesOf(type),
+                    prog.name + ".arg" + std::to_string(arg.getArgNumber()));
       slotOf[arg] = slot;
       prog.inputs.push_back(buffer(slot, type));
     }
@@ -346,9 +347,8 @@ private:
         continue;
       }
       if (auto c = dyn_cast<ConstantOp>(op)) {
-        bool onlyStored = llvm::all_of(c->getUsers(), [](Operation *u) {
-          return isa<StoreOp>(u);
-        });
+        bool onlyStored = llvm::all_of(
+            c->getUsers(), [](Operation *u) { return isa<StoreOp>(u); });
         auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
         if (!dense)
           return c.emitError("plan: constant is not dense");
@@ -364,14 +364,12 @@ private:
         int target = varSlot.lookup(store.getName());
         auto type = cast<RankedTensorType>(store.getValue().getType());
         Value v = store.getValue();
-        if (auto c = v.getDefiningOp<ConstantOp>();
-            c && !slotOf.count(v)) {
+        if (auto c = v.getDefiningOp<ConstantOp>(); c && !slotOf.count(v)) {
           auto dense = cast<DenseElementsAttr>(c.getValue());
-          double value =
-              isa<FloatType>(dense.getElementType())
-                  ? dense.getSplatValue<APFloat>().convertToDouble()
-                  : static_cast<double>(
-                        dense.getSplatValue<APInt>().getSExtValue());
+          double value = isa<FloatType>(dense.getElementType())
+                             ? dense.getSplatValue<APFloat>().convertToDouble()
+                             : static_cast<double>(
+                                   dense.getSplatValue<APInt>().getSExtValue());
           pushCompute(pend,
                       {"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op});
           continue;
@@ -388,13 +386,18 @@ private:
             return store.emitError(
                 "plan: a variable is read after being overwritten in the "
                 "same program; not supported yet");
-        pushCompute(pend, {"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
+        pushCompute(pend,
+                    {"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
         continue;
       }
       if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
         // On the comm stream, after everything compute has issued so far.
-        Pending p{"comm.all_reduce", {ref(ar.getX())}, {newSlot(ar, &op)},
-                  {}, {ar.getScale().convertToDouble()}, &op};
+        Pending p{"comm.all_reduce",
+                  {ref(ar.getX())},
+                  {newSlot(ar, &op)},
+                  {},
+                  {ar.getScale().convertToDouble()},
+                  &op};
         p.stream = 1;
         if (lastCompute >= 0) {
           uint32_t ready = prog.numEvents++;
@@ -555,10 +558,10 @@ private:
     };
     auto flat = [&](const Ref &first, uint64_t bytes) {
       const Slot &s = slots[first.slot];
-      slots.push_back({s.category, true, s.offset, bytes, INT_MAX, -1,
-                       s.name + "+flat"});
-      auto type = RankedTensorType::get(
-          {static_cast<int64_t>(bytes / 4)}, first.type.getElementType());
+      slots.push_back(
+          {s.category, true, s.offset, bytes, INT_MAX, -1, s.name + "+flat"});
+      auto type = RankedTensorType::get({static_cast<int64_t>(bytes / 4)},
+                                        first.type.getElementType());
       return Ref{static_cast<int>(slots.size() - 1), type};
     };
     std::vector<Pending> out;
@@ -690,9 +693,9 @@ private:
     bool known = true;
     llvm::TypeSwitch<Operation *>(op)
         .Case<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, EqualOp, NegOp,
-              ExpOp, LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp,
-              ReluGradOp, SiluGradOp, CastOp, SoftmaxOp, SoftmaxGradOp,
-              EmbeddingOp, EmbeddingGradOp, BroadcastOp>([](auto) {})
+              ExpOp, LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, ReluGradOp,
+              SiluGradOp, CastOp, SoftmaxOp, SoftmaxGradOp, EmbeddingOp,
+              EmbeddingGradOp, BroadcastOp>([](auto) {})
         .Case<GeluOp, GeluGradOp, BiasGeluOp>([&](auto g) {
           p.ints.push_back(g.getApproximate() == GeluApproximation::tanh);
         })

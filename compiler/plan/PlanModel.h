@@ -1,4 +1,5 @@
-//===- PlanModel.h - the plan in memory, before serialization -----*- C++ -*-===//
+//===- PlanModel.h - the plan in memory, before serialization -----*- C++
+//-*-===//
 //
 // lowerToPlan turns the training step (phase `train` and later) into a list of
 // kernel calls over buffers placed in arenas. emitPlan serializes it with the
@@ -62,7 +63,7 @@ struct PlanConstant {
 
 struct PlanInstr {
   std::string kernel;
-  uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm
+  uint8_t stream = 0;                 ///< plan.fbs Stream: 0 compute, 1 comm
   std::vector<uint32_t> wait, record; ///< events
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;

@@ -39,6 +39,5 @@ LogicalResult ReduceScatterOp::verify() {
 
 LogicalResult AllGatherOp::verify() {
   return verifySlices(*this, cast<RankedTensorType>(getType()),
-                      cast<RankedTensorType>(getX().getType()),
-                      getWorldSize());
+                      cast<RankedTensorType>(getX().getType()), getWorldSize());
 }

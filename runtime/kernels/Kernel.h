@@ -1,4 +1,5 @@
-//===- Kernel.h - the kernel ABI shared by every backend ----------*- C++ -*-===//
+//===- Kernel.h - the kernel ABI shared by every backend ----------*- C++
+//-*-===//
 //
 // A plan instruction names a kernel ("ds.matmul"), its input and output
 // buffers and positional attributes. Backends map names to KernelFns; the
@@ -36,7 +37,8 @@
 //   ds.reduce_sum ds.reduce_mean ds.reduce_max (x) -> out [axes...]
 //   ds.iota             () -> out                   [dim]
 //   ds.adamw            (p, g, m, v, lr, step, scale) -> p', m', v'
-//                       | [beta1, beta2, eps, weight_decay]   (may run in place)
+//                       | [beta1, beta2, eps, weight_decay]   (may run in
+//                       place)
 //   ds.copy             (x) -> out (same bytes)
 //   ds.fill             () -> out                   | [value]
 //   ds.bias_gelu        (x, bias) -> sum, out       [approx]
@@ -73,7 +75,14 @@ namespace dsc::rt {
 class Communicator; // runtime/comm/Communicator.h
 
 /// Same values as dsc.plan.DType in plan.fbs.
-enum class DType : uint8_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3, i32 = 4, i64 = 5 };
+enum class DType : uint8_t {
+  f32 = 0,
+  f16 = 1,
+  bf16 = 2,
+  f64 = 3,
+  i32 = 4,
+  i64 = 5
+};
 
 size_t dtypeSize(DType t);
 const char *dtypeName(DType t);

@@ -75,8 +75,7 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--export-weights", "OUT.safetensors",
                          &O::exportWeights,
                          "write the trained parameters (nanoGPT names)"));
-    t.push_back(textFlag("--dump-batch", "FILE",
-                         &O::dumpBatch,
+    t.push_back(textFlag("--dump-batch", "FILE", &O::dumpBatch,
                          "write step 1's first micro-batch (int32 tokens, "
                          "then targets) for reproducing its loss elsewhere"));
     t.push_back(textFlag("--save-dir", "DIR", &O::saveDir,

@@ -40,10 +40,10 @@ struct TrainSetup {
   uint64_t steps = 1;
   LrSchedule schedule;
 
-  std::FILE *out = nullptr;     ///< progress and summary; null: silent
-  bool interactive = false;     ///< one live line rewritten with \r
-  std::FILE *metrics = nullptr; ///< one JSON line per step, or null
-  TraceWriter *trace = nullptr; ///< instruction events, or null
+  std::FILE *out = nullptr;       ///< progress and summary; null: silent
+  bool interactive = false;       ///< one live line rewritten with \r
+  std::FILE *metrics = nullptr;   ///< one JSON line per step, or null
+  TraceWriter *trace = nullptr;   ///< instruction events, or null
   std::FILE *dumpBatch = nullptr; ///< step 1's first micro-batch, or null
 };
 

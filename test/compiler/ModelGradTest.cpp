@@ -14,11 +14,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/interpreter/Interpreter.h"
-#include "test/compiler/TestSupport.h"
 #include "dialects/ds/DsOps.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/reference/RefKernels.h"
+#include "test/compiler/TestSupport.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"

@@ -1,4 +1,5 @@
-//===- TestSupport.h - helpers shared by the compiler test suites -*- C++ -*-===//
+//===- TestSupport.h - helpers shared by the compiler test suites -*- C++
+//-*-===//
 #ifndef DSC_TEST_COMPILER_TESTSUPPORT_H
 #define DSC_TEST_COMPILER_TESTSUPPORT_H
 

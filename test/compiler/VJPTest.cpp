@@ -19,11 +19,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/interpreter/Interpreter.h"
-#include "test/compiler/TestSupport.h"
 #include "dialects/ds/DsOps.h"
 #include "passes/Passes.h"
 #include "runtime/reference/RefKernels.h"
 #include "runtime/rng/Philox.h"
+#include "test/compiler/TestSupport.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
