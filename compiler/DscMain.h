@@ -1,5 +1,4 @@
-//===- DscMain.h - the library behind the dsc tool ----------------*- C++
-//-*-===//
+//===- DscMain.h - the library behind the dsc tool --------------*- C++ -*-===//
 #ifndef DSC_COMPILER_DSCMAIN_H
 #define DSC_COMPILER_DSCMAIN_H
 

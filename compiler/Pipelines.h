@@ -1,5 +1,4 @@
-//===- Pipelines.h - dsc's compile phases -------------------------*- C++
-//-*-===//
+//===- Pipelines.h - dsc's compile phases -----------------------*- C++ -*-===//
 //
 // The phases of DESIGN.md as named pass pipelines. dsc and ds-opt build them
 // through the same function, so `ds-opt --ds-compile-to-train` replays what

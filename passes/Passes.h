@@ -1,5 +1,4 @@
-//===- Passes.h - dsc passes --------------------------------------*- C++
-//-*-===//
+//===- Passes.h - dsc passes ------------------------------------*- C++ -*-===//
 #ifndef DSC_PASSES_PASSES_H
 #define DSC_PASSES_PASSES_H
 

@@ -1,5 +1,4 @@
-//===- PlanModel.h - the plan in memory, before serialization -----*- C++
-//-*-===//
+//===- PlanModel.h - the plan in memory, before serialization ---*- C++ -*-===//
 //
 // lowerToPlan turns the training step (phase `train` and later) into a list of
 // kernel calls over buffers placed in arenas. emitPlan serializes it with the

@@ -1,5 +1,4 @@
-//===- DistOps.h - the dist dialect -------------------------------*- C++
-//-*-===//
+//===- DistOps.h - the dist dialect -----------------------------*- C++ -*-===//
 #ifndef DSC_DIALECTS_DIST_DISTOPS_H
 #define DSC_DIALECTS_DIST_DISTOPS_H
 

@@ -1,5 +1,4 @@
-//===- DsOps.h - ds dialect ---------------------------------------*- C++
-//-*-===//
+//===- DsOps.h - ds dialect -------------------------------------*- C++ -*-===//
 #ifndef DSC_DIALECTS_DS_DSOPS_H
 #define DSC_DIALECTS_DS_DSOPS_H
 

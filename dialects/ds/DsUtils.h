@@ -1,5 +1,4 @@
-//===- DsUtils.h - shape helpers shared by inference and VJPs -----*- C++
-//-*-===//
+//===- DsUtils.h - shape helpers shared by inference and VJPs ---*- C++ -*-===//
 #ifndef DSC_DIALECTS_DS_DSUTILS_H
 #define DSC_DIALECTS_DS_DSUTILS_H
 

@@ -1,5 +1,4 @@
-//===- Kernel.h - the kernel ABI shared by every backend ----------*- C++
-//-*-===//
+//===- Kernel.h - the kernel ABI shared by every backend --------*- C++ -*-===//
 //
 // A plan instruction names a kernel ("ds.matmul"), its input and output
 // buffers and positional attributes. Backends map names to KernelFns; the
@@ -37,8 +36,7 @@
 //   ds.reduce_sum ds.reduce_mean ds.reduce_max (x) -> out [axes...]
 //   ds.iota             () -> out                   [dim]
 //   ds.adamw            (p, g, m, v, lr, step, scale) -> p', m', v'
-//                       | [beta1, beta2, eps, weight_decay]   (may run in
-//                       place)
+//                       | [beta1, beta2, eps, weight_decay] (in place ok)
 //   ds.copy             (x) -> out (same bytes)
 //   ds.fill             () -> out                   | [value]
 //   ds.bias_gelu        (x, bias) -> sum, out       [approx]

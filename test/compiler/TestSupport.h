@@ -1,5 +1,4 @@
-//===- TestSupport.h - helpers shared by the compiler test suites -*- C++
-//-*-===//
+//===- TestSupport.h - helpers shared by the compiler test suites ---------===//
 #ifndef DSC_TEST_COMPILER_TESTSUPPORT_H
 #define DSC_TEST_COMPILER_TESTSUPPORT_H
 

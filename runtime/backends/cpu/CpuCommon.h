@@ -1,5 +1,4 @@
-//===- CpuCommon.h - shared helpers of the CPU kernels -----------*- C++
-//-*-===//
+//===- CpuCommon.h - shared helpers of the CPU kernels ----------*- C++ -*-===//
 //
 // Internal to runtime/backends/cpu: error formatting, shape and dtype
 // checks, the kernel bodies' signature and declarations, the BLAS entry

@@ -1,5 +1,4 @@
-//===- CpuKernels.h - the CPU backend's kernel table --------------*- C++
-//-*-===//
+//===- CpuKernels.h - the CPU backend's kernel table ------------*- C++ -*-===//
 //
 // fp32 kernels for every op named in runtime/kernels/Kernel.h: GEMMs through
 // OpenBLAS, the rest as loops written for GCC's auto-vectorizer. Index

@@ -1,5 +1,4 @@
-//===- FastMath.h - vectorizable float transcendentals -----------*- C++
-//-*-===//
+//===- FastMath.h - vectorizable float transcendentals ----------*- C++ -*-===//
 //
 // exp, tanh, sigmoid and the normal CDF in float, written without branches
 // or library calls so that GCC vectorizes the loops that inline them. Each
