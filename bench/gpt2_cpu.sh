@@ -26,8 +26,8 @@
 # forward + backward + optimizer), peak RSS (dsrun: /usr/bin/time -v; torch:
 # getrusage ru_maxrss), and the ratios dsrun/PyTorch. The "others" column is
 # the CPU time the rest of the machine used during the run (from /proc/stat),
-# as a share of the run's wall time x cores: non-zero means the run was
-# disturbed.
+# as a share of the run's wall time x cores: more than a few percent means
+# the run was disturbed; repeat it.
 #
 # The whole measurement holds the lock $DSC_BENCH_LOCK (default
 # /tmp/dsc-build.lock) so that nobody compiles while it runs: the script
@@ -126,7 +126,7 @@ if [[ "${TORCH_DEFAULT:-1}" != 0 ]]; then
   run torch_default "${torch_cmd[@]}" > "$out/torch_default.json" 2> "$out/torch_default.err"
 fi
 tuned_env=(${core:+OPENBLAS_CORETYPE=$core} OMP_WAIT_POLICY=PASSIVE)
-[[ "$blas_timeout" != 0 ]] && tuned_env+=(OPENBLAS_THREAD_TIMEOUT=$blas_timeout)
+[[ "$blas_timeout" != 0 ]] && tuned_env+=("OPENBLAS_THREAD_TIMEOUT=$blas_timeout")
 echo "== 3. torch eager, tuned (${tuned_env[*]})"
 run torch_tuned env "${tuned_env[@]}" \
     "${torch_cmd[@]}" > "$out/torch_tuned.json" 2> "$out/torch_tuned.err"
@@ -135,7 +135,7 @@ run dsrun2 "$build/tools/dsrun" "$out/bench.dsplan" --data "$data" \
     --steps "$total" --metrics "$out/dsrun2.jsonl" > "$out/dsrun2.log" 2>&1
 if [[ "$blas_timeout" != 0 ]]; then
   echo "== 5. dsrun with OPENBLAS_THREAD_TIMEOUT=$blas_timeout"
-  run dsrun3 env OPENBLAS_THREAD_TIMEOUT=$blas_timeout "$build/tools/dsrun" \
+  run dsrun3 env "OPENBLAS_THREAD_TIMEOUT=$blas_timeout" "$build/tools/dsrun" \
       "$out/bench.dsplan" --data "$data" --steps "$total" \
       --metrics "$out/dsrun3.jsonl" > "$out/dsrun3.log" 2>&1
 fi

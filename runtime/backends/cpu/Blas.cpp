@@ -53,6 +53,10 @@ void prepareBlas() {
     if (!std::getenv("OPENBLAS_CORETYPE"))
       if (const char *core = coreForThisCpu())
         setenv("OPENBLAS_CORETYPE", core, 0);
+    // OpenBLAS's idle workers spin ~2^28 cycles after each GEMM; on few
+    // cores that crowds out the kernels between GEMMs (bench/RESULTS.md:
+    // steps at 112 or 135 ms depending on it). 2^20 cycles is ~0.4 ms.
+    setenv("OPENBLAS_THREAD_TIMEOUT", "20", 0);
     return true;
   }();
   (void)once;
