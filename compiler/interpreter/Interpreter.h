@@ -38,6 +38,8 @@ namespace dsc {
 struct EvalContext {
   uint64_t seed = 0;
   uint32_t step = 0;
+  /// Global index of the micro-batch's first sample (ds.dropout keys).
+  uint64_t sampleOffset = 0;
   bool round = true;
 };
 
@@ -75,6 +77,7 @@ public:
 
   /// The step ds.dropout draws its mask for.
   void setStep(uint32_t step) { context.step = step; }
+  void setSampleOffset(uint64_t offset) { context.sampleOffset = offset; }
   uint32_t getStep() const { return context.step; }
   /// Whether results are rounded to their element types (see the top of this
   /// file); on by default.

@@ -125,7 +125,7 @@ Outcome dropout(DropoutOp op, Operands in, const EvalContext &ctx) {
     return error("interpreter: dropout id " + llvm::Twine(id) +
                  " does not fit the 32-bit RNG stream");
   return one(ref::dropout(*in[0], op.getRate().convertToDouble(), ctx.seed,
-                          uint32_t(id), ctx.step));
+                          uint32_t(id), ctx.step, ctx.sampleOffset));
 }
 
 //===----------------------------------------------------------------------===//

@@ -173,10 +173,13 @@ def DS_DropoutOp : DS_Op<"dropout",
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
-    Element e is kept when uniform(seed, id, step, e) >= rate and then scaled
-    by 1 / (1 - rate). The seed and the step come from the execution context;
-    `id` is unique per dropout site, so the mask is reproducible by any
-    recomputation and on any world size.
+    Element e is kept when uniform(seed, id, step, g) >= rate and then scaled
+    by 1 / (1 - rate), where g is e's global index: the leading dimension is
+    the micro-batch, which starts at global sample s, so g = s * (elements
+    per sample) + e. The seed, the step and s come from the execution
+    context; `id` is unique per dropout site, so the mask is reproducible by
+    any recomputation and the same however the global batch is split over
+    ranks and micro-steps.
   }];
   let arguments = (ins DS_FloatTensor:$x, F64Attr:$rate, I64Attr:$id);
   let results = (outs DS_FloatTensor:$result);

@@ -399,6 +399,7 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   KernelContext ctx;
   ctx.seed = options_.seed;
   ctx.step = step;
+  ctx.sampleOffset = sampleOffset_;
   ctx.rank = options_.rank;
   ctx.worldSize = options_.worldSize;
   ctx.comm = comm_;

@@ -135,6 +135,11 @@ public:
 
   virtual std::vector<ArenaUsage> arenaUsage() const = 0;
 
+  /// The global index of the first sample the next runs see (dropout
+  /// masks; see KernelContext::sampleOffset).
+  virtual void setSampleOffset(uint64_t offset) { sampleOffset_ = offset; }
+  uint64_t sampleOffset() const { return sampleOffset_; }
+
   // Not pure, so that test doubles of Session need not implement them.
 
   /// Whether the plan has `program` (dsrun runs `init` only if present).
@@ -144,6 +149,9 @@ public:
   /// returns the records since the last call (not while a run is going).
   virtual void setTracing(bool on) {}
   virtual std::vector<TraceRecord> takeTrace() { return {}; }
+
+protected:
+  uint64_t sampleOffset_ = 0;
 };
 
 } // namespace dsc::rt

@@ -106,6 +106,11 @@ struct TensorRef {
 struct KernelContext {
   uint64_t seed = 0;
   uint32_t step = 0; ///< the optimizer step, for dropout masks
+  /// Global index of the first sample of this micro-batch ((micro-step x
+  /// world size + rank) x micro-batch): dropout keys element e of a tensor
+  /// whose leading dimension is the batch by its global element index, so
+  /// masks do not depend on how the global batch is split.
+  uint64_t sampleOffset = 0;
   int rank = 0;
   int worldSize = 1;
   /// The ranks' collectives (comm.* kernels); null outside a Session.

@@ -174,10 +174,12 @@ Result<Tensor> cross_entropy(const Tensor &logits, const Tensor &targets,
 /// (softmax - onehot) * g / count; rows with ignored targets are zero.
 Result<Tensor> cross_entropy_grad(const Tensor &logits, const Tensor &targets,
                                   double g, int64_t ignoreIndex = -1);
-/// Keeps flat element e when rng::uniformAt(seed, opId, step, e) >= rate,
-/// scaled by 1/(1-rate); rate in [0, 1].
+/// Keeps flat element e when rng::uniformAt(seed, opId, step, g) >= rate,
+/// scaled by 1/(1-rate); rate in [0, 1]. g = sampleOffset * (elements per
+/// row of the leading dimension) + e: the global index when the leading
+/// dimension is a micro-batch starting at sample sampleOffset.
 Result<Tensor> dropout(const Tensor &x, double rate, uint64_t seed,
-                       uint32_t opId, uint32_t step);
+                       uint32_t opId, uint32_t step, uint64_t sampleOffset = 0);
 /// PyTorch AdamW; step counts from 1; g is multiplied by gradScale first.
 Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
                          const Tensor &v, double lr, int64_t step, double beta1,

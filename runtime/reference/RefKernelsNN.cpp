@@ -524,14 +524,19 @@ Result<Tensor> cross_entropy_grad(const Tensor &logits, const Tensor &targets,
 }
 
 Result<Tensor> dropout(const Tensor &x, double rate, uint64_t seed,
-                       uint32_t opId, uint32_t step) {
+                       uint32_t opId, uint32_t step, uint64_t sampleOffset) {
   if (auto e = checkTensor("dropout", "x", x); !e.empty())
     return Error{e};
   if (!(rate >= 0 && rate <= 1))
     return fail("dropout: rate must be in [0, 1], got ", rate);
   Tensor out(x.shape);
+  // The leading dimension is the batch, starting at global sample
+  // sampleOffset: element e's key is its global index.
+  uint64_t rowElems =
+      x.shape.empty() || x.shape[0] == 0 ? 0 : x.data.size() / x.shape[0];
+  uint64_t offset = sampleOffset * rowElems;
   for (size_t e = 0; e < x.data.size(); ++e)
-    if (rng::uniformAt(seed, opId, step, e) >= rate)
+    if (rng::uniformAt(seed, opId, step, offset + e) >= rate)
       out.data[e] = x.data[e] / (1.0 - rate);
   return out;
 }

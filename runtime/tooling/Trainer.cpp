@@ -148,6 +148,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     double lossSum = 0;
     for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
       BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
+      session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
+                              setup.microBatch);
       data.fill(key, io.tokens.ref.i32(), io.targets.ref.i32());
       if (setup.dumpBatch && step == 1 && m == 0) {
         size_t n = size_t(setup.microBatch) * setup.seqLen;

@@ -823,6 +823,34 @@ TEST(CpuDropout, MatchesReferenceMask) {
             "ds.dropout: rate must be in [0, 1], got 1.5");
 }
 
+// A micro-batch's rows get the masks they would get as rows of a bigger
+// batch: element keys are global sample indices, whatever the split.
+TEST(CpuDropout, MasksFollowTheGlobalSample) {
+  SEEDED_RNG(rng);
+  // 12 elements a row keeps the batched draw; 7 takes the per-element path.
+  for (int64_t row : {12, 7}) {
+    SCOPED_TRACE("row " + std::to_string(row));
+    rt::KernelContext ctx;
+    ctx.seed = rng();
+    ctx.step = uint32_t(rng());
+    Buf whole = uniform(rng, Shape{5, row}), all = poisoned(Shape{5, row});
+    RUN_OK("ds.dropout", {&whole}, {&all}, {3}, {0.5}, &ctx);
+    for (int64_t first : {1, 3}) {
+      Buf part = uniform(rng, Shape{2, row}), out = poisoned(Shape{2, row});
+      for (int64_t i = 0; i < 2 * row; ++i)
+        part.set(i, whole.get(first * row + i));
+      ctx.sampleOffset = uint64_t(first);
+      RUN_OK("ds.dropout", {&part}, {&out}, {3}, {0.5}, &ctx);
+      REF_OK(want, ref::dropout(part.toRef(), 0.5, ctx.seed, 3, ctx.step,
+                                uint64_t(first)));
+      EXPECT_TRUE(close(out, want));
+      for (int64_t i = 0; i < 2 * row; ++i)
+        ASSERT_EQ(out.get(i), all.get(first * row + i)) << i;
+      ctx.sampleOffset = 0;
+    }
+  }
+}
+
 //===--- Matmul -----------------------------------------------------------===//
 
 TEST(CpuMatmul, AllTransposesBatchesAndBroadcasts) {

@@ -90,12 +90,28 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   const float scale = float(1.0 / (1.0 - rate)); // inf at rate 1: unused
   const uint64_t seed = args.ctx->seed;
   const uint32_t stream = uint32_t(id), step = args.ctx->step;
+  // Element e is keyed by its global index: the leading dimension is the
+  // micro-batch, which starts at sample ctx->sampleOffset.
+  const uint64_t offset =
+      x.rank > 0 && x.shape[0] > 0
+          ? args.ctx->sampleOffset * uint64_t(n / x.shape[0])
+          : 0;
+  if (offset % 4 != 0) {
+    // Rows not a multiple of 4 elements: the batched draw does not line up.
+    for (int64_t e = 0; e < n; ++e)
+      yp[e] = (rng::bitsAt(seed, stream, step, offset + uint64_t(e)) >> 8) >=
+                      threshold
+                  ? xp[e] * scale
+                  : 0.0f;
+    return true;
+  }
   parallelFor((n + kBatch - 1) / kBatch, kGrainBatches,
               [&](int64_t first, int64_t last) {
                 uint32_t words[kBatch];
                 for (int64_t batch = first; batch < last; ++batch) {
                   int64_t base = batch * kBatch;
-                  philoxBatch(seed, stream, step, uint64_t(base) / 4, words);
+                  philoxBatch(seed, stream, step, (offset + uint64_t(base)) / 4,
+                              words);
                   int64_t count = std::min<int64_t>(kBatch, n - base);
                   const float *xb = xp + base;
                   float *yb = yp + base;
