@@ -239,9 +239,9 @@ int runDscMain(int argc, char **argv) {
     if (config.fp16.enabled || config.bf16.enabled)
       return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
                                 "is not implemented yet");
-    if (config.zero.stage != 0)
+    if (config.zero.stage > 1)
       return fail(opts.config + ": ZeRO stage " + Twine(config.zero.stage) +
-                  " is not implemented yet (stage 0, data parallelism, is)");
+                  " is not implemented yet (stages 0 and 1 are)");
     train.zeroStage = config.zero.stage;
     train.reduceBucketSize = config.zero.reduceBucketSize;
   }

@@ -44,9 +44,9 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
                        "stage in 0..3");
       return signalPassFailure();
     }
-    if (stage > 0) {
+    if (stage > 1) {
       module.emitError("ds-zero: ZeRO stage ")
-          << stage.getValue() << " is not implemented yet (stage 0 is)";
+          << stage.getValue() << " is not implemented yet (stages 0 and 1 are)";
       return signalPassFailure();
     }
     module->setAttr(
@@ -60,6 +60,123 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       return signalPassFailure();
     }
     allReduceGradients(micro);
+    if (stage >= 1 && failed(shardOptimizer(module)))
+      return signalPassFailure();
+  }
+
+  /// Stage 1: parameters with gradients form two flat groups (with and
+  /// without weight decay, the plan's packing order), padded to a multiple
+  /// of the world size. Each rank keeps Adam's moments for its slice only,
+  /// updates that slice of the parameters and all-gathers the group.
+  LogicalResult shardOptimizer(ModuleOp module) {
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
+    if (!apply)
+      return module.emitError("ds-zero: no @apply; run ds-adamw first");
+    SymbolTable symbols(module);
+    MLIRContext *ctx = module.getContext();
+    OpBuilder mb(ctx);
+    mb.setInsertionPointToEnd(module.getBody());
+
+    // The updates, grouped by hyper-parameters in program order.
+    SmallVector<AdamWOp> updates;
+    apply.walk([&](AdamWOp op) { updates.push_back(op); });
+    auto ret = cast<func::ReturnOp>(apply.front().getTerminator());
+    // Partition first: sharding a group erases its updates.
+    SmallVector<AdamWOp> groups[2];
+    for (AdamWOp op : updates)
+      groups[cast<RankedTensorType>(op.getParam().getType()).getRank() >= 2 ? 0
+                                                                            : 1]
+          .push_back(op);
+    for (int g = 0; g < 2; ++g)
+      if (!groups[g].empty() &&
+          failed(shardGroup(module, symbols, mb, groups[g], ret,
+                            g == 0 ? "zero.decay" : "zero.no_decay")))
+        return failure();
+    return success();
+  }
+
+  LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
+                           ArrayRef<AdamWOp> group, func::ReturnOp ret,
+                           StringRef name) {
+    MLIRContext *ctx = module.getContext();
+    SmallVector<Attribute> members;
+    SmallVector<Operation *> dead;
+    SmallVector<VariableOp> deadVars;
+    int64_t total = 0;
+    Type elt;
+    for (AdamWOp op : group) {
+      auto param = op.getParam().getDefiningOp<LoadOp>();
+      if (!param)
+        return op.emitError("ds-zero: the update does not read a parameter");
+      members.push_back(FlatSymbolRefAttr::get(ctx, param.getName()));
+      auto t = cast<RankedTensorType>(op.getParam().getType());
+      total += t.getNumElements();
+      elt = t.getElementType();
+      for (Value r : op.getResults())
+        for (Operation *user : r.getUsers())
+          dead.push_back(user); // the stores of p, m and v
+      dead.push_back(op);
+      for (Value m : {op.getM(), op.getV()}) {
+        auto load = m.getDefiningOp<LoadOp>();
+        if (!load)
+          return op.emitError("ds-zero: a moment is not a variable");
+        dead.push_back(load);
+        deadVars.push_back(symbols.lookup<VariableOp>(load.getName()));
+      }
+    }
+    int64_t shard = (total + worldSize - 1) / worldSize;
+    int64_t size = shard * worldSize;
+    auto groupOp = mb.create<dist::GroupOp>(
+        module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
+        mb.getI64IntegerAttr(size));
+    auto shardType = RankedTensorType::get({shard}, elt);
+    auto flatType = RankedTensorType::get({size}, elt);
+    auto moment = [&](StringRef suffix) {
+      auto var = mb.create<VariableOp>(module.getLoc(), VariableKind::opt_state,
+                                       (name + suffix).str(),
+                                       FlatSymbolRefAttr::get(groupOp),
+                                       shardType, InitKind::zeros, FloatAttr());
+      symbols.insert(var);
+      return var;
+    };
+    VariableOp m = moment(".exp_avg"), v = moment(".exp_avg_sq");
+
+    AdamWOp first = group.front();
+    OpBuilder b(first);
+    Location loc = NameLoc::get(b.getStringAttr(name), first.getLoc());
+    auto sym = FlatSymbolRefAttr::get(groupOp);
+    Value grads = b.create<dist::FlatGradsOp>(loc, flatType, sym);
+    Value params = b.create<dist::FlatParamsOp>(loc, flatType, sym);
+    auto ranks = b.getI64IntegerAttr(worldSize);
+    Value gs = b.create<dist::ShardOp>(loc, shardType, grads, ranks);
+    Value ps = b.create<dist::ShardOp>(loc, shardType, params, ranks);
+    Value mv = b.create<LoadOp>(loc, shardType, m.getSymName());
+    Value vv = b.create<LoadOp>(loc, shardType, v.getSymName());
+    auto update = b.create<AdamWOp>(
+        loc, ps, gs, mv, vv, first.getLr(), first.getStep(), first.getScale(),
+        first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
+        first.getWeightDecayAttr());
+    b.create<StoreOp>(loc, update.getNewM(), m.getSymName());
+    b.create<StoreOp>(loc, update.getNewV(), v.getSymName());
+    Value full =
+        b.create<dist::AllGatherOp>(loc, flatType, update.getNewParam(), ranks);
+    b.setInsertionPoint(ret);
+    Value done = b.create<dist::WaitOp>(loc, full);
+    b.create<dist::StoreParamsOp>(loc, done, sym);
+
+    // The per-parameter updates (users first), then their moments.
+    for (Operation *op : dead)
+      op->erase();
+    for (VariableOp var : deadVars)
+      symbols.erase(var);
+    eraseUnusedLoads(ret->getParentOfType<func::FuncOp>());
+    return success();
+  }
+
+  static void eraseUnusedLoads(func::FuncOp func) {
+    for (Operation &op : llvm::make_early_inc_range(func.front()))
+      if (isa<LoadOp>(op) && op.use_empty())
+        op.erase();
   }
 
   SmallVector<Accumulation> findAccumulations(func::FuncOp func) {

@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -110,6 +111,12 @@ struct Ref {
 };
 
 struct Pending {
+  Pending() = default;
+  Pending(std::string kernel, SmallVector<Ref> ins, SmallVector<Ref> outs,
+          std::vector<int64_t> ints, std::vector<double> floats, Operation *op)
+      : kernel(std::move(kernel)), ins(std::move(ins)), outs(std::move(outs)),
+        ints(std::move(ints)), floats(std::move(floats)), op(op) {}
+
   std::string kernel;
   SmallVector<Ref> ins, outs;
   std::vector<int64_t> ints;
@@ -152,8 +159,9 @@ public:
 private:
   ModuleOp module;
   PlanModel &plan;
-  llvm::StringMap<int> varSlot;                            // variable -> slot
-  std::vector<Slot> slots;                                 // all programs
+  llvm::StringMap<int> varSlot;                 // variable -> slot
+  llvm::StringMap<int> groupParams, groupGrads; // dist.group -> flat slot
+  std::vector<Slot> slots;                      // all programs
   llvm::DenseMap<std::pair<int, Type>, uint32_t> bufferOf; // (slot, type)
   llvm::DenseMap<Attribute, int> constSlot;
   uint64_t activationPeak = 0;
@@ -188,7 +196,7 @@ private:
   }
 
   LogicalResult layoutVariables() {
-    SmallVector<VariableOp> params, decayed, plain;
+    SmallVector<VariableOp> decayed, plain;
     llvm::StringMap<VariableOp> gradOf, mOf, vOf;
     for (auto var : module.getOps<VariableOp>()) {
       if (!elemTypeOf(var.getTensorType().getElementType()))
@@ -207,8 +215,6 @@ private:
         break;
       }
     }
-    params.append(decayed.begin(), decayed.end());
-    params.append(plain.begin(), plain.end());
     auto add = [&](VariableOp var, Category c, bool decay) {
       int slot = fixedSlot(c, bytesOf(var.getTensorType()),
                            var.getSymName().str(), /*align=*/false);
@@ -224,14 +230,66 @@ private:
       pv.weightDecay = decay;
       plan.variables.push_back(std::move(pv));
     };
-    // Dense packing in one order per category: flat optimizer updates.
+    SymbolTable symbols(module);
+    auto decays = [](VariableOp p) { return p.getTensorType().getRank() >= 2; };
+
+    // ZeRO groups first: members in order, then zero padding up to the
+    // group's size, in the params and the grads arena alike.
+    llvm::StringSet<> grouped;
+    for (auto group : module.getOps<dist::GroupOp>()) {
+      Type elt;
+      for (Category c : {Category::Params, Category::Grads}) {
+        uint64_t start = arena(c), used = 0;
+        for (Attribute a : group.getMembers()) {
+          auto p =
+              symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(a).getValue());
+          if (!p)
+            return group.emitError("plan: group member ")
+                   << a << " is not a variable";
+          elt = p.getTensorType().getElementType();
+          VariableOp v =
+              c == Category::Params ? p : gradOf.lookup(p.getSymName());
+          if (!v)
+            return group.emitError("plan: group member ")
+                   << a << " has no gradient";
+          add(v, c, c == Category::Params && decays(p));
+          used += bytesOf(v.getTensorType());
+          grouped.insert(p.getSymName());
+        }
+        uint64_t bytes =
+            static_cast<uint64_t>(group.getSize()) * elemSize(*elemTypeOf(elt));
+        if (bytes < used)
+          return group.emitError(
+              "plan: group size is smaller than its members");
+        arena(c) = start + bytes; // the padding, never written but by updates
+        slots.push_back({c, true, start, bytes, INT_MAX, -1,
+                         group.getSymName().str(), bytes});
+        (c == Category::Params ? groupParams : groupGrads)[group.getSymName()] =
+            slots.size() - 1;
+      }
+    }
+    // Then the rest, densely in one order per category, so that optimizer
+    // updates and zeroing run over flat ranges.
+    SmallVector<VariableOp> params;
+    for (auto *list : {&decayed, &plain})
+      for (VariableOp p : *list)
+        if (!grouped.contains(p.getSymName()))
+          params.push_back(p);
     for (VariableOp p : params)
-      add(p, Category::Params, p.getTensorType().getRank() >= 2);
+      add(p, Category::Params, decays(p));
     for (auto *table : {&gradOf, &mOf, &vOf})
       for (VariableOp p : params)
         if (VariableOp v = table->lookup(p.getSymName()))
           add(v, table == &gradOf ? Category::Grads : Category::OptimizerState,
               false);
+    // State that belongs to a group (sharded moments), in module order.
+    for (auto var : module.getOps<VariableOp>())
+      if (!varSlot.count(var.getSymName()))
+        add(var,
+            var.getKind() == VariableKind::grad    ? Category::Grads
+            : var.getKind() == VariableKind::param ? Category::Params
+                                                   : Category::OptimizerState,
+            false);
     return success();
   }
 
@@ -408,6 +466,62 @@ private:
         p.records.push_back(done);
         commOf[ar.getResult()] = {pend.size(), done};
         pend.push_back(std::move(p));
+        continue;
+      }
+      if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
+        Pending p{"comm.all_gather",
+                  {ref(ag.getX())},
+                  {newSlot(ag, &op)},
+                  {},
+                  {},
+                  &op};
+        p.stream = 1;
+        if (lastCompute >= 0) {
+          uint32_t ready = prog.numEvents++;
+          pend[lastCompute].records.push_back(ready);
+          p.waits.push_back(ready);
+        }
+        uint32_t done = prog.numEvents++;
+        p.records.push_back(done);
+        commOf[ag.getResult()] = {pend.size(), done};
+        pend.push_back(std::move(p));
+        continue;
+      }
+      if (auto flat = dyn_cast<dist::FlatParamsOp>(op)) {
+        slotOf[flat] = groupParams.lookup(flat.getGroup());
+        continue;
+      }
+      if (auto flat = dyn_cast<dist::FlatGradsOp>(op)) {
+        slotOf[flat] = groupGrads.lookup(flat.getGroup());
+        continue;
+      }
+      if (auto shard = dyn_cast<dist::ShardOp>(op)) {
+        pushCompute(pend, {"dist.shard",
+                           {ref(shard.getX())},
+                           {newSlot(shard, &op)},
+                           {static_cast<int64_t>(shard.getWorldSize())},
+                           {},
+                           &op});
+        continue;
+      }
+      if (auto store = dyn_cast<dist::StoreParamsOp>(op)) {
+        int target = groupParams.lookup(store.getGroup());
+        auto type = cast<RankedTensorType>(store.getValue().getType());
+        // The all-gather writes the parameters in place.
+        auto wait = store.getValue().getDefiningOp<dist::WaitOp>();
+        auto gather = wait ? wait.getX().getDefiningOp<dist::AllGatherOp>()
+                           : dist::AllGatherOp();
+        if (gather && gather->hasOneUse() && commOf.count(gather)) {
+          pend[commOf.lookup(gather).first].outs[0].slot = target;
+          slotOf[gather] = slotOf[wait] = target;
+          continue;
+        }
+        pushCompute(pend, {"ds.copy",
+                           {ref(store.getValue())},
+                           {Ref{target, type}},
+                           {},
+                           {},
+                           &op});
         continue;
       }
       if (auto wait = dyn_cast<dist::WaitOp>(op)) {

@@ -41,3 +41,8 @@ LogicalResult AllGatherOp::verify() {
   return verifySlices(*this, cast<RankedTensorType>(getType()),
                       cast<RankedTensorType>(getX().getType()), getWorldSize());
 }
+
+LogicalResult ShardOp::verify() {
+  return verifySlices(*this, cast<RankedTensorType>(getX().getType()),
+                      cast<RankedTensorType>(getType()), getWorldSize());
+}

@@ -11,6 +11,7 @@
 #define DIST_OPS_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -64,6 +65,50 @@ def Dist_WaitOp : Dist_Op<"wait", [Pure, AllTypesMatch<["x", "result"]>]> {
   let arguments = (ins Dist_FloatTensor:$x);
   let results = (outs Dist_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Dist_GroupOp : Dist_Op<"group", [Symbol]> {
+  let summary = "parameters packed into one flat, padded range";
+  let description = [{
+    The plan lays `members` out contiguously, in order, in the params arena
+    (and their gradients likewise in the grads arena), followed by zero
+    padding up to `size` elements, a multiple of the world size. ZeRO
+    stages shard such groups: rank r owns elements [r S, (r + 1) S) with
+    S = size / world size. Padding never reaches results or checkpoints.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       FlatSymbolRefArrayAttr:$members, I64Attr:$size);
+  let assemblyFormat = "$sym_name $members `size` $size attr-dict";
+}
+
+def Dist_FlatParamsOp : Dist_Op<"flat_params", [MemoryEffects<[MemRead]>]> {
+  let summary = "a group's parameters (with padding) as one flat tensor";
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$group attr-dict `:` type($result)";
+}
+
+def Dist_FlatGradsOp : Dist_Op<"flat_grads", [MemoryEffects<[MemRead]>]> {
+  let summary = "a group's gradient accumulators (with padding), flat";
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$group attr-dict `:` type($result)";
+}
+
+def Dist_StoreParamsOp : Dist_Op<"store_params", [MemoryEffects<[MemWrite]>]> {
+  let summary = "writes a group's parameters (with padding) from a flat tensor";
+  let arguments = (ins Dist_FloatTensor:$value, FlatSymbolRefAttr:$group);
+  let assemblyFormat = "$value `,` $group attr-dict `:` type($value)";
+}
+
+def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
+  let summary = "this rank's slice [r S, (r + 1) S) of a flat tensor";
+  let arguments = (ins Dist_FloatTensor:$x, I64Attr:$world_size);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `ranks` $world_size attr-dict `:` type($x) `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // DIST_OPS_TD

@@ -38,8 +38,13 @@ LogicalResult VariableOp::verify() {
   if (!getOf())
     return emitOpError("a ")
            << stringifyVariableKind(getKind()) << " variable needs `of @param`";
-  auto owner = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
+  Operation *ownerOp = SymbolTable::lookupNearestSymbolFrom(
       getOperation()->getParentOp(), getOfAttr());
+  // Sharded optimizer state belongs to a parameter group (dist.group).
+  if (ownerOp && !isa<VariableOp>(ownerOp) &&
+      getKind() == VariableKind::opt_state)
+    return success();
+  auto owner = dyn_cast_or_null<VariableOp>(ownerOp);
   if (!owner || owner.getKind() != VariableKind::param)
     return emitOpError("`of` must name a param variable, got ") << getOfAttr();
   if (owner.getTensorType().getShape() != getTensorType().getShape())

@@ -55,6 +55,8 @@
 //                       r's x.
 //   comm.broadcast      (x) -> out                  [root]
 //                       out = root's x on every rank. out may be x.
+//   dist.shard          (x [N*S]) -> out [S]        [N]
+//                       block `rank` of x (compute stream; no communication).
 //
 // Elementwise kernels must tolerate an output that aliases an input of the
 // same shape (the compiler updates variables in place).

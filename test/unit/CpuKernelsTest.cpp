@@ -322,6 +322,7 @@ const std::map<std::string, Arity> kDeclared = {
     {"comm.reduce_scatter", {1, 1, 0, 1}},
     {"comm.all_gather", {1, 1, 0, 0}},
     {"comm.broadcast", {1, 1, 1, 0}},
+    {"dist.shard", {1, 1, 1, 0}},
 };
 
 // The kernel names in Kernel.h's header comment.

@@ -128,4 +128,21 @@ bool commBroadcastBody(const KernelArgs &args, std::string &err) {
   return comm->broadcast(out.f32(), size_t(out.numel()), int(root), err);
 }
 
+bool distShardBody(const KernelArgs &args, std::string &err) {
+  if (!expectAllF32(args, err))
+    return false;
+  const TensorRef &x = args.inputs[0], &out = args.outputs[0];
+  int64_t ranks = args.intAttrs[0];
+  int rank = args.ctx ? args.ctx->rank : 0;
+  int worldSize = args.ctx ? args.ctx->worldSize : 1;
+  if (ranks != worldSize)
+    return fail(err, "compiled for ", ranks, " ranks, running on ", worldSize);
+  if (x.numel() != out.numel() * ranks)
+    return fail(err, "x has ", x.numel(), " elements, not ", ranks, " x ",
+                out.numel());
+  const float *from = x.f32() + int64_t(rank) * out.numel();
+  std::copy(from, from + out.numel(), out.f32());
+  return true;
+}
+
 } // namespace dsc::rt::cpu

@@ -266,6 +266,7 @@ bool adamwBody(const KernelArgs &, std::string &);
 bool commAllReduceBody(const KernelArgs &, std::string &);
 bool commReduceScatterBody(const KernelArgs &, std::string &);
 bool commAllGatherBody(const KernelArgs &, std::string &);
+bool distShardBody(const KernelArgs &, std::string &);
 bool commBroadcastBody(const KernelArgs &, std::string &);
 
 } // namespace dsc::rt::cpu

@@ -91,6 +91,7 @@ constexpr Spec kSpecs[] = {
     {"comm.all_reduce",       1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
     {"comm.broadcast",        1,  1,  1, 0, Alias::AnyInput, cpu::commBroadcastBody},
     {"comm.reduce_scatter",   1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
+    {"dist.shard",            1,  1,  1, 0, Alias::None,     cpu::distShardBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);
