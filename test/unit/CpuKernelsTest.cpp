@@ -340,7 +340,7 @@ std::set<std::string> namesInKernelHeader(std::string &error) {
     return {};
   }
   std::set<std::string> names;
-  std::regex name(R"((ds|comm)\.[a-z_]+)");
+  std::regex name(R"((ds|comm|dist)\.[a-z_]+)");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("//", 0) != 0)
       continue;
