@@ -239,9 +239,9 @@ int runDscMain(int argc, char **argv) {
     if (config.fp16.enabled || config.bf16.enabled)
       return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
                                 "is not implemented yet");
-    if (config.zero.stage > 1)
+    if (config.zero.stage > 2)
       return fail(opts.config + ": ZeRO stage " + Twine(config.zero.stage) +
-                  " is not implemented yet (stages 0 and 1 are)");
+                  " is not implemented yet (stages 0-2 are)");
     train.zeroStage = config.zero.stage;
     train.reduceBucketSize = config.zero.reduceBucketSize;
   }

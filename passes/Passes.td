@@ -93,8 +93,11 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     gradient variables waits for it at the end of the micro-step. Stage 1
     also shards the optimizer: parameter groups (dist.group, padded to a
     multiple of the world size) keep Adam's moments per rank for the rank's
-    slice only; @apply updates that slice and all-gathers the group. With
-    one rank the pass changes nothing. Stages 2-3 are not implemented yet.
+    slice only; @apply updates that slice and all-gathers the group. Stage 2
+    makes the buckets the groups: each is reduce-scattered right after its
+    last gradient into shard-sized accumulators, and the global norm is an
+    all-reduce of the shards' sums of squares. With one rank the pass
+    changes nothing. Stage 3 is not implemented yet.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "ranks">,

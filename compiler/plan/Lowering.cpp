@@ -238,7 +238,13 @@ private:
     llvm::StringSet<> grouped;
     for (auto group : module.getOps<dist::GroupOp>()) {
       Type elt;
+      // Stage 2 keeps gradients per group shard, not per parameter.
+      bool perParamGrads = llvm::any_of(group.getMembers(), [&](Attribute a) {
+        return gradOf.count(cast<FlatSymbolRefAttr>(a).getValue());
+      });
       for (Category c : {Category::Params, Category::Grads}) {
+        if (c == Category::Grads && !perParamGrads)
+          continue;
         uint64_t start = arena(c), used = 0;
         for (Attribute a : group.getMembers()) {
           auto p =
@@ -468,6 +474,25 @@ private:
         pend.push_back(std::move(p));
         continue;
       }
+      if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
+        Pending p{"comm.reduce_scatter",
+                  {ref(rs.getX())},
+                  {newSlot(rs, &op)},
+                  {},
+                  {rs.getScale().convertToDouble()},
+                  &op};
+        p.stream = 1;
+        if (lastCompute >= 0) {
+          uint32_t ready = prog.numEvents++;
+          pend[lastCompute].records.push_back(ready);
+          p.waits.push_back(ready);
+        }
+        uint32_t done = prog.numEvents++;
+        p.records.push_back(done);
+        commOf[rs.getResult()] = {pend.size(), done};
+        pend.push_back(std::move(p));
+        continue;
+      }
       if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
         Pending p{"comm.all_gather",
                   {ref(ag.getX())},
@@ -681,8 +706,10 @@ private:
     std::vector<Pending> out;
     for (size_t i = 0; i < pend.size(); ++i) {
       Pending &p = pend[i];
-      bool isAdam = p.kernel == "ds.adamw";
-      bool isFill = p.kernel == "ds.fill";
+      // Instructions that synchronize with another stream stay as they are.
+      bool synced = !p.waits.empty() || !p.records.empty();
+      bool isAdam = p.kernel == "ds.adamw" && !synced;
+      bool isFill = p.kernel == "ds.fill" && !synced;
       if (!isAdam && !isFill) {
         out.push_back(std::move(p));
         continue;
@@ -693,7 +720,8 @@ private:
         Pending &q = pend[j];
         if (q.kernel == "ds.fill" && isAdam)
           continue; // zeroing of an earlier grad may sit in between
-        if (q.kernel != p.kernel || q.floats != p.floats)
+        if (q.kernel != p.kernel || q.floats != p.floats || !q.waits.empty() ||
+            !q.records.empty())
           break;
         const Pending &last = pend[run.back()];
         bool adj = true;
@@ -751,7 +779,8 @@ private:
       std::vector<Pending> rest;
       for (Pending &p : pend)
         (p.kernel == "ds.fill" &&
-                 slots[p.outs[0].slot].category == Category::Grads
+                 slots[p.outs[0].slot].category == Category::Grads &&
+                 p.waits.empty() && p.records.empty()
              ? fills
              : rest)
             .push_back(std::move(p));

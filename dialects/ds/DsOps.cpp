@@ -40,9 +40,9 @@ LogicalResult VariableOp::verify() {
            << stringifyVariableKind(getKind()) << " variable needs `of @param`";
   Operation *ownerOp = SymbolTable::lookupNearestSymbolFrom(
       getOperation()->getParentOp(), getOfAttr());
-  // Sharded optimizer state belongs to a parameter group (dist.group).
-  if (ownerOp && !isa<VariableOp>(ownerOp) &&
-      getKind() == VariableKind::opt_state)
+  // Sharded gradients and optimizer state belong to a parameter group
+  // (dist.group).
+  if (ownerOp && !isa<VariableOp>(ownerOp))
     return success();
   auto owner = dyn_cast_or_null<VariableOp>(ownerOp);
   if (!owner || owner.getKind() != VariableKind::param)
