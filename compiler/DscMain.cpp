@@ -285,7 +285,12 @@ int runDscMain(int argc, char **argv) {
   if (!opts.passPipeline.empty()) {
     std::string error;
     llvm::raw_string_ostream os(error);
-    if (failed(parsePassPipeline(opts.passPipeline, pm, os)))
+    // `builtin.module(...)` names the module dsc already anchors on; parsed
+    // as is it would nest and run on modules inside the module.
+    StringRef text = StringRef(opts.passPipeline).trim();
+    if (text.consume_front("builtin.module(") && text.consume_back(")"))
+      text = text.trim();
+    if (failed(parsePassPipeline(text, pm, os)))
       return fail("--pass-pipeline: " + error);
   } else {
     buildPipeline(pm, *phase, train);
