@@ -463,6 +463,7 @@ private:
                   {ar.getScale().convertToDouble()},
                   &op};
         p.stream = 1;
+        prog.commBytes += bytesOf(p.ins[0].type);
         if (lastCompute >= 0) {
           uint32_t ready = prog.numEvents++;
           pend[lastCompute].records.push_back(ready);
@@ -482,6 +483,7 @@ private:
                   {rs.getScale().convertToDouble()},
                   &op};
         p.stream = 1;
+        prog.commBytes += bytesOf(p.ins[0].type);
         if (lastCompute >= 0) {
           uint32_t ready = prog.numEvents++;
           pend[lastCompute].records.push_back(ready);
@@ -501,6 +503,7 @@ private:
                   {},
                   &op};
         p.stream = 1;
+        prog.commBytes += bytesOf(p.ins[0].type);
         if (lastCompute >= 0) {
           uint32_t ready = prog.numEvents++;
           pend[lastCompute].records.push_back(ready);

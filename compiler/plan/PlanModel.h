@@ -76,6 +76,7 @@ struct PlanProgram {
   std::vector<PlanInstr> instrs;
   std::vector<uint32_t> inputs, outputs;
   double flops = 0;
+  double commBytes = 0; ///< bytes each rank hands to collectives per run
   uint32_t numEvents = 0;
 };
 
