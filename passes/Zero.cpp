@@ -119,21 +119,8 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     SmallVector<Operation *> dead;
     SmallVector<VariableOp> deadVars;
     for (auto &list : classes) {
-      size_t begin = 0;
-      while (begin < list.size()) {
-        size_t end = begin;
-        int64_t total = 0;
-        do {
-          total +=
-              cast<RankedTensorType>(list[end].grad.getType()).getNumElements();
-          ++end;
-        } while (end < list.size() &&
-                 total + cast<RankedTensorType>(list[end].grad.getType())
-                             .getNumElements() <=
-                     bucketSize);
-        SmallVector<Accumulation> bucket(list.begin() + begin,
-                                         list.begin() + end);
-        begin = end;
+      for (SmallVector<Accumulation> &bucket : buckets(list)) {
+        int64_t total = elementsOf(bucket);
 
         std::string name = "zero.bucket" + std::to_string(groups.size());
         SmallVector<Attribute> members;
@@ -384,6 +371,30 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
         op.erase();
   }
 
+  static int64_t elementsOf(ArrayRef<Accumulation> accs) {
+    int64_t n = 0;
+    for (const Accumulation &a : accs)
+      n += cast<RankedTensorType>(a.grad.getType()).getNumElements();
+    return n;
+  }
+
+  /// Consecutive gradients, at most bucketSize elements a bucket (a bigger
+  /// gradient gets a bucket of its own).
+  SmallVector<SmallVector<Accumulation>> buckets(ArrayRef<Accumulation> accs) {
+    SmallVector<SmallVector<Accumulation>> out;
+    int64_t elements = 0;
+    for (const Accumulation &a : accs) {
+      int64_t n = elementsOf(a);
+      if (out.empty() || elements + n > bucketSize) {
+        out.emplace_back();
+        elements = 0;
+      }
+      out.back().push_back(a);
+      elements += n;
+    }
+    return out;
+  }
+
   SmallVector<Accumulation> findAccumulations(func::FuncOp func) {
     DenseMap<Operation *, int64_t> position;
     for (auto [i, op] : llvm::enumerate(func.front()))
@@ -410,22 +421,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     OpBuilder b(func.getContext());
     const double scale = 1.0; // the seed already divided by worldSize
 
-    size_t begin = 0;
-    while (begin < accs.size()) {
-      // A bucket: consecutive gradients up to bucketSize elements.
-      size_t end = begin;
-      int64_t elements = 0;
-      do {
-        elements +=
-            cast<RankedTensorType>(accs[end].grad.getType()).getNumElements();
-        ++end;
-      } while (end < accs.size() &&
-               elements + cast<RankedTensorType>(accs[end].grad.getType())
-                              .getNumElements() <=
-                   bucketSize);
-      SmallVector<Accumulation> bucket(accs.begin() + begin,
-                                       accs.begin() + end);
-      begin = end;
+    for (SmallVector<Accumulation> &bucket : buckets(accs)) {
 
       // Start the all-reduce right after the bucket's last gradient.
       Value last = bucket.back().grad;

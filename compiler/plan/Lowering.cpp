@@ -454,14 +454,16 @@ private:
                     {"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
         continue;
       }
-      if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
+      if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(
+              op)) {
         // On the comm stream, after everything compute has issued so far.
-        Pending p{"comm.all_reduce",
-                  {ref(ar.getX())},
-                  {newSlot(ar, &op)},
-                  {},
-                  {ar.getScale().convertToDouble()},
-                  &op};
+        std::vector<double> floats;
+        if (auto scale = op.getAttrOfType<FloatAttr>("scale"))
+          floats.push_back(scale.getValueAsDouble());
+        std::string kernel = "comm." + op.getName().stripDialect().str();
+        Pending p{
+            kernel, {ref(op.getOperand(0))}, {newSlot(op.getResult(0), &op)},
+            {},     std::move(floats),       &op};
         p.stream = 1;
         prog.commBytes += bytesOf(p.ins[0].type);
         if (lastCompute >= 0) {
@@ -471,47 +473,7 @@ private:
         }
         uint32_t done = prog.numEvents++;
         p.records.push_back(done);
-        commOf[ar.getResult()] = {pend.size(), done};
-        pend.push_back(std::move(p));
-        continue;
-      }
-      if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
-        Pending p{"comm.reduce_scatter",
-                  {ref(rs.getX())},
-                  {newSlot(rs, &op)},
-                  {},
-                  {rs.getScale().convertToDouble()},
-                  &op};
-        p.stream = 1;
-        prog.commBytes += bytesOf(p.ins[0].type);
-        if (lastCompute >= 0) {
-          uint32_t ready = prog.numEvents++;
-          pend[lastCompute].records.push_back(ready);
-          p.waits.push_back(ready);
-        }
-        uint32_t done = prog.numEvents++;
-        p.records.push_back(done);
-        commOf[rs.getResult()] = {pend.size(), done};
-        pend.push_back(std::move(p));
-        continue;
-      }
-      if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
-        Pending p{"comm.all_gather",
-                  {ref(ag.getX())},
-                  {newSlot(ag, &op)},
-                  {},
-                  {},
-                  &op};
-        p.stream = 1;
-        prog.commBytes += bytesOf(p.ins[0].type);
-        if (lastCompute >= 0) {
-          uint32_t ready = prog.numEvents++;
-          pend[lastCompute].records.push_back(ready);
-          p.waits.push_back(ready);
-        }
-        uint32_t done = prog.numEvents++;
-        p.records.push_back(done);
-        commOf[ag.getResult()] = {pend.size(), done};
+        commOf[op.getResult(0)] = {pend.size(), done};
         pend.push_back(std::move(p));
         continue;
       }
