@@ -78,14 +78,20 @@ void onTerminate(int sig) {
     const char *mark = std::strstr(line, "%d");
     char number[4] = {char('0' + sig / 10 % 10), char('0' + sig % 10), 0, 0};
     const char *digits = sig >= 10 ? number : number + 1;
-    ssize_t ignored = 0;
-    if (mark) {
-      ignored += ::write(2, line, size_t(mark - line));
-      ignored += ::write(2, digits, std::strlen(digits));
-      ignored += ::write(2, mark + 2, std::strlen(mark + 2));
-    } else {
-      ignored += ::write(2, line, std::strlen(line));
+    // One write(2) per line: ranks share mpirun's stderr, and pieces of
+    // several ranks' lines would interleave.
+    char out[kLineBytes + 4];
+    size_t n = 0;
+    for (const char *c = line; *c && n < sizeof(out); ++c) {
+      if (c == mark) {
+        for (const char *d = digits; *d && n < sizeof(out); ++d)
+          out[n++] = *d;
+        ++c; // skip "%d"
+        continue;
+      }
+      out[n++] = *c;
     }
+    ssize_t ignored = ::write(2, out, n);
     (void)ignored;
   }
   ::_exit(1);
