@@ -99,6 +99,24 @@ void storeElement(void *data, DType t, int64_t i, double value) {
   }
 }
 
+/// The elements of a variable that one rank holds: [begin, end) of the
+/// variable, element `begin` at index `local` of the rank's buffer.
+struct Part {
+  int64_t begin = 0, end = 0, local = 0;
+};
+
+/// Rank `rank`'s part of sharded variable `v`; empty if it holds none. The
+/// verifier keeps the group (world size x S) within kMaxBytes elements, so
+/// nothing here overflows.
+Part shardPart(const NamedTensor &v, int64_t rank) {
+  int64_t s = v.ref.numel(), first = rank * s; // group index of the shard
+  int64_t lo = std::max(v.shardOffset, first);
+  int64_t hi = std::min(v.shardOffset + v.numel(), first + s);
+  if (lo >= hi)
+    return {};
+  return {lo - v.shardOffset, hi - v.shardOffset, lo - first};
+}
+
 struct ArenaMemory {
   void *block = nullptr; ///< as returned by calloc
   uint8_t *base = nullptr;
@@ -145,6 +163,9 @@ public:
   bool run(std::string_view program, uint32_t step,
            std::string &error) override;
   std::vector<ArenaUsage> arenaUsage() const override;
+  bool readVariable(const NamedTensor &v, float *out,
+                    std::string &error) override;
+  void writeVariable(const NamedTensor &v, const float *in) override;
   bool hasProgram(std::string_view program) const override {
     return programIndex_.count(program) != 0;
   }
@@ -168,6 +189,10 @@ private:
   void noteWrite(uint32_t buffer) {
     const BufferView &b = buffers_[buffer];
     written_[b.arena] = std::max(written_[b.arena], b.end);
+  }
+  /// This rank's part of variable `v`: the whole tensor unless sharded.
+  Part localPart(const NamedTensor &v) const {
+    return v.sharded ? shardPart(v, options_.rank) : Part{0, v.numel(), 0};
   }
   bool allocateArenas(std::string &error);
   void fillConstants();
@@ -344,7 +369,13 @@ bool SessionImpl::init(std::string &error) {
     const fb::Variable *var = plan_.variables()->Get(i);
     const BufferView &b = buffers_[var->buffer()];
     variableIndex_[view(var->name())] = variables_.size();
-    variables_.push_back({std::string(view(var->name())), b.ref, b.shape});
+    NamedTensor v{std::string(view(var->name())), b.ref, b.shape};
+    if (var->sharded()) {
+      v.shape.assign(var->shape()->begin(), var->shape()->end());
+      v.sharded = true;
+      v.shardOffset = int64_t(var->shard_offset());
+    }
+    variables_.push_back(std::move(v));
     noteWrite(var->buffer()); // persistent state is resident from the start
   }
 
@@ -364,27 +395,62 @@ bool SessionImpl::init(std::string &error) {
 void SessionImpl::initVariables() {
   for (uint32_t i = 0; i < count(plan_.variables()); ++i) {
     const fb::Variable *var = plan_.variables()->Get(i);
-    const TensorRef &t = buffers_[var->buffer()].ref;
-    int64_t n = t.numel();
+    const TensorRef &t = variables_[i].ref;
+    // Only this rank's elements: a shard also holds other variables.
+    Part part = localPart(variables_[i]);
     switch (var->init()) {
-    case fb::InitKind::zeros:
-      std::memset(t.data, 0, size_t(n) * fb::dtypeSize(fb::DType(t.dtype)));
+    case fb::InitKind::zeros: {
+      size_t size = fb::dtypeSize(fb::DType(t.dtype));
+      std::memset(static_cast<uint8_t *>(t.data) + size_t(part.local) * size, 0,
+                  size_t(part.end - part.begin) * size);
       break;
+    }
     case fb::InitKind::ones:
-      for (int64_t k = 0; k < n; ++k)
-        storeElement(t.data, t.dtype, k, 1.0);
+      for (int64_t e = part.begin; e < part.end; ++e)
+        storeElement(t.data, t.dtype, part.local + (e - part.begin), 1.0);
       break;
     case fb::InitKind::normal:
-      // dsc::ref::init's draw: the float64 interpreter starts from the same
-      // weights.
-      for (int64_t k = 0; k < n; ++k)
-        storeElement(t.data, t.dtype, k,
+      // dsc::ref::init's draw, keyed by the element's index in the whole
+      // variable: the float64 interpreter, and runs on any number of ranks,
+      // start from the same weights.
+      for (int64_t e = part.begin; e < part.end; ++e)
+        storeElement(t.data, t.dtype, part.local + (e - part.begin),
                      rng::normalAt(options_.seed, var->rng_stream(),
-                                   fb::kInitRngStep, uint64_t(k)) *
+                                   fb::kInitRngStep, uint64_t(e)) *
                          var->std());
       break;
     }
   }
+}
+
+bool SessionImpl::readVariable(const NamedTensor &v, float *out,
+                               std::string &error) {
+  if (!v.sharded || v.ref.dtype != DType::f32)
+    return Session::readVariable(v, out, error);
+  // Each rank holding a part broadcasts it into place: the traffic is the
+  // variable's size, not its group's.
+  int64_t s = v.ref.numel();
+  int64_t first = v.shardOffset / s, last = (v.shardOffset + v.numel() - 1) / s;
+  for (int64_t rank = first; rank <= last; ++rank) {
+    Part part = shardPart(v, rank);
+    float *dst = out + part.begin;
+    size_t n = size_t(part.end - part.begin);
+    if (rank == options_.rank)
+      std::memcpy(dst, v.ref.f32() + part.local, n * sizeof(float));
+    if (!comm_->broadcast(dst, n, int(rank), error)) {
+      error = "reading variable '" + v.name + "': " + error;
+      return false;
+    }
+  }
+  return true;
+}
+
+void SessionImpl::writeVariable(const NamedTensor &v, const float *in) {
+  if (!v.sharded)
+    return Session::writeVariable(v, in);
+  Part part = localPart(v);
+  std::memcpy(v.ref.f32() + part.local, in + part.begin,
+              size_t(part.end - part.begin) * sizeof(float));
 }
 
 bool SessionImpl::run(std::string_view program, uint32_t step,
@@ -422,6 +488,26 @@ std::vector<ArenaUsage> SessionImpl::arenaUsage() const {
 }
 
 } // namespace
+
+bool Session::readVariable(const NamedTensor &v, float *out,
+                           std::string &error) {
+  if (v.ref.dtype != DType::f32) {
+    error = "variable '" + v.name + "' is " + dtypeName(v.ref.dtype) +
+            "; only f32 variables can be read";
+    return false;
+  }
+  if (v.sharded) {
+    error = "variable '" + v.name + "' is sharded; cannot gather it here";
+    return false;
+  }
+  std::memcpy(out, v.ref.data, size_t(v.numel()) * sizeof(float));
+  return true;
+}
+
+void Session::writeVariable(const NamedTensor &v, const float *in) {
+  if (!v.sharded && v.ref.dtype == DType::f32)
+    std::memcpy(v.ref.data, in, size_t(v.numel()) * sizeof(float));
+}
 
 std::unique_ptr<Session> Session::create(const LoadedPlan &plan,
                                          const SessionOptions &options,

@@ -70,10 +70,27 @@ struct SessionOptions {
 };
 
 /// A named tensor the tool can read or write (variables, program I/O).
+/// `shape` is the whole tensor's and `ref` views its memory, except for a
+/// sharded variable (ZeRO stage 3): its `ref` is this rank's shard of the
+/// variable's group, S = ref.numel() elements that hold only part of the
+/// variable, if any (and may hold other variables). Element i of the
+/// variable is element shardOffset + i of the group, which rank
+/// (shardOffset + i) / S holds at index (shardOffset + i) % S.
+/// Session::readVariable and writeVariable see the whole tensor either way.
 struct NamedTensor {
   std::string name;
   TensorRef ref;
   std::vector<int64_t> shape;
+  bool sharded = false;
+  int64_t shardOffset = 0;
+
+  /// Elements of the whole tensor: the product of `shape`.
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
 };
 
 /// Per arena: what the compiler predicted and the highest byte the run wrote.
@@ -114,7 +131,9 @@ public:
   virtual ~Session() = default;
 
   /// Fills every variable from its initializer (zeros, ones, or a normal
-  /// draw keyed by (seed, variable stream, element index)).
+  /// draw keyed by (seed, variable stream, element index)). A sharded
+  /// variable gets, on each rank, the values of the elements it holds there:
+  /// the same weights whatever the world size.
   virtual void initVariables() = 0;
 
   /// Parameters, gradient accumulators and moments, in plan order.
@@ -141,6 +160,20 @@ public:
   uint64_t sampleOffset() const { return sampleOffset_; }
 
   // Not pure, so that test doubles of Session need not implement them.
+
+  /// Copies variable `v` (one of variables()), the whole tensor of
+  /// v.numel() floats, into `out`. For a sharded variable this is a
+  /// collective: every rank calls it for the same variables in the same
+  /// order, between runs, and gets the whole tensor. False + one line for a
+  /// variable that is not f32 or a failed collective. (The base version
+  /// handles variables that are not sharded.)
+  virtual bool readVariable(const NamedTensor &v, float *out,
+                            std::string &error);
+  /// Sets f32 variable `v` from `in`, the whole tensor of v.numel() floats
+  /// (the same on every rank). Local: a sharded variable takes only the
+  /// elements this rank holds. (The base version handles variables that are
+  /// not sharded and leaves sharded ones, and any not f32, alone.)
+  virtual void writeVariable(const NamedTensor &v, const float *in);
 
   /// Whether the plan has `program` (dsrun runs `init` only if present).
   virtual bool hasProgram(std::string_view program) const { return false; }

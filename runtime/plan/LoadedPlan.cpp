@@ -209,7 +209,58 @@ private:
         return fail(cat(what, " has a normal initializer with std ", v->std()));
       if (!checkBufferId(v->buffer(), what))
         return false;
+      if (v->sharded() && !checkSharded(*v, what))
+        return false;
     }
+    return true;
+  }
+
+  /// A ZeRO stage 3 parameter: its part of the group lies in the ranks'
+  /// shards (the buffer itself was checked by checkBuffers).
+  bool checkSharded(const Variable &v, const std::string &what) {
+    const Buffer *b = plan_.buffers()->Get(v.buffer());
+    if (b->dtype() != plan::DType::f32)
+      return fail(cat(what, " is sharded but ", bufferName(v.buffer()), " is ",
+                      plan::dtypeName(b->dtype()),
+                      "; sharded variables are f32"));
+    if (count(b->shape()) != 1)
+      return fail(cat(what, " is sharded but ", bufferName(v.buffer()),
+                      " has shape ", shapeString(b->shape()),
+                      "; a shard is 1-D"));
+    if (!v.shape())
+      return fail(cat(what, " is sharded but has no shape"));
+    if (!aligned(v.shape()))
+      return fail(cat(what, " has a misaligned shape (corrupt plan)"));
+    std::string shape = shapeString(v.shape());
+    auto any = [&](auto pred) {
+      return std::any_of(v.shape()->begin(), v.shape()->end(), pred);
+    };
+    if (any([](int64_t d) { return d < 0; }))
+      return fail(cat(what, " has a negative dimension in shape ", shape));
+    if (any([](int64_t d) { return d == 0; }))
+      return fail(cat(what, " is sharded with shape ", shape,
+                      "; a sharded variable has at least one element"));
+    // S < 2^54 (checkBuffers), so world x S cannot wrap before the limit.
+    uint64_t world = plan_.world_size(), s = uint64_t(b->shape()->Get(0));
+    if (s != 0 && world > kMaxBytes / s)
+      return fail(cat(what, " is sharded over a group of ", world, " x ", s,
+                      " elements, more than the limit ", kMaxBytes));
+    // Every dimension is at least 1: stop before the product passes the
+    // group (and could wrap).
+    uint64_t group = world * s, numel = 1;
+    bool fits = true;
+    for (int64_t d : *v.shape()) {
+      if (uint64_t(d) > group / numel) {
+        fits = false;
+        break;
+      }
+      numel *= uint64_t(d);
+    }
+    if (!fits || v.shard_offset() > group - numel)
+      return fail(cat(what, " of shape ", shape, " at shard offset ",
+                      v.shard_offset(), " does not fit its group: ", world,
+                      " rank", plural(world), " x ", s, " elements (",
+                      bufferName(v.buffer()), ")"));
     return true;
   }
 

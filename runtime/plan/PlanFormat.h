@@ -29,10 +29,19 @@
 //    stream has finished, so programs need no events between them.
 //  - constants are filled once, when the Session is created: no instruction
 //    output overlaps a constant's buffer.
+//  - a sharded variable (ZeRO stage 3) is f32; its buffer (this rank's
+//    shard, S elements) is 1-D; its `shape` is present, with no negative
+//    dimension and at least one element; its group (world_size x S
+//    elements) is at most kMaxBytes elements; and shard_offset +
+//    numel(shape) <= world_size x S.
 // Semantics the emitter must respect and the loader cannot check:
-//  - a normal initializer draws element i of the variable's buffer (index
-//    within the buffer, from 0), so a variable's buffer holds its whole
-//    logical tensor.
+//  - a normal initializer draws element i of the variable's logical tensor
+//    (index from 0). A variable that is not sharded holds its whole tensor
+//    in its buffer, element i at index i; a sharded one holds element i on
+//    rank (shard_offset + i) / S at index (shard_offset + i) % S, so the
+//    draws do not depend on the world size. Initializers write only their
+//    own elements: the other members of a group and its padding are left
+//    alone (zero, as arenas start).
 //  - the runtime's measured bytes per arena are the highest end (offset +
 //    bytes) of any buffer written: constants and variables (resident from
 //    the start), a program's inputs and every instruction output. For
@@ -54,7 +63,7 @@ namespace dsc::plan {
 
 /// Plan.schema_version this runtime reads. Bump on any schema or semantic
 /// change that an older dsrun would misread.
-constexpr uint32_t kSchemaVersion = 1;
+constexpr uint32_t kSchemaVersion = 2;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

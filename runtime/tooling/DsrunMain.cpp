@@ -168,8 +168,8 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       return kExitBadInput;
   }
 
-  // Rank 0 writes the metrics, the batch dump and the weights; every rank
-  // writes its own trace.
+  // Rank 0 writes the metrics, the batch dump and the weights (every rank
+  // gathers them); every rank writes its own trace.
   OutputFiles &files = p.files;
   if (lead && !options.metrics.empty()) {
     files.metrics = std::fopen(options.metrics.c_str(), "w");
@@ -213,7 +213,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
     return kExitBadInput;
   for (const std::string &name : info.params)
     if (const NamedTensor *v = p.session->findVariable(name))
-      info.numParams += uint64_t(v->ref.numel());
+      info.numParams += uint64_t(v->numel()); // whole, even if sharded
   return kExitOk;
 }
 
@@ -297,16 +297,20 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   if (status != kExitOk)
     return status;
 
-  if (lead && !options.exportWeights.empty()) {
+  // Every rank takes part (sharded parameters are gathered); rank 0 writes.
+  // A rank that fails here abandons the job, so none waits for it longer
+  // than a collective's timeout.
+  if (!options.exportWeights.empty()) {
     std::map<std::string, std::string> metadata = {
         {"producer", "dsrun"},
         {"model", info.model},
         {"step", std::to_string(setup.steps)},
         {"seed", std::to_string(options.seed)}};
     if (!exportWeights(*session, p.layout, options.exportWeights, metadata,
-                       error))
+                       lead, error))
       return kExitTrainingFailed;
-    std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
+    if (lead)
+      std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
   }
   return kExitOk;
 }

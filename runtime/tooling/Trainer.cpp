@@ -122,8 +122,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   // Mixed-precision plans keep their dynamic loss scale in a variable of
   // this name; fp32 plans have none and report 1.
   const NamedTensor *lossScale = session.findVariable("loss_scale");
-  if (lossScale &&
-      (lossScale->ref.dtype != DType::f32 || lossScale->ref.numel() != 1))
+  if (lossScale && (lossScale->ref.dtype != DType::f32 || lossScale->sharded ||
+                    lossScale->ref.numel() != 1))
     lossScale = nullptr;
 
   const std::string micro(plan::kMicroStepProgram);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <list>
 #include <set>
 
 namespace dsc::rt {
@@ -42,17 +43,32 @@ WeightsLayout WeightsLayout::forModel(const std::string &model,
 
 bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
-                   std::map<std::string, std::string> metadata,
+                   std::map<std::string, std::string> metadata, bool write,
                    std::string &error) {
   std::vector<TensorToSave> tensors;
+  std::list<std::vector<float>> gathered; // stable addresses
   for (const std::string &name : layout.params) {
     NamedTensor *v = findParam(session, name, error);
     if (!v)
       return false;
-    tensors.push_back({name, v->shape, v->ref.f32()});
+    const float *data = v->ref.f32();
+    if (v->sharded) {
+      std::vector<float> whole(size_t(v->numel()));
+      if (!session.readVariable(*v, whole.data(), error))
+        return false;
+      if (write) {
+        gathered.push_back(std::move(whole));
+        data = gathered.back().data();
+      }
+    }
+    if (!write)
+      continue; // this rank only takes part in the gathers
+    tensors.push_back({name, v->shape, data});
     if (layout.tiedLmHead && name == kTokenEmbedding)
-      tensors.push_back({kLmHead, v->shape, v->ref.f32()});
+      tensors.push_back({kLmHead, v->shape, data});
   }
+  if (!write)
+    return true;
   // Hugging Face loaders read "format" to pick the framework.
   metadata["format"] = "pt";
   return saveSafetensors(path, tensors, metadata, error);
@@ -108,9 +124,13 @@ bool importWeights(Session &session, const WeightsLayout &layout,
                " more problem" + (problems.size() > 2 ? "s" : "") + ")";
     return false;
   }
-  for (auto &[v, e] : loads)
-    if (!file->readF32(*e, v->ref.f32(), error))
+  std::vector<float> whole;
+  for (auto &[v, e] : loads) {
+    whole.resize(size_t(v->numel()));
+    if (!file->readF32(*e, whole.data(), error))
       return false;
+    session.writeVariable(*v, whole.data());
+  }
   return true;
 }
 

@@ -29,17 +29,21 @@ struct WeightsLayout {
                                 std::vector<std::string> params);
 };
 
-/// Writes the parameters to `path` (via path.tmp). `metadata` goes into the
-/// header next to {"format": "pt"}. False + one line on error.
+/// Writes the parameters to `path` (via path.tmp) if `write`. `metadata`
+/// goes into the header next to {"format": "pt"}. Gathering a sharded
+/// parameter is a collective (Session::readVariable), so every rank calls
+/// this, in step, and one of them (rank 0) writes. False + one line on
+/// error.
 bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
-                   std::map<std::string, std::string> metadata,
+                   std::map<std::string, std::string> metadata, bool write,
                    std::string &error);
 
 /// Loads every parameter from `path` after checking the whole file against
 /// the layout: a missing parameter, a shape or dtype mismatch or a tensor
 /// that is not a parameter is one line (the first problem and how many more)
-/// and nothing is loaded.
+/// and nothing is loaded. Shapes are the whole parameters' (sharded ones
+/// too); each rank takes the part it holds.
 bool importWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path, std::string &error);
 

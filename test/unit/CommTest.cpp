@@ -13,9 +13,11 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/exec/Session.h"
+#include "runtime/rng/Philox.h"
 #include "runtime/tooling/DsrunMain.h"
 #include "runtime/tooling/Schedule.h"
 #include "runtime/tooling/Trainer.h"
+#include "runtime/tooling/Weights.h"
 #include "test/unit/PlanSpec.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 using namespace dsc;
 namespace fb = dsc::plan;
@@ -722,6 +725,197 @@ TEST(DsrunRanks, MatchOneRankWithTheGlobalBatch) {
   const float *ref = session->findVariable("table")->ref.f32();
   for (int64_t i = 0; i < kVocab * kVocab; ++i)
     EXPECT_NEAR(trained[i], ref[i], 1e-5 * (1 + std::abs(ref[i]))) << i;
+}
+
+/// bigramPlan with ZeRO stage 3: the table and an untrained parameter
+/// `extra` [3] share one group, sharded over the `n` ranks (padded to n x S
+/// elements). micro_step all-gathers the group before the embedding and
+/// reduce-scatters the gradient's mean into this rank's shard; apply updates
+/// the shard, with the gradient norm all-reduced from the shards.
+PlanSpec shardedBigramPlan(int n, int64_t batch) {
+  using S = fb::Space;
+  using C = fb::Category;
+  using St = fb::Stream;
+  PlanSpec p;
+  p.worldSize = uint32_t(n);
+  p.microBatch = uint32_t(batch);
+  p.seqLen = kSeq;
+  p.vocabSize = kVocab;
+  p.lr = 0.5;
+  const int64_t members = kVocab * kVocab + 3, shard = (members + n - 1) / n;
+  const uint64_t act = batch * kSeq * kVocab * 4, rows = batch * kSeq * 4;
+  uint32_t params = p.arena(S::device, C::params, shard * 4);
+  uint32_t full = p.arena(S::device, C::comm_buffers, n * shard * 4);
+  uint32_t grads = p.arena(S::device, C::grads, (n + 1) * shard * 4);
+  uint32_t acts =
+      p.arena(S::device, C::activations, 2 * act + 2 * shard * 4 + 12);
+  uint32_t in = p.arena(S::host, C::inputs, 2 * rows + 8);
+  uint32_t consts = p.arena(S::host, C::constants, 4);
+  uint32_t pShard = p.buffer(params, 0, {shard}, "params.shard");
+  uint32_t pFull = p.buffer(full, 0, {n * shard}, "params.full");
+  uint32_t table = p.buffer(full, 0, {kVocab, kVocab}, "table");
+  uint32_t gFull = p.buffer(grads, 0, {n * shard}, "grads.full");
+  uint32_t gTable = p.buffer(grads, 0, {kVocab, kVocab}, "table.grad");
+  uint32_t gShard = p.buffer(grads, n * shard * 4, {shard}, "grads.shard");
+  uint32_t logits = p.buffer(acts, 0, {batch, kSeq, kVocab}, "logits");
+  uint32_t dlogits = p.buffer(acts, act, {batch, kSeq, kVocab}, "dlogits");
+  uint32_t loss = p.buffer(acts, 2 * act, {}, "loss");
+  uint32_t square = p.buffer(acts, 2 * act + 4, {shard}, "square");
+  uint32_t sum = p.buffer(acts, 2 * act + 4 + shard * 4, {}, "sum");
+  uint32_t norm = p.buffer(acts, 2 * act + 8 + shard * 4, {}, "grad_norm");
+  uint32_t update = p.buffer(acts, 2 * act + 12 + shard * 4, {shard}, "update");
+  uint32_t tokens = p.buffer(in, 0, {batch, kSeq}, "tokens", fb::DType::i32);
+  uint32_t targets =
+      p.buffer(in, rows, {batch, kSeq}, "targets", fb::DType::i32);
+  uint32_t lr = p.buffer(in, 2 * rows, {}, "lr");
+  uint32_t step = p.buffer(in, 2 * rows + 4, {}, "step");
+  uint32_t one = p.buffer(consts, 0, {}, "one");
+  // The table draws as bigramPlan's does, whatever the world size.
+  p.variables.push_back({"table", fb::VarKind::param, "", pShard,
+                         fb::InitKind::normal, 0.1, 7, true, 0,
+                         std::vector<int64_t>{kVocab, kVocab}});
+  p.variables.push_back({"extra", fb::VarKind::param, "", pShard,
+                         fb::InitKind::normal, 0.1, 11, true,
+                         uint64_t(kVocab * kVocab), std::vector<int64_t>{3}});
+  p.constants.push_back({one, floatBytes({1.0f})});
+  PlanSpec::Program micro{
+      "micro_step",
+      {{"comm.all_gather", {pShard}, {pFull}, St::comm, {}, {0}},
+       {"ds.embedding", {table, tokens}, {logits}, St::compute, {0}},
+       {"ds.cross_entropy", {logits, targets}, {loss}},
+       {"ds.cross_entropy_grad", {logits, targets, one}, {dlogits}},
+       {"ds.embedding_grad", {tokens, dlogits}, {gTable}, St::compute, {}, {1}},
+       {"comm.reduce_scatter", {gFull}, {gShard}, St::comm, {1}}},
+      {tokens, targets},
+      {loss},
+      2};
+  micro.instrs[2].ints = {-1};
+  micro.instrs[3].ints = {-1};
+  micro.instrs[5].floats = {1.0 / n};
+  p.programs.push_back(micro);
+  PlanSpec::Program apply{
+      "apply",
+      {{"ds.mul", {gShard, gShard}, {square}},
+       {"ds.reduce_sum", {square}, {sum}, St::compute, {}, {0}},
+       {"comm.all_reduce", {sum}, {sum}, St::comm, {0}, {1}},
+       {"ds.sqrt", {sum}, {norm}, St::compute, {1}},
+       {"ds.mul", {gShard, lr}, {update}},
+       {"ds.sub", {pShard, update}, {pShard}}},
+      {lr, step},
+      {norm},
+      2};
+  apply.instrs[1].ints = {0};
+  apply.instrs[2].floats = {1.0};
+  p.programs.push_back(apply);
+  return p;
+}
+
+/// The tensors of a safetensors file by name, as floats.
+std::map<std::string, std::vector<float>> tensorsIn(const std::string &path) {
+  std::map<std::string, std::vector<float>> out;
+  std::string error;
+  auto file = rt::SafetensorsFile::read(path, error);
+  EXPECT_TRUE(file) << error;
+  if (!file)
+    return out;
+  for (const rt::SafetensorsEntry &e : file->tensors()) {
+    int64_t n = 1;
+    for (int64_t d : e.shape)
+      n *= d;
+    std::vector<float> values(static_cast<size_t>(n));
+    EXPECT_TRUE(file->readF32(e, values.data(), error)) << error;
+    out[e.name] = values;
+  }
+  return out;
+}
+
+TEST(DsrunRanks, ShardedParametersTrainAndExportAsOneRank) {
+  const int n = world().size(), steps = 6;
+  std::string rankTag = std::to_string(world().rank());
+  PlanSpec spec = shardedBigramPlan(n, kRows);
+  std::string plan = writePlan(spec, "z3" + rankTag + ".dsplan");
+  std::string metrics = tempPath("z3.jsonl"),
+              weights = tempPath("z3.safetensors"),
+              again = tempPath("z3again.safetensors");
+  std::string error;
+  if (world().rank() == 0) {
+    std::remove(metrics.c_str());
+    std::remove(weights.c_str());
+    std::remove(again.c_str());
+  }
+  ASSERT_TRUE(world().barrier(error)) << error;
+  ASSERT_EQ(dsrun({plan, "--steps", std::to_string(steps), "--seed", "3",
+                   "--metrics", metrics, "--export-weights", weights}),
+            0);
+  ASSERT_TRUE(world().barrier(error)) << error;
+
+  // Every rank loads the file into its shard (a different seed first, so
+  // that the weights come from the file) and exports again.
+  auto loaded = rt::LoadedPlan::fromBytes(spec.build(), "z3.dsplan", error);
+  ASSERT_TRUE(loaded) << error;
+  rt::SessionOptions options;
+  options.seed = 9;
+  options.rank = world().rank();
+  options.worldSize = n;
+  options.comm = &world();
+  auto session = rt::Session::create(*loaded, options, error);
+  ASSERT_TRUE(session) << error;
+  session->initVariables();
+  rt::WeightsLayout layout =
+      rt::WeightsLayout::forModel("test", {"table", "extra"});
+  ASSERT_TRUE(rt::importWeights(*session, layout, weights, error)) << error;
+  ASSERT_TRUE(rt::exportWeights(*session, layout, again, {},
+                                world().rank() == 0, error))
+      << error;
+  ASSERT_TRUE(world().barrier(error)) << error;
+  if (world().rank() != 0)
+    return; // rank 0 alone wrote the metrics and weights
+
+  // One rank, whole parameters, all N * B rows (DataLoader.h).
+  auto ref = rt::LoadedPlan::fromBytes(bigramPlan(1, n * kRows).build(),
+                                       "ref.dsplan", error);
+  ASSERT_TRUE(ref) << error;
+  rt::SessionOptions refOptions;
+  refOptions.seed = 3;
+  auto refSession = rt::Session::create(*ref, refOptions, error);
+  ASSERT_TRUE(refSession) << error;
+  refSession->initVariables();
+  auto data = rt::DataLoader::synthetic(kVocab, uint32_t(n * kRows), kSeq);
+  rt::TrainSetup setup;
+  setup.microBatch = uint32_t(n * kRows);
+  setup.seqLen = kSeq;
+  setup.seed = 3;
+  setup.steps = steps;
+  rt::ScheduleParams constant;
+  constant.lr = 0.5;
+  ASSERT_TRUE(rt::LrSchedule::create(constant, setup.schedule, error));
+  std::string refMetrics = tempPath("z3ref.jsonl");
+  setup.metrics = std::fopen(refMetrics.c_str(), "w");
+  ASSERT_TRUE(setup.metrics);
+  ASSERT_EQ(rt::train(*refSession, *data, setup, error), 0) << error;
+  std::fclose(setup.metrics);
+
+  std::vector<double> got = lossesIn(metrics), want = lossesIn(refMetrics);
+  ASSERT_EQ(got.size(), size_t(steps));
+  ASSERT_EQ(want.size(), size_t(steps));
+  for (int s = 0; s < steps; ++s)
+    EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s;
+
+  std::map<std::string, std::vector<float>> trained = tensorsIn(weights);
+  ASSERT_EQ(trained.size(), 2u);
+  ASSERT_EQ(trained["table"].size(), size_t(kVocab * kVocab));
+  const float *refTable = refSession->findVariable("table")->ref.f32();
+  for (int64_t i = 0; i < kVocab * kVocab; ++i)
+    EXPECT_NEAR(trained["table"][i], refTable[i],
+                1e-5 * (1 + std::abs(refTable[i])))
+        << i;
+  // extra has no gradient: it keeps its initial draw.
+  ASSERT_EQ(trained["extra"].size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(trained["extra"][i],
+              float(rng::normalAt(3, 11, fb::kInitRngStep, i) * 0.1))
+        << i;
+  EXPECT_EQ(tensorsIn(again), trained);
 }
 
 TEST(DsrunRanks, WrongWorldSizeStopsEveryRankWithoutAHang) {

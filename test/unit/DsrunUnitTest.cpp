@@ -1180,7 +1180,8 @@ TEST(Weights, ExportWritesTiedLmHeadAndImportRoundTrips) {
   EXPECT_TRUE(layout.tiedLmHead);
   std::string path = tempPath("w.safetensors");
   std::string error;
-  ASSERT_TRUE(exportWeights(trained, layout, path, {{"step", "3"}}, error))
+  ASSERT_TRUE(
+      exportWeights(trained, layout, path, {{"step", "3"}}, true, error))
       << error;
 
   auto file = SafetensorsFile::read(path, error);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct PlanSpec {
     fb::InitKind init;
     double std = 0;
     uint32_t rngStream = 0;
+    /// ZeRO stage 3: `buffer` is this rank's shard of the group and
+    /// `shape` the whole variable's (absent unless set).
+    bool sharded = false;
+    uint64_t shardOffset = 0;
+    std::optional<std::vector<int64_t>> shape = std::nullopt;
   };
   struct Constant {
     uint32_t buffer;
@@ -103,9 +109,10 @@ struct PlanSpec {
                                           &x.shape, x.name.c_str()));
     std::vector<flatbuffers::Offset<fb::Variable>> vs;
     for (const Variable &v : variables)
-      vs.push_back(fb::CreateVariableDirect(b, v.name.c_str(), v.kind,
-                                            v.of.c_str(), v.buffer, v.init,
-                                            v.std, v.rngStream, false));
+      vs.push_back(fb::CreateVariableDirect(
+          b, v.name.c_str(), v.kind, v.of.c_str(), v.buffer, v.init, v.std,
+          v.rngStream, false, v.sharded, v.shardOffset,
+          v.shape ? &*v.shape : nullptr));
     std::vector<flatbuffers::Offset<fb::Constant>> cs;
     for (const Constant &c : constants)
       cs.push_back(fb::CreateConstantDirect(b, c.buffer, &c.data));

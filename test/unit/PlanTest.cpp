@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuKernels.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/exec/Session.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/reference/RefKernels.h"
@@ -18,8 +19,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 using namespace dsc;
@@ -154,6 +157,11 @@ TEST(Session, RunsMicroStepAndApply) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->shape, (std::vector<int64_t>{2, 2}));
   std::vector<float> w0 = floats(w->ref);
+  EXPECT_FALSE(w->sharded);
+  EXPECT_EQ(w->numel(), 4);
+  std::vector<float> read(4);
+  ASSERT_TRUE(session->readVariable(*w, read.data(), error)) << error;
+  EXPECT_EQ(read, w0);
 
   // The float64 interpreter draws the same initial weights.
   auto ref = ref::init(ref::InitKind::Normal, {2, 2}, 7,
@@ -256,6 +264,10 @@ TEST(Session, InitializersByDType) {
   EXPECT_EQ(ones[0], 1.0);
   EXPECT_EQ(ones[1], 1.0);
   EXPECT_EQ(session->findVariable("count")->ref.i32()[3], 1);
+  std::vector<float> out(8);
+  EXPECT_FALSE(
+      session->readVariable(*session->findVariable("h16"), out.data(), error));
+  EXPECT_EQ(error, "variable 'h16' is f16; only f32 variables can be read");
 }
 
 TEST(Session, ConstantsSplatOrCopy) {
@@ -467,6 +479,289 @@ TEST(Session, WorldSizeMismatch) {
 }
 
 //===----------------------------------------------------------------------===//
+// Sharded variables (ZeRO stage 3): two ranks in one process
+//===----------------------------------------------------------------------===//
+
+/// Two ranks in one process, one thread each, meeting in `Shared`:
+/// broadcast (what Session::readVariable uses) and barrier. The other
+/// collectives fail. No timeout: a rank that never comes hangs the test.
+class TwoRankComm final : public rt::Communicator {
+public:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable cv;
+    int arrived = 0;
+    uint64_t generation = 0;
+    float *data[2] = {};
+  };
+
+  TwoRankComm(Shared &shared, int rank) : shared_(shared), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  const char *kind() const override { return "test"; }
+
+  bool broadcast(float *data, size_t count, int root,
+                 std::string &error) override {
+    if (!begin("broadcast", error, data, data, count, root))
+      return false;
+    shared_.data[rank_] = data;
+    meet();
+    if (rank_ != root)
+      std::memcpy(data, shared_.data[root], count * sizeof(float));
+    meet(); // the root's data stays put until the other rank has copied it
+    return true;
+  }
+  bool barrier(std::string &error) override {
+    if (!begin("barrier", error))
+      return false;
+    meet();
+    return true;
+  }
+  bool allReduceSum(const float *, float *, size_t,
+                    std::string &error) override {
+    return unsupported("all_reduce", error);
+  }
+  bool allReduceSum(const double *, double *, size_t,
+                    std::string &error) override {
+    return unsupported("all_reduce", error);
+  }
+  bool reduceScatterSum(const float *, float *, size_t,
+                        std::string &error) override {
+    return unsupported("reduce_scatter", error);
+  }
+  bool allGather(const float *, float *, size_t, std::string &error) override {
+    return unsupported("all_gather", error);
+  }
+
+private:
+  bool unsupported(const char *name, std::string &error) {
+    error = std::string(name) + ": not in this test";
+    return false;
+  }
+  /// Returns once both ranks have called it.
+  void meet() {
+    std::unique_lock<std::mutex> lock(shared_.mutex);
+    uint64_t generation = shared_.generation;
+    if (++shared_.arrived == 2) {
+      shared_.arrived = 0;
+      ++shared_.generation;
+      shared_.cv.notify_all();
+    } else {
+      shared_.cv.wait(lock, [&] { return shared_.generation != generation; });
+    }
+  }
+
+  Shared &shared_;
+  int rank_;
+};
+
+/// Parameters a [3] and b [2, 2] (normal draws) in one group of `world`
+/// shards of `s` elements: a at group offset 0, b at 3, the rest padding.
+/// With 2 x 5, rank 0 holds a and b[0:2], rank 1 b[2:4] and 3 padding.
+PlanSpec shardedPlan(uint32_t world, int64_t s) {
+  PlanSpec p;
+  p.worldSize = world;
+  uint32_t params =
+      p.arena(fb::Space::device, fb::Category::params, uint64_t(s) * 4);
+  uint32_t shard = p.buffer(params, 0, {s}, "params.shard");
+  p.variables.push_back({"a", fb::VarKind::param, "", shard,
+                         fb::InitKind::normal, 0.5, 21, true, 0,
+                         std::vector<int64_t>{3}});
+  p.variables.push_back({"b", fb::VarKind::param, "", shard,
+                         fb::InitKind::normal, 1.0, 22, true, 3,
+                         std::vector<int64_t>{2, 2}});
+  p.programs.push_back({"micro_step", {}});
+  p.programs.push_back({"apply", {}});
+  return p;
+}
+
+/// shardedPlan's parameters, each whole in its own buffer, on one rank.
+PlanSpec wholePlan() {
+  PlanSpec p;
+  uint32_t params = p.arena(fb::Space::device, fb::Category::params, 28);
+  uint32_t a = p.buffer(params, 0, {3}, "a");
+  uint32_t b = p.buffer(params, 12, {2, 2}, "b");
+  p.variables.push_back(
+      {"a", fb::VarKind::param, "", a, fb::InitKind::normal, 0.5, 21});
+  p.variables.push_back(
+      {"b", fb::VarKind::param, "", b, fb::InitKind::normal, 1.0, 22});
+  p.programs.push_back({"micro_step", {}});
+  p.programs.push_back({"apply", {}});
+  return p;
+}
+
+/// shardedPlan(2, 5) on both ranks of one TwoRankComm.
+struct TwoRanks {
+  TwoRankComm::Shared shared;
+  TwoRankComm comm[2] = {{shared, 0}, {shared, 1}};
+  std::unique_ptr<LoadedPlan> plan;
+  std::unique_ptr<Session> session[2];
+
+  explicit TwoRanks(const PlanSpec &spec, uint64_t seed = 5) {
+    std::string error;
+    plan = load(spec, error);
+    EXPECT_TRUE(plan) << error;
+    for (int r = 0; plan && r < 2; ++r) {
+      SessionOptions options;
+      options.seed = seed;
+      options.rank = r;
+      options.worldSize = 2;
+      options.comm = &comm[r];
+      session[r] = Session::create(*plan, options, error);
+      EXPECT_TRUE(session[r]) << error;
+    }
+  }
+  /// Both shards, one after the other: the group's flat layout.
+  std::vector<float> group() const {
+    std::vector<float> out;
+    for (int r = 0; r < 2; ++r) {
+      std::vector<float> shard = floats(session[r]->variables()[0].ref);
+      out.insert(out.end(), shard.begin(), shard.end());
+    }
+    return out;
+  }
+  /// readVariable on both ranks at once (it is a collective): what each
+  /// rank got for every variable, in plan order.
+  std::vector<std::vector<float>> readAll(int rank) {
+    std::vector<std::vector<float>> got[2];
+    auto read = [&](int r) {
+      std::string error;
+      for (const rt::NamedTensor &v : session[r]->variables()) {
+        std::vector<float> whole(size_t(v.numel()), -1.0f);
+        EXPECT_TRUE(session[r]->readVariable(v, whole.data(), error)) << error;
+        got[r].push_back(whole);
+      }
+    };
+    std::thread other(read, 1);
+    read(0);
+    other.join();
+    EXPECT_EQ(got[0], got[1]);
+    return got[rank];
+  }
+};
+
+/// Every variable of `session`, whole, in plan order.
+std::vector<std::vector<float>> wholeVariables(Session &session) {
+  std::vector<std::vector<float>> out;
+  for (const rt::NamedTensor &v : session.variables())
+    out.push_back(floats(v.ref));
+  return out;
+}
+
+TEST(ShardedVariables, ShapesAndShards) {
+  TwoRanks ranks(shardedPlan(2, 5));
+  ASSERT_TRUE(ranks.session[1]);
+  for (int r = 0; r < 2; ++r) {
+    const rt::NamedTensor *a = ranks.session[r]->findVariable("a");
+    const rt::NamedTensor *b = ranks.session[r]->findVariable("b");
+    ASSERT_TRUE(a && b);
+    EXPECT_TRUE(a->sharded && b->sharded);
+    EXPECT_EQ(a->shardOffset, 0);
+    EXPECT_EQ(b->shardOffset, 3);
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{3}));
+    EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(a->numel(), 3);
+    EXPECT_EQ(b->numel(), 4);
+    EXPECT_EQ(b->ref.numel(), 5); // the shard
+    EXPECT_EQ(a->ref.data, b->ref.data);
+  }
+}
+
+TEST(ShardedVariables, InitDrawsTheWholeVariablesValues) {
+  std::string error;
+  auto wholeLoaded = load(wholePlan(), error);
+  ASSERT_TRUE(wholeLoaded) << error;
+  SessionOptions options;
+  options.seed = 5;
+  auto whole = Session::create(*wholeLoaded, options, error);
+  ASSERT_TRUE(whole) << error;
+  whole->initVariables();
+  std::vector<std::vector<float>> want = wholeVariables(*whole);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(want[0][i],
+              float(rng::normalAt(5, 21, fb::kInitRngStep, i) * 0.5));
+
+  TwoRanks ranks(shardedPlan(2, 5));
+  ASSERT_TRUE(ranks.session[1]);
+  // Padding and other members' elements are left alone: fill the shards
+  // first to see it.
+  for (int r = 0; r < 2; ++r)
+    setFloats(ranks.session[r]->variables()[0], std::vector<float>(5, 99));
+  for (int r = 0; r < 2; ++r)
+    ranks.session[r]->initVariables();
+  std::vector<float> group = ranks.group();
+  std::vector<float> expected = want[0];
+  expected.insert(expected.end(), want[1].begin(), want[1].end());
+  expected.insert(expected.end(), {99, 99, 99});
+  EXPECT_EQ(group, expected);
+  EXPECT_EQ(ranks.readAll(0), want);
+
+  // One rank holding the whole group draws the same weights.
+  auto oneLoaded = load(shardedPlan(1, 7), error);
+  ASSERT_TRUE(oneLoaded) << error;
+  auto one = Session::create(*oneLoaded, options, error);
+  ASSERT_TRUE(one) << error;
+  one->initVariables();
+  expected.resize(7);
+  EXPECT_EQ(floats(one->variables()[0].ref), expected);
+  for (size_t i = 0; i < 2; ++i) {
+    std::vector<float> got(want[i].size());
+    ASSERT_TRUE(one->readVariable(one->variables()[i], got.data(), error))
+        << error;
+    EXPECT_EQ(got, want[i]);
+  }
+}
+
+TEST(ShardedVariables, OnesAndZerosTouchOnlyTheirElements) {
+  PlanSpec p = shardedPlan(2, 5);
+  p.variables[0].init = fb::InitKind::ones;
+  p.variables[1].init = fb::InitKind::zeros;
+  TwoRanks ranks(p);
+  ASSERT_TRUE(ranks.session[1]);
+  for (int r = 0; r < 2; ++r) {
+    setFloats(ranks.session[r]->variables()[0], std::vector<float>(5, 99));
+    ranks.session[r]->initVariables();
+  }
+  EXPECT_EQ(ranks.group(),
+            (std::vector<float>{1, 1, 1, 0, 0, 0, 0, 99, 99, 99}));
+}
+
+TEST(ShardedVariables, WriteTakesThisRanksPartAndReadGathers) {
+  TwoRanks ranks(shardedPlan(2, 5));
+  ASSERT_TRUE(ranks.session[1]);
+  const std::vector<float> a = {10, 11, 12}, b = {20, 21, 22, 23};
+  for (int r = 0; r < 2; ++r)
+    ranks.session[r]->writeVariable(*ranks.session[r]->findVariable("a"),
+                                    a.data());
+  EXPECT_EQ(ranks.group(), (std::vector<float>{10, 11, 12, 0, 0, 0, 0, 0, 0,
+                                               0})); // rank 1 holds no a
+  for (int r = 0; r < 2; ++r)
+    ranks.session[r]->writeVariable(*ranks.session[r]->findVariable("b"),
+                                    b.data());
+  EXPECT_EQ(ranks.group(),
+            (std::vector<float>{10, 11, 12, 20, 21, 22, 23, 0, 0, 0}));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(ranks.readAll(r), (std::vector<std::vector<float>>{a, b}));
+}
+
+TEST(ShardedVariables, ReadFailsOnAFailedCollective) {
+  std::string error;
+  auto plan = load(shardedPlan(2, 5), error);
+  ASSERT_TRUE(plan) << error;
+  // No communicator: the Session's own has one rank, so no rank 1 to
+  // broadcast from.
+  SessionOptions options;
+  options.worldSize = 2;
+  auto session = Session::create(*plan, options, error);
+  ASSERT_TRUE(session) << error;
+  std::vector<float> out(4);
+  EXPECT_FALSE(
+      session->readVariable(*session->findVariable("b"), out.data(), error));
+  EXPECT_EQ(error, "reading variable 'b': rank 0: broadcast #2: root 1 is "
+                   "outside world size 1");
+}
+
+//===----------------------------------------------------------------------===//
 // Bad plans: one exact line each
 //===----------------------------------------------------------------------===//
 
@@ -513,7 +808,7 @@ TEST(PlanVerifier, WrongFileIdentifier) {
 TEST(PlanVerifier, SchemaVersion) {
   PlanSpec p = basicPlan();
   p.schemaVersion = 7;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 1");
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 2");
 }
 
 TEST(PlanVerifier, WorldSizeZero) {
@@ -691,6 +986,62 @@ TEST(PlanVerifier, ProgramsAndVariables) {
                           "micro_step at least once");
 }
 
+TEST(PlanVerifier, ShardedVariables) {
+  std::string error;
+  EXPECT_NE(load(shardedPlan(2, 5), error), nullptr) << error;
+  PlanSpec p = shardedPlan(2, 5);
+  p.buffers[0].dtype = fb::DType::f16;
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('a') is sharded but buffer 0 "
+                          "('params.shard') is f16; sharded variables are "
+                          "f32");
+  p = shardedPlan(2, 5);
+  p.buffers[0].shape = {1, 5};
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('a') is sharded but buffer 0 "
+                          "('params.shard') has shape [1,5]; a shard is 1-D");
+  p = shardedPlan(2, 5);
+  p.variables[1].shape = std::nullopt;
+  EXPECT_EQ(loadError(p),
+            "t.dsplan: variable 1 ('b') is sharded but has no shape");
+  p = shardedPlan(2, 5);
+  p.variables[1].shape = {{0, -2}};
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 1 ('b') has a negative "
+                          "dimension in shape [0,-2]");
+  p = shardedPlan(2, 5);
+  p.variables[1].shape = {{2, 0}};
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 1 ('b') is sharded with shape "
+                          "[2,0]; a sharded variable has at least one "
+                          "element");
+  // b ends at 11 > 2 x 5.
+  p = shardedPlan(2, 5);
+  p.variables[1].shardOffset = 7;
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 1 ('b') of shape [2,2] at shard "
+                          "offset 7 does not fit its group: 2 ranks x 5 "
+                          "elements (buffer 0 ('params.shard'))");
+  p.variables[1].shardOffset = 6; // ends exactly at the end
+  EXPECT_NE(load(p, error), nullptr) << error;
+  // Offsets and shapes that would wrap 64 bits.
+  p = shardedPlan(2, 5);
+  p.variables[1].shardOffset = ~uint64_t(0) - 1;
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 1 ('b') of shape [2,2] at shard "
+                          "offset 18446744073709551614 does not fit its "
+                          "group: 2 ranks x 5 elements (buffer 0 "
+                          "('params.shard'))");
+  p = shardedPlan(1, 5);
+  p.variables[0].shape = {{int64_t(1) << 32, int64_t(1) << 32, 16}};
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('a') of shape "
+                          "[4294967296,4294967296,16] at shard offset 0 does "
+                          "not fit its group: 1 rank x 5 elements (buffer 0 "
+                          "('params.shard'))");
+  // A group beyond the size limit (the plan is only verified, never
+  // allocated).
+  p = shardedPlan(5, 5);
+  p.arenas[0].bytes = fb::kMaxBytes;
+  p.buffers[0].shape = {int64_t(fb::kMaxBytes / 4)};
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('a') is sharded over a group "
+                          "of 5 x 18014398509481984 elements, more than the "
+                          "limit 72057594037927936");
+}
+
 /// Flip bytes all over a valid plan: each result must load or fail with one
 /// clean line, and one that loads must create, initialize and run, or fail
 /// with one clean line.
@@ -749,6 +1100,8 @@ TEST(PlanVerifier, FlippedBytesNeverCrash) {
   micro.instrs[2].stream = fb::Stream::h2d;
   micro.instrs[2].wait = {1};
   flipBytesOf(p);
+  // Sharded variables: offsets, shapes and flags get flipped.
+  flipBytesOf(shardedPlan(2, 5));
 }
 
 } // namespace
