@@ -142,7 +142,7 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
   for (const PlanVariable &v : plan.variables)
     if (v.kind == 0) {
       uint64_t n = 1;
-      for (int64_t d : plan.buffers[v.buffer].shape)
+      for (int64_t d : v.shape)
         n *= d;
       params += n;
     }
@@ -241,11 +241,18 @@ int runDscMain(int argc, char **argv) {
     if (config.fp16.enabled || config.bf16.enabled)
       return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
                                 "is not implemented yet");
-    if (config.zero.stage > 2)
-      return fail(opts.config + ": ZeRO stage " + Twine(config.zero.stage) +
-                  " is not implemented yet (stages 0-2 are)");
+    if (config.zero.offloadOptimizer != "none" ||
+        config.zero.offloadParam != "none")
+      return fail(opts.config + ": zero_optimization offload to \"" +
+                  (config.zero.offloadOptimizer != "none"
+                       ? config.zero.offloadOptimizer
+                       : config.zero.offloadParam) +
+                  "\" is not implemented yet");
     train.zeroStage = config.zero.stage;
     train.reduceBucketSize = config.zero.reduceBucketSize;
+    train.prefetchBucketSize = config.zero.stage3PrefetchBucketSize;
+    train.maxLiveParameters = config.zero.stage3MaxLiveParameters;
+    train.persistenceThreshold = config.zero.stage3ParamPersistenceThreshold;
   }
 
   DialectRegistry registry;

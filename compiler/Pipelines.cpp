@@ -50,7 +50,9 @@ void buildPipeline(OpPassManager &pm, Phase phase,
   if (phase == Phase::Train)
     return;
   pm.addPass(ds::createDsZero(
-      {options.worldSize, options.zeroStage, options.reduceBucketSize}));
+      {options.worldSize, options.zeroStage, options.reduceBucketSize,
+       options.prefetchBucketSize, options.maxLiveParameters,
+       options.persistenceThreshold}));
   if (phase == Phase::Dist)
     return;
   pm.addPass(ds::createDsFuse());
@@ -71,10 +73,26 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::init(1)};
   Option<int64_t> zeroStage{*this, "zero-stage", llvm::cl::init(0)};
   Option<int64_t> bucketSize{*this, "bucket-size", llvm::cl::init(500000000)};
+  Option<int64_t> prefetchBucketSize{*this, "prefetch-bucket-size",
+                                     llvm::cl::init(50000000)};
+  Option<int64_t> maxLiveParameters{*this, "max-live-parameters",
+                                    llvm::cl::init(1000000000)};
+  Option<int64_t> persistenceThreshold{*this, "persistence-threshold",
+                                       llvm::cl::init(100000)};
 
   TrainOptions get() const {
-    return {accumulationSteps, beta1,     beta2,     eps,       weightDecay,
-            gradClip,          worldSize, zeroStage, bucketSize};
+    return {accumulationSteps,
+            beta1,
+            beta2,
+            eps,
+            weightDecay,
+            gradClip,
+            worldSize,
+            zeroStage,
+            bucketSize,
+            prefetchBucketSize,
+            maxLiveParameters,
+            persistenceThreshold};
   }
 };
 } // namespace

@@ -37,6 +37,9 @@ struct TrainOptions {
   int64_t worldSize = 1;
   int64_t zeroStage = 0;
   int64_t reduceBucketSize = 500000000;
+  int64_t prefetchBucketSize = 50000000;
+  int64_t maxLiveParameters = 1000000000;
+  int64_t persistenceThreshold = 100000;
 };
 
 void buildPipeline(mlir::OpPassManager &pm, Phase phase,

@@ -97,13 +97,33 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     makes the buckets the groups: each is reduce-scattered right after its
     last gradient into shard-sized accumulators, and the global norm is an
     all-reduce of the shards' sums of squares. With one rank the pass
-    changes nothing. Stage 3 is not implemented yet.
+    changes nothing. Stage 3 also shards the parameters: the groups of
+    parameters with at least `persistence-threshold` elements are stored
+    as one shard per rank; in @micro_step each stretch of uses of a group
+    (a window: its uses until another group's are reached) reads views of an
+    all-gather issued one window ahead when the group fits in
+    `prefetch-bucket-size` and the gathered groups live at that point stay
+    within `max-live-parameters` elements (otherwise just before its first
+    use); the gathered copy dies after the window's last use. @apply
+    updates the shard in place and gathers nothing.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "ranks">,
     Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0-3)">,
     Option<"bucketSize", "bucket-size", "int64_t", "500000000",
-           "elements per gradient bucket (reduce_bucket_size)">
+           "elements per gradient bucket (reduce_bucket_size)">,
+    Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t",
+           "50000000",
+           "stage 3: largest group gathered ahead of its use "
+           "(stage3_prefetch_bucket_size)">,
+    Option<"maxLiveParameters", "max-live-parameters", "int64_t",
+           "1000000000",
+           "stage 3: gathered elements live at once when prefetching "
+           "(stage3_max_live_parameters)">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
+           "100000",
+           "stage 3: parameters with fewer elements stay whole "
+           "(stage3_param_persistence_threshold)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }

@@ -48,11 +48,6 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
                        "stage in 0..3");
       return signalPassFailure();
     }
-    if (stage > 2) {
-      module.emitError("ds-zero: ZeRO stage ")
-          << stage.getValue() << " is not implemented yet (stages 0-2 are)";
-      return signalPassFailure();
-    }
     module->setAttr(
         "dist.world_size",
         IntegerAttr::get(IntegerType::get(&getContext(), 64), worldSize));
@@ -100,25 +95,31 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       return symbols.lookup<VariableOp>(a.store.getName()).getOfAttr();
     };
 
-    // Buckets in completion order, one list per weight-decay class.
-    SmallVector<Accumulation> classes[2];
+    // Buckets in completion order, one list per weight-decay class; at
+    // stage 3 the parameters under the persistence threshold form classes
+    // of their own, which stay whole as at stage 2.
+    SmallVector<Accumulation> classes[4];
     for (Accumulation &a : findAccumulations(micro)) {
       AdamWOp update = updateOf.lookup(paramOf(a).getValue());
       if (!update)
         return a.store.emitError("ds-zero: no AdamW update for ") << paramOf(a);
-      classes[update.getWeightDecay().convertToDouble() != 0 ? 0 : 1].push_back(
-          a);
+      int64_t n = cast<RankedTensorType>(a.grad.getType()).getNumElements();
+      bool persistent = stage < 3 || n < persistenceThreshold;
+      classes[(update.getWeightDecay().convertToDouble() != 0 ? 0 : 1) +
+              (persistent ? 2 : 0)]
+          .push_back(a);
     }
     struct Group {
       dist::GroupOp op;
       VariableOp grad, m, v;
+      VariableOp param; ///< stage 3: this rank's shard of the parameters
       AdamWOp like;
       RankedTensorType shard, flat;
     };
     SmallVector<Group> groups;
     SmallVector<Operation *> dead;
     SmallVector<VariableOp> deadVars;
-    for (auto &list : classes) {
+    for (auto [index, list] : llvm::enumerate(classes)) {
       for (SmallVector<Accumulation> &bucket : buckets(list)) {
         int64_t total = elementsOf(bucket);
 
@@ -134,7 +135,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
         g.flat = RankedTensorType::get({shard * worldSize}, elt);
         g.op = mb.create<dist::GroupOp>(
             module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
-            mb.getI64IntegerAttr(shard * worldSize));
+            mb.getI64IntegerAttr(shard * worldSize), UnitAttr());
         auto state = [&](VariableKind kind, StringRef suffix) {
           auto var =
               mb.create<VariableOp>(module.getLoc(), kind, name + suffix.str(),
@@ -146,6 +147,10 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
         g.grad = state(VariableKind::grad, ".grad");
         g.m = state(VariableKind::opt_state, ".exp_avg");
         g.v = state(VariableKind::opt_state, ".exp_avg_sq");
+        if (index < 2) {
+          g.op.setSharded(true);
+          g.param = state(VariableKind::param, ".param");
+        }
         g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
 
         // Micro-step: pack, reduce-scatter after the last gradient, add
@@ -210,8 +215,12 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     for (Group &g : groups) {
       Location gl = NameLoc::get(g.op.getSymNameAttr(), g.like.getLoc());
       auto sym = FlatSymbolRefAttr::get(g.op);
-      Value params = ub.create<dist::FlatParamsOp>(gl, g.flat, sym);
-      Value ps = ub.create<dist::ShardOp>(gl, g.shard, params, ranks);
+      Value ps;
+      if (g.param)
+        ps = ub.create<LoadOp>(gl, g.shard, g.param.getSymName());
+      else
+        ps = ub.create<dist::ShardOp>(
+            gl, g.shard, ub.create<dist::FlatParamsOp>(gl, g.flat, sym), ranks);
       Value gs = ub.create<LoadOp>(gl, g.shard, g.grad.getSymName());
       Value mv = ub.create<LoadOp>(gl, g.shard, g.m.getSymName());
       Value vv = ub.create<LoadOp>(gl, g.shard, g.v.getSymName());
@@ -221,6 +230,12 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
           g.like.getEpsAttr(), g.like.getWeightDecayAttr());
       ub.create<StoreOp>(gl, update.getNewM(), g.m.getSymName());
       ub.create<StoreOp>(gl, update.getNewV(), g.v.getSymName());
+      if (g.param) { // the shard is the parameters' only copy
+        ub.create<StoreOp>(gl, update.getNewParam(), g.param.getSymName());
+        ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0),
+                           g.grad.getSymName());
+        continue;
+      }
       Value full =
           ub.create<dist::AllGatherOp>(gl, g.flat, update.getNewParam(), ranks);
       ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
@@ -253,7 +268,158 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
           op.erase();
     for (VariableOp var : deadVars)
       symbols.erase(var);
+    SmallVector<ShardedGroup> sharded;
+    for (Group &g : groups)
+      if (g.param)
+        sharded.push_back({g.op, g.param, g.shard, g.flat});
+    gatherParameters(module, micro, sharded);
     return success();
+  }
+
+  struct ShardedGroup {
+    dist::GroupOp op;
+    VariableOp param;
+    RankedTensorType shard, flat;
+  };
+
+  /// Stage 3: in @micro_step the members of a sharded group are read from
+  /// an all-gathered copy of the group. A window is a stretch of the
+  /// group's uses with no other sharded group's use in between (a layer's
+  /// forward, and again its backward); each gets its own all-gather, whose
+  /// result dies after the window's last use. The gather of window k is
+  /// issued where window k-1 starts (prefetch) if the group has at most
+  /// `prefetch-bucket-size` elements and the gathered elements live there
+  /// stay within `max-live-parameters`; otherwise where it is needed.
+  void gatherParameters(ModuleOp module, func::FuncOp micro,
+                        MutableArrayRef<ShardedGroup> groups) {
+    if (groups.empty())
+      return;
+    SymbolTable symbols(module);
+    DenseMap<Operation *, int64_t> position;
+    SmallVector<Operation *> ops;
+    for (Operation &op : micro.front()) {
+      position[&op] = ops.size();
+      ops.push_back(&op);
+    }
+    // Every read of a member: the op, the operand, the group and member.
+    struct Use {
+      Operation *op;
+      unsigned operand;
+      int group;
+      int64_t offset; ///< the member's first element in the group
+    };
+    llvm::StringMap<std::pair<int, int64_t>> memberOf;
+    for (auto [gi, g] : llvm::enumerate(groups)) {
+      int64_t offset = 0;
+      for (Attribute a : g.op.getMembers()) {
+        StringRef name = cast<FlatSymbolRefAttr>(a).getValue();
+        memberOf[name] = {static_cast<int>(gi), offset};
+        offset +=
+            symbols.lookup<VariableOp>(name).getTensorType().getNumElements();
+      }
+    }
+    SmallVector<Use> uses;
+    micro.walk([&](LoadOp load) {
+      auto it = memberOf.find(load.getName());
+      if (it == memberOf.end())
+        return;
+      SmallVector<Value> views{load.getResult()};
+      while (!views.empty())
+        for (OpOperand &use : views.pop_back_val().getUses()) {
+          if (auto reshape = dyn_cast<ReshapeOp>(use.getOwner()))
+            views.push_back(reshape);
+          else
+            uses.push_back({use.getOwner(), use.getOperandNumber(),
+                            it->second.first, it->second.second});
+        }
+    });
+    llvm::stable_sort(uses, [&](const Use &a, const Use &b) {
+      return position.lookup(a.op) < position.lookup(b.op);
+    });
+
+    // Windows: split a group's uses where another group is used between.
+    struct Window {
+      int group;
+      SmallVector<Use> uses;
+      int64_t first, last, issue = 0;
+    };
+    SmallVector<Window> windows;
+    DenseMap<int, size_t> open; // group -> its latest window
+    for (const Use &u : uses) {
+      int64_t at = position.lookup(u.op);
+      auto it = open.find(u.group);
+      bool extend = it != open.end();
+      if (extend) {
+        Window &w = windows[it->second];
+        for (const Window &other : windows)
+          if (other.group != u.group && other.last > w.last &&
+              llvm::any_of(other.uses, [&](const Use &o) {
+                int64_t p = position.lookup(o.op);
+                return p > w.last && p < at;
+              }))
+            extend = false;
+      }
+      if (!extend) {
+        open[u.group] = windows.size();
+        windows.push_back({u.group, {}, at, at});
+      }
+      Window &w = windows[open[u.group]];
+      w.uses.push_back(u);
+      w.last = at;
+    }
+    llvm::stable_sort(windows, [](const Window &a, const Window &b) {
+      return a.first < b.first;
+    });
+
+    // Where each gather is issued.
+    for (auto [k, w] : llvm::enumerate(windows)) {
+      w.issue = w.first;
+      if (k == 0)
+        continue;
+      int64_t size = groups[w.group].flat.getNumElements();
+      int64_t at = windows[k - 1].first, live = size;
+      for (size_t j = 0; j < k; ++j)
+        if (windows[j].issue <= at && at <= windows[j].last)
+          live += groups[windows[j].group].flat.getNumElements();
+      if (size <= prefetchBucketSize && live <= maxLiveParameters)
+        w.issue = at;
+    }
+
+    OpBuilder b(module.getContext());
+    auto ranks = b.getI64IntegerAttr(worldSize);
+    for (Window &w : windows) {
+      ShardedGroup &g = groups[w.group];
+      Location loc =
+          NameLoc::get(g.op.getSymNameAttr(), ops[w.first]->getLoc());
+      b.setInsertionPoint(ops[w.issue]);
+      Value shard = b.create<LoadOp>(loc, g.shard, g.param.getSymName());
+      Value gathered = b.create<dist::AllGatherOp>(loc, g.flat, shard, ranks);
+      b.setInsertionPoint(ops[w.first]);
+      Value full = b.create<dist::WaitOp>(loc, gathered);
+      // A member's elements (offset -> 1-D view), and its shaped views.
+      DenseMap<int64_t, Value> member;
+      DenseMap<std::pair<int64_t, Type>, Value> shaped;
+      for (const Use &u : w.uses) {
+        auto type =
+            cast<RankedTensorType>(u.op->getOperand(u.operand).getType());
+        Value &view = member[u.offset];
+        if (!view && type.getNumElements() == g.flat.getNumElements())
+          view = full; // the group's only member, without padding
+        else if (!view)
+          view = b.create<SliceOp>(loc, full, ArrayRef<int64_t>{u.offset},
+                                   ArrayRef<int64_t>{type.getNumElements()});
+        Value &v = shaped[{u.offset, type}];
+        if (!v)
+          v = view.getType() == type
+                  ? view
+                  : b.create<ReshapeOp>(loc, type, view).getResult();
+        u.op->setOperand(u.operand, v);
+      }
+    }
+    for (Operation &op :
+         llvm::make_early_inc_range(llvm::reverse(micro.front())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
   }
 
   /// Stage 1: parameters with gradients form two flat groups (with and
@@ -320,7 +486,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     int64_t size = shard * worldSize;
     auto groupOp = mb.create<dist::GroupOp>(
         module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
-        mb.getI64IntegerAttr(size));
+        mb.getI64IntegerAttr(size), UnitAttr());
     auto shardType = RankedTensorType::get({shard}, elt);
     auto flatType = RankedTensorType::get({size}, elt);
     auto moment = [&](StringRef suffix) {
@@ -379,13 +545,19 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
   }
 
   /// Consecutive gradients, at most bucketSize elements a bucket (a bigger
-  /// gradient gets a bucket of its own).
+  /// gradient gets a bucket of its own). At stage 3 a bucket is also the
+  /// unit of gathering, so it holds at most prefetch-bucket-size elements
+  /// too: DeepSpeed gathers module by module, with at most that many
+  /// elements in flight.
   SmallVector<SmallVector<Accumulation>> buckets(ArrayRef<Accumulation> accs) {
     SmallVector<SmallVector<Accumulation>> out;
     int64_t elements = 0;
+    int64_t limit = stage == 3
+                        ? std::min<int64_t>(bucketSize, prefetchBucketSize)
+                        : bucketSize;
     for (const Accumulation &a : accs) {
       int64_t n = elementsOf(a);
-      if (out.empty() || elements + n > bucketSize) {
+      if (out.empty() || elements + n > limit) {
         out.emplace_back();
         elements = 0;
       }

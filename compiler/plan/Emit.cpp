@@ -30,7 +30,7 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
     variables.push_back(fb::CreateVariableDirect(
         b, v.name.c_str(), static_cast<fb::VarKind>(v.kind), v.of.c_str(),
         v.buffer, static_cast<fb::InitKind>(v.init), v.std, v.rngStream,
-        v.weightDecay));
+        v.weightDecay, v.sharded, v.shardOffset, &v.shape));
 
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
   for (const PlanConstant &c : model.constants)

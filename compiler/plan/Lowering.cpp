@@ -108,6 +108,7 @@ struct Slot {
 struct Ref {
   int slot;
   RankedTensorType type;
+  uint64_t offset = 0; ///< bytes into the slot (views of a part of it)
 };
 
 struct Pending {
@@ -128,6 +129,15 @@ struct Pending {
   /// waits for it (its dist.wait); -1 for compute instructions.
   int liveUntil = -1;
 };
+
+/// Ops whose result is a view of their operand's bytes: reshapes, and
+/// slices of a 1-D tensor (a contiguous range of it).
+bool isView(Operation *op) {
+  if (isa<ReshapeOp>(op))
+    return true;
+  auto slice = dyn_cast<SliceOp>(op);
+  return slice && cast<RankedTensorType>(slice.getX().getType()).getRank() == 1;
+}
 
 /// Kernels that read element i of an operand before writing element i of
 /// the result, so the result may overwrite a same-shaped operand.
@@ -152,7 +162,8 @@ public:
       if (failed(lowerProgram(func)))
         return failure();
     }
-    plan.arenaBytes[static_cast<int>(Category::Activations)] = activationPeak;
+    for (Category c : {Category::Activations, Category::CommBuffers})
+      arena(c) = transientPeak[static_cast<int>(c)];
     return success();
   }
 
@@ -162,9 +173,11 @@ private:
   llvm::StringMap<int> varSlot;                 // variable -> slot
   llvm::StringMap<int> groupParams, groupGrads; // dist.group -> flat slot
   std::vector<Slot> slots;                      // all programs
-  llvm::DenseMap<std::pair<int, Type>, uint32_t> bufferOf; // (slot, type)
+  std::map<std::tuple<int, const void *, uint64_t>, uint32_t>
+      bufferOf; // (slot, type, offset)
   llvm::DenseMap<Attribute, int> constSlot;
-  uint64_t activationPeak = 0;
+  /// Per category, the end of the highest transient placed.
+  std::array<uint64_t, kNumCategories> transientPeak{};
 
   uint64_t &arena(Category c) { return plan.arenaBytes[static_cast<int>(c)]; }
 
@@ -178,15 +191,15 @@ private:
     return slots.size() - 1;
   }
 
-  uint32_t buffer(int slot, RankedTensorType type) {
-    auto key = std::make_pair(slot, Type(type));
+  uint32_t buffer(int slot, RankedTensorType type, uint64_t offset = 0) {
+    auto key = std::make_tuple(slot, type.getAsOpaquePointer(), offset);
     auto it = bufferOf.find(key);
     if (it != bufferOf.end())
       return it->second;
     const Slot &s = slots[slot];
     PlanBuffer b;
     b.arena = s.category;
-    b.offset = s.offset;
+    b.offset = s.offset + offset;
     b.dtype = *elemTypeOf(type.getElementType());
     b.shape.assign(type.getShape().begin(), type.getShape().end());
     b.name = s.name;
@@ -203,7 +216,8 @@ private:
         return var.emitError("plan: unsupported element type");
       switch (var.getKind()) {
       case VariableKind::param:
-        (var.getTensorType().getRank() >= 2 ? decayed : plain).push_back(var);
+        if (!var.getOf()) // not a group's shard
+          (var.getTensorType().getRank() >= 2 ? decayed : plain).push_back(var);
         break;
       case VariableKind::grad:
         gradOf[var.getOfAttr().getValue()] = var;
@@ -215,19 +229,25 @@ private:
         break;
       }
     }
-    auto add = [&](VariableOp var, Category c, bool decay) {
-      int slot = fixedSlot(c, bytesOf(var.getTensorType()),
-                           var.getSymName().str(), /*align=*/false);
-      varSlot[var.getSymName()] = slot;
+    auto describe = [&](VariableOp var, bool decay) {
       PlanVariable pv;
       pv.name = var.getSymName().str();
       pv.kind = static_cast<uint8_t>(var.getKind());
       pv.of = var.getOf() ? var.getOf()->str() : "";
-      pv.buffer = buffer(slot, var.getTensorType());
       pv.init = static_cast<uint8_t>(var.getInit());
       pv.std = var.getStd() ? var.getStd()->convertToDouble() : 0.0;
       pv.rngStream = rng::streamForName(pv.name);
       pv.weightDecay = decay;
+      pv.shape.assign(var.getTensorType().getShape().begin(),
+                      var.getTensorType().getShape().end());
+      return pv;
+    };
+    auto add = [&](VariableOp var, Category c, bool decay) {
+      int slot = fixedSlot(c, bytesOf(var.getTensorType()),
+                           var.getSymName().str(), /*align=*/false);
+      varSlot[var.getSymName()] = slot;
+      PlanVariable pv = describe(var, decay);
+      pv.buffer = buffer(slot, var.getTensorType());
       plan.variables.push_back(std::move(pv));
     };
     SymbolTable symbols(module);
@@ -236,7 +256,33 @@ private:
     // ZeRO groups first: members in order, then zero padding up to the
     // group's size, in the params and the grads arena alike.
     llvm::StringSet<> grouped;
+    // Stage 3: a sharded group's storage variable, and its members with
+    // their first element in the group.
+    llvm::StringMap<VariableOp> storageOf;
+    llvm::StringMap<SmallVector<std::pair<VariableOp, int64_t>>> membersOf;
+    for (auto var : module.getOps<VariableOp>())
+      if (var.getKind() == VariableKind::param && var.getOf())
+        storageOf[*var.getOf()] = var;
     for (auto group : module.getOps<dist::GroupOp>()) {
+      if (group.getSharded()) {
+        if (!storageOf.count(group.getSymName()))
+          return group.emitError("plan: sharded group has no param variable");
+        int64_t offset = 0;
+        for (Attribute a : group.getMembers()) {
+          auto p =
+              symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(a).getValue());
+          if (!p)
+            return group.emitError("plan: group member ")
+                   << a << " is not a variable";
+          membersOf[group.getSymName()].push_back({p, offset});
+          offset += p.getTensorType().getNumElements();
+          grouped.insert(p.getSymName());
+        }
+        if (offset > group.getSize())
+          return group.emitError(
+              "plan: group size is smaller than its members");
+        continue;
+      }
       Type elt;
       // Stage 2 keeps gradients per group shard, not per parameter.
       bool perParamGrads = llvm::any_of(group.getMembers(), [&](Attribute a) {
@@ -267,7 +313,24 @@ private:
         if (bytes < used)
           return group.emitError(
               "plan: group size is smaller than its members");
-        arena(c) = start + bytes; // the padding, never written but by updates
+        if (c == Category::Grads && bytes > used) {
+          // Nothing writes the gradients' padding (the parameters' is
+          // written by the all-gather): a zero-initialized variable of its
+          // own makes it resident state, so the runtime counts it.
+          std::string name = group.getSymName().str() + ".grad_padding";
+          int pad = fixedSlot(c, bytes - used, name, /*align=*/false);
+          PlanVariable pv;
+          pv.name = name;
+          pv.kind = static_cast<uint8_t>(VariableKind::grad);
+          pv.of = group.getSymName().str();
+          pv.init = static_cast<uint8_t>(InitKind::zeros);
+          int64_t n =
+              static_cast<int64_t>((bytes - used) / elemSize(*elemTypeOf(elt)));
+          pv.shape = {n};
+          pv.buffer = buffer(pad, RankedTensorType::get({n}, elt));
+          plan.variables.push_back(std::move(pv));
+        }
+        arena(c) = start + bytes;
         slots.push_back({c, true, start, bytes, INT_MAX, -1,
                          group.getSymName().str(), bytes});
         (c == Category::Params ? groupParams : groupGrads)[group.getSymName()] =
@@ -288,14 +351,31 @@ private:
         if (VariableOp v = table->lookup(p.getSymName()))
           add(v, table == &gradOf ? Category::Grads : Category::OptimizerState,
               false);
-    // State that belongs to a group (sharded moments), in module order.
-    for (auto var : module.getOps<VariableOp>())
-      if (!varSlot.count(var.getSymName()))
-        add(var,
-            var.getKind() == VariableKind::grad    ? Category::Grads
-            : var.getKind() == VariableKind::param ? Category::Params
-                                                   : Category::OptimizerState,
-            false);
+    // State that belongs to a group (sharded moments, gradients and, at
+    // stage 3, parameters), in module order.
+    for (auto var : module.getOps<VariableOp>()) {
+      if (varSlot.count(var.getSymName()) || grouped.contains(var.getSymName()))
+        continue;
+      if (var.getKind() == VariableKind::param) {
+        // Storage, not a checkpoint tensor: the members are the variables.
+        int slot = fixedSlot(Category::Params, bytesOf(var.getTensorType()),
+                             var.getSymName().str(), /*align=*/false);
+        varSlot[var.getSymName()] = slot;
+        uint32_t shard = buffer(slot, var.getTensorType());
+        for (auto [p, offset] : membersOf.lookup(*var.getOf())) {
+          PlanVariable pv = describe(p, decays(p));
+          pv.buffer = shard;
+          pv.sharded = true;
+          pv.shardOffset = static_cast<uint64_t>(offset);
+          plan.variables.push_back(std::move(pv));
+        }
+        continue;
+      }
+      add(var,
+          var.getKind() == VariableKind::grad ? Category::Grads
+                                              : Category::OptimizerState,
+          false);
+    }
     return success();
   }
 
@@ -321,7 +401,7 @@ private:
                   ArrayRef<LoadOp> loadsOfVar) {
     Value v = store.getValue();
     Operation *producer = v.getDefiningOp();
-    if (!producer || isa<LoadOp, ConstantOp, ReshapeOp>(producer) ||
+    if (!producer || isa<LoadOp, ConstantOp>(producer) || isView(producer) ||
         !v.hasOneUse())
       return false;
     int at = position.lookup(producer);
@@ -369,6 +449,7 @@ private:
     prog.name = func.getSymName().str();
     std::vector<Pending> pend;
     DenseMap<Value, int> slotOf;
+    DenseMap<Value, uint64_t> viewOffset; // bytes into the slot, for views
     Block &body = func.front();
 
     DenseMap<Operation *, int> position;
@@ -387,12 +468,17 @@ private:
     }
 
     auto ref = [&](Value v) {
-      return Ref{slotOf.lookup(v), cast<RankedTensorType>(v.getType())};
+      return Ref{slotOf.lookup(v), cast<RankedTensorType>(v.getType()),
+                 viewOffset.lookup(v)};
     };
-    auto newSlot = [&](Value v, Operation *op) {
+    auto alias = [&](Value view, Value of, uint64_t offset = 0) {
+      slotOf[view] = slotOf.lookup(of);
+      viewOffset[view] = viewOffset.lookup(of) + offset;
+    };
+    auto newSlot = [&](Value v, Operation *op,
+                       Category category = Category::Activations) {
       auto type = cast<RankedTensorType>(v.getType());
-      slots.push_back({Category::Activations, false, 0, alignUp(bytesOf(type)),
-                       INT_MAX, -1,
+      slots.push_back({category, false, 0, alignUp(bytesOf(type)), INT_MAX, -1,
                        op->getName().stripDialect().str() + "." +
                            std::to_string(position.lookup(op)),
                        bytesOf(type)});
@@ -421,7 +507,14 @@ private:
         continue;
       }
       if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-        slotOf[reshape] = slotOf.lookup(reshape.getX()); // a view, no copy
+        alias(reshape, reshape.getX()); // a view, no copy
+        continue;
+      }
+      if (auto slice = dyn_cast<SliceOp>(op); slice && isView(slice)) {
+        auto type = cast<RankedTensorType>(slice.getType());
+        alias(slice, slice.getX(),
+              static_cast<uint64_t>(slice.getOffsets()[0]) *
+                  elemSize(*elemTypeOf(type.getElementType())));
         continue;
       }
       if (auto store = dyn_cast<StoreOp>(op)) {
@@ -456,14 +549,18 @@ private:
       }
       if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(
               op)) {
-        // On the comm stream, after everything compute has issued so far.
+        // On the comm stream, after everything compute has issued so far;
+        // the result is a comm buffer.
         std::vector<double> floats;
         if (auto scale = op.getAttrOfType<FloatAttr>("scale"))
           floats.push_back(scale.getValueAsDouble());
         std::string kernel = "comm." + op.getName().stripDialect().str();
-        Pending p{
-            kernel, {ref(op.getOperand(0))}, {newSlot(op.getResult(0), &op)},
-            {},     std::move(floats),       &op};
+        Pending p{kernel,
+                  {ref(op.getOperand(0))},
+                  {newSlot(op.getResult(0), &op, Category::CommBuffers)},
+                  {},
+                  std::move(floats),
+                  &op};
         p.stream = 1;
         prog.commBytes += bytesOf(p.ins[0].type);
         if (lastCompute >= 0) {
@@ -515,7 +612,7 @@ private:
         continue;
       }
       if (auto wait = dyn_cast<dist::WaitOp>(op)) {
-        slotOf[wait] = slotOf.lookup(wait.getX());
+        alias(wait, wait.getX());
         auto [index, event] = commOf.lookup(wait.getX());
         waitsForNext.push_back(event);
         waited.push_back(index);
@@ -567,9 +664,9 @@ private:
       PlanInstr instr;
       instr.kernel = p.kernel;
       for (Ref &r : p.ins)
-        instr.inputs.push_back(buffer(r.slot, r.type));
+        instr.inputs.push_back(buffer(r.slot, r.type, r.offset));
       for (Ref &r : p.outs)
-        instr.outputs.push_back(buffer(r.slot, r.type));
+        instr.outputs.push_back(buffer(r.slot, r.type, r.offset));
       instr.intAttrs = std::move(p.ints);
       instr.floatAttrs = std::move(p.floats);
       instr.op = p.op;
@@ -580,7 +677,7 @@ private:
       prog.instrs.push_back(std::move(instr));
     }
     for (Ref &r : returned)
-      prog.outputs.push_back(buffer(r.slot, r.type));
+      prog.outputs.push_back(buffer(r.slot, r.type, r.offset));
     returned.clear();
     producerIndex.clear();
     lastCompute = -1;
@@ -633,7 +730,7 @@ private:
       std::vector<std::pair<uint64_t, uint64_t>> busy;
       for (int q : placed) {
         const Slot &o = slots[q];
-        if (o.first <= s.last && s.first <= o.last)
+        if (o.category == s.category && o.first <= s.last && s.first <= o.last)
           busy.push_back({o.offset, o.offset + o.bytes});
       }
       std::sort(busy.begin(), busy.end());
@@ -646,7 +743,8 @@ private:
       s.offset = offset;
       // The predicted peak is the last byte written, as the runtime
       // measures it: alignment padding after the top buffer is not counted.
-      activationPeak = std::max(activationPeak, offset + s.used);
+      uint64_t &peak = transientPeak[static_cast<int>(s.category)];
+      peak = std::max(peak, offset + s.used);
       placed.push_back(id);
     }
   }

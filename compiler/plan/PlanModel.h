@@ -53,6 +53,11 @@ struct PlanVariable {
   double std = 0;
   uint32_t rngStream = 0;
   bool weightDecay = false;
+  /// ZeRO stage 3: `buffer` is this rank's shard of the group holding the
+  /// variable, which starts at element `shardOffset` of the group.
+  bool sharded = false;
+  uint64_t shardOffset = 0;
+  std::vector<int64_t> shape; ///< the whole variable's
 };
 
 struct PlanConstant {

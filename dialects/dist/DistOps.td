@@ -75,10 +75,17 @@ def Dist_GroupOp : Dist_Op<"group", [Symbol]> {
     padding up to `size` elements, a multiple of the world size. ZeRO
     stages shard such groups: rank r owns elements [r S, (r + 1) S) with
     S = size / world size. Padding never reaches results or checkpoints.
+
+    A `sharded` group (ZeRO stage 3) has no whole copy: each rank stores
+    only its S elements, in the group's `param` variable (`of` the group),
+    and the members are views of an all-gathered copy where they are used.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                       FlatSymbolRefArrayAttr:$members, I64Attr:$size);
-  let assemblyFormat = "$sym_name $members `size` $size attr-dict";
+                       FlatSymbolRefArrayAttr:$members, I64Attr:$size,
+                       UnitAttr:$sharded);
+  let assemblyFormat = [{
+    $sym_name $members `size` $size (`sharded` $sharded^)? attr-dict
+  }];
 }
 
 def Dist_FlatParamsOp : Dist_Op<"flat_params", [MemoryEffects<[MemRead]>]> {

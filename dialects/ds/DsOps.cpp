@@ -31,8 +31,14 @@ LogicalResult VariableOp::verify() {
     return emitOpError("std is only meaningful with init normal");
   }
   if (getKind() == VariableKind::param) {
-    if (getOf())
-      return emitOpError("a param cannot belong to another variable");
+    // A parameter group's shard (ZeRO stage 3) is `of` the group.
+    if (!getOf())
+      return success();
+    Operation *group = SymbolTable::lookupNearestSymbolFrom(
+        getOperation()->getParentOp(), getOfAttr());
+    if (!group || isa<VariableOp>(group))
+      return emitOpError("a param can belong only to a parameter group, not ")
+             << getOfAttr();
     return success();
   }
   if (!getOf())

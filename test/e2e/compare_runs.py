@@ -2,7 +2,8 @@
 """compare_runs.py A.jsonl A.safetensors B.jsonl B.safetensors TOL: two runs
 that should be the same training (e.g. N ranks vs. one rank with the same
 global batch) have per-step losses and final weights equal within a
-relative tolerance TOL.
+relative tolerance TOL. Both runs' measured peak bytes must also equal the
+compiler's prediction in every memory category.
 
 Losses are compared one by one. Weights are compared per tensor as
 ||a - b|| / ||b||: AdamW divides each element's update by its own gradient
@@ -34,6 +35,11 @@ def main():
     la = [json.loads(l)["loss"] for l in open(a_metrics)]
     lb = [json.loads(l)["loss"] for l in open(b_metrics)]
     assert len(la) == len(lb) and la, (len(la), len(lb))
+    for path in (a_metrics, b_metrics):
+        for line in open(path):
+            r = json.loads(line)
+            assert r["peak_bytes"] == r["predicted_bytes"], (
+                path, r["step"], r["peak_bytes"], r["predicted_bytes"])
     worst_loss = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(la, lb))
     wa, wb = weights(a_weights), weights(b_weights)
     assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
