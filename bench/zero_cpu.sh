@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# ZeRO stages 0, 1, 2 at 1, 2 and 4 ranks on the CPU (one machine).
+# ZeRO stages 0, 1, 2, 3 at 1, 2 and 4 ranks on the CPU (one machine).
 #
 #   bash bench/zero_cpu.sh [OUT_DIR]      # default OUT_DIR: /tmp/dsc-zero-cpu-bench
 #
 # gpt2 n_layer=4 n_head=4 n_embd=256 block_size=128 vocab_size=256 dropout=0,
 # micro-batch 4 per rank, no gradient accumulation, AdamW, clipping 1.0,
-# "zero_optimization": {"stage": S, "reduce_bucket_size": 500000}.
+# "zero_optimization": {"stage": S, "reduce_bucket_size": 500000} and, at
+# stage 3, "stage3_param_persistence_threshold": 10000 (only the biases and
+# layer norms stay whole; DeepSpeed's 1e5 would keep this small model's
+# 256x256 matrices whole too).
 # For each (S, N): dsc --world-size N --report, then dsrun --np N for STEPS
 # (12) steps with --metrics and --trace; bench/zero_summary.py prints the
 # table. Builds nothing. Holds $DSC_BENCH_LOCK (default /tmp/dsc-build.lock)
@@ -26,7 +29,7 @@ data=${DATA:-/usr/share/common-licenses/GPL-3}
 model=gpt2:n_layer=4,n_head=4,n_embd=256,block_size=128,vocab_size=256,dropout=0
 mkdir -p "$out"
 
-for s in 0 1 2; do
+for s in 0 1 2 3; do
   cat > "$out/ds_config.s$s.json" <<EOF2
 {
   "train_micro_batch_size_per_gpu": 4,
@@ -36,7 +39,8 @@ for s in 0 1 2; do
     "type": "AdamW",
     "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
   },
-  "zero_optimization": {"stage": $s, "reduce_bucket_size": 500000}
+  "zero_optimization": {"stage": $s, "reduce_bucket_size": 500000,
+                        "stage3_param_persistence_threshold": 10000}
 }
 EOF2
   for n in 1 2 4; do

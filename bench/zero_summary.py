@@ -9,7 +9,7 @@ import os
 import re
 import statistics
 
-CATS = ["params", "grads", "optimizer_state", "activations"]
+CATS = ["params", "grads", "optimizer_state", "activations", "comm_buffers"]
 
 
 def mib(b):
@@ -26,6 +26,9 @@ def report_bytes(path):
         m = re.match(r"model \w+: (\d+) parameters", line)
         if m:
             got["n_params"] = int(m.group(1))
+        m = re.match(r"(micro_step|apply) .* ([\d.]+) MB to collectives", line)
+        if m:
+            got["comm_mb." + m.group(1)] = float(m.group(2))
     return got
 
 
@@ -63,12 +66,9 @@ def overlap(trace, first_step):
     return total, hidden, kinds
 
 
-def comm_bytes(stage, n, p):
-    """Logical buffer bytes per step per rank from the plan (GA = 1)."""
-    if n == 1:
-        return 0
-    g = 4 * p
-    return {0: g, 1: 2 * g, 2: 2 * g}[stage]
+def comm_mb(pred):
+    """MB each rank hands to collectives per step (GA = 1), from the plan."""
+    return pred["comm_mb.micro_step"] + pred["comm_mb.apply"]
 
 
 def main():
@@ -79,9 +79,10 @@ def main():
     notes = []
     print("| stage | N | step ms (median) | params MiB meas / pred | grads MiB meas / pred "
           "| optimizer_state MiB meas / pred | activations MiB meas / pred "
+          "| comm_buffers MiB meas / pred "
           "| comm MB/step/rank (plan) | comm ms/step (rank 0) | comm hidden under compute |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for s in (0, 1, 2):
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in (0, 1, 2, 3):
         for n in (1, 2, 4):
             tag = f"s{s}.n{n}"
             d = os.path.join(a.out, tag)
@@ -92,11 +93,11 @@ def main():
             peak = {c: max(r["peak_bytes"][c] for r in rows) for c in CATS}
             total, hidden, kinds = overlap(d + ".trace.json", a.first_step)
             nsteps = len({r["step"] for r in rows})
-            cb = comm_bytes(s, n, pred["n_params"])
+            cb = comm_mb(pred)
             share = f"{100 * hidden / total:.0f}%" if total > 0 else "n/a (no comm)"
             cells = [f"{mib(peak[c])} / {mib(pred[c])}" for c in CATS]
             print(f"| {s} | {n} | {st:.1f} | " + " | ".join(cells) +
-                  f" | {cb / 1e6:.2f} | {total / 1e3 / nsteps:.1f} | {share} |")
+                  f" | {cb:.2f} | {total / 1e3 / nsteps:.1f} | {share} |")
             if kinds:
                 notes.append(f"{tag}: rank 0 comm kernels: {', '.join(kinds)}")
     print()
