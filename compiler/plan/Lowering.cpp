@@ -263,17 +263,22 @@ private:
     for (auto var : module.getOps<VariableOp>())
       if (var.getKind() == VariableKind::param && var.getOf())
         storageOf[*var.getOf()] = var;
+    auto member = [&](dist::GroupOp group, Attribute a) -> VariableOp {
+      auto p =
+          symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(a).getValue());
+      if (!p)
+        group.emitError("plan: group member ") << a << " is not a variable";
+      return p;
+    };
     for (auto group : module.getOps<dist::GroupOp>()) {
       if (group.getSharded()) {
         if (!storageOf.count(group.getSymName()))
           return group.emitError("plan: sharded group has no param variable");
         int64_t offset = 0;
         for (Attribute a : group.getMembers()) {
-          auto p =
-              symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(a).getValue());
+          VariableOp p = member(group, a);
           if (!p)
-            return group.emitError("plan: group member ")
-                   << a << " is not a variable";
+            return failure();
           membersOf[group.getSymName()].push_back({p, offset});
           offset += p.getTensorType().getNumElements();
           grouped.insert(p.getSymName());
@@ -293,11 +298,9 @@ private:
           continue;
         uint64_t start = arena(c), used = 0;
         for (Attribute a : group.getMembers()) {
-          auto p =
-              symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(a).getValue());
+          VariableOp p = member(group, a);
           if (!p)
-            return group.emitError("plan: group member ")
-                   << a << " is not a variable";
+            return failure();
           elt = p.getTensorType().getElementType();
           VariableOp v =
               c == Category::Params ? p : gradOf.lookup(p.getSymName());

@@ -665,6 +665,37 @@ std::vector<double> lossesIn(const std::string &metricsPath) {
   return losses;
 }
 
+/// Trains bigramPlan on one rank with all N * B rows for `steps` steps
+/// (seed 3, constant lr 0.5), writing the metrics to `metricsPath`: the
+/// reference for N ranks of B rows. `loaded` must outlive `session`.
+void trainOneRank(int n, int steps, const std::string &metricsPath,
+                  std::unique_ptr<rt::LoadedPlan> &loaded,
+                  std::unique_ptr<rt::Session> &session) {
+  std::string error;
+  loaded = rt::LoadedPlan::fromBytes(bigramPlan(1, n * kRows).build(),
+                                     "ref.dsplan", error);
+  ASSERT_TRUE(loaded) << error;
+  rt::SessionOptions options;
+  options.seed = 3;
+  session = rt::Session::create(*loaded, options, error);
+  ASSERT_TRUE(session) << error;
+  session->initVariables();
+  auto data = rt::DataLoader::synthetic(kVocab, uint32_t(n * kRows), kSeq);
+  rt::TrainSetup setup;
+  setup.microBatch = uint32_t(n * kRows);
+  setup.seqLen = kSeq;
+  setup.seed = 3;
+  setup.steps = steps;
+  rt::ScheduleParams constant;
+  constant.lr = 0.5;
+  ASSERT_TRUE(rt::LrSchedule::create(constant, setup.schedule, error));
+  setup.metrics = std::fopen(metricsPath.c_str(), "w");
+  ASSERT_TRUE(setup.metrics);
+  int status = rt::train(*session, *data, setup, error);
+  std::fclose(setup.metrics);
+  ASSERT_EQ(status, 0) << error;
+}
+
 TEST(DsrunRanks, MatchOneRankWithTheGlobalBatch) {
   const int n = world().size(), steps = 6;
   // Every rank writes the plan to its own path: ranks may share /tmp.
@@ -687,28 +718,11 @@ TEST(DsrunRanks, MatchOneRankWithTheGlobalBatch) {
     return; // rank 0 alone wrote the metrics and weights
 
   // One rank with all N * B rows draws the same samples (DataLoader.h).
-  auto loaded = rt::LoadedPlan::fromBytes(bigramPlan(1, n * kRows).build(),
-                                          "ref.dsplan", error);
-  ASSERT_TRUE(loaded) << error;
-  rt::SessionOptions options;
-  options.seed = 3;
-  auto session = rt::Session::create(*loaded, options, error);
-  ASSERT_TRUE(session) << error;
-  session->initVariables();
-  auto data = rt::DataLoader::synthetic(kVocab, uint32_t(n * kRows), kSeq);
-  rt::TrainSetup setup;
-  setup.microBatch = uint32_t(n * kRows);
-  setup.seqLen = kSeq;
-  setup.seed = 3;
-  setup.steps = steps;
-  rt::ScheduleParams constant;
-  constant.lr = 0.5;
-  ASSERT_TRUE(rt::LrSchedule::create(constant, setup.schedule, error));
+  std::unique_ptr<rt::LoadedPlan> loaded;
+  std::unique_ptr<rt::Session> session;
   std::string refMetrics = tempPath("ref.jsonl");
-  setup.metrics = std::fopen(refMetrics.c_str(), "w");
-  ASSERT_TRUE(setup.metrics);
-  ASSERT_EQ(rt::train(*session, *data, setup, error), 0) << error;
-  std::fclose(setup.metrics);
+  trainOneRank(n, steps, refMetrics, loaded, session);
+  ASSERT_FALSE(testing::Test::HasFatalFailure());
 
   std::vector<double> got = lossesIn(metrics), want = lossesIn(refMetrics);
   ASSERT_EQ(got.size(), size_t(steps));
@@ -872,28 +886,11 @@ TEST(DsrunRanks, ShardedParametersTrainAndExportAsOneRank) {
     return; // rank 0 alone wrote the metrics and weights
 
   // One rank, whole parameters, all N * B rows (DataLoader.h).
-  auto ref = rt::LoadedPlan::fromBytes(bigramPlan(1, n * kRows).build(),
-                                       "ref.dsplan", error);
-  ASSERT_TRUE(ref) << error;
-  rt::SessionOptions refOptions;
-  refOptions.seed = 3;
-  auto refSession = rt::Session::create(*ref, refOptions, error);
-  ASSERT_TRUE(refSession) << error;
-  refSession->initVariables();
-  auto data = rt::DataLoader::synthetic(kVocab, uint32_t(n * kRows), kSeq);
-  rt::TrainSetup setup;
-  setup.microBatch = uint32_t(n * kRows);
-  setup.seqLen = kSeq;
-  setup.seed = 3;
-  setup.steps = steps;
-  rt::ScheduleParams constant;
-  constant.lr = 0.5;
-  ASSERT_TRUE(rt::LrSchedule::create(constant, setup.schedule, error));
+  std::unique_ptr<rt::LoadedPlan> ref;
+  std::unique_ptr<rt::Session> refSession;
   std::string refMetrics = tempPath("z3ref.jsonl");
-  setup.metrics = std::fopen(refMetrics.c_str(), "w");
-  ASSERT_TRUE(setup.metrics);
-  ASSERT_EQ(rt::train(*refSession, *data, setup, error), 0) << error;
-  std::fclose(setup.metrics);
+  trainOneRank(n, steps, refMetrics, ref, refSession);
+  ASSERT_FALSE(testing::Test::HasFatalFailure());
 
   std::vector<double> got = lossesIn(metrics), want = lossesIn(refMetrics);
   ASSERT_EQ(got.size(), size_t(steps));
