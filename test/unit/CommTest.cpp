@@ -665,6 +665,15 @@ std::vector<double> lossesIn(const std::string &metricsPath) {
   return losses;
 }
 
+/// `got` and `want` hold `steps` losses, equal within 1e-5 (relative).
+void expectLosses(const std::vector<double> &got,
+                  const std::vector<double> &want, int steps) {
+  ASSERT_EQ(got.size(), size_t(steps));
+  ASSERT_EQ(want.size(), size_t(steps));
+  for (int s = 0; s < steps; ++s)
+    EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s;
+}
+
 /// Trains bigramPlan on one rank with all N * B rows for `steps` steps
 /// (seed 3, constant lr 0.5), writing the metrics to `metricsPath`: the
 /// reference for N ranks of B rows. `loaded` must outlive `session`.
@@ -724,11 +733,8 @@ TEST(DsrunRanks, MatchOneRankWithTheGlobalBatch) {
   trainOneRank(n, steps, refMetrics, loaded, session);
   ASSERT_FALSE(testing::Test::HasFatalFailure());
 
-  std::vector<double> got = lossesIn(metrics), want = lossesIn(refMetrics);
-  ASSERT_EQ(got.size(), size_t(steps));
-  ASSERT_EQ(want.size(), size_t(steps));
-  for (int s = 0; s < steps; ++s)
-    EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s;
+  std::vector<double> got = lossesIn(metrics);
+  expectLosses(got, lossesIn(refMetrics), steps);
   EXPECT_LT(got.back(), got.front()); // it learns
 
   auto file = rt::SafetensorsFile::read(weights, error);
@@ -892,11 +898,8 @@ TEST(DsrunRanks, ShardedParametersTrainAndExportAsOneRank) {
   trainOneRank(n, steps, refMetrics, ref, refSession);
   ASSERT_FALSE(testing::Test::HasFatalFailure());
 
-  std::vector<double> got = lossesIn(metrics), want = lossesIn(refMetrics);
-  ASSERT_EQ(got.size(), size_t(steps));
-  ASSERT_EQ(want.size(), size_t(steps));
-  for (int s = 0; s < steps; ++s)
-    EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s;
+  std::vector<double> got = lossesIn(metrics);
+  expectLosses(got, lossesIn(refMetrics), steps);
 
   std::map<std::string, std::vector<float>> trained = tensorsIn(weights);
   ASSERT_EQ(trained.size(), 2u);
