@@ -90,7 +90,8 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     grouped, in the order the backward pass completes them, into buckets of
     at most `bucket-size` elements; each bucket is all-reduced (averaged) as
     soon as its last gradient exists, and the accumulation into the
-    gradient variables waits for it at the end of the micro-step. Stage 1
+    gradient variables waits for it once the next bucket's all-reduce has
+    started (the last one's at the end of the micro-step). Stage 1
     also shards the optimizer: parameter groups (dist.group, padded to a
     multiple of the world size) keep Adam's moments per rank for the rank's
     slice only; @apply updates that slice and all-gathers the group. Stage 2

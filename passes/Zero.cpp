@@ -5,9 +5,11 @@
 //   %acc = ds.load @p.grad ; %s = ds.add %acc, %d ; ds.store %s, @p.grad
 // This pass buckets the %d in the order they are completed, all-reduces
 // (sums; ds-autodiff divided the seed by the world size) each bucket right
-// after its last gradient, and rewrites the
-// accumulations to add the averaged gradients after a dist.wait at the end
-// of the micro-step, so communication runs under the rest of the backward.
+// after its last gradient, and rewrites the accumulations to add the
+// averaged gradients after a dist.wait placed once the next bucket's
+// all-reduce has started (the last bucket's at the end of the micro-step),
+// so communication runs under the rest of the backward and at most two
+// buckets' results are live.
 // Reducing each micro-step's gradient and summing over micro-steps equals
 // reducing the accumulated gradient (DeepSpeed reduces only at the
 // accumulation boundary; that saves traffic, not correctness).
@@ -117,6 +119,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       RankedTensorType shard, flat;
     };
     SmallVector<Group> groups;
+    SmallVector<Operation *> scatters; // one per group
     SmallVector<Operation *> dead;
     SmallVector<VariableOp> deadVars;
     for (auto [index, list] : llvm::enumerate(classes)) {
@@ -180,15 +183,26 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
         Value packed = flat.size() == 1
                            ? flat[0]
                            : b.create<ConcatOp>(loc, flat, 0).getResult();
-        Value scattered = b.create<dist::ReduceScatterOp>(
-            loc, g.shard, packed, b.getF64FloatAttr(1.0), ranks);
-        b.setInsertionPoint(microRet);
-        Value done = b.create<dist::WaitOp>(loc, scattered);
-        Value acc = b.create<LoadOp>(loc, g.shard, g.grad.getSymName());
-        Value sum = b.create<AddOp>(loc, acc, done);
-        b.create<StoreOp>(loc, sum, g.grad.getSymName());
+        scatters.push_back(b.create<dist::ReduceScatterOp>(
+            loc, g.shard, packed, b.getF64FloatAttr(1.0), ranks));
         groups.push_back(g);
       }
+    }
+
+    // Each group's slice is added into its accumulator once the next
+    // bucket's reduce-scatter has started.
+    for (auto [g, scatter, after] :
+         llvm::zip(groups, scatters, waitPoints(scatters))) {
+      OpBuilder b(ctx);
+      if (after)
+        b.setInsertionPointAfter(after);
+      else
+        b.setInsertionPoint(microRet);
+      Location loc = scatter->getLoc();
+      Value done = b.create<dist::WaitOp>(loc, scatter->getResult(0));
+      Value acc = b.create<LoadOp>(loc, g.shard, g.grad.getSymName());
+      Value sum = b.create<AddOp>(loc, acc, done);
+      b.create<StoreOp>(loc, sum, g.grad.getSymName());
     }
 
     // Apply: the global norm from the shards.
@@ -593,7 +607,10 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     OpBuilder b(func.getContext());
     const double scale = 1.0; // the seed already divided by worldSize
 
-    for (SmallVector<Accumulation> &bucket : buckets(accs)) {
+    SmallVector<SmallVector<Accumulation>> all = buckets(accs);
+    SmallVector<Operation *> reductions;
+    SmallVector<SmallVector<int64_t>> sizesOf;
+    for (SmallVector<Accumulation> &bucket : all) {
 
       // Start the all-reduce right after the bucket's last gradient.
       Value last = bucket.back().grad;
@@ -616,12 +633,20 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       Value packed = flat.size() == 1
                          ? flat[0]
                          : b.create<ConcatOp>(loc, flat, 0).getResult();
-      Value reduced =
-          b.create<dist::AllReduceOp>(loc, packed, b.getF64FloatAttr(scale));
+      reductions.push_back(
+          b.create<dist::AllReduceOp>(loc, packed, b.getF64FloatAttr(scale)));
+      sizesOf.push_back(sizes);
+    }
 
-      // Wait and accumulate at the end of the micro-step.
-      b.setInsertionPoint(ret);
-      Value done = b.create<dist::WaitOp>(loc, reduced);
+    // Wait and accumulate once the next bucket's all-reduce has started.
+    for (auto [bucket, reduced, sizes, after] :
+         llvm::zip(all, reductions, sizesOf, waitPoints(reductions))) {
+      if (after)
+        b.setInsertionPointAfter(after);
+      else
+        b.setInsertionPoint(ret);
+      Location loc = reduced->getLoc();
+      Value done = b.create<dist::WaitOp>(loc, reduced->getResult(0));
       SmallVector<Value> parts;
       if (bucket.size() == 1)
         parts.push_back(done);
@@ -630,12 +655,32 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
           parts.push_back(p);
       for (auto [a, part] : llvm::zip(bucket, parts)) {
         Value g = b.create<ReshapeOp>(loc, a.grad.getType(), part);
-        a.load->moveBefore(ret);
-        a.add->moveBefore(ret);
-        a.store->moveBefore(ret);
+        // The accumulation follows, in order, where the builder stands.
+        for (Operation *op : {a.load.getOperation(), a.add.getOperation(),
+                              a.store.getOperation()}) {
+          op->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+          b.setInsertionPointAfter(op);
+        }
         a.add.getRhsMutable().assign(g);
       }
     }
+  }
+
+  /// Where to wait for each of `collectives`: after the next one in program
+  /// order (null: at the end of the program). The comm stream then always
+  /// has the next bucket queued, and at most two buckets' results are live.
+  static SmallVector<Operation *>
+  waitPoints(ArrayRef<Operation *> collectives) {
+    SmallVector<size_t> order;
+    for (size_t i = 0; i < collectives.size(); ++i)
+      order.push_back(i);
+    llvm::stable_sort(order, [&](size_t a, size_t b) {
+      return collectives[a]->isBeforeInBlock(collectives[b]);
+    });
+    SmallVector<Operation *> after(collectives.size(), nullptr);
+    for (size_t i = 0; i + 1 < order.size(); ++i)
+      after[order[i]] = collectives[order[i + 1]];
+    return after;
   }
 };
 

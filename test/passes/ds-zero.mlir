@@ -2,7 +2,7 @@
 // Stage 0: gradients bucketed in completion order (here @c, then @a, then
 // @b: 16 + 4 elements fill the first bucket of 20), each bucket averaged
 // over the ranks right after its last gradient exists, and accumulated
-// after a wait at the end of the micro-step.
+// after a wait once the next bucket's all-reduce has started.
 
 ds.variable param @a : tensor<4xf32> init ones
 ds.variable grad @a.grad of @a : tensor<4xf32> init zeros
@@ -27,6 +27,19 @@ func.func @micro_step(%x: tensor<4xf32>, %y: tensor<2x3xf32>, %z: tensor<16xf32>
   %gb = ds.tanh %y : tensor<2x3xf32>
   // CHECK-NEXT: %[[FB:.*]] = ds.reshape %[[GB]] : tensor<2x3xf32> -> tensor<6xf32>
   // CHECK-NEXT: %[[R2:.*]] = dist.all_reduce %[[FB]] scale 1.000000e+00 : tensor<6xf32>
+  // The first bucket is waited for, and accumulated, once the second has
+  // started: the comm stream always has the next bucket queued, and at most
+  // two buckets' results are live.
+  // CHECK-NEXT: %[[W1:.*]] = dist.wait %[[R1]] : tensor<20xf32>
+  // CHECK-NEXT: %[[P:.*]]:2 = ds.split %[[W1]] axis 0 sizes [16, 4]
+  // CHECK-NEXT: %[[DC:.*]] = ds.reshape %[[P]]#0 : tensor<16xf32> -> tensor<16xf32>
+  // CHECK-NEXT: %[[LC:.*]] = ds.load @c.grad
+  // CHECK-NEXT: %[[SC:.*]] = ds.add %[[LC]], %[[DC]]
+  // CHECK-NEXT: ds.store %[[SC]], @c.grad
+  // CHECK-NEXT: %[[DA:.*]] = ds.reshape %[[P]]#1 : tensor<4xf32> -> tensor<4xf32>
+  // CHECK-NEXT: %[[LA:.*]] = ds.load @a.grad
+  // CHECK-NEXT: %[[SA:.*]] = ds.add %[[LA]], %[[DA]]
+  // CHECK-NEXT: ds.store %[[SA]], @a.grad
   // CHECK-NEXT: %[[L:.*]] = ds.reduce_sum
   %l = ds.reduce_sum %z axes [0] : tensor<16xf32> -> tensor<f32>
   %aa = ds.load @a.grad : tensor<4xf32>
@@ -38,17 +51,7 @@ func.func @micro_step(%x: tensor<4xf32>, %y: tensor<2x3xf32>, %z: tensor<16xf32>
   %ac = ds.load @c.grad : tensor<16xf32>
   %sc = ds.add %ac, %gc : tensor<16xf32>, tensor<16xf32>
   ds.store %sc, @c.grad : tensor<16xf32>
-  // The waits come last, where the accumulations need them.
-  // CHECK:      %[[W1:.*]] = dist.wait %[[R1]] : tensor<20xf32>
-  // CHECK-NEXT: %[[P:.*]]:2 = ds.split %[[W1]] axis 0 sizes [16, 4]
-  // CHECK-NEXT: %[[DC:.*]] = ds.reshape %[[P]]#0 : tensor<16xf32> -> tensor<16xf32>
-  // CHECK-NEXT: %[[LC:.*]] = ds.load @c.grad
-  // CHECK-NEXT: %[[SC:.*]] = ds.add %[[LC]], %[[DC]]
-  // CHECK-NEXT: ds.store %[[SC]], @c.grad
-  // CHECK-NEXT: %[[DA:.*]] = ds.reshape %[[P]]#1 : tensor<4xf32> -> tensor<4xf32>
-  // CHECK-NEXT: %[[LA:.*]] = ds.load @a.grad
-  // CHECK-NEXT: %[[SA:.*]] = ds.add %[[LA]], %[[DA]]
-  // CHECK-NEXT: ds.store %[[SA]], @a.grad
+  // The last bucket is waited for at the end.
   // CHECK-NEXT: %[[W2:.*]] = dist.wait %[[R2]] : tensor<6xf32>
   // CHECK-NEXT: %[[DB:.*]] = ds.reshape %[[W2]] : tensor<6xf32> -> tensor<2x3xf32>
   // CHECK-NEXT: %[[LB:.*]] = ds.load @b.grad
