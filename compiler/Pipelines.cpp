@@ -51,8 +51,8 @@ void buildPipeline(OpPassManager &pm, Phase phase,
     return;
   pm.addPass(ds::createDsZero(
       {options.worldSize, options.zeroStage, options.reduceBucketSize,
-       options.prefetchBucketSize, options.maxLiveParameters,
-       options.persistenceThreshold}));
+       options.accumulationSteps, options.prefetchBucketSize,
+       options.maxLiveParameters, options.persistenceThreshold}));
   if (phase == Phase::Dist)
     return;
   pm.addPass(ds::createDsFuse());

@@ -91,7 +91,11 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     at most `bucket-size` elements; each bucket is all-reduced (averaged) as
     soon as its last gradient exists, and the accumulation into the
     gradient variables waits for it once the next bucket's all-reduce has
-    started (the last one's at the end of the micro-step). Stage 1
+    started (the last one's at the end of the micro-step). With gradient
+    accumulation (`accumulation-steps` > 1) @micro_step only accumulates
+    locally, and a copy of it, @micro_step_sync, which dsrun runs for the
+    last micro-batch of each step, all-reduces the accumulated sums bucket by
+    bucket instead (DeepSpeed's accumulation boundary). Stage 1
     also shards the optimizer: parameter groups (dist.group, padded to a
     multiple of the world size) keep Adam's moments per rank for the rank's
     slice only; @apply updates that slice and all-gathers the group. Stage 2
@@ -113,6 +117,9 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0-3)">,
     Option<"bucketSize", "bucket-size", "int64_t", "500000000",
            "elements per gradient bucket (reduce_bucket_size)">,
+    Option<"accumulationSteps", "accumulation-steps", "int64_t", "1",
+           "micro-steps per step; at stages 0-1 with more than one, only "
+           "@micro_step_sync (the last) reduces, the accumulated sums">,
     Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t",
            "50000000",
            "stage 3: largest group gathered ahead of its use "

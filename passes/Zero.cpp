@@ -9,10 +9,11 @@
 // averaged gradients after a dist.wait placed once the next bucket's
 // all-reduce has started (the last bucket's at the end of the micro-step),
 // so communication runs under the rest of the backward and at most two
-// buckets' results are live.
-// Reducing each micro-step's gradient and summing over micro-steps equals
-// reducing the accumulated gradient (DeepSpeed reduces only at the
-// accumulation boundary; that saves traffic, not correctness).
+// buckets' results are live. With gradient accumulation the reduction
+// moves to @micro_step_sync, a copy of @micro_step that dsrun runs for a
+// step's last micro-batch: it reduces the accumulated sums acc + d and
+// stores them, while @micro_step only accumulates (DeepSpeed's
+// accumulation boundary).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,11 @@ struct Accumulation {
   int64_t position; ///< where %d is complete
 };
 
+/// The micro-step that ends an accumulation window, at stages 0-1 with
+/// accumulation (dsrun runs it instead of @micro_step for the window's last
+/// micro-batch; runtime/plan/PlanFormat.h).
+constexpr llvm::StringLiteral kSyncName = "micro_step_sync";
+
 struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
   using Base::Base;
 
@@ -65,7 +71,16 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
         return signalPassFailure();
       return;
     }
-    allReduceGradients(micro);
+    if (accumulationSteps > 1) {
+      // Accumulate locally; reduce the sums once, in the micro-step that
+      // ends the window (DeepSpeed's accumulation boundary).
+      func::FuncOp sync = micro.clone();
+      sync.setSymName(kSyncName);
+      SymbolTable(module).insert(sync, std::next(micro->getIterator()));
+      allReduceGradients(sync, /*accumulated=*/true);
+    } else {
+      allReduceGradients(micro);
+    }
     if (stage >= 1 && failed(shardOptimizer(module)))
       return signalPassFailure();
   }
@@ -601,7 +616,11 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     return accs;
   }
 
-  void allReduceGradients(func::FuncOp func) {
+  /// Stages 0-1: all-reduces each bucket of `func`'s gradients right after
+  /// its last one. With `accumulated` (the micro-step that ends an
+  /// accumulation window) the sums acc + d are reduced and stored;
+  /// otherwise each micro-step's d is, and added to acc after the wait.
+  void allReduceGradients(func::FuncOp func, bool accumulated = false) {
     SmallVector<Accumulation> accs = findAccumulations(func);
     auto ret = cast<func::ReturnOp>(func.front().getTerminator());
     OpBuilder b(func.getContext());
@@ -625,10 +644,18 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       for (Accumulation &a : bucket) {
         auto t = cast<RankedTensorType>(a.grad.getType());
         sizes.push_back(t.getNumElements());
+        Value value = a.grad;
+        if (accumulated) { // acc + d, computed here
+          for (Operation *op : {a.load.getOperation(), a.add.getOperation()}) {
+            op->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+            b.setInsertionPointAfter(op);
+          }
+          value = a.add;
+        }
         flat.push_back(b.create<ReshapeOp>(
             loc,
             RankedTensorType::get({t.getNumElements()}, t.getElementType()),
-            a.grad));
+            value));
       }
       Value packed = flat.size() == 1
                          ? flat[0]
@@ -655,6 +682,12 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
           parts.push_back(p);
       for (auto [a, part] : llvm::zip(bucket, parts)) {
         Value g = b.create<ReshapeOp>(loc, a.grad.getType(), part);
+        if (accumulated) {
+          a.store->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+          b.setInsertionPointAfter(a.store);
+          a.store.getValueMutable().assign(g);
+          continue;
+        }
         // The accumulation follows, in order, where the builder stands.
         for (Operation *op : {a.load.getOperation(), a.add.getOperation(),
                               a.store.getOperation()}) {

@@ -162,6 +162,10 @@ public:
       if (failed(lowerProgram(func)))
         return failure();
     }
+    // Stages 0-1 with accumulation: the micro-step that reduces.
+    if (auto sync = module.lookupSymbol<func::FuncOp>("micro_step_sync"))
+      if (failed(lowerProgram(sync)))
+        return failure();
     for (Category c : {Category::Activations, Category::CommBuffers})
       arena(c) = transientPeak[static_cast<int>(c)];
     return success();
@@ -534,7 +538,10 @@ private:
                       {"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op});
           continue;
         }
-        if (canForward(store, position, loads.lookup(store.getName()))) {
+        // Only a compute instruction's output can be pointed at the
+        // variable (a collective's result, after its wait, is copied).
+        if (producerIndex.count(v) &&
+            canForward(store, position, loads.lookup(store.getName()))) {
           // The producer writes the variable directly; its own transient
           // slot is never referenced again and is not placed.
           slotOf[v] = target;

@@ -69,9 +69,13 @@ constexpr uint32_t kSchemaVersion = 2;
 constexpr std::string_view kFileIdentifier = "DSPL";
 constexpr std::string_view kFileExtension = "dsplan";
 
-/// Program names. dsrun requires micro_step and apply; init is optional.
+/// Program names. dsrun requires micro_step and apply; init is optional,
+/// and so is micro_step_sync: when present, dsrun runs it instead of
+/// micro_step for the last micro-batch of each step (same inputs and
+/// output; it reduces the accumulated gradients across the ranks).
 constexpr std::string_view kInitProgram = "init";
 constexpr std::string_view kMicroStepProgram = "micro_step";
+constexpr std::string_view kMicroStepSyncProgram = "micro_step_sync";
 constexpr std::string_view kApplyProgram = "apply";
 
 /// The Philox `step` word of initializer draws: variable element i of a

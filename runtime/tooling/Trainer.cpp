@@ -86,9 +86,15 @@ bool bindProgram(Session &session, const std::string &program,
   return true;
 }
 
+/// A micro-step program's buffers.
+struct MicroIO {
+  NamedTensor tokens, targets, loss;
+};
+
 // The buffers dsrun fills and reads, after checking the conventions.
 struct ProgramIO {
-  NamedTensor tokens, targets, loss;
+  MicroIO micro, sync; ///< sync: micro_step_sync's, if the plan has it
+  bool hasSync = false;
   NamedTensor lr, step, gradNorm;
 };
 
@@ -97,12 +103,20 @@ bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
   Slot batch{DType::i32, {setup.microBatch, setup.seqLen}};
   Slot scalar{DType::f32, {}};
   std::vector<NamedTensor> in;
-  if (!bindProgram(session, std::string(plan::kMicroStepProgram),
-                   {batch, batch}, "tokens, targets", scalar, "the loss", in,
-                   io.loss, error))
+  auto bindMicro = [&](std::string_view name, MicroIO &out) {
+    if (!bindProgram(session, std::string(name), {batch, batch},
+                     "tokens, targets", scalar, "the loss", in, out.loss,
+                     error))
+      return false;
+    out.tokens = in[0];
+    out.targets = in[1];
+    return true;
+  };
+  if (!bindMicro(plan::kMicroStepProgram, io.micro))
     return false;
-  io.tokens = in[0];
-  io.targets = in[1];
+  io.hasSync = session.hasProgram(plan::kMicroStepSyncProgram);
+  if (io.hasSync && !bindMicro(plan::kMicroStepSyncProgram, io.sync))
+    return false;
   if (!bindProgram(session, std::string(plan::kApplyProgram), {scalar, scalar},
                    "lr, step", scalar, "the gradient norm", in, io.gradNorm,
                    error))
@@ -127,6 +141,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     lossScale = nullptr;
 
   const std::string micro(plan::kMicroStepProgram);
+  const std::string sync(plan::kMicroStepSyncProgram);
   const std::string apply(plan::kApplyProgram);
   const uint64_t tokensPerStep = uint64_t(setup.microBatch) * setup.seqLen *
                                  setup.accumulationSteps * setup.worldSize;
@@ -147,22 +162,25 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     Clock::time_point stepStart = Clock::now();
     double lossSum = 0;
     for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
+      bool last = m + 1 == setup.accumulationSteps;
+      const MicroIO &mio = io.hasSync && last ? io.sync : io.micro;
       BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
       session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
                               setup.microBatch);
-      data.fill(key, io.tokens.ref.i32(), io.targets.ref.i32());
+      data.fill(key, mio.tokens.ref.i32(), mio.targets.ref.i32());
       if (setup.dumpBatch && step == 1 && m == 0) {
         size_t n = size_t(setup.microBatch) * setup.seqLen;
-        if (std::fwrite(io.tokens.ref.i32(), sizeof(int32_t), n,
+        if (std::fwrite(mio.tokens.ref.i32(), sizeof(int32_t), n,
                         setup.dumpBatch) != n ||
-            std::fwrite(io.targets.ref.i32(), sizeof(int32_t), n,
+            std::fwrite(mio.targets.ref.i32(), sizeof(int32_t), n,
                         setup.dumpBatch) != n ||
             std::fflush(setup.dumpBatch) != 0)
           return fail(step, "cannot write the --dump-batch file");
       }
-      if (!session.run(micro, uint32_t(step), error))
+      if (!session.run(io.hasSync && last ? sync : micro, uint32_t(step),
+                       error))
         return fail(step, error);
-      lossSum += *io.loss.ref.f32();
+      lossSum += *mio.loss.ref.f32();
     }
     double loss = lossSum / setup.accumulationSteps;
     if (setup.worldSize > 1) {

@@ -4,9 +4,11 @@
 // (accumulationSteps of them, each drawn by the DataLoader for (seed, s,
 // micro-step, rank)), then `apply` with the scheduled learning rate. The
 // step's loss is the mean of its micro-steps' losses over every rank (an
-// all-reduce when there are several). Program conventions
-// (checked before the first step):
-//   micro_step: inputs (tokens i32 [B, T], targets i32 [B, T]),
+// all-reduce when there are several). A plan with `micro_step_sync` runs it
+// for the last micro-batch of each step instead of `micro_step`. Program
+// conventions (checked before the first step):
+//   micro_step, micro_step_sync:
+//               inputs (tokens i32 [B, T], targets i32 [B, T]),
 //               output 0 loss f32 scalar
 //   apply:      inputs (lr f32 scalar, step f32 scalar, from 1),
 //               output 0 grad_norm f32 scalar

@@ -1,4 +1,5 @@
 // RUN: ds-opt %s -split-input-file -ds-zero="world-size=2 bucket-size=20" -verify-diagnostics | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-zero="world-size=2 bucket-size=20 accumulation-steps=2" -verify-diagnostics | FileCheck %s --check-prefix=SYNC
 // Stage 0: gradients bucketed in completion order (here @c, then @a, then
 // @b: 16 + 4 elements fill the first bucket of 20), each bucket averaged
 // over the ranks right after its last gradient exists, and accumulated
@@ -60,6 +61,39 @@ func.func @micro_step(%x: tensor<4xf32>, %y: tensor<2x3xf32>, %z: tensor<16xf32>
   // CHECK-NEXT: return %[[L]]
   return %l : tensor<f32>
 }
+
+// With accumulation, @micro_step only accumulates, as on one rank, and
+// @micro_step_sync (the window's last micro-step) reduces the accumulated
+// sums acc + d, bucket by bucket, and stores them.
+// SYNC-LABEL: func.func @micro_step(
+// SYNC-NOT:   dist.
+// SYNC-LABEL: func.func @micro_step_sync(
+// SYNC:       %[[GC:.*]] = ds.exp
+// SYNC-NEXT:  %[[GA:.*]] = ds.neg
+// SYNC-NEXT:  %[[LC:.*]] = ds.load @c.grad
+// SYNC-NEXT:  %[[SC:.*]] = ds.add %[[LC]], %[[GC]]
+// SYNC-NEXT:  %[[FC:.*]] = ds.reshape %[[SC]]
+// SYNC-NEXT:  %[[LA:.*]] = ds.load @a.grad
+// SYNC-NEXT:  %[[SA:.*]] = ds.add %[[LA]], %[[GA]]
+// SYNC-NEXT:  %[[FA:.*]] = ds.reshape %[[SA]]
+// SYNC-NEXT:  %[[CAT:.*]] = ds.concat %[[FC]], %[[FA]] axis 0
+// SYNC-NEXT:  %[[R1:.*]] = dist.all_reduce %[[CAT]] scale 1.000000e+00 : tensor<20xf32>
+// SYNC-NEXT:  %[[GB:.*]] = ds.tanh
+// SYNC-NEXT:  %[[LB:.*]] = ds.load @b.grad
+// SYNC-NEXT:  %[[SB:.*]] = ds.add %[[LB]], %[[GB]]
+// SYNC-NEXT:  %[[FB:.*]] = ds.reshape %[[SB]]
+// SYNC-NEXT:  %[[R2:.*]] = dist.all_reduce %[[FB]] scale 1.000000e+00 : tensor<6xf32>
+// SYNC-NEXT:  %[[W1:.*]] = dist.wait %[[R1]]
+// SYNC-NEXT:  %[[P:.*]]:2 = ds.split %[[W1]] axis 0 sizes [16, 4]
+// SYNC-NEXT:  %[[DC:.*]] = ds.reshape %[[P]]#0
+// SYNC-NEXT:  ds.store %[[DC]], @c.grad
+// SYNC-NEXT:  %[[DA:.*]] = ds.reshape %[[P]]#1
+// SYNC-NEXT:  ds.store %[[DA]], @a.grad
+// SYNC-NEXT:  ds.reduce_sum
+// SYNC-NEXT:  %[[W2:.*]] = dist.wait %[[R2]]
+// SYNC-NEXT:  %[[DB:.*]] = ds.reshape %[[W2]]
+// SYNC-NEXT:  ds.store %[[DB]], @b.grad
+// SYNC-NEXT:  return
 
 // -----
 
