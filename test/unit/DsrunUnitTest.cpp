@@ -789,6 +789,7 @@ public:
     uint64_t failApplyAt = 0;
     bool lossScale = false;
     std::vector<int64_t> embeddingShape = {4, 2};
+    bool sync = false; ///< has micro_step_sync, with buffers of its own
   };
 
   explicit FakeSession(Options o) : o_(o) {
@@ -814,11 +815,14 @@ public:
     add(microIn_, "tokens", {b, t}, o.tokenType);
     add(microIn_, "targets", {b, t}, DType::i32);
     add(microOut_, "loss", {}, DType::f32);
+    add(syncIn_, "tokens", {b, t}, o.tokenType);
+    add(syncIn_, "targets", {b, t}, DType::i32);
+    add(syncOut_, "loss", {}, DType::f32);
     add(applyIn_, "lr", {}, DType::f32);
     add(applyIn_, "step", {1}, DType::f32);
     add(applyOut_, "grad_norm", {}, DType::f32);
-    for (auto *list :
-         {&variables_, &microIn_, &microOut_, &applyIn_, &applyOut_})
+    for (auto *list : {&variables_, &microIn_, &microOut_, &syncIn_, &syncOut_,
+                       &applyIn_, &applyOut_})
       for (NamedTensor &v : *list) {
         v.ref.shape = v.shape.data();
         v.ref.rank = int(v.shape.size());
@@ -843,28 +847,33 @@ public:
     return nullptr;
   }
   std::vector<NamedTensor> programInputs(std::string_view p) override {
-    return p == "micro_step" ? microIn_
-           : p == "apply"    ? applyIn_
-                             : std::vector<NamedTensor>();
+    return p == "micro_step"                   ? microIn_
+           : p == "apply"                      ? applyIn_
+           : p == "micro_step_sync" && o_.sync ? syncIn_
+                                               : std::vector<NamedTensor>();
   }
   std::vector<NamedTensor> programOutputs(std::string_view p) override {
-    return p == "micro_step" ? microOut_
-           : p == "apply"    ? applyOut_
-                             : std::vector<NamedTensor>();
+    return p == "micro_step"                   ? microOut_
+           : p == "apply"                      ? applyOut_
+           : p == "micro_step_sync" && o_.sync ? syncOut_
+                                               : std::vector<NamedTensor>();
   }
   bool hasProgram(std::string_view p) const override {
-    return p == "micro_step" || p == "apply";
+    return p == "micro_step" || p == "apply" ||
+           (p == "micro_step_sync" && o_.sync);
   }
   bool run(std::string_view program, uint32_t step,
            std::string &error) override {
     RunLog entry{std::string(program), step};
-    if (program == "micro_step") {
+    if (program == "micro_step" || program == "micro_step_sync") {
       // The loss is the batch's first token plus the weight, so tests can
       // recompute it from the DataLoader.
-      float loss = float(microIn_[0].ref.i32()[0]) + weight();
+      bool sync = program == "micro_step_sync";
+      float loss =
+          float((sync ? syncIn_ : microIn_)[0].ref.i32()[0]) + weight();
       if (step == o_.badLossAt)
         loss = o_.badLoss;
-      *microOut_[0].ref.f32() = loss;
+      *(sync ? syncOut_ : microOut_)[0].ref.f32() = loss;
     } else {
       entry.lr = *applyIn_[0].ref.f32();
       entry.stepInput = *applyIn_[1].ref.f32();
@@ -901,7 +910,8 @@ public:
 private:
   Options o_;
   std::list<std::vector<float>> storage_; // stable addresses
-  std::vector<NamedTensor> variables_, microIn_, microOut_, applyIn_, applyOut_;
+  std::vector<NamedTensor> variables_, microIn_, microOut_, syncIn_, syncOut_,
+      applyIn_, applyOut_;
   bool tracing_ = false;
   std::vector<TraceRecord> trace_;
 };
@@ -979,6 +989,44 @@ TEST_F(TrainerFixture, RunsMicroStepsThenApplyWithTheScheduledLr) {
               Json::parse(R"({"device": 130, "host": 30})"));
     EXPECT_EQ(j["predicted_bytes_per_space"],
               Json::parse(R"({"device": 164, "host": 30})"));
+  }
+}
+
+// A plan with micro_step_sync (ZeRO stages 0-1 with accumulation) runs it for
+// each step's last micro-batch, filling its own inputs with that batch.
+TEST_F(TrainerFixture, LastMicroBatchRunsMicroStepSync) {
+  FakeSession::Options o;
+  o.sync = true;
+  FakeSession session(o);
+  session.initVariables();
+  float w0 = session.weight();
+  std::FILE *metrics = std::tmpfile();
+  setup.metrics = metrics;
+  setup.accumulationSteps = 3;
+  ASSERT_EQ(train(session, *data, setup, error), kExitOk) << error;
+
+  ASSERT_EQ(session.log.size(), 12u);
+  for (uint32_t s = 1; s <= 3; ++s) {
+    const RunLog *step = &session.log[(s - 1) * 4];
+    EXPECT_EQ(step[0].program, "micro_step");
+    EXPECT_EQ(step[1].program, "micro_step");
+    EXPECT_EQ(step[2].program, "micro_step_sync");
+    EXPECT_EQ(step[3].program, "apply");
+  }
+  std::vector<std::string> records = lines(readBack(metrics));
+  std::fclose(metrics);
+  ASSERT_EQ(records.size(), 3u);
+  float w = w0;
+  for (uint32_t s = 1; s <= 3; ++s) {
+    double expected = 0;
+    for (uint32_t m = 0; m < 3; ++m) {
+      std::vector<int32_t> tok(8), tgt(8);
+      data->fill({11, s, m, 0, 1}, tok.data(), tgt.data());
+      expected += double(float(tok[0]) + w);
+    }
+    w -= float(setup.schedule.lrAt(s));
+    EXPECT_DOUBLE_EQ(Json::parse(records[s - 1])["loss"].get<double>(),
+                     expected / 3);
   }
 }
 
