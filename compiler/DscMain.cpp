@@ -162,7 +162,7 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
   os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n", (const char *)"total",
                      static_cast<unsigned long long>(total), mib(total));
   for (const PlanProgram &p : plan.programs)
-    os << llvm::format("%-10s %6zu kernels %12.3f GFLOP %12.3f MB to "
+    os << llvm::format("%-15s %6zu kernels %12.3f GFLOP %12.3f MB to "
                        "collectives\n",
                        p.name.c_str(), p.instrs.size(), p.flops / 1e9,
                        p.commBytes / 1e6);
