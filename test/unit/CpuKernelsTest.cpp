@@ -13,7 +13,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -1402,69 +1401,6 @@ TEST(CpuAdamW, MatchesReferenceAndRunsInPlace) {
                 {0.9, 0.95, 1e-8, 0.1}),
             "ds.adamw: output 0 overlaps input 2 (only an exact in-place "
             "update is allowed)");
-}
-
-//===--- Timing (run with --gtest_also_run_disabled_tests) ----------------===//
-
-template <typename F> double bestMs(int reps, F f) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count());
-  }
-  return best;
-}
-
-TEST(CpuKernelTiming, DISABLED_GptShapes) {
-  std::mt19937_64 rng(1);
-  const int64_t B = 8, T = 128, C = 256, H = 4, D = 64;
-  Buf x = uniform(rng, {B, T, C}), w = uniform(rng, {3 * C, C}),
-      y = poisoned({B, T, 3 * C});
-  double mm = bestMs(20, [&] {
-    ASSERT_EQ(run("ds.matmul", {&x, &w}, {&y}, {0, 1}), "");
-  });
-  std::printf("matmul [%ld, %ld] x [%ld, %ld]^T: %.3f ms (%.1f GFLOP/s)\n",
-              long(B * T), long(C), long(3 * C), long(C), mm,
-              2.0 * B * T * C * 3 * C / mm / 1e6);
-  Buf q = uniform(rng, {B, H, T, D}), k = uniform(rng, {B, H, T, D}),
-      v = uniform(rng, {B, H, T, D}), g = uniform(rng, {B, H, T, D});
-  Buf o = poisoned({B, H, T, D}), dq = poisoned(q.shape),
-      dk = poisoned(q.shape), dv = poisoned(q.shape);
-  double fwd = bestMs(20, [&] {
-    ASSERT_EQ(run("ds.attention", {&q, &k, &v}, {&o}, {1}, {0.125}), "");
-  });
-  double bwd = bestMs(20, [&] {
-    ASSERT_EQ(run("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv}, {1},
-                  {0.125}),
-              "");
-  });
-  std::printf("attention B=8 H=4 T=128 D=64 causal: forward %.3f ms, "
-              "backward %.3f ms\n",
-              fwd, bwd);
-  Buf h = uniform(rng, {B, T, 4 * C}), hg = poisoned({B, T, 4 * C});
-  double gelu =
-      bestMs(20, [&] { ASSERT_EQ(run("ds.gelu", {&h}, {&hg}, {0}), ""); });
-  Buf lw = uniform(rng, {C}), lb = uniform(rng, {C}), ly = poisoned(x.shape);
-  double ln = bestMs(20, [&] {
-    ASSERT_EQ(run("ds.layer_norm", {&x, &lw, &lb}, {&ly}, {}, {1e-5}), "");
-  });
-  Buf lgx = poisoned(x.shape), lgw = poisoned({C}), lgb = poisoned({C});
-  double lng = bestMs(20, [&] {
-    ASSERT_EQ(run("ds.layer_norm_grad", {&x, &lw, &x}, {&lgx, &lgw, &lgb}, {},
-                  {1e-5}),
-              "");
-  });
-  Buf ra = uniform(rng, {B, T, C}), rb = uniform(rng, {B, T, C}),
-      rc = poisoned({B, T, C});
-  double add = bestMs(20, [&] {
-    ASSERT_EQ(run("ds.add", {&ra, &rb}, {&rc}), "");
-  });
-  std::printf("gelu [8,128,1024] %.3f ms; layer_norm %.3f ms, grad %.3f ms; "
-              "add [8,128,256] %.3f ms\n",
-              gelu, ln, lng, add);
 }
 
 } // namespace

@@ -1,0 +1,133 @@
+//===- cpu_kernels.cpp - time the CPU kernels at GPT-2 training shapes ----===//
+//
+//   build/bench/dsc-bench-kernels [REPS]
+//
+// Best-of-REPS (default 20) wall time of the kernels that dominate a small
+// GPT-2 step (bench/gpt2_cpu.sh's model: B=8, T=128, C=256, 4 heads of 64),
+// called directly through the CPU kernel table on uniform random inputs,
+// one line per kernel with its GFLOP/s where that means something. For
+// comparing kernel changes on one machine in one run; bench/RESULTS.md
+// says why single numbers on shared machines need care.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cpu/CpuKernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace dsc::rt;
+
+namespace {
+
+/// An f32 tensor with its own storage.
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  TensorRef ref() {
+    TensorRef r;
+    r.data = data.data();
+    r.dtype = DType::f32;
+    r.shape = shape.data();
+    r.rank = int(shape.size());
+    return r;
+  }
+};
+
+Tensor uniform(std::mt19937_64 &rng, std::vector<int64_t> shape) {
+  Tensor t{std::move(shape), {}};
+  int64_t n = 1;
+  for (int64_t d : t.shape)
+    n *= d;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  t.data.resize(size_t(n));
+  for (float &x : t.data)
+    x = dist(rng);
+  return t;
+}
+
+/// Best wall time in ms of `reps` calls of kernel `name`; exits on failure.
+double bestMs(int reps, const char *name, std::vector<Tensor *> ins,
+              std::vector<Tensor *> outs, std::vector<int64_t> ints = {},
+              std::vector<double> floats = {}) {
+  const KernelInfo *k = findCpuKernel(name);
+  if (!k) {
+    std::fprintf(stderr, "dsc-bench-kernels: no kernel %s\n", name);
+    std::exit(1);
+  }
+  std::vector<TensorRef> in, out;
+  for (Tensor *t : ins)
+    in.push_back(t->ref());
+  for (Tensor *t : outs)
+    out.push_back(t->ref());
+  KernelContext ctx;
+  KernelArgs args;
+  args.inputs = in.data();
+  args.numInputs = in.size();
+  args.outputs = out.data();
+  args.numOutputs = out.size();
+  args.intAttrs = ints.data();
+  args.numIntAttrs = ints.size();
+  args.floatAttrs = floats.data();
+  args.numFloatAttrs = floats.size();
+  args.ctx = &ctx;
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::string error;
+    if (!k->fn(args, error)) {
+      std::fprintf(stderr, "dsc-bench-kernels: %s\n", error.c_str());
+      std::exit(1);
+    }
+    best = std::min(best, std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  return best;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  std::mt19937_64 rng(1);
+  const int64_t B = 8, T = 128, C = 256, H = 4, D = 64;
+
+  Tensor x = uniform(rng, {B, T, C}), w = uniform(rng, {3 * C, C}),
+         y = uniform(rng, {B, T, 3 * C});
+  double mm = bestMs(reps, "ds.matmul", {&x, &w}, {&y}, {0, 1});
+  std::printf("matmul [%ld, %ld] x [%ld, %ld]^T  %8.3f ms  %6.1f GFLOP/s\n",
+              long(B * T), long(C), long(3 * C), long(C), mm,
+              2.0 * B * T * C * 3 * C / mm / 1e6);
+
+  Tensor q = uniform(rng, {B, H, T, D}), k = uniform(rng, {B, H, T, D}),
+         v = uniform(rng, {B, H, T, D}), g = uniform(rng, {B, H, T, D});
+  Tensor o = q, dq = q, dk = q, dv = q;
+  double flops = 4.0 * B * H * T * T * D / 2; // causal: half the scores
+  double fwd = bestMs(reps, "ds.attention", {&q, &k, &v}, {&o}, {1}, {0.125});
+  double bwd = bestMs(reps, "ds.attention_grad", {&q, &k, &v, &g},
+                      {&dq, &dk, &dv}, {1}, {0.125});
+  std::printf("attention B=8 H=4 T=128 D=64 causal  %8.3f ms  %6.1f GFLOP/s\n",
+              fwd, flops / fwd / 1e6);
+  std::printf("attention_grad                      %8.3f ms  %6.1f GFLOP/s\n",
+              bwd, 2.5 * flops / bwd / 1e6);
+
+  Tensor h = uniform(rng, {B, T, 4 * C}), hg = h;
+  std::printf("gelu [8,128,1024]                   %8.3f ms\n",
+              bestMs(reps, "ds.gelu", {&h}, {&hg}, {0}));
+  Tensor lw = uniform(rng, {C}), lb = uniform(rng, {C}), ly = x;
+  std::printf("layer_norm [8,128,256]              %8.3f ms\n",
+              bestMs(reps, "ds.layer_norm", {&x, &lw, &lb}, {&ly}, {}, {1e-5}));
+  Tensor lgx = x, lgw = lw, lgb = lb;
+  std::printf("layer_norm_grad                     %8.3f ms\n",
+              bestMs(reps, "ds.layer_norm_grad", {&x, &lw, &x},
+                     {&lgx, &lgw, &lgb}, {}, {1e-5}));
+  Tensor ra = uniform(rng, {B, T, C}), rb = uniform(rng, {B, T, C}), rc = ra;
+  std::printf("add [8,128,256]                     %8.3f ms\n",
+              bestMs(reps, "ds.add", {&ra, &rb}, {&rc}));
+  return 0;
+}
