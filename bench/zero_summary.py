@@ -90,7 +90,7 @@ def main():
             rows = [json.loads(l) for l in open(d + ".metrics.jsonl") if l.strip()]
             rows = [r for r in rows if r["step"] >= a.first_step]
             st = statistics.median(r["step_s"] for r in rows) * 1e3
-            peak = {c: max(r["peak_bytes"][c] for r in rows) for c in CATS}
+            peak = {c: max(r["plan_written_bytes"][c] for r in rows) for c in CATS}
             total, hidden, kinds = overlap(d + ".trace.json", a.first_step)
             nsteps = len({r["step"] for r in rows})
             cb = comm_mb(pred)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dsc's build and test dependencies from Debian's packages
-# (python3-torch: the nanoGPT parity test and the benchmark's baseline).
+# (python3-torch: PyTorch as the training oracle in test/e2e and the
+# benchmark's baseline; flatc: the plan-listing and mutation tests).
 # Safe to re-run; needs root (or sudo).
 set -euo pipefail
 SUDO=""

@@ -481,7 +481,7 @@ std::vector<ArenaUsage> SessionImpl::arenaUsage() const {
     u.category = fb::categoryName(a->category());
     u.space = fb::spaceName(a->space());
     u.predictedBytes = a->bytes();
-    u.measuredBytes = std::max(written_[i], executed[i]);
+    u.writtenBytes = std::max(written_[i], executed[i]);
     usage.push_back(u);
   }
   return usage;

@@ -93,15 +93,18 @@ struct NamedTensor {
   }
 };
 
-/// Per arena: what the compiler predicted and the highest byte the run wrote.
-/// "Written" counts constants and variables (resident from Session::create),
-/// a program's inputs (when it runs) and every instruction output (when it
-/// has run), each as the end of its buffer: offset + bytes.
+/// Per arena: what the compiler predicted and the highest byte the run wrote
+/// by the plan's own buffer ranges. This checks the plan against itself (the
+/// placement covers what the instructions touch); it is not a measurement of
+/// the process (see runtime/tooling/ProcessMemory.h). "Written" counts
+/// constants and variables (resident from Session::create), a program's inputs
+/// (when it runs) and every instruction output (when it has run), each as the
+/// end of its buffer: offset + bytes.
 struct ArenaUsage {
   std::string category; ///< params, grads, optimizer_state, activations, ...
   std::string space;    ///< device or host
   uint64_t predictedBytes = 0;
-  uint64_t measuredBytes = 0;
+  uint64_t writtenBytes = 0;
 };
 
 /// One executed instruction. Names point into the plan, which must outlive

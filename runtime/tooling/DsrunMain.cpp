@@ -6,6 +6,7 @@
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Metrics.h"
+#include "runtime/tooling/ProcessMemory.h"
 #include "runtime/tooling/Trace.h"
 #include "runtime/tooling/Trainer.h"
 #include "runtime/tooling/Weights.h"
@@ -97,16 +98,17 @@ struct OutputFiles {
   }
 };
 
-/// Rank r > 0 of a multi-rank run traces to PATH with ".rank<r>" before
-/// a ".json" suffix (t.json -> t.rank1.json), rank 0 to PATH itself.
-std::string traceFileFor(const std::string &path, int rank) {
+/// Rank r > 0 of a multi-rank run writes its own trace and metrics to PATH
+/// with ".rank<r>" before the extension `ext` (t.json -> t.rank1.json,
+/// m.jsonl -> m.rank1.jsonl), rank 0 to PATH itself.
+std::string rankFileFor(const std::string &path, int rank,
+                        const std::string &ext) {
   if (rank == 0)
     return path;
   std::string tag = ".rank" + std::to_string(rank);
-  const std::string json = ".json";
-  if (path.size() > json.size() &&
-      path.compare(path.size() - json.size(), json.size(), json) == 0)
-    return path.substr(0, path.size() - json.size()) + tag + json;
+  if (path.size() > ext.size() &&
+      path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + tag + ext;
   return path + tag;
 }
 
@@ -168,14 +170,14 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       return kExitBadInput;
   }
 
-  // Rank 0 writes the metrics, the batch dump and the weights (every rank
-  // gathers them); every rank writes its own trace.
+  // Rank 0 writes the batch dump and the weights (every rank gathers them);
+  // every rank writes its own metrics (its memory is its own) and trace.
   OutputFiles &files = p.files;
-  if (lead && !options.metrics.empty()) {
-    files.metrics = std::fopen(options.metrics.c_str(), "w");
+  if (!options.metrics.empty()) {
+    std::string path = rankFileFor(options.metrics, comm.rank(), ".jsonl");
+    files.metrics = std::fopen(path.c_str(), "w");
     if (!files.metrics) {
-      error = options.metrics +
-              ": cannot open for writing: " + std::strerror(errno);
+      error = path + ": cannot open for writing: " + std::strerror(errno);
       return kExitBadInput;
     }
   }
@@ -191,8 +193,9 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       !probeWritable(options.exportWeights, error))
     return kExitBadInput;
   if (!options.trace.empty()) {
-    files.trace = TraceWriter::open(traceFileFor(options.trace, comm.rank()),
-                                    uint32_t(comm.rank()), error);
+    files.trace =
+        TraceWriter::open(rankFileFor(options.trace, comm.rank(), ".json"),
+                          uint32_t(comm.rank()), error);
     if (!files.trace)
       return kExitBadInput;
   }
@@ -203,6 +206,9 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   sessionOptions.worldSize = comm.size();
   sessionOptions.deviceMemory = options.deviceMemory;
   sessionOptions.comm = &comm;
+  // What the process holds before any arena exists: libraries, the plan,
+  // the data, MPI. The rss_* metrics measure the arenas' real cost on top.
+  setup.rssBaselineBytes = readProcessMemory().residentBytes;
   p.session = Session::create(*p.loaded, sessionOptions, error);
   if (!p.session)
     return kExitBadInput;

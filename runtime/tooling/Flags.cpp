@@ -76,8 +76,8 @@ const std::vector<Flag> &flagTable() {
                          &O::exportWeights,
                          "write the trained parameters (nanoGPT names)"));
     t.push_back(textFlag("--dump-batch", "FILE", &O::dumpBatch,
-                         "write step 1's first micro-batch (int32 tokens, "
-                         "then targets) for reproducing its loss elsewhere"));
+                         "write every micro-batch rank 0 trains on (int32 "
+                         "tokens, then targets), to replay the run elsewhere"));
     t.push_back(textFlag("--save-dir", "DIR", &O::saveDir,
                          "directory for training checkpoints"));
     t.push_back(numberFlag("--save-every", "K", Value::Positive, &O::saveEvery,

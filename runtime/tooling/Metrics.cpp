@@ -27,10 +27,10 @@ nlohmann::json sumBy(const std::vector<ArenaUsage> &memory,
   return nlohmann::json(sums);
 }
 
-uint64_t totalMeasured(const std::vector<ArenaUsage> &memory) {
+uint64_t totalWritten(const std::vector<ArenaUsage> &memory) {
   uint64_t total = 0;
   for (const ArenaUsage &a : memory)
-    total += a.measuredBytes;
+    total += a.writtenBytes;
   return total;
 }
 
@@ -70,12 +70,16 @@ std::string metricsJson(const StepRecord &r) {
   j["tokens"] = r.tokens;
   j["tokens_per_s"] = r.tokensPerS;
   j["step_s"] = r.stepS;
-  j["peak_bytes"] =
-      sumBy(r.memory, &ArenaUsage::category, &ArenaUsage::measuredBytes);
+  j["rank"] = r.rank;
+  j["world_size"] = r.worldSize;
+  j["rss_baseline_bytes"] = r.rssBaselineBytes;
+  j["rss_peak_bytes"] = r.rssPeakBytes;
+  j["plan_written_bytes"] =
+      sumBy(r.memory, &ArenaUsage::category, &ArenaUsage::writtenBytes);
   j["predicted_bytes"] =
       sumBy(r.memory, &ArenaUsage::category, &ArenaUsage::predictedBytes);
-  j["peak_bytes_per_space"] =
-      sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::measuredBytes);
+  j["plan_written_bytes_per_space"] =
+      sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::writtenBytes);
   j["predicted_bytes_per_space"] =
       sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::predictedBytes);
   return j.dump(-1, ' ', false,
@@ -86,7 +90,7 @@ std::string progressLine(const StepRecord &r, uint64_t totalSteps) {
   return "step " + std::to_string(r.step) + "/" + std::to_string(totalSteps) +
          "  loss " + printf1("%.4f", r.loss) + "  lr " + printf1("%.1e", r.lr) +
          "  " + formatRate(r.tokensPerS) + " tok/s  mem " +
-         formatBytes(totalMeasured(r.memory));
+         formatBytes(totalWritten(r.memory));
 }
 
 std::string summaryText(const RunSummary &s) {
@@ -99,7 +103,7 @@ std::string summaryText(const RunSummary &s) {
   // One row per (space, category) in the plan's arena order.
   struct Row {
     std::string label;
-    uint64_t measured = 0, predicted = 0;
+    uint64_t written = 0, predicted = 0;
   };
   std::vector<Row> rows;
   Row total{"total"};
@@ -110,23 +114,33 @@ std::string summaryText(const RunSummary &s) {
                             [&](const Row &r) { return r.label == label; });
     if (row == rows.end())
       row = rows.insert(rows.end(), Row{label});
-    row->measured += a.measuredBytes;
+    row->written += a.writtenBytes;
     row->predicted += a.predictedBytes;
-    total.measured += a.measuredBytes;
+    total.written += a.writtenBytes;
     total.predicted += a.predictedBytes;
   }
   if (rows.empty())
     return text;
   rows.push_back(total);
   char line[160];
-  std::snprintf(line, sizeof(line), "  %-26s %12s %12s\n", "peak memory",
-                "measured", "predicted");
+  std::snprintf(line, sizeof(line), "  %-26s %12s %12s\n", "arena bytes",
+                "written", "predicted");
   text += line;
   for (const Row &r : rows) {
     std::snprintf(line, sizeof(line), "  %-26s %12s %12s\n", r.label.c_str(),
-                  formatBytes(r.measured).c_str(),
+                  formatBytes(r.written).c_str(),
                   formatBytes(r.predicted).c_str());
     text += line;
+  }
+  if (s.rssPeakBytes > 0) {
+    // The operating system's view: what the process really held at most.
+    uint64_t growth = s.rssPeakBytes > s.rssBaselineBytes
+                          ? s.rssPeakBytes - s.rssBaselineBytes
+                          : 0;
+    text += "  process peak resident " + formatBytes(s.rssPeakBytes) + " = " +
+            formatBytes(s.rssBaselineBytes) + " before the arenas + " +
+            formatBytes(growth) + " (arenas total " +
+            formatBytes(total.predicted) + ")\n";
   }
   return text;
 }

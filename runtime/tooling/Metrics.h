@@ -2,8 +2,10 @@
 //
 // One record per optimizer step, written three ways: a JSON line for
 // --metrics, a progress line for people, and the end-of-run summary. Memory
-// is the Session's arena usage: measured high-water marks next to the
-// compiler's predictions, per category and per memory space.
+// comes two ways: the Session's arena usage (the furthest byte the plan's
+// instructions wrote next to the compiler's prediction, per category and
+// space: a consistency check of the plan) and the process's resident set as
+// the operating system measures it (the real cost).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_METRICS_H
@@ -27,18 +29,24 @@ struct StepRecord {
   double stepS = 0;
   double tokensPerS = 0; ///< this step's tokens / stepS
   std::vector<ArenaUsage> memory;
+  uint32_t rank = 0, worldSize = 1;
+  uint64_t rssBaselineBytes = 0; ///< resident before the arenas existed
+  uint64_t rssPeakBytes = 0;     ///< the process's peak resident set so far
 };
 
 /// One JSON object (no newline):
 ///   {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens",
-///    "tokens_per_s", "step_s",
-///    "peak_bytes": {category: measured}, "predicted_bytes": {category: ...},
-///    "peak_bytes_per_space": {space: measured},
+///    "tokens_per_s", "step_s", "rank", "world_size",
+///    "rss_baseline_bytes", "rss_peak_bytes",
+///    "plan_written_bytes": {category: written},
+///    "predicted_bytes": {category: ...},
+///    "plan_written_bytes_per_space": {space: written},
 ///    "predicted_bytes_per_space": {space: predicted}}
 /// Arenas of one category (or space) are summed.
 std::string metricsJson(const StepRecord &record);
 
-/// "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB"
+/// "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB" (mem:
+/// the process's peak resident set)
 std::string progressLine(const StepRecord &record, uint64_t totalSteps);
 
 struct RunSummary {
@@ -47,10 +55,12 @@ struct RunSummary {
   double seconds = 0;
   uint64_t tokens = 0;
   std::vector<ArenaUsage> memory;
+  uint64_t rssBaselineBytes = 0, rssPeakBytes = 0;
 };
 
-/// The end-of-run report: steps, final loss, throughput, then a table of
-/// measured and predicted peak bytes per category.
+/// The end-of-run report: steps, final loss, throughput, a table of the
+/// bytes the plan wrote and predicted per category, and the process's peak
+/// resident set against its baseline plus the plan's total.
 std::string summaryText(const RunSummary &summary);
 
 /// "512 B", "12.3 MiB", "1.5 GiB".

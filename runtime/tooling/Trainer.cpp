@@ -5,6 +5,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Metrics.h"
+#include "runtime/tooling/ProcessMemory.h"
 #include "runtime/tooling/Trace.h"
 
 #include <algorithm>
@@ -168,7 +169,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
                               setup.microBatch);
       data.fill(key, mio.tokens.ref.i32(), mio.targets.ref.i32());
-      if (setup.dumpBatch && step == 1 && m == 0) {
+      if (setup.dumpBatch) {
         size_t n = size_t(setup.microBatch) * setup.seqLen;
         if (std::fwrite(mio.tokens.ref.i32(), sizeof(int32_t), n,
                         setup.dumpBatch) != n ||
@@ -216,6 +217,10 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     record.tokensPerS =
         record.stepS > 0 ? double(tokensPerStep) / record.stepS : 0;
     record.memory = session.arenaUsage();
+    record.rank = setup.rank;
+    record.worldSize = setup.worldSize;
+    record.rssBaselineBytes = setup.rssBaselineBytes;
+    record.rssPeakBytes = readProcessMemory().peakBytes;
     if (setup.metrics) {
       std::fputs((metricsJson(record) + "\n").c_str(), setup.metrics);
       std::fflush(setup.metrics); // a killed run keeps every finished step
@@ -246,6 +251,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     summary.seconds = secondsSince(runStart);
     summary.tokens = record.tokens;
     summary.memory = session.arenaUsage();
+    summary.rssBaselineBytes = setup.rssBaselineBytes;
+    summary.rssPeakBytes = readProcessMemory().peakBytes;
     std::fputs(summaryText(summary).c_str(), setup.out);
     std::fflush(setup.out);
   }

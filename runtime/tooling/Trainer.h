@@ -46,7 +46,9 @@ struct TrainSetup {
   bool interactive = false;       ///< one live line rewritten with \r
   std::FILE *metrics = nullptr;   ///< one JSON line per step, or null
   TraceWriter *trace = nullptr;   ///< instruction events, or null
-  std::FILE *dumpBatch = nullptr; ///< step 1's first micro-batch, or null
+  std::FILE *dumpBatch = nullptr; ///< every micro-batch, or null
+  /// The process's resident bytes before the Session allocated its arenas.
+  uint64_t rssBaselineBytes = 0;
 };
 
 /// Exit statuses, as DESIGN.md fixes them for dsrun.

@@ -10,6 +10,7 @@
 #include "compiler/Pipelines.h"
 #include "compiler/interpreter/Interpreter.h"
 #include "models/Models.h"
+#include "test/support/TestSeed.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -70,7 +71,9 @@ TEST_P(PhasesTest, FusionAndSchedulingPreserveTheStep) {
   ctx.appendDialectRegistry(registry);
   ctx.loadAllAvailableDialects();
 
-  std::mt19937 rng(std::random_device{}());
+  const uint64_t seed = dsc::test::testSeed();
+  SCOPED_TRACE(dsc::test::seedNote(seed));
+  std::mt19937_64 rng(seed);
   std::vector<double> tokens(2 * 8), targets(2 * 8);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = rng() % 13;

@@ -2,6 +2,8 @@
 #ifndef DSC_TEST_COMPILER_TESTSUPPORT_H
 #define DSC_TEST_COMPILER_TESTSUPPORT_H
 
+#include "test/support/TestSeed.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
@@ -12,14 +14,6 @@
 #include <string>
 
 namespace dsc::test {
-
-/// A fresh seed per test, or DSC_TEST_SEED to replay a failure.
-inline uint64_t testSeed() {
-  if (const char *s = std::getenv("DSC_TEST_SEED"))
-    return std::strtoull(s, nullptr, 0);
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
 
 /// Collects the context's diagnostics, for assertion messages.
 class DiagnosticCapture {

@@ -2,56 +2,82 @@
 """compare_runs.py A.jsonl A.safetensors B.jsonl B.safetensors TOL: two runs
 that should be the same training (e.g. N ranks vs. one rank with the same
 global batch) have per-step losses and final weights equal within a
-relative tolerance TOL. Both runs' measured peak bytes must also equal the
-compiler's prediction in every memory category.
+relative tolerance TOL. Each run's metrics must pass run_checks.check_run
+(every rank: finite values, the plan's written bytes equal to its
+predictions, resident memory within the plan's total plus the baseline).
+The weight files must hold the same tensors with the same dtypes and
+shapes, all finite. Exit 0 when all holds, 1 otherwise, 2 on bad arguments.
 
 Losses are compared one by one. Weights are compared per tensor as
 ||a - b|| / ||b||: AdamW divides each element's update by its own gradient
 scale, so an element whose gradient is mostly rounding noise takes
 noise-driven full-size steps under any change of summation order, and an
 element-wise bound would measure that noise rather than the training."""
-import json
-import struct
+import math
 import sys
 
+import safetensors_io as st
+from run_checks import check_run
 
-def weights(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
+
+def compare_weights(path_a, path_b, tol, problems):
+    try:
+        wa, wb = st.read(path_a), st.read(path_b)
+    except (OSError, ValueError, st.FormatError) as e:
+        problems.append(str(e))
+        return 0.0
+    if sorted(wa) != sorted(wb):
+        problems.append(f"tensors in one file only: {sorted(set(wa) ^ set(wb))}")
+    if not wa:
+        problems.append(f"{path_a}: no tensors")
+    worst = 0.0
+    for name in sorted(set(wa) & set(wb)):
+        a, b = wa[name], wb[name]
+        if (a.dtype, a.shape) != (b.dtype, b.shape):
+            problems.append(f"{name}: {a.dtype} {a.shape} vs {b.dtype} {b.shape}")
             continue
-        lo, hi = info["data_offsets"]
-        raw = data[8 + n + lo:8 + n + hi]
-        out[name] = struct.unpack(f"<{len(raw) // 4}f", raw)
-    return out
+        if not all(math.isfinite(v) for v in a.values + b.values):
+            problems.append(f"{name}: non-finite values")
+            continue
+        norm = math.sqrt(sum(v * v for v in b.values))
+        diff = math.sqrt(sum((x - y) ** 2 for x, y in zip(a.values, b.values)))
+        d = diff / norm if norm > 0 else (0.0 if diff == 0 else math.inf)
+        worst = max(worst, d)
+        if not d <= tol:
+            problems.append(f"{name}: weights differ by {d:.2e} (> {tol:g})")
+    return worst
 
 
-def main():
-    a_metrics, a_weights, b_metrics, b_weights, tol = sys.argv[1:6]
+def main(argv):
+    if len(argv) != 6:
+        print(__doc__.strip().splitlines()[0], file=sys.stderr)
+        return 2
+    a_metrics, a_weights, b_metrics, b_weights, tol = argv[1:6]
     tol = float(tol)
-    la = [json.loads(l)["loss"] for l in open(a_metrics)]
-    lb = [json.loads(l)["loss"] for l in open(b_metrics)]
-    assert len(la) == len(lb) and la, (len(la), len(lb))
-    for path in (a_metrics, b_metrics):
-        for line in open(path):
-            r = json.loads(line)
-            assert r["peak_bytes"] == r["predicted_bytes"], (
-                path, r["step"], r["peak_bytes"], r["predicted_bytes"])
-    worst_loss = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(la, lb))
-    wa, wb = weights(a_weights), weights(b_weights)
-    assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
-    worst_w = 0.0
-    for name in wa:
-        norm = max(sum(v * v for v in wb[name]) ** 0.5, 1e-12)
-        diff = sum((x - y) ** 2 for x, y in zip(wa[name], wb[name])) ** 0.5
-        worst_w = max(worst_w, diff / norm)
-    print(f"{len(la)} steps: max loss rel diff {worst_loss:.2e}, "
+    ra, problems = check_run(a_metrics)
+    rb, more = check_run(b_metrics)
+    problems += more
+    worst_loss = 0.0
+    if len(ra) != len(rb):
+        problems.append(f"{len(ra)} steps vs {len(rb)}")
+    for x, y in zip(ra, rb):
+        la, lb = x.get("loss"), y.get("loss")
+        if not (isinstance(la, float) and isinstance(lb, float)):
+            continue  # reported by check_run
+        d = abs(la - lb) / max(abs(lb), 1e-12)
+        worst_loss = max(worst_loss, d)
+        if not d <= tol:
+            problems.append(f"step {x.get('step')}: loss {la!r} vs {lb!r} "
+                            f"(rel {d:.2e} > {tol:g})")
+    worst_w = compare_weights(a_weights, b_weights, tol, problems)
+    print(f"{len(ra)} steps: max loss rel diff {worst_loss:.2e}, "
           f"max weight rel diff {worst_w:.2e}")
-    sys.exit(0 if worst_loss <= tol and worst_w <= tol else 1)
+    for p in problems[:20]:
+        print(f"compare_runs: {p}")
+    if len(problems) > 20:
+        print(f"compare_runs: ... and {len(problems) - 20} more")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv))

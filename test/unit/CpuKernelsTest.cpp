@@ -10,6 +10,7 @@
 
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/reference/RefKernels.h"
+#include "test/support/TestSeed.h"
 
 #include <gtest/gtest.h>
 
@@ -33,18 +34,10 @@ namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-uint64_t testSeed() {
-  if (const char *env = std::getenv("DSC_TEST_SEED"))
-    return std::strtoull(env, nullptr, 10);
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
-
 // Declares `rng`, seeded freshly, and prints the seed with any failure.
 #define SEEDED_RNG(rng)                                                        \
-  const uint64_t rng##Seed = testSeed();                                       \
-  SCOPED_TRACE("seed " + std::to_string(rng##Seed) +                           \
-               " (rerun with DSC_TEST_SEED)");                                 \
+  const uint64_t rng##Seed = dsc::test::testSeed();                            \
+  SCOPED_TRACE(dsc::test::seedNote(rng##Seed));                                \
   std::mt19937_64 rng(rng##Seed)
 
 //===--- Buffers ----------------------------------------------------------===//

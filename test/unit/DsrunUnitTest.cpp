@@ -929,6 +929,7 @@ struct TrainerFixture : ::testing::Test {
     setup.accumulationSteps = 2;
     setup.seed = 11;
     setup.steps = 3;
+    setup.rssBaselineBytes = 12345;
     ScheduleParams p = warmup("WarmupLR", 0, 1e-2, 4, "linear");
     ASSERT_TRUE(LrSchedule::create(p, setup.schedule, error)) << error;
   }
@@ -981,14 +982,20 @@ TEST_F(TrainerFixture, RunsMicroStepsThenApplyWithTheScheduledLr) {
     EXPECT_EQ(j["tokens"], s * 16);
     EXPECT_GT(j["step_s"].get<double>(), 0);
     EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
-    EXPECT_EQ(j["peak_bytes"], Json::parse(R"({"activations": 50,
+    EXPECT_EQ(j["plan_written_bytes"], Json::parse(R"({"activations": 50,
         "optimizer_state": 30, "params": 80})"));
     EXPECT_EQ(j["predicted_bytes"], Json::parse(R"({"activations": 64,
         "optimizer_state": 30, "params": 100})"));
-    EXPECT_EQ(j["peak_bytes_per_space"],
+    EXPECT_EQ(j["plan_written_bytes_per_space"],
               Json::parse(R"({"device": 130, "host": 30})"));
     EXPECT_EQ(j["predicted_bytes_per_space"],
               Json::parse(R"({"device": 164, "host": 30})"));
+    // The operating system's reading, not the plan's: this test process is
+    // resident, and the trainer passes the baseline it was given.
+    EXPECT_EQ(j["rank"], 0);
+    EXPECT_EQ(j["world_size"], 1);
+    EXPECT_EQ(j["rss_baseline_bytes"], setup.rssBaselineBytes);
+    EXPECT_GT(j["rss_peak_bytes"].get<uint64_t>(), 1u << 20);
   }
 }
 
@@ -1427,7 +1434,7 @@ TEST(DsrunMain, TrainsExportsAndReloadsABigramModel) {
   EXPECT_NEAR(run[39]["lr"].get<double>(), 0.5, 1e-12);
   EXPECT_LT(run[39]["loss"].get<double>(), run[0]["loss"].get<double>() - 0.3);
   EXPECT_EQ(run[0]["tokens"], kB * kT * 2);
-  EXPECT_EQ(run[0]["peak_bytes"]["params"], 256);
+  EXPECT_EQ(run[0]["plan_written_bytes"]["params"], 256);
   EXPECT_EQ(run[0]["predicted_bytes"]["activations"], 1152);
 
   std::string error;

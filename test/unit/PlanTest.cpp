@@ -420,16 +420,16 @@ TEST(Session, MeasuredHighWaterEqualsPredicted) {
   std::vector<rt::ArenaUsage> before = session->arenaUsage();
   ASSERT_EQ(before.size(), 5u);
   EXPECT_EQ(before[0].category, "inputs");
-  EXPECT_EQ(before[0].measuredBytes, 0u);
+  EXPECT_EQ(before[0].writtenBytes, 0u);
   EXPECT_EQ(before[3].category, "activations");
   EXPECT_EQ(before[3].space, "device");
-  EXPECT_EQ(before[3].measuredBytes, 0u);
-  EXPECT_EQ(before[4].measuredBytes, 20u);
+  EXPECT_EQ(before[3].writtenBytes, 0u);
+  EXPECT_EQ(before[4].writtenBytes, 20u);
 
   ASSERT_TRUE(session->run("micro_step", 0, error)) << error;
   ASSERT_TRUE(session->run("apply", 1, error)) << error;
   for (const rt::ArenaUsage &u : session->arenaUsage())
-    EXPECT_EQ(u.measuredBytes, u.predictedBytes) << u.category;
+    EXPECT_EQ(u.writtenBytes, u.predictedBytes) << u.category;
 }
 
 TEST(Session, MeasuredHighWaterShowsSlack) {
@@ -443,7 +443,7 @@ TEST(Session, MeasuredHighWaterShowsSlack) {
   ASSERT_TRUE(session->run("micro_step", 0, error)) << error;
   std::vector<rt::ArenaUsage> usage = session->arenaUsage();
   EXPECT_EQ(usage[3].predictedBytes, 4096u);
-  EXPECT_EQ(usage[3].measuredBytes, 16u);
+  EXPECT_EQ(usage[3].writtenBytes, 16u);
 }
 
 TEST(Session, DeviceMemoryBudget) {

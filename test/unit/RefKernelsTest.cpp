@@ -8,6 +8,7 @@
 
 #include "runtime/reference/RefKernels.h"
 #include "runtime/rng/Philox.h"
+#include "test/support/TestSeed.h"
 
 #include <gtest/gtest.h>
 
@@ -71,13 +72,10 @@ void expectAllNear(const Tensor &a, const Tensor &b, double tol) {
 class RefKernels : public ::testing::Test {
 protected:
   RefKernels() {
-    std::random_device rd;
-    seed_ = (uint64_t(rd()) << 32) | rd();
+    seed_ = dsc::test::testSeed();
     gen_.seed(seed_);
   }
-  std::string seedNote() const {
-    return "random seed " + std::to_string(seed_);
-  }
+  std::string seedNote() const { return dsc::test::seedNote(seed_); }
   Tensor randn(Shape shape, double mean = 0.0, double stddev = 1.0) {
     Tensor t(std::move(shape));
     std::normal_distribution<double> dist(mean, stddev);

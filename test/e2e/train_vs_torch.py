@@ -1,0 +1,263 @@
+#!/usr/bin/python3
+"""PyTorch as the oracle for a whole training run.
+
+  train_vs_torch.py init MODEL OUT.safetensors [--seed S]
+      Initial weights far from the linear regime (see `draw`), written in
+      the model's own parameter names for `dsrun --init-from`.
+  train_vs_torch.py check MODEL CONFIG.json INIT.safetensors BATCHES.bin
+                    METRICS.jsonl FINAL.safetensors
+      Trains the PyTorch model of torch_models.py from INIT on the batches
+      dsrun dumped (--dump-batch), with torch.optim.AdamW (nanoGPT's groups:
+      decay for parameters of rank >= 2), torch.nn.utils.clip_grad_norm_,
+      the gradient averaged over the accumulation steps and DeepSpeed's
+      learning-rate schedule, in float64; with dropout, the masks are
+      dsc's counter-based ones (philox.py), computed here from the contract. Compares dsrun's per-step loss
+      (relative 1e-5), learning rate (1e-9) and gradient norm (1e-4), and
+      every final weight (per tensor ||a - b|| / ||b|| <= 1e-4, shapes and
+      dtypes equal). Exit 0 when all agree, 1 otherwise, with one line per
+      disagreement.
+
+Parameters whose gradient is zero in exact arithmetic take Adam steps made of
+rounding noise (m / sqrt(v) of noise is O(1)), so two correct
+implementations move them differently. In these models that is GPT's key
+bias (c_attn.bias[C:2C]: q.b_k is the same for every key, and softmax
+ignores it). Those elements are left out of the tensor's norm comparison and
+checked instead to have moved no more than Adam can move anything,
+5 x the sum of the learning rates.
+"""
+import argparse
+import json
+import math
+import sys
+
+import torch
+
+import safetensors_io as st
+import torch_models
+
+LOSS_TOL, LR_TOL, NORM_TOL, WEIGHT_TOL = 1e-5, 1e-9, 1e-4, 1e-4
+
+
+def draw(model, seed):
+    """Weights where every nonlinearity matters: linear layers N(0, 1.6^2 /
+    fan_in), so most GELU/SiLU inputs lie beyond |x| = 1, and query/key
+    projections N(0, 2.2^2 / fan_in), so attention logits have std ~5; embeddings N(0, 0.3^2) (GPT) or N(0, 1) (Llama); norm
+    gains 1 + N(0, 0.2^2); biases N(0, 0.1^2). `regime` checks the result."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, p in model.state_dict(keep_vars=True).items():
+        if name in out or (name == "lm_head.weight" and isinstance(model, torch_models.GPT)):
+            continue  # the tied head is wte
+        n = lambda: torch.randn(p.shape, generator=g, dtype=torch.float64)
+        if name.endswith("norm.weight") or ".ln_" in name or name.startswith("transformer.ln_f"):
+            v = 1 + 0.2 * n() if name.endswith("weight") else 0.1 * n()
+        elif name.endswith("bias"):
+            v = 0.1 * n()
+        elif "wte" in name or "wpe" in name:
+            v = 0.3 * n()
+        elif "embed_tokens" in name:
+            v = n()
+        else:  # queries and keys larger still: peaked attention rows
+            qk = "c_attn" in name or "q_proj" in name or "k_proj" in name
+            v = (2.2 if qk else 1.6) / math.sqrt(p.shape[1]) * n()
+        out[name] = v.float()
+    return out
+
+
+def regime(model, tokens, targets):
+    """Measures how far from linear the model is on one batch and fails if
+    it is close: attention rows that still look uniform, GELU/SiLU inputs
+    near 0 (where GELU's tanh and erf forms agree), flat logits."""
+    probe = {}
+    with torch.no_grad():
+        model(tokens, targets, probe)
+    att = torch.cat([a.flatten(0, 1) for a in probe["attention"]])  # [*, T, T]
+    rows = att[:, 8:, :]  # rows that see at least 9 keys
+    peak = rows.max(dim=-1).values.mean().item()
+    act = torch.cat([u.flatten() for u in probe.get("gelu_input", probe.get("silu_input"))])
+    beyond = (act.abs() > 1).double().mean().item()
+    logit_std = probe["logits"][0].std().item()
+    print(f"regime: mean max attention probability {peak:.2f} (uniform <= "
+          f"{1 / 9:.2f}), activation inputs beyond |x|=1 {beyond:.0%}, "
+          f"logit std {logit_std:.2f}")
+    problems = []
+    if peak < 0.4:
+        problems.append(f"attention is nearly uniform (mean row max {peak:.2f} < 0.4)")
+    if beyond < 0.25:
+        problems.append(f"activations are nearly linear ({beyond:.0%} beyond |x|=1 < 25%)")
+    if logit_std < 1:
+        problems.append(f"logits are flat (std {logit_std:.2f} < 1)")
+    return problems
+
+
+def deepspeed_lr(config, step):
+    """DeepSpeed's lr_schedules.py at last_batch_iteration = step - 1."""
+    opt = config["optimizer"]["params"]
+    sched = config.get("scheduler")
+    if not sched:
+        return opt["lr"]
+    p, it = sched["params"], step - 1
+    kind = sched["type"]
+    w = max(2, p.get("warmup_num_steps", 1000))
+    linear = p.get("warmup_type", "log" if kind == "WarmupLR" else "linear") == "linear"
+    warm = it / w if linear else math.log(it + 1) / math.log(w)
+    if kind in ("WarmupLR", "WarmupDecayLR"):
+        lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+        if it < w:
+            gamma = warm
+        elif kind == "WarmupLR":
+            gamma = 1.0
+        else:
+            total = p["total_num_steps"]
+            gamma = max(0.0, (total - it) / max(1.0, total - w))
+        return lo + (hi - lo) * gamma
+    raise SystemExit(f"train_vs_torch: scheduler {kind} has no reference here")
+
+
+def read_batches(path, steps, accum, b, t):
+    raw = torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.int32)
+    want = steps * accum * 2 * b * t
+    if raw.numel() != want:
+        raise SystemExit(f"{path}: {raw.numel()} int32 values; {steps} steps x "
+                         f"{accum} micro-batches x 2 x {b} x {t} = {want} expected")
+    return raw.long().view(steps, accum, 2, b, t)
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def check(args):
+    config = json.load(open(args.config))
+    records = [json.loads(line) for line in open(args.metrics)]
+    problems = []
+    for r in records:
+        for key in ("loss", "lr", "grad_norm"):
+            if not finite(r.get(key)):
+                problems.append(f"step {r.get('step')}: {key} is {r.get(key)!r}")
+    steps = len(records)
+    if steps == 0 or [r["step"] for r in records] != list(range(1, steps + 1)):
+        problems.append(f"{args.metrics}: steps are not 1..{steps}")
+    if problems:
+        return problems
+
+    model = torch_models.build(args.model, args.seed)
+    init = {k: torch.tensor(v.values, dtype=torch.float32).view(v.shape)
+            for k, v in st.read(args.init).items()}
+    if isinstance(model, torch_models.GPT):
+        init["lm_head.weight"] = init["transformer.wte.weight"]
+    model.load_state_dict(init, strict=True)
+    model = model.double()
+    accum = config.get("gradient_accumulation_steps", 1)
+    b = config["train_micro_batch_size_per_gpu"]
+    t = model.transformer.wpe.weight.shape[0] if isinstance(model, torch_models.GPT) \
+        else int(dict(kv.split("=") for kv in args.model.split(":")[1].split(","))["block_size"])
+    batches = read_batches(args.batches, steps, accum, b, t)
+    model.rng.step = 1
+    problems += regime(model, batches[0, 0, 0], batches[0, 0, 1])
+
+    opt_params = config["optimizer"]["params"]
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": opt_params.get("weight_decay", 0.01)},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=opt_params["lr"], betas=tuple(opt_params.get("betas", (0.9, 0.999))),
+        eps=opt_params.get("eps", 1e-8))
+    clip = config.get("gradient_clipping", 0.0)
+    clipped, lr_sum = 0, 0.0
+    worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0}
+    for s in range(1, steps + 1):
+        opt.zero_grad(set_to_none=False)
+        loss = 0.0
+        for m in range(accum):
+            tokens, targets = batches[s - 1, m]
+            model.rng.step, model.rng.first_sample = s, m * b  # one rank
+            l = model(tokens, targets)
+            (l / accum).backward()
+            loss += l.item() / accum
+        if clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip).item()
+        else:
+            norm = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters())).item()
+        clipped += clip > 0 and norm > clip
+        lr = deepspeed_lr(config, s)
+        lr_sum += lr
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        r = records[s - 1]
+        for key, mine, tol in (("loss", loss, LOSS_TOL), ("lr", lr, LR_TOL),
+                               ("grad_norm", norm, NORM_TOL)):
+            d = rel(r[key], mine)
+            worst[key] = max(worst[key], d)
+            if d > tol:
+                problems.append(f"step {s}: {key} {r[key]:.9g} vs PyTorch "
+                                f"{mine:.9g} (rel {d:.1e} > {tol:g})")
+    if clip > 0 and clipped == 0:
+        problems.append(f"clipping at {clip} never acted: the test would not see it")
+
+    final = st.read(args.final)
+    want = dict(model.state_dict())
+    worst_w = 0.0
+    if sorted(final) != sorted(want):
+        problems.append(f"{args.final}: tensors {sorted(set(final) ^ set(want))} "
+                        "are in one of dsrun's and PyTorch's weights only")
+    for name in sorted(set(final) & set(want)):
+        got, ref = final[name], want[name]
+        if got.dtype != "F32" or got.shape != list(ref.shape):
+            problems.append(f"{name}: dsrun wrote {got.dtype} {got.shape}, "
+                            f"PyTorch has F32 {list(ref.shape)}")
+            continue
+        a = torch.tensor(got.values, dtype=torch.float64).view(ref.shape)
+        if not torch.isfinite(a).all():
+            problems.append(f"{name}: dsrun's final weights are not finite")
+            continue
+        compared = torch.ones_like(ref, dtype=torch.bool)
+        if name.endswith("attn.c_attn.bias"):
+            c = ref.shape[0] // 3
+            compared[c:2 * c] = False  # the key bias: no gradient (docstring)
+            drift = (a[c:2 * c] - init[name][c:2 * c].double()).abs().max().item()
+            if drift > 5 * lr_sum:
+                problems.append(f"{name}: the key bias moved by {drift:.2e}, "
+                                f"more than Adam can (5 x sum lr = {5 * lr_sum:.2e})")
+        d = ((a - ref)[compared].norm() / ref[compared].norm().clamp_min(1e-30)).item()
+        worst_w = max(worst_w, d)
+        if d > WEIGHT_TOL:
+            problems.append(f"{name}: final weights differ by {d:.1e} (> {WEIGHT_TOL:g})")
+    print(f"{steps} steps vs PyTorch: max rel diff loss {worst['loss']:.1e}, "
+          f"lr {worst['lr']:.1e}, grad norm {worst['grad_norm']:.1e}, "
+          f"weights {worst_w:.1e}; clipped in {clipped}/{steps} steps; "
+          f"loss {records[0]['loss']:.4f} -> {records[-1]['loss']:.4f}")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("init")
+    i.add_argument("model")
+    i.add_argument("out")
+    i.add_argument("--seed", type=int, default=1234)
+    c = sub.add_parser("check")
+    for name in ("model", "config", "init", "batches", "metrics", "final"):
+        c.add_argument(name)
+    c.add_argument("--seed", type=int, default=1337, help="dsrun's --seed")
+    args = ap.parse_args()
+    if args.cmd == "init":
+        weights = draw(torch_models.build(args.model), args.seed)
+        st.write(args.out, {k: st.Tensor("F32", v.shape, v.flatten().tolist())
+                            for k, v in weights.items()})
+        return 0
+    problems = check(args)
+    for p in problems:
+        print(f"train_vs_torch: {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
