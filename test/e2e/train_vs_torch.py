@@ -12,9 +12,9 @@
       the gradient averaged over the accumulation steps and DeepSpeed's
       learning-rate schedule, in float64; with dropout, the masks are
       dsc's counter-based ones (philox.py), computed here from the contract. Compares dsrun's per-step loss
-      (relative 1e-5), learning rate (1e-9) and gradient norm (1e-4), and
-      every final weight (per tensor ||a - b|| / ||b|| <= 1e-4, shapes and
-      dtypes equal). Exit 0 when all agree, 1 otherwise, with one line per
+      (relative 1e-6), learning rate (1e-9) and gradient norm (2e-5), and
+      every final weight (per tensor ||a - b|| / ||b|| <= 2e-5, shapes and
+      dtypes equal): the *_TOL constants below say why those bounds. Exit 0 when all agree, 1 otherwise, with one line per
       disagreement.
 
 Parameters whose gradient is zero in exact arithmetic take Adam steps made of
@@ -35,7 +35,11 @@ import torch
 import safetensors_io as st
 import torch_models
 
-LOSS_TOL, LR_TOL, NORM_TOL, WEIGHT_TOL = 1e-5, 1e-9, 1e-4, 1e-4
+# float32 dsrun against a float64 PyTorch, measured over the four runs of
+# train-vs-torch.test: losses within 1.1e-7, gradient norms 2.5e-6, weights
+# 2.4e-6. The bounds leave ~8x for other CPUs' rounding and no more: GELU's
+# erf form instead of tanh moves the loss by 4.6e-6 and one tensor by 1.5e-4.
+LOSS_TOL, LR_TOL, NORM_TOL, WEIGHT_TOL = 1e-6, 1e-9, 2e-5, 2e-5
 
 
 def draw(model, seed):
