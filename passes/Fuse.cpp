@@ -11,6 +11,8 @@
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSFUSE
@@ -44,15 +46,20 @@ struct FuseBiasGelu : OpRewritePattern<GeluOp> {
   }
 };
 
-bool writes(func::FuncOp func, StringRef variable) {
-  bool found = false;
-  func.walk([&](StoreOp store) { found |= store.getName() == variable; });
-  return found;
+/// The variables a function stores to, collected once per function: fusion
+/// adds no stores, and asking the function for every norm was quadratic.
+llvm::StringSet<> storedVariables(func::FuncOp func) {
+  llvm::StringSet<> names;
+  func.walk([&](StoreOp store) { names.insert(store.getName()); });
+  return names;
 }
 
 /// layer_norm(x + residual) with equal shapes -> ds.add_layer_norm.
 struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FuseAddLayerNorm(MLIRContext *ctx, const llvm::StringSet<> &stored)
+      : OpRewritePattern(ctx), stored(stored) {}
+  const llvm::StringSet<> &stored;
+
   LogicalResult matchAndRewrite(LayerNormOp norm,
                                 PatternRewriter &rewriter) const override {
     auto add = norm.getX().getDefiningOp<AddOp>();
@@ -62,14 +69,22 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
     // The weight and bias must exist where the add is. Parameter loads
     // can move up: nothing in a program writes a parameter before reading
     // it (only @apply writes them, after its last read).
+    if (norm->getBlock() != add->getBlock())
+      return failure();
+    // The ops between the add and the norm (a few loads, usually). Asking
+    // isBeforeInBlock instead renumbers the whole block after every rewrite.
+    llvm::SmallPtrSet<Operation *, 8> between;
+    for (Operation *op = add->getNextNode(); op && op != norm;
+         op = op->getNextNode())
+      between.insert(op);
     SmallVector<LoadOp> hoist;
     for (Value v : {norm.getWeight(), norm.getBias()}) {
       Operation *def = v ? v.getDefiningOp() : nullptr;
-      if (!def || def->getBlock() != add->getBlock() ||
-          def->isBeforeInBlock(add))
+      // Defined outside the block or before the add: already available.
+      if (!def || !between.contains(def))
         continue;
       auto load = dyn_cast<LoadOp>(def);
-      if (!load || writes(add->getParentOfType<func::FuncOp>(), load.getName()))
+      if (!load || stored.contains(load.getName()))
         return failure();
       hoist.push_back(load);
     }
@@ -87,16 +102,20 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
 
 struct FusePass : ds::impl::DsFuseBase<FusePass> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<FuseBiasGelu, FuseAddLayerNorm>(&getContext());
-    FrozenRewritePatternSet frozen(std::move(patterns));
     GreedyRewriteConfig config;
     config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
     // @forward stays as written: it is the reference the phases start from.
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (func.getSymName() != "forward" &&
-          failed(applyPatternsAndFoldGreedily(func, frozen, config)))
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.getSymName() == "forward")
+        continue;
+      llvm::StringSet<> stored = storedVariables(func);
+      RewritePatternSet patterns(&getContext());
+      patterns.add<FuseBiasGelu>(&getContext());
+      patterns.add<FuseAddLayerNorm>(&getContext(), stored);
+      if (failed(
+              applyPatternsAndFoldGreedily(func, std::move(patterns), config)))
         return signalPassFailure();
+    }
   }
 };
 

@@ -734,28 +734,35 @@ private:
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       return slots[a].bytes > slots[b].bytes;
     });
-    std::vector<int> placed;
+    // Placed slots per category, kept sorted by (offset, end): the first-fit
+    // scan below then visits them in address order without sorting the
+    // overlapping ones for every slot (that sort made placement the slowest
+    // step of deep models).
+    std::map<int, std::vector<int>> placedByCategory;
+    auto byAddress = [&](int a, int b) {
+      const Slot &x = slots[a], &y = slots[b];
+      return std::make_pair(x.offset, x.offset + x.bytes) <
+             std::make_pair(y.offset, y.offset + y.bytes);
+    };
     for (int id : order) {
       Slot &s = slots[id];
-      std::vector<std::pair<uint64_t, uint64_t>> busy;
+      std::vector<int> &placed = placedByCategory[static_cast<int>(s.category)];
+      uint64_t offset = 0;
       for (int q : placed) {
         const Slot &o = slots[q];
-        if (o.category == s.category && o.first <= s.last && s.first <= o.last)
-          busy.push_back({o.offset, o.offset + o.bytes});
-      }
-      std::sort(busy.begin(), busy.end());
-      uint64_t offset = 0;
-      for (auto [lo, hi] : busy) {
-        if (offset + s.bytes <= lo)
+        if (o.last < s.first || s.last < o.first)
+          continue; // never live at the same time
+        if (offset + s.bytes <= o.offset)
           break;
-        offset = std::max(offset, hi);
+        offset = std::max(offset, o.offset + o.bytes);
       }
       s.offset = offset;
       // The predicted peak is the last byte written, as the runtime
       // measures it: alignment padding after the top buffer is not counted.
       uint64_t &peak = transientPeak[static_cast<int>(s.category)];
       peak = std::max(peak, offset + s.used);
-      placed.push_back(id);
+      placed.insert(
+          std::upper_bound(placed.begin(), placed.end(), id, byAddress), id);
     }
   }
 

@@ -30,22 +30,25 @@ LogicalResult VariableOp::verify() {
   } else if (getStd()) {
     return emitOpError("std is only meaningful with init normal");
   }
+  if (getKind() != VariableKind::param && !getOf())
+    return emitOpError("a ")
+           << stringifyVariableKind(getKind()) << " variable needs `of @param`";
+  return success();
+}
+
+LogicalResult VariableOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (!getOf())
+    return success();
+  Operation *scope = getOperation()->getParentOp();
   if (getKind() == VariableKind::param) {
     // A parameter group's shard (ZeRO stage 3) is `of` the group.
-    if (!getOf())
-      return success();
-    Operation *group = SymbolTable::lookupNearestSymbolFrom(
-        getOperation()->getParentOp(), getOfAttr());
+    Operation *group = symbols.lookupNearestSymbolFrom(scope, getOfAttr());
     if (!group || isa<VariableOp>(group))
       return emitOpError("a param can belong only to a parameter group, not ")
              << getOfAttr();
     return success();
   }
-  if (!getOf())
-    return emitOpError("a ")
-           << stringifyVariableKind(getKind()) << " variable needs `of @param`";
-  Operation *ownerOp = SymbolTable::lookupNearestSymbolFrom(
-      getOperation()->getParentOp(), getOfAttr());
+  Operation *ownerOp = symbols.lookupNearestSymbolFrom(scope, getOfAttr());
   // Sharded gradients and optimizer state belong to a parameter group
   // (dist.group).
   if (ownerOp && !isa<VariableOp>(ownerOp))

@@ -13,7 +13,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Model state
 //===----------------------------------------------------------------------===//
 
-def DS_VariableOp : DS_Op<"variable", [Symbol, IsolatedFromAbove]> {
+def DS_VariableOp : DS_Op<"variable",
+    [Symbol, IsolatedFromAbove,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a named piece of model state";
   let description = [{
     Declares persistent state: a parameter, a gradient accumulator or an
@@ -34,6 +36,9 @@ def DS_VariableOp : DS_Op<"variable", [Symbol, IsolatedFromAbove]> {
     $kind $sym_name (`of` $of^)? `:` $type `init` $init (`std` $std^)?
     attr-dict
   }];
+  // verify() checks the op alone; verifySymbolUses checks `of` through the
+  // verifier's cached symbol table (a lookup per variable that scanned the
+  // module made verification quadratic in the number of variables).
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
