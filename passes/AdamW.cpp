@@ -96,7 +96,7 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     SmallVector<std::pair<VariableOp, Value>> updates;
     for (bool decayed : {true, false})
       for (auto [var, g] : llvm::zip(grads, gradValues))
-        if ((var.getTensorType().getRank() >= 2) == decayed)
+        if (takesWeightDecay(var.getTensorType()) == decayed)
           updates.push_back({var, g});
 
     SymbolTable symbols(module);
@@ -110,7 +110,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       Value p = b.create<LoadOp>(ploc, t, param.getSymName());
       Value mv = b.create<LoadOp>(ploc, t, m.getSymName());
       Value vv = b.create<LoadOp>(ploc, t, v.getSymName());
-      double decay = param.getTensorType().getRank() >= 2 ? weightDecay : 0.0;
+      double decay =
+          takesWeightDecay(param.getTensorType()) ? weightDecay : 0.0;
       auto update =
           b.create<AdamWOp>(ploc, p, g, mv, vv, lr, step, scale,
                             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),

@@ -471,8 +471,8 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     // Partition first: sharding a group erases its updates.
     SmallVector<AdamWOp> groups[2];
     for (AdamWOp op : updates)
-      groups[cast<RankedTensorType>(op.getParam().getType()).getRank() >= 2 ? 0
-                                                                            : 1]
+      groups[takesWeightDecay(cast<ShapedType>(op.getParam().getType())) ? 0
+                                                                         : 1]
           .push_back(op);
     for (int g = 0; g < 2; ++g)
       if (!groups[g].empty() &&

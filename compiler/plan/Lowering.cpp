@@ -13,6 +13,7 @@
 #include "compiler/plan/PlanModel.h"
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 #include "runtime/rng/Philox.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -221,7 +222,8 @@ private:
       switch (var.getKind()) {
       case VariableKind::param:
         if (!var.getOf()) // not a group's shard
-          (var.getTensorType().getRank() >= 2 ? decayed : plain).push_back(var);
+          (takesWeightDecay(var.getTensorType()) ? decayed : plain)
+              .push_back(var);
         break;
       case VariableKind::grad:
         gradOf[var.getOfAttr().getValue()] = var;
@@ -255,7 +257,9 @@ private:
       plan.variables.push_back(std::move(pv));
     };
     SymbolTable symbols(module);
-    auto decays = [](VariableOp p) { return p.getTensorType().getRank() >= 2; };
+    auto decays = [](VariableOp p) {
+      return takesWeightDecay(p.getTensorType());
+    };
 
     // ZeRO groups first: members in order, then zero padding up to the
     // group's size, in the params and the grads arena alike.

@@ -25,6 +25,12 @@ Value sumToShape(OpBuilder &b, Location loc, Value grad, ShapedType target);
 /// The inverse of a permutation.
 SmallVector<int64_t> invertPermutation(ArrayRef<int64_t> perm);
 
+/// Whether AdamW decays a parameter of this type: nanoGPT's grouping (and
+/// most trainers'), matrices and embeddings yes, biases and norm gains no.
+/// The one place the rule lives; ds-adamw writes it into each update's
+/// weight_decay, and plan layout packs the decayed parameters first.
+inline bool takesWeightDecay(ShapedType param) { return param.getRank() >= 2; }
+
 /// A splat constant of `type` holding `value`.
 Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value);
 
