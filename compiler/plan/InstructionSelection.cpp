@@ -1,0 +1,388 @@
+//===- InstructionSelection.cpp - ops to kernel calls over buffers --------===//
+//
+// Each op of a program becomes one kernel call (views become buffers over
+// their operand's bytes); a store whose value can be computed in place is
+// forwarded into the variable. The kernel attributes and FLOP counts are
+// read off the ops here.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/plan/LoweringImpl.h"
+
+#include "dialects/dist/DistOps.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+
+namespace dsc::lowering {
+
+bool Lowering::canForward(StoreOp store,
+                          const DenseMap<Operation *, int> &position,
+                          ArrayRef<LoadOp> loadsOfVar) {
+  Value v = store.getValue();
+  Operation *producer = v.getDefiningOp();
+  if (!producer || isa<LoadOp, ConstantOp>(producer) || isView(producer) ||
+      !v.hasOneUse())
+    return false;
+  int at = position.lookup(producer);
+  for (Operation *user : readersOf(loadsOfVar)) {
+    if (user == producer) {
+      // Every operand of the producer that reads the variable must be
+      // element-for-element the output it overwrites.
+      for (Value operand : producer->getOperands())
+        if (readsVariable(operand, loadsOfVar) &&
+            (!isInPlaceSafe(producer) || operand.getType() != v.getType()))
+          return false;
+    } else if (position.lookup(user) > at) {
+      return false;
+    }
+  }
+  return true;
+}
+
+SmallVector<Operation *> Lowering::readersOf(ArrayRef<LoadOp> loads) {
+  SmallVector<Operation *> readers;
+  SmallVector<Value> views;
+  for (LoadOp load : loads)
+    views.push_back(load.getResult());
+  while (!views.empty())
+    for (Operation *user : views.pop_back_val().getUsers()) {
+      if (auto reshape = dyn_cast<ReshapeOp>(user))
+        views.push_back(reshape);
+      else
+        readers.push_back(user);
+    }
+  return readers;
+}
+
+bool Lowering::readsVariable(Value v, ArrayRef<LoadOp> loads) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getX();
+  auto load = v.getDefiningOp<LoadOp>();
+  return load && llvm::is_contained(loads, load);
+}
+
+LogicalResult Lowering::lowerProgram(func::FuncOp func) {
+  PlanProgram prog;
+  prog.name = func.getSymName().str();
+  std::vector<Pending> pend;
+  DenseMap<Value, int> slotOf;
+  DenseMap<Value, uint64_t> viewOffset; // bytes into the slot, for views
+  Block &body = func.front();
+
+  DenseMap<Operation *, int> position;
+  llvm::StringMap<SmallVector<LoadOp>> loads;
+  for (auto [i, op] : llvm::enumerate(body))
+    position[&op] = i;
+  func.walk([&](LoadOp l) { loads[l.getName()].push_back(l); });
+
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    int slot =
+        fixedSlot(Category::Inputs, bytesOf(type),
+                  prog.name + ".arg" + std::to_string(arg.getArgNumber()));
+    slotOf[arg] = slot;
+    prog.inputs.push_back(buffer(slot, type));
+  }
+
+  auto ref = [&](Value v) {
+    return Ref{slotOf.lookup(v), cast<RankedTensorType>(v.getType()),
+               viewOffset.lookup(v)};
+  };
+  auto alias = [&](Value view, Value of, uint64_t offset = 0) {
+    slotOf[view] = slotOf.lookup(of);
+    viewOffset[view] = viewOffset.lookup(of) + offset;
+  };
+  auto newSlot = [&](Value v, Operation *op,
+                     Category category = Category::Activations) {
+    auto type = cast<RankedTensorType>(v.getType());
+    slots.push_back({category, false, 0, alignUp(bytesOf(type)), INT_MAX, -1,
+                     op->getName().stripDialect().str() + "." +
+                         std::to_string(position.lookup(op)),
+                     bytesOf(type)});
+    slotOf[v] = slots.size() - 1;
+    return Ref{static_cast<int>(slots.size() - 1), type};
+  };
+
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        returned.push_back(ref(v));
+      continue;
+    }
+    if (auto load = dyn_cast<LoadOp>(op)) {
+      slotOf[load] = varSlot.lookup(load.getName());
+      continue;
+    }
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      bool onlyStored = llvm::all_of(
+          c->getUsers(), [](Operation *u) { return isa<StoreOp>(u); });
+      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+      if (!dense)
+        return c.emitError("plan: constant is not dense");
+      if (!(onlyStored && dense.isSplat()))
+        slotOf[c] = constantSlot(c);
+      continue;
+    }
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      alias(reshape, reshape.getX()); // a view, no copy
+      continue;
+    }
+    if (auto slice = dyn_cast<SliceOp>(op); slice && isView(slice)) {
+      auto type = cast<RankedTensorType>(slice.getType());
+      alias(slice, slice.getX(),
+            static_cast<uint64_t>(slice.getOffsets()[0]) *
+                elemSize(*elemTypeOf(type.getElementType())));
+      continue;
+    }
+    if (auto store = dyn_cast<StoreOp>(op)) {
+      int target = varSlot.lookup(store.getName());
+      auto type = cast<RankedTensorType>(store.getValue().getType());
+      Value v = store.getValue();
+      if (auto c = v.getDefiningOp<ConstantOp>(); c && !slotOf.count(v)) {
+        auto dense = cast<DenseElementsAttr>(c.getValue());
+        double value = isa<FloatType>(dense.getElementType())
+                           ? dense.getSplatValue<APFloat>().convertToDouble()
+                           : static_cast<double>(
+                                 dense.getSplatValue<APInt>().getSExtValue());
+        pushCompute(pend,
+                    {"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op});
+        continue;
+      }
+      // Only a compute instruction's output can be pointed at the
+      // variable (a collective's result, after its wait, is copied).
+      if (producerIndex.count(v) &&
+          canForward(store, position, loads.lookup(store.getName()))) {
+        // The producer writes the variable directly; its own transient
+        // slot is never referenced again and is not placed.
+        slotOf[v] = target;
+        retarget(pend, v, target);
+        continue;
+      }
+      for (Operation *user : readersOf(loads.lookup(store.getName())))
+        if (position.lookup(user) > position.lookup(store))
+          return store.emitError(
+              "plan: a variable is read after being overwritten in the "
+              "same program; not supported yet");
+      pushCompute(pend,
+                  {"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
+      continue;
+    }
+    if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op)) {
+      // On the comm stream, after everything compute has issued so far;
+      // the result is a comm buffer.
+      std::vector<double> floats;
+      if (auto scale = op.getAttrOfType<FloatAttr>("scale"))
+        floats.push_back(scale.getValueAsDouble());
+      std::string kernel = "comm." + op.getName().stripDialect().str();
+      Pending p{kernel,
+                {ref(op.getOperand(0))},
+                {newSlot(op.getResult(0), &op, Category::CommBuffers)},
+                {},
+                std::move(floats),
+                &op};
+      p.stream = 1;
+      prog.commBytes += bytesOf(p.ins[0].type);
+      if (lastCompute >= 0) {
+        uint32_t ready = prog.numEvents++;
+        pend[lastCompute].records.push_back(ready);
+        p.waits.push_back(ready);
+      }
+      uint32_t done = prog.numEvents++;
+      p.records.push_back(done);
+      commOf[op.getResult(0)] = {pend.size(), done};
+      pend.push_back(std::move(p));
+      continue;
+    }
+    if (auto flat = dyn_cast<dist::FlatParamsOp>(op)) {
+      slotOf[flat] = groupParams.lookup(flat.getGroup());
+      continue;
+    }
+    if (auto flat = dyn_cast<dist::FlatGradsOp>(op)) {
+      slotOf[flat] = groupGrads.lookup(flat.getGroup());
+      continue;
+    }
+    if (auto shard = dyn_cast<dist::ShardOp>(op)) {
+      pushCompute(pend, {"dist.shard",
+                         {ref(shard.getX())},
+                         {newSlot(shard, &op)},
+                         {static_cast<int64_t>(shard.getWorldSize())},
+                         {},
+                         &op});
+      continue;
+    }
+    if (auto store = dyn_cast<dist::StoreParamsOp>(op)) {
+      int target = groupParams.lookup(store.getGroup());
+      auto type = cast<RankedTensorType>(store.getValue().getType());
+      // The all-gather writes the parameters in place.
+      auto wait = store.getValue().getDefiningOp<dist::WaitOp>();
+      auto gather = wait ? wait.getX().getDefiningOp<dist::AllGatherOp>()
+                         : dist::AllGatherOp();
+      if (gather && gather->hasOneUse() && commOf.count(gather)) {
+        pend[commOf.lookup(gather).first].outs[0].slot = target;
+        slotOf[gather] = slotOf[wait] = target;
+        continue;
+      }
+      pushCompute(pend, {"ds.copy",
+                         {ref(store.getValue())},
+                         {Ref{target, type}},
+                         {},
+                         {},
+                         &op});
+      continue;
+    }
+    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      alias(wait, wait.getX());
+      auto [index, event] = commOf.lookup(wait.getX());
+      waitsForNext.push_back(event);
+      waited.push_back(index);
+      continue;
+    }
+    Pending p;
+    p.op = &op;
+    p.kernel = op.getName().getStringRef().str();
+    for (Value in : op.getOperands())
+      p.ins.push_back(ref(in));
+    for (Value out : op.getResults())
+      p.outs.push_back(newSlot(out, &op));
+    if (failed(attributes(&op, p)))
+      return failure();
+    prog.flops += flops(&op);
+    pushCompute(pend, std::move(p));
+    for (Value out : op.getResults())
+      producerIndex[out] = pend.size() - 1;
+  }
+
+  for (size_t c : waited)
+    pend[c].liveUntil = pend.size();
+
+  if (prog.name == "apply")
+    fuseOptimizer(pend);
+
+  // Liveness and placement of this program's transients.
+  std::vector<int> transients;
+  for (auto [i, p] : llvm::enumerate(pend))
+    for (const Ref &r : llvm::concat<Ref>(p.ins, p.outs)) {
+      Slot &s = slots[r.slot];
+      if (s.fixed)
+        continue;
+      if (s.last < 0)
+        transients.push_back(r.slot);
+      s.first = std::min<int>(s.first, i);
+      s.last = std::max<int>(s.last, i);
+    }
+  for (const Ref &r : returned)
+    slots[r.slot].last = pend.size();
+  for (const Pending &p : pend)
+    if (p.liveUntil >= 0)
+      for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
+        if (!slots[r.slot].fixed)
+          slots[r.slot].last = std::max(slots[r.slot].last, p.liveUntil);
+  placeTransients(transients);
+
+  for (Pending &p : pend) {
+    PlanInstr instr;
+    instr.kernel = p.kernel;
+    for (Ref &r : p.ins)
+      instr.inputs.push_back(buffer(r.slot, r.type, r.offset));
+    for (Ref &r : p.outs)
+      instr.outputs.push_back(buffer(r.slot, r.type, r.offset));
+    instr.intAttrs = std::move(p.ints);
+    instr.floatAttrs = std::move(p.floats);
+    instr.op = p.op;
+    instr.stream = p.stream;
+    instr.wait = std::move(p.waits);
+    instr.record = std::move(p.records);
+    instr.loc = p.op ? locString(p.op->getLoc()) : "";
+    prog.instrs.push_back(std::move(instr));
+  }
+  for (Ref &r : returned)
+    prog.outputs.push_back(buffer(r.slot, r.type, r.offset));
+  returned.clear();
+  producerIndex.clear();
+  lastCompute = -1;
+  commOf.clear();
+  waitsForNext.clear();
+  waited.clear();
+  plan.programs.push_back(std::move(prog));
+  return success();
+}
+
+double Lowering::flops(Operation *op) {
+  auto numel = [](Value v) {
+    return static_cast<double>(
+        cast<RankedTensorType>(v.getType()).getNumElements());
+  };
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    auto a = cast<RankedTensorType>(mm.getLhs().getType());
+    int64_t k =
+        a.getShape()[mm.getTransposeLhs() ? a.getRank() - 2 : a.getRank() - 1];
+    return 2.0 * numel(mm.getResult()) * k;
+  }
+  if (auto at = dyn_cast<AttentionOp>(op)) {
+    auto q = cast<RankedTensorType>(at.getQ().getType()).getShape();
+    auto k = cast<RankedTensorType>(at.getK().getType()).getShape();
+    return 4.0 * q[0] * q[1] * q[2] * k[2] * q[3];
+  }
+  if (auto at = dyn_cast<AttentionGradOp>(op)) {
+    auto q = cast<RankedTensorType>(at.getQ().getType()).getShape();
+    auto k = cast<RankedTensorType>(at.getK().getType()).getShape();
+    return 10.0 * q[0] * q[1] * q[2] * k[2] * q[3];
+  }
+  return op->getNumResults() ? numel(op->getResult(0)) : 0.0;
+}
+
+LogicalResult Lowering::attributes(Operation *op, Pending &p) {
+  auto f = [](FloatAttr a) { return a.getValueAsDouble(); };
+  auto ints = [&](ArrayRef<int64_t> v) {
+    p.ints.insert(p.ints.end(), v.begin(), v.end());
+  };
+  bool known = true;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, EqualOp, NegOp,
+            ExpOp, LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, ReluGradOp,
+            SiluGradOp, CastOp, SoftmaxOp, SoftmaxGradOp, EmbeddingOp,
+            EmbeddingGradOp, BroadcastOp>([](auto) {})
+      .Case<GeluOp, GeluGradOp, BiasGeluOp>([&](auto g) {
+        p.ints.push_back(g.getApproximate() == GeluApproximation::tanh);
+      })
+      .Case([&](DropoutOp d) {
+        p.ints.push_back(d.getId());
+        p.floats.push_back(f(d.getRateAttr()));
+      })
+      .Case([&](MatmulOp m) {
+        p.ints = {m.getTransposeLhs(), m.getTransposeRhs()};
+      })
+      .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp,
+            AddLayerNormOp>(
+          [&](auto n) { p.floats.push_back(f(n.getEpsAttr())); })
+      .Case<AttentionOp, AttentionGradOp>([&](auto a) {
+        p.ints.push_back(a.getCausal());
+        p.floats.push_back(f(a.getScaleAttr()));
+      })
+      .Case([&](RotaryOp r) {
+        p.ints.push_back(r.getInverse());
+        p.floats.push_back(f(r.getThetaAttr()));
+      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>(
+          [&](auto c) { p.ints.push_back(c.getIgnoreIndex()); })
+      .Case([&](TransposeOp t) { ints(t.getPermutation()); })
+      .Case([&](SliceOp s) { ints(s.getOffsets()); })
+      .Case([&](PadOp s) { ints(s.getLow()); })
+      .Case([&](ConcatOp c) { p.ints.push_back(c.getAxis()); })
+      .Case([&](SplitOp s) { p.ints.push_back(s.getAxis()); })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
+          [&](auto r) { ints(r.getAxes()); })
+      .Case([&](IotaOp i) { p.ints.push_back(i.getDim()); })
+      .Case([&](AdamWOp a) {
+        p.floats = {f(a.getBeta1Attr()), f(a.getBeta2Attr()), f(a.getEpsAttr()),
+                    f(a.getWeightDecayAttr())};
+      })
+      .Default([&](Operation *) { known = false; });
+  if (!known)
+    return op->emitError("plan: no kernel for '") << op->getName() << "'";
+  return success();
+}
+
+} // namespace dsc::lowering

@@ -1,0 +1,220 @@
+//===- LoweringImpl.h - the state of one plan lowering ----------*- C++ -*-===//
+//
+// Private to compiler/plan: the Lowering class behind lowerToPlan, whose
+// jobs live in one file each: Lowering.cpp (driver, streams and events),
+// VariableLayout.cpp (persistent state packed per category),
+// InstructionSelection.cpp (ops to kernel calls, store forwarding,
+// attributes, FLOPs), ArenaAllocation.cpp (liveness placement of
+// transients) and OptimizerFusion.cpp (flat AdamW and zeroing).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_COMPILER_PLAN_LOWERINGIMPL_H
+#define DSC_COMPILER_PLAN_LOWERINGIMPL_H
+
+#include "compiler/plan/PlanModel.h"
+#include "dialects/ds/DsOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <array>
+#include <climits>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace dsc::lowering {
+
+using namespace mlir;
+using namespace mlir::ds;
+
+/// Bytes per element of a plan dtype (Lowering.cpp).
+uint64_t elemSize(ElemType t);
+
+constexpr uint64_t kAlign = 64;
+inline uint64_t alignUp(uint64_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
+
+inline std::optional<ElemType> elemTypeOf(Type t) {
+  if (t.isF32())
+    return ElemType::F32;
+  if (t.isF16())
+    return ElemType::F16;
+  if (t.isBF16())
+    return ElemType::BF16;
+  if (t.isF64())
+    return ElemType::F64;
+  if (t.isInteger(32))
+    return ElemType::I32;
+  if (t.isInteger(64))
+    return ElemType::I64;
+  return std::nullopt;
+}
+
+inline uint64_t bytesOf(RankedTensorType t) {
+  return static_cast<uint64_t>(t.getNumElements()) *
+         elemSize(*elemTypeOf(t.getElementType()));
+}
+
+inline std::string locString(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine())).str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? ""
+                                        : locString(fused.getLocations()[0]);
+  return "";
+}
+
+/// A storage location: fixed (variables, constants, inputs) or a transient
+/// placed by liveness.
+struct Slot {
+  Category category = Category::Activations;
+  bool fixed = false;
+  uint64_t offset = 0;
+  uint64_t bytes = 0; ///< placement size (transients: 64-byte multiple)
+  int first = INT_MAX, last = -1;
+  std::string name;
+  uint64_t used = 0; ///< bytes actually written; the arena peak uses this
+};
+
+struct Ref {
+  int slot;
+  RankedTensorType type;
+  uint64_t offset = 0; ///< bytes into the slot (views of a part of it)
+};
+
+struct Pending {
+  Pending() = default;
+  Pending(std::string kernel, SmallVector<Ref> ins, SmallVector<Ref> outs,
+          std::vector<int64_t> ints, std::vector<double> floats, Operation *op)
+      : kernel(std::move(kernel)), ins(std::move(ins)), outs(std::move(outs)),
+        ints(std::move(ints)), floats(std::move(floats)), op(op) {}
+
+  std::string kernel;
+  SmallVector<Ref> ins, outs;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  Operation *op = nullptr;
+  uint8_t stream = 0; ///< 0 compute, 1 comm
+  std::vector<uint32_t> waits, records;
+  /// A collective's buffers stay live until the compute instruction that
+  /// waits for it (its dist.wait); -1 for compute instructions.
+  int liveUntil = -1;
+};
+
+/// Ops whose result is a view of their operand's bytes: reshapes, and
+/// slices of a 1-D tensor (a contiguous range of it).
+inline bool isView(Operation *op) {
+  if (isa<ReshapeOp>(op))
+    return true;
+  auto slice = dyn_cast<SliceOp>(op);
+  return slice && cast<RankedTensorType>(slice.getX().getType()).getRank() == 1;
+}
+
+/// Kernels that read element i of an operand before writing element i of
+/// the result, so the result may overwrite a same-shaped operand.
+inline bool isInPlaceSafe(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
+             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
+             SiluGradOp, GeluGradOp, DropoutOp, AdamWOp>(op);
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, PlanModel &plan) : module(module), plan(plan) {}
+
+  LogicalResult run();
+
+private:
+  ModuleOp module;
+  PlanModel &plan;
+  llvm::StringMap<int> varSlot;                 // variable -> slot
+  llvm::StringMap<int> groupParams, groupGrads; // dist.group -> flat slot
+  std::vector<Slot> slots;                      // all programs
+  std::map<std::tuple<int, const void *, uint64_t>, uint32_t>
+      bufferOf; // (slot, type, offset)
+  llvm::DenseMap<Attribute, int> constSlot;
+  /// Per category, the end of the highest transient placed.
+  std::array<uint64_t, kNumCategories> transientPeak{};
+
+  uint64_t &arena(Category c) { return plan.arenaBytes[static_cast<int>(c)]; }
+
+  int fixedSlot(Category c, uint64_t bytes, std::string name,
+                bool align = true) {
+    uint64_t &end = arena(c);
+    if (align)
+      end = alignUp(end);
+    slots.push_back({c, true, end, bytes, INT_MAX, -1, std::move(name)});
+    end += bytes;
+    return slots.size() - 1;
+  }
+
+  uint32_t buffer(int slot, RankedTensorType type, uint64_t offset = 0) {
+    auto key = std::make_tuple(slot, type.getAsOpaquePointer(), offset);
+    auto it = bufferOf.find(key);
+    if (it != bufferOf.end())
+      return it->second;
+    const Slot &s = slots[slot];
+    PlanBuffer b;
+    b.arena = s.category;
+    b.offset = s.offset + offset;
+    b.dtype = *elemTypeOf(type.getElementType());
+    b.shape.assign(type.getShape().begin(), type.getShape().end());
+    b.name = s.name;
+    plan.buffers.push_back(std::move(b));
+    bufferOf[key] = plan.buffers.size() - 1;
+    return plan.buffers.size() - 1;
+  }
+
+  LogicalResult layoutVariables();
+
+  int constantSlot(ConstantOp c);
+
+  /// Whether `store`'s value can be computed directly into the variable.
+  bool canForward(StoreOp store, const DenseMap<Operation *, int> &position,
+                  ArrayRef<LoadOp> loadsOfVar);
+
+  /// The ops that read a variable through `loads`, looking through reshapes
+  /// (views of the same bytes).
+  static SmallVector<Operation *> readersOf(ArrayRef<LoadOp> loads);
+
+  static bool readsVariable(Value v, ArrayRef<LoadOp> loads);
+
+  LogicalResult lowerProgram(func::FuncOp func);
+
+  std::vector<Ref> returned;
+  DenseMap<Value, size_t> producerIndex;
+  // Streams: the last compute instruction, the collectives by result, and
+  // the events the next compute instruction must wait for.
+  int lastCompute = -1;
+  DenseMap<Value, std::pair<size_t, uint32_t>> commOf;
+  std::vector<uint32_t> waitsForNext;
+  std::vector<size_t> waited;
+
+  /// Appends a compute-stream instruction; it waits for the collectives
+  /// whose dist.wait came before it, which keeps their buffers live so far.
+  void pushCompute(std::vector<Pending> &pend, Pending p);
+
+  /// Points the output of `v`'s producing instruction at `target`.
+  void retarget(std::vector<Pending> &pend, Value v, int target);
+
+  void placeTransients(const std::vector<int> &ids);
+
+  /// One ds.adamw over each flat, contiguous run of parameters with equal
+  /// hyper-parameters, and one fill over contiguous zeroed accumulators.
+  void fuseOptimizer(std::vector<Pending> &pend);
+
+  static double flops(Operation *op);
+
+  static LogicalResult attributes(Operation *op, Pending &p);
+};
+
+} // namespace dsc::lowering
+
+#endif // DSC_COMPILER_PLAN_LOWERINGIMPL_H

@@ -1,0 +1,127 @@
+//===- OptimizerFusion.cpp - flat AdamW and zeroing -----------------------===//
+//
+// Adjacent per-parameter updates (and zeroings) over contiguous memory with
+// equal hyper-parameters become one instruction over the flat range.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/plan/LoweringImpl.h"
+
+namespace dsc::lowering {
+
+void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
+  auto contiguous = [&](const Ref &a, const Ref &b) {
+    const Slot &x = slots[a.slot], &y = slots[b.slot];
+    return x.fixed && y.fixed && x.category == y.category &&
+           x.offset + x.bytes == y.offset &&
+           a.type.getElementType() == b.type.getElementType();
+  };
+  auto flat = [&](const Ref &first, uint64_t bytes) {
+    const Slot &s = slots[first.slot];
+    slots.push_back(
+        {s.category, true, s.offset, bytes, INT_MAX, -1, s.name + "+flat"});
+    auto type = RankedTensorType::get({static_cast<int64_t>(bytes / 4)},
+                                      first.type.getElementType());
+    return Ref{static_cast<int>(slots.size() - 1), type};
+  };
+  std::vector<Pending> out;
+  for (size_t i = 0; i < pend.size(); ++i) {
+    Pending &p = pend[i];
+    // Instructions that synchronize with another stream stay as they are.
+    bool synced = !p.waits.empty() || !p.records.empty();
+    bool isAdam = p.kernel == "ds.adamw" && !synced;
+    bool isFill = p.kernel == "ds.fill" && !synced;
+    if (!isAdam && !isFill) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    // Extend a run of same-kind instructions over adjacent memory.
+    std::vector<size_t> run{i};
+    for (size_t j = i + 1; j < pend.size(); ++j) {
+      Pending &q = pend[j];
+      if (q.kernel == "ds.fill" && isAdam)
+        continue; // zeroing of an earlier grad may sit in between
+      if (q.kernel != p.kernel || q.floats != p.floats || !q.waits.empty() ||
+          !q.records.empty())
+        break;
+      const Pending &last = pend[run.back()];
+      bool adj = true;
+      size_t nRefs = isAdam ? 4 : 1;
+      for (size_t k = 0; k < nRefs && adj; ++k)
+        adj = isAdam ? contiguous(last.ins[k], q.ins[k])
+                     : contiguous(last.outs[0], q.outs[0]);
+      if (isAdam) {
+        for (size_t k = 4; k < 7 && adj; ++k)
+          adj = last.ins[k].slot == q.ins[k].slot;
+        // Only updates that were forwarded into their variables.
+        adj = adj && q.outs[0].slot == q.ins[0].slot &&
+              q.outs[1].slot == q.ins[2].slot &&
+              q.outs[2].slot == q.ins[3].slot;
+      }
+      if (!adj)
+        break;
+      run.push_back(j);
+    }
+    bool forwarded = !isAdam || (p.outs[0].slot == p.ins[0].slot &&
+                                 p.outs[1].slot == p.ins[2].slot &&
+                                 p.outs[2].slot == p.ins[3].slot);
+    if (run.size() == 1 || !forwarded) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    uint64_t bytes = 0;
+    for (size_t j : run)
+      bytes += slots[(isAdam ? pend[j].ins[0] : pend[j].outs[0]).slot].bytes;
+    Pending merged = std::move(p);
+    merged.op = nullptr;
+    if (isAdam) {
+      for (size_t k = 0; k < 4; ++k)
+        merged.ins[k] = flat(merged.ins[k], bytes);
+      merged.outs = {merged.ins[0], merged.ins[2], merged.ins[3]};
+    } else {
+      merged.outs[0] = flat(merged.outs[0], bytes);
+    }
+    out.push_back(std::move(merged));
+    // Keep fills that sat between merged updates, in order, after it.
+    for (size_t j = i + 1; j <= run.back(); ++j)
+      if (!llvm::is_contained(run, j))
+        out.push_back(std::move(pend[j]));
+    i = run.back();
+  }
+  pend = std::move(out);
+  // Zeroing the accumulators is the last thing @apply does to them (the
+  // norm and the updates read them first), so those fills can move to the
+  // end of the program and merge over adjacent memory.
+  bool again = llvm::count_if(pend, [](const Pending &p) {
+                 return p.kernel == "ds.fill";
+               }) > 1;
+  if (again) {
+    std::vector<Pending> fills;
+    std::vector<Pending> rest;
+    for (Pending &p : pend)
+      (p.kernel == "ds.fill" &&
+               slots[p.outs[0].slot].category == Category::Grads &&
+               p.waits.empty() && p.records.empty()
+           ? fills
+           : rest)
+          .push_back(std::move(p));
+    pend = std::move(rest);
+    for (size_t i = 0; i < fills.size();) {
+      size_t j = i + 1;
+      uint64_t bytes = slots[fills[i].outs[0].slot].bytes;
+      while (j < fills.size() && fills[j].floats == fills[i].floats &&
+             contiguous(fills[j - 1].outs[0], fills[j].outs[0])) {
+        bytes += slots[fills[j].outs[0].slot].bytes;
+        ++j;
+      }
+      Pending merged = std::move(fills[i]);
+      if (j > i + 1) {
+        merged.outs[0] = flat(merged.outs[0], bytes);
+        merged.op = nullptr;
+      }
+      pend.push_back(std::move(merged));
+      i = j;
+    }
+  }
+}
+
+} // namespace dsc::lowering
