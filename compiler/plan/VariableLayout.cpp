@@ -93,7 +93,7 @@ LogicalResult Lowering::layoutVariables() {
         offset += p.getTensorType().getNumElements();
         grouped.insert(p.getSymName());
       }
-      if (offset > group.getSize())
+      if (static_cast<uint64_t>(offset) > group.getSize())
         return group.emitError("plan: group size is smaller than its members");
       continue;
     }

@@ -89,9 +89,10 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult IotaOp::verify() {
   auto type = tensorOf(getResult());
-  if (getDim() < 0 || getDim() >= type.getRank())
+  int64_t dim = getDimAttr().getInt(); // signed: the getter is unsigned
+  if (dim < 0 || dim >= type.getRank())
     return emitOpError("dim ")
-           << getDim() << " is out of range for rank " << type.getRank();
+           << dim << " is out of range for rank " << type.getRank();
   return success();
 }
 

@@ -157,10 +157,12 @@ EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
     return emitOptionalError(loc, "grad must be indices' shape + [C], got ",
                              shapeStr(grad.getShape()), " for indices ",
                              shapeStr(idx.getShape()));
-  if (adaptor.getVocabSize() <= 0)
+  // The attribute's signed value: an I64Attr's getter is unsigned.
+  int64_t vocab = adaptor.getVocabSizeAttr().getInt();
+  if (vocab <= 0)
     return emitOptionalError(loc, "vocab must be positive");
-  inferred.push_back(RankedTensorType::get(
-      {adaptor.getVocabSize(), grad.getShape().back()}, grad.getElementType()));
+  inferred.push_back(RankedTensorType::get({vocab, grad.getShape().back()},
+                                           grad.getElementType()));
   return success();
 }
 

@@ -50,8 +50,6 @@ SmallVector<int64_t> mlir::ds::invertPermutation(ArrayRef<int64_t> perm) {
   return inv;
 }
 
-static FloatAttr f64(OpBuilder &b, double v) { return b.getF64FloatAttr(v); }
-
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
