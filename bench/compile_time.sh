@@ -13,11 +13,7 @@
 # nothing. Holds $DSC_BENCH_LOCK (default /tmp/dsc-build.lock) throughout.
 set -euo pipefail
 
-lock=${DSC_BENCH_LOCK-/tmp/dsc-build.lock}
-if [[ -n "$lock" && -z "${DSC_BENCH_LOCKED:-}" ]]; then
-  export DSC_BENCH_LOCKED=1
-  exec flock "$lock" bash "$0" "$@"
-fi
+source "$(dirname "$0")/lock.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 dsc=${BUILD_DIR:-$root/build}/tools/dsc

@@ -15,11 +15,7 @@
 # for the whole sweep (set it empty if you already hold it).
 set -euo pipefail
 
-lock=${DSC_BENCH_LOCK-/tmp/dsc-build.lock}
-if [[ -n "$lock" && -z "${DSC_BENCH_LOCKED:-}" ]]; then
-  export DSC_BENCH_LOCKED=1
-  exec flock "$lock" bash "$0" "$@"
-fi
+source "$(dirname "$0")/lock.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}

@@ -61,6 +61,20 @@ def run(script, args, optimize):
     return p.returncode, p.stdout + p.stderr
 
 
+def expect(script, args, name, want, why):
+    """Runs `script` with and without -O; the number of wrong outcomes (exit
+    status other than `want`, or `why` missing from what it printed)."""
+    wrong = 0
+    for optimize in (False, True):
+        got, out = run(script, args, optimize)
+        ok = got == want and why in out
+        wrong += not ok
+        print(f"{'ok' if ok else 'WRONG'}: {script[:-3]}, {name}"
+              f"{' (-O)' if optimize else ''}: exit {got}, want {want}"
+              f"{'' if ok else ' saying ' + repr(why) + '; it said: ' + out.strip()}")
+    return wrong
+
+
 def mutate(ranks, fn):
     ranks = copy.deepcopy(ranks)
     fn(ranks)
@@ -90,13 +104,8 @@ def main():
     for name, (ranks, want, why) in metric_cases.items():
         path = os.path.join(work, name.replace(" ", "_").replace("'", "") + ".jsonl")
         write_run(path, ranks)
-        for optimize in (False, True):
-            got, out = run("check_metrics.py", [path, str(len(good_run()[0])), "0.5"], optimize)
-            ok = got == want and why in out
-            failures += not ok
-            print(f"{'ok' if ok else 'WRONG'}: check_metrics, {name}"
-                  f"{' (-O)' if optimize else ''}: exit {got}, want {want}"
-                  f"{'' if ok else ' saying ' + repr(why) + '; it said: ' + out.strip()}")
+        args = [path, str(len(good_run()[0])), "0.5"]
+        failures += expect("check_metrics.py", args, name, want, why)
 
     ref_metrics = os.path.join(work, "ref.jsonl")
     write_run(ref_metrics, good_run())
@@ -114,19 +123,13 @@ def main():
     for name, (w, want, why) in weight_cases.items():
         path = os.path.join(work, name.replace(" ", "_").replace(",", "") + ".safetensors")
         st.write(path, w)
-        for optimize in (False, True):
-            got, out = run("compare_runs.py", [ref_metrics, path, ref_metrics, ref_weights, "1e-5"], optimize)
-            ok = got == want and why in out
-            failures += not ok
-            print(f"{'ok' if ok else 'WRONG'}: compare_runs, {name}"
-                  f"{' (-O)' if optimize else ''}: exit {got}, want {want}"
-                  f"{'' if ok else ' saying ' + repr(why) + '; it said: ' + out.strip()}")
+        args = [ref_metrics, path, ref_metrics, ref_weights, "1e-5"]
+        failures += expect("compare_runs.py", args, name, want, why)
     nan_loss = os.path.join(work, "nan-loss-run.jsonl")
     write_run(nan_loss, mutate(good_run(), lambda r: r[0][2].update(loss=math.nan)))
-    got, out = run("compare_runs.py", [nan_loss, ref_weights, ref_metrics, ref_weights, "1e-5"], True)
-    ok = got == 1 and "step 3: loss is nan" in out
-    failures += not ok
-    print(f"{'ok' if ok else 'WRONG'}: compare_runs, NaN loss at step 3 (-O): exit {got}, want 1")
+    args = [nan_loss, ref_weights, ref_metrics, ref_weights, "1e-5"]
+    failures += expect("compare_runs.py", args, "NaN loss at step 3", 1,
+                       "step 3: loss is nan")
     print(f"{failures} wrong")
     return 1 if failures else 0
 
