@@ -489,6 +489,35 @@ std::vector<ArenaUsage> SessionImpl::arenaUsage() const {
 
 } // namespace
 
+// The tensor's bytes as this rank holds them (its shard, if sharded).
+static bool checkStagedSize(const NamedTensor &t, size_t bytes,
+                            const char *verb, std::string &error) {
+  size_t want = size_t(t.ref.numel()) * dtypeSize(t.ref.dtype);
+  if (bytes == want && !t.sharded)
+    return true;
+  error = std::string("cannot ") + verb + " '" + t.name + "': " +
+          (t.sharded ? std::string("it is sharded (use the variable calls)")
+                     : std::to_string(bytes) + " bytes given, it holds " +
+                           std::to_string(want));
+  return false;
+}
+
+bool Session::writeTensor(const NamedTensor &t, const void *data, size_t bytes,
+                          std::string &error) {
+  if (!checkStagedSize(t, bytes, "write", error))
+    return false;
+  std::memcpy(t.ref.data, data, bytes);
+  return true;
+}
+
+bool Session::readTensor(const NamedTensor &t, void *out, size_t bytes,
+                         std::string &error) {
+  if (!checkStagedSize(t, bytes, "read", error))
+    return false;
+  std::memcpy(out, t.ref.data, bytes);
+  return true;
+}
+
 bool Session::readVariable(const NamedTensor &v, float *out,
                            std::string &error) {
   if (v.ref.dtype != DType::f32) {

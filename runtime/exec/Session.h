@@ -164,6 +164,17 @@ public:
 
   // Not pure, so that test doubles of Session need not implement them.
 
+  /// Host-staged access: the only way tooling moves data into or out of a
+  /// program's inputs and outputs (and other tensors this rank holds whole),
+  /// so that a backend whose arenas are not host memory stages the copy.
+  /// `bytes` must be the tensor's size (numel x dtype size); between runs
+  /// only. False + one line naming the tensor otherwise. (The base versions
+  /// copy host memory.)
+  virtual bool writeTensor(const NamedTensor &t, const void *data, size_t bytes,
+                           std::string &error);
+  virtual bool readTensor(const NamedTensor &t, void *out, size_t bytes,
+                          std::string &error);
+
   /// Copies variable `v` (one of variables()), the whole tensor of
   /// v.numel() floats, into `out`. For a sharded variable this is a
   /// collective: every rank calls it for the same variables in the same

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -127,6 +128,22 @@ bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
   return true;
 }
 
+// One f32 scalar through the Session's staged access.
+bool readScalar(Session &session, const NamedTensor &t, double &value,
+                std::string &error) {
+  float v = 0;
+  if (!session.readTensor(t, &v, sizeof(v), error))
+    return false;
+  value = v;
+  return true;
+}
+
+bool writeScalar(Session &session, const NamedTensor &t, double value,
+                 std::string &error) {
+  float v = float(value);
+  return session.writeTensor(t, &v, sizeof(v), error);
+}
+
 } // namespace
 
 int train(Session &session, const DataLoader &data, const TrainSetup &setup,
@@ -150,6 +167,10 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   if (setup.trace)
     session.setTracing(true);
 
+  // The micro-batch is drawn into host memory and staged into the plan's
+  // input buffers, which need not be host memory.
+  const size_t batchElems = size_t(setup.microBatch) * setup.seqLen;
+  std::vector<int32_t> tokens(batchElems), targets(batchElems);
   StepRecord record;
   Clock::time_point runStart = Clock::now();
   Clock::time_point lastDraw;
@@ -168,20 +189,26 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
       session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
                               setup.microBatch);
-      data.fill(key, mio.tokens.ref.i32(), mio.targets.ref.i32());
+      data.fill(key, tokens.data(), targets.data());
       if (setup.dumpBatch) {
-        size_t n = size_t(setup.microBatch) * setup.seqLen;
-        if (std::fwrite(mio.tokens.ref.i32(), sizeof(int32_t), n,
-                        setup.dumpBatch) != n ||
-            std::fwrite(mio.targets.ref.i32(), sizeof(int32_t), n,
-                        setup.dumpBatch) != n ||
+        size_t n = batchElems;
+        if (std::fwrite(tokens.data(), sizeof(int32_t), n, setup.dumpBatch) !=
+                n ||
+            std::fwrite(targets.data(), sizeof(int32_t), n, setup.dumpBatch) !=
+                n ||
             std::fflush(setup.dumpBatch) != 0)
           return fail(step, "cannot write the --dump-batch file");
       }
-      if (!session.run(io.hasSync && last ? sync : micro, uint32_t(step),
-                       error))
+      size_t batchBytes = batchElems * sizeof(int32_t);
+      double microLoss = 0;
+      if (!session.writeTensor(mio.tokens, tokens.data(), batchBytes, error) ||
+          !session.writeTensor(mio.targets, targets.data(), batchBytes,
+                               error) ||
+          !session.run(io.hasSync && last ? sync : micro, uint32_t(step),
+                       error) ||
+          !readScalar(session, mio.loss, microLoss, error))
         return fail(step, error);
-      lossSum += *mio.loss.ref.f32();
+      lossSum += microLoss;
     }
     double loss = lossSum / setup.accumulationSteps;
     if (setup.worldSize > 1) {
@@ -200,9 +227,13 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
                                                    : loss > 0       ? "inf"
                                                                     : "-inf"));
     double lr = setup.schedule.lrAt(step);
-    *io.lr.ref.f32() = float(lr);
-    *io.step.ref.f32() = float(step);
-    if (!session.run(apply, uint32_t(step), error))
+    record.lossScale = 1.0; // fp32 plans have no loss scale
+    if (!writeScalar(session, io.lr, lr, error) ||
+        !writeScalar(session, io.step, double(step), error) ||
+        !session.run(apply, uint32_t(step), error) ||
+        !readScalar(session, io.gradNorm, record.gradNorm, error) ||
+        (lossScale &&
+         !readScalar(session, *lossScale, record.lossScale, error)))
       return fail(step, error);
     if (setup.trace)
       setup.trace->add(session.takeTrace(), step);
@@ -210,8 +241,6 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     record.step = step;
     record.loss = loss;
     record.lr = lr;
-    record.gradNorm = *io.gradNorm.ref.f32();
-    record.lossScale = lossScale ? *lossScale->ref.f32() : 1.0;
     record.tokens = step * tokensPerStep;
     record.stepS = secondsSince(stepStart);
     record.tokensPerS =

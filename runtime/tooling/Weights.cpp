@@ -51,18 +51,15 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
     NamedTensor *v = findParam(session, name, error);
     if (!v)
       return false;
-    const float *data = v->ref.f32();
-    if (v->sharded) {
-      std::vector<float> whole(size_t(v->numel()));
-      if (!session.readVariable(*v, whole.data(), error))
-        return false;
-      if (write) {
-        gathered.push_back(std::move(whole));
-        data = gathered.back().data();
-      }
-    }
+    // Through the Session, which gathers a sharded parameter (every rank
+    // takes part) and stages the copy out of the backend's memory.
+    std::vector<float> whole(size_t(v->numel()));
+    if (!session.readVariable(*v, whole.data(), error))
+      return false;
     if (!write)
       continue; // this rank only takes part in the gathers
+    gathered.push_back(std::move(whole));
+    const float *data = gathered.back().data();
     tensors.push_back({name, v->shape, data});
     if (layout.tiedLmHead && name == kTokenEmbedding)
       tensors.push_back({kLmHead, v->shape, data});

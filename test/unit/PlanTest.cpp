@@ -200,6 +200,32 @@ TEST(Session, RunsMicroStepAndApply) {
   EXPECT_TRUE(session->programInputs("init").empty());
 }
 
+// Tooling moves data in and out through the Session's staged calls, which
+// check the size; the base versions copy host memory, as the CPU backend's.
+TEST(Session, StagedTensorAccess) {
+  std::string error;
+  auto plan = load(basicPlan(), error);
+  ASSERT_TRUE(plan) << error;
+  auto session = Session::create(*plan, {}, error);
+  ASSERT_TRUE(session) << error;
+  session->initVariables();
+  auto inputs = session->programInputs("micro_step");
+  ASSERT_EQ(inputs.size(), 2u);
+  const float x[] = {1, 2, 3, 4}, y[] = {10, 20, 30, 40};
+  ASSERT_TRUE(session->writeTensor(inputs[0], x, sizeof(x), error)) << error;
+  ASSERT_TRUE(session->writeTensor(inputs[1], y, sizeof(y), error)) << error;
+  ASSERT_TRUE(session->run("micro_step", 0, error)) << error;
+  float h[4] = {};
+  auto outputs = session->programOutputs("micro_step");
+  ASSERT_TRUE(session->readTensor(outputs[0], h, sizeof(h), error)) << error;
+  EXPECT_EQ(std::vector<float>(h, h + 4), (std::vector<float>{22, 44, 66, 88}));
+
+  EXPECT_FALSE(session->writeTensor(inputs[0], x, 8, error));
+  EXPECT_EQ(error, "cannot write 'x': 8 bytes given, it holds 16");
+  EXPECT_FALSE(session->readTensor(outputs[0], h, 20, error));
+  EXPECT_EQ(error, "cannot read 'h': 20 bytes given, it holds 16");
+}
+
 TEST(Session, LoadsFromFile) {
   std::string path = testing::TempDir() + "plan_test_load.dsplan";
   std::vector<uint8_t> bytes = basicPlan().build();
