@@ -46,7 +46,7 @@ ref::InitKind initKindOf(InitKind kind) {
 void roundTo(ref::Tensor &t, Type type) {
   std::optional<ref::DType> dtype =
       dtypeOf(cast<ShapedType>(type).getElementType());
-  if (!dtype || *dtype == ref::DType::F64)
+  if (!dtype || *dtype == ref::DType::f64)
     return;
   for (double &v : t.data)
     v = ref::roundToDType(v, *dtype);

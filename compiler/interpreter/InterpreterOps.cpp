@@ -284,13 +284,13 @@ Outcome adamw(AdamWOp op, Operands in) {
 
 std::optional<ref::DType> dsc::dtypeOf(Type elementType) {
   if (elementType.isF64())
-    return ref::DType::F64;
+    return ref::DType::f64;
   if (elementType.isF32())
-    return ref::DType::F32;
+    return ref::DType::f32;
   if (elementType.isF16())
-    return ref::DType::F16;
+    return ref::DType::f16;
   if (elementType.isBF16())
-    return ref::DType::BF16;
+    return ref::DType::bf16;
   return std::nullopt;
 }
 

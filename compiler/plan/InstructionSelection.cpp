@@ -133,7 +133,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       auto type = cast<RankedTensorType>(slice.getType());
       alias(slice, slice.getX(),
             static_cast<uint64_t>(slice.getOffsets()[0]) *
-                elemSize(*elemTypeOf(type.getElementType())));
+                dtypeSize(*elemTypeOf(type.getElementType())));
       continue;
     }
     if (auto store = dyn_cast<StoreOp>(op)) {

@@ -20,24 +20,11 @@ llvm::StringRef categoryName(Category c) {
   return names[static_cast<int>(c)];
 }
 
-uint64_t lowering::elemSize(ElemType t) {
-  switch (t) {
-  case ElemType::F16:
-  case ElemType::BF16:
-    return 2;
-  case ElemType::F64:
-  case ElemType::I64:
-    return 8;
-  default:
-    return 4;
-  }
-}
-
 uint64_t PlanBuffer::bytes() const {
   uint64_t n = 1;
   for (int64_t d : shape)
     n *= static_cast<uint64_t>(d);
-  return n * lowering::elemSize(dtype);
+  return n * dtypeSize(dtype);
 }
 
 namespace lowering {

@@ -31,33 +31,30 @@ namespace dsc::lowering {
 using namespace mlir;
 using namespace mlir::ds;
 
-/// Bytes per element of a plan dtype (Lowering.cpp).
-uint64_t elemSize(ElemType t);
-
 constexpr uint64_t kAlign = 64;
 inline uint64_t alignUp(uint64_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
 
-inline std::optional<ElemType> elemTypeOf(Type t) {
+inline std::optional<DType> elemTypeOf(Type t) {
   if (t.isF32())
-    return ElemType::F32;
+    return DType::f32;
   if (t.isF16())
-    return ElemType::F16;
+    return DType::f16;
   if (t.isBF16())
-    return ElemType::BF16;
+    return DType::bf16;
   if (t.isF64())
-    return ElemType::F64;
+    return DType::f64;
   if (t.isInteger(32))
-    return ElemType::I32;
+    return DType::i32;
   if (t.isInteger(64))
-    return ElemType::I64;
+    return DType::i64;
   return std::nullopt;
 }
 
 inline uint64_t bytesOf(RankedTensorType t) {
   return static_cast<uint64_t>(t.getNumElements()) *
-         elemSize(*elemTypeOf(t.getElementType()));
+         dtypeSize(*elemTypeOf(t.getElementType()));
 }
 
 inline std::string locString(Location loc) {

@@ -9,6 +9,8 @@
 #ifndef DSC_COMPILER_PLAN_PLANMODEL_H
 #define DSC_COMPILER_PLAN_PLANMODEL_H
 
+#include "runtime/core/DType.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -33,12 +35,10 @@ enum class Category : uint8_t {
 constexpr int kNumCategories = 8;
 llvm::StringRef categoryName(Category c);
 
-enum class ElemType : uint8_t { F32, F16, BF16, F64, I32, I64 };
-
 struct PlanBuffer {
   Category arena;
   uint64_t offset = 0;
-  ElemType dtype = ElemType::F32;
+  DType dtype = DType::f32;
   std::vector<int64_t> shape;
   std::string name;
   uint64_t bytes() const;

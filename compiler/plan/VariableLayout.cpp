@@ -121,7 +121,7 @@ LogicalResult Lowering::layoutVariables() {
         grouped.insert(p.getSymName());
       }
       uint64_t bytes =
-          static_cast<uint64_t>(group.getSize()) * elemSize(*elemTypeOf(elt));
+          static_cast<uint64_t>(group.getSize()) * dtypeSize(*elemTypeOf(elt));
       if (bytes < used)
         return group.emitError("plan: group size is smaller than its members");
       if (c == Category::Grads && bytes > used) {
@@ -136,7 +136,7 @@ LogicalResult Lowering::layoutVariables() {
         pv.of = group.getSymName().str();
         pv.init = static_cast<uint8_t>(InitKind::zeros);
         int64_t n =
-            static_cast<int64_t>((bytes - used) / elemSize(*elemTypeOf(elt)));
+            static_cast<int64_t>((bytes - used) / dtypeSize(*elemTypeOf(elt)));
         pv.shape = {n};
         pv.buffer = buffer(pad, RankedTensorType::get({n}, elt));
         plan.variables.push_back(std::move(pv));

@@ -70,22 +70,15 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/core/DType.h"
+
 namespace dsc::rt {
 
 class Communicator; // runtime/comm/Communicator.h
 
-/// Same values as dsc.plan.DType in plan.fbs.
-enum class DType : uint8_t {
-  f32 = 0,
-  f16 = 1,
-  bf16 = 2,
-  f64 = 3,
-  i32 = 4,
-  i64 = 5
-};
-
-size_t dtypeSize(DType t);
-const char *dtypeName(DType t);
+using dsc::DType; // runtime/core/DType.h: one enum for compiler and runtime
+using dsc::dtypeName;
+using dsc::dtypeSize;
 
 struct TensorRef {
   void *data = nullptr;

@@ -264,14 +264,17 @@ Result<Shape> broadcastShapes(const Shape &a, const Shape &b) {
 
 double roundToDType(double x, DType dtype) {
   switch (dtype) {
-  case DType::F64:
+  case DType::f64:
     return x;
-  case DType::F32:
+  case DType::f32:
     return roundToFormat(x, 23, -126, 127);
-  case DType::F16:
+  case DType::f16:
     return roundToFormat(x, 10, -14, 15);
-  case DType::BF16:
+  case DType::bf16:
     return roundToFormat(x, 7, -126, 127);
+  case DType::i32:
+  case DType::i64:
+    return x; // integer tensors hold integral doubles already
   }
   return x;
 }

@@ -11,6 +11,7 @@
 #ifndef DSC_RUNTIME_REFERENCE_REFKERNELS_H
 #define DSC_RUNTIME_REFERENCE_REFKERNELS_H
 
+#include "runtime/core/DType.h"
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -74,7 +75,7 @@ enum class UnaryKind {
   GeluErf
 };
 enum class ReduceKind { Sum, Mean, Max };
-enum class DType { F64, F32, F16, BF16 };
+using dsc::DType; // rounding targets: f64 (none), f32, f16, bf16
 enum class InitKind { Zeros, Ones, Normal };
 
 struct LayerNormGrads {

@@ -762,7 +762,7 @@ TEST(CastGradient, RoundsTheCotangent) {
   ASSERT_TRUE(succeeded(interp.run("micro_step", {}, out))) << diags.text;
   const ref::Tensor &grad = interp.variable("in0.grad");
   for (size_t i = 0; i < 6; ++i)
-    EXPECT_EQ(grad.data[i], ref::roundToDType(weights.data[i], ref::DType::F32))
+    EXPECT_EQ(grad.data[i], ref::roundToDType(weights.data[i], ref::DType::f32))
         << "element " << i;
 }
 
@@ -878,7 +878,7 @@ TEST_P(AdamWApply, MatchesReferenceAdamW) {
     expected.push_back({tm.values[i], zeros, zeros});
   }
   // lr and step arrive as f32 scalars.
-  const double lr32 = ref::roundToDType(lr, ref::DType::F32);
+  const double lr32 = ref::roundToDType(lr, ref::DType::f32);
   for (uint32_t step = 1; step <= 2; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     std::vector<ref::Tensor> out;
@@ -992,7 +992,7 @@ TEST(Interpreter, VariablesInitializeFromTheirNameStream) {
   ASSERT_TRUE(h.ok());
   for (size_t i = 0; i < 5; ++i)
     EXPECT_EQ(interp.variable("h").data[i],
-              ref::roundToDType(h.value.data[i], ref::DType::F16));
+              ref::roundToDType(h.value.data[i], ref::DType::f16));
   EXPECT_EQ(interp.variable("o").data, std::vector<double>(2, 1.0));
 
   std::vector<ref::Tensor> out;
@@ -1000,7 +1000,7 @@ TEST(Interpreter, VariablesInitializeFromTheirNameStream) {
   double sum = 0;
   for (double v : w.value.data)
     sum += v;
-  EXPECT_EQ(out[0].data[0], ref::roundToDType(sum, ref::DType::F32));
+  EXPECT_EQ(out[0].data[0], ref::roundToDType(sum, ref::DType::f32));
 }
 
 TEST(Interpreter, StoresAndLoadsInProgramOrder) {

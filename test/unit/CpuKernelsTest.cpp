@@ -620,7 +620,7 @@ TEST(CpuElementwise, UnaryOpsAtSpecialValues) {
     RUN_OK(op.name, {&x}, {&y}, approxAttr(op.approx));
     REF_OK(want, ref::unary(op.kind, x.toRef()));
     for (size_t i = 0; i < v.size(); ++i) {
-      double w = roundToDType(want.data[i], ref::DType::F32);
+      double w = ref::roundToDType(want.data[i], ref::DType::f32);
       double g = y.get(int64_t(i));
       if (std::isnan(w) || std::isinf(w)) {
         EXPECT_TRUE(std::isnan(w) ? std::isnan(g) : g == w)
@@ -677,7 +677,7 @@ TEST(CpuElementwise, BiasGeluMatchesAddThenGelu) {
       Buf sum = poisoned(s), y = poisoned(s);
       RUN_OK("ds.bias_gelu", {&x, &b}, {&sum, &y}, {approx});
       REF_OK(wantSum, ref::binary(ref::BinaryKind::Add, x.toRef(), b.toRef()));
-      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::F32).value, 0));
+      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::f32).value, 0));
       REF_OK(want, ref::unary(approx ? ref::UnaryKind::GeluTanh
                                      : ref::UnaryKind::GeluErf,
                               sum.toRef()));
@@ -696,13 +696,13 @@ TEST(CpuElementwise, BiasGeluMatchesAddThenGelu) {
 ref::DType refDType(DType t) {
   switch (t) {
   case DType::f16:
-    return ref::DType::F16;
+    return ref::DType::f16;
   case DType::bf16:
-    return ref::DType::BF16;
+    return ref::DType::bf16;
   case DType::f32:
-    return ref::DType::F32;
+    return ref::DType::f32;
   default:
-    return ref::DType::F64;
+    return ref::DType::f64;
   }
 }
 
@@ -940,7 +940,7 @@ TEST(CpuNorms, AddLayerNormMatchesAddThenLayerNorm) {
         ins.push_back(&b);
       RUN_OK("ds.add_layer_norm", ins, {&sum, &y}, {}, {1e-5});
       REF_OK(wantSum, ref::binary(ref::BinaryKind::Add, x.toRef(), r.toRef()));
-      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::F32).value, 0));
+      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::f32).value, 0));
       ref::Tensor wr = w.toRef(), br = b.toRef();
       REF_OK(want,
              ref::layer_norm(sum.toRef(), &wr, bias ? &br : nullptr, 1e-5));

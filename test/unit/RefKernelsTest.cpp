@@ -447,28 +447,28 @@ TEST(RefKernelsPinned, MatmulTransposesAndBatch) {
 TEST(RefKernelsPinned, CastRounding) {
   using ref::DType;
   const double inf = std::numeric_limits<double>::infinity();
-  EXPECT_EQ(ref::roundToDType(1.0 + std::ldexp(1, -8), DType::BF16), 1.0);
-  EXPECT_EQ(ref::roundToDType(1.0 + 3 * std::ldexp(1, -8), DType::BF16),
+  EXPECT_EQ(ref::roundToDType(1.0 + std::ldexp(1, -8), DType::bf16), 1.0);
+  EXPECT_EQ(ref::roundToDType(1.0 + 3 * std::ldexp(1, -8), DType::bf16),
             1.0 + std::ldexp(1, -6)); // tie goes to the even mantissa
-  EXPECT_EQ(ref::roundToDType(3.14159265358979323846, DType::BF16), 3.140625);
+  EXPECT_EQ(ref::roundToDType(3.14159265358979323846, DType::bf16), 3.140625);
   const double bf16Max = 3.3895313892515355e38; // 0x7F7F
-  EXPECT_EQ(ref::roundToDType(3.39e38, DType::BF16), bf16Max);
-  EXPECT_EQ(ref::roundToDType(3.4e38, DType::BF16), inf);
-  EXPECT_EQ(ref::roundToDType(65520.0, DType::F16), inf);
-  EXPECT_EQ(ref::roundToDType(-65520.0, DType::F16), -inf);
-  EXPECT_EQ(ref::roundToDType(65519.0, DType::F16), 65504.0);
-  EXPECT_EQ(ref::roundToDType(1.0 / 3, DType::F16), 0.333251953125);
+  EXPECT_EQ(ref::roundToDType(3.39e38, DType::bf16), bf16Max);
+  EXPECT_EQ(ref::roundToDType(3.4e38, DType::bf16), inf);
+  EXPECT_EQ(ref::roundToDType(65520.0, DType::f16), inf);
+  EXPECT_EQ(ref::roundToDType(-65520.0, DType::f16), -inf);
+  EXPECT_EQ(ref::roundToDType(65519.0, DType::f16), 65504.0);
+  EXPECT_EQ(ref::roundToDType(1.0 / 3, DType::f16), 0.333251953125);
   // Half subnormals: quantum 2^-24; a tie at half of it rounds to zero.
-  EXPECT_EQ(ref::roundToDType(std::ldexp(1, -25), DType::F16), 0.0);
-  EXPECT_EQ(ref::roundToDType(3 * std::ldexp(1, -26), DType::F16),
+  EXPECT_EQ(ref::roundToDType(std::ldexp(1, -25), DType::f16), 0.0);
+  EXPECT_EQ(ref::roundToDType(3 * std::ldexp(1, -26), DType::f16),
             std::ldexp(1, -24));
-  EXPECT_EQ(ref::roundToDType(5 * std::ldexp(1, -25), DType::F16),
+  EXPECT_EQ(ref::roundToDType(5 * std::ldexp(1, -25), DType::f16),
             2 * std::ldexp(1, -24));
-  EXPECT_TRUE(std::signbit(ref::roundToDType(-1e-30, DType::F16)));
-  EXPECT_TRUE(std::isnan(ref::roundToDType(std::nan(""), DType::BF16)));
-  EXPECT_EQ(ref::roundToDType(inf, DType::F16), inf);
+  EXPECT_TRUE(std::signbit(ref::roundToDType(-1e-30, DType::f16)));
+  EXPECT_TRUE(std::isnan(ref::roundToDType(std::nan(""), DType::bf16)));
+  EXPECT_EQ(ref::roundToDType(inf, DType::f16), inf);
 
-  auto c = ref::cast(Tensor({2}, {0.1, 1.0 / 3}), DType::F32);
+  auto c = ref::cast(Tensor({2}, {0.1, 1.0 / 3}), DType::f32);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c.value.data[0], double(0.1f));
   EXPECT_EQ(c.value.data[1], double(1.0f / 3));
@@ -480,7 +480,7 @@ TEST_F(RefKernels, CastF32MatchesHardware) {
   std::uniform_int_distribution<int> exp(-160, 130);
   for (int i = 0; i < 20000; ++i) {
     double x = std::ldexp(mant(gen_), exp(gen_));
-    ASSERT_EQ(ref::roundToDType(x, ref::DType::F32), double(float(x))) << x;
+    ASSERT_EQ(ref::roundToDType(x, ref::DType::f32), double(float(x))) << x;
   }
 }
 
