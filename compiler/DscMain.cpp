@@ -40,6 +40,13 @@ constexpr int kExitOk = 0;
 constexpr int kExitBadInput = 2;
 constexpr int64_t kDefaultMicroBatch = 4;
 
+/// --compile-to's help, from the phase table.
+llvm::StringRef compileToHelp() {
+  static const std::string help =
+      ("stop after this phase (" + phaseList() + ") and print its IR").str();
+  return help;
+}
+
 struct Options {
   cl::opt<std::string> input{cl::Positional, cl::desc("[MODEL.mlir]"),
                              cl::init("")};
@@ -50,12 +57,8 @@ struct Options {
                "vocab_size=256 (batch_size=N sets the micro-batch, default "
                "4)"),
       cl::init("")};
-  cl::opt<std::string> compileTo{
-      "compile-to", cl::value_desc("PHASE"),
-      cl::desc("stop after this phase (input|train|dist|fused|scheduled|plan|"
-               "emit) "
-               "and print its IR"),
-      cl::init("emit")};
+  cl::opt<std::string> compileTo{"compile-to", cl::value_desc("PHASE"),
+                                 cl::desc(compileToHelp()), cl::init("emit")};
   cl::opt<std::string> emit{
       "emit", cl::value_desc("mlir|plan"),
       cl::desc("write the plan file (default) or the IR of the last phase"),
@@ -168,6 +171,34 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
                        p.commBytes / 1e6);
 }
 
+/// The one place a parsed ds_config.json becomes pass and plan options.
+void applyConfig(const DsConfig &config, TrainOptions &train,
+                 PlanOptions &plan) {
+  train.accumulationSteps = config.gradientAccumulationSteps;
+  train.beta1 = config.optimizer.beta1;
+  train.beta2 = config.optimizer.beta2;
+  train.eps = config.optimizer.eps;
+  train.weightDecay = config.optimizer.weightDecay;
+  train.gradClip = config.gradientClipping;
+  train.zeroStage = config.zero.stage;
+  train.reduceBucketSize = config.zero.reduceBucketSize;
+  train.prefetchBucketSize = config.zero.stage3PrefetchBucketSize;
+  train.maxLiveParameters = config.zero.stage3MaxLiveParameters;
+  train.persistenceThreshold = config.zero.stage3ParamPersistenceThreshold;
+  plan.accumulationSteps = config.gradientAccumulationSteps;
+  plan.configJson = toJson(config);
+  LrSchedule &lr = plan.schedule;
+  lr.kind = config.scheduler.type;
+  lr.lr = config.optimizer.lr;
+  lr.warmupMinLr = config.scheduler.warmupMinLr;
+  lr.warmupMaxLr = config.scheduler.warmupMaxLr;
+  lr.warmupNumSteps = config.scheduler.warmupNumSteps;
+  lr.warmupType = config.scheduler.warmupType;
+  lr.totalNumSteps = config.scheduler.totalNumSteps;
+  lr.cosMinRatio = config.scheduler.cosMinRatio;
+  lr.warmupMinRatio = config.scheduler.warmupMinRatio;
+}
+
 } // namespace
 
 int runDscMain(int argc, char **argv) {
@@ -216,28 +247,9 @@ int runDscMain(int argc, char **argv) {
       llvm::errs() << "dsc: " << note << "\n";
   }
   TrainOptions train;
-  train.worldSize = opts.worldSize;
   PlanOptions planOptions;
-  planOptions.worldSize = opts.worldSize;
+  train.worldSize = planOptions.worldSize = opts.worldSize;
   if (haveConfig) {
-    train.accumulationSteps = config.gradientAccumulationSteps;
-    train.beta1 = config.optimizer.beta1;
-    train.beta2 = config.optimizer.beta2;
-    train.eps = config.optimizer.eps;
-    train.weightDecay = config.optimizer.weightDecay;
-    train.gradClip = config.gradientClipping;
-    planOptions.accumulationSteps = config.gradientAccumulationSteps;
-    planOptions.configJson = toJson(config);
-    LrSchedule &lr = planOptions.schedule;
-    lr.kind = config.scheduler.type;
-    lr.lr = config.optimizer.lr;
-    lr.warmupMinLr = config.scheduler.warmupMinLr;
-    lr.warmupMaxLr = config.scheduler.warmupMaxLr;
-    lr.warmupNumSteps = config.scheduler.warmupNumSteps;
-    lr.warmupType = config.scheduler.warmupType;
-    lr.totalNumSteps = config.scheduler.totalNumSteps;
-    lr.cosMinRatio = config.scheduler.cosMinRatio;
-    lr.warmupMinRatio = config.scheduler.warmupMinRatio;
     if (config.fp16.enabled || config.bf16.enabled)
       return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
                                 "is not implemented yet");
@@ -248,11 +260,7 @@ int runDscMain(int argc, char **argv) {
                        ? config.zero.offloadOptimizer
                        : config.zero.offloadParam) +
                   "\" is not implemented yet");
-    train.zeroStage = config.zero.stage;
-    train.reduceBucketSize = config.zero.reduceBucketSize;
-    train.prefetchBucketSize = config.zero.stage3PrefetchBucketSize;
-    train.maxLiveParameters = config.zero.stage3MaxLiveParameters;
-    train.persistenceThreshold = config.zero.stage3ParamPersistenceThreshold;
+    applyConfig(config, train, planOptions);
   }
 
   DialectRegistry registry;

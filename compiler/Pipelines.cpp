@@ -12,53 +12,88 @@ using namespace mlir;
 
 namespace dsc {
 
-static constexpr std::pair<Phase, llvm::StringLiteral> kPhases[] = {
-    {Phase::Input, "input"},         {Phase::Train, "train"},
-    {Phase::Dist, "dist"},           {Phase::Fused, "fused"},
-    {Phase::Scheduled, "scheduled"}, {Phase::Plan, "plan"},
-    {Phase::Emit, "emit"},
+namespace {
+
+// What each phase adds to the one before it.
+void addInput(OpPassManager &pm, const TrainOptions &) {
+  pm.addPass(ds::createDsVerifyInput());
+}
+void addTrain(OpPassManager &pm, const TrainOptions &o) {
+  pm.addPass(ds::createDsAutodiff({o.accumulationSteps, o.worldSize}));
+  pm.addPass(
+      ds::createDsAdamW({o.beta1, o.beta2, o.eps, o.weightDecay, o.gradClip}));
+  pm.addPass(createCSEPass());
+}
+void addDist(OpPassManager &pm, const TrainOptions &o) {
+  pm.addPass(ds::createDsZero({o.worldSize, o.zeroStage, o.reduceBucketSize,
+                               o.accumulationSteps, o.prefetchBucketSize,
+                               o.maxLiveParameters, o.persistenceThreshold}));
+}
+void addFused(OpPassManager &pm, const TrainOptions &) {
+  pm.addPass(ds::createDsFuse());
+}
+void addScheduled(OpPassManager &pm, const TrainOptions &) {
+  pm.addPass(ds::createDsSchedule());
+}
+
+// The one list of phases: dsc --compile-to, its help and ds-opt's
+// ds-compile-to-PHASE pipelines all come from it. `plan` and `emit` add no
+// passes: the plan lowering (compiler/plan) runs after the pass manager.
+constexpr PhaseInfo kPhases[] = {
+    {Phase::Input, "input",
+     "the imported forward graph, verified against the input contract",
+     addInput},
+    {Phase::Train, "train",
+     "autodiff and AdamW: one training step (@micro_step, @apply)", addTrain},
+    {Phase::Dist, "dist",
+     "ZeRO stages 0-3: parameter groups, collectives, shard ownership",
+     addDist},
+    {Phase::Fused, "fused", "elementwise chains and known patterns fused",
+     addFused},
+    {Phase::Scheduled, "scheduled",
+     "a total order: accumulations right after their gradients", addScheduled},
+    {Phase::Plan, "plan",
+     "every value placed at an arena offset (the IR annotated with it)",
+     nullptr},
+    {Phase::Emit, "emit", "the FlatBuffers plan file", nullptr},
 };
 
+} // namespace
+
+llvm::ArrayRef<PhaseInfo> phases() { return kPhases; }
+
 std::optional<Phase> parsePhase(llvm::StringRef name) {
-  for (auto [phase, text] : kPhases)
-    if (name == text)
-      return phase;
+  for (const PhaseInfo &p : kPhases)
+    if (name == p.name)
+      return p.phase;
   return std::nullopt;
 }
 
 llvm::StringRef phaseName(Phase phase) {
-  for (auto [p, text] : kPhases)
-    if (p == phase)
-      return text;
+  for (const PhaseInfo &p : kPhases)
+    if (p.phase == phase)
+      return p.name;
   return "?";
 }
 
 llvm::StringRef phaseList() {
-  return "input|train|dist|fused|scheduled|plan|emit";
+  static const std::string list = [] {
+    std::string s;
+    for (const PhaseInfo &p : kPhases)
+      s += (s.empty() ? "" : "|") + p.name.str();
+    return s;
+  }();
+  return list;
 }
 
 void buildPipeline(OpPassManager &pm, Phase phase,
                    const TrainOptions &options) {
-  pm.addPass(ds::createDsVerifyInput());
-  if (phase == Phase::Input)
-    return;
-  pm.addPass(
-      ds::createDsAutodiff({options.accumulationSteps, options.worldSize}));
-  pm.addPass(ds::createDsAdamW({options.beta1, options.beta2, options.eps,
-                                options.weightDecay, options.gradClip}));
-  pm.addPass(createCSEPass());
-  if (phase == Phase::Train)
-    return;
-  pm.addPass(ds::createDsZero(
-      {options.worldSize, options.zeroStage, options.reduceBucketSize,
-       options.accumulationSteps, options.prefetchBucketSize,
-       options.maxLiveParameters, options.persistenceThreshold}));
-  if (phase == Phase::Dist)
-    return;
-  pm.addPass(ds::createDsFuse());
-  if (phase == Phase::Fused)
-    return;
-  pm.addPass(ds::createDsSchedule());
+  for (const PhaseInfo &p : kPhases) {
+    if (p.addPasses)
+      p.addPasses(pm, options);
+    if (p.phase == phase)
+      return;
+  }
 }
 
 namespace {
@@ -103,19 +138,18 @@ void registerAll(DialectRegistry &registry) {
   registerCSEPass();
   registerCanonicalizerPass();
   static bool pipelinesRegistered = [] {
-    PassPipelineRegistration<>(
-        "ds-compile-to-input", "dsc phase `input`",
-        [](OpPassManager &pm) { buildPipeline(pm, Phase::Input, {}); });
-    PassPipelineRegistration<TrainPipelineOptions>(
-        "ds-compile-to-train", "dsc phase `train`",
-        [](OpPassManager &pm, const TrainPipelineOptions &o) {
-          buildPipeline(pm, Phase::Train, o.get());
-        });
-    PassPipelineRegistration<TrainPipelineOptions>(
-        "ds-compile-to-scheduled", "dsc phases up to `scheduled`",
-        [](OpPassManager &pm, const TrainPipelineOptions &o) {
-          buildPipeline(pm, Phase::Scheduled, o.get());
-        });
+    // One pipeline per phase that runs passes, under the phase's name.
+    for (const PhaseInfo &p : kPhases) {
+      if (!p.addPasses)
+        continue;
+      Phase phase = p.phase;
+      PassPipelineRegistration<TrainPipelineOptions>(
+          ("ds-compile-to-" + p.name).str(),
+          ("dsc phases up to `" + p.name + "`: " + p.summary).str(),
+          [phase](OpPassManager &pm, const TrainPipelineOptions &o) {
+            buildPipeline(pm, phase, o.get());
+          });
+    }
     return true;
   }();
   (void)pipelinesRegistered;

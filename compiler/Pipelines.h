@@ -10,6 +10,7 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -19,6 +20,22 @@ namespace dsc {
 
 /// In pipeline order; each phase includes the ones before it.
 enum class Phase { Input, Train, Dist, Fused, Scheduled, Plan, Emit };
+
+struct TrainOptions;
+
+/// A phase of the table in Pipelines.cpp: its name (dsc --compile-to and
+/// ds-opt's ds-compile-to-NAME), what holds after it, and the passes it adds
+/// to the previous phase's pipeline (null: none; plan lowering and emission
+/// run after the pass manager).
+struct PhaseInfo {
+  Phase phase;
+  llvm::StringLiteral name;
+  llvm::StringLiteral summary;
+  void (*addPasses)(mlir::OpPassManager &pm, const TrainOptions &options);
+};
+
+/// Every phase, in pipeline order.
+llvm::ArrayRef<PhaseInfo> phases();
 
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase phase);
