@@ -52,6 +52,7 @@
 #ifndef DSC_RUNTIME_PLAN_PLANFORMAT_H
 #define DSC_RUNTIME_PLAN_PLANFORMAT_H
 
+#include "runtime/core/DType.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstddef>
@@ -105,20 +106,10 @@ inline bool isValid(InitKind k) {
   return k >= InitKind::MIN && k <= InitKind::MAX;
 }
 
-/// Bytes per element; 0 for a value outside the enum.
+/// Bytes per element; 0 for a value outside the enum. The schema's DType
+/// has dsc::DType's values (runtime/core/DType.h).
 constexpr size_t dtypeSize(DType t) {
-  switch (t) {
-  case DType::f32:
-  case DType::i32:
-    return 4;
-  case DType::f16:
-  case DType::bf16:
-    return 2;
-  case DType::f64:
-  case DType::i64:
-    return 8;
-  }
-  return 0;
+  return dsc::dtypeSize(dsc::DType(static_cast<uint8_t>(t)));
 }
 
 // Names as written in plan.fbs; "?" for a value outside the enum.
