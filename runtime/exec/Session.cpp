@@ -34,8 +34,6 @@ static_assert(uint8_t(DType::f32) == uint8_t(fb::DType::f32) &&
 static_assert(kNumStreams == int(fb::Stream::MAX) + 1,
               "plan.fbs streams changed");
 
-constexpr size_t kArenaAlignment = 64;
-
 template <typename T> flatbuffers::uoffset_t count(const T *vec) {
   return vec ? vec->size() : 0;
 }
@@ -118,8 +116,7 @@ Part shardPart(const NamedTensor &v, int64_t rank) {
 }
 
 struct ArenaMemory {
-  void *block = nullptr; ///< as returned by calloc
-  uint8_t *base = nullptr;
+  uint8_t *base = nullptr; ///< from the backend's allocate (64-byte aligned)
   uint64_t bytes = 0;
 };
 
@@ -139,7 +136,7 @@ public:
   ~SessionImpl() override {
     executor_.reset(); // join the workers before freeing their memory
     for (ArenaMemory &a : arenas_)
-      std::free(a.block);
+      loaded_.backend().release(a.base);
   }
 
   bool init(std::string &error);
@@ -166,6 +163,12 @@ public:
   bool readVariable(const NamedTensor &v, float *out,
                     std::string &error) override;
   void writeVariable(const NamedTensor &v, const float *in) override;
+  void copyIn(void *tensor, const void *host, size_t bytes) override {
+    loaded_.backend().copyToArena(tensor, host, bytes);
+  }
+  void copyOut(void *host, const void *tensor, size_t bytes) override {
+    loaded_.backend().copyFromArena(host, tensor, bytes);
+  }
   bool hasProgram(std::string_view program) const override {
     return programIndex_.count(program) != 0;
   }
@@ -241,18 +244,17 @@ bool SessionImpl::allocateArenas(std::string &error) {
     const fb::Arena *a = plan_.arenas()->Get(i);
     ArenaMemory mem;
     mem.bytes = a->bytes();
-    // calloc hands large blocks over as fresh zero pages, touched lazily.
-    mem.block = std::calloc(1, size_t(a->bytes()) + kArenaAlignment);
-    if (!mem.block) {
+    std::string why;
+    mem.base = static_cast<uint8_t *>(loaded_.backend().allocate(
+        MemorySpace(uint8_t(a->space())), a->bytes(), why));
+    if (!mem.base) {
       error = what + ": cannot allocate arena " + std::to_string(i) + " (" +
               fb::categoryName(a->category()) + ", " +
               fb::spaceName(a->space()) + ", " + std::to_string(a->bytes()) +
-              " bytes)";
+              " bytes) on " + std::string(loaded_.backend().name()) + ": " +
+              why;
       return false;
     }
-    uintptr_t p = reinterpret_cast<uintptr_t>(mem.block);
-    p = (p + kArenaAlignment - 1) & ~uintptr_t(kArenaAlignment - 1);
-    mem.base = reinterpret_cast<uint8_t *>(p);
     arenas_.push_back(mem);
   }
   return true;
@@ -289,7 +291,7 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     const fb::Instr *in = program.instrs()->Get(i);
     PreparedInstr pi;
     pi.index = i;
-    const KernelInfo *info = loaded_.kernels()(view(in->kernel()));
+    const KernelInfo *info = loaded_.backend().findKernel(view(in->kernel()));
     pi.fn = info->fn; // the verifier checked that the kernel exists
     pi.kernel = info->name;
     pi.loc = view(in->loc());
@@ -436,7 +438,7 @@ bool SessionImpl::readVariable(const NamedTensor &v, float *out,
     float *dst = out + part.begin;
     size_t n = size_t(part.end - part.begin);
     if (rank == options_.rank)
-      std::memcpy(dst, v.ref.f32() + part.local, n * sizeof(float));
+      copyOut(dst, v.ref.f32() + part.local, n * sizeof(float));
     if (!comm_->broadcast(dst, n, int(rank), error)) {
       error = "reading variable '" + v.name + "': " + error;
       return false;
@@ -449,8 +451,8 @@ void SessionImpl::writeVariable(const NamedTensor &v, const float *in) {
   if (!v.sharded)
     return Session::writeVariable(v, in);
   Part part = localPart(v);
-  std::memcpy(v.ref.f32() + part.local, in + part.begin,
-              size_t(part.end - part.begin) * sizeof(float));
+  copyIn(v.ref.f32() + part.local, in + part.begin,
+         size_t(part.end - part.begin) * sizeof(float));
 }
 
 bool SessionImpl::run(std::string_view program, uint32_t step,
@@ -506,7 +508,7 @@ bool Session::writeTensor(const NamedTensor &t, const void *data, size_t bytes,
                           std::string &error) {
   if (!checkStagedSize(t, bytes, "write", error))
     return false;
-  std::memcpy(t.ref.data, data, bytes);
+  copyIn(t.ref.data, data, bytes);
   return true;
 }
 
@@ -514,7 +516,7 @@ bool Session::readTensor(const NamedTensor &t, void *out, size_t bytes,
                          std::string &error) {
   if (!checkStagedSize(t, bytes, "read", error))
     return false;
-  std::memcpy(out, t.ref.data, bytes);
+  copyOut(out, t.ref.data, bytes);
   return true;
 }
 
@@ -529,13 +531,23 @@ bool Session::readVariable(const NamedTensor &v, float *out,
     error = "variable '" + v.name + "' is sharded; cannot gather it here";
     return false;
   }
-  std::memcpy(out, v.ref.data, size_t(v.numel()) * sizeof(float));
+  copyOut(out, v.ref.data, size_t(v.numel()) * sizeof(float));
   return true;
 }
 
 void Session::writeVariable(const NamedTensor &v, const float *in) {
   if (!v.sharded && v.ref.dtype == DType::f32)
-    std::memcpy(v.ref.data, in, size_t(v.numel()) * sizeof(float));
+    copyIn(v.ref.data, in, size_t(v.numel()) * sizeof(float));
+}
+
+void Session::copyIn(void *tensor, const void *host, size_t bytes) {
+  if (bytes)
+    std::memcpy(tensor, host, bytes);
+}
+
+void Session::copyOut(void *host, const void *tensor, size_t bytes) {
+  if (bytes)
+    std::memcpy(host, tensor, bytes);
 }
 
 std::unique_ptr<Session> Session::create(const LoadedPlan &plan,

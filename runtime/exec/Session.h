@@ -8,6 +8,7 @@
 #ifndef DSC_RUNTIME_EXEC_SESSION_H
 #define DSC_RUNTIME_EXEC_SESSION_H
 
+#include "runtime/backends/Backend.h"
 #include "runtime/kernels/Kernel.h"
 
 #include <cstdint>
@@ -22,10 +23,6 @@ struct Plan; // generated from runtime/schema/plan.fbs
 
 namespace dsc::rt {
 
-/// A backend's kernel table: the kernel called `name`, or null. The plan
-/// verifier checks names and arity against it and the Session calls it.
-using KernelLookup = const KernelInfo *(*)(std::string_view name);
-
 /// A plan file's bytes, checked by the FlatBuffers verifier and then by the
 /// semantic checks (buffers inside arenas, kernels known with the right
 /// arity, events recorded before they are waited on, schema version). The
@@ -33,27 +30,27 @@ using KernelLookup = const KernelInfo *(*)(std::string_view name);
 class LoadedPlan {
 public:
   /// Returns null and sets `error` to one line naming `path` on failure.
-  /// `kernels` null means the CPU backend's table (findCpuKernel).
-  static std::unique_ptr<LoadedPlan> load(const std::string &path,
-                                          std::string &error,
-                                          KernelLookup kernels = nullptr);
+  /// The plan's kernels are checked against `backend`'s table, and its
+  /// Sessions run on `backend`, which must outlive them.
+  static std::unique_ptr<LoadedPlan>
+  load(const std::string &path, std::string &error, Backend &backend);
   /// Same checks on bytes already in memory (`what` names them in errors).
   static std::unique_ptr<LoadedPlan> fromBytes(std::vector<uint8_t> bytes,
                                                const std::string &what,
                                                std::string &error,
-                                               KernelLookup kernels = nullptr);
+                                               Backend &backend);
   const dsc::plan::Plan &plan() const { return *plan_; }
   const std::vector<uint8_t> &bytes() const { return bytes_; }
   /// The path or description the plan was loaded from, for messages.
   const std::string &name() const { return name_; }
-  /// The kernel table the plan was verified against.
-  KernelLookup kernels() const { return kernels_; }
+  /// The backend the plan was verified for.
+  Backend &backend() const { return *backend_; }
 
 private:
   std::vector<uint8_t> bytes_;
   const dsc::plan::Plan *plan_ = nullptr;
   std::string name_;
-  KernelLookup kernels_ = nullptr;
+  Backend *backend_ = nullptr;
 };
 
 struct SessionOptions {
@@ -198,6 +195,12 @@ public:
   virtual std::vector<TraceRecord> takeTrace() { return {}; }
 
 protected:
+  /// How the staged calls above move bytes between host memory and a
+  /// tensor's memory: memcpy here (test doubles hold host memory); the
+  /// Session of a plan copies through its backend.
+  virtual void copyIn(void *tensor, const void *host, size_t bytes);
+  virtual void copyOut(void *host, const void *tensor, size_t bytes);
+
   uint64_t sampleOffset_ = 0;
 };
 

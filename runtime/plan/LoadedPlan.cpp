@@ -9,7 +9,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/exec/Session.h"
 #include "runtime/plan/PlanFormat.h"
 
@@ -95,8 +94,8 @@ std::vector<int64_t> dims(const Buffer *b) {
 
 class Checker {
 public:
-  Checker(const Plan &plan, KernelLookup kernels, std::string &error)
-      : plan_(plan), kernels_(kernels), error_(error) {}
+  Checker(const Plan &plan, const Backend &backend, std::string &error)
+      : plan_(plan), backend_(backend), error_(error) {}
 
   bool check() {
     if (plan_.schema_version() != kSchemaVersion)
@@ -333,7 +332,7 @@ private:
       std::string at = cat(prog, " instruction ", i);
       if (!in->kernel() || in->kernel()->size() == 0)
         return fail(cat(at, " has no kernel"));
-      const KernelInfo *info = kernels_(in->kernel()->string_view());
+      const KernelInfo *info = backend_.findKernel(in->kernel()->string_view());
       if (!info)
         return fail(cat(at, " uses unknown kernel ", quote(in->kernel())));
       std::string what = cat(at, " (", info->name, ")");
@@ -465,7 +464,7 @@ private:
   }
 
   const Plan &plan_;
-  KernelLookup kernels_;
+  const Backend &backend_;
   std::vector<Range> ranges_;
   std::string &error_;
 };
@@ -474,7 +473,7 @@ private:
 
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              std::string &error,
-                                             KernelLookup kernels) {
+                                             Backend &backend) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error = cat(path, ": cannot open: ", std::strerror(errno));
@@ -506,15 +505,13 @@ std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
     error = cat(path, ": cannot read: ", problem);
     return nullptr;
   }
-  return fromBytes(std::move(bytes), path, error, kernels);
+  return fromBytes(std::move(bytes), path, error, backend);
 }
 
 std::unique_ptr<LoadedPlan> LoadedPlan::fromBytes(std::vector<uint8_t> bytes,
                                                   const std::string &what,
                                                   std::string &error,
-                                                  KernelLookup kernels) {
-  if (!kernels)
-    kernels = findCpuKernel;
+                                                  Backend &backend) {
   // A FlatBuffer starts with the root offset and the 4-byte identifier.
   if (bytes.size() < 8) {
     error = cat(what, ": not a dsc plan (", bytes.size(), " byte",
@@ -538,7 +535,7 @@ std::unique_ptr<LoadedPlan> LoadedPlan::fromBytes(std::vector<uint8_t> bytes,
   }
   const Plan *plan = GetPlan(bytes.data());
   std::string problem;
-  if (!Checker(*plan, kernels, problem).check()) {
+  if (!Checker(*plan, backend, problem).check()) {
     error = cat(what, ": ", problem);
     return nullptr;
   }
@@ -547,7 +544,7 @@ std::unique_ptr<LoadedPlan> LoadedPlan::fromBytes(std::vector<uint8_t> bytes,
   // Moving a vector keeps its heap block, so the root stays valid.
   loaded->plan_ = GetPlan(loaded->bytes_.data());
   loaded->name_ = what;
-  loaded->kernels_ = kernels;
+  loaded->backend_ = &backend;
   return loaded;
 }
 

@@ -1,6 +1,7 @@
 //===- DsrunMain.cpp - the dsrun tool as a library call -------------------===//
 #include "runtime/tooling/DsrunMain.h"
 
+#include "runtime/backends/Registry.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Flags.h"
@@ -117,6 +118,7 @@ std::string rankFileFor(const std::string &path, int rank,
 // waiting; the ranks agree on whether all got ready right after
 // (agreeToStart).
 struct Prepared {
+  std::unique_ptr<Backend> backend; // first: it outlives the plan and Session
   std::unique_ptr<LoadedPlan> loaded;
   PlanInfo info;
   TrainSetup setup;
@@ -129,7 +131,12 @@ struct Prepared {
 int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
             std::string &error) {
   const bool lead = comm.rank() == 0;
-  p.loaded = LoadedPlan::load(options.plan, error);
+  p.backend = createBackend(options.backend, error);
+  if (!p.backend) {
+    error = "--backend " + options.backend + ": " + error;
+    return kExitBadInput;
+  }
+  p.loaded = LoadedPlan::load(options.plan, error, *p.backend);
   if (!p.loaded)
     return kExitBadInput;
   PlanInfo &info = p.info;

@@ -53,11 +53,9 @@ const std::vector<Flag> &flagTable() {
                            "ranks, started on this machine through mpirun; "
                            "must match the plan's world size (default 1; "
                            "under mpirun, the job's ranks)"));
-    Flag backend{"--backend", "cpu|cuda", Value::Choice,
-                 "where kernels run (default cpu)"};
-    backend.text = &O::backend;
-    backend.choices = "cpu|cuda";
-    t.push_back(backend);
+    t.push_back(textFlag("--backend", "NAME", &O::backend,
+                         "where the plan runs: a registered backend "
+                         "(default cpu)"));
     t.push_back(numberFlag("--seed", "S", Value::Unsigned, &O::seed,
                            "seed for initialization, dropout and data "
                            "sampling (default 1337)"));
@@ -294,10 +292,7 @@ std::vector<std::string> withoutDsrunFlag(const std::vector<std::string> &args,
 }
 
 bool checkDsrunSupport(const DsrunOptions &options, std::string &error) {
-  if (options.backend == "cuda")
-    error = "--backend cuda: the CUDA backend is not implemented yet; use "
-            "--backend cpu";
-  else if (!options.saveDir.empty())
+  if (!options.saveDir.empty())
     error = "--save-dir: training checkpoints are not implemented yet";
   else if (options.saveEvery)
     error = "--save-every: training checkpoints are not implemented yet";

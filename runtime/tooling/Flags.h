@@ -46,7 +46,8 @@ std::vector<std::string> withoutDsrunFlag(const std::vector<std::string> &args,
                                           const std::string &name);
 
 /// False + one line if `options` asks for something this dsrun cannot do
-/// yet (CUDA, training checkpoints).
+/// yet (training checkpoints). Backends are checked against the registry
+/// when the run starts.
 bool checkDsrunSupport(const DsrunOptions &options, std::string &error);
 
 /// The --help text, generated from the flag table.

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/AllBackends.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
@@ -454,7 +455,8 @@ float xValue(int rank, int64_t i, int run) {
 /// Runs commPlan on this rank through `options` and checks every output.
 void runCommPlan(const rt::SessionOptions &options, int n) {
   std::string error;
-  auto plan = rt::LoadedPlan::fromBytes(commPlan(n).build(), "c.dsplan", error);
+  auto plan = rt::LoadedPlan::fromBytes(commPlan(n).build(), "c.dsplan", error,
+                                        test::cpuBackend());
   ASSERT_TRUE(plan) << error;
   auto session = rt::Session::create(*plan, options, error);
   ASSERT_TRUE(session) << error;
@@ -500,7 +502,8 @@ TEST(CommPlan, DefaultCommunicatorIsLocal) {
 
 TEST(CommPlan, CommunicatorMustMatchTheRun) {
   std::string error;
-  auto plan = rt::LoadedPlan::fromBytes(commPlan(2).build(), "c.dsplan", error);
+  auto plan = rt::LoadedPlan::fromBytes(commPlan(2).build(), "c.dsplan", error,
+                                        test::cpuBackend());
   ASSERT_TRUE(plan) << error;
   rt::LocalCommunicator local;
   rt::SessionOptions options;
@@ -525,7 +528,9 @@ TEST(CommPlan, VerifierWantsCollectivesOnTheCommStream) {
   PlanSpec p = commPlan(1);
   p.programs[0].instrs[2].stream = fb::Stream::compute;
   std::string error;
-  EXPECT_EQ(rt::LoadedPlan::fromBytes(p.build(), "c.dsplan", error), nullptr);
+  EXPECT_EQ(rt::LoadedPlan::fromBytes(p.build(), "c.dsplan", error,
+                                      test::cpuBackend()),
+            nullptr);
   EXPECT_EQ(error, "c.dsplan: program 'micro_step' instruction 2 "
                    "(comm.all_reduce) runs on the compute stream; collectives "
                    "run on the comm stream");
@@ -682,7 +687,7 @@ void trainOneRank(int n, int steps, const std::string &metricsPath,
                   std::unique_ptr<rt::Session> &session) {
   std::string error;
   loaded = rt::LoadedPlan::fromBytes(bigramPlan(1, n * kRows).build(),
-                                     "ref.dsplan", error);
+                                     "ref.dsplan", error, test::cpuBackend());
   ASSERT_TRUE(loaded) << error;
   rt::SessionOptions options;
   options.seed = 3;
@@ -871,7 +876,8 @@ TEST(DsrunRanks, ShardedParametersTrainAndExportAsOneRank) {
 
   // Every rank loads the file into its shard (a different seed first, so
   // that the weights come from the file) and exports again.
-  auto loaded = rt::LoadedPlan::fromBytes(spec.build(), "z3.dsplan", error);
+  auto loaded = rt::LoadedPlan::fromBytes(spec.build(), "z3.dsplan", error,
+                                          test::cpuBackend());
   ASSERT_TRUE(loaded) << error;
   rt::SessionOptions options;
   options.seed = 9;
@@ -986,6 +992,7 @@ int main(int argc, char **argv) {
     return ok ? 0 : 1;
   }
   testing::InitGoogleTest(&argc, argv);
+  dsc::rt::registerAvailableBackends(); // the in-process dsrun runs need it
   std::string error;
   std::unique_ptr<Communicator> comm = rt::createCommunicator(error);
   if (!comm) {

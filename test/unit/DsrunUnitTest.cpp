@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/AllBackends.h"
+#include "runtime/backends/Registry.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/DataLoader.h"
@@ -37,6 +39,12 @@
 
 using namespace dsc::rt;
 using Json = nlohmann::json;
+
+// dsrun's main registers the backends; these in-process runs do it here.
+static const bool kBackendsRegistered = [] {
+  dsc::rt::registerAvailableBackends();
+  return true;
+}();
 
 namespace {
 
@@ -645,8 +653,6 @@ TEST(Flags, Errors) {
   EXPECT_EQ(flagError({"p", "--device-memory", "17179869184TiB"}),
             "--device-memory: expected a byte count such as 1073741824 or "
             "8GiB, got '17179869184TiB'");
-  EXPECT_EQ(flagError({"p", "--backend", "tpu"}),
-            "--backend: expected cpu or cuda, got 'tpu'");
   EXPECT_EQ(flagError({"p", "--stepz", "3"}),
             "unknown flag '--stepz' (did you mean --steps?)");
   EXPECT_EQ(flagError({"p", "--frobnicate"}), "unknown flag '--frobnicate'");
@@ -665,7 +671,7 @@ TEST(Flags, HelpListsEveryFlag) {
   EXPECT_TRUE(o.help);
   std::string usage = dsrunUsage();
   for (const char *flag :
-       {"--data PATH", "--steps N", "--np N", "--backend cpu|cuda", "--seed S",
+       {"--data PATH", "--steps N", "--np N", "--backend NAME", "--seed S",
         "--device-memory BYTES", "--init-from W.safetensors",
         "--metrics FILE.jsonl", "--trace FILE.json",
         "--export-weights OUT.safetensors", "--save-dir DIR", "--save-every K",
@@ -733,9 +739,6 @@ TEST(Flags, NotImplementedYet) {
     EXPECT_FALSE(checkDsrunSupport(o, error));
     return error;
   };
-  EXPECT_EQ(unsupported({"p", "--backend", "cuda"}),
-            "--backend cuda: the CUDA backend is not implemented yet; use "
-            "--backend cpu");
   EXPECT_EQ(unsupported({"p", "--save-dir", "d"}),
             "--save-dir: training checkpoints are not implemented yet");
   EXPECT_EQ(unsupported({"p", "--save-every", "5"}),
@@ -1472,9 +1475,36 @@ TEST(DsrunMain, ExitStatuses) {
             kExitBadInput);
   EXPECT_EQ(dsrun({plan, "--steps", "1", "--device-memory", "1K"}),
             kExitBadInput);
+  // A backend this build does not have (Backends.Registry pins the line).
+  EXPECT_EQ(dsrun({plan, "--steps", "1", "--backend", "tpu"}), kExitBadInput);
+  EXPECT_EQ(dsrun({plan, "--steps", "1", "--backend", "cuda"}), kExitBadInput);
   std::string trace = tempPath("trace.json");
   EXPECT_EQ(dsrun({plan, "--steps", "2", "--trace", trace}), kExitOk);
   EXPECT_EQ(Json::parse(readFile(trace)).size(), 6u + 2 * (2 * 4 + 5));
+}
+
+// The registry knows the backends of this build by name; the core
+// libraries know none (dsrun registers them, as this test does).
+TEST(Backends, Registry) {
+  std::string error;
+  EXPECT_EQ(backendNames(), std::vector<std::string>{"cpu"});
+  std::unique_ptr<Backend> cpu = createBackend("cpu", error);
+  ASSERT_TRUE(cpu) << error;
+  EXPECT_EQ(cpu->name(), "cpu");
+  EXPECT_NE(cpu->findKernel("ds.matmul"), nullptr);
+  EXPECT_EQ(cpu->findKernel("ds.nope"), nullptr);
+  void *block = cpu->allocate(MemorySpace::device, 100, error);
+  ASSERT_NE(block, nullptr) << error;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 64, 0u);
+  const uint8_t bytes[3] = {1, 2, 3};
+  uint8_t back[3] = {};
+  cpu->copyToArena(block, bytes, 3);
+  cpu->copyFromArena(back, block, 3);
+  EXPECT_EQ(std::vector<uint8_t>(back, back + 3),
+            std::vector<uint8_t>(bytes, bytes + 3));
+  cpu->release(block);
+  EXPECT_EQ(createBackend("tpu", error), nullptr);
+  EXPECT_EQ(error, "unknown backend 'tpu' (this build has: cpu)");
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #ifndef DSC_TEST_UNIT_PLANSPEC_H
 #define DSC_TEST_UNIT_PLANSPEC_H
 
+#include "runtime/backends/cpu/CpuBackend.h"
 #include "runtime/plan/PlanFormat.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,12 @@
 namespace dsc::test {
 
 namespace fb = dsc::plan;
+
+/// The CPU backend the runtime tests load their plans for.
+inline rt::Backend &cpuBackend() {
+  static rt::CpuBackend backend;
+  return backend;
+}
 
 /// A plan in plain structs, serialized with the generated builder.
 struct PlanSpec {

@@ -94,15 +94,20 @@ const rt::KernelInfo kTestKernels[] = {
     {"test.fail", 1, 1, 0, 0, failKernel},
     {"test.slow_copy", 1, 1, 0, 0, slowCopyKernel},
 };
-const rt::KernelInfo *testKernels(std::string_view name) {
-  for (const rt::KernelInfo &k : kTestKernels)
-    if (k.name == name)
-      return &k;
-  return rt::findCpuKernel(name);
-}
+// The CPU backend with the test kernels added to its table.
+class TestBackend : public rt::CpuBackend {
+public:
+  const rt::KernelInfo *findKernel(std::string_view name) const override {
+    for (const rt::KernelInfo &k : kTestKernels)
+      if (k.name == name)
+        return &k;
+    return rt::CpuBackend::findKernel(name);
+  }
+};
+TestBackend testBackend;
 
 std::unique_ptr<LoadedPlan> load(const PlanSpec &spec, std::string &error) {
-  return LoadedPlan::fromBytes(spec.build(), "t.dsplan", error, testKernels);
+  return LoadedPlan::fromBytes(spec.build(), "t.dsplan", error, testBackend);
 }
 
 /// The error line for a plan that must not load.
@@ -232,7 +237,7 @@ TEST(Session, LoadsFromFile) {
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   std::string error;
-  auto plan = LoadedPlan::load(path, error, testKernels);
+  auto plan = LoadedPlan::load(path, error, testBackend);
   ASSERT_TRUE(plan) << error;
   EXPECT_EQ(plan->name(), path);
   EXPECT_EQ(plan->bytes(), bytes);
@@ -793,10 +798,11 @@ TEST(ShardedVariables, ReadFailsOnAFailedCollective) {
 
 TEST(PlanVerifier, MissingFile) {
   std::string error;
-  EXPECT_EQ(LoadedPlan::load("/nonexistent/plan.dsplan", error), nullptr);
+  EXPECT_EQ(LoadedPlan::load("/nonexistent/plan.dsplan", error, testBackend),
+            nullptr);
   EXPECT_EQ(error,
             "/nonexistent/plan.dsplan: cannot open: No such file or directory");
-  EXPECT_EQ(LoadedPlan::load("/", error), nullptr);
+  EXPECT_EQ(LoadedPlan::load("/", error, testBackend), nullptr);
   EXPECT_EQ(error, "/: cannot read: not a regular file");
 }
 
@@ -806,13 +812,14 @@ TEST(PlanVerifier, Truncated) {
   std::string error;
   for (size_t keep : {full - 1, full / 2, size_t(8)}) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + keep);
-    EXPECT_EQ(LoadedPlan::fromBytes(cut, "t.dsplan", error, testKernels),
+    EXPECT_EQ(LoadedPlan::fromBytes(cut, "t.dsplan", error, testBackend),
               nullptr);
     EXPECT_EQ(error, "t.dsplan: corrupt or truncated plan (" +
                          std::to_string(keep) +
                          " bytes; the FlatBuffers verifier rejects it)");
   }
-  EXPECT_EQ(LoadedPlan::fromBytes({1, 2, 3}, "t.dsplan", error), nullptr);
+  EXPECT_EQ(LoadedPlan::fromBytes({1, 2, 3}, "t.dsplan", error, testBackend),
+            nullptr);
   EXPECT_EQ(error,
             "t.dsplan: not a dsc plan (3 bytes, too short for a plan header)");
 }
@@ -821,12 +828,12 @@ TEST(PlanVerifier, WrongFileIdentifier) {
   std::vector<uint8_t> bytes = basicPlan().build();
   std::memcpy(&bytes[4], "NOPE", 4);
   std::string error;
-  EXPECT_EQ(LoadedPlan::fromBytes(bytes, "t.dsplan", error, testKernels),
+  EXPECT_EQ(LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend),
             nullptr);
   EXPECT_EQ(error, "t.dsplan: not a dsc plan (file identifier 'NOPE', expected "
                    "'DSPL')");
   bytes[5] = 0;
-  LoadedPlan::fromBytes(bytes, "t.dsplan", error, testKernels);
+  LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend);
   EXPECT_EQ(error, "t.dsplan: not a dsc plan (file identifier 'N\\x00PE', "
                    "expected 'DSPL')");
 }
@@ -900,7 +907,8 @@ TEST(PlanVerifier, UnknownKernel) {
   p.program("micro_step").instrs[1].kernel = "test.fail";
   p.program("micro_step").instrs[1].inputs = {kH};
   std::string error;
-  EXPECT_EQ(LoadedPlan::fromBytes(p.build(), "t.dsplan", error), nullptr);
+  EXPECT_EQ(LoadedPlan::fromBytes(p.build(), "t.dsplan", error, test::cpuBackend()),
+            nullptr);
   EXPECT_EQ(error, "t.dsplan: program 'micro_step' instruction 1 uses unknown "
                    "kernel 'test.fail'");
 }
@@ -1079,7 +1087,7 @@ void flipBytesOf(const PlanSpec &spec) {
       std::vector<uint8_t> bytes = good;
       bytes[pos] ^= flip;
       std::string error;
-      auto plan = LoadedPlan::fromBytes(bytes, "t.dsplan", error, testKernels);
+      auto plan = LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend);
       if (!plan) {
         ++rejected;
         ASSERT_EQ(error.rfind("t.dsplan", 0), 0u) << error;

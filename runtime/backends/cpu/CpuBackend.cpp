@@ -1,0 +1,63 @@
+//===- CpuBackend.cpp - the CPU backend -----------------------------------===//
+#include "runtime/backends/cpu/CpuBackend.h"
+
+#include "runtime/backends/Registry.h"
+#include "runtime/backends/cpu/CpuKernels.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dsc::rt {
+namespace {
+
+constexpr uintptr_t kAlignment = 64;
+
+// The block calloc returned sits in the word before the aligned address.
+void *&originOf(void *aligned) { return static_cast<void **>(aligned)[-1]; }
+
+} // namespace
+
+const KernelInfo *CpuBackend::findKernel(std::string_view name) const {
+  return findCpuKernel(name);
+}
+
+void *CpuBackend::allocate(MemorySpace, uint64_t bytes, std::string &error) {
+  size_t total = size_t(bytes) + kAlignment + sizeof(void *);
+  if (bytes > (uint64_t(1) << 56) || total < bytes) {
+    error = std::to_string(bytes) + " bytes is more than this machine has";
+    return nullptr;
+  }
+  void *block = std::calloc(1, total);
+  if (!block) {
+    error = "cannot allocate " + std::to_string(bytes) + " bytes";
+    return nullptr;
+  }
+  uintptr_t p = reinterpret_cast<uintptr_t>(block) + sizeof(void *);
+  p = (p + kAlignment - 1) & ~(kAlignment - 1);
+  void *aligned = reinterpret_cast<void *>(p);
+  originOf(aligned) = block;
+  return aligned;
+}
+
+void CpuBackend::release(void *block) {
+  if (block)
+    std::free(originOf(block));
+}
+
+void CpuBackend::copyToArena(void *arena, const void *host, size_t bytes) {
+  if (bytes)
+    std::memcpy(arena, host, bytes);
+}
+
+void CpuBackend::copyFromArena(void *host, const void *arena, size_t bytes) {
+  if (bytes)
+    std::memcpy(host, arena, bytes);
+}
+
+void registerCpuBackend() {
+  registerBackend("cpu", [](std::string &) -> std::unique_ptr<Backend> {
+    return std::make_unique<CpuBackend>();
+  });
+}
+
+} // namespace dsc::rt
