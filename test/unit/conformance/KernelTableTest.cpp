@@ -1,0 +1,282 @@
+//===- KernelTableTest.cpp - the CPU kernel table, and coverage -----------===//
+//
+// The CPU backend's table against runtime/kernels/Kernel.h (every contract
+// kernel registered with its arity; junk arguments give one-line errors),
+// and the check that every kernel of every registered backend has a
+// conformance case in this directory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/unit/conformance/KernelTestSupport.h"
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+using namespace dsc;
+using namespace dsc::conformance;
+
+namespace {
+
+//===--- The kernel table -------------------------------------------------===//
+
+struct Arity {
+  int in, out, ints, floats;
+};
+
+// Kernel.h's declared arity; -1 = any.
+const std::map<std::string, Arity> kDeclared = {
+    {"ds.add", {2, 1, 0, 0}},
+    {"ds.sub", {2, 1, 0, 0}},
+    {"ds.mul", {2, 1, 0, 0}},
+    {"ds.div", {2, 1, 0, 0}},
+    {"ds.minimum", {2, 1, 0, 0}},
+    {"ds.maximum", {2, 1, 0, 0}},
+    {"ds.equal", {2, 1, 0, 0}},
+    {"ds.neg", {1, 1, 0, 0}},
+    {"ds.exp", {1, 1, 0, 0}},
+    {"ds.log", {1, 1, 0, 0}},
+    {"ds.tanh", {1, 1, 0, 0}},
+    {"ds.sqrt", {1, 1, 0, 0}},
+    {"ds.rsqrt", {1, 1, 0, 0}},
+    {"ds.relu", {1, 1, 0, 0}},
+    {"ds.silu", {1, 1, 0, 0}},
+    {"ds.gelu", {1, 1, 1, 0}},
+    {"ds.relu_grad", {2, 1, 0, 0}},
+    {"ds.silu_grad", {2, 1, 0, 0}},
+    {"ds.gelu_grad", {2, 1, 1, 0}},
+    {"ds.cast", {1, 1, 0, 0}},
+    {"ds.dropout", {1, 1, 1, 1}},
+    {"ds.matmul", {2, 1, 2, 0}},
+    {"ds.layer_norm", {-1, 1, 0, 1}},
+    {"ds.layer_norm_grad", {3, 3, 0, 1}},
+    {"ds.rms_norm", {2, 1, 0, 1}},
+    {"ds.rms_norm_grad", {3, 2, 0, 1}},
+    {"ds.softmax", {1, 1, 0, 0}},
+    {"ds.softmax_grad", {2, 1, 0, 0}},
+    {"ds.attention", {3, 1, 1, 1}},
+    {"ds.attention_grad", {4, 3, 1, 1}},
+    {"ds.rotary", {1, 1, 1, 1}},
+    {"ds.embedding", {2, 1, 0, 0}},
+    {"ds.embedding_grad", {2, 1, 0, 0}},
+    {"ds.cross_entropy", {2, 1, 1, 0}},
+    {"ds.cross_entropy_grad", {3, 1, 1, 0}},
+    {"ds.transpose", {1, 1, -1, 0}},
+    {"ds.slice", {1, 1, -1, 0}},
+    {"ds.pad", {1, 1, -1, 0}},
+    {"ds.concat", {-1, 1, 1, 0}},
+    {"ds.split", {1, -1, 1, 0}},
+    {"ds.broadcast", {1, 1, 0, 0}},
+    {"ds.reduce_sum", {1, 1, -1, 0}},
+    {"ds.reduce_mean", {1, 1, -1, 0}},
+    {"ds.reduce_max", {1, 1, -1, 0}},
+    {"ds.iota", {0, 1, 1, 0}},
+    {"ds.adamw", {7, 3, 0, 4}},
+    {"ds.copy", {1, 1, 0, 0}},
+    {"ds.fill", {0, 1, 0, 1}},
+    {"ds.bias_gelu", {2, 2, 1, 0}},
+    {"ds.add_layer_norm", {-1, 2, 0, 1}},
+    {"comm.all_reduce", {1, 1, 0, 1}},
+    {"comm.reduce_scatter", {1, 1, 0, 1}},
+    {"comm.all_gather", {1, 1, 0, 0}},
+    {"comm.broadcast", {1, 1, 1, 0}},
+    {"dist.shard", {1, 1, 1, 0}},
+};
+
+// The kernel names in Kernel.h's header comment.
+std::set<std::string> namesInKernelHeader(std::string &error) {
+  std::string path = __FILE__;
+  size_t at = path.rfind("test/unit/");
+  if (at == std::string::npos) {
+    error = "cannot locate the source tree from " + path;
+    return {};
+  }
+  path = path.substr(0, at) + "runtime/kernels/Kernel.h";
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read " + path;
+    return {};
+  }
+  std::set<std::string> names;
+  std::regex name(R"((ds|comm|dist)\.[a-z_]+)");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("//", 0) != 0)
+      continue;
+    for (std::sregex_iterator it(line.begin(), line.end(), name), end;
+         it != end; ++it)
+      names.insert(it->str());
+  }
+  return names;
+}
+
+TEST(CpuKernelTable, EveryContractKernelIsRegisteredWithItsArity) {
+  std::string error;
+  std::set<std::string> names = namesInKernelHeader(error);
+  ASSERT_EQ(error, "");
+  ASSERT_FALSE(names.empty());
+  for (const std::string &n : names) {
+    EXPECT_TRUE(kDeclared.count(n)) << n << " is new in Kernel.h";
+    const rt::KernelInfo *k = rt::findCpuKernel(n);
+    ASSERT_NE(k, nullptr) << n << " is not registered";
+    EXPECT_EQ(k->name, n);
+    EXPECT_NE(k->fn, nullptr) << n;
+  }
+  for (const auto &[n, arity] : kDeclared) {
+    EXPECT_TRUE(names.count(n)) << n << " is not in Kernel.h any more";
+    const rt::KernelInfo *k = rt::findCpuKernel(n);
+    ASSERT_NE(k, nullptr) << n;
+    EXPECT_EQ(k->numInputs, arity.in) << n;
+    EXPECT_EQ(k->numOutputs, arity.out) << n;
+    EXPECT_EQ(k->numIntAttrs, arity.ints) << n;
+    EXPECT_EQ(k->numFloatAttrs, arity.floats) << n;
+  }
+  EXPECT_EQ(rt::cpuKernels().size(), kDeclared.size());
+  EXPECT_EQ(rt::findCpuKernel("ds.nonexistent"), nullptr);
+  EXPECT_EQ(rt::findCpuKernel(""), nullptr);
+}
+
+// Junk arguments never crash a kernel: each call fails with a line that
+// starts with the kernel's name, or succeeds.
+TEST(CpuKernelTable, BadArgumentsGiveOneLineErrorsNamingTheKernel) {
+  for (const rt::KernelInfo &k : rt::cpuKernels()) {
+    std::string prefix = std::string(k.name) + ": ";
+    int nIn = k.numInputs < 0 ? 2 : k.numInputs;
+    int nOut = k.numOutputs < 0 ? 2 : k.numOutputs;
+    int nInts = k.numIntAttrs < 0 ? 1 : k.numIntAttrs;
+    int nFloats = k.numFloatAttrs;
+    // Too many inputs (when fixed): an arity error.
+    if (k.numInputs >= 0) {
+      std::vector<Buf> bufs(size_t(nIn + 1), Buf({2, 3}));
+      std::vector<Buf> outs(size_t(nOut), Buf({2, 3}));
+      std::vector<Buf *> in, out;
+      for (Buf &b : bufs)
+        in.push_back(&b);
+      for (Buf &b : outs)
+        out.push_back(&b);
+      std::string e = run(std::string(k.name), in, out,
+                          std::vector<int64_t>(size_t(nInts), 0),
+                          std::vector<double>(size_t(nFloats), 0.5));
+      EXPECT_EQ(e.rfind(prefix + "expects", 0), 0u) << e;
+    }
+    // Several ill-matched shapes with the right arity.
+    std::vector<Shape> shapes = {{}, {0}, {3}, {2, 3}, {4, 1, 5}, {2, 3, 4, 5}};
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      std::vector<Buf> bufs, outs;
+      for (int i = 0; i < nIn; ++i)
+        bufs.push_back(filled(shapes[(s + size_t(i)) % shapes.size()], 1.0));
+      for (int i = 0; i < nOut; ++i)
+        outs.push_back(poisoned(shapes[(s + 2 + size_t(i)) % shapes.size()]));
+      std::vector<Buf *> in, out;
+      for (Buf &b : bufs)
+        in.push_back(&b);
+      for (Buf &b : outs)
+        out.push_back(&b);
+      std::string e = run(std::string(k.name), in, out,
+                          std::vector<int64_t>(size_t(nInts), 1),
+                          std::vector<double>(size_t(nFloats), 0.5));
+      if (!e.empty()) {
+        EXPECT_EQ(e.rfind(prefix, 0), 0u) << e;
+        EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+      }
+    }
+  }
+  // A negative dim, a null shape, and missing data are refused up front.
+  Buf x({2, 3}), y({2, 3});
+  std::vector<int64_t> bad = {2, -3};
+  rt::TensorRef refs[2] = {x.ref(), y.ref()};
+  refs[0].shape = bad.data();
+  rt::KernelArgs a;
+  a.inputs = refs;
+  a.numInputs = 1;
+  a.outputs = refs + 1;
+  a.numOutputs = 1;
+  std::string err;
+  EXPECT_FALSE(rt::findCpuKernel("ds.neg")->fn(a, err));
+  EXPECT_EQ(err, "ds.neg: input 0 has a negative dim in [2, -3]");
+  refs[0] = x.ref();
+  refs[0].data = nullptr;
+  EXPECT_FALSE(rt::findCpuKernel("ds.neg")->fn(a, err));
+  EXPECT_EQ(err, "ds.neg: input 0 of shape [2, 3] has no data");
+}
+
+TEST(CpuKernelTable, UnsupportedDtypesAreNamed) {
+  Buf a({3}, DType::f16), b({3}, DType::f16), out({3}, DType::f16);
+  EXPECT_EQ(run("ds.add", {&a, &b}, {&out}),
+            "ds.add: unsupported dtype f16 for input 0 (expected f32)");
+  Buf x({2, 4}, DType::bf16), w({4}), y({2, 4});
+  EXPECT_EQ(run("ds.layer_norm", {&x, &w}, {&y}, {}, {1e-5}),
+            "ds.layer_norm: unsupported dtype bf16 for input 0 (expected "
+            "f32)");
+}
+
+TEST(CpuKernelTable, PartialOverlapIsRefused) {
+  Buf big({8}), x({4});
+  rt::TensorRef in = big.ref(), out = big.ref();
+  int64_t four = 4;
+  in.shape = &four;
+  out.shape = &four;
+  out.data = big.f32() + 2; // overlaps the input's second half
+  in.rank = out.rank = 1;
+  rt::KernelArgs a;
+  a.inputs = &in;
+  a.numInputs = 1;
+  a.outputs = &out;
+  a.numOutputs = 1;
+  std::string err;
+  EXPECT_FALSE(rt::findCpuKernel("ds.neg")->fn(a, err));
+  EXPECT_EQ(err, "ds.neg: output 0 overlaps input 0 (only an exact in-place "
+                 "update is allowed)");
+  Buf m({4, 4});
+  EXPECT_EQ(run("ds.matmul", {&m, &m}, {&m}, {0, 0}),
+            "ds.matmul: output 0 overlaps input 0 (this kernel cannot run in "
+            "place)");
+}
+
+// The kernel families of the conformance suite (CpuKernelTable above is
+// about the CPU backend's own table and stays a plain test).
+//===--- Coverage ---------------------------------------------------------===//
+
+// Every kernel of every registered backend has a conformance case: its name
+// appears in a case file of this directory (the *Test.cpp files but this
+// one, whose table names every kernel), or it is listed with the suite that
+// covers it instead.
+TEST(Conformance, EveryRegisteredKernelHasACase) {
+  static const std::map<std::string, std::string, std::less<>> elsewhere = {
+      {"comm.all_gather", "CommTest (needs ranks)"},
+      {"comm.all_reduce", "CommTest (needs ranks)"},
+      {"comm.broadcast", "CommTest (needs ranks)"},
+      {"comm.reduce_scatter", "CommTest (needs ranks)"},
+  };
+  namespace fs = std::filesystem;
+  const fs::path self(__FILE__);
+  std::string text;
+  int files = 0;
+  for (const fs::directory_entry &e :
+       fs::directory_iterator(self.parent_path())) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() != ".cpp" || name == self.filename().string() ||
+        name.find("Test.cpp") == std::string::npos)
+      continue;
+    std::ifstream in(e.path());
+    ASSERT_TRUE(in) << "cannot read " << e.path();
+    text.append(std::istreambuf_iterator<char>(in),
+                std::istreambuf_iterator<char>());
+    ++files;
+  }
+  ASSERT_GE(files, 3) << "no case files next to " << self;
+  for (const std::string &name : rt::backendNames()) {
+    std::string error;
+    std::unique_ptr<rt::Backend> b = rt::createBackend(name, error);
+    if (!b)
+      continue; // not available here: its instances skip too
+    for (const rt::KernelInfo &k : rt::cpuKernels()) {
+      if (b->findKernel(k.name) == nullptr || elsewhere.count(k.name))
+        continue;
+      EXPECT_NE(text.find("\"" + std::string(k.name) + "\""), std::string::npos)
+          << name << " kernel " << k.name << " has no conformance case";
+    }
+  }
+}
+
+} // namespace

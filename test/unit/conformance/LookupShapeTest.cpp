@@ -1,0 +1,355 @@
+//===- LookupShapeTest.cpp - lookup, shape, reduction and optimizer kernels
+//---===//
+//
+// Conformance cases: embedding and cross-entropy with their gradients,
+// transposes, slices, pads, concats, iota, reductions, AdamW and dist.shard.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/unit/conformance/KernelTestSupport.h"
+
+using namespace dsc;
+using namespace dsc::conformance;
+
+namespace {
+
+class LookupKernels : public Conformance {};
+class ShapeKernels : public Conformance {};
+class ReduceKernels : public Conformance {};
+class AdamWKernels : public Conformance {};
+
+//===--- Embedding and cross-entropy --------------------------------------===//
+
+TEST_P(LookupKernels, EmbeddingAndGradMatchReference) {
+  SEEDED_RNG(rng);
+  for (DType it : {DType::i32, DType::i64})
+    for (const auto &[V, C, idxShape] :
+         {std::tuple<int64_t, int64_t, Shape>{7, 5, {3, 13}},
+          {13, 3, {5}},
+          {3, 257, {2, 5, 7}},
+          {5, 4, {}}}) {
+      SCOPED_TRACE(std::string(rt::dtypeName(it)) + " V " + std::to_string(V));
+      Buf table = uniform(rng, {V, C}), idx = indices(rng, idxShape, V, it);
+      Shape outShape = idxShape;
+      outShape.push_back(C);
+      Buf out = poisoned(outShape);
+      RUN_OK("ds.embedding", {&table, &idx}, {&out});
+      REF_OK(want, ref::embedding(table.toRef(), idx.toRef()));
+      EXPECT_TRUE(close(out, want));
+      Buf g = uniform(rng, outShape), dt = poisoned({V, C});
+      RUN_OK("ds.embedding_grad", {&idx, &g}, {&dt});
+      REF_OK(grad, ref::embedding_grad(idx.toRef(), g.toRef(), V));
+      EXPECT_TRUE(close(dt, grad));
+    }
+}
+
+TEST_P(LookupKernels, EmbeddingIndexErrorsNameTheValue) {
+  Buf table({5, 3}), out({2, 3}), idx({2}, DType::i32);
+  idx.set(0, 1);
+  idx.set(1, 5);
+  EXPECT_EQ(run("ds.embedding", {&table, &idx}, {&out}),
+            "ds.embedding: index 5 at position 1 is outside [0, 5): the "
+            "table has V = 5 rows");
+  idx.set(1, -2);
+  EXPECT_EQ(run("ds.embedding", {&table, &idx}, {&out}),
+            "ds.embedding: index -2 at position 1 is outside [0, 5): the "
+            "table has V = 5 rows");
+  Buf g({2, 3}), dt({4, 3});
+  idx.set(1, 4);
+  EXPECT_EQ(run("ds.embedding_grad", {&idx, &g}, {&dt}),
+            "ds.embedding_grad: index 4 at position 1 is outside [0, 4): the "
+            "table has V = 4 rows");
+  Buf fidx({2});
+  EXPECT_EQ(run("ds.embedding", {&table, &fidx}, {&out}),
+            "ds.embedding: unsupported dtype f32 for indices (expected i32 or "
+            "i64)");
+}
+
+TEST_P(LookupKernels, CrossEntropyAndGradMatchReference) {
+  SEEDED_RNG(rng);
+  for (DType it : {DType::i32, DType::i64})
+    for (const auto &[V, tShape] : {std::pair<int64_t, Shape>{7, {3, 13}},
+                                    {257, {5}},
+                                    {5, {2, 3, 7}},
+                                    {13, {}}})
+      for (int64_t ignore : {int64_t(-1), int64_t(2), int64_t(-100)}) {
+        SCOPED_TRACE(std::string(rt::dtypeName(it)) + " V " +
+                     std::to_string(V) + " ignore " + std::to_string(ignore));
+        Shape lShape = tShape;
+        lShape.push_back(V);
+        Buf logits = uniform(rng, lShape, -4, 4),
+            targets = indices(rng, tShape, V, it);
+        for (int64_t i = 0; i < targets.numel(); i += 3) // some ignored
+          targets.set(i, double(ignore));
+        Buf loss = poisoned({});
+        RUN_OK("ds.cross_entropy", {&logits, &targets}, {&loss}, {ignore});
+        REF_OK(want,
+               ref::cross_entropy(logits.toRef(), targets.toRef(), ignore));
+        EXPECT_TRUE(close(loss, want));
+        Buf g = scalarBuf(0.75), dx = poisoned(lShape);
+        RUN_OK("ds.cross_entropy_grad", {&logits, &targets, &g}, {&dx},
+               {ignore});
+        REF_OK(grad, ref::cross_entropy_grad(logits.toRef(), targets.toRef(),
+                                             0.75, ignore));
+        EXPECT_TRUE(close(dx, grad));
+        RUN_OK("ds.cross_entropy_grad", {&logits, &targets, &g}, {&logits},
+               {ignore}); // in place over the logits
+        EXPECT_TRUE(bitwiseEqual(logits, dx));
+      }
+}
+
+TEST_P(LookupKernels, CrossEntropyEdgeCasesAndErrors) {
+  Buf logits = filled({2, 3}, 0.5), targets({2}, DType::i64), loss(Shape{});
+  targets.set(0, -1);
+  targets.set(1, -1);
+  RUN_OK("ds.cross_entropy", {&logits, &targets}, {&loss}, {-1});
+  EXPECT_EQ(loss.get(0), 0.0); // every position ignored
+  Buf g = scalarBuf(1), dx = poisoned({2, 3});
+  RUN_OK("ds.cross_entropy_grad", {&logits, &targets, &g}, {&dx}, {-1});
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(dx.get(i), 0.0);
+  targets.set(1, 3);
+  EXPECT_EQ(run("ds.cross_entropy", {&logits, &targets}, {&loss}, {-1}),
+            "ds.cross_entropy: target 3 at position 1 is outside [0, 3) and "
+            "is not the ignore index -1");
+  EXPECT_EQ(run("ds.cross_entropy_grad", {&logits, &targets, &g}, {&dx}, {-1}),
+            "ds.cross_entropy_grad: target 3 at position 1 is outside [0, 3) "
+            "and is not the ignore index -1");
+  Buf t3({3}, DType::i32);
+  EXPECT_EQ(run("ds.cross_entropy", {&logits, &t3}, {&loss}, {-1}),
+            "ds.cross_entropy: targets of shape [3] do not match logits of "
+            "shape [2, 3] (need logits [..., V] and targets [...])");
+}
+
+//===--- Shapes and data movement -----------------------------------------===//
+
+TEST_P(ShapeKernels, TransposeMatchesReferenceForAnyDtype) {
+  SEEDED_RNG(rng);
+  const std::pair<Shape, std::vector<int64_t>> cases[] = {
+      {{2, 3, 5, 7}, {0, 2, 1, 3}},
+      {{2, 3, 5, 7}, {3, 2, 1, 0}},
+      {{13, 5}, {1, 0}},
+      {{2, 3, 5, 7}, {0, 1, 2, 3}},
+      {{1, 5, 1, 7}, {3, 1, 2, 0}},
+      {{4, 1, 65, 33}, {0, 2, 3, 1}},
+      {{7}, {0}},
+      {{}, {}},
+  };
+  for (DType t : {DType::f32, DType::i32, DType::f64, DType::f16})
+    for (const auto &[s, perm] : cases) {
+      SCOPED_TRACE(shapeString(s) + " by " + shapeString(perm));
+      Buf x = uniform(rng, s, -100, 100, t);
+      REF_OK(want, ref::transpose(x.toRef(), perm));
+      Buf y = poisoned(want.shape, t);
+      RUN_OK("ds.transpose", {&x}, {&y}, perm);
+      EXPECT_TRUE(close(y, want, 0));
+    }
+  Buf x({2, 3}), y({3, 2});
+  EXPECT_EQ(run("ds.transpose", {&x}, {&y}, {0, 0}),
+            "ds.transpose: [0, 0] is not a permutation of the dims of a "
+            "tensor of shape [2, 3]");
+}
+
+TEST_P(ShapeKernels, SlicePadBroadcastMatchReference) {
+  SEEDED_RNG(rng);
+  Buf x = uniform(rng, {5, 7, 13});
+  for (const auto &[off, size] :
+       {std::pair<Shape, Shape>{{0, 0, 0}, {5, 7, 13}},
+        {{1, 2, 3}, {3, 4, 5}},
+        {{4, 0, 12}, {1, 7, 1}},
+        {{2, 3, 0}, {0, 2, 13}}}) {
+    SCOPED_TRACE("slice " + shapeString(off) + " " + shapeString(size));
+    Buf y = poisoned(size);
+    RUN_OK("ds.slice", {&x}, {&y}, off);
+    REF_OK(want, ref::slice(x.toRef(), off, size));
+    EXPECT_TRUE(close(y, want, 0));
+  }
+  Buf tooBig({3, 8, 1});
+  EXPECT_EQ(run("ds.slice", {&x}, {&tooBig}, {0, 0, 0}),
+            "ds.slice: offset 0 size 8 is out of range for dim 1 of shape "
+            "[5, 7, 13]");
+  for (const auto &[low, high] : {std::pair<Shape, Shape>{{0, 0, 0}, {0, 0, 0}},
+                                  {{1, 2, 3}, {3, 0, 5}},
+                                  {{0, 1, 0}, {2, 0, 1}}}) {
+    SCOPED_TRACE("pad " + shapeString(low) + " " + shapeString(high));
+    REF_OK(want, ref::pad(x.toRef(), low, high));
+    Buf y = poisoned(want.shape);
+    RUN_OK("ds.pad", {&x}, {&y}, low);
+    EXPECT_TRUE(close(y, want, 0));
+  }
+  Buf small({5, 7, 14});
+  EXPECT_EQ(run("ds.pad", {&x}, {&small}, {0, 0, 2}),
+            "ds.pad: low padding 2 of dim 2 does not fit [5, 7, 13] into "
+            "[5, 7, 14] (padding must be non-negative)");
+  for (const auto &[from, to] : {std::pair<Shape, Shape>{{13}, {5, 7, 13}},
+                                 {{7, 1}, {5, 7, 13}},
+                                 {{}, {3, 4}},
+                                 {{1, 7, 13}, {5, 7, 13}},
+                                 {{5, 1, 1}, {5, 7, 13}},
+                                 {{3, 4}, {3, 4}}}) {
+    SCOPED_TRACE("broadcast " + shapeString(from) + " " + shapeString(to));
+    Buf b = uniform(rng, from), y = poisoned(to);
+    RUN_OK("ds.broadcast", {&b}, {&y});
+    REF_OK(want, ref::broadcast_to(b.toRef(), to));
+    EXPECT_TRUE(close(y, want, 0));
+  }
+  Buf b({3}), y({4, 5});
+  EXPECT_EQ(run("ds.broadcast", {&b}, {&y}),
+            "ds.broadcast: cannot broadcast [3] to [4, 5]");
+}
+
+TEST_P(ShapeKernels, ConcatAndSplitMatchReference) {
+  SEEDED_RNG(rng);
+  for (int64_t axis : {0, 1, 2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    std::vector<Buf> parts;
+    std::vector<ref::Tensor> refs;
+    std::vector<int64_t> sizes = {3, 1, 5, 0};
+    for (int64_t s : sizes) {
+      Shape shape = {2, 3, 7};
+      shape[size_t(axis)] = s;
+      parts.push_back(uniform(rng, shape));
+      refs.push_back(parts.back().toRef());
+    }
+    REF_OK(want, ref::concat(refs, axis));
+    Buf y = poisoned(want.shape);
+    std::vector<Buf *> ins;
+    for (Buf &p : parts)
+      ins.push_back(&p);
+    RUN_OK("ds.concat", ins, {&y}, {axis});
+    EXPECT_TRUE(close(y, want, 0));
+    REF_OK(pieces, ref::split(y.toRef(), axis, sizes));
+    std::vector<Buf> outs;
+    for (const ref::Tensor &p : pieces)
+      outs.push_back(poisoned(p.shape));
+    std::vector<Buf *> outPtrs;
+    for (Buf &o : outs)
+      outPtrs.push_back(&o);
+    RUN_OK("ds.split", {&y}, outPtrs, {axis});
+    for (size_t i = 0; i < outs.size(); ++i)
+      EXPECT_TRUE(close(outs[i], pieces[i], 0)) << "piece " << i;
+  }
+  Buf a({2, 3}), b({3, 3}), y({5, 3}), z({2, 6}), a2({2, 3});
+  EXPECT_EQ(run("ds.concat", {&a, &b}, {&z}, {1}),
+            "ds.concat: input 1 has shape [3, 3], incompatible with input 0's "
+            "[2, 3] along axis 1");
+  EXPECT_EQ(run("ds.split", {&y}, {&a, &a2}, {0}),
+            "ds.split: outputs sum to 4 along axis 0 but x [5, 3] has 5");
+}
+
+TEST_P(ShapeKernels, IotaMatchesReference) {
+  for (DType t : {DType::f32, DType::i32, DType::i64, DType::f64})
+    for (const auto &[s, dim] : {std::pair<Shape, int64_t>{{4}, 0},
+                                 {{3, 5, 7}, 1},
+                                 {{3, 5, 7}, 2},
+                                 {{3, 5, 7}, 0}}) {
+      Buf y = poisoned(s, t);
+      RUN_OK("ds.iota", {}, {&y}, {dim});
+      REF_OK(want, ref::iota(s, dim));
+      EXPECT_TRUE(close(y, want, 0)) << rt::dtypeName(t);
+    }
+  Buf y({3});
+  EXPECT_EQ(run("ds.iota", {}, {&y}, {1}),
+            "ds.iota: dim 1 is out of range for shape [3]");
+}
+
+TEST_P(ReduceKernels, SumMeanMaxMatchReference) {
+  SEEDED_RNG(rng);
+  const std::pair<Shape, std::vector<int64_t>> cases[] = {
+      {{3, 5, 7}, {0}},        {{3, 5, 7}, {2}},       {{3, 5, 7}, {0, 1}},
+      {{3, 5, 7}, {1}},        {{3, 5, 7}, {0, 2}},    {{3, 5, 7}, {0, 1, 2}},
+      {{3, 5, 7}, {}},         {{1, 5, 1}, {0, 2}},    {{300, 257}, {0}},
+      {{4, 1, 13, 5}, {1, 2}}, {{2, 3, 4, 5}, {1, 3}}, {{13}, {0}},
+      {{3, 0, 2}, {1}},
+  };
+  const std::pair<const char *, ref::ReduceKind> kinds[] = {
+      {"ds.reduce_sum", ref::ReduceKind::Sum},
+      {"ds.reduce_mean", ref::ReduceKind::Mean},
+      {"ds.reduce_max", ref::ReduceKind::Max}};
+  for (const auto &[name, kind] : kinds)
+    for (const auto &[s, axes] : cases)
+      for (bool keepdim : {false, true}) {
+        SCOPED_TRACE(std::string(name) + " " + shapeString(s) + " over " +
+                     shapeString(axes) + (keepdim ? " keepdim" : ""));
+        Buf x = uniform(rng, s);
+        REF_OK(want, ref::reduce(kind, x.toRef(), axes, keepdim));
+        Buf y = poisoned(want.shape);
+        RUN_OK(name, {&x}, {&y}, axes);
+        EXPECT_TRUE(close(y, want, 1e-5));
+      }
+  Buf x = filled({2, 3}, 1.0), y = poisoned({2});
+  x.set(4, kNaN);
+  RUN_OK("ds.reduce_max", {&x}, {&y}, {1});
+  EXPECT_EQ(y.get(0), 1.0);
+  EXPECT_TRUE(std::isnan(y.get(1)));
+  Buf wrong({3});
+  EXPECT_EQ(run("ds.reduce_sum", {&x}, {&wrong}, {1}),
+            "ds.reduce_sum: output has shape [3] but reducing [2, 3] over [1] "
+            "gives [2] (or with kept dims)");
+  EXPECT_EQ(run("ds.reduce_sum", {&x}, {&y}, {1, 0}),
+            "ds.reduce_sum: axes [1, 0] must be strictly increasing and "
+            "within rank 2");
+}
+
+//===--- AdamW ------------------------------------------------------------===//
+
+TEST_P(AdamWKernels, MatchesReferenceAndRunsInPlace) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : {Shape{3, 5, 7}, Shape{13}, Shape{40013}})
+    for (int64_t step : {1, 2, 1000}) {
+      SCOPED_TRACE(shapeString(s) + " step " + std::to_string(step));
+      Buf p = uniform(rng, s), g = uniform(rng, s),
+          m = uniform(rng, s, -0.1, 0.1), v = uniform(rng, s, 0, 0.01);
+      Buf lr = scalarBuf(3e-4), stepB = scalarBuf(double(step)),
+          scale = scalarBuf(0.5);
+      Buf p2 = poisoned(s), m2 = poisoned(s), v2 = poisoned(s);
+      const std::vector<double> hyper = {0.9, 0.95, 1e-8, 0.1};
+      RUN_OK("ds.adamw", {&p, &g, &m, &v, &lr, &stepB, &scale}, {&p2, &m2, &v2},
+             {}, hyper);
+      REF_OK(want, ref::adamw(p.toRef(), g.toRef(), m.toRef(), v.toRef(), 3e-4,
+                              step, 0.9, 0.95, 1e-8, 0.1, 0.5));
+      EXPECT_TRUE(close(p2, want.p));
+      EXPECT_TRUE(close(m2, want.m));
+      EXPECT_TRUE(close(v2, want.v));
+      RUN_OK("ds.adamw", {&p, &g, &m, &v, &lr, &stepB, &scale}, {&p, &m, &v},
+             {}, hyper);
+      EXPECT_TRUE(bitwiseEqual(p, p2));
+      EXPECT_TRUE(bitwiseEqual(m, m2));
+      EXPECT_TRUE(bitwiseEqual(v, v2));
+    }
+  Buf p({4}), g({4}), m({4}), v({4}), lr = scalarBuf(1e-3), st = scalarBuf(0),
+                                      sc = scalarBuf(1);
+  EXPECT_EQ(run("ds.adamw", {&p, &g, &m, &v, &lr, &st, &sc}, {&p, &m, &v}, {},
+                {0.9, 0.95, 1e-8, 0.1}),
+            "ds.adamw: step must be an integer >= 1, got 0");
+  EXPECT_EQ(run("ds.adamw", {&p, &g, &m, &v, &lr, &st, &sc}, {&m, &p, &v}, {},
+                {0.9, 0.95, 1e-8, 0.1}),
+            "ds.adamw: output 0 overlaps input 2 (only an exact in-place "
+            "update is allowed)");
+}
+
+// dist.shard: this rank's slice of a flat buffer (ZeRO stages 1-2 @apply).
+TEST_P(ShapeKernels, DistShardTakesThisRanksSlice) {
+  Buf x({8}), out = poisoned({4});
+  for (int i = 0; i < 8; ++i)
+    x.set(i, i + 0.5);
+  rt::KernelContext ctx = defaultContext();
+  ctx.rank = 1;
+  ctx.worldSize = 2;
+  RUN_OK("dist.shard", {&x}, {&out}, {2}, {}, &ctx);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(out.get(i), i + 4.5) << i;
+  EXPECT_EQ(run("dist.shard", {&x}, {&out}, {4}, {}, &ctx),
+            "dist.shard: compiled for 4 ranks, running on 2");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LookupKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, ShapeKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, ReduceKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, AdamWKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+
+} // namespace

@@ -1,0 +1,269 @@
+//===- MatmulNormsAttentionTest.cpp - matmul, norms, softmax and attention
+//kernels ---===//
+//
+// Conformance cases: GEMMs over transposes, batches and broadcasts; layer
+// and RMS norms with their gradients, softmax; attention and rotary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/unit/conformance/KernelTestSupport.h"
+
+using namespace dsc;
+using namespace dsc::conformance;
+
+namespace {
+
+class MatmulKernels : public Conformance {};
+class NormsKernels : public Conformance {};
+class AttentionKernels : public Conformance {};
+
+//===--- Matmul -----------------------------------------------------------===//
+
+TEST_P(MatmulKernels, AllTransposesBatchesAndBroadcasts) {
+  SEEDED_RNG(rng);
+  struct Case {
+    Shape a, b; // untransposed: a [..., M, K], b [..., K, N]
+  };
+  const Case cases[] = {
+      {{5, 7}, {7, 3}},
+      {{13, 1}, {1, 5}},
+      {{2, 3, 5, 7}, {2, 3, 7, 4}},
+      {{2, 1, 5, 7}, {3, 7, 4}},
+      {{5, 7}, {3, 7, 13}},
+      {{2, 13, 7}, {7, 5}}, // the linear layer: one sgemm
+      {{2, 3, 13, 7}, {1, 7, 5}},
+      {{4, 65, 129}, {129, 33}},
+      {{3, 0, 5}, {5, 4}},
+      {{3, 5, 0}, {0, 4}}, // K = 0: zeros
+  };
+  for (const Case &c : cases)
+    for (int ta : {0, 1})
+      for (int tb : {0, 1}) {
+        Shape sa = c.a, sb = c.b;
+        if (ta)
+          std::swap(sa[sa.size() - 1], sa[sa.size() - 2]);
+        if (tb)
+          std::swap(sb[sb.size() - 1], sb[sb.size() - 2]);
+        SCOPED_TRACE(shapeString(sa) + (ta ? "^T" : "") + " x " +
+                     shapeString(sb) + (tb ? "^T" : ""));
+        Buf a = uniform(rng, sa), b = uniform(rng, sb);
+        REF_OK(want, ref::matmul(a.toRef(), b.toRef(), ta, tb));
+        Buf out = poisoned(want.shape);
+        RUN_OK("ds.matmul", {&a, &b}, {&out}, {ta, tb});
+        EXPECT_TRUE(close(out, want));
+      }
+}
+
+TEST_P(MatmulKernels, ShapeErrors) {
+  Buf a({3, 4}), b({5, 6}), out({3, 6}), v({4});
+  EXPECT_EQ(run("ds.matmul", {&a, &b}, {&out}, {0, 0}),
+            "ds.matmul: contraction dims differ: a [3, 4] vs b [5, 6]");
+  EXPECT_EQ(run("ds.matmul", {&a, &v}, {&out}, {0, 0}),
+            "ds.matmul: operands need rank >= 2, got [3, 4] and [4]");
+  Buf b2({4, 6}), wrong({6, 3});
+  EXPECT_EQ(run("ds.matmul", {&a, &b2}, {&wrong}, {0, 0}),
+            "ds.matmul: output has shape [6, 3] but [3, 4] x [4, 6] gives "
+            "[3, 6]");
+  Buf c({2, 3, 4}), d({3, 4, 6}), o({3, 3, 6});
+  EXPECT_EQ(run("ds.matmul", {&c, &d}, {&o}, {0, 0}),
+            "ds.matmul: batch dims of [2, 3, 4] and [3, 4, 6] do not "
+            "broadcast");
+}
+
+//===--- Norms and softmax ------------------------------------------------===//
+
+const Shape kRowShapes[] = {{3, 5, 7}, {13}, {2, 3, 257}, {1, 1}, {300, 64}};
+
+TEST_P(NormsKernels, LayerNormMatchesReference) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : kRowShapes)
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(shapeString(s) + (bias ? " with bias" : ""));
+      int64_t C = s.back();
+      Buf x = uniform(rng, s, -3, 5), w = uniform(rng, {C}),
+          b = uniform(rng, {C}), y = poisoned(s);
+      std::vector<Buf *> ins = {&x, &w};
+      if (bias)
+        ins.push_back(&b);
+      RUN_OK("ds.layer_norm", ins, {&y}, {}, {1e-5});
+      ref::Tensor wr = w.toRef(), br = b.toRef();
+      REF_OK(want, ref::layer_norm(x.toRef(), &wr, bias ? &br : nullptr, 1e-5));
+      EXPECT_TRUE(close(y, want));
+      RUN_OK("ds.layer_norm", ins, {&x}, {}, {1e-5}); // in place over x
+      EXPECT_TRUE(bitwiseEqual(x, y));
+    }
+  Buf x({2, 4}), w({3}), y({2, 4});
+  EXPECT_EQ(run("ds.layer_norm", {&x, &w}, {&y}, {}, {1e-5}),
+            "ds.layer_norm: w has shape [3] but needs [4] (the last dim of x)");
+  EXPECT_EQ(run("ds.layer_norm", {&x}, {&y}, {}, {1e-5}),
+            "ds.layer_norm: expects 2 or 3 inputs (x, w[, b]), got 1");
+}
+
+TEST_P(NormsKernels, AddLayerNormMatchesAddThenLayerNorm) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : kRowShapes)
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(shapeString(s) + (bias ? " with bias" : ""));
+      int64_t C = s.back();
+      Buf x = uniform(rng, s, -3, 5), r = uniform(rng, s),
+          w = uniform(rng, {C}), b = uniform(rng, {C});
+      Buf sum = poisoned(s), y = poisoned(s);
+      std::vector<Buf *> ins = {&x, &r, &w};
+      if (bias)
+        ins.push_back(&b);
+      RUN_OK("ds.add_layer_norm", ins, {&sum, &y}, {}, {1e-5});
+      REF_OK(wantSum, ref::binary(ref::BinaryKind::Add, x.toRef(), r.toRef()));
+      EXPECT_TRUE(close(sum, ref::cast(wantSum, ref::DType::f32).value, 0));
+      ref::Tensor wr = w.toRef(), br = b.toRef();
+      REF_OK(want,
+             ref::layer_norm(sum.toRef(), &wr, bias ? &br : nullptr, 1e-5));
+      EXPECT_TRUE(close(y, want));
+      // The residual stream updated in place, the output over x.
+      RUN_OK("ds.add_layer_norm", ins, {&r, &x}, {}, {1e-5});
+      EXPECT_TRUE(bitwiseEqual(r, sum));
+      EXPECT_TRUE(bitwiseEqual(x, y));
+    }
+}
+
+TEST_P(NormsKernels, LayerNormGradMatchesReference) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : kRowShapes) {
+    SCOPED_TRACE(shapeString(s));
+    int64_t C = s.back();
+    Buf x = uniform(rng, s, -3, 5), w = uniform(rng, {C}), g = uniform(rng, s);
+    Buf dx = poisoned(s), dw = poisoned({C}), db = poisoned({C});
+    RUN_OK("ds.layer_norm_grad", {&x, &w, &g}, {&dx, &dw, &db}, {}, {1e-5});
+    ref::Tensor wr = w.toRef();
+    REF_OK(want, ref::layer_norm_grad(x.toRef(), &wr, g.toRef(), 1e-5));
+    EXPECT_TRUE(close(dx, want.dx, 1e-4));
+    EXPECT_TRUE(close(dw, want.dw, 1e-4));
+    EXPECT_TRUE(close(db, want.db, 1e-4));
+  }
+}
+
+TEST_P(NormsKernels, RmsNormAndGradMatchReference) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : kRowShapes) {
+    SCOPED_TRACE(shapeString(s));
+    int64_t C = s.back();
+    Buf x = uniform(rng, s), w = uniform(rng, {C}), g = uniform(rng, s);
+    ref::Tensor wr = w.toRef();
+    Buf y = poisoned(s);
+    RUN_OK("ds.rms_norm", {&x, &w}, {&y}, {}, {1e-6});
+    REF_OK(want, ref::rms_norm(x.toRef(), &wr, 1e-6));
+    EXPECT_TRUE(close(y, want));
+    Buf dx = poisoned(s), dw = poisoned({C});
+    RUN_OK("ds.rms_norm_grad", {&x, &w, &g}, {&dx, &dw}, {}, {1e-6});
+    REF_OK(grads, ref::rms_norm_grad(x.toRef(), &wr, g.toRef(), 1e-6));
+    EXPECT_TRUE(close(dx, grads.dx, 1e-4));
+    EXPECT_TRUE(close(dw, grads.dw, 1e-4));
+    RUN_OK("ds.rms_norm", {&x, &w}, {&x}, {}, {1e-6});
+    EXPECT_TRUE(bitwiseEqual(x, y));
+  }
+}
+
+TEST_P(NormsKernels, SoftmaxAndGradMatchReference) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : kRowShapes) {
+    SCOPED_TRACE(shapeString(s));
+    Buf x = uniform(rng, s, -10, 10), g = uniform(rng, s), y = poisoned(s);
+    RUN_OK("ds.softmax", {&x}, {&y});
+    REF_OK(want, ref::softmax(x.toRef()));
+    EXPECT_TRUE(close(y, want));
+    Buf dx = poisoned(s);
+    RUN_OK("ds.softmax_grad", {&y, &g}, {&dx});
+    REF_OK(grad, ref::softmax_grad(y.toRef(), g.toRef()));
+    EXPECT_TRUE(close(dx, grad));
+    RUN_OK("ds.softmax", {&x}, {&x});
+    EXPECT_TRUE(bitwiseEqual(x, y));
+  }
+}
+
+//===--- Attention and rotary ---------------------------------------------===//
+
+struct AttentionCase {
+  int64_t B, H, Tq, Tk, D, Dv;
+};
+const AttentionCase kAttention[] = {
+    {2, 3, 5, 5, 7, 7},     {1, 2, 13, 13, 8, 5},   {2, 3, 5, 13, 7, 5},
+    {1, 1, 7, 3, 4, 4},     {2, 4, 33, 33, 16, 16}, {1, 1, 1, 1, 1, 1},
+    {1, 2, 150, 150, 5, 3}, {1, 1, 100, 131, 4, 6}, {1, 1, 131, 70, 3, 4},
+    {1, 1, 0, 5, 3, 4},     {1, 1, 4, 0, 3, 4},
+};
+
+TEST_P(AttentionKernels, ForwardMatchesReference) {
+  SEEDED_RNG(rng);
+  for (const AttentionCase &c : kAttention)
+    for (int causal : {0, 1}) {
+      SCOPED_TRACE("B H Tq Tk D Dv " +
+                   shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                   (causal ? " causal" : ""));
+      Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}),
+          k = uniform(rng, {c.B, c.H, c.Tk, c.D}),
+          v = uniform(rng, {c.B, c.H, c.Tk, c.Dv});
+      double scale = 1.0 / std::sqrt(double(c.D));
+      Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
+      RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal}, {scale});
+      REF_OK(want,
+             ref::attention(q.toRef(), k.toRef(), v.toRef(), causal, scale));
+      EXPECT_TRUE(close(out, want));
+    }
+}
+
+TEST_P(AttentionKernels, GradMatchesReference) {
+  SEEDED_RNG(rng);
+  for (const AttentionCase &c : kAttention)
+    for (int causal : {0, 1}) {
+      SCOPED_TRACE("B H Tq Tk D Dv " +
+                   shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                   (causal ? " causal" : ""));
+      Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}),
+          k = uniform(rng, {c.B, c.H, c.Tk, c.D}),
+          v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}),
+          g = uniform(rng, {c.B, c.H, c.Tq, c.Dv});
+      double scale = 1.0 / std::sqrt(double(c.D));
+      Buf dq = poisoned(q.shape), dk = poisoned(k.shape),
+          dv = poisoned(v.shape);
+      RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv}, {causal},
+             {scale});
+      REF_OK(want, ref::attention_grad(q.toRef(), k.toRef(), v.toRef(),
+                                       g.toRef(), causal, scale));
+      EXPECT_TRUE(close(dq, want.dq, 1e-4));
+      EXPECT_TRUE(close(dk, want.dk, 1e-4));
+      EXPECT_TRUE(close(dv, want.dv, 1e-4));
+    }
+  Buf q({1, 2, 3, 4}), k({1, 2, 5, 4}), v({1, 2, 5, 6}), out({1, 2, 3, 4});
+  EXPECT_EQ(run("ds.attention", {&q, &k, &v}, {&out}, {1}, {0.5}),
+            "ds.attention: the output has shape [1, 2, 3, 4] but needs "
+            "[1, 2, 3, 6]");
+  Buf k2({1, 2, 5, 3});
+  EXPECT_EQ(run("ds.attention", {&q, &k2, &v}, {&out}, {1}, {0.5}),
+            "ds.attention: incompatible shapes q [1, 2, 3, 4], k [1, 2, 5, 3], "
+            "v [1, 2, 5, 6] (need k [B, H, Tk, D] and v [B, H, Tk, Dv])");
+}
+
+TEST_P(AttentionKernels, RotaryMatchesReference) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : {Shape{2, 3, 5, 8}, Shape{7, 6}, Shape{1, 13, 2}})
+    for (int inverse : {0, 1}) {
+      SCOPED_TRACE(shapeString(s));
+      Buf x = uniform(rng, s), y = poisoned(s);
+      RUN_OK("ds.rotary", {&x}, {&y}, {inverse}, {10000.0});
+      REF_OK(want, ref::rotary(x.toRef(), 10000.0, inverse));
+      EXPECT_TRUE(close(y, want));
+      RUN_OK("ds.rotary", {&x}, {&x}, {inverse}, {10000.0});
+      EXPECT_TRUE(bitwiseEqual(x, y));
+    }
+  Buf x({3, 5}), y({3, 5});
+  EXPECT_EQ(run("ds.rotary", {&x}, {&y}, {0}, {10000.0}),
+            "ds.rotary: x must be [..., T, D] with D even, got [3, 5]");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, MatmulKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, NormsKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+
+} // namespace
