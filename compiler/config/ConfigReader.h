@@ -1,0 +1,345 @@
+//===- ConfigReader.h - checked access to a ds_config.json --------*- C++
+//-*-===//
+//
+// Private to compiler/config: the Reader (file name, error, notes) and the
+// Section (one JSON object at a JSON path) that Config.cpp's section readers
+// use, so every check names the JSON path and what is wrong in one line.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_COMPILER_CONFIG_CONFIGREADER_H
+#define DSC_COMPILER_CONFIG_CONFIGREADER_H
+
+#include "compiler/config/Config.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsc::config {
+
+using llvm::StringRef;
+using llvm::Twine;
+namespace json = llvm::json;
+
+//===----------------------------------------------------------------------===//
+// Formatting
+//===----------------------------------------------------------------------===//
+
+/// The shortest decimal that reads back as `v`.
+inline std::string formatNumber(double v) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v < 0 ? "-inf" : "inf";
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+inline std::string formatNumber(int64_t v) { return std::to_string(v); }
+
+/// `s` with control characters, quotes and backslashes escaped, so that a
+/// message stays on one line.
+inline std::string escape(StringRef s) {
+  std::string out;
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += llvm::hexdigit(u >> 4, /*LowerCase=*/true);
+      out += llvm::hexdigit(u & 15, /*LowerCase=*/true);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+inline std::string quote(StringRef s) { return "'" + escape(s) + "'"; }
+
+/// JSONPath of member `key` of the object at `parent`: $.a.b, or $['a b']
+/// when the key is not an identifier.
+inline std::string childPath(StringRef parent, StringRef key) {
+  bool identifier =
+      !key.empty() && (llvm::isAlpha(key[0]) || key[0] == '_') &&
+      llvm::all_of(key, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  if (identifier)
+    return (parent + "." + key).str();
+  return (parent + "[" + quote(key) + "]").str();
+}
+
+inline std::string elementPath(StringRef parent, size_t index) {
+  return (parent + "[" + Twine(index) + "]").str();
+}
+
+/// "a number", "an object", ... as in "expected X, got Y".
+const char *kindName(const json::Value &v) {
+  switch (v.kind()) {
+  case json::Value::Null:
+    return "null";
+  case json::Value::Boolean:
+    return "a boolean";
+  case json::Value::Number:
+    return "a number";
+  case json::Value::String:
+    return "a string";
+  case json::Value::Array:
+    return "an array";
+  case json::Value::Object:
+    return "an object";
+  }
+  return "a value";
+}
+
+inline bool isAuto(const json::Value &v) {
+  std::optional<StringRef> s = v.getAsString();
+  return s && *s == "auto";
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+/// Holds the file name, the error and the notes; every check reports
+/// through fail() and returns its result, so callers chain with `if (!...)
+/// return false`.
+class Reader {
+public:
+  Reader(StringRef fileName, std::vector<std::string> &notes,
+         std::string &error)
+      : fileName(fileName), notes(notes), error(error) {}
+
+  bool fail(StringRef path, const Twine &what) {
+    error = (fileName + ": " + path + ": " + what).str();
+    return false;
+  }
+
+  void note(StringRef path, const Twine &what) {
+    notes.push_back((fileName + ": " + path + ": " + what).str());
+  }
+
+  template <typename T> bool atLeast(StringRef path, T value, T min) {
+    if (value >= min)
+      return true;
+    return fail(path, "must be >= " + formatNumber(min) + ", got " +
+                          formatNumber(value));
+  }
+
+  template <typename T> bool atMost(StringRef path, T value, T max) {
+    if (value <= max)
+      return true;
+    return fail(path, "must be <= " + formatNumber(max) + ", got " +
+                          formatNumber(value));
+  }
+
+  /// Converts a JSON number to an integer: integral doubles such as 5e8 are
+  /// accepted.
+  bool toInteger(StringRef path, const json::Value &v, int64_t &out) {
+    if (v.kind() != json::Value::Number)
+      return fail(path, Twine("expected an integer, got ") + kindName(v));
+    double d = *v.getAsNumber();
+    // Beyond this, doubles no longer convert to int64_t safely.
+    if (!std::isfinite(d) || std::fabs(d) >= 9.0e18)
+      return fail(path, "integer out of range: " + formatNumber(d));
+    std::optional<int64_t> i = v.getAsInteger();
+    if (!i)
+      return fail(path, "expected an integer, got " + formatNumber(d));
+    out = *i;
+    return true;
+  }
+
+  bool toNumber(StringRef path, const json::Value &v, double &out) {
+    std::optional<double> d = v.getAsNumber();
+    if (!d)
+      return fail(path, Twine("expected a number, got ") + kindName(v));
+    if (!std::isfinite(*d))
+      return fail(path, "expected a finite number, got " + formatNumber(*d));
+    out = *d;
+    return true;
+  }
+
+private:
+  StringRef fileName;
+  std::vector<std::string> &notes;
+  std::string &error;
+};
+
+/// One JSON object of the config (or an absent one, read as all defaults)
+/// at a JSON path. Readers leave their output alone when the key is absent;
+/// that output holds the default on entry.
+class Section {
+public:
+  Section(Reader &r, const json::Object *object, std::string path)
+      : r(r), object(object), path(std::move(path)) {}
+
+  bool present() const { return object; }
+  const json::Value *get(StringRef key) const {
+    return object ? object->get(key) : nullptr;
+  }
+  std::string at(StringRef key) const { return childPath(path, key); }
+
+  /// Fails on the first key (in sorted order) that is not in `known`,
+  /// suggesting the closest known key when it is close.
+  bool checkKeys(llvm::ArrayRef<StringRef> known) {
+    if (!object)
+      return true;
+    std::vector<StringRef> keys;
+    for (const auto &kv : *object)
+      keys.push_back(kv.first);
+    llvm::sort(keys);
+    for (StringRef key : keys) {
+      if (llvm::is_contained(known, key))
+        continue;
+      StringRef best;
+      unsigned bestDistance = ~0u;
+      for (StringRef candidate : known) {
+        unsigned d = key.edit_distance_insensitive(candidate);
+        if (d < bestDistance) {
+          bestDistance = d;
+          best = candidate;
+        }
+      }
+      // Close means a few edits, fewer for short keys: "lr" is not a
+      // misspelling of "xy".
+      unsigned limit = std::max<size_t>(1, std::min<size_t>(3, key.size() / 3));
+      if (bestDistance <= limit)
+        return r.fail(at(key),
+                      "unknown key (did you mean " + quote(best) + "?)");
+      return r.fail(at(key), "unknown key");
+    }
+    return true;
+  }
+
+  /// Reads a nested object; absent reads as an empty section.
+  bool section(StringRef key, std::optional<Section> &out) {
+    const json::Value *v = get(key);
+    const json::Object *o = nullptr;
+    if (v) {
+      o = v->getAsObject();
+      if (!o)
+        return r.fail(at(key),
+                      Twine("expected an object, got ") + kindName(*v));
+    }
+    out.emplace(r, o, at(key));
+    return true;
+  }
+
+  bool number(StringRef key, double &out) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (isAuto(*v)) {
+      noteAuto(key, formatNumber(out));
+      return true;
+    }
+    return r.toNumber(at(key), *v, out);
+  }
+
+  bool integer(StringRef key, int64_t &out) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (isAuto(*v)) {
+      noteAuto(key, formatNumber(out));
+      return true;
+    }
+    return r.toInteger(at(key), *v, out);
+  }
+
+  bool boolean(StringRef key, bool &out) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (isAuto(*v)) {
+      noteAuto(key, out ? "true" : "false");
+      return true;
+    }
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return r.fail(at(key), Twine("expected a boolean, got ") + kindName(*v));
+    out = *b;
+    return true;
+  }
+
+  /// A string from `choices`; "auto" only when `allowAuto`.
+  bool choice(StringRef key, llvm::ArrayRef<StringRef> choices,
+              std::string &out, bool allowAuto) {
+    const json::Value *v = get(key);
+    if (!v)
+      return true;
+    if (allowAuto && isAuto(*v)) {
+      noteAuto(key, quote(out));
+      return true;
+    }
+    std::optional<StringRef> s = v->getAsString();
+    if (!s)
+      return r.fail(at(key), Twine("expected a string, got ") + kindName(*v));
+    if (!llvm::is_contained(choices, *s))
+      return r.fail(at(key), "unsupported value " + quote(*s) +
+                                 " (supported: " + llvm::join(choices, ", ") +
+                                 ")");
+    out = s->str();
+    return true;
+  }
+
+  /// A boolean that dsc supports with one value only.
+  bool onlyBoolean(StringRef key, bool supported, StringRef why) {
+    bool value = supported;
+    if (!boolean(key, value))
+      return false;
+    if (value != supported)
+      return r.fail(at(key), Twine(value ? "true" : "false") +
+                                 " is not supported: " + why);
+    return true;
+  }
+
+  /// Type-checks a key that is accepted and ignored.
+  bool ignoredNumber(StringRef key) {
+    const json::Value *v = get(key);
+    double unused;
+    return !v || isAuto(*v) || r.toNumber(at(key), *v, unused);
+  }
+  bool ignoredInteger(StringRef key) {
+    const json::Value *v = get(key);
+    int64_t unused;
+    return !v || isAuto(*v) || r.toInteger(at(key), *v, unused);
+  }
+  bool ignoredBoolean(StringRef key) {
+    const json::Value *v = get(key);
+    if (!v || isAuto(*v) || v->getAsBoolean())
+      return true;
+    return r.fail(at(key), Twine("expected a boolean, got ") + kindName(*v));
+  }
+
+private:
+  void noteAuto(StringRef key, const Twine &value) {
+    r.note(at(key), "\"auto\" resolved to " + value + " (default)");
+  }
+
+  Reader &r;
+  const json::Object *object;
+  std::string path;
+};
+
+} // namespace dsc::config
+
+#endif // DSC_COMPILER_CONFIG_CONFIGREADER_H
