@@ -1,0 +1,341 @@
+//===- FlagsScheduleTest.cpp - schedules, flags, launch and metrics ---===//
+
+#include "test/unit/dsrun/DsrunTestSupport.h"
+
+using namespace dsc::rt;
+using namespace dsc::rt::dsruntest;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Schedules (DeepSpeed's lr_schedules.py at last_batch_iteration = step - 1)
+//===----------------------------------------------------------------------===//
+
+LrSchedule schedule(ScheduleParams p) {
+  LrSchedule s;
+  std::string error;
+  EXPECT_TRUE(LrSchedule::create(p, s, error)) << error;
+  return s;
+}
+
+TEST(Schedule, Constant) {
+  ScheduleParams p;
+  p.lr = 6e-4;
+  LrSchedule s = schedule(p);
+  EXPECT_EQ(s.lrAt(1), 6e-4);
+  EXPECT_EQ(s.lrAt(100000), 6e-4);
+}
+
+TEST(Schedule, WarmupLRLog) {
+  LrSchedule s = schedule(warmup("WarmupLR", 0, 1e-3, 10, "log"));
+  EXPECT_DOUBLE_EQ(s.lrAt(1), 0.0);
+  EXPECT_NEAR(s.lrAt(2), 1e-3 * 0.30102999566398120, 1e-15); // ln 2 / ln 10
+  EXPECT_NEAR(s.lrAt(5), 1e-3 * 0.69897000433601886, 1e-15); // ln 5 / ln 10
+  EXPECT_DOUBLE_EQ(s.lrAt(10), 1e-3);
+  EXPECT_DOUBLE_EQ(s.lrAt(11), 1e-3);
+  EXPECT_DOUBLE_EQ(s.lrAt(5000), 1e-3);
+  // An empty warmup_type is DeepSpeed's default, log.
+  EXPECT_DOUBLE_EQ(schedule(warmup("WarmupLR", 0, 1e-3, 10, "")).lrAt(2),
+                   s.lrAt(2));
+}
+
+TEST(Schedule, WarmupLRLinear) {
+  LrSchedule s = schedule(warmup("WarmupLR", 1e-4, 5e-4, 4, "linear"));
+  EXPECT_DOUBLE_EQ(s.lrAt(1), 1e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(2), 2e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(3), 3e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(4), 4e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(5), 5e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(50), 5e-4);
+  // DeepSpeed warms up over at least 2 steps.
+  LrSchedule one = schedule(warmup("WarmupLR", 0, 1, 1, "linear"));
+  EXPECT_DOUBLE_EQ(one.lrAt(1), 0.0);
+  EXPECT_DOUBLE_EQ(one.lrAt(2), 0.5);
+  EXPECT_DOUBLE_EQ(one.lrAt(3), 1.0);
+}
+
+TEST(Schedule, WarmupDecayLR) {
+  LrSchedule s = schedule(warmup("WarmupDecayLR", 0, 1e-3, 4, "linear", 10));
+  EXPECT_DOUBLE_EQ(s.lrAt(1), 0.0);
+  EXPECT_DOUBLE_EQ(s.lrAt(4), 7.5e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(5), 1e-3); // (10 - 4) / 6
+  EXPECT_DOUBLE_EQ(s.lrAt(8), 5e-4); // (10 - 7) / 6
+  EXPECT_DOUBLE_EQ(s.lrAt(10), 1e-3 / 6);
+  EXPECT_DOUBLE_EQ(s.lrAt(11), 0.0);
+  EXPECT_DOUBLE_EQ(s.lrAt(30), 0.0);
+}
+
+ScheduleParams cosine(double minRatio, int64_t steps, const char *type,
+                      int64_t total, double cosMin) {
+  ScheduleParams p;
+  p.kind = "WarmupCosineLR";
+  p.lr = 1e-3;
+  p.warmupMinRatio = minRatio;
+  p.warmupNumSteps = steps;
+  p.warmupType = type;
+  p.totalNumSteps = total;
+  p.cosMinRatio = cosMin;
+  return p;
+}
+
+TEST(Schedule, WarmupCosineLR) {
+  LrSchedule s = schedule(cosine(0.1, 4, "linear", 12, 0.0));
+  EXPECT_DOUBLE_EQ(s.lrAt(1), 1e-4);                    // ratio 0.1
+  EXPECT_DOUBLE_EQ(s.lrAt(3), 5.5e-4);                  // 0.1 + 0.5 * 0.9
+  EXPECT_NEAR(s.lrAt(5), 9.6193976625564337e-4, 1e-15); // (1 + cos(pi/8))/2
+  EXPECT_NEAR(s.lrAt(8), 5e-4, 1e-15);                  // cos(pi/2) = 0
+  EXPECT_NEAR(s.lrAt(12), 0.0, 1e-15);                  // total_num_steps
+  EXPECT_NEAR(s.lrAt(20), 0.0, 1e-15);                  // held, not rising
+
+  LrSchedule floor = schedule(cosine(0.0, 4, "linear", 12, 0.1));
+  EXPECT_NEAR(floor.lrAt(8), 5.5e-4, 1e-15);
+  EXPECT_NEAR(floor.lrAt(12), 1e-4, 1e-15);
+  EXPECT_NEAR(floor.lrAt(13), 1e-4, 1e-15);
+
+  LrSchedule log = schedule(cosine(0.0, 10, "log", 100, 0.0));
+  EXPECT_NEAR(log.lrAt(2), 1e-3 * 0.30102999566398120, 1e-15);
+}
+
+TEST(Schedule, Errors) {
+  LrSchedule s;
+  std::string error;
+  ScheduleParams p;
+  p.kind = "Cosine";
+  EXPECT_FALSE(LrSchedule::create(p, s, error));
+  EXPECT_EQ(error, "plan: unknown learning-rate schedule 'Cosine' (expected "
+                   "constant, WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+  EXPECT_FALSE(
+      LrSchedule::create(warmup("WarmupLR", 0, 1, 10, "exp"), s, error));
+  EXPECT_EQ(error, "plan: schedule WarmupLR: unknown warmup_type 'exp' "
+                   "(expected log or linear)");
+  EXPECT_FALSE(LrSchedule::create(cosine(0, 4, "log", 4, 0), s, error));
+  EXPECT_EQ(error, "plan: schedule WarmupCosineLR: total_num_steps (4) must "
+                   "exceed warmup_num_steps (4, at least 2)");
+}
+
+//===----------------------------------------------------------------------===//
+// Flags
+//===----------------------------------------------------------------------===//
+
+std::string flagError(std::vector<std::string> args) {
+  DsrunOptions options;
+  std::string error;
+  EXPECT_FALSE(parseDsrunFlags(args, options, error));
+  return error;
+}
+
+TEST(Flags, Defaults) {
+  DsrunOptions o;
+  std::string error;
+  ASSERT_TRUE(parseDsrunFlags({"p.dsplan"}, o, error)) << error;
+  EXPECT_EQ(o.plan, "p.dsplan");
+  EXPECT_EQ(o.data, "");
+  EXPECT_EQ(o.steps, 0u);
+  EXPECT_EQ(o.np, 1u);
+  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.seed, 1337u);
+  EXPECT_EQ(o.deviceMemory, 0u);
+  EXPECT_FALSE(o.resume);
+  EXPECT_TRUE(checkDsrunSupport(o, error)) << error;
+}
+
+TEST(Flags, EveryFlag) {
+  DsrunOptions o;
+  std::string error;
+  ASSERT_TRUE(parseDsrunFlags({"--data",
+                               "d.bin",
+                               "--steps=5",
+                               "p.dsplan",
+                               "--np",
+                               "1",
+                               "--backend",
+                               "cpu",
+                               "--seed",
+                               "0",
+                               "--device-memory",
+                               "8GiB",
+                               "--init-from",
+                               "w.safetensors",
+                               "--metrics",
+                               "m.jsonl",
+                               "--trace",
+                               "t.json",
+                               "--export-weights",
+                               "out.safetensors",
+                               "--save-dir",
+                               "ck",
+                               "--save-every",
+                               "10",
+                               "--resume"},
+                              o, error))
+      << error;
+  EXPECT_EQ(o.plan, "p.dsplan");
+  EXPECT_EQ(o.data, "d.bin");
+  EXPECT_EQ(o.steps, 5u);
+  EXPECT_EQ(o.seed, 0u);
+  EXPECT_EQ(o.deviceMemory, uint64_t(8) << 30);
+  EXPECT_EQ(o.initFrom, "w.safetensors");
+  EXPECT_EQ(o.metrics, "m.jsonl");
+  EXPECT_EQ(o.trace, "t.json");
+  EXPECT_EQ(o.exportWeights, "out.safetensors");
+  EXPECT_EQ(o.saveDir, "ck");
+  EXPECT_EQ(o.saveEvery, 10u);
+  EXPECT_TRUE(o.resume);
+
+  DsrunOptions bytes;
+  ASSERT_TRUE(
+      parseDsrunFlags({"p", "--device-memory", "1048576"}, bytes, error));
+  EXPECT_EQ(bytes.deviceMemory, 1048576u);
+  DsrunOptions suffixed;
+  ASSERT_TRUE(parseDsrunFlags({"p", "--device-memory=64M"}, suffixed, error));
+  EXPECT_EQ(suffixed.deviceMemory, uint64_t(64) << 20);
+}
+
+TEST(Flags, Errors) {
+  EXPECT_EQ(flagError({"p", "--steps", "x"}),
+            "--steps: expected a positive integer, got 'x'");
+  EXPECT_EQ(flagError({"p", "--steps", "0"}),
+            "--steps: expected a positive integer, got '0'");
+  EXPECT_EQ(flagError({"p", "--steps=-3"}),
+            "--steps: expected a positive integer, got '-3'");
+  EXPECT_EQ(flagError({"p", "--steps", "12abc"}),
+            "--steps: expected a positive integer, got '12abc'");
+  EXPECT_EQ(flagError({"p", "--steps", "4294967296"}),
+            "--steps: expected a positive integer below 2^32, got "
+            "'4294967296'");
+  EXPECT_EQ(flagError({"p", "--steps"}), "--steps: missing value (N)");
+  EXPECT_EQ(flagError({"p", "--np", "two"}),
+            "--np: expected a positive integer, got 'two'");
+  EXPECT_EQ(flagError({"p", "--seed", "-1"}),
+            "--seed: expected a non-negative integer, got '-1'");
+  EXPECT_EQ(flagError({"p", "--seed", "99999999999999999999"}),
+            "--seed: expected a non-negative integer, got "
+            "'99999999999999999999'");
+  EXPECT_EQ(flagError({"p", "--device-memory", "lots"}),
+            "--device-memory: expected a byte count such as 1073741824 or "
+            "8GiB, got 'lots'");
+  EXPECT_EQ(flagError({"p", "--device-memory", "1.5GiB"}),
+            "--device-memory: expected a byte count such as 1073741824 or "
+            "8GiB, got '1.5GiB'");
+  EXPECT_EQ(flagError({"p", "--device-memory", "17179869184TiB"}),
+            "--device-memory: expected a byte count such as 1073741824 or "
+            "8GiB, got '17179869184TiB'");
+  EXPECT_EQ(flagError({"p", "--stepz", "3"}),
+            "unknown flag '--stepz' (did you mean --steps?)");
+  EXPECT_EQ(flagError({"p", "--frobnicate"}), "unknown flag '--frobnicate'");
+  EXPECT_EQ(flagError({"p", "-s"}), "unknown flag '-s'");
+  EXPECT_EQ(flagError({"p", "--resume=yes"}),
+            "--resume: takes no value, got 'yes'");
+  EXPECT_EQ(flagError({"p", "q"}), "unexpected argument 'q' (the plan is 'p')");
+  EXPECT_EQ(flagError({}), "missing the plan file (usage: dsrun PLAN.dsplan "
+                           "[flags]; see dsrun --help)");
+}
+
+TEST(Flags, HelpListsEveryFlag) {
+  DsrunOptions o;
+  std::string error;
+  ASSERT_TRUE(parseDsrunFlags({"--help"}, o, error)) << error;
+  EXPECT_TRUE(o.help);
+  std::string usage = dsrunUsage();
+  for (const char *flag :
+       {"--data PATH", "--steps N", "--np N", "--backend NAME", "--seed S",
+        "--device-memory BYTES", "--init-from W.safetensors",
+        "--metrics FILE.jsonl", "--trace FILE.json",
+        "--export-weights OUT.safetensors", "--save-dir DIR", "--save-every K",
+        "--resume"})
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag;
+}
+
+TEST(Flags, WithoutOneFlag) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(withoutDsrunFlag({"p", "--np", "2", "--steps", "3"}, "--np"),
+            (V{"p", "--steps", "3"}));
+  EXPECT_EQ(withoutDsrunFlag({"--np=4", "p", "--resume"}, "--np"),
+            (V{"p", "--resume"}));
+  // A value that looks like the flag belongs to the flag before it.
+  EXPECT_EQ(withoutDsrunFlag({"--data", "--np", "p", "--np", "3"}, "--np"),
+            (V{"--data", "--np", "p"}));
+  EXPECT_EQ(withoutDsrunFlag({"p"}, "--np"), (V{"p"}));
+}
+
+TEST(Launch, MpirunCommandLine) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(mpirunCommand("/usr/bin/mpirun", "/x/dsrun", 3,
+                          {"p.dsplan", "--steps", "5"}),
+            (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
+               "--bind-to", "none", "-np", "3", "/x/dsrun", "p.dsplan",
+               "--steps", "5"}));
+  EXPECT_NE(findOnPath("sh"), "");
+  EXPECT_EQ(findOnPath("dsrun-no-such-program"), "");
+}
+
+TEST(Launch, ThreadsPerRank) {
+  // Saves and restores the variables so that other tests see no change.
+  auto saved = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto restore = [](const char *name, const std::optional<std::string> &v) {
+    if (v)
+      setenv(name, v->c_str(), 1);
+    else
+      unsetenv(name);
+  };
+  auto blas = saved("OPENBLAS_NUM_THREADS"), cpu = saved("DSC_CPU_THREADS"),
+       local = saved("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("OPENBLAS_NUM_THREADS");
+  setenv("DSC_CPU_THREADS", "3", 1); // the user's choice stays
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1024", 1);
+  limitThreadsPerRank();
+  EXPECT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "1");
+  EXPECT_STREQ(std::getenv("DSC_CPU_THREADS"), "3");
+  unsetenv("OPENBLAS_NUM_THREADS");
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1); // one rank here: no change
+  limitThreadsPerRank();
+  EXPECT_EQ(std::getenv("OPENBLAS_NUM_THREADS"), nullptr);
+  restore("OPENBLAS_NUM_THREADS", blas);
+  restore("DSC_CPU_THREADS", cpu);
+  restore("OMPI_COMM_WORLD_LOCAL_SIZE", local);
+}
+
+TEST(Flags, NotImplementedYet) {
+  auto unsupported = [](std::vector<std::string> args) {
+    DsrunOptions o;
+    std::string error;
+    EXPECT_TRUE(parseDsrunFlags(args, o, error)) << error;
+    EXPECT_FALSE(checkDsrunSupport(o, error));
+    return error;
+  };
+  EXPECT_EQ(unsupported({"p", "--save-dir", "d"}),
+            "--save-dir: training checkpoints are not implemented yet");
+  EXPECT_EQ(unsupported({"p", "--save-every", "5"}),
+            "--save-every: training checkpoints are not implemented yet");
+  EXPECT_EQ(unsupported({"p", "--resume"}),
+            "--resume: training checkpoints are not implemented yet");
+}
+
+//===----------------------------------------------------------------------===//
+// Metrics formatting
+//===----------------------------------------------------------------------===//
+
+TEST(Metrics, Formatting) {
+  EXPECT_EQ(formatBytes(512), "512 B");
+  EXPECT_EQ(formatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(formatBytes(uint64_t(12.3 * 1024 * 1024)), "12.3 MiB");
+  EXPECT_EQ(formatBytes(uint64_t(3) << 30), "3.0 GiB");
+  EXPECT_EQ(formatRate(950), "950");
+  EXPECT_EQ(formatRate(1900), "1.9k");
+  EXPECT_EQ(formatRate(2.34e6), "2.3M");
+
+  StepRecord r;
+  r.step = 120;
+  r.loss = 2.41321;
+  r.lr = 6e-4;
+  r.tokensPerS = 1900;
+  r.memory = {{"params", "device", 0, uint64_t(10.3 * 1024 * 1024)},
+              {"activations", "device", 0, uint64_t(2 * 1024 * 1024)}};
+  EXPECT_EQ(progressLine(r, 500),
+            "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB");
+}
+
+} // namespace
