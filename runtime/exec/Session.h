@@ -32,8 +32,8 @@ public:
   /// Returns null and sets `error` to one line naming `path` on failure.
   /// The plan's kernels are checked against `backend`'s table, and its
   /// Sessions run on `backend`, which must outlive them.
-  static std::unique_ptr<LoadedPlan>
-  load(const std::string &path, std::string &error, Backend &backend);
+  static std::unique_ptr<LoadedPlan> load(const std::string &path,
+                                          std::string &error, Backend &backend);
   /// Same checks on bytes already in memory (`what` names them in errors).
   static std::unique_ptr<LoadedPlan> fromBytes(std::vector<uint8_t> bytes,
                                                const std::string &what,

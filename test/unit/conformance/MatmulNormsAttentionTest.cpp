@@ -1,5 +1,5 @@
 //===- MatmulNormsAttentionTest.cpp - matmul, norms, softmax and attention
-//kernels ---===//
+// kernels ---===//
 //
 // Conformance cases: GEMMs over transposes, batches and broadcasts; layer
 // and RMS norms with their gradients, softmax; attention and rotary.

@@ -1,5 +1,5 @@
 //===- DsrunMainTest.cpp - dsrun end to end on a hand-built plan, and the
-//backend registry ---===//
+// backend registry ---===//
 
 #include "test/unit/dsrun/DsrunTestSupport.h"
 
