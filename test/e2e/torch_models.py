@@ -239,11 +239,16 @@ class Llama(nn.Module):
                                targets.reshape(-1))
 
 
+def options(spec):
+    """{key: value} of dsc's --model string 'name:key=value,...'."""
+    return dict(item.split("=") for item in spec.partition(":")[2].split(",") if item)
+
+
 def build(spec, seed=1337):
     """spec: dsc's --model string, e.g. 'gpt2:n_layer=2,n_head=2,...';
     seed: dsrun's --seed (dropout masks)."""
-    name, _, opts = spec.partition(":")
-    kv = dict(item.split("=") for item in opts.split(",") if item)
+    name = spec.partition(":")[0]
+    kv = options(spec)
     if name == "gpt2":
         return GPT(int(kv["n_layer"]), int(kv["n_head"]), int(kv["n_embd"]),
                    int(kv["block_size"]), int(kv["vocab_size"]),

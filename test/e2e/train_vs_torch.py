@@ -158,8 +158,7 @@ def check(args):
     model = model.double()
     accum = config.get("gradient_accumulation_steps", 1)
     b = config["train_micro_batch_size_per_gpu"]
-    t = model.transformer.wpe.weight.shape[0] if isinstance(model, torch_models.GPT) \
-        else int(dict(kv.split("=") for kv in args.model.split(":")[1].split(","))["block_size"])
+    t = int(torch_models.options(args.model)["block_size"])
     batches = read_batches(args.batches, steps, accum, b, t)
     model.rng.step = 1
     problems += regime(model, batches[0, 0, 0], batches[0, 0, 1])
