@@ -67,7 +67,8 @@ struct PlanConstant {
 
 struct PlanInstr {
   std::string kernel;
-  uint8_t stream = 0;                 ///< plan.fbs Stream: 0 compute, 1 comm
+  uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm
+  uint8_t space = 0;  ///< plan.fbs Space it runs in: 0 device, 1 host
   std::vector<uint32_t> wait, record; ///< events
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;

@@ -12,6 +12,7 @@
 #define DSC_RUNTIME_BACKENDS_BACKEND_H
 
 #include "runtime/kernels/Kernel.h"
+#include "runtime/kernels/KernelSignature.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,8 +21,25 @@
 
 namespace dsc::rt {
 
-/// Where an arena lives; the values of plan.fbs's Space.
+/// Where an arena lives and where an instruction runs; the values of
+/// plan.fbs's Space.
 enum class MemorySpace : uint8_t { device = 0, host = 1 };
+
+/// The variants of one kernel, contiguous in the backend's table.
+struct KernelVariants {
+  const KernelInfo *data = nullptr;
+  size_t size = 0;
+  const KernelInfo *begin() const { return data; }
+  const KernelInfo *end() const { return data + size; }
+  bool empty() const { return size == 0; }
+};
+
+/// What the executor hands a kernel running on one stream
+/// (KernelContext::stream, KernelContext::handles).
+struct StreamResources {
+  void *stream = nullptr;
+  void *handles = nullptr;
+};
 
 class Backend {
 public:
@@ -30,9 +48,41 @@ public:
   /// The name `dsrun --backend` selects it by ("cpu", "cuda").
   virtual std::string_view name() const = 0;
 
-  /// The kernel called `name`, or null. The plan verifier checks a plan's
-  /// kernels and their arity against this table; the Session calls them.
-  virtual const KernelInfo *findKernel(std::string_view name) const = 0;
+  /// Every variant of the kernel called `name` (empty when there is none).
+  /// The plan verifier checks each instruction's arity and dtypes against
+  /// them; the Session calls the variant the dtypes select.
+  virtual KernelVariants kernelVariants(std::string_view name) const = 0;
+
+  /// The first variant of `name` (enough for its arity), or null.
+  const KernelInfo *findKernel(std::string_view name) const {
+    KernelVariants v = kernelVariants(name);
+    return v.empty() ? nullptr : v.data;
+  }
+  /// The variant of `name` that takes these operand dtypes, or null.
+  const KernelInfo *findKernel(std::string_view name, DTypeList inputs,
+                               DTypeList outputs) const {
+    for (const KernelInfo &k : kernelVariants(name))
+      if (signatureMatches(k.dtypes, inputs, outputs))
+        return &k;
+    return nullptr;
+  }
+
+  /// Whether an instruction placed in `where` (plan.fbs Instr.space) can
+  /// run here, and whether it can read and write an arena in `data`. The
+  /// CPU backend runs both and reaches both; a GPU backend runs device
+  /// instructions on the GPU, host instructions on the CPU, and each reaches
+  /// only its own space's arenas.
+  virtual bool runsIn(MemorySpace where) const = 0;
+  virtual bool reaches(MemorySpace where, MemorySpace data) const = 0;
+
+  /// The queue and library handles of plan stream `stream` (0 compute,
+  /// 1 comm, 2 h2d, 3 d2h) for instructions placed in `where`. Valid until
+  /// the backend is destroyed. Nulls by default (the CPU backend).
+  virtual StreamResources streamResources(MemorySpace where, int stream) const {
+    (void)where;
+    (void)stream;
+    return {};
+  }
 
   /// `bytes` of zeroed memory in `space`, 64-byte aligned (bytes may be 0).
   /// Null and one line in `error` when it cannot be had.

@@ -21,7 +21,7 @@ std::string Communicator::prefix(const char *name) const {
 }
 
 bool Communicator::begin(const char *name, std::string &error, const void *in,
-                         const void *out, size_t count, int root) {
+                         const void *out, size_t count, int root, DType dtype) {
   ++sequence_;
   if (failed()) {
     error = prefix(name) + " not started: " + failed_ +
@@ -31,6 +31,10 @@ bool Communicator::begin(const char *name, std::string &error, const void *in,
   if (count > 0 && (!in || !out)) {
     error = prefix(name) + ": null buffer for " + std::to_string(count) +
             " elements";
+    return false;
+  }
+  if (dtypeSize(dtype) == 0) {
+    error = prefix(name) + ": unknown dtype " + std::to_string(int(dtype));
     return false;
   }
   if (root < 0 || root >= size()) {
@@ -45,48 +49,42 @@ bool Communicator::begin(const char *name, std::string &error, const void *in,
 
 namespace {
 
-template <typename T> void copy(const T *in, T *out, size_t count) {
+void copy(const void *in, void *out, size_t count, DType dtype) {
   if (in != out && count > 0)
-    std::memmove(out, in, count * sizeof(T));
+    std::memmove(out, in, count * dtypeSize(dtype));
 }
 
 } // namespace
 
-bool LocalCommunicator::allReduceSum(const float *in, float *out, size_t count,
-                                     std::string &error) {
-  if (!begin("all_reduce", error, in, out, count))
+bool LocalCommunicator::doAllReduceSum(const void *in, void *out, size_t count,
+                                       DType dtype, void *,
+                                       std::string &error) {
+  if (!begin("all_reduce", error, in, out, count, 0, dtype))
     return false;
-  copy(in, out, count);
+  copy(in, out, count, dtype);
   return true;
 }
 
-bool LocalCommunicator::allReduceSum(const double *in, double *out,
-                                     size_t count, std::string &error) {
-  if (!begin("all_reduce", error, in, out, count))
+bool LocalCommunicator::doReduceScatterSum(const void *in, void *out,
+                                           size_t count, DType dtype, void *,
+                                           std::string &error) {
+  if (!begin("reduce_scatter", error, in, out, count, 0, dtype))
     return false;
-  copy(in, out, count);
+  copy(in, out, count, dtype);
   return true;
 }
 
-bool LocalCommunicator::reduceScatterSum(const float *in, float *out,
-                                         size_t count, std::string &error) {
-  if (!begin("reduce_scatter", error, in, out, count))
+bool LocalCommunicator::doAllGather(const void *in, void *out, size_t count,
+                                    DType dtype, void *, std::string &error) {
+  if (!begin("all_gather", error, in, out, count, 0, dtype))
     return false;
-  copy(in, out, count);
+  copy(in, out, count, dtype);
   return true;
 }
 
-bool LocalCommunicator::allGather(const float *in, float *out, size_t count,
-                                  std::string &error) {
-  if (!begin("all_gather", error, in, out, count))
-    return false;
-  copy(in, out, count);
-  return true;
-}
-
-bool LocalCommunicator::broadcast(float *data, size_t count, int root,
-                                  std::string &error) {
-  return begin("broadcast", error, data, data, count, root);
+bool LocalCommunicator::doBroadcast(void *data, size_t count, DType dtype,
+                                    int root, void *, std::string &error) {
+  return begin("broadcast", error, data, data, count, root, dtype);
 }
 
 bool LocalCommunicator::barrier(std::string &error) {

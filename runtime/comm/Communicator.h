@@ -1,12 +1,25 @@
 //===- Communicator.h - collectives between the ranks of a run --*- C++ -*-===//
 //
-// The runtime's view of the other ranks: rank(), size() and blocking
-// collectives on host buffers. Plans call them through the comm.* kernels
-// (runtime/backends/cpu/Comm.cpp) on the comm stream's worker thread, so
-// compute on the other streams goes on while a collective is in flight;
-// dsrun calls them from its main thread between programs (the step's mean
-// loss, the start-up agreement). Calls are never concurrent: one collective
-// at a time per communicator, issued in the same order on every rank.
+// The runtime's view of the other ranks: rank(), size() and collectives over
+// `count` elements of a DType, issued on the backend's comm stream. Plans
+// call them through the comm.* kernels on the comm stream's worker thread
+// (passing KernelContext::stream), so compute on the other streams goes on
+// while a collective is in flight; dsrun calls them from its main thread
+// between programs (the step's mean loss, the start-up agreement) on host
+// buffers with no stream. Calls are never concurrent: one collective at a
+// time per communicator, issued in the same order on every rank.
+//
+// Streams: a device communicator (NCCL) enqueues the collective on `stream`
+// and returns once it is enqueued, the stream ordering what follows; a host
+// communicator (MPI, Local) ignores `stream` and returns when the
+// collective is complete. Either way the caller may reuse the buffers for
+// work ordered after it on the same stream. MPI stays the launcher and
+// bootstrap: an NCCL communicator would exchange its unique id over it.
+//
+// Element types: every DType. Sums add in the element type's own
+// arithmetic; f16 and bf16 add through float, rounding each partial sum to
+// the 16-bit format as NCCL does, so a 16-bit reduction over N ranks rounds
+// up to N - 1 times (reduce in f32 where that matters).
 //
 // Implementations: LocalCommunicator (one rank; copies) and the MPI one
 // (MpiCommunicator.cpp, OpenMPI), chosen by createCommunicator.
@@ -27,6 +40,8 @@
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_COMM_COMMUNICATOR_H
 #define DSC_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/core/DType.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -49,22 +64,49 @@ public:
   virtual const char *kind() const = 0;
 
   /// out[i] = sum over ranks of in[i], i < count; in may equal out.
-  virtual bool allReduceSum(const float *in, float *out, size_t count,
-                            std::string &error) = 0;
-  virtual bool allReduceSum(const double *in, double *out, size_t count,
-                            std::string &error) = 0;
+  bool allReduceSum(const void *in, void *out, size_t count, DType dtype,
+                    void *stream, std::string &error) {
+    return doAllReduceSum(in, out, count, dtype, stream, error);
+  }
   /// in holds size() blocks of `count`; out = the sum over ranks of block
   /// rank().
-  virtual bool reduceScatterSum(const float *in, float *out, size_t count,
-                                std::string &error) = 0;
+  bool reduceScatterSum(const void *in, void *out, size_t count, DType dtype,
+                        void *stream, std::string &error) {
+    return doReduceScatterSum(in, out, count, dtype, stream, error);
+  }
   /// out holds size() blocks of `count`; block r = rank r's in. In place
-  /// when in == out + rank() * count.
-  virtual bool allGather(const float *in, float *out, size_t count,
-                         std::string &error) = 0;
+  /// when in == out + rank() * count elements.
+  bool allGather(const void *in, void *out, size_t count, DType dtype,
+                 void *stream, std::string &error) {
+    return doAllGather(in, out, count, dtype, stream, error);
+  }
   /// data[0, count) = root's data[0, count) on every rank.
-  virtual bool broadcast(float *data, size_t count, int root,
-                         std::string &error) = 0;
+  bool broadcast(void *data, size_t count, DType dtype, int root, void *stream,
+                 std::string &error) {
+    return doBroadcast(data, count, dtype, root, stream, error);
+  }
   virtual bool barrier(std::string &error) = 0;
+
+  // On host buffers, no stream (dsrun's main thread, tests).
+  bool allReduceSum(const float *in, float *out, size_t count,
+                    std::string &error) {
+    return allReduceSum(in, out, count, DType::f32, nullptr, error);
+  }
+  bool allReduceSum(const double *in, double *out, size_t count,
+                    std::string &error) {
+    return allReduceSum(in, out, count, DType::f64, nullptr, error);
+  }
+  bool reduceScatterSum(const float *in, float *out, size_t count,
+                        std::string &error) {
+    return reduceScatterSum(in, out, count, DType::f32, nullptr, error);
+  }
+  bool allGather(const float *in, float *out, size_t count,
+                 std::string &error) {
+    return allGather(in, out, count, DType::f32, nullptr, error);
+  }
+  bool broadcast(float *data, size_t count, int root, std::string &error) {
+    return broadcast(data, count, DType::f32, root, nullptr, error);
+  }
 
   /// This rank gives up while others may still wait for it in a collective,
   /// so its exit must not wait for them: under MPI it skips MPI_Finalize
@@ -80,11 +122,25 @@ public:
 protected:
   Communicator() = default;
 
+  // What an implementation provides (the public calls above forward here).
+  virtual bool doAllReduceSum(const void *in, void *out, size_t count,
+                              DType dtype, void *stream,
+                              std::string &error) = 0;
+  virtual bool doReduceScatterSum(const void *in, void *out, size_t count,
+                                  DType dtype, void *stream,
+                                  std::string &error) = 0;
+  virtual bool doAllGather(const void *in, void *out, size_t count, DType dtype,
+                           void *stream, std::string &error) = 0;
+  virtual bool doBroadcast(void *data, size_t count, DType dtype, int root,
+                           void *stream, std::string &error) = 0;
+
   /// Starts collective `name`: bumps the sequence number and fails with
   /// "rank R: NAME #S ..." if the communicator already failed or the
-  /// arguments are wrong (null buffers, a root outside the world).
+  /// arguments are wrong (null buffers, a dtype outside the enum, a root
+  /// outside the world).
   bool begin(const char *name, std::string &error, const void *in = nullptr,
-             const void *out = nullptr, size_t count = 0, int root = 0);
+             const void *out = nullptr, size_t count = 0, int root = 0,
+             DType dtype = DType::f32);
   /// "rank R: NAME #S " for the collective just begun.
   std::string prefix(const char *name) const;
   /// Marks the communicator failed; later collectives name `what`.
@@ -106,17 +162,17 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   const char *kind() const override { return "local"; }
-  bool allReduceSum(const float *in, float *out, size_t count,
-                    std::string &error) override;
-  bool allReduceSum(const double *in, double *out, size_t count,
-                    std::string &error) override;
-  bool reduceScatterSum(const float *in, float *out, size_t count,
-                        std::string &error) override;
-  bool allGather(const float *in, float *out, size_t count,
-                 std::string &error) override;
-  bool broadcast(float *data, size_t count, int root,
-                 std::string &error) override;
   bool barrier(std::string &error) override;
+
+private:
+  bool doAllReduceSum(const void *in, void *out, size_t count, DType dtype,
+                      void *stream, std::string &error) override;
+  bool doReduceScatterSum(const void *in, void *out, size_t count, DType dtype,
+                          void *stream, std::string &error) override;
+  bool doAllGather(const void *in, void *out, size_t count, DType dtype,
+                   void *stream, std::string &error) override;
+  bool doBroadcast(void *data, size_t count, DType dtype, int root,
+                   void *stream, std::string &error) override;
 };
 
 /// Whether this process was started by OpenMPI's mpirun (it sets

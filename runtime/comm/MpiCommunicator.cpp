@@ -1,5 +1,8 @@
 //===- MpiCommunicator.cpp - collectives over OpenMPI ---------------------===//
 //
+// Element types: MPI's own for f32, f64, i32 and i64; f16 and bf16 as
+// MPI_UINT16_T with user-defined sums (add in float, round back).
+//
 // Each collective is MPI's nonblocking form (MPI_Iallreduce,
 // MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ibarrier)
 // polled with MPI_Test until it completes or the deadline passes, so a rank
@@ -32,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/Half.h"
 
 #include <mpi.h>
 
@@ -173,6 +177,56 @@ std::string secondsText(double s) {
 /// Largest element count of one MPI call (MPI counts are int).
 constexpr size_t kMaxChunk = size_t(1) << 30;
 
+//===--- Element types ----------------------------------------------------===//
+
+// MPI has no 16-bit float types: f16 and bf16 travel as MPI_UINT16_T and
+// sum through user-defined operations that add in float and round back.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = FromFloat(ToFloat(a[i]) + ToFloat(b[i]));
+}
+
+MPI_Op f16Sum = MPI_OP_NULL, bf16Sum = MPI_OP_NULL;
+
+/// Creates the 16-bit sums once MPI is up (under mpiMutex).
+bool createOps(std::string &error) {
+  if (f16Sum != MPI_OP_NULL)
+    return true;
+  if (MPI_Op_create(&sum16<f16ToFloat, floatToF16>, 1, &f16Sum) !=
+          MPI_SUCCESS ||
+      MPI_Op_create(&sum16<bf16ToFloat, floatToBf16>, 1, &bf16Sum) !=
+          MPI_SUCCESS) {
+    error = "MPI_Op_create failed for the 16-bit sums";
+    return false;
+  }
+  return true;
+}
+
+/// MPI's datatype for `t`, and the operation that sums it.
+MPI_Datatype mpiType(DType t) {
+  switch (t) {
+  case DType::f32:
+    return MPI_FLOAT;
+  case DType::f64:
+    return MPI_DOUBLE;
+  case DType::i32:
+    return MPI_INT32_T;
+  case DType::i64:
+    return MPI_INT64_T;
+  case DType::f16:
+  case DType::bf16:
+    return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpiSum(DType t) {
+  return t == DType::f16 ? f16Sum : t == DType::bf16 ? bf16Sum : MPI_SUM;
+}
+
 //===--- The communicator -------------------------------------------------===//
 
 class MpiCommunicator final : public Communicator {
@@ -184,26 +238,19 @@ public:
   int size() const override { return size_; }
   const char *kind() const override { return "mpi"; }
 
-  bool allReduceSum(const float *in, float *out, size_t count,
-                    std::string &error) override {
-    return allReduce(in, out, count, MPI_FLOAT, sizeof(float), error);
-  }
-  bool allReduceSum(const double *in, double *out, size_t count,
-                    std::string &error) override {
-    return allReduce(in, out, count, MPI_DOUBLE, sizeof(double), error);
-  }
-  bool reduceScatterSum(const float *in, float *out, size_t count,
-                        std::string &error) override;
-  bool allGather(const float *in, float *out, size_t count,
-                 std::string &error) override;
-  bool broadcast(float *data, size_t count, int root,
-                 std::string &error) override;
   bool barrier(std::string &error) override;
   void abandon() override { unclean = true; }
 
 private:
-  bool allReduce(const void *in, void *out, size_t count, MPI_Datatype type,
-                 size_t elementBytes, std::string &error);
+  bool doAllReduceSum(const void *in, void *out, size_t count, DType dtype,
+                      void *stream, std::string &error) override;
+  bool doReduceScatterSum(const void *in, void *out, size_t count, DType dtype,
+                          void *stream, std::string &error) override;
+  bool doAllGather(const void *in, void *out, size_t count, DType dtype,
+                   void *stream, std::string &error) override;
+  bool doBroadcast(void *data, size_t count, DType dtype, int root,
+                   void *stream, std::string &error) override;
+
   /// Marks the start of collective `name` for the signal handler and sets
   /// the deadline.
   Clock::time_point start(const char *name);
@@ -248,7 +295,7 @@ MpiCommunicator::~MpiCommunicator() {
 
 bool MpiCommunicator::init(std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
-  if (!ensureMpi(error))
+  if (!ensureMpi(error) || !createOps(error))
     return false;
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   if (rc != MPI_SUCCESS) {
@@ -326,14 +373,16 @@ bool MpiCommunicator::fits(const char *name, size_t count, std::string &error) {
   return false;
 }
 
-bool MpiCommunicator::allReduce(const void *in, void *out, size_t count,
-                                MPI_Datatype type, size_t elementBytes,
-                                std::string &error) {
+// `stream` is for device communicators; MPI works on host memory and
+// returns when the collective is complete.
+bool MpiCommunicator::doAllReduceSum(const void *in, void *out, size_t count,
+                                     DType dtype, void *, std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
   const char *name = "all_reduce";
-  if (!begin(name, error, in, out, count))
+  if (!begin(name, error, in, out, count, 0, dtype))
     return false;
   Clock::time_point end = start(name);
+  const size_t elementBytes = dtypeSize(dtype);
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);
   // Always at least one call, so that every rank takes part even in an
@@ -345,8 +394,8 @@ bool MpiCommunicator::allReduce(const void *in, void *out, size_t count,
     const void *send = in == out ? MPI_IN_PLACE : src + offset;
     MPI_Request request = MPI_REQUEST_NULL;
     if (!started(name,
-                 MPI_Iallreduce(send, dst + offset, int(n), type, MPI_SUM,
-                                comm_, &request),
+                 MPI_Iallreduce(send, dst + offset, int(n), mpiType(dtype),
+                                mpiSum(dtype), comm_, &request),
                  error) ||
         !finish(name, request, end, error))
       return false;
@@ -355,54 +404,59 @@ bool MpiCommunicator::allReduce(const void *in, void *out, size_t count,
   return true;
 }
 
-bool MpiCommunicator::reduceScatterSum(const float *in, float *out,
-                                       size_t count, std::string &error) {
+bool MpiCommunicator::doReduceScatterSum(const void *in, void *out,
+                                         size_t count, DType dtype, void *,
+                                         std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
   const char *name = "reduce_scatter";
-  if (!begin(name, error, in, out, count) || !fits(name, count, error))
+  if (!begin(name, error, in, out, count, 0, dtype) ||
+      !fits(name, count, error))
     return false;
   Clock::time_point end = start(name);
   MPI_Request request = MPI_REQUEST_NULL;
   return started(name,
-                 MPI_Ireduce_scatter_block(in, out, int(count), MPI_FLOAT,
-                                           MPI_SUM, comm_, &request),
+                 MPI_Ireduce_scatter_block(in, out, int(count), mpiType(dtype),
+                                           mpiSum(dtype), comm_, &request),
                  error) &&
          finish(name, request, end, error);
 }
 
-bool MpiCommunicator::allGather(const float *in, float *out, size_t count,
-                                std::string &error) {
+bool MpiCommunicator::doAllGather(const void *in, void *out, size_t count,
+                                  DType dtype, void *, std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
   const char *name = "all_gather";
-  if (!begin(name, error, in, out, count) || !fits(name, count, error))
+  if (!begin(name, error, in, out, count, 0, dtype) ||
+      !fits(name, count, error))
     return false;
   Clock::time_point end = start(name);
-  const void *send = in == out + size_t(rank_) * count && count > 0
-                         ? MPI_IN_PLACE
-                         : static_cast<const void *>(in);
+  const char *mine =
+      static_cast<const char *>(out) + size_t(rank_) * count * dtypeSize(dtype);
+  const void *send = in == mine && count > 0 ? MPI_IN_PLACE : in;
+  MPI_Datatype type = mpiType(dtype);
   MPI_Request request = MPI_REQUEST_NULL;
   return started(name,
-                 MPI_Iallgather(send, int(count), MPI_FLOAT, out, int(count),
-                                MPI_FLOAT, comm_, &request),
+                 MPI_Iallgather(send, int(count), type, out, int(count), type,
+                                comm_, &request),
                  error) &&
          finish(name, request, end, error);
 }
 
-bool MpiCommunicator::broadcast(float *data, size_t count, int root,
-                                std::string &error) {
+bool MpiCommunicator::doBroadcast(void *data, size_t count, DType dtype,
+                                  int root, void *, std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
   const char *name = "broadcast";
-  if (!begin(name, error, data, data, count, root))
+  if (!begin(name, error, data, data, count, root, dtype))
     return false;
   Clock::time_point end = start(name);
+  char *bytes = static_cast<char *>(data);
   size_t done = 0;
   do {
     size_t n = std::min(count - done, kMaxChunk);
     MPI_Request request = MPI_REQUEST_NULL;
-    if (!started(
-            name,
-            MPI_Ibcast(data + done, int(n), MPI_FLOAT, root, comm_, &request),
-            error) ||
+    if (!started(name,
+                 MPI_Ibcast(bytes + done * dtypeSize(dtype), int(n),
+                            mpiType(dtype), root, comm_, &request),
+                 error) ||
         !finish(name, request, end, error))
       return false;
     done += n;

@@ -108,7 +108,10 @@ void Executor::runStream(Worker &worker, const PreparedProgram &program) {
     args.numIntAttrs = in.intAttrs.size();
     args.floatAttrs = in.floatAttrs.data();
     args.numFloatAttrs = in.floatAttrs.size();
-    args.ctx = &ctx;
+    KernelContext instrCtx = ctx;
+    instrCtx.stream = in.resources.stream;
+    instrCtx.handles = in.resources.handles;
+    args.ctx = &instrCtx;
 
     int64_t begin = tracing_ ? nowNs() : 0;
     std::string kernelError;

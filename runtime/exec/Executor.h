@@ -32,6 +32,9 @@ struct PreparedInstr {
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;
   std::vector<uint32_t> wait, record;
+  /// The backend's queue and handles for this instruction's space and
+  /// stream (KernelContext::stream and ::handles).
+  StreamResources resources;
   /// (arena, end of the output's bytes) for the high-water mark.
   std::vector<std::pair<uint32_t, uint64_t>> writes;
 };

@@ -291,8 +291,18 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     const fb::Instr *in = program.instrs()->Get(i);
     PreparedInstr pi;
     pi.index = i;
-    const KernelInfo *info = loaded_.backend().findKernel(view(in->kernel()));
-    pi.fn = info->fn; // the verifier checked that the kernel exists
+    std::vector<DType> ins, outs;
+    for (uint32_t id : ids(in->inputs()))
+      ins.push_back(buffers_[id].ref.dtype);
+    for (uint32_t id : ids(in->outputs()))
+      outs.push_back(buffers_[id].ref.dtype);
+    // The verifier checked that the backend has a variant for these dtypes.
+    const KernelInfo *info = loaded_.backend().findKernel(
+        view(in->kernel()), {ins.data(), ins.size()},
+        {outs.data(), outs.size()});
+    pi.fn = info->fn;
+    pi.resources = loaded_.backend().streamResources(
+        MemorySpace(static_cast<uint8_t>(in->space())), int(in->stream()));
     pi.kernel = info->name;
     pi.loc = view(in->loc());
     for (uint32_t id : ids(in->inputs()))

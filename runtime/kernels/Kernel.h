@@ -1,8 +1,10 @@
 //===- Kernel.h - the kernel ABI shared by every backend --------*- C++ -*-===//
 //
 // A plan instruction names a kernel ("ds.matmul"), its input and output
-// buffers and positional attributes. Backends map names to KernelFns; the
-// plan verifier checks arity against KernelInfo before anything runs.
+// buffers and positional attributes. Backends map (name, operand dtypes) to
+// KernelFns: a kernel may have one variant per dtype signature
+// (KernelSignature.h), all with the arity below. The plan verifier checks
+// arity and picks the variant for the buffers' dtypes before anything runs.
 //
 // Attribute encoding per kernel (ints | floats), shapes come from buffers:
 //   elementwise binary  ds.add ds.sub ds.mul ds.div ds.minimum ds.maximum
@@ -42,9 +44,11 @@
 //   ds.bias_gelu        (x, bias) -> sum, out       [approx]
 //   ds.add_layer_norm   (x, residual, w[, b]) -> sum, out | [eps]
 //
-// Collectives (f32, on the comm stream, through KernelContext::comm; N is
-// the communicator's size, which must equal the run's world size; every rank
-// runs the same instruction with the same shapes):
+// Collectives (on the comm stream, through KernelContext::comm with the
+// operands' dtype and KernelContext::stream; sums take f32, f64, f16 and
+// bf16, the others any dtype, x and out alike; N is the communicator's size,
+// which must equal the run's world size; every rank runs the same
+// instruction with the same shapes):
 //   comm.all_reduce     (x) -> out                  | [scale]
 //                       out = scale * sum over ranks of x; scale 1/N gives
 //                       the mean. out may be x.
@@ -110,6 +114,12 @@ struct KernelContext {
   int worldSize = 1;
   /// The ranks' collectives (comm.* kernels); null outside a Session.
   Communicator *comm = nullptr;
+  /// The backend's queue for the stream the instruction runs on and that
+  /// stream's library handles (a cudaStream_t, and the cuBLASLt handle and
+  /// workspace that go with it): whatever Backend::streamResources gave
+  /// the executor for this stream. Null on the CPU backend.
+  void *stream = nullptr;
+  void *handles = nullptr;
 };
 
 struct KernelArgs {
@@ -127,9 +137,12 @@ struct KernelArgs {
 /// Returns false and sets `error` (one line, naming the kernel) on failure.
 using KernelFn = bool (*)(const KernelArgs &args, std::string &error);
 
-/// Arity of a kernel; -1 means "any" (variadic, or rank-dependent).
+/// One variant of a kernel: its name, the operand dtypes it takes (a
+/// signature, KernelSignature.h) and its arity; -1 means "any" (variadic,
+/// or rank-dependent). Variants of one name share the arity.
 struct KernelInfo {
   std::string_view name;
+  std::string_view dtypes;
   int numInputs;
   int numOutputs;
   int numIntAttrs;

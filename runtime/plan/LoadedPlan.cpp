@@ -100,7 +100,8 @@ public:
   bool check() {
     if (plan_.schema_version() != kSchemaVersion)
       return fail(cat("schema version ", plan_.schema_version(),
-                      ", this dsrun reads ", kSchemaVersion));
+                      ", this dsrun reads ", kSchemaVersion,
+                      " (compile the plan again with the dsc of this build)"));
     if (plan_.world_size() < 1)
       return fail("world size 0; a plan runs on at least 1 rank");
     if (plan_.accumulation_steps() < 1)
@@ -368,6 +369,8 @@ private:
                             bufferName(constant), ")"));
         }
       }
+      if (!checkPlacement(*in, what) || !checkDTypes(*in, *info, what))
+        return false;
       for (uint32_t k = 0; k < count(in->wait()); ++k) {
         uint32_t e = in->wait()->Get(k);
         if (e >= p.num_events())
@@ -390,6 +393,58 @@ private:
       }
     }
     return checkHazards(p, prog, recordedBy);
+  }
+
+  /// The instruction runs in a space the backend runs, and reaches the
+  /// arenas of all its operands from there.
+  bool checkPlacement(const Instr &in, const std::string &what) {
+    Space where = in.space();
+    if (!isValid(where))
+      return fail(cat(what, " is placed in unknown space ", int(where)));
+    auto space = [](Space s) { return MemorySpace(static_cast<uint8_t>(s)); };
+    if (!backend_.runsIn(space(where)))
+      return fail(cat(what, " is placed in the ", spaceName(where),
+                      " space, where backend ", backend_.name(),
+                      " runs nothing"));
+    auto reach = [&](uint32_t id, const char *role, uint32_t k) {
+      uint32_t a = plan_.buffers()->Get(id)->arena();
+      Space data = plan_.arenas()->Get(a)->space();
+      if (backend_.reaches(space(where), space(data)))
+        return true;
+      return fail(cat(what, " runs in the ", spaceName(where), " space but ",
+                      role, " ", k, " is ", bufferName(id), " in arena ", a,
+                      " (", spaceName(data), "), which backend ",
+                      backend_.name(), " cannot reach from there"));
+    };
+    for (uint32_t k = 0; k < count(in.inputs()); ++k)
+      if (!reach(in.inputs()->Get(k), "input", k))
+        return false;
+    for (uint32_t k = 0; k < count(in.outputs()); ++k)
+      if (!reach(in.outputs()->Get(k), "output", k))
+        return false;
+    return true;
+  }
+
+  /// The backend has a variant of the kernel for the operands' dtypes.
+  bool checkDTypes(const Instr &in, const KernelInfo &info,
+                   const std::string &what) {
+    std::vector<dsc::DType> ins, outs;
+    auto dtypeOf = [&](uint32_t id) {
+      return dsc::DType(
+          static_cast<uint8_t>(plan_.buffers()->Get(id)->dtype()));
+    };
+    for (uint32_t id : ids(in.inputs()))
+      ins.push_back(dtypeOf(id));
+    for (uint32_t id : ids(in.outputs()))
+      outs.push_back(dtypeOf(id));
+    DTypeList i{ins.data(), ins.size()}, o{outs.data(), outs.size()};
+    if (backend_.findKernel(info.name, i, o))
+      return true;
+    std::string have;
+    for (const KernelInfo &k : backend_.kernelVariants(info.name))
+      have += cat(have.empty() ? "" : " or ", k.dtypes);
+    return fail(cat(what, " has no variant for dtypes ", dtypeSignature(i, o),
+                    " on backend ", backend_.name(), " (it has ", have, ")"));
   }
 
   /// Streams share memory and synchronize only through events, so two

@@ -18,7 +18,10 @@
 //  - each constant's data is the buffer's bytes (little-endian) or exactly
 //    one element (a splat);
 //  - each instruction names a kernel of the backend's table with its arity
-//    (inputs, outputs, int and float attributes; -1 in KernelInfo = any);
+//    (inputs, outputs, int and float attributes; -1 in KernelInfo = any),
+//    and the backend has a variant of it for the operands' dtypes;
+//  - each instruction is placed in a space the backend runs (Instr.space),
+//    and every operand lies in an arena that space reaches;
 //  - events: ids < num_events (<= kMaxEvents); each recorded at most once per
 //    program; each wait comes after, in instruction order, the instruction
 //    that records it (so instruction order is one valid total order);
@@ -64,7 +67,8 @@ namespace dsc::plan {
 
 /// Plan.schema_version this runtime reads. Bump on any schema or semantic
 /// change that an older dsrun would misread.
-constexpr uint32_t kSchemaVersion = 2;
+/// 3: Instr.space (where an instruction runs); kernels selected by dtypes.
+constexpr uint32_t kSchemaVersion = 3;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

@@ -69,6 +69,7 @@ struct PlanSpec {
     std::vector<int64_t> ints = {};
     std::vector<double> floats = {};
     std::string loc = "";
+    fb::Space space = fb::Space::device;
   };
   struct Program {
     std::string name;
@@ -129,7 +130,7 @@ struct PlanSpec {
       for (const Instr &i : p.instrs)
         is.push_back(fb::CreateInstrDirect(
             b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.ints, &i.floats,
-            i.stream, &i.wait, &i.record, i.loc.c_str()));
+            i.stream, &i.wait, &i.record, i.loc.c_str(), i.space));
       ps.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &is, &p.inputs,
                                            &p.outputs, p.numEvents, 0.0));
     }

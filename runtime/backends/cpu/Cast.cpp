@@ -9,14 +9,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/core/Half.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#ifndef __FLT16_MAX__
-#error "the CPU kernels need a compiler with _Float16 (GCC >= 12, Clang >= 15)"
-#endif
 
 namespace dsc::rt::cpu {
 namespace {
@@ -27,22 +24,6 @@ uint32_t bitsOf(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
-}
-
-float bf16ToFloat(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint16_t floatToBf16(float f) {
-  uint32_t u = bitsOf(f);
-  // Adding 0x7FFF plus the lowest kept bit rounds the dropped half to
-  // nearest even; a carry into the exponent gives the next binade or inf.
-  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  uint32_t quietNan = (u >> 16) | 0x40u;
-  return uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? quietNan : rounded);
 }
 
 /// x rounded to the nearest value with `mant` stored mantissa bits and

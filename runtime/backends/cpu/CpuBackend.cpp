@@ -17,8 +17,8 @@ void *&originOf(void *aligned) { return static_cast<void **>(aligned)[-1]; }
 
 } // namespace
 
-const KernelInfo *CpuBackend::findKernel(std::string_view name) const {
-  return findCpuKernel(name);
+KernelVariants CpuBackend::kernelVariants(std::string_view name) const {
+  return cpuKernelVariants(name);
 }
 
 void *CpuBackend::allocate(MemorySpace, uint64_t bytes, std::string &error) {

@@ -16,7 +16,9 @@ namespace dsc::rt {
 class CpuBackend : public Backend {
 public:
   std::string_view name() const override { return "cpu"; }
-  const KernelInfo *findKernel(std::string_view name) const override;
+  KernelVariants kernelVariants(std::string_view name) const override;
+  bool runsIn(MemorySpace) const override { return true; }
+  bool reaches(MemorySpace, MemorySpace) const override { return true; }
   void *allocate(MemorySpace space, uint64_t bytes,
                  std::string &error) override;
   void release(void *block) override;

@@ -1,7 +1,9 @@
 //===- CpuKernels.cpp - the CPU kernel table and argument checks ----------===//
 //
-// One row per kernel: its name, its arity as Kernel.h declares it, which
-// aliasing it tolerates and its body. Every call goes through `entry`, which
+// One row per kernel variant: its name, the operand dtypes it takes
+// (KernelSignature.h), its arity as Kernel.h declares it, which aliasing it
+// tolerates and its body. A second dtype variant of a kernel is a second
+// row with the same name. Every call goes through `entry`, which
 // checks what all kernels share before the body runs and prefixes the body's
 // error with the kernel name.
 //
@@ -29,6 +31,7 @@ enum class Alias {
 
 struct Spec {
   std::string_view name;
+  std::string_view dtypes; ///< KernelSignature.h; the body checks again
   int numInputs, numOutputs, numIntAttrs, numFloatAttrs;
   Alias alias;
   Body body;
@@ -36,62 +39,69 @@ struct Spec {
 
 constexpr Spec kSpecs[] = {
     // clang-format off
-    {"ds.adamw",              7,  3,  0, 4, Alias::AdamW,    cpu::adamwBody},
-    {"ds.add",                2,  1,  0, 0, Alias::AnyInput, cpu::addBody},
-    {"ds.add_layer_norm",    -1,  2,  0, 1, Alias::AnyInput, cpu::addLayerNormBody},
-    {"ds.attention",          3,  1,  1, 1, Alias::None,     cpu::attentionBody},
-    {"ds.attention_grad",     4,  3,  1, 1, Alias::None,     cpu::attentionGradBody},
-    {"ds.bias_gelu",          2,  2,  1, 0, Alias::AnyInput, cpu::biasGeluBody},
-    {"ds.broadcast",          1,  1,  0, 0, Alias::None,     cpu::broadcastBody},
-    {"ds.cast",               1,  1,  0, 0, Alias::AnyInput, cpu::castBody},
-    {"ds.concat",            -1,  1,  1, 0, Alias::None,     cpu::concatBody},
-    {"ds.copy",               1,  1,  0, 0, Alias::AnyInput, cpu::copyBody},
-    {"ds.cross_entropy",      2,  1,  1, 0, Alias::None,     cpu::crossEntropyBody},
-    {"ds.cross_entropy_grad", 3,  1,  1, 0, Alias::AnyInput, cpu::crossEntropyGradBody},
-    {"ds.div",                2,  1,  0, 0, Alias::AnyInput, cpu::divBody},
-    {"ds.dropout",            1,  1,  1, 1, Alias::AnyInput, cpu::dropoutBody},
-    {"ds.embedding",          2,  1,  0, 0, Alias::None,     cpu::embeddingBody},
-    {"ds.embedding_grad",     2,  1,  0, 0, Alias::None,     cpu::embeddingGradBody},
-    {"ds.equal",              2,  1,  0, 0, Alias::AnyInput, cpu::equalBody},
-    {"ds.exp",                1,  1,  0, 0, Alias::AnyInput, cpu::expBody},
-    {"ds.fill",               0,  1,  0, 1, Alias::None,     cpu::fillBody},
-    {"ds.gelu",               1,  1,  1, 0, Alias::AnyInput, cpu::geluBody},
-    {"ds.gelu_grad",          2,  1,  1, 0, Alias::AnyInput, cpu::geluGradBody},
-    {"ds.iota",               0,  1,  1, 0, Alias::None,     cpu::iotaBody},
-    {"ds.layer_norm",        -1,  1,  0, 1, Alias::AnyInput, cpu::layerNormBody},
-    {"ds.layer_norm_grad",    3,  3,  0, 1, Alias::None,     cpu::layerNormGradBody},
-    {"ds.log",                1,  1,  0, 0, Alias::AnyInput, cpu::logBody},
-    {"ds.matmul",             2,  1,  2, 0, Alias::None,     cpu::matmulBody},
-    {"ds.maximum",            2,  1,  0, 0, Alias::AnyInput, cpu::maximumBody},
-    {"ds.minimum",            2,  1,  0, 0, Alias::AnyInput, cpu::minimumBody},
-    {"ds.mul",                2,  1,  0, 0, Alias::AnyInput, cpu::mulBody},
-    {"ds.neg",                1,  1,  0, 0, Alias::AnyInput, cpu::negBody},
-    {"ds.pad",                1,  1, -1, 0, Alias::None,     cpu::padBody},
-    {"ds.reduce_max",         1,  1, -1, 0, Alias::None,     cpu::reduceMaxBody},
-    {"ds.reduce_mean",        1,  1, -1, 0, Alias::None,     cpu::reduceMeanBody},
-    {"ds.reduce_sum",         1,  1, -1, 0, Alias::None,     cpu::reduceSumBody},
-    {"ds.relu",               1,  1,  0, 0, Alias::AnyInput, cpu::reluBody},
-    {"ds.relu_grad",          2,  1,  0, 0, Alias::AnyInput, cpu::reluGradBody},
-    {"ds.rms_norm",           2,  1,  0, 1, Alias::AnyInput, cpu::rmsNormBody},
-    {"ds.rms_norm_grad",      3,  2,  0, 1, Alias::None,     cpu::rmsNormGradBody},
-    {"ds.rotary",             1,  1,  1, 1, Alias::AnyInput, cpu::rotaryBody},
-    {"ds.rsqrt",              1,  1,  0, 0, Alias::AnyInput, cpu::rsqrtBody},
-    {"ds.silu",               1,  1,  0, 0, Alias::AnyInput, cpu::siluBody},
-    {"ds.silu_grad",          2,  1,  0, 0, Alias::AnyInput, cpu::siluGradBody},
-    {"ds.slice",              1,  1, -1, 0, Alias::None,     cpu::sliceBody},
-    {"ds.softmax",            1,  1,  0, 0, Alias::AnyInput, cpu::softmaxBody},
-    {"ds.softmax_grad",       2,  1,  0, 0, Alias::AnyInput, cpu::softmaxGradBody},
-    {"ds.split",              1, -1,  1, 0, Alias::None,     cpu::splitBody},
-    {"ds.sqrt",               1,  1,  0, 0, Alias::AnyInput, cpu::sqrtBody},
-    {"ds.sub",                2,  1,  0, 0, Alias::AnyInput, cpu::subBody},
-    {"ds.tanh",               1,  1,  0, 0, Alias::AnyInput, cpu::tanhBody},
-    {"ds.transpose",          1,  1, -1, 0, Alias::None,     cpu::transposeBody},
+    {"ds.adamw",              "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32",  7,  3,  0, 4, Alias::AdamW,    cpu::adamwBody},
+    {"ds.add",                "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::addBody},
+    {"ds.add_layer_norm",     "f32*->f32,f32",                           -1,  2,  0, 1, Alias::AnyInput, cpu::addLayerNormBody},
+    {"ds.attention",          "f32,f32,f32->f32",                         3,  1,  1, 1, Alias::None,     cpu::attentionBody},
+    {"ds.attention_grad",     "f32,f32,f32,f32->f32,f32,f32",             4,  3,  1, 1, Alias::None,     cpu::attentionGradBody},
+    {"ds.bias_gelu",          "f32,f32->f32,f32",                         2,  2,  1, 0, Alias::AnyInput, cpu::biasGeluBody},
+    {"ds.broadcast",          "T->T",                                     1,  1,  0, 0, Alias::None,     cpu::broadcastBody},
+    {"ds.cast",               "float->float",                             1,  1,  0, 0, Alias::AnyInput, cpu::castBody},
+    {"ds.concat",             "T*->T",                                   -1,  1,  1, 0, Alias::None,     cpu::concatBody},
+    {"ds.copy",               "any->any",                                 1,  1,  0, 0, Alias::AnyInput, cpu::copyBody},
+    {"ds.cross_entropy",      "f32,idx->f32",                             2,  1,  1, 0, Alias::None,     cpu::crossEntropyBody},
+    {"ds.cross_entropy_grad", "f32,idx,f32->f32",                         3,  1,  1, 0, Alias::AnyInput, cpu::crossEntropyGradBody},
+    {"ds.div",                "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::divBody},
+    {"ds.dropout",            "f32->f32",                                 1,  1,  1, 1, Alias::AnyInput, cpu::dropoutBody},
+    {"ds.embedding",          "f32,idx->f32",                             2,  1,  0, 0, Alias::None,     cpu::embeddingBody},
+    {"ds.embedding_grad",     "idx,f32->f32",                             2,  1,  0, 0, Alias::None,     cpu::embeddingGradBody},
+    {"ds.equal",              "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::equalBody},
+    {"ds.exp",                "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::expBody},
+    {"ds.fill",               "->any",                                    0,  1,  0, 1, Alias::None,     cpu::fillBody},
+    {"ds.gelu",               "f32->f32",                                 1,  1,  1, 0, Alias::AnyInput, cpu::geluBody},
+    {"ds.gelu_grad",          "f32,f32->f32",                             2,  1,  1, 0, Alias::AnyInput, cpu::geluGradBody},
+    {"ds.iota",               "->f32|f64|i32|i64",                        0,  1,  1, 0, Alias::None,     cpu::iotaBody},
+    {"ds.layer_norm",         "f32*->f32",                               -1,  1,  0, 1, Alias::AnyInput, cpu::layerNormBody},
+    {"ds.layer_norm_grad",    "f32,f32,f32->f32,f32,f32",                 3,  3,  0, 1, Alias::None,     cpu::layerNormGradBody},
+    {"ds.log",                "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::logBody},
+    {"ds.matmul",             "f32,f32->f32",                             2,  1,  2, 0, Alias::None,     cpu::matmulBody},
+    {"ds.maximum",            "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::maximumBody},
+    {"ds.minimum",            "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::minimumBody},
+    {"ds.mul",                "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::mulBody},
+    {"ds.neg",                "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::negBody},
+    {"ds.pad",                "T->T",                                     1,  1, -1, 0, Alias::None,     cpu::padBody},
+    {"ds.reduce_max",         "f32->f32",                                 1,  1, -1, 0, Alias::None,     cpu::reduceMaxBody},
+    {"ds.reduce_mean",        "f32->f32",                                 1,  1, -1, 0, Alias::None,     cpu::reduceMeanBody},
+    {"ds.reduce_sum",         "f32->f32",                                 1,  1, -1, 0, Alias::None,     cpu::reduceSumBody},
+    {"ds.relu",               "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::reluBody},
+    {"ds.relu_grad",          "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::reluGradBody},
+    {"ds.rms_norm",           "f32,f32->f32",                             2,  1,  0, 1, Alias::AnyInput, cpu::rmsNormBody},
+    {"ds.rms_norm_grad",      "f32,f32,f32->f32,f32",                     3,  2,  0, 1, Alias::None,     cpu::rmsNormGradBody},
+    {"ds.rotary",             "f32->f32",                                 1,  1,  1, 1, Alias::AnyInput, cpu::rotaryBody},
+    {"ds.rsqrt",              "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::rsqrtBody},
+    {"ds.silu",               "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::siluBody},
+    {"ds.silu_grad",          "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::siluGradBody},
+    {"ds.slice",              "T->T",                                     1,  1, -1, 0, Alias::None,     cpu::sliceBody},
+    {"ds.softmax",            "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::softmaxBody},
+    {"ds.softmax_grad",       "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::softmaxGradBody},
+    {"ds.split",              "T->T*",                                    1, -1,  1, 0, Alias::None,     cpu::splitBody},
+    {"ds.sqrt",               "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::sqrtBody},
+    {"ds.sub",                "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::subBody},
+    {"ds.tanh",               "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::tanhBody},
+    {"ds.transpose",          "T->T",                                     1,  1, -1, 0, Alias::None,     cpu::transposeBody},
     // Collectives through KernelContext::comm (Comm.cpp).
-    {"comm.all_gather",       1,  1,  0, 0, Alias::None,     cpu::commAllGatherBody},
-    {"comm.all_reduce",       1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
-    {"comm.broadcast",        1,  1,  1, 0, Alias::AnyInput, cpu::commBroadcastBody},
-    {"comm.reduce_scatter",   1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
-    {"dist.shard",            1,  1,  1, 0, Alias::None,     cpu::distShardBody},
+    // Sums: one variant per float type (the body dispatches on it).
+    {"comm.all_gather",       "T->T",                                     1,  1,  0, 0, Alias::None,     cpu::commAllGatherBody},
+    {"comm.all_reduce",       "f32->f32",                                 1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
+    {"comm.all_reduce",       "f64->f64",                                 1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
+    {"comm.all_reduce",       "f16->f16",                                 1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
+    {"comm.all_reduce",       "bf16->bf16",                               1,  1,  0, 1, Alias::AnyInput, cpu::commAllReduceBody},
+    {"comm.broadcast",        "T->T",                                     1,  1,  1, 0, Alias::AnyInput, cpu::commBroadcastBody},
+    {"comm.reduce_scatter",   "f32->f32",                                 1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
+    {"comm.reduce_scatter",   "f64->f64",                                 1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
+    {"comm.reduce_scatter",   "f16->f16",                                 1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
+    {"comm.reduce_scatter",   "bf16->bf16",                               1,  1,  0, 1, Alias::None,     cpu::commReduceScatterBody},
+    {"dist.shard",            "T->T",                                     1,  1,  1, 0, Alias::None,     cpu::distShardBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);
@@ -204,9 +214,9 @@ template <size_t I> bool entry(const KernelArgs &args, std::string &error) {
 
 template <size_t... I>
 std::vector<KernelInfo> makeTable(std::index_sequence<I...>) {
-  return {KernelInfo{kSpecs[I].name, kSpecs[I].numInputs, kSpecs[I].numOutputs,
-                     kSpecs[I].numIntAttrs, kSpecs[I].numFloatAttrs,
-                     &entry<I>}...};
+  return {KernelInfo{kSpecs[I].name, kSpecs[I].dtypes, kSpecs[I].numInputs,
+                     kSpecs[I].numOutputs, kSpecs[I].numIntAttrs,
+                     kSpecs[I].numFloatAttrs, &entry<I>}...};
 }
 
 } // namespace
@@ -216,20 +226,29 @@ const std::vector<KernelInfo> &cpuKernels() {
     cpu::prepareBlas();
     std::vector<KernelInfo> t =
         makeTable(std::make_index_sequence<kNumSpecs>());
-    std::sort(t.begin(), t.end(), [](const KernelInfo &x, const KernelInfo &y) {
-      return x.name < y.name;
-    });
+    std::stable_sort(t.begin(), t.end(),
+                     [](const KernelInfo &x, const KernelInfo &y) {
+                       return x.name < y.name;
+                     });
     return t;
   }();
   return table;
 }
 
-const KernelInfo *findCpuKernel(std::string_view name) {
+KernelVariants cpuKernelVariants(std::string_view name) {
   const std::vector<KernelInfo> &t = cpuKernels();
-  auto it = std::lower_bound(
+  auto first = std::lower_bound(
       t.begin(), t.end(), name,
       [](const KernelInfo &k, std::string_view n) { return k.name < n; });
-  return it != t.end() && it->name == name ? &*it : nullptr;
+  auto last = first;
+  while (last != t.end() && last->name == name)
+    ++last;
+  return {t.data() + (first - t.begin()), size_t(last - first)};
+}
+
+const KernelInfo *findCpuKernel(std::string_view name) {
+  KernelVariants v = cpuKernelVariants(name);
+  return v.empty() ? nullptr : v.data;
 }
 
 } // namespace dsc::rt

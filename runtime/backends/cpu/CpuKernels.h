@@ -27,6 +27,7 @@
 #ifndef DSC_RUNTIME_BACKENDS_CPU_CPUKERNELS_H
 #define DSC_RUNTIME_BACKENDS_CPU_CPUKERNELS_H
 
+#include "runtime/backends/Backend.h"
 #include "runtime/kernels/Kernel.h"
 
 #include <string_view>
@@ -34,11 +35,15 @@
 
 namespace dsc::rt {
 
-/// The kernel named `name` ("ds.matmul"), or null if the CPU backend has
-/// none.
+/// The first variant of the kernel named `name` ("ds.matmul"), or null if
+/// the CPU backend has none.
 const KernelInfo *findCpuKernel(std::string_view name);
 
-/// Every CPU kernel, sorted by name.
+/// Every variant of `name` (empty when there is none).
+KernelVariants cpuKernelVariants(std::string_view name);
+
+/// Every CPU kernel variant, sorted by name (variants of a name in table
+/// order).
 const std::vector<KernelInfo> &cpuKernels();
 
 } // namespace dsc::rt

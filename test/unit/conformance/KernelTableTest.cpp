@@ -9,6 +9,7 @@
 
 #include "test/unit/conformance/KernelTestSupport.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -131,9 +132,62 @@ TEST(CpuKernelTable, EveryContractKernelIsRegisteredWithItsArity) {
     EXPECT_EQ(k->numIntAttrs, arity.ints) << n;
     EXPECT_EQ(k->numFloatAttrs, arity.floats) << n;
   }
-  EXPECT_EQ(rt::cpuKernels().size(), kDeclared.size());
+  // Nothing else is registered (a name may have several dtype variants).
+  std::set<std::string_view> registered;
+  for (const rt::KernelInfo &k : rt::cpuKernels())
+    registered.insert(k.name);
+  EXPECT_EQ(registered.size(), kDeclared.size());
   EXPECT_EQ(rt::findCpuKernel("ds.nonexistent"), nullptr);
   EXPECT_EQ(rt::findCpuKernel(""), nullptr);
+}
+
+// Every variant declares a well-formed dtype signature, with as many fixed
+// operands as a fixed arity has; variants of one name share the arity.
+TEST(CpuKernelTable, VariantsHaveWellFormedSignaturesAndOneArity) {
+  const std::vector<rt::KernelInfo> &t = rt::cpuKernels();
+  for (size_t i = 0; i < t.size(); ++i) {
+    const rt::KernelInfo &k = t[i];
+    std::string error;
+    EXPECT_TRUE(rt::checkSignature(k.dtypes, error))
+        << k.name << " '" << k.dtypes << "': " << error;
+    if (i > 0 && t[i - 1].name == k.name) {
+      EXPECT_EQ(k.numInputs, t[i - 1].numInputs) << k.name;
+      EXPECT_EQ(k.numOutputs, t[i - 1].numOutputs) << k.name;
+      EXPECT_EQ(k.numIntAttrs, t[i - 1].numIntAttrs) << k.name;
+      EXPECT_EQ(k.numFloatAttrs, t[i - 1].numFloatAttrs) << k.name;
+    }
+    size_t arrow = k.dtypes.find("->");
+    ASSERT_NE(arrow, std::string_view::npos) << k.name;
+    auto fixedCount = [](std::string_view side) -> int {
+      if (side.empty())
+        return 0;
+      if (side.back() == '*')
+        return -1;
+      return int(std::count(side.begin(), side.end(), ',')) + 1;
+    };
+    int in = fixedCount(k.dtypes.substr(0, arrow));
+    int out = fixedCount(k.dtypes.substr(arrow + 2));
+    if (in >= 0) {
+      EXPECT_EQ(in, k.numInputs) << k.name << " '" << k.dtypes << "'";
+    }
+    if (out >= 0) {
+      EXPECT_EQ(out, k.numOutputs) << k.name << " '" << k.dtypes << "'";
+    }
+  }
+  // The variant the dtypes select, or none.
+  std::vector<rt::DType> f32x2 = {rt::DType::f32, rt::DType::f32},
+                         f32 = {rt::DType::f32},
+                         bf16x2 = {rt::DType::bf16, rt::DType::bf16};
+  rt::Backend *cpu = cpuBackend();
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->findKernel("ds.matmul", {f32x2.data(), 2}, {f32.data(), 1}),
+            rt::findCpuKernel("ds.matmul"));
+  EXPECT_EQ(cpu->findKernel("ds.matmul", {bf16x2.data(), 2}, {f32.data(), 1}),
+            nullptr);
+  EXPECT_EQ(cpu->findKernel("ds.nope", {f32x2.data(), 2}, {f32.data(), 1}),
+            nullptr);
+  EXPECT_TRUE(cpu->kernelVariants("ds.nope").empty());
+  EXPECT_EQ(cpu->kernelVariants("ds.matmul").size, 1u);
 }
 
 // Junk arguments never crash a kernel: each call fails with a line that

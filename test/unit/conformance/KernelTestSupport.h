@@ -206,7 +206,17 @@ inline std::string run(const std::string &name, std::vector<Buf *> ins,
                        std::vector<double> floats = {},
                        const rt::KernelContext *ctx = nullptr) {
   rt::Backend &be = backend();
-  const rt::KernelInfo *k = be.findKernel(name);
+  // The variant the operands' dtypes select, as the Session picks it; with
+  // none (a case that checks the body's own dtype errors), the first.
+  std::vector<DType> dIn, dOut;
+  for (Buf *b : ins)
+    dIn.push_back(b->dtype);
+  for (Buf *b : outs)
+    dOut.push_back(b->dtype);
+  const rt::KernelInfo *k =
+      be.findKernel(name, {dIn.data(), dIn.size()}, {dOut.data(), dOut.size()});
+  if (!k)
+    k = be.findKernel(name);
   if (!k)
     return "no " + std::string(be.name()) + " kernel " + name;
   static const rt::KernelContext def = defaultContext();

@@ -315,11 +315,13 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return 2; }
   const char *kind() const override { return "fake"; }
-  bool allReduceSum(const float *, float *, size_t, std::string &) override {
-    return false;
-  }
-  bool allReduceSum(const double *in, double *out, size_t count,
-                    std::string &error) override {
+  bool barrier(std::string &) override { return false; }
+
+protected:
+  bool doAllReduceSum(const void *in, void *out, size_t count, DType dtype,
+                      void *, std::string &error) override {
+    if (dtype != DType::f64)
+      return false;
     if (!begin("all_reduce", error, in, out, count))
       return false;
     if (sequence() == failAt) {
@@ -328,19 +330,23 @@ public:
       return false;
     }
     for (size_t i = 0; i < count; ++i)
-      out[i] = in[i] + otherLoss;
+      static_cast<double *>(out)[i] =
+          static_cast<const double *>(in)[i] + otherLoss;
     return true;
   }
-  bool reduceScatterSum(const float *, float *, size_t,
-                        std::string &) override {
+  bool doReduceScatterSum(const void *, void *, size_t, DType, void *,
+                          std::string &) override {
     return false;
   }
-  bool allGather(const float *, float *, size_t, std::string &) override {
+  bool doAllGather(const void *, void *, size_t, DType, void *,
+                   std::string &) override {
     return false;
   }
-  bool broadcast(float *, size_t, int, std::string &) override { return false; }
-  bool barrier(std::string &) override { return false; }
+  bool doBroadcast(void *, size_t, DType, int, void *, std::string &) override {
+    return false;
+  }
 
+public:
   double otherLoss = 10;
   uint64_t failAt = 0;
 

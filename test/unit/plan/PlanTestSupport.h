@@ -94,17 +94,17 @@ inline bool slowCopyKernel(const rt::KernelArgs &args, std::string &error) {
   return true;
 }
 inline const rt::KernelInfo kTestKernels[] = {
-    {"test.fail", 1, 1, 0, 0, failKernel},
-    {"test.slow_copy", 1, 1, 0, 0, slowCopyKernel},
+    {"test.fail", "f32->f32", 1, 1, 0, 0, failKernel},
+    {"test.slow_copy", "f32->f32", 1, 1, 0, 0, slowCopyKernel},
 };
 // The CPU backend with the test kernels added to its table.
 class TestBackend : public rt::CpuBackend {
 public:
-  const rt::KernelInfo *findKernel(std::string_view name) const override {
+  rt::KernelVariants kernelVariants(std::string_view name) const override {
     for (const rt::KernelInfo &k : kTestKernels)
       if (k.name == name)
-        return &k;
-    return rt::CpuBackend::findKernel(name);
+        return {&k, 1};
+    return rt::CpuBackend::kernelVariants(name);
   }
 };
 inline TestBackend testBackend;

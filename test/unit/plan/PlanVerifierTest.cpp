@@ -57,7 +57,14 @@ TEST(PlanVerifier, WrongFileIdentifier) {
 TEST(PlanVerifier, SchemaVersion) {
   PlanSpec p = basicPlan();
   p.schemaVersion = 7;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 2");
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 3 "
+                          "(compile the plan again with the dsc of this "
+                          "build)");
+  // A plan from the previous release (no instruction placement) as well.
+  p.schemaVersion = 2;
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 2, this dsrun reads 3 "
+                          "(compile the plan again with the dsc of this "
+                          "build)");
 }
 
 TEST(PlanVerifier, WorldSizeZero) {
@@ -143,6 +150,70 @@ TEST(PlanVerifier, WrongArity) {
   p.program("apply").instrs[2].floats = {1.0};
   EXPECT_EQ(loadError(p), "t.dsplan: program 'apply' instruction 2 (ds.sub) "
                           "has 1 float attribute, the kernel takes 0");
+}
+
+TEST(PlanVerifier, NoVariantForTheOperandDTypes) {
+  // ds.add has only an f32 variant on the CPU backend.
+  PlanSpec p = basicPlan();
+  p.buffers[kY].dtype = fb::DType::bf16;
+  EXPECT_EQ(loadError(p), "t.dsplan: program 'micro_step' instruction 0 "
+                          "(ds.add) has no variant for dtypes f32,bf16->f32 on "
+                          "backend cpu (it has f32,f32->f32)");
+  // Data movement takes any dtype, but the same one throughout.
+  p = basicPlan();
+  uint32_t out = p.buffer(3, 0, {2, 2}, "h.t");
+  p.program("apply").instrs = {
+      {"ds.transpose", {kWGrad}, {out}, {}, {}, {}, {1, 0}}};
+  std::string error;
+  EXPECT_NE(load(p, error), nullptr) << error;
+  p.buffers[out].dtype = fb::DType::i32;
+  EXPECT_EQ(loadError(p), "t.dsplan: program 'apply' instruction 0 "
+                          "(ds.transpose) has no variant for dtypes f32->i32 "
+                          "on backend cpu (it has T->T)");
+}
+
+// A backend that runs only device instructions and reaches only device
+// arenas from them, as a GPU backend without mapped host memory would.
+class DeviceOnlyBackend : public TestBackend {
+public:
+  bool runsIn(rt::MemorySpace where) const override {
+    return where == rt::MemorySpace::device;
+  }
+  bool reaches(rt::MemorySpace where, rt::MemorySpace data) const override {
+    return where == data;
+  }
+};
+
+TEST(PlanVerifier, InstructionPlacement) {
+  PlanSpec p = basicPlan();
+  p.program("apply").instrs[1].space = fb::Space(9);
+  EXPECT_EQ(loadError(p), "t.dsplan: program 'apply' instruction 1 (ds.sub) "
+                          "is placed in unknown space 9");
+  // The CPU backend runs host instructions and reaches every arena.
+  p.program("apply").instrs[1].space = fb::Space::host;
+  std::string error;
+  EXPECT_NE(load(p, error), nullptr) << error;
+
+  DeviceOnlyBackend gpuLike;
+  EXPECT_EQ(LoadedPlan::fromBytes(p.build(), "t.dsplan", error, gpuLike),
+            nullptr);
+  EXPECT_EQ(error, "t.dsplan: program 'micro_step' instruction 0 (ds.add) "
+                   "runs in the device space but input 0 is buffer 0 ('x') in "
+                   "arena 0 (host), which backend cpu cannot reach from "
+                   "there");
+  // Inputs in a device arena: micro_step loads; apply's host instruction
+  // does not.
+  p.arenas[0].space = fb::Space::device;
+  p.arenas[4].space = fb::Space::device;
+  EXPECT_EQ(LoadedPlan::fromBytes(p.build(), "t.dsplan", error, gpuLike),
+            nullptr);
+  EXPECT_EQ(error, "t.dsplan: program 'apply' instruction 1 (ds.sub) is "
+                   "placed in the host space, where backend cpu runs "
+                   "nothing");
+  p.program("apply").instrs[1].space = fb::Space::device;
+  EXPECT_NE(LoadedPlan::fromBytes(p.build(), "t.dsplan", error, gpuLike),
+            nullptr)
+      << error;
 }
 
 TEST(PlanVerifier, Events) {

@@ -22,7 +22,7 @@ public:
     std::condition_variable cv;
     int arrived = 0;
     uint64_t generation = 0;
-    float *data[2] = {};
+    void *data[2] = {};
   };
 
   TwoRankComm(Shared &shared, int rank) : shared_(shared), rank_(rank) {}
@@ -30,36 +30,35 @@ public:
   int size() const override { return 2; }
   const char *kind() const override { return "test"; }
 
-  bool broadcast(float *data, size_t count, int root,
-                 std::string &error) override {
-    if (!begin("broadcast", error, data, data, count, root))
-      return false;
-    shared_.data[rank_] = data;
-    meet();
-    if (rank_ != root)
-      std::memcpy(data, shared_.data[root], count * sizeof(float));
-    meet(); // the root's data stays put until the other rank has copied it
-    return true;
-  }
   bool barrier(std::string &error) override {
     if (!begin("barrier", error))
       return false;
     meet();
     return true;
   }
-  bool allReduceSum(const float *, float *, size_t,
-                    std::string &error) override {
+
+protected:
+  bool doBroadcast(void *data, size_t count, rt::DType dtype, int root, void *,
+                   std::string &error) override {
+    if (!begin("broadcast", error, data, data, count, root, dtype))
+      return false;
+    shared_.data[rank_] = data;
+    meet();
+    if (rank_ != root)
+      std::memcpy(data, shared_.data[root], count * rt::dtypeSize(dtype));
+    meet(); // the root's data stays put until the other rank has copied it
+    return true;
+  }
+  bool doAllReduceSum(const void *, void *, size_t, rt::DType, void *,
+                      std::string &error) override {
     return unsupported("all_reduce", error);
   }
-  bool allReduceSum(const double *, double *, size_t,
-                    std::string &error) override {
-    return unsupported("all_reduce", error);
-  }
-  bool reduceScatterSum(const float *, float *, size_t,
-                        std::string &error) override {
+  bool doReduceScatterSum(const void *, void *, size_t, rt::DType, void *,
+                          std::string &error) override {
     return unsupported("reduce_scatter", error);
   }
-  bool allGather(const float *, float *, size_t, std::string &error) override {
+  bool doAllGather(const void *, void *, size_t, rt::DType, void *,
+                   std::string &error) override {
     return unsupported("all_gather", error);
   }
 
