@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
 
@@ -80,7 +81,9 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
         s = b.create<CastOp>(loc, scalar, s);
       total = total ? b.create<AddOp>(loc, total, s).getResult() : s;
     }
-    Value norm = b.create<SqrtOp>(loc, total);
+    SqrtOp normOp = b.create<SqrtOp>(loc, total);
+    markGlobalGradNorm(normOp);
+    Value norm = normOp;
     Value scale;
     if (gradClip > 0) {
       Value clip = splat(b, loc, scalar, gradClip);

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
 
@@ -161,7 +162,7 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
       Location loc = param.getLoc();
       Value acc = b.create<LoadOp>(loc, g.getType(), gradVar.getSymName());
       Value sum = b.create<AddOp>(loc, acc, g);
-      b.create<StoreOp>(loc, sum, gradVar.getSymName());
+      markGradAccumulation(b.create<StoreOp>(loc, sum, gradVar.getSymName()));
     }
     eraseDeadOps(body);
     return success();

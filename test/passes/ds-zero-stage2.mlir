@@ -22,7 +22,7 @@ func.func @micro_step(%x: tensor<3x1xf32>) -> tensor<f32> {
   %l = ds.reduce_sum %x axes [0, 1] : tensor<3x1xf32> -> tensor<f32>
   %a = ds.load @w.grad : tensor<3x1xf32>
   %s = ds.add %a, %g : tensor<3x1xf32>, tensor<3x1xf32>
-  ds.store %s, @w.grad : tensor<3x1xf32>
+  ds.store %s, @w.grad {ds.grad_accumulation} : tensor<3x1xf32>
   // CHECK:      %[[D:.*]] = dist.wait %[[RS]] : tensor<2xf32>
   // CHECK-NEXT: %[[ACC:.*]] = ds.load @zero.bucket0.grad : tensor<2xf32>
   // CHECK-NEXT: %[[SUM:.*]] = ds.add %[[ACC]], %[[D]]
@@ -42,7 +42,7 @@ func.func @apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32> {
   // CHECK-NEXT: %[[AR:.*]] = dist.all_reduce %[[T]] scale 1.000000e+00 : tensor<f32>
   // CHECK-NEXT: %[[W:.*]] = dist.wait %[[AR]]
   // CHECK-NEXT: %[[N:.*]] = ds.sqrt %[[W]]
-  %n = ds.sqrt %t : tensor<f32>
+  %n = ds.sqrt %t {ds.global_grad_norm} : tensor<f32>
   %one = ds.constant dense<1.0> : tensor<f32>
   // CHECK:      %[[P:.*]] = dist.flat_params @zero.bucket0 : tensor<4xf32>
   // CHECK-NEXT: %[[PS:.*]] = dist.shard %[[P]] ranks 2 : tensor<4xf32> -> tensor<2xf32>

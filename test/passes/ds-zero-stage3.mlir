@@ -106,16 +106,16 @@ func.func @micro_step(%x: tensor<2x3xf32>) -> tensor<f32> {
   %dw1 = ds.mul %dh, %x : tensor<2x3xf32>, tensor<2x3xf32>
   %a1 = ds.load @w1.grad : tensor<2x3xf32>
   %s1 = ds.add %a1, %dw1 : tensor<2x3xf32>, tensor<2x3xf32>
-  ds.store %s1, @w1.grad : tensor<2x3xf32>
+  ds.store %s1, @w1.grad {ds.grad_accumulation} : tensor<2x3xf32>
   %dx = ds.mul %dh, %w1 : tensor<2x3xf32>, tensor<2x3xf32>
   %dw2 = ds.mul %h, %x : tensor<2x3xf32>, tensor<2x3xf32>
   %a2 = ds.load @w2.grad : tensor<2x3xf32>
   %s2 = ds.add %a2, %dw2 : tensor<2x3xf32>, tensor<2x3xf32>
-  ds.store %s2, @w2.grad : tensor<2x3xf32>
+  ds.store %s2, @w2.grad {ds.grad_accumulation} : tensor<2x3xf32>
   %db = ds.reduce_sum %dx axes [0] : tensor<2x3xf32> -> tensor<3xf32>
   %a3 = ds.load @b.grad : tensor<3xf32>
   %s3 = ds.add %a3, %db : tensor<3xf32>, tensor<3xf32>
-  ds.store %s3, @b.grad : tensor<3xf32>
+  ds.store %s3, @b.grad {ds.grad_accumulation} : tensor<3xf32>
   return %l : tensor<f32>
 }
 
@@ -125,7 +125,7 @@ func.func @apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32> {
   %gb = ds.load @b.grad : tensor<3xf32>
   %q1 = ds.mul %g1, %g1 : tensor<2x3xf32>, tensor<2x3xf32>
   %t1 = ds.reduce_sum %q1 axes [0, 1] : tensor<2x3xf32> -> tensor<f32>
-  %n = ds.sqrt %t1 : tensor<f32>
+  %n = ds.sqrt %t1 {ds.global_grad_norm} : tensor<f32>
   %one = ds.constant dense<1.0> : tensor<f32>
   %w1 = ds.load @w1 : tensor<2x3xf32>
   %m1 = ds.load @w1.exp_avg : tensor<2x3xf32>

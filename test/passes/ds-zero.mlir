@@ -45,13 +45,13 @@ func.func @micro_step(%x: tensor<4xf32>, %y: tensor<2x3xf32>, %z: tensor<16xf32>
   %l = ds.reduce_sum %z axes [0] : tensor<16xf32> -> tensor<f32>
   %aa = ds.load @a.grad : tensor<4xf32>
   %sa = ds.add %aa, %ga : tensor<4xf32>, tensor<4xf32>
-  ds.store %sa, @a.grad : tensor<4xf32>
+  ds.store %sa, @a.grad {ds.grad_accumulation} : tensor<4xf32>
   %ab = ds.load @b.grad : tensor<2x3xf32>
   %sb = ds.add %ab, %gb : tensor<2x3xf32>, tensor<2x3xf32>
-  ds.store %sb, @b.grad : tensor<2x3xf32>
+  ds.store %sb, @b.grad {ds.grad_accumulation} : tensor<2x3xf32>
   %ac = ds.load @c.grad : tensor<16xf32>
   %sc = ds.add %ac, %gc : tensor<16xf32>, tensor<16xf32>
-  ds.store %sc, @c.grad : tensor<16xf32>
+  ds.store %sc, @c.grad {ds.grad_accumulation} : tensor<16xf32>
   // The last bucket is waited for at the end.
   // CHECK-NEXT: %[[W2:.*]] = dist.wait %[[R2]] : tensor<6xf32>
   // CHECK-NEXT: %[[DB:.*]] = ds.reshape %[[W2]] : tensor<6xf32> -> tensor<2x3xf32>

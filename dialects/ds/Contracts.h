@@ -1,0 +1,71 @@
+//===- Contracts.h - what one pass tells the next, by name -------*- C++
+//-*-===//
+//
+// Passes talk through explicit marks, never by recognising the shape of
+// each other's output. Each mark is a unit attribute in the `ds` namespace,
+// set by the pass that creates the op and read, and checked, by the passes
+// after it:
+//
+//   ds.grad_accumulation   on a ds.store in @micro_step that adds this
+//                          micro-step's gradient into its accumulator:
+//                            %acc = ds.load @p.grad
+//                            %sum = ds.add %acc, %d      (one use)
+//                            ds.store %sum, @p.grad {ds.grad_accumulation}
+//                          Set by ds-autodiff (and by ds-zero for the
+//                          sharded accumulators it makes); read by ds-zero
+//                          (which reduces %d) and by precision and remat.
+//   ds.global_grad_norm    on the ds.sqrt in @apply whose result is the
+//                          L2 norm over every gradient accumulator (its
+//                          operand: the sum of their squares). Set by
+//                          ds-adamw; ds-zero replaces the operand with the
+//                          all-reduced sums of the shards; the loss scaler
+//                          reads it for its overflow check.
+//
+// Optimizer state needs no mark: ds.adamw names its parameter, moments and
+// gradient as operands, and the moments are `opt_state` variables `of`
+// their parameter.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_DIALECTS_DS_CONTRACTS_H
+#define DSC_DIALECTS_DS_CONTRACTS_H
+
+#include "dialects/ds/DsOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir::ds {
+
+constexpr llvm::StringLiteral kGradAccumulationAttr = "ds.grad_accumulation";
+constexpr llvm::StringLiteral kGlobalGradNormAttr = "ds.global_grad_norm";
+
+/// One gradient accumulation of the ds.grad_accumulation contract.
+struct GradAccumulation {
+  LoadOp load;
+  AddOp add;
+  StoreOp store;
+  Value grad; ///< %d, this micro-step's gradient
+};
+
+/// Marks `store` as a gradient accumulation.
+inline void markGradAccumulation(StoreOp store) {
+  store->setAttr(kGradAccumulationAttr, UnitAttr::get(store.getContext()));
+}
+
+/// The marked accumulations of `func` in program order, each checked to
+/// have the contract's form; an error at the first that does not.
+FailureOr<SmallVector<GradAccumulation>>
+findGradAccumulations(func::FuncOp func, StringRef pass);
+
+/// Marks `sqrt` as the global gradient norm.
+inline void markGlobalGradNorm(SqrtOp sqrt) {
+  sqrt->setAttr(kGlobalGradNormAttr, UnitAttr::get(sqrt.getContext()));
+}
+
+/// The one op of `apply` marked as the global gradient norm; an error when
+/// there is none or more than one.
+FailureOr<SqrtOp> findGlobalGradNorm(func::FuncOp apply, StringRef pass);
+
+} // namespace mlir::ds
+
+#endif // DSC_DIALECTS_DS_CONTRACTS_H

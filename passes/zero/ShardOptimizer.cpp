@@ -1,0 +1,131 @@
+//===- ShardOptimizer.cpp - ZeRO stage 1: optimizer state sharded
+//-----------===//
+//
+// Parameters with gradients form two flat groups (with and without weight
+// decay, the plan's packing order), padded to a multiple of the world
+// size. Each rank keeps Adam's moments for its slice only, updates that
+// slice of the parameters and all-gathers the group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/zero/ZeroUtils.h"
+
+#include "dialects/ds/DsUtils.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::ds::zero {
+namespace {
+
+/// Replaces the updates of `group` by one update of this rank's slice.
+LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
+                         ArrayRef<AdamWOp> group, func::ReturnOp ret,
+                         const Options &opts, StringRef name) {
+  MLIRContext *ctx = module.getContext();
+  SmallVector<Attribute> members;
+  SmallVector<Operation *> dead;
+  SmallVector<VariableOp> deadVars;
+  int64_t total = 0;
+  Type elt;
+  for (AdamWOp op : group) {
+    auto param = op.getParam().getDefiningOp<LoadOp>();
+    if (!param)
+      return op.emitError("ds-zero: the update does not read a parameter");
+    members.push_back(FlatSymbolRefAttr::get(ctx, param.getName()));
+    auto t = cast<RankedTensorType>(op.getParam().getType());
+    total += t.getNumElements();
+    elt = t.getElementType();
+    for (Value r : op.getResults())
+      for (Operation *user : r.getUsers())
+        dead.push_back(user); // the stores of p, m and v
+    dead.push_back(op);
+    for (Value m : {op.getM(), op.getV()}) {
+      auto load = m.getDefiningOp<LoadOp>();
+      if (!load)
+        return op.emitError("ds-zero: a moment is not a variable");
+      dead.push_back(load);
+      deadVars.push_back(symbols.lookup<VariableOp>(load.getName()));
+    }
+  }
+  int64_t shard = (total + opts.worldSize - 1) / opts.worldSize;
+  int64_t size = shard * opts.worldSize;
+  auto groupOp = mb.create<dist::GroupOp>(
+      module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
+      mb.getI64IntegerAttr(size), UnitAttr());
+  auto shardType = RankedTensorType::get({shard}, elt);
+  auto flatType = RankedTensorType::get({size}, elt);
+  auto moment = [&](StringRef suffix) {
+    auto var = mb.create<VariableOp>(module.getLoc(), VariableKind::opt_state,
+                                     (name + suffix).str(),
+                                     FlatSymbolRefAttr::get(groupOp), shardType,
+                                     InitKind::zeros, FloatAttr());
+    symbols.insert(var);
+    return var;
+  };
+  VariableOp m = moment(".exp_avg"), v = moment(".exp_avg_sq");
+
+  AdamWOp first = group.front();
+  OpBuilder b(first);
+  Location loc = NameLoc::get(b.getStringAttr(name), first.getLoc());
+  auto sym = FlatSymbolRefAttr::get(groupOp);
+  Value grads = b.create<dist::FlatGradsOp>(loc, flatType, sym);
+  Value params = b.create<dist::FlatParamsOp>(loc, flatType, sym);
+  auto ranks = b.getI64IntegerAttr(opts.worldSize);
+  Value gs = b.create<dist::ShardOp>(loc, shardType, grads, ranks);
+  Value ps = b.create<dist::ShardOp>(loc, shardType, params, ranks);
+  Value mv = b.create<LoadOp>(loc, shardType, m.getSymName());
+  Value vv = b.create<LoadOp>(loc, shardType, v.getSymName());
+  auto update = b.create<AdamWOp>(
+      loc, ps, gs, mv, vv, first.getLr(), first.getStep(), first.getScale(),
+      first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
+      first.getWeightDecayAttr());
+  b.create<StoreOp>(loc, update.getNewM(), m.getSymName());
+  b.create<StoreOp>(loc, update.getNewV(), v.getSymName());
+  Value full =
+      b.create<dist::AllGatherOp>(loc, flatType, update.getNewParam(), ranks);
+  b.setInsertionPoint(ret);
+  Value done = b.create<dist::WaitOp>(loc, full);
+  b.create<dist::StoreParamsOp>(loc, done, sym);
+
+  // The per-parameter updates (users first), then their moments.
+  for (Operation *op : dead)
+    op->erase();
+  for (VariableOp var : deadVars)
+    symbols.erase(var);
+  eraseUnusedLoads(ret->getParentOfType<func::FuncOp>());
+  return success();
+}
+
+} // namespace
+
+/// Stage 1: parameters with gradients form two flat groups (with and
+/// without weight decay, the plan's packing order), padded to a multiple
+/// of the world size. Each rank keeps Adam's moments for its slice only,
+/// updates that slice of the parameters and all-gathers the group.
+LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
+  auto apply = module.lookupSymbol<func::FuncOp>("apply");
+  if (!apply)
+    return module.emitError("ds-zero: no @apply; run ds-adamw first");
+  SymbolTable symbols(module);
+  MLIRContext *ctx = module.getContext();
+  OpBuilder mb(ctx);
+  mb.setInsertionPointToEnd(module.getBody());
+
+  // The updates, grouped by hyper-parameters in program order.
+  SmallVector<AdamWOp> updates;
+  apply.walk([&](AdamWOp op) { updates.push_back(op); });
+  auto ret = cast<func::ReturnOp>(apply.front().getTerminator());
+  // Partition first: sharding a group erases its updates.
+  SmallVector<AdamWOp> groups[2];
+  for (AdamWOp op : updates)
+    groups[takesWeightDecay(cast<ShapedType>(op.getParam().getType())) ? 0 : 1]
+        .push_back(op);
+  for (int g = 0; g < 2; ++g)
+    if (!groups[g].empty() &&
+        failed(shardGroup(module, symbols, mb, groups[g], ret, opts,
+                          g == 0 ? "zero.decay" : "zero.no_decay")))
+      return failure();
+  return success();
+}
+
+} // namespace mlir::ds::zero

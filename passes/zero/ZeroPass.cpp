@@ -1,0 +1,99 @@
+//===- ZeroPass.cpp - phase `dist`: data parallelism and ZeRO -------------===//
+//
+// The ds-zero pass: checks its options, records the world size on the
+// module and runs the stages (ZeroUtils.h lists their files). With
+// gradient accumulation at stages 0-1, @micro_step only accumulates and a
+// copy of it, @micro_step_sync, which dsrun runs for a step's last
+// micro-batch, reduces the accumulated sums (DeepSpeed's accumulation
+// boundary).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/zero/ZeroUtils.h"
+
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSZERO
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (worldSize < 1 || stage < 0 || stage > 3 || bucketSize < 1) {
+      module.emitError("ds-zero: world-size and bucket-size must be >= 1 and "
+                       "stage in 0..3");
+      return signalPassFailure();
+    }
+    module->setAttr(
+        "dist.world_size",
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), worldSize));
+    if (worldSize == 1)
+      return;
+    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    if (!micro) {
+      module.emitError("ds-zero: no @micro_step; run ds-autodiff first");
+      return signalPassFailure();
+    }
+    if (failed(run(module, micro)))
+      signalPassFailure();
+  }
+
+  LogicalResult run(ModuleOp module, func::FuncOp micro) {
+    zero::Options opts;
+    opts.worldSize = worldSize;
+    opts.stage = stage;
+    opts.bucketSize = bucketSize;
+    opts.accumulationSteps = accumulationSteps;
+    opts.prefetchBucketSize = prefetchBucketSize;
+    opts.maxLiveParameters = maxLiveParameters;
+    opts.persistenceThreshold = persistenceThreshold;
+    if (failed(checkContract(module, micro)))
+      return failure();
+    if (stage >= 2)
+      return zero::shardGradients(module, micro, opts);
+    if (accumulationSteps > 1) {
+      // Accumulate locally; reduce the sums once, in the micro-step that
+      // ends the window.
+      func::FuncOp sync = micro.clone();
+      sync.setSymName(zero::kSyncName);
+      SymbolTable(module).insert(sync, std::next(micro->getIterator()));
+      if (failed(zero::allReduceGradients(sync, opts, /*accumulated=*/true)))
+        return failure();
+    } else if (failed(zero::allReduceGradients(micro, opts, false))) {
+      return failure();
+    }
+    return stage >= 1 ? zero::shardOptimizer(module, opts) : success();
+  }
+
+  /// A store into a gradient accumulator that is not marked would go
+  /// unreduced, silently: refuse it by name.
+  static LogicalResult checkContract(ModuleOp module, func::FuncOp micro) {
+    llvm::StringSet<> grads;
+    for (VariableOp var : module.getOps<VariableOp>())
+      if (var.getKind() == VariableKind::grad)
+        grads.insert(var.getSymName());
+    WalkResult r = micro.walk([&](StoreOp store) {
+      if (!grads.contains(store.getName()) ||
+          store->hasAttr(kGradAccumulationAttr))
+        return WalkResult::advance();
+      store.emitError("ds-zero: this store into gradient @")
+          << store.getName() << " is not marked " << kGradAccumulationAttr
+          << ", so no ZeRO stage would reduce it; gradients come from "
+             "ds-autodiff";
+      return WalkResult::interrupt();
+    });
+    return failure(r.wasInterrupted());
+  }
+};
+
+} // namespace

@@ -1,0 +1,74 @@
+//===- ZeroUtils.cpp - accumulations, buckets and wait points -------------===//
+
+#include "passes/zero/ZeroUtils.h"
+
+namespace mlir::ds::zero {
+
+FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func) {
+  FailureOr<SmallVector<GradAccumulation>> marked =
+      findGradAccumulations(func, "ds-zero");
+  if (failed(marked))
+    return failure();
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(func.front()))
+    position[&op] = i;
+  SmallVector<Accumulation> accs;
+  for (const GradAccumulation &g : *marked) {
+    Accumulation a;
+    static_cast<GradAccumulation &>(a) = g;
+    Operation *def = g.grad.getDefiningOp();
+    a.position = def ? position.lookup(def) : -1;
+    accs.push_back(a);
+  }
+  llvm::stable_sort(accs, [](const Accumulation &a, const Accumulation &b) {
+    return a.position < b.position;
+  });
+  return accs;
+}
+
+int64_t elementsOf(ArrayRef<Accumulation> accs) {
+  int64_t n = 0;
+  for (const Accumulation &a : accs)
+    n += cast<RankedTensorType>(a.grad.getType()).getNumElements();
+  return n;
+}
+
+SmallVector<SmallVector<Accumulation>> buckets(ArrayRef<Accumulation> accs,
+                                               const Options &opts) {
+  SmallVector<SmallVector<Accumulation>> out;
+  int64_t elements = 0;
+  int64_t limit = opts.stage == 3 ? std::min<int64_t>(opts.bucketSize,
+                                                      opts.prefetchBucketSize)
+                                  : opts.bucketSize;
+  for (const Accumulation &a : accs) {
+    int64_t n = elementsOf(a);
+    if (out.empty() || elements + n > limit) {
+      out.emplace_back();
+      elements = 0;
+    }
+    out.back().push_back(a);
+    elements += n;
+  }
+  return out;
+}
+
+SmallVector<Operation *> waitPoints(ArrayRef<Operation *> collectives) {
+  SmallVector<size_t> order;
+  for (size_t i = 0; i < collectives.size(); ++i)
+    order.push_back(i);
+  llvm::stable_sort(order, [&](size_t a, size_t b) {
+    return collectives[a]->isBeforeInBlock(collectives[b]);
+  });
+  SmallVector<Operation *> after(collectives.size(), nullptr);
+  for (size_t i = 0; i + 1 < order.size(); ++i)
+    after[order[i]] = collectives[order[i + 1]];
+  return after;
+}
+
+void eraseUnusedLoads(func::FuncOp func) {
+  for (Operation &op : llvm::make_early_inc_range(func.front()))
+    if (isa<LoadOp>(op) && op.use_empty())
+      op.erase();
+}
+
+} // namespace mlir::ds::zero

@@ -1,0 +1,90 @@
+//===- ZeroUtils.h - what the ZeRO stages share ------------------*- C++
+//-*-===//
+//
+// Phase `dist` (the ds-zero pass, ZeroPass.cpp) is one file per stage over
+// these utilities:
+//   stage 0  AllReduceGradients.cpp   buckets all-reduced under backward
+//   stage 1  ShardOptimizer.cpp       Adam's moments sharded per group
+//   stage 2  ShardGradients.cpp       buckets reduce-scattered into shards
+//   stage 3  GatherParameters.cpp     parameters sharded, gathered per window
+// Every stage reads the gradient accumulations through the
+// ds.grad_accumulation contract and @apply's norm through
+// ds.global_grad_norm (dialects/ds/Contracts.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_PASSES_ZERO_ZEROUTILS_H
+#define DSC_PASSES_ZERO_ZEROUTILS_H
+
+#include "dialects/dist/DistOps.h"
+#include "dialects/ds/Contracts.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::ds::zero {
+
+/// The pass options (passes/Passes.td, DsZero), checked by the pass.
+struct Options {
+  int64_t worldSize = 1;
+  int64_t stage = 0;
+  int64_t bucketSize = 1;
+  int64_t accumulationSteps = 1;
+  int64_t prefetchBucketSize = 1;
+  int64_t maxLiveParameters = 1;
+  int64_t persistenceThreshold = 0;
+};
+
+/// A gradient accumulation and where its gradient %d is complete.
+struct Accumulation : GradAccumulation {
+  int64_t position = -1; ///< index in the block of %d's defining op
+};
+
+/// The micro-step that ends an accumulation window, at stages 0-1 with
+/// accumulation (dsrun runs it instead of @micro_step for the window's last
+/// micro-batch; runtime/plan/PlanFormat.h).
+constexpr llvm::StringLiteral kSyncName = "micro_step_sync";
+
+/// `func`'s gradient accumulations in the order their gradients complete.
+FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func);
+
+int64_t elementsOf(ArrayRef<Accumulation> accs);
+
+/// Consecutive gradients, at most bucket-size elements a bucket (a bigger
+/// gradient gets a bucket of its own). At stage 3 a bucket is also the
+/// unit of gathering, so it holds at most prefetch-bucket-size elements
+/// too: DeepSpeed gathers module by module, with at most that many
+/// elements in flight.
+SmallVector<SmallVector<Accumulation>> buckets(ArrayRef<Accumulation> accs,
+                                               const Options &opts);
+
+/// Where to wait for each of `collectives`: after the next one in program
+/// order (null: at the end of the program). The comm stream then always
+/// has the next bucket queued, and at most two buckets' results are live.
+SmallVector<Operation *> waitPoints(ArrayRef<Operation *> collectives);
+
+void eraseUnusedLoads(func::FuncOp func);
+
+/// The stages; each reports its errors at the op concerned.
+/// Stages 0-1: all-reduces each bucket of `func`'s gradients.
+LogicalResult allReduceGradients(func::FuncOp func, const Options &opts,
+                                 bool accumulated);
+/// Stage 1: shards Adam's moments and the update over the ranks.
+LogicalResult shardOptimizer(ModuleOp module, const Options &opts);
+/// Stages 2-3: reduce-scatters the buckets into sharded groups (and at
+/// stage 3 shards the parameters, then calls gatherParameters).
+LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
+                             const Options &opts);
+
+/// A stage-3 group stored as one shard per rank.
+struct ShardedGroup {
+  dist::GroupOp op;
+  VariableOp param;
+  RankedTensorType shard, flat;
+};
+/// Stage 3: @micro_step reads the members of `groups` from all-gathers.
+void gatherParameters(ModuleOp module, func::FuncOp micro,
+                      MutableArrayRef<ShardedGroup> groups,
+                      const Options &opts);
+
+} // namespace mlir::ds::zero
+
+#endif // DSC_PASSES_ZERO_ZEROUTILS_H
