@@ -2,8 +2,8 @@
 //
 // Each op of a program becomes one kernel call (views become buffers over
 // their operand's bytes); a store whose value can be computed in place is
-// forwarded into the variable. The kernel attributes and FLOP counts are
-// read off the ops here.
+// forwarded into the variable. Kernel names, attributes, FLOP counts and
+// in-place safety come from each op's KernelOpInterface (DsOps.td).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/plan/LoweringImpl.h"
@@ -11,7 +11,6 @@
 #include "dialects/dist/DistOps.h"
 
 #include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
 
@@ -239,16 +238,23 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       waited.push_back(index);
       continue;
     }
+    // Every other op is one kernel call whose facts the op declares.
+    auto kernel = dyn_cast<KernelOpInterface>(op);
+    if (!kernel)
+      return op.emitError("plan: no kernel for '") << op.getName() << "'";
     Pending p;
     p.op = &op;
-    p.kernel = op.getName().getStringRef().str();
+    p.kernel = kernel.getKernelName().str();
     for (Value in : op.getOperands())
       p.ins.push_back(ref(in));
     for (Value out : op.getResults())
       p.outs.push_back(newSlot(out, &op));
-    if (failed(attributes(&op, p)))
-      return failure();
-    prog.flops += flops(&op);
+    SmallVector<int64_t> ints;
+    SmallVector<double> floats;
+    kernel.getKernelAttributes(ints, floats);
+    p.ints.assign(ints.begin(), ints.end());
+    p.floats.assign(floats.begin(), floats.end());
+    prog.flops += kernel.getFlops();
     pushCompute(pend, std::move(p));
     for (Value out : op.getResults())
       producerIndex[out] = pend.size() - 1;
@@ -306,82 +312,6 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
   waitsForNext.clear();
   waited.clear();
   plan.programs.push_back(std::move(prog));
-  return success();
-}
-
-double Lowering::flops(Operation *op) {
-  auto numel = [](Value v) {
-    return static_cast<double>(
-        cast<RankedTensorType>(v.getType()).getNumElements());
-  };
-  if (auto mm = dyn_cast<MatmulOp>(op)) {
-    auto a = cast<RankedTensorType>(mm.getLhs().getType());
-    int64_t k =
-        a.getShape()[mm.getTransposeLhs() ? a.getRank() - 2 : a.getRank() - 1];
-    return 2.0 * numel(mm.getResult()) * k;
-  }
-  if (auto at = dyn_cast<AttentionOp>(op)) {
-    auto q = cast<RankedTensorType>(at.getQ().getType()).getShape();
-    auto k = cast<RankedTensorType>(at.getK().getType()).getShape();
-    return 4.0 * q[0] * q[1] * q[2] * k[2] * q[3];
-  }
-  if (auto at = dyn_cast<AttentionGradOp>(op)) {
-    auto q = cast<RankedTensorType>(at.getQ().getType()).getShape();
-    auto k = cast<RankedTensorType>(at.getK().getType()).getShape();
-    return 10.0 * q[0] * q[1] * q[2] * k[2] * q[3];
-  }
-  return op->getNumResults() ? numel(op->getResult(0)) : 0.0;
-}
-
-LogicalResult Lowering::attributes(Operation *op, Pending &p) {
-  auto f = [](FloatAttr a) { return a.getValueAsDouble(); };
-  auto ints = [&](ArrayRef<int64_t> v) {
-    p.ints.insert(p.ints.end(), v.begin(), v.end());
-  };
-  bool known = true;
-  llvm::TypeSwitch<Operation *>(op)
-      .Case<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, EqualOp, NegOp,
-            ExpOp, LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, ReluGradOp,
-            SiluGradOp, CastOp, SoftmaxOp, SoftmaxGradOp, EmbeddingOp,
-            EmbeddingGradOp, BroadcastOp>([](auto) {})
-      .Case<GeluOp, GeluGradOp, BiasGeluOp>([&](auto g) {
-        p.ints.push_back(g.getApproximate() == GeluApproximation::tanh);
-      })
-      .Case([&](DropoutOp d) {
-        p.ints.push_back(d.getId());
-        p.floats.push_back(f(d.getRateAttr()));
-      })
-      .Case([&](MatmulOp m) {
-        p.ints = {m.getTransposeLhs(), m.getTransposeRhs()};
-      })
-      .Case<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp,
-            AddLayerNormOp>(
-          [&](auto n) { p.floats.push_back(f(n.getEpsAttr())); })
-      .Case<AttentionOp, AttentionGradOp>([&](auto a) {
-        p.ints.push_back(a.getCausal());
-        p.floats.push_back(f(a.getScaleAttr()));
-      })
-      .Case([&](RotaryOp r) {
-        p.ints.push_back(r.getInverse());
-        p.floats.push_back(f(r.getThetaAttr()));
-      })
-      .Case<CrossEntropyOp, CrossEntropyGradOp>(
-          [&](auto c) { p.ints.push_back(c.getIgnoreIndex()); })
-      .Case([&](TransposeOp t) { ints(t.getPermutation()); })
-      .Case([&](SliceOp s) { ints(s.getOffsets()); })
-      .Case([&](PadOp s) { ints(s.getLow()); })
-      .Case([&](ConcatOp c) { p.ints.push_back(c.getAxis()); })
-      .Case([&](SplitOp s) { p.ints.push_back(s.getAxis()); })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(
-          [&](auto r) { ints(r.getAxes()); })
-      .Case([&](IotaOp i) { p.ints.push_back(i.getDim()); })
-      .Case([&](AdamWOp a) {
-        p.floats = {f(a.getBeta1Attr()), f(a.getBeta2Attr()), f(a.getEpsAttr()),
-                    f(a.getWeightDecayAttr())};
-      })
-      .Default([&](Operation *) { known = false; });
-  if (!known)
-    return op->emitError("plan: no kernel for '") << op->getName() << "'";
   return success();
 }
 

@@ -114,12 +114,11 @@ inline bool isView(Operation *op) {
   return slice && cast<RankedTensorType>(slice.getX().getType()).getRank() == 1;
 }
 
-/// Kernels that read element i of an operand before writing element i of
-/// the result, so the result may overwrite a same-shaped operand.
+/// Whether `op`'s result may overwrite a same-shaped operand (the op says
+/// so through KernelOpInterface).
 inline bool isInPlaceSafe(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
-             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
-             SiluGradOp, GeluGradOp, DropoutOp, AdamWOp>(op);
+  auto kernel = dyn_cast<KernelOpInterface>(op);
+  return kernel && kernel.isInPlaceSafe();
 }
 
 class Lowering {
@@ -206,10 +205,6 @@ private:
   /// One ds.adamw over each flat, contiguous run of parameters with equal
   /// hyper-parameters, and one fill over contiguous zeroed accumulators.
   void fuseOptimizer(std::vector<Pending> &pend);
-
-  static double flops(Operation *op);
-
-  static LogicalResult attributes(Operation *op, Pending &p);
 };
 
 } // namespace dsc::lowering

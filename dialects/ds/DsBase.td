@@ -88,6 +88,52 @@ def DS_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+def DS_KernelOpInterface : OpInterface<"KernelOpInterface"> {
+  let cppNamespace = "::mlir::ds";
+  let description = [{
+    The facts plan lowering, `--report` and the runtime's kernel table share
+    about an op that runs as one kernel call: the kernel's name, its
+    positional attributes (runtime/kernels/Kernel.h gives the encoding of
+    each kernel), its FLOP count and whether its result may overwrite a
+    same-shaped operand. The kernel's inputs are the op's operands and its
+    outputs the op's results, in order (the arity is the op's). Adding an op
+    touches its definition here, its VJP, its kernels and its tests;
+    test/compiler/KernelFactsTest.cpp checks every op against the CPU
+    backend's table.
+  }];
+  let methods = [
+    InterfaceMethod<"The kernel's name in plans (\"ds.matmul\").",
+      "::llvm::StringRef", "getKernelName", (ins), [{}],
+      [{ return $_op->getName().getStringRef(); }]>,
+    InterfaceMethod<"Appends the kernel's int and float attributes.",
+      "void", "getKernelAttributes",
+      (ins "::llvm::SmallVectorImpl<int64_t> &":$ints,
+           "::llvm::SmallVectorImpl<double> &":$floats), [{}],
+      [{ (void)ints; (void)floats; }]>,
+    InterfaceMethod<"Floating-point operations of one call (elementwise: "
+                    "one per element of the first result).",
+      "double", "getFlops", (ins), [{}],
+      [{ return ::mlir::ds::elementwiseFlops($_op); }]>,
+    InterfaceMethod<"Whether the kernel reads element i of each operand "
+                    "before writing element i of its results, so a result "
+                    "may overwrite a same-shaped operand (the DS_InPlaceSafe "
+                    "trait).",
+      "bool", "isInPlaceSafe", (ins), [{}],
+      [{ return ConcreteOp::template hasTrait<::mlir::ds::InPlaceSafe>(); }]>
+  ];
+}
+
+/// Marks a kernel op whose result may overwrite a same-shaped operand
+/// (KernelOpInterface::isInPlaceSafe).
+def DS_InPlaceSafe : NativeOpTrait<"InPlaceSafe"> {
+  let cppNamespace = "::mlir::ds";
+}
+
+/// The interface with the attribute encoding written by hand (in
+/// DsKernelFacts.cpp).
+def DS_KernelWithAttrs
+    : DeclareOpInterfaceMethods<DS_KernelOpInterface, ["getKernelAttributes"]>;
+
 class DS_Op<string mnemonic, list<Trait> traits = []>
     : Op<DS_Dialect, mnemonic, traits>;
 

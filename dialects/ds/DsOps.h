@@ -14,6 +14,15 @@
 
 #include "dialects/ds/DsDialect.h.inc"
 #include "dialects/ds/DsEnums.h.inc"
+
+namespace mlir::ds {
+/// The trait behind KernelOpInterface::isInPlaceSafe (DS_InPlaceSafe).
+template <typename ConcreteType>
+class InPlaceSafe : public OpTrait::TraitBase<ConcreteType, InPlaceSafe> {};
+/// One FLOP per element of the op's first result (0 without results).
+double elementwiseFlops(Operation *op);
+} // namespace mlir::ds
+
 #include "dialects/ds/DsInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -77,7 +77,7 @@ def DS_ConstantOp : DS_Op<"constant",
   let hasFolder = 1;
 }
 
-def DS_IotaOp : DS_Op<"iota", [Pure]> {
+def DS_IotaOp : DS_Op<"iota", [DS_KernelWithAttrs, Pure]> {
   let summary = "indices along one dimension";
   let description = [{
     Each element is its index along `dim`: `ds.iota dim 0 : tensor<4xi32>`
@@ -94,7 +94,8 @@ def DS_IotaOp : DS_Op<"iota", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class DS_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+                                           DS_KernelOpInterface])> {
   let description = [{
     Elementwise with numpy broadcasting: trailing dimensions align and a
     dimension of size 1 expands.
@@ -107,21 +108,26 @@ class DS_BinaryOp<string mnemonic, list<Trait> traits = []>
 }
 
 class DS_VJPBinaryOp<string mnemonic>
-    : DS_BinaryOp<mnemonic, [DeclareOpInterfaceMethods<DS_VJPOpInterface>]>;
+    : DS_BinaryOp<mnemonic, [DeclareOpInterfaceMethods<DS_VJPOpInterface>,
+                             DS_InPlaceSafe]>;
 
 def DS_AddOp : DS_VJPBinaryOp<"add"> { let summary = "lhs + rhs"; }
 def DS_SubOp : DS_VJPBinaryOp<"sub"> { let summary = "lhs - rhs"; }
 def DS_MulOp : DS_VJPBinaryOp<"mul"> { let summary = "lhs * rhs"; }
 def DS_DivOp : DS_VJPBinaryOp<"div"> { let summary = "lhs / rhs"; }
-def DS_MinimumOp : DS_BinaryOp<"minimum"> { let summary = "min(lhs, rhs)"; }
-def DS_MaximumOp : DS_BinaryOp<"maximum"> { let summary = "max(lhs, rhs)"; }
+def DS_MinimumOp : DS_BinaryOp<"minimum", [DS_InPlaceSafe]> {
+  let summary = "min(lhs, rhs)";
+}
+def DS_MaximumOp : DS_BinaryOp<"maximum", [DS_InPlaceSafe]> {
+  let summary = "max(lhs, rhs)";
+}
 def DS_EqualOp : DS_BinaryOp<"equal"> {
   let summary = "1 where lhs == rhs, else 0";
 }
 
-class DS_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : DS_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
-        DeclareOpInterfaceMethods<DS_VJPOpInterface>])> {
+class DS_UnaryOp<string mnemonic, list<Trait> kernel = [DS_KernelOpInterface]>
+    : DS_Op<mnemonic, !listconcat(kernel, [Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<DS_VJPOpInterface>, DS_InPlaceSafe])> {
   let arguments = (ins DS_FloatTensor:$x);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
@@ -136,7 +142,7 @@ def DS_RsqrtOp : DS_UnaryOp<"rsqrt"> { let summary = "1 / sqrt(x)"; }
 def DS_ReluOp : DS_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
 def DS_SiluOp : DS_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
 
-def DS_GeluOp : DS_UnaryOp<"gelu"> {
+def DS_GeluOp : DS_UnaryOp<"gelu", [DS_KernelWithAttrs]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's form);
@@ -147,8 +153,10 @@ def DS_GeluOp : DS_UnaryOp<"gelu"> {
   let assemblyFormat = "$approximate $x attr-dict `:` type($x)";
 }
 
-class DS_ActivationGradOp<string mnemonic>
-    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+class DS_ActivationGradOp<string mnemonic,
+                          list<Trait> kernel = [DS_KernelOpInterface]>
+    : DS_Op<mnemonic, !listconcat(kernel, [Pure, SameOperandsAndResultType,
+                                           DS_InPlaceSafe])> {
   let summary = "grad * activation'(x)";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$grad);
   let results = (outs DS_FloatTensor:$result);
@@ -157,14 +165,14 @@ class DS_ActivationGradOp<string mnemonic>
 
 def DS_ReluGradOp : DS_ActivationGradOp<"relu_grad">;
 def DS_SiluGradOp : DS_ActivationGradOp<"silu_grad">;
-def DS_GeluGradOp : DS_ActivationGradOp<"gelu_grad"> {
+def DS_GeluGradOp : DS_ActivationGradOp<"gelu_grad", [DS_KernelWithAttrs]> {
   let arguments = (ins DS_GeluApproximationAttr:$approximate,
                        DS_FloatTensor:$x, DS_FloatTensor:$grad);
   let assemblyFormat = "$approximate $x `,` $grad attr-dict `:` type($x)";
 }
 
 def DS_CastOp : DS_Op<"cast",
-    [Pure, SameOperandsAndResultShape,
+    [DS_KernelOpInterface, Pure, SameOperandsAndResultShape,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "converts between f64, f32, f16 and bf16";
   let description = "Rounds to nearest even when narrowing.";
@@ -174,7 +182,7 @@ def DS_CastOp : DS_Op<"cast",
 }
 
 def DS_DropoutOp : DS_Op<"dropout",
-    [Pure, SameOperandsAndResultType,
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
@@ -199,7 +207,8 @@ def DS_DropoutOp : DS_Op<"dropout",
 //===----------------------------------------------------------------------===//
 
 def DS_MatmulOp : DS_Op<"matmul",
-    [Pure, InferTypeOpAdaptor,
+    [DeclareOpInterfaceMethods<DS_KernelOpInterface,
+         ["getKernelAttributes", "getFlops"]>, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "batched matrix product";
   let description = [{
@@ -216,7 +225,7 @@ def DS_MatmulOp : DS_Op<"matmul",
 }
 
 def DS_LayerNormOp : DS_Op<"layer_norm",
-    [Pure, AllTypesMatch<["x", "result"]>,
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "result"]>,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
@@ -234,7 +243,7 @@ def DS_LayerNormOp : DS_Op<"layer_norm",
 }
 
 def DS_LayerNormGradOp : DS_Op<"layer_norm_grad",
-    [Pure, AllTypesMatch<["x", "grad", "dx"]>,
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "grad", "dx"]>,
      AllTypesMatch<["weight", "dweight", "dbias"]>]> {
   let summary = "cotangents of layer_norm's x, weight and bias";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
@@ -248,7 +257,7 @@ def DS_LayerNormGradOp : DS_Op<"layer_norm_grad",
 }
 
 def DS_RmsNormOp : DS_Op<"rms_norm",
-    [Pure, AllTypesMatch<["x", "result"]>,
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "result"]>,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "RMS normalization over the last dimension";
   let description = "x / sqrt(mean(x^2) + eps) * weight";
@@ -262,7 +271,7 @@ def DS_RmsNormOp : DS_Op<"rms_norm",
 }
 
 def DS_RmsNormGradOp : DS_Op<"rms_norm_grad",
-    [Pure, AllTypesMatch<["x", "grad", "dx"]>,
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "grad", "dx"]>,
      AllTypesMatch<["weight", "dweight"]>]> {
   let summary = "cotangents of rms_norm's x and weight";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
@@ -275,7 +284,7 @@ def DS_RmsNormGradOp : DS_Op<"rms_norm_grad",
 }
 
 def DS_SoftmaxOp : DS_Op<"softmax",
-    [Pure, SameOperandsAndResultType,
+    [DS_KernelOpInterface, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "softmax over the last dimension";
   let arguments = (ins DS_FloatTensor:$x);
@@ -284,7 +293,7 @@ def DS_SoftmaxOp : DS_Op<"softmax",
 }
 
 def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
-    [Pure, SameOperandsAndResultType]> {
+    [DS_KernelOpInterface, Pure, SameOperandsAndResultType]> {
   let summary = "y * (grad - sum(grad * y)) over the last dimension";
   let arguments = (ins DS_FloatTensor:$y, DS_FloatTensor:$grad);
   let results = (outs DS_FloatTensor:$result);
@@ -292,7 +301,8 @@ def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
 }
 
 def DS_AttentionOp : DS_Op<"attention",
-    [Pure, InferTypeOpAdaptor,
+    [DeclareOpInterfaceMethods<DS_KernelOpInterface,
+         ["getKernelAttributes", "getFlops"]>, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "scaled dot-product attention";
   let description = [{
@@ -310,7 +320,8 @@ def DS_AttentionOp : DS_Op<"attention",
 }
 
 def DS_AttentionGradOp : DS_Op<"attention_grad",
-    [Pure, AllTypesMatch<["q", "dq"]>, AllTypesMatch<["k", "dk"]>,
+    [DeclareOpInterfaceMethods<DS_KernelOpInterface,
+         ["getKernelAttributes", "getFlops"]>, Pure, AllTypesMatch<["q", "dq"]>, AllTypesMatch<["k", "dk"]>,
      AllTypesMatch<["v", "dv"]>]> {
   let summary = "cotangents of attention's q, k and v";
   let arguments = (ins DS_FloatTensor:$q, DS_FloatTensor:$k,
@@ -325,7 +336,7 @@ def DS_AttentionGradOp : DS_Op<"attention_grad",
 }
 
 def DS_RotaryOp : DS_Op<"rotary",
-    [Pure, SameOperandsAndResultType,
+    [DS_KernelWithAttrs, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "rotary position embedding (Hugging Face rotate_half form)";
   let description = [{
@@ -346,7 +357,7 @@ def DS_RotaryOp : DS_Op<"rotary",
 //===----------------------------------------------------------------------===//
 
 def DS_EmbeddingOp : DS_Op<"embedding",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelOpInterface, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "rows of a table gathered by integer indices";
   let description = "table [V, C], indices [...] -> [..., C]";
@@ -359,7 +370,7 @@ def DS_EmbeddingOp : DS_Op<"embedding",
 }
 
 def DS_EmbeddingGradOp : DS_Op<"embedding_grad",
-    [Pure, InferTypeOpAdaptor]> {
+    [DS_KernelOpInterface, Pure, InferTypeOpAdaptor]> {
   let summary = "scatter-add of row cotangents into a [V, C] table";
   let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$grad,
                        I64Attr:$vocab_size);
@@ -371,7 +382,7 @@ def DS_EmbeddingGradOp : DS_Op<"embedding_grad",
 }
 
 def DS_CrossEntropyOp : DS_Op<"cross_entropy",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "mean softmax cross-entropy of logits against targets";
   let description = [{
@@ -388,7 +399,7 @@ def DS_CrossEntropyOp : DS_Op<"cross_entropy",
 }
 
 def DS_CrossEntropyGradOp : DS_Op<"cross_entropy_grad",
-    [Pure, AllTypesMatch<["logits", "result"]>]> {
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["logits", "result"]>]> {
   let summary = "cotangent of cross_entropy's logits";
   let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$targets,
                        DS_FloatTensor:$grad,
@@ -416,7 +427,7 @@ def DS_ReshapeOp : DS_Op<"reshape",
 }
 
 def DS_TransposeOp : DS_Op<"transpose",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "permutes dimensions: result dim i is x dim permutation[i]";
   let arguments = (ins DS_AnyTensor:$x, DenseI64ArrayAttr:$permutation);
@@ -427,7 +438,7 @@ def DS_TransposeOp : DS_Op<"transpose",
 }
 
 def DS_SliceOp : DS_Op<"slice",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "a contiguous box of x";
   let arguments = (ins DS_AnyTensor:$x, DenseI64ArrayAttr:$offsets,
@@ -440,7 +451,7 @@ def DS_SliceOp : DS_Op<"slice",
 }
 
 def DS_PadOp : DS_Op<"pad",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "zero padding before (low) and after (high) each dimension";
   let arguments = (ins DS_FloatTensor:$x, DenseI64ArrayAttr:$low,
@@ -452,7 +463,7 @@ def DS_PadOp : DS_Op<"pad",
 }
 
 def DS_ConcatOp : DS_Op<"concat",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "joins tensors along an axis";
   let arguments = (ins Variadic<DS_AnyTensor>:$inputs, I64Attr:$axis);
@@ -463,7 +474,7 @@ def DS_ConcatOp : DS_Op<"concat",
 }
 
 def DS_SplitOp : DS_Op<"split",
-    [Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "cuts a tensor into consecutive pieces along an axis";
   let arguments = (ins DS_AnyTensor:$x, I64Attr:$axis,
@@ -475,7 +486,7 @@ def DS_SplitOp : DS_Op<"split",
 }
 
 def DS_BroadcastOp : DS_Op<"broadcast",
-    [Pure, DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+    [DS_KernelOpInterface, Pure, DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
   let summary = "expands x to the result shape with numpy's rules";
   let arguments = (ins DS_AnyTensor:$x);
   let results = (outs DS_AnyTensor:$result);
@@ -484,7 +495,8 @@ def DS_BroadcastOp : DS_Op<"broadcast",
 }
 
 class DS_ReduceOp<string mnemonic, list<Trait> traits = []>
-    : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+                                           DS_KernelWithAttrs])> {
   let arguments = (ins DS_FloatTensor:$x, DenseI64ArrayAttr:$axes,
                        UnitAttr:$keepdim);
   let results = (outs DS_FloatTensor:$result);
@@ -515,7 +527,7 @@ def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max",
 //===----------------------------------------------------------------------===//
 
 def DS_BiasGeluOp : DS_Op<"bias_gelu",
-    [Pure, AllTypesMatch<["x", "sum", "result"]>]> {
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "sum", "result"]>]> {
   let summary = "sum = x + bias; result = gelu(sum), in one pass";
   let description = [{
     `bias` runs along the last dimension of `x`. Both results are kept
@@ -531,7 +543,7 @@ def DS_BiasGeluOp : DS_Op<"bias_gelu",
 }
 
 def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
-    [Pure, AllTypesMatch<["x", "residual", "sum", "result"]>]> {
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "residual", "sum", "result"]>]> {
   let summary = "sum = x + residual; result = layer_norm(sum), in one pass";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$residual,
                        DS_FloatTensor:$weight, Optional<DS_FloatTensor>:$bias,
@@ -549,7 +561,7 @@ def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
 //===----------------------------------------------------------------------===//
 
 def DS_AdamWOp : DS_Op<"adamw",
-    [Pure, AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "one AdamW step (decoupled weight decay, bias-corrected)";
   let description = [{
     g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/Half.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/rng/Philox.h"
@@ -42,36 +43,6 @@ std::string_view view(const flatbuffers::String *s) {
   return s ? s->string_view() : std::string_view();
 }
 
-uint16_t toBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-    return uint16_t((x >> 16) | 0x40);
-  x += 0x7fffu + ((x >> 16) & 1); // round to nearest even
-  return uint16_t(x >> 16);
-}
-
-uint16_t toF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint16_t sign = uint16_t((x >> 16) & 0x8000u);
-  uint32_t mag = x & 0x7fffffffu;
-  if (mag >= 0x7f800000u) // inf or NaN
-    return sign | (mag > 0x7f800000u ? 0x7e00 : 0x7c00);
-  if (mag >= 0x47800000u) // >= 2^16 overflows
-    return sign | 0x7c00;
-  if (mag < 0x38800000u) { // below 2^-14: a multiple of 2^-24 or zero
-    float a;
-    std::memcpy(&a, &mag, 4);
-    return sign | uint16_t(std::nearbyint(a * 0x1p24f));
-  }
-  uint32_t h = ((mag >> 23) - 127 + 15) << 10 | (mag & 0x7fffffu) >> 13;
-  uint32_t rest = mag & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
-    ++h; // may carry into the exponent, up to infinity: still correct
-  return sign | uint16_t(h);
-}
-
 /// Stores `value` as element `i` of a tensor of type `t`; floats go through
 /// float, as dsc::ref::init's values are converted to float.
 void storeElement(void *data, DType t, int64_t i, double value) {
@@ -83,10 +54,10 @@ void storeElement(void *data, DType t, int64_t i, double value) {
     static_cast<double *>(data)[i] = value;
     break;
   case DType::f16:
-    static_cast<uint16_t *>(data)[i] = toF16(float(value));
+    static_cast<uint16_t *>(data)[i] = floatToF16(float(value));
     break;
   case DType::bf16:
-    static_cast<uint16_t *>(data)[i] = toBf16(float(value));
+    static_cast<uint16_t *>(data)[i] = floatToBf16(float(value));
     break;
   case DType::i32:
     static_cast<int32_t *>(data)[i] = int32_t(std::llround(value));
@@ -260,18 +231,25 @@ bool SessionImpl::allocateArenas(std::string &error) {
   return true;
 }
 
+// Constants and initial values are built in host memory and staged into
+// the arenas through the backend, whose memory may not be the host's.
 void SessionImpl::fillConstants() {
+  std::vector<uint8_t> host;
   for (uint32_t i = 0; i < count(plan_.constants()); ++i) {
     const fb::Constant *c = plan_.constants()->Get(i);
     const BufferView &b = buffers_[c->buffer()];
     size_t elem = fb::dtypeSize(fb::DType(b.ref.dtype));
     size_t have = count(c->data());
-    uint8_t *dst = static_cast<uint8_t *>(b.ref.data);
+    if (have == 0)
+      continue;
+    size_t bytes = size_t(b.ref.numel()) * elem;
     if (have == elem) { // a splat (the verifier allows no other short size)
-      for (int64_t k = 0; k < b.ref.numel(); ++k)
-        std::memcpy(dst + k * elem, c->data()->data(), elem);
-    } else if (have != 0) {
-      std::memcpy(dst, c->data()->data(), have);
+      host.resize(bytes);
+      for (size_t k = 0; k < bytes; k += elem)
+        std::memcpy(host.data() + k, c->data()->data(), elem);
+      copyIn(b.ref.data, host.data(), bytes);
+    } else {
+      copyIn(b.ref.data, c->data()->data(), have);
     }
     noteWrite(c->buffer());
   }
@@ -405,32 +383,36 @@ bool SessionImpl::init(std::string &error) {
 }
 
 void SessionImpl::initVariables() {
+  // Staged a chunk at a time, so the host copy stays small.
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  std::vector<uint64_t> host; // 8-byte words: aligned for every dtype
   for (uint32_t i = 0; i < count(plan_.variables()); ++i) {
     const fb::Variable *var = plan_.variables()->Get(i);
     const TensorRef &t = variables_[i].ref;
+    const size_t size = fb::dtypeSize(fb::DType(t.dtype));
     // Only this rank's elements: a shard also holds other variables.
     Part part = localPart(variables_[i]);
-    switch (var->init()) {
-    case fb::InitKind::zeros: {
-      size_t size = fb::dtypeSize(fb::DType(t.dtype));
-      std::memset(static_cast<uint8_t *>(t.data) + size_t(part.local) * size, 0,
-                  size_t(part.end - part.begin) * size);
-      break;
-    }
-    case fb::InitKind::ones:
-      for (int64_t e = part.begin; e < part.end; ++e)
-        storeElement(t.data, t.dtype, part.local + (e - part.begin), 1.0);
-      break;
-    case fb::InitKind::normal:
-      // dsc::ref::init's draw, keyed by the element's index in the whole
-      // variable: the float64 interpreter, and runs on any number of ranks,
-      // start from the same weights.
-      for (int64_t e = part.begin; e < part.end; ++e)
-        storeElement(t.data, t.dtype, part.local + (e - part.begin),
-                     rng::normalAt(options_.seed, var->rng_stream(),
-                                   fb::kInitRngStep, uint64_t(e)) *
-                         var->std());
-      break;
+    for (int64_t begin = part.begin; begin < part.end; begin += kChunk) {
+      int64_t n = std::min(kChunk, part.end - begin);
+      host.assign(size_t(n * int64_t(size) + 7) / 8, 0);
+      for (int64_t e = begin; e < begin + n; ++e) {
+        double value = 0;
+        if (var->init() == fb::InitKind::ones)
+          value = 1.0;
+        else if (var->init() == fb::InitKind::normal)
+          // dsc::ref::init's draw, keyed by the element's index in the
+          // whole variable: the float64 interpreter, and runs on any number
+          // of ranks, start from the same weights.
+          value = rng::normalAt(options_.seed, var->rng_stream(),
+                                fb::kInitRngStep, uint64_t(e)) *
+                  var->std();
+        else
+          break; // zeros: the host chunk already is
+        storeElement(host.data(), t.dtype, e - begin, value);
+      }
+      copyIn(static_cast<uint8_t *>(t.data) +
+                 size_t(part.local + (begin - part.begin)) * size,
+             host.data(), size_t(n) * size);
     }
   }
 }

@@ -158,3 +158,14 @@ func.func @optimizer(%p: tensor<4x3xf32>, %lr: tensor<f32>) {
   %0:3 = ds.adamw %p, %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.95) eps 1.0e-8 weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
   return
 }
+
+// CHECK-LABEL: func @fused
+func.func @fused(%x: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // CHECK: ds.bias_gelu tanh %{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<8xf32>
+  %0:2 = ds.bias_gelu tanh %x, %b : tensor<2x8xf32>, tensor<8xf32>
+  // CHECK: ds.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %1:2 = ds.add_layer_norm %x, %0#0, %b, %b eps 1.0e-5 : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
+  // CHECK: ds.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8xf32>, tensor<8xf32>
+  %2:2 = ds.add_layer_norm %x, %1#1, %b eps 1.0e-5 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}

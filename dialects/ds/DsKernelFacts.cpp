@@ -1,0 +1,152 @@
+//===- DsKernelFacts.cpp - KernelOpInterface: attribute encodings, FLOPs --===//
+//
+// The positional attributes of each kernel op, in the order
+// runtime/kernels/Kernel.h gives them, and the FLOP counts that are not one
+// per result element. Ops without an entry here take no attributes
+// (DsOps.td says which ops are kernels and which are in-place safe).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/ds/DsOps.h"
+
+namespace mlir::ds {
+namespace {
+
+using Ints = SmallVectorImpl<int64_t>;
+using Floats = SmallVectorImpl<double>;
+
+double numel(Value v) {
+  return static_cast<double>(
+      cast<RankedTensorType>(v.getType()).getNumElements());
+}
+
+double f(FloatAttr a) { return a.getValueAsDouble(); }
+
+void append(Ints &ints, ArrayRef<int64_t> values) {
+  ints.append(values.begin(), values.end());
+}
+
+/// q, k: [B, H, T, D] and [B, H, S, D]; the forward's two T x S x D
+/// contractions, as FLOPs.
+double attentionFlops(Value q, Value k) {
+  auto qs = cast<RankedTensorType>(q.getType()).getShape();
+  auto ks = cast<RankedTensorType>(k.getType()).getShape();
+  return 4.0 * qs[0] * qs[1] * qs[2] * ks[2] * qs[3];
+}
+
+} // namespace
+
+double elementwiseFlops(Operation *op) {
+  return op->getNumResults() ? numel(op->getResult(0)) : 0.0;
+}
+
+// Elementwise with an approximation flag: [approx 0=erf 1=tanh].
+void GeluOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getApproximate() == GeluApproximation::tanh);
+}
+void GeluGradOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getApproximate() == GeluApproximation::tanh);
+}
+void BiasGeluOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getApproximate() == GeluApproximation::tanh);
+}
+
+void DropoutOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getId());
+  floats.push_back(f(getRateAttr()));
+}
+
+void IotaOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getDim());
+}
+
+void MatmulOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getTransposeLhs());
+  ints.push_back(getTransposeRhs());
+}
+double MatmulOp::getFlops() {
+  auto a = cast<RankedTensorType>(getLhs().getType());
+  int64_t k =
+      a.getShape()[getTransposeLhs() ? a.getRank() - 2 : a.getRank() - 1];
+  return 2.0 * numel(getResult()) * k;
+}
+
+// Normalizations: [eps].
+void LayerNormOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.push_back(f(getEpsAttr()));
+}
+void LayerNormGradOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.push_back(f(getEpsAttr()));
+}
+void RmsNormOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.push_back(f(getEpsAttr()));
+}
+void RmsNormGradOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.push_back(f(getEpsAttr()));
+}
+void AddLayerNormOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.push_back(f(getEpsAttr()));
+}
+
+// Attention: [causal] | [scale]. Backward: recompute the scores, then four
+// contractions for dq, dk, dv and the probabilities' gradient.
+void AttentionOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getCausal());
+  floats.push_back(f(getScaleAttr()));
+}
+double AttentionOp::getFlops() { return attentionFlops(getQ(), getK()); }
+void AttentionGradOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getCausal());
+  floats.push_back(f(getScaleAttr()));
+}
+double AttentionGradOp::getFlops() {
+  return 2.5 * attentionFlops(getQ(), getK());
+}
+
+void RotaryOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getInverse());
+  floats.push_back(f(getThetaAttr()));
+}
+
+void CrossEntropyOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getIgnoreIndex());
+}
+void CrossEntropyGradOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getIgnoreIndex());
+}
+
+// Data movement: [perm...], [offsets...], [low...], [axis].
+void TransposeOp::getKernelAttributes(Ints &ints, Floats &) {
+  append(ints, getPermutation());
+}
+void SliceOp::getKernelAttributes(Ints &ints, Floats &) {
+  append(ints, getOffsets());
+}
+void PadOp::getKernelAttributes(Ints &ints, Floats &) {
+  append(ints, getLow());
+}
+void ConcatOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getAxis());
+}
+void SplitOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getAxis());
+}
+
+// Reductions: [axes...].
+void ReduceSumOp::getKernelAttributes(Ints &ints, Floats &) {
+  append(ints, getAxes());
+}
+void ReduceMeanOp::getKernelAttributes(Ints &ints, Floats &) {
+  append(ints, getAxes());
+}
+void ReduceMaxOp::getKernelAttributes(Ints &ints, Floats &) {
+  append(ints, getAxes());
+}
+
+// AdamW: | [beta1, beta2, eps, weight_decay].
+void AdamWOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.append({f(getBeta1Attr()), f(getBeta2Attr()), f(getEpsAttr()),
+                 f(getWeightDecayAttr())});
+}
+
+} // namespace mlir::ds
