@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/DscMain.h"
+#include "compiler/PassOptions.h"
 #include "compiler/Pipelines.h"
 #include "compiler/config/Config.h"
 #include "compiler/plan/PlanModel.h"
@@ -171,34 +172,6 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
                        p.commBytes / 1e6);
 }
 
-/// The one place a parsed ds_config.json becomes pass and plan options.
-void applyConfig(const DsConfig &config, TrainOptions &train,
-                 PlanOptions &plan) {
-  train.accumulationSteps = config.gradientAccumulationSteps;
-  train.beta1 = config.optimizer.beta1;
-  train.beta2 = config.optimizer.beta2;
-  train.eps = config.optimizer.eps;
-  train.weightDecay = config.optimizer.weightDecay;
-  train.gradClip = config.gradientClipping;
-  train.zeroStage = config.zero.stage;
-  train.reduceBucketSize = config.zero.reduceBucketSize;
-  train.prefetchBucketSize = config.zero.stage3PrefetchBucketSize;
-  train.maxLiveParameters = config.zero.stage3MaxLiveParameters;
-  train.persistenceThreshold = config.zero.stage3ParamPersistenceThreshold;
-  plan.accumulationSteps = config.gradientAccumulationSteps;
-  plan.configJson = toJson(config);
-  LrSchedule &lr = plan.schedule;
-  lr.kind = config.scheduler.type;
-  lr.lr = config.optimizer.lr;
-  lr.warmupMinLr = config.scheduler.warmupMinLr;
-  lr.warmupMaxLr = config.scheduler.warmupMaxLr;
-  lr.warmupNumSteps = config.scheduler.warmupNumSteps;
-  lr.warmupType = config.scheduler.warmupType;
-  lr.totalNumSteps = config.scheduler.totalNumSteps;
-  lr.cosMinRatio = config.scheduler.cosMinRatio;
-  lr.warmupMinRatio = config.scheduler.warmupMinRatio;
-}
-
 } // namespace
 
 int runDscMain(int argc, char **argv) {
@@ -247,8 +220,7 @@ int runDscMain(int argc, char **argv) {
       llvm::errs() << "dsc: " << note << "\n";
   }
   TrainOptions train;
-  PlanOptions planOptions;
-  train.worldSize = planOptions.worldSize = opts.worldSize;
+  train.setWorldSize(opts.worldSize);
   if (haveConfig) {
     if (config.fp16.enabled || config.bf16.enabled)
       return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
@@ -260,8 +232,11 @@ int runDscMain(int argc, char **argv) {
                        ? config.zero.offloadOptimizer
                        : config.zero.offloadParam) +
                   "\" is not implemented yet");
-    applyConfig(config, train, planOptions);
+    train = passOptionsFromConfig(config, opts.worldSize);
   }
+  train.plan.model = opts.model.empty()
+                         ? llvm::sys::path::stem(opts.input).str()
+                         : StringRef(opts.model).split(':').first.str();
 
   DialectRegistry registry;
   registerAll(registry);
@@ -297,8 +272,10 @@ int runDscMain(int argc, char **argv) {
     return kExitBadInput;
 
   PassManager pm(&context);
+  auto planResult = std::make_shared<PlanResult>();
   if (failed(applyPassManagerCLOptions(pm)))
     return kExitBadInput;
+  applyDefaultTimingPassManagerCLOptions(pm); // --mlir-timing
   if (!opts.passPipeline.empty()) {
     std::string error;
     llvm::raw_string_ostream os(error);
@@ -309,26 +286,23 @@ int runDscMain(int argc, char **argv) {
       text = text.trim();
     if (failed(parsePassPipeline(text, pm, os)))
       return fail("--pass-pipeline: " + error);
+    // The plan phases still come after a replayed IR pipeline.
+    if (*phase >= Phase::Plan)
+      pm.addPass(createLowerToPlanPass(train.plan, planResult));
+    if (*phase == Phase::Emit)
+      pm.addPass(createEmitPlanPass(train.emit, planResult));
   } else {
-    buildPipeline(pm, *phase, train);
+    buildPipeline(pm, *phase, train, planResult);
   }
   if (failed(pm.run(*module)))
     return kExitBadInput;
 
-  PlanModel plan;
-  if (*phase >= Phase::Plan) {
-    planOptions.model = opts.model.empty()
-                            ? llvm::sys::path::stem(opts.input).str()
-                            : StringRef(opts.model).split(':').first.str();
-    if (failed(lowerToPlan(*module, planOptions, plan)))
-      return kExitBadInput;
-    if (haveConfig && plan.microBatch != config.microBatchSize)
-      return fail(opts.config + ": train_micro_batch_size_per_gpu is " +
-                  Twine(config.microBatchSize) + " but the model's batch is " +
-                  Twine(plan.microBatch));
-    if (emit == "mlir")
-      annotatePlan(*module, plan);
-  }
+  const PlanModel &plan = planResult->plan;
+  if (*phase >= Phase::Plan && haveConfig &&
+      plan.microBatch != config.microBatchSize)
+    return fail(opts.config + ": train_micro_batch_size_per_gpu is " +
+                Twine(config.microBatchSize) + " but the model's batch is " +
+                Twine(plan.microBatch));
   if (opts.report)
     printReport(plan, llvm::outs());
   if (opts.report && opts.output == "-")
@@ -343,7 +317,7 @@ int runDscMain(int argc, char **argv) {
   if (!out)
     return fail("cannot write '" + opts.output + "': " + error);
   if (emit == "plan") {
-    std::vector<uint8_t> bytes = serializePlan(plan);
+    const std::vector<uint8_t> &bytes = planResult->bytes;
     out->os().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   } else {
     module->print(out->os());

@@ -14,31 +14,35 @@ namespace dsc {
 
 namespace {
 
+using Result = std::shared_ptr<PlanResult>;
+
 // What each phase adds to the one before it.
-void addInput(OpPassManager &pm, const TrainOptions &) {
+void addInput(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsVerifyInput());
 }
-void addTrain(OpPassManager &pm, const TrainOptions &o) {
-  pm.addPass(ds::createDsAutodiff({o.accumulationSteps, o.worldSize}));
-  pm.addPass(
-      ds::createDsAdamW({o.beta1, o.beta2, o.eps, o.weightDecay, o.gradClip}));
+void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  pm.addPass(ds::createDsAutodiff(o.autodiff));
+  pm.addPass(ds::createDsAdamW(o.adamw));
   pm.addPass(createCSEPass());
 }
-void addDist(OpPassManager &pm, const TrainOptions &o) {
-  pm.addPass(ds::createDsZero({o.worldSize, o.zeroStage, o.reduceBucketSize,
-                               o.accumulationSteps, o.prefetchBucketSize,
-                               o.maxLiveParameters, o.persistenceThreshold}));
+void addDist(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  pm.addPass(ds::createDsZero(o.zero));
 }
-void addFused(OpPassManager &pm, const TrainOptions &) {
+void addFused(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsFuse());
 }
-void addScheduled(OpPassManager &pm, const TrainOptions &) {
+void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsSchedule());
+}
+void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &r) {
+  pm.addPass(createLowerToPlanPass(o.plan, r));
+}
+void addEmit(OpPassManager &pm, const TrainOptions &o, const Result &r) {
+  pm.addPass(createEmitPlanPass(o.emit, r));
 }
 
 // The one list of phases: dsc --compile-to, its help and ds-opt's
-// ds-compile-to-PHASE pipelines all come from it. `plan` and `emit` add no
-// passes: the plan lowering (compiler/plan) runs after the pass manager.
+// ds-compile-to-PHASE pipelines all come from it.
 constexpr PhaseInfo kPhases[] = {
     {Phase::Input, "input",
      "the imported forward graph, verified against the input contract",
@@ -54,8 +58,8 @@ constexpr PhaseInfo kPhases[] = {
      "a total order: accumulations right after their gradients", addScheduled},
     {Phase::Plan, "plan",
      "every value placed at an arena offset (the IR annotated with it)",
-     nullptr},
-    {Phase::Emit, "emit", "the FlatBuffers plan file", nullptr},
+     addPlan},
+    {Phase::Emit, "emit", "the FlatBuffers plan file", addEmit},
 };
 
 } // namespace
@@ -86,48 +90,68 @@ llvm::StringRef phaseList() {
   return list;
 }
 
-void buildPipeline(OpPassManager &pm, Phase phase,
-                   const TrainOptions &options) {
+void buildPipeline(OpPassManager &pm, Phase phase, const TrainOptions &options,
+                   std::shared_ptr<PlanResult> result) {
+  if (!result)
+    result = std::make_shared<PlanResult>();
   for (const PhaseInfo &p : kPhases) {
-    if (p.addPasses)
-      p.addPasses(pm, options);
+    p.addPasses(pm, options, result);
     if (p.phase == phase)
       return;
   }
 }
 
 namespace {
+/// ds-opt's ds-compile-to-PHASE options: the dsc flags and config keys that
+/// reach the passes, under dsc's names; defaults are the passes' own.
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
-  Option<int64_t> accumulationSteps{*this, "accumulation-steps",
-                                    llvm::cl::init(1)};
-  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
-  Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
-  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.01)};
-  Option<double> gradClip{*this, "grad-clip", llvm::cl::init(0.0)};
-  Option<int64_t> worldSize{*this, "world-size", llvm::cl::init(1)};
-  Option<int64_t> zeroStage{*this, "zero-stage", llvm::cl::init(0)};
-  Option<int64_t> bucketSize{*this, "bucket-size", llvm::cl::init(500000000)};
-  Option<int64_t> prefetchBucketSize{*this, "prefetch-bucket-size",
-                                     llvm::cl::init(50000000)};
-  Option<int64_t> maxLiveParameters{*this, "max-live-parameters",
-                                    llvm::cl::init(1000000000)};
-  Option<int64_t> persistenceThreshold{*this, "persistence-threshold",
-                                       llvm::cl::init(100000)};
+  const TrainOptions defaults;
+  Option<int64_t> accumulationSteps{
+      *this, "accumulation-steps",
+      llvm::cl::init(defaults.autodiff.accumulationSteps)};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(defaults.adamw.beta1)};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(defaults.adamw.beta2)};
+  Option<double> eps{*this, "eps", llvm::cl::init(defaults.adamw.eps)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::init(defaults.adamw.weightDecay)};
+  Option<double> gradClip{*this, "grad-clip",
+                          llvm::cl::init(defaults.adamw.gradClip)};
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::init(defaults.zero.worldSize)};
+  Option<int64_t> zeroStage{*this, "zero-stage",
+                            llvm::cl::init(defaults.zero.stage)};
+  Option<int64_t> bucketSize{*this, "bucket-size",
+                             llvm::cl::init(defaults.zero.bucketSize)};
+  Option<int64_t> prefetchBucketSize{
+      *this, "prefetch-bucket-size",
+      llvm::cl::init(defaults.zero.prefetchBucketSize)};
+  Option<int64_t> maxLiveParameters{
+      *this, "max-live-parameters",
+      llvm::cl::init(defaults.zero.maxLiveParameters)};
+  Option<int64_t> persistenceThreshold{
+      *this, "persistence-threshold",
+      llvm::cl::init(defaults.zero.persistenceThreshold)};
+  Option<std::string> model{*this, "model",
+                            llvm::cl::desc("the model's name in the plan"),
+                            llvm::cl::init(defaults.plan.model)};
+  Option<std::string> planFile{*this, "plan-file",
+                               llvm::cl::desc("ds-compile-to-emit: the plan "
+                                              "file to write"),
+                               llvm::cl::init("")};
 
   TrainOptions get() const {
-    return {accumulationSteps,
-            beta1,
-            beta2,
-            eps,
-            weightDecay,
-            gradClip,
-            worldSize,
-            zeroStage,
-            bucketSize,
-            prefetchBucketSize,
-            maxLiveParameters,
-            persistenceThreshold};
+    TrainOptions o;
+    o.setAccumulationSteps(accumulationSteps);
+    o.setWorldSize(worldSize);
+    o.adamw = {beta1, beta2, eps, weightDecay, gradClip};
+    o.zero.stage = zeroStage;
+    o.zero.bucketSize = bucketSize;
+    o.zero.prefetchBucketSize = prefetchBucketSize;
+    o.zero.maxLiveParameters = maxLiveParameters;
+    o.zero.persistenceThreshold = persistenceThreshold;
+    o.plan.model = model;
+    o.emit.planFile = planFile;
+    return o;
   }
 };
 } // namespace
@@ -135,13 +159,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 void registerAll(DialectRegistry &registry) {
   registry.insert<ds::DSDialect, dist::DistDialect, func::FuncDialect>();
   ds::registerDsPasses();
+  registerPlanPasses();
   registerCSEPass();
   registerCanonicalizerPass();
   static bool pipelinesRegistered = [] {
     // One pipeline per phase that runs passes, under the phase's name.
     for (const PhaseInfo &p : kPhases) {
-      if (!p.addPasses)
-        continue;
       Phase phase = p.phase;
       PassPipelineRegistration<TrainPipelineOptions>(
           ("ds-compile-to-" + p.name).str(),

@@ -8,12 +8,16 @@
 #ifndef DSC_COMPILER_PIPELINES_H
 #define DSC_COMPILER_PIPELINES_H
 
+#include "compiler/plan/PlanPasses.h"
+#include "passes/Passes.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 namespace dsc {
@@ -25,13 +29,13 @@ struct TrainOptions;
 
 /// A phase of the table in Pipelines.cpp: its name (dsc --compile-to and
 /// ds-opt's ds-compile-to-NAME), what holds after it, and the passes it adds
-/// to the previous phase's pipeline (null: none; plan lowering and emission
-/// run after the pass manager).
+/// to the previous phase's pipeline.
 struct PhaseInfo {
   Phase phase;
   llvm::StringLiteral name;
   llvm::StringLiteral summary;
-  void (*addPasses)(mlir::OpPassManager &pm, const TrainOptions &options);
+  void (*addPasses)(mlir::OpPassManager &pm, const TrainOptions &options,
+                    const std::shared_ptr<PlanResult> &result);
 };
 
 /// Every phase, in pipeline order.
@@ -42,25 +46,33 @@ llvm::StringRef phaseName(Phase phase);
 /// "input|train|...": the phases this build implements, for messages.
 llvm::StringRef phaseList();
 
-/// Everything the training-step phases need to know; ds_config.json maps
-/// onto this.
+/// The options of every pass the phases run, as the generated option
+/// structs of passes/Passes.td and compiler/plan/PlanPasses.td: each option
+/// and its default are declared once, there. passOptionsFromConfig
+/// (compiler/config/PassOptions.h) fills them from a ds_config.json.
 struct TrainOptions {
-  int64_t accumulationSteps = 1;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.01;
-  double gradClip = 0.0;
-  int64_t worldSize = 1;
-  int64_t zeroStage = 0;
-  int64_t reduceBucketSize = 500000000;
-  int64_t prefetchBucketSize = 50000000;
-  int64_t maxLiveParameters = 1000000000;
-  int64_t persistenceThreshold = 100000;
+  mlir::ds::DsAutodiffOptions autodiff;
+  mlir::ds::DsAdamWOptions adamw;
+  mlir::ds::DsZeroOptions zero;
+  DsLowerToPlanOptions plan;
+  DsEmitPlanOptions emit;
+
+  /// Options that several passes take.
+  void setWorldSize(int64_t n) {
+    autodiff.worldSize = zero.worldSize = plan.worldSize = n;
+  }
+  void setAccumulationSteps(int64_t n) {
+    autodiff.accumulationSteps = zero.accumulationSteps =
+        plan.accumulationSteps = n;
+  }
 };
 
+/// Adds the passes of every phase up to `phase`. The plan passes share
+/// `result`, where the caller finds the lowered plan and its bytes (null:
+/// a PlanResult of their own).
 void buildPipeline(mlir::OpPassManager &pm, Phase phase,
-                   const TrainOptions &options);
+                   const TrainOptions &options,
+                   std::shared_ptr<PlanResult> result = nullptr);
 
 /// Registers dsc's dialects (and the ones its IR uses) into `registry`, and
 /// its passes and pipelines into the global pass registry.

@@ -37,7 +37,7 @@ StepResult runStep(MLIRContext &ctx, llvm::StringRef spec, dsc::Phase phase,
   EXPECT_TRUE(module) << error;
   PassManager pm(&ctx);
   dsc::TrainOptions options;
-  options.gradClip = 1.0;
+  options.adamw.gradClip = 1.0;
   dsc::buildPipeline(pm, phase, options);
   EXPECT_TRUE(succeeded(pm.run(*module)));
 
