@@ -9,6 +9,7 @@
 #include "compiler/interpreter/Interpreter.h"
 
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -283,15 +284,8 @@ Outcome adamw(AdamWOp op, Operands in) {
 } // namespace
 
 std::optional<ref::DType> dsc::dtypeOf(Type elementType) {
-  if (elementType.isF64())
-    return ref::DType::f64;
-  if (elementType.isF32())
-    return ref::DType::f32;
-  if (elementType.isF16())
-    return ref::DType::f16;
-  if (elementType.isBF16())
-    return ref::DType::bf16;
-  return std::nullopt;
+  std::optional<dsc::DType> t = ds::dtypeOfElement(elementType);
+  return t && dsc::isFloat(*t) ? t : std::nullopt;
 }
 
 ref::Result<std::vector<ref::Tensor>>

@@ -13,6 +13,7 @@
 
 #include "compiler/plan/PlanModel.h"
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -36,21 +37,7 @@ inline uint64_t alignUp(uint64_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
 
-inline std::optional<DType> elemTypeOf(Type t) {
-  if (t.isF32())
-    return DType::f32;
-  if (t.isF16())
-    return DType::f16;
-  if (t.isBF16())
-    return DType::bf16;
-  if (t.isF64())
-    return DType::f64;
-  if (t.isInteger(32))
-    return DType::i32;
-  if (t.isInteger(64))
-    return DType::i64;
-  return std::nullopt;
-}
+inline std::optional<DType> elemTypeOf(Type t) { return dtypeOfElement(t); }
 
 inline uint64_t bytesOf(RankedTensorType t) {
   return static_cast<uint64_t>(t.getNumElements()) *

@@ -2,6 +2,8 @@
 #ifndef DSC_DIALECTS_DS_DSUTILS_H
 #define DSC_DIALECTS_DS_DSUTILS_H
 
+#include "runtime/core/DType.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SmallVector.h"
@@ -30,6 +32,24 @@ SmallVector<int64_t> invertPermutation(ArrayRef<int64_t> perm);
 /// The one place the rule lives; ds-adamw writes it into each update's
 /// weight_decay, and plan layout packs the decayed parameters first.
 inline bool takesWeightDecay(ShapedType param) { return param.getRank() >= 2; }
+
+/// The dsc::DType of an element type (runtime/core/DType.h, shared with the
+/// runtime and the plan); std::nullopt for a type dsc has no dtype for.
+inline std::optional<dsc::DType> dtypeOfElement(Type t) {
+  if (t.isF32())
+    return dsc::DType::f32;
+  if (t.isF16())
+    return dsc::DType::f16;
+  if (t.isBF16())
+    return dsc::DType::bf16;
+  if (t.isF64())
+    return dsc::DType::f64;
+  if (t.isInteger(32))
+    return dsc::DType::i32;
+  if (t.isInteger(64))
+    return dsc::DType::i64;
+  return std::nullopt;
+}
 
 /// A splat constant of `type` holding `value`.
 Value splat(OpBuilder &b, Location loc, RankedTensorType type, double value);

@@ -3,19 +3,22 @@
 // The runtime core (plan verifier, Session, executor, dsrun's tooling) knows
 // backends only through this interface, as IREE's runtime knows its HAL
 // drivers: where arenas live, how bytes move between host memory and an
-// arena, and the kernel table. A backend is one directory under
-// runtime/backends/ that registers itself in the registry (Registry.h);
-// AllBackends.h registers every backend this build has.
+// arena, where instructions run, the kernel table and, when a backend needs
+// one, the executor of its streams (StreamExecutor.h). A backend is one
+// directory under runtime/backends/ that registers itself in the registry
+// (Registry.h); AllBackends.h registers every backend this build has.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BACKENDS_BACKEND_H
 #define DSC_RUNTIME_BACKENDS_BACKEND_H
 
+#include "runtime/backends/StreamExecutor.h"
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelSignature.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -32,13 +35,6 @@ struct KernelVariants {
   const KernelInfo *begin() const { return data; }
   const KernelInfo *end() const { return data + size; }
   bool empty() const { return size == 0; }
-};
-
-/// What the executor hands a kernel running on one stream
-/// (KernelContext::stream, KernelContext::handles).
-struct StreamResources {
-  void *stream = nullptr;
-  void *handles = nullptr;
 };
 
 class Backend {
@@ -74,6 +70,15 @@ public:
   /// only its own space's arenas.
   virtual bool runsIn(MemorySpace where) const = 0;
   virtual bool reaches(MemorySpace where, MemorySpace data) const = 0;
+
+  /// The executor for this backend's Sessions, or null for the runtime's
+  /// host executor (runtime/exec/Executor.h), which suits any backend whose
+  /// kernels have finished when they return (the CPU's).
+  virtual std::unique_ptr<StreamExecutor>
+  createExecutor(const ExecutorSpec &spec) const {
+    (void)spec;
+    return nullptr;
+  }
 
   /// The queue and library handles of plan stream `stream` (0 compute,
   /// 1 comm, 2 h2d, 3 d2h) for instructions placed in `where`. Valid until

@@ -9,16 +9,15 @@
 
 namespace dsc::rt {
 
-Executor::Executor(std::array<bool, kNumStreams> streamUsed, uint32_t maxEvents,
-                   size_t numArenas)
-    : highWater_(numArenas, 0), epoch_(std::chrono::steady_clock::now()),
-      eventGen_(maxEvents, 0) {
+HostExecutor::HostExecutor(const ExecutorSpec &spec)
+    : highWater_(spec.numArenas, 0), epoch_(std::chrono::steady_clock::now()),
+      eventGen_(spec.maxEvents, 0) {
   for (int s = 0; s < kNumStreams; ++s) {
-    if (!streamUsed[s])
+    if (!spec.streamUsed[s])
       continue;
     auto worker = std::make_unique<Worker>();
     worker->stream = s;
-    worker->highWater.assign(numArenas, 0);
+    worker->highWater.assign(spec.numArenas, 0);
     workers_.push_back(std::move(worker));
   }
   // Start the threads once every Worker has its final address.
@@ -26,7 +25,7 @@ Executor::Executor(std::array<bool, kNumStreams> streamUsed, uint32_t maxEvents,
     worker->thread = std::thread([this, w = worker.get()] { workerLoop(*w); });
 }
 
-Executor::~Executor() {
+HostExecutor::~HostExecutor() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -36,14 +35,14 @@ Executor::~Executor() {
     worker->thread.join();
 }
 
-int64_t Executor::nowNs() const {
+int64_t HostExecutor::nowNs() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now() - epoch_)
       .count();
 }
 
-bool Executor::run(const PreparedProgram &program, const KernelContext &ctx,
-                   const std::string &what, std::string &error) {
+bool HostExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
+                       const std::string &what, std::string &error) {
   std::unique_lock<std::mutex> lock(mutex_);
   job_ = &program;
   ctx_ = ctx;
@@ -69,7 +68,7 @@ bool Executor::run(const PreparedProgram &program, const KernelContext &ctx,
   return true;
 }
 
-void Executor::workerLoop(Worker &worker) {
+void HostExecutor::workerLoop(Worker &worker) {
   std::unique_lock<std::mutex> lock(mutex_);
   uint64_t seen = 0; // run() may bump the generation before we get here
   for (;;) {
@@ -89,7 +88,7 @@ void Executor::workerLoop(Worker &worker) {
   }
 }
 
-void Executor::runStream(Worker &worker, const PreparedProgram &program) {
+void HostExecutor::runStream(Worker &worker, const PreparedProgram &program) {
   const KernelContext ctx = ctx_; // written before the generation was bumped
   for (uint32_t index : program.perStream[worker.stream]) {
     const PreparedInstr &in = program.instrs[index];
@@ -143,14 +142,14 @@ void Executor::runStream(Worker &worker, const PreparedProgram &program) {
   }
 }
 
-bool Executor::waitEvent(uint32_t event) {
+bool HostExecutor::waitEvent(uint32_t event) {
   std::unique_lock<std::mutex> lock(mutex_);
   eventCv_.wait(lock,
                 [&] { return aborted_ || eventGen_[event] == generation_; });
   return !aborted_;
 }
 
-void Executor::recordEvent(uint32_t event) {
+void HostExecutor::recordEvent(uint32_t event) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     eventGen_[event] = generation_;
@@ -158,7 +157,7 @@ void Executor::recordEvent(uint32_t event) {
   eventCv_.notify_all();
 }
 
-void Executor::abort(std::string message) {
+void HostExecutor::abort(std::string message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!aborted_) {
@@ -169,7 +168,7 @@ void Executor::abort(std::string message) {
   eventCv_.notify_all();
 }
 
-std::vector<TraceRecord> Executor::takeTrace() {
+std::vector<TraceRecord> HostExecutor::takeTrace() {
   std::vector<TraceRecord> all;
   for (auto &worker : workers_) {
     all.insert(all.end(), worker->trace.begin(), worker->trace.end());

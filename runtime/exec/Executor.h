@@ -1,9 +1,11 @@
 //===- Executor.h - run a prepared program on stream threads -*- C++ -*-===//
 //
-// The CPU executor behind Session::run: one worker thread per stream the plan
-// uses, each running its stream's instructions in program order; events are
-// the only synchronization between streams (wait before starting, record
-// after finishing). Internal to runtime/exec.
+// The runtime's host executor (StreamExecutor.h), used by every backend
+// that brings none of its own: one worker thread per stream the plan uses,
+// each running its stream's instructions in program order, each kernel
+// finished before the next starts; events are the only synchronization
+// between streams (wait before starting, record after finishing). Internal
+// to runtime/exec.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_EXEC_EXECUTOR_H
@@ -20,55 +22,19 @@
 
 namespace dsc::rt {
 
-constexpr int kNumStreams = 4; ///< compute, comm, h2d, d2h (plan.fbs Stream)
-
-/// One instruction with its operands resolved to tensors.
-struct PreparedInstr {
-  uint32_t index = 0;
-  KernelFn fn = nullptr;
-  std::string_view kernel;
-  std::string_view loc;
-  std::vector<TensorRef> inputs, outputs;
-  std::vector<int64_t> intAttrs;
-  std::vector<double> floatAttrs;
-  std::vector<uint32_t> wait, record;
-  /// The backend's queue and handles for this instruction's space and
-  /// stream (KernelContext::stream and ::handles).
-  StreamResources resources;
-  /// (arena, end of the output's bytes) for the high-water mark.
-  std::vector<std::pair<uint32_t, uint64_t>> writes;
-};
-
-struct PreparedProgram {
-  std::string_view name;
-  std::vector<PreparedInstr> instrs;
-  /// Indices into `instrs`, per stream, in program order.
-  std::array<std::vector<uint32_t>, kNumStreams> perStream;
-  uint32_t numEvents = 0;
-  std::vector<uint32_t> inputs, outputs; ///< buffer ids
-};
-
-class Executor {
+class HostExecutor final : public StreamExecutor {
 public:
-  /// Starts a worker for each stream with `streamUsed[s]`; `maxEvents` is the
-  /// largest event count of any program.
-  Executor(std::array<bool, kNumStreams> streamUsed, uint32_t maxEvents,
-           size_t numArenas);
-  ~Executor();
-  Executor(const Executor &) = delete;
-  Executor &operator=(const Executor &) = delete;
+  /// Starts a worker for each stream the spec uses.
+  explicit HostExecutor(const ExecutorSpec &spec);
+  ~HostExecutor() override;
+  HostExecutor(const HostExecutor &) = delete;
+  HostExecutor &operator=(const HostExecutor &) = delete;
 
-  /// Runs `program` and waits for every stream. On a kernel failure the run
-  /// stops (instructions already started finish) and `error` names the
-  /// instruction; `what` prefixes it.
   bool run(const PreparedProgram &program, const KernelContext &ctx,
-           const std::string &what, std::string &error);
-
-  /// Per arena, the highest output byte any executed instruction wrote.
-  const std::vector<uint64_t> &highWater() const { return highWater_; }
-
-  void setTracing(bool on) { tracing_ = on; }
-  std::vector<TraceRecord> takeTrace();
+           const std::string &what, std::string &error) override;
+  const std::vector<uint64_t> &highWater() const override { return highWater_; }
+  void setTracing(bool on) override { tracing_ = on; }
+  std::vector<TraceRecord> takeTrace() override;
 
 private:
   struct Worker {

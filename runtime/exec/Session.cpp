@@ -3,7 +3,8 @@
 // Session::create turns a LoadedPlan into memory: one zeroed, 64-byte aligned
 // block per arena, a TensorRef per buffer, constants filled, and every
 // program's instructions resolved to kernel functions and tensors, so that
-// run() only hands prepared work to the stream workers (Executor).
+// run() only hands prepared work to the backend's stream executor (the
+// host one of Executor.h unless the backend has its own).
 //
 //===----------------------------------------------------------------------===//
 
@@ -187,7 +188,7 @@ private:
   /// options_.comm, or ownComm_ when the caller gave none.
   std::unique_ptr<Communicator> ownComm_;
   Communicator *comm_ = nullptr;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<StreamExecutor> executor_;
 };
 
 bool SessionImpl::allocateArenas(std::string &error) {
@@ -378,7 +379,10 @@ bool SessionImpl::init(std::string &error) {
     for (int s = 0; s < kNumStreams; ++s)
       streamUsed[s] |= !programs_.back().perStream[s].empty();
   }
-  executor_ = std::make_unique<Executor>(streamUsed, maxEvents, arenas_.size());
+  ExecutorSpec spec{streamUsed, maxEvents, arenas_.size()};
+  executor_ = loaded_.backend().createExecutor(spec);
+  if (!executor_)
+    executor_ = std::make_unique<HostExecutor>(spec);
   return true;
 }
 

@@ -9,6 +9,7 @@
 #define DSC_RUNTIME_EXEC_SESSION_H
 
 #include "runtime/backends/Backend.h"
+#include "runtime/backends/StreamExecutor.h"
 #include "runtime/kernels/Kernel.h"
 
 #include <cstdint>
@@ -102,18 +103,6 @@ struct ArenaUsage {
   std::string space;    ///< device or host
   uint64_t predictedBytes = 0;
   uint64_t writtenBytes = 0;
-};
-
-/// One executed instruction. Names point into the plan, which must outlive
-/// the record; times are nanoseconds since the Session was created.
-struct TraceRecord {
-  std::string_view program;
-  std::string_view kernel;
-  std::string_view loc;
-  std::string_view stream; ///< compute, comm, h2d, d2h
-  uint32_t instr = 0;      ///< index in the program
-  int64_t beginNs = 0;
-  int64_t endNs = 0;
 };
 
 /// Runs one verified plan. Not thread-safe: one run() at a time; the

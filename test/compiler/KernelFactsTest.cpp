@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "test/compiler/TestSupport.h"
 
@@ -30,26 +31,11 @@ using namespace mlir::ds;
 
 namespace {
 
-std::optional<dsc::DType> dtypeOf(Type t) {
-  if (t.isF32())
-    return dsc::DType::f32;
-  if (t.isF16())
-    return dsc::DType::f16;
-  if (t.isBF16())
-    return dsc::DType::bf16;
-  if (t.isF64())
-    return dsc::DType::f64;
-  if (t.isInteger(32))
-    return dsc::DType::i32;
-  if (t.isInteger(64))
-    return dsc::DType::i64;
-  return std::nullopt;
-}
-
 std::vector<dsc::DType> dtypesOf(TypeRange types) {
   std::vector<dsc::DType> out;
   for (Type t : types)
-    out.push_back(dtypeOf(cast<RankedTensorType>(t).getElementType()).value());
+    out.push_back(
+        dtypeOfElement(cast<RankedTensorType>(t).getElementType()).value());
   return out;
 }
 

@@ -1,6 +1,9 @@
 //===- SessionTest.cpp - good plans through a Session ---===//
 
+#include "runtime/exec/Executor.h"
 #include "test/unit/plan/PlanTestSupport.h"
+
+#include <cstring>
 
 using namespace dsc;
 using namespace dsc::plantest;
@@ -68,6 +71,95 @@ TEST(Session, InitialValuesAreStagedThroughTheBackend) {
   EXPECT_NE(floats(w->ref), read);
   ASSERT_TRUE(session->readVariable(*grad, read.data(), error)) << error;
   EXPECT_EQ(read, std::vector<float>(4, 0.0f));
+}
+
+// A backend with an executor of its own and per-stream resources: the
+// Session creates the executor through the backend, runs every program
+// through it, and each kernel sees its stream's queue.
+int computeQueue = 0, commQueue = 0; // stand-ins for two cudaStream_t
+std::vector<void *> streamsSeen;
+
+bool recordStreamKernel(const rt::KernelArgs &a, std::string &) {
+  streamsSeen.push_back(a.ctx->stream);
+  std::memcpy(a.outputs[0].data, a.inputs[0].data,
+              size_t(a.inputs[0].numel()) * sizeof(float));
+  return true;
+}
+const rt::KernelInfo kRecordStream = {
+    "test.record_stream", "f32->f32", 1, 1, 0, 0, recordStreamKernel};
+
+class DelegatingExecutor : public rt::StreamExecutor {
+public:
+  DelegatingExecutor(const rt::ExecutorSpec &spec,
+                     std::vector<std::string> &log)
+      : host(spec), log(log) {}
+  bool run(const rt::PreparedProgram &program, const rt::KernelContext &ctx,
+           const std::string &what, std::string &error) override {
+    log.push_back(std::string(program.name));
+    return host.run(program, ctx, what, error);
+  }
+  const std::vector<uint64_t> &highWater() const override {
+    return host.highWater();
+  }
+  void setTracing(bool on) override { host.setTracing(on); }
+  std::vector<rt::TraceRecord> takeTrace() override { return host.takeTrace(); }
+
+private:
+  rt::HostExecutor host;
+  std::vector<std::string> &log;
+};
+
+class OwnExecutorBackend : public TestBackend {
+public:
+  rt::KernelVariants kernelVariants(std::string_view name) const override {
+    if (name == kRecordStream.name)
+      return {&kRecordStream, 1};
+    return TestBackend::kernelVariants(name);
+  }
+  std::unique_ptr<rt::StreamExecutor>
+  createExecutor(const rt::ExecutorSpec &spec) const override {
+    specs.push_back(spec);
+    return std::make_unique<DelegatingExecutor>(spec, log);
+  }
+  rt::StreamResources streamResources(rt::MemorySpace,
+                                      int stream) const override {
+    return {stream == 0 ? static_cast<void *>(&computeQueue)
+                        : static_cast<void *>(&commQueue),
+            nullptr};
+  }
+  mutable std::vector<rt::ExecutorSpec> specs;
+  mutable std::vector<std::string> log;
+};
+
+TEST(Session, BackendsBringTheirExecutorAndStreams) {
+  OwnExecutorBackend backend;
+  PlanSpec p = basicPlan();
+  // apply: one probe on compute, one on comm after it (an event orders
+  // them, as the verifier requires).
+  PlanSpec::Program &apply = p.program("apply");
+  apply.numEvents = 2;
+  apply.instrs.insert(
+      apply.instrs.begin(),
+      {{"test.record_stream", {kX}, {kH}, fb::Stream::compute, {}, {0}},
+       {"test.record_stream", {kH}, {kH}, fb::Stream::comm, {0}, {1}}});
+  apply.instrs[2].wait = {1};
+  std::string error;
+  auto plan = LoadedPlan::fromBytes(p.build(), "t.dsplan", error, backend);
+  ASSERT_TRUE(plan) << error;
+  auto session = Session::create(*plan, SessionOptions(), error);
+  ASSERT_TRUE(session) << error;
+  ASSERT_EQ(backend.specs.size(), 1u);
+  EXPECT_TRUE(backend.specs[0].streamUsed[0]);
+  EXPECT_TRUE(backend.specs[0].streamUsed[1]);
+  EXPECT_FALSE(backend.specs[0].streamUsed[2]);
+  EXPECT_EQ(backend.specs[0].maxEvents, 2u);
+  EXPECT_EQ(backend.specs[0].numArenas, 5u);
+  session->initVariables();
+  streamsSeen.clear();
+  ASSERT_TRUE(session->run("micro_step", 0, error)) << error;
+  ASSERT_TRUE(session->run("apply", 1, error)) << error;
+  EXPECT_EQ(backend.log, (std::vector<std::string>{"micro_step", "apply"}));
+  EXPECT_EQ(streamsSeen, (std::vector<void *>{&computeQueue, &commQueue}));
 }
 
 TEST(Session, RunsMicroStepAndApply) {
