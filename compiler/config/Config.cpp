@@ -412,7 +412,8 @@ bool readFp16(Reader &r, Section &root, DsConfig::Fp16 &f) {
   std::optional<Section> fp16;
   if (!root.section("fp16", fp16) ||
       !fp16->checkKeys({"enabled", "loss_scale", "initial_scale_power",
-                        "loss_scale_window", "hysteresis", "min_loss_scale",
+                        "loss_scale_window", "hysteresis",
+                        "consecutive_hysteresis", "min_loss_scale",
                         "auto_cast"}))
     return false;
   return fp16->boolean("enabled", f.enabled) &&
@@ -429,6 +430,7 @@ bool readFp16(Reader &r, Section &root, DsConfig::Fp16 &f) {
                             1) &&
          fp16->integer("hysteresis", f.hysteresis) &&
          r.atLeast<int64_t>(fp16->at("hysteresis"), f.hysteresis, 1) &&
+         fp16->boolean("consecutive_hysteresis", f.consecutiveHysteresis) &&
          fp16->number("min_loss_scale", f.minLossScale) &&
          (f.minLossScale > 0 ||
           r.fail(fp16->at("min_loss_scale"),

@@ -39,7 +39,8 @@
 //     cos_min_ratio [1e-4], last_batch_iteration (-1 only)
 //   fp16.enabled [false], fp16.loss_scale [0 = dynamic],
 //   fp16.initial_scale_power [16], fp16.loss_scale_window [1000],
-//   fp16.hysteresis [2], fp16.min_loss_scale [1], fp16.auto_cast (false only)
+//   fp16.hysteresis [2], fp16.consecutive_hysteresis [false],
+//   fp16.min_loss_scale [1], fp16.auto_cast (false only)
 //   bf16.enabled [false] (also spelled "bfloat16"); not with fp16.enabled
 //   zero_optimization.stage 0..3 [0]
 //   zero_optimization.offload_optimizer.device "none" | "cpu" ["none"]
@@ -113,6 +114,7 @@ struct DsConfig {
     bool enabled = false;
     double lossScale = 0; // 0: dynamic loss scaling
     int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+    bool consecutiveHysteresis = false;
     double minLossScale = 1;
   } fp16;
 

@@ -36,6 +36,7 @@ std::string dsc::toJson(const DsConfig &c) {
                             {"initial_scale_power", f.initialScalePower},
                             {"loss_scale_window", f.lossScaleWindow},
                             {"hysteresis", f.hysteresis},
+                            {"consecutive_hysteresis", f.consecutiveHysteresis},
                             {"min_loss_scale", f.minLossScale}}},
       {"bf16", json::Object{{"enabled", c.bf16.enabled}}},
       {"zero_optimization",
@@ -111,7 +112,9 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          af.enabled == bf.enabled && af.lossScale == bf.lossScale &&
          af.initialScalePower == bf.initialScalePower &&
          af.lossScaleWindow == bf.lossScaleWindow &&
-         af.hysteresis == bf.hysteresis && af.minLossScale == bf.minLossScale &&
+         af.hysteresis == bf.hysteresis &&
+         af.consecutiveHysteresis == bf.consecutiveHysteresis &&
+         af.minLossScale == bf.minLossScale &&
          a.bf16.enabled == b.bf16.enabled &&
          // ZeRO
          az.stage == bz.stage && az.offloadOptimizer == bz.offloadOptimizer &&

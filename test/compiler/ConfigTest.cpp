@@ -537,6 +537,19 @@ TEST(ConfigTest, PrecisionParsesEveryKey) {
   EXPECT_TRUE(c.bf16.enabled);
 }
 
+TEST(ConfigTest, PrecisionConsecutiveHysteresis) {
+  EXPECT_FALSE(parseOk("{}").fp16.consecutiveHysteresis);
+  DsConfig c = parseOk(R"({"fp16": {"consecutive_hysteresis": true}})");
+  EXPECT_TRUE(c.fp16.consecutiveHysteresis);
+  DsConfig again = parseOk(toJson(c));
+  EXPECT_EQ(again, c);
+  again.fp16.consecutiveHysteresis = false;
+  EXPECT_NE(again, c);
+  expectErrors({{R"({"fp16": {"consecutive_hysteresis": 1}})",
+                 "ds_config.json: $.fp16.consecutive_hysteresis: expected a "
+                 "boolean, got a number"}});
+}
+
 TEST(ConfigTest, PrecisionErrors) {
   expectErrors({
       {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})",
