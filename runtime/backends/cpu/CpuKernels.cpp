@@ -3,7 +3,8 @@
 // One row per kernel variant: its name, the operand dtypes it takes
 // (KernelSignature.h), its arity as Kernel.h declares it, which aliasing it
 // tolerates and its body. A second dtype variant of a kernel is a second
-// row with the same name. Every call goes through `entry`, which
+// row with the same name; every f32 kernel also gets a 16-bit variant
+// (Widening.h), after its f32 row. Every call goes through `entry`, which
 // checks what all kernels share before the body runs and prefixes the body's
 // error with the kernel name.
 //
@@ -11,6 +12,7 @@
 
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/backends/cpu/Widening.h"
 
 #include <algorithm>
 #include <limits>
@@ -184,7 +186,9 @@ bool checkAliasing(std::string &err, const Spec &spec, const KernelArgs &a) {
   return true;
 }
 
-bool runChecked(const Spec &spec, const KernelArgs &a, std::string &err) {
+// Arity, well-formed tensors and aliasing: what every kernel checks before
+// its body runs.
+bool checkArgs(const Spec &spec, const KernelArgs &a, std::string &err) {
   if (!checkCount(err, plural(spec.numInputs, "input", "inputs"),
                   spec.numInputs, a.numInputs, a.inputs) ||
       !checkCount(err, plural(spec.numOutputs, "output", "outputs"),
@@ -200,7 +204,11 @@ bool runChecked(const Spec &spec, const KernelArgs &a, std::string &err) {
   for (size_t i = 0; i < a.numOutputs; ++i)
     if (!checkTensor(err, a.outputs[i], "output", i))
       return false;
-  return checkAliasing(err, spec, a) && spec.body(a, err);
+  return checkAliasing(err, spec, a);
+}
+
+bool runChecked(const Spec &spec, const KernelArgs &a, std::string &err) {
+  return checkArgs(spec, a, err) && spec.body(a, err);
 }
 
 template <size_t I> bool entry(const KernelArgs &args, std::string &error) {
@@ -212,11 +220,45 @@ template <size_t I> bool entry(const KernelArgs &args, std::string &error) {
   return false;
 }
 
+// The 16-bit variant of kernel I (Widening.h): checked on the 16-bit
+// operands themselves, then run on their f32 copies.
+template <size_t I>
+bool widenedEntry(const KernelArgs &args, std::string &error) {
+  const Spec &spec = kSpecs[I];
+  std::string err;
+  if (!checkArgs(spec, args, err)) {
+    error = std::string(spec.name) + ": " + err;
+    return false;
+  }
+  return cpu::runWidened(&entry<I>, args, error);
+}
+
+/// The widened signatures, alive as long as the table that points at them.
+std::vector<std::string> &widenedSignatures() {
+  static std::vector<std::string> *s = new std::vector<std::string>();
+  return *s;
+}
+
 template <size_t... I>
 std::vector<KernelInfo> makeTable(std::index_sequence<I...>) {
-  return {KernelInfo{kSpecs[I].name, kSpecs[I].dtypes, kSpecs[I].numInputs,
-                     kSpecs[I].numOutputs, kSpecs[I].numIntAttrs,
-                     kSpecs[I].numFloatAttrs, &entry<I>}...};
+  std::vector<KernelInfo> t = {
+      KernelInfo{kSpecs[I].name, kSpecs[I].dtypes, kSpecs[I].numInputs,
+                 kSpecs[I].numOutputs, kSpecs[I].numIntAttrs,
+                 kSpecs[I].numFloatAttrs, &entry<I>}...};
+  std::vector<std::string> &sigs = widenedSignatures();
+  sigs.reserve(kNumSpecs);
+  const KernelFn widened[] = {&widenedEntry<I>...};
+  for (size_t i = 0; i < kNumSpecs; ++i) {
+    std::string sig = cpu::widenedSignature(kSpecs[i].dtypes);
+    if (sig.empty() || kSpecs[i].name.substr(0, 5) == "comm." ||
+        kSpecs[i].name.substr(0, 5) == "dist.")
+      continue;
+    sigs.push_back(std::move(sig));
+    t.push_back(KernelInfo{kSpecs[i].name, sigs.back(), kSpecs[i].numInputs,
+                           kSpecs[i].numOutputs, kSpecs[i].numIntAttrs,
+                           kSpecs[i].numFloatAttrs, widened[i]});
+  }
+  return t;
 }
 
 } // namespace

@@ -182,12 +182,19 @@ TEST(CpuKernelTable, VariantsHaveWellFormedSignaturesAndOneArity) {
   ASSERT_NE(cpu, nullptr);
   EXPECT_EQ(cpu->findKernel("ds.matmul", {f32x2.data(), 2}, {f32.data(), 1}),
             rt::findCpuKernel("ds.matmul"));
-  EXPECT_EQ(cpu->findKernel("ds.matmul", {bf16x2.data(), 2}, {f32.data(), 1}),
+  std::vector<rt::DType> i32x2 = {rt::DType::i32, rt::DType::i32};
+  EXPECT_EQ(cpu->findKernel("ds.matmul", {i32x2.data(), 2}, {f32.data(), 1}),
             nullptr);
   EXPECT_EQ(cpu->findKernel("ds.nope", {f32x2.data(), 2}, {f32.data(), 1}),
             nullptr);
   EXPECT_TRUE(cpu->kernelVariants("ds.nope").empty());
-  EXPECT_EQ(cpu->kernelVariants("ds.matmul").size, 1u);
+  // The f32 matmul, then its 16-bit variant (Widening.h).
+  rt::KernelVariants mm = cpu->kernelVariants("ds.matmul");
+  ASSERT_EQ(mm.size, 2u);
+  EXPECT_EQ(mm.data[0].dtypes, "f32,f32->f32");
+  EXPECT_EQ(mm.data[1].dtypes, "f32|f16|bf16,f32|f16|bf16->f32|f16|bf16");
+  EXPECT_EQ(cpu->findKernel("ds.matmul", {bf16x2.data(), 2}, {f32.data(), 1}),
+            &mm.data[1]);
 }
 
 // Junk arguments never crash a kernel: each call fails with a line that
@@ -254,14 +261,18 @@ TEST(CpuKernelTable, BadArgumentsGiveOneLineErrorsNamingTheKernel) {
   EXPECT_EQ(err, "ds.neg: input 0 of shape [2, 3] has no data");
 }
 
+// f16 and bf16 have variants (WideningTest.cpp); integers reach the f32
+// body, which names them.
 TEST(CpuKernelTable, UnsupportedDtypesAreNamed) {
-  Buf a({3}, DType::f16), b({3}, DType::f16), out({3}, DType::f16);
+  Buf a({3}, DType::i32), b({3}, DType::i32), out({3}, DType::i32);
   EXPECT_EQ(run("ds.add", {&a, &b}, {&out}),
-            "ds.add: unsupported dtype f16 for input 0 (expected f32)");
-  Buf x({2, 4}, DType::bf16), w({4}), y({2, 4});
+            "ds.add: unsupported dtype i32 for input 0 (expected f32)");
+  Buf x({2, 4}, DType::i32), w({4}), y({2, 4});
   EXPECT_EQ(run("ds.layer_norm", {&x, &w}, {&y}, {}, {1e-5}),
-            "ds.layer_norm: unsupported dtype bf16 for input 0 (expected "
+            "ds.layer_norm: unsupported dtype i32 for input 0 (expected "
             "f32)");
+  Buf h({3}, DType::f16), g({3}, DType::f16), sum({3}, DType::f16);
+  EXPECT_EQ(run("ds.add", {&h, &g}, {&sum}), "");
 }
 
 TEST(CpuKernelTable, PartialOverlapIsRefused) {

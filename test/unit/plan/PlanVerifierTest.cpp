@@ -153,12 +153,16 @@ TEST(PlanVerifier, WrongArity) {
 }
 
 TEST(PlanVerifier, NoVariantForTheOperandDTypes) {
-  // ds.add has only an f32 variant on the CPU backend.
+  // ds.add adds floats (f32, and f16/bf16 widened to f32), not integers.
   PlanSpec p = basicPlan();
-  p.buffers[kY].dtype = fb::DType::bf16;
+  p.buffers[kY].dtype = fb::DType::i32;
   EXPECT_EQ(loadError(p), "t.dsplan: program 'micro_step' instruction 0 "
-                          "(ds.add) has no variant for dtypes f32,bf16->f32 on "
-                          "backend cpu (it has f32,f32->f32)");
+                          "(ds.add) has no variant for dtypes f32,i32->f32 on "
+                          "backend cpu (it has f32,f32->f32 or "
+                          "f32|f16|bf16,f32|f16|bf16->f32|f16|bf16)");
+  p.buffers[kY].dtype = fb::DType::bf16;
+  std::string mixed;
+  EXPECT_NE(load(p, mixed), nullptr) << mixed;
   // Data movement takes any dtype, but the same one throughout.
   p = basicPlan();
   uint32_t out = p.buffer(3, 0, {2, 2}, "h.t");

@@ -1,0 +1,102 @@
+//===- Widening.cpp - 16-bit variants of the f32 kernels ------------------===//
+
+#include "runtime/backends/cpu/Widening.h"
+
+#include "runtime/core/Half.h"
+
+#include <deque>
+#include <vector>
+
+namespace dsc::rt::cpu {
+namespace {
+
+bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+void widen(const TensorRef &t, float *out) {
+  const auto *in = static_cast<const uint16_t *>(t.data);
+  const int64_t n = t.numel();
+  if (t.dtype == DType::bf16)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = bf16ToFloat(in[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = f16ToFloat(in[i]);
+}
+
+void narrow(const float *in, const TensorRef &t) {
+  auto *out = static_cast<uint16_t *>(t.data);
+  const int64_t n = t.numel();
+  if (t.dtype == DType::bf16)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = floatToBf16(in[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = floatToF16(in[i]);
+}
+
+} // namespace
+
+std::string widenedSignature(std::string_view sig) {
+  std::string out;
+  bool any = false;
+  size_t i = 0;
+  while (i < sig.size()) {
+    if (sig.compare(i, 3, "f32") == 0) {
+      out += "f32|f16|bf16";
+      any = true;
+      i += 3;
+    } else if (sig.compare(i, 3, "idx") == 0) {
+      out += "idx";
+      i += 3;
+    } else if (sig[i] == ',' || sig[i] == '*' || sig.compare(i, 2, "->") == 0) {
+      size_t n = sig[i] == '-' ? 2 : 1;
+      out.append(sig.substr(i, n));
+      i += n;
+    } else {
+      return ""; // T, any, a choice: not a plain f32 kernel
+    }
+  }
+  return any ? out : "";
+}
+
+bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
+                std::string &error) {
+  struct Copy {
+    const void *data;
+    DType dtype;
+    int64_t numel;
+    std::vector<float> values;
+  };
+  std::deque<Copy> copies; // stable addresses
+  auto copyOf = [&](const TensorRef &t) -> TensorRef {
+    if (!isHalf(t.dtype))
+      return t;
+    Copy *c = nullptr;
+    for (Copy &k : copies)
+      if (k.data == t.data && k.dtype == t.dtype && k.numel == t.numel())
+        c = &k;
+    if (!c) {
+      copies.push_back({t.data, t.dtype, t.numel(), {}});
+      c = &copies.back();
+      c->values.resize(size_t(c->numel));
+      widen(t, c->values.data());
+    }
+    return {c->values.data(), DType::f32, t.shape, t.rank};
+  };
+  std::vector<TensorRef> ins, outs;
+  for (size_t i = 0; i < args.numInputs; ++i)
+    ins.push_back(copyOf(args.inputs[i]));
+  for (size_t i = 0; i < args.numOutputs; ++i)
+    outs.push_back(copyOf(args.outputs[i]));
+  KernelArgs wide = args;
+  wide.inputs = ins.data();
+  wide.outputs = outs.data();
+  if (!f32Kernel(wide, error))
+    return false;
+  for (size_t i = 0; i < args.numOutputs; ++i)
+    if (isHalf(args.outputs[i].dtype))
+      narrow(outs[i].f32(), args.outputs[i]);
+  return true;
+}
+
+} // namespace dsc::rt::cpu
