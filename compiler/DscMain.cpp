@@ -31,6 +31,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <map>
+#include <set>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -170,6 +173,24 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
                        "collectives\n",
                        p.name.c_str(), p.instrs.size(), p.flops / 1e9,
                        p.commBytes / 1e6);
+  // Model state by dtype: the distinct buffers of the variables (members of
+  // a ZeRO-3 group share their group's shard), so mixed precision shows
+  // its 16-bit parameters beside fp32 master weights and moments.
+  std::map<std::pair<int, int>, uint64_t> state; // (category, dtype)
+  std::set<uint32_t> seen;
+  for (const PlanVariable &v : plan.variables)
+    if (seen.insert(v.buffer).second) {
+      const PlanBuffer &b = plan.buffers[v.buffer];
+      state[{static_cast<int>(b.arena), static_cast<int>(b.dtype)}] +=
+          b.bytes();
+    }
+  os << "model state by dtype:\n";
+  for (const auto &[key, bytes] : state)
+    os << llvm::format(
+        "  %-16s %-5s %14llu bytes %10.2f MiB\n",
+        categoryName(static_cast<Category>(key.first)).str().c_str(),
+        dtypeName(static_cast<DType>(key.second)),
+        static_cast<unsigned long long>(bytes), mib(bytes));
 }
 
 } // namespace
