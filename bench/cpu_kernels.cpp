@@ -65,16 +65,7 @@ double bestMs(int reps, const char *name, std::vector<Tensor *> ins,
   for (Tensor *t : outs)
     out.push_back(t->ref());
   KernelContext ctx;
-  KernelArgs args;
-  args.inputs = in.data();
-  args.numInputs = in.size();
-  args.outputs = out.data();
-  args.numOutputs = out.size();
-  args.intAttrs = ints.data();
-  args.numIntAttrs = ints.size();
-  args.floatAttrs = floats.data();
-  args.numFloatAttrs = floats.size();
-  args.ctx = &ctx;
+  KernelArgs args = makeKernelArgs(in, out, ints, floats, &ctx);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     auto t0 = std::chrono::steady_clock::now();

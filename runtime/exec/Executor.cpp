@@ -98,19 +98,11 @@ void HostExecutor::runStream(Worker &worker, const PreparedProgram &program) {
     if (aborted_)
       return;
 
-    KernelArgs args;
-    args.inputs = in.inputs.data();
-    args.numInputs = in.inputs.size();
-    args.outputs = in.outputs.data();
-    args.numOutputs = in.outputs.size();
-    args.intAttrs = in.intAttrs.data();
-    args.numIntAttrs = in.intAttrs.size();
-    args.floatAttrs = in.floatAttrs.data();
-    args.numFloatAttrs = in.floatAttrs.size();
     KernelContext instrCtx = ctx;
     instrCtx.stream = in.resources.stream;
     instrCtx.handles = in.resources.handles;
-    args.ctx = &instrCtx;
+    KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
+                                     in.floatAttrs, &instrCtx);
 
     int64_t begin = tracing_ ? nowNs() : 0;
     std::string kernelError;

@@ -134,6 +134,25 @@ struct KernelArgs {
   const KernelContext *ctx = nullptr;
 };
 
+/// Arguments over containers (anything with data() and size(): vectors,
+/// arrays) that the caller keeps alive for the call.
+template <class Tensors, class Ints, class Floats>
+KernelArgs makeKernelArgs(const Tensors &inputs, const Tensors &outputs,
+                          const Ints &ints, const Floats &floats,
+                          const KernelContext *ctx) {
+  KernelArgs a;
+  a.inputs = inputs.data();
+  a.numInputs = inputs.size();
+  a.outputs = outputs.data();
+  a.numOutputs = outputs.size();
+  a.intAttrs = ints.data();
+  a.numIntAttrs = ints.size();
+  a.floatAttrs = floats.data();
+  a.numFloatAttrs = floats.size();
+  a.ctx = ctx;
+  return a;
+}
+
 /// Returns false and sets `error` (one line, naming the kernel) on failure.
 using KernelFn = bool (*)(const KernelArgs &args, std::string &error);
 

@@ -3,6 +3,8 @@
 
 #include "test/unit/comm/CommTestSupport.h"
 
+#include <array>
+
 using namespace dsc;
 using namespace dsc::commtest;
 
@@ -32,16 +34,7 @@ struct KernelCall {
       ins.push_back(ref(in[i], inShapes[i]));
     for (size_t i = 0; i < out.size(); ++i)
       outs.push_back(ref(out[i], outShapes[i]));
-    rt::KernelArgs args;
-    args.inputs = ins.data();
-    args.numInputs = ins.size();
-    args.outputs = outs.data();
-    args.numOutputs = outs.size();
-    args.intAttrs = ints.data();
-    args.numIntAttrs = ints.size();
-    args.floatAttrs = floats.data();
-    args.numFloatAttrs = floats.size();
-    args.ctx = ctx;
+    rt::KernelArgs args = rt::makeKernelArgs(ins, outs, ints, floats, ctx);
     const rt::KernelInfo *k = rt::findCpuKernel(name);
     if (!k) {
       error = std::string("no kernel ") + name;
@@ -77,16 +70,8 @@ TEST(CommKernels, DTypesReachTheCommunicator) {
   auto call = [&](const char *name, rt::TensorRef x, rt::TensorRef out,
                   std::vector<int64_t> ints, std::vector<double> floats,
                   std::string &error) {
-    rt::KernelArgs a;
-    a.inputs = &x;
-    a.numInputs = 1;
-    a.outputs = &out;
-    a.numOutputs = 1;
-    a.intAttrs = ints.data();
-    a.numIntAttrs = ints.size();
-    a.floatAttrs = floats.data();
-    a.numFloatAttrs = floats.size();
-    a.ctx = &ctx;
+    std::array<rt::TensorRef, 1> in1{x}, out1{out};
+    rt::KernelArgs a = rt::makeKernelArgs(in1, out1, ints, floats, &ctx);
     rt::DType in = x.dtype, o = out.dtype;
     const rt::KernelInfo *k = cpu->findKernel(name, {&in, 1}, {&o, 1});
     if (!k) {

@@ -244,16 +244,7 @@ inline std::string run(const std::string &name, std::vector<Buf *> ins,
     releaseAll();
     return "staging failed: " + error;
   }
-  rt::KernelArgs a;
-  a.inputs = ti.data();
-  a.numInputs = ti.size();
-  a.outputs = to.data();
-  a.numOutputs = to.size();
-  a.intAttrs = ints.data();
-  a.numIntAttrs = ints.size();
-  a.floatAttrs = floats.data();
-  a.numFloatAttrs = floats.size();
-  a.ctx = ctx ? ctx : &def;
+  rt::KernelArgs a = rt::makeKernelArgs(ti, to, ints, floats, ctx ? ctx : &def);
   std::string err;
   bool ok = k->fn(a, err);
   for (Buf *b : outs)

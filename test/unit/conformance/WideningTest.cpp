@@ -126,16 +126,7 @@ run(const char *kernel, const std::vector<Operand> &ins,
   rt::KernelContext ctx;
   ctx.seed = 5;
   ctx.step = 2;
-  rt::KernelArgs a;
-  a.inputs = ti.data();
-  a.numInputs = ti.size();
-  a.outputs = to.data();
-  a.numOutputs = to.size();
-  a.intAttrs = ints.data();
-  a.numIntAttrs = ints.size();
-  a.floatAttrs = floats.data();
-  a.numFloatAttrs = floats.size();
-  a.ctx = &ctx;
+  rt::KernelArgs a = rt::makeKernelArgs(ti, to, ints, floats, &ctx);
   if (!k->fn(a, error))
     return {};
   std::vector<std::vector<double>> result;
