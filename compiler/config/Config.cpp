@@ -448,8 +448,10 @@ bool readBf16(Reader &r, Section &root, DsConfig::Bf16 &b) {
     key = "bfloat16";
   }
   std::optional<Section> bf16;
-  return root.section(key, bf16) && bf16->checkKeys({"enabled"}) &&
-         bf16->boolean("enabled", b.enabled);
+  return root.section(key, bf16) &&
+         bf16->checkKeys({"enabled", "check_grad_overflow"}) &&
+         bf16->boolean("enabled", b.enabled) &&
+         bf16->boolean("check_grad_overflow", b.checkGradOverflow);
 }
 
 bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,

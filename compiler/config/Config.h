@@ -41,7 +41,8 @@
 //   fp16.initial_scale_power [16], fp16.loss_scale_window [1000],
 //   fp16.hysteresis [2], fp16.consecutive_hysteresis [false],
 //   fp16.min_loss_scale [1], fp16.auto_cast (false only)
-//   bf16.enabled [false] (also spelled "bfloat16"); not with fp16.enabled
+//   bf16.enabled [false] (also spelled "bfloat16"); not with fp16.enabled;
+//   bf16.check_grad_overflow [true]
 //   zero_optimization.stage 0..3 [0]
 //   zero_optimization.offload_optimizer.device "none" | "cpu" ["none"]
 //     (cpu needs stage >= 1), .pin_memory ignored
@@ -120,6 +121,8 @@ struct DsConfig {
 
   struct Bf16 {
     bool enabled = false;
+    /// A non-finite gradient skips the step (DeepSpeed's ZeRO default).
+    bool checkGradOverflow = true;
   } bf16;
 
   struct Zero {

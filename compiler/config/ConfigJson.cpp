@@ -38,7 +38,8 @@ std::string dsc::toJson(const DsConfig &c) {
                             {"hysteresis", f.hysteresis},
                             {"consecutive_hysteresis", f.consecutiveHysteresis},
                             {"min_loss_scale", f.minLossScale}}},
-      {"bf16", json::Object{{"enabled", c.bf16.enabled}}},
+      {"bf16", json::Object{{"enabled", c.bf16.enabled},
+                            {"check_grad_overflow", c.bf16.checkGradOverflow}}},
       {"zero_optimization",
        json::Object{
            {"stage", z.stage},
@@ -116,6 +117,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          af.consecutiveHysteresis == bf.consecutiveHysteresis &&
          af.minLossScale == bf.minLossScale &&
          a.bf16.enabled == b.bf16.enabled &&
+         a.bf16.checkGradOverflow == b.bf16.checkGradOverflow &&
          // ZeRO
          az.stage == bz.stage && az.offloadOptimizer == bz.offloadOptimizer &&
          az.offloadParam == bz.offloadParam &&

@@ -550,6 +550,20 @@ TEST(ConfigTest, PrecisionConsecutiveHysteresis) {
                  "boolean, got a number"}});
 }
 
+TEST(ConfigTest, PrecisionBf16CheckGradOverflow) {
+  EXPECT_TRUE(parseOk("{}").bf16.checkGradOverflow);
+  DsConfig c =
+      parseOk(R"({"bf16": {"enabled": true, "check_grad_overflow": false}})");
+  EXPECT_FALSE(c.bf16.checkGradOverflow);
+  DsConfig again = parseOk(toJson(c));
+  EXPECT_EQ(again, c);
+  again.bf16.checkGradOverflow = true;
+  EXPECT_NE(again, c);
+  expectErrors({{R"({"bf16": {"check_grad_overflow": "yes"}})",
+                 "ds_config.json: $.bf16.check_grad_overflow: expected a "
+                 "boolean, got a string"}});
+}
+
 TEST(ConfigTest, PrecisionErrors) {
   expectErrors({
       {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})",
