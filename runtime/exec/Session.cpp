@@ -398,20 +398,17 @@ void SessionImpl::initVariables() {
     Part part = localPart(variables_[i]);
     for (int64_t begin = part.begin; begin < part.end; begin += kChunk) {
       int64_t n = std::min(kChunk, part.end - begin);
-      host.assign(size_t(n * int64_t(size) + 7) / 8, 0);
-      for (int64_t e = begin; e < begin + n; ++e) {
-        double value = 0;
-        if (var->init() == fb::InitKind::ones)
-          value = 1.0;
-        else if (var->init() == fb::InitKind::normal)
-          // dsc::ref::init's draw, keyed by the element's index in the
-          // whole variable: the float64 interpreter, and runs on any number
-          // of ranks, start from the same weights.
-          value = rng::normalAt(options_.seed, var->rng_stream(),
-                                fb::kInitRngStep, uint64_t(e)) *
-                  var->std();
-        else
-          break; // zeros: the host chunk already is
+      host.assign(size_t(n * int64_t(size) + 7) / 8, 0); // zeros as is
+      for (int64_t e = begin;
+           var->init() != fb::InitKind::zeros && e < begin + n; ++e) {
+        // dsc::ref::init's draw, keyed by the element's index in the whole
+        // variable: the float64 interpreter, and runs on any number of
+        // ranks, start from the same weights.
+        double value = var->init() == fb::InitKind::ones
+                           ? 1.0
+                           : rng::normalAt(options_.seed, var->rng_stream(),
+                                           fb::kInitRngStep, uint64_t(e)) *
+                                 var->std();
         storeElement(host.data(), t.dtype, e - begin, value);
       }
       copyIn(static_cast<uint8_t *>(t.data) +
