@@ -132,7 +132,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       auto type = cast<RankedTensorType>(slice.getType());
       alias(slice, slice.getX(),
             static_cast<uint64_t>(slice.getOffsets()[0]) *
-                dtypeSize(*elemTypeOf(type.getElementType())));
+                dtypeSize(*dtypeOfElement(type.getElementType())));
       continue;
     }
     if (auto store = dyn_cast<StoreOp>(op)) {

@@ -37,11 +37,9 @@ inline uint64_t alignUp(uint64_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
 
-inline std::optional<DType> elemTypeOf(Type t) { return dtypeOfElement(t); }
-
 inline uint64_t bytesOf(RankedTensorType t) {
   return static_cast<uint64_t>(t.getNumElements()) *
-         dtypeSize(*elemTypeOf(t.getElementType()));
+         dtypeSize(*dtypeOfElement(t.getElementType()));
 }
 
 inline std::string locString(Location loc) {
@@ -147,7 +145,7 @@ private:
     PlanBuffer b;
     b.arena = s.category;
     b.offset = s.offset + offset;
-    b.dtype = *elemTypeOf(type.getElementType());
+    b.dtype = *dtypeOfElement(type.getElementType());
     b.shape.assign(type.getShape().begin(), type.getShape().end());
     b.name = s.name;
     plan.buffers.push_back(std::move(b));

@@ -20,7 +20,7 @@ LogicalResult Lowering::layoutVariables() {
   SmallVector<VariableOp> decayed, plain;
   llvm::StringMap<VariableOp> gradOf, mOf, vOf;
   for (auto var : module.getOps<VariableOp>()) {
-    if (!elemTypeOf(var.getTensorType().getElementType()))
+    if (!dtypeOfElement(var.getTensorType().getElementType()))
       return var.emitError("plan: unsupported element type");
     switch (var.getKind()) {
     case VariableKind::param:
@@ -120,8 +120,8 @@ LogicalResult Lowering::layoutVariables() {
         used += bytesOf(v.getTensorType());
         grouped.insert(p.getSymName());
       }
-      uint64_t bytes =
-          static_cast<uint64_t>(group.getSize()) * dtypeSize(*elemTypeOf(elt));
+      uint64_t bytes = static_cast<uint64_t>(group.getSize()) *
+                       dtypeSize(*dtypeOfElement(elt));
       if (bytes < used)
         return group.emitError("plan: group size is smaller than its members");
       if (c == Category::Grads && bytes > used) {
@@ -135,8 +135,8 @@ LogicalResult Lowering::layoutVariables() {
         pv.kind = static_cast<uint8_t>(VariableKind::grad);
         pv.of = group.getSymName().str();
         pv.init = static_cast<uint8_t>(InitKind::zeros);
-        int64_t n =
-            static_cast<int64_t>((bytes - used) / dtypeSize(*elemTypeOf(elt)));
+        int64_t n = static_cast<int64_t>((bytes - used) /
+                                         dtypeSize(*dtypeOfElement(elt)));
         pv.shape = {n};
         pv.buffer = buffer(pad, RankedTensorType::get({n}, elt));
         plan.variables.push_back(std::move(pv));
