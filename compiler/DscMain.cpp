@@ -243,9 +243,6 @@ int runDscMain(int argc, char **argv) {
   TrainOptions train;
   train.setWorldSize(opts.worldSize);
   if (haveConfig) {
-    if (config.fp16.enabled || config.bf16.enabled)
-      return fail(opts.config + ": fp16/bf16 training (phase `precision`) "
-                                "is not implemented yet");
     if (config.zero.offloadOptimizer != "none" ||
         config.zero.offloadParam != "none")
       return fail(opts.config + ": zero_optimization offload to \"" +

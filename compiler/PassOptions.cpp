@@ -14,6 +14,21 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.adamw.eps = config.optimizer.eps;
   o.adamw.weightDecay = config.optimizer.weightDecay;
   o.adamw.gradClip = config.gradientClipping;
+  // fp16 / bf16: the model in 16 bits; fp16 scales the loss and always
+  // checks for overflow, bf16 when check_grad_overflow says so.
+  if (config.fp16.enabled || config.bf16.enabled) {
+    mlir::ds::DsPrecisionOptions p;
+    p.dtype = config.fp16.enabled ? "f16" : "bf16";
+    p.lossScaling = config.fp16.enabled;
+    p.checkOverflow = config.fp16.enabled || config.bf16.checkGradOverflow;
+    o.precision = p;
+    o.plan.staticLossScale = config.fp16.lossScale;
+    o.plan.initialScalePower = config.fp16.initialScalePower;
+    o.plan.lossScaleWindow = config.fp16.lossScaleWindow;
+    o.plan.hysteresis = config.fp16.hysteresis;
+    o.plan.consecutiveHysteresis = config.fp16.consecutiveHysteresis;
+    o.plan.minLossScale = config.fp16.minLossScale;
+  }
   // zero_optimization
   o.zero.stage = config.zero.stage;
   o.zero.bucketSize = config.zero.reduceBucketSize;

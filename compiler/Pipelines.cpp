@@ -25,6 +25,10 @@ void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsAdamW(o.adamw));
   pm.addPass(createCSEPass());
 }
+void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  if (o.precision)
+    pm.addPass(ds::createDsPrecision(*o.precision));
+}
 void addDist(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsZero(o.zero));
 }
@@ -49,6 +53,10 @@ constexpr PhaseInfo kPhases[] = {
      addInput},
     {Phase::Train, "train",
      "autodiff and AdamW: one training step (@micro_step, @apply)", addTrain},
+    {Phase::Precision, "precision",
+     "fp16/bf16: 16-bit model, fp32 master weights, loss scale, overflow "
+     "check (nothing for fp32)",
+     addPrecision},
     {Phase::Dist, "dist",
      "ZeRO stages 0-3: parameter groups, collectives, shard ownership",
      addDist},
@@ -131,6 +139,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> persistenceThreshold{
       *this, "persistence-threshold",
       llvm::cl::init(defaults.zero.persistenceThreshold)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("fp32, bf16 or f16 (fp16/bf16.enabled; f16 scales the "
+                     "loss)"),
+      llvm::cl::init("fp32")};
   Option<std::string> model{*this, "model",
                             llvm::cl::desc("the model's name in the plan"),
                             llvm::cl::init(defaults.plan.model)};
@@ -149,6 +162,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.zero.prefetchBucketSize = prefetchBucketSize;
     o.zero.maxLiveParameters = maxLiveParameters;
     o.zero.persistenceThreshold = persistenceThreshold;
+    if (precision != "fp32") {
+      o.precision.emplace();
+      o.precision->dtype = precision;
+      o.precision->lossScaling = precision == "f16";
+    }
     o.plan.model = model;
     o.emit.planFile = planFile;
     return o;

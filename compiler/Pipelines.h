@@ -23,7 +23,16 @@
 namespace dsc {
 
 /// In pipeline order; each phase includes the ones before it.
-enum class Phase { Input, Train, Dist, Fused, Scheduled, Plan, Emit };
+enum class Phase {
+  Input,
+  Train,
+  Precision,
+  Dist,
+  Fused,
+  Scheduled,
+  Plan,
+  Emit
+};
 
 struct TrainOptions;
 
@@ -53,6 +62,8 @@ llvm::StringRef phaseList();
 struct TrainOptions {
   mlir::ds::DsAutodiffOptions autodiff;
   mlir::ds::DsAdamWOptions adamw;
+  /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
+  std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsZeroOptions zero;
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;

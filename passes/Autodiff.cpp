@@ -99,9 +99,11 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
     // gradient of the mean loss (DeepSpeed's accumulation and averaging).
     // One rounded seed, then exact sums: N ranks match one rank with A N
     // micro-steps up to the order of the additions.
-    cotangent[loss] =
+    Value seed =
         splat(b, ret.getLoc(), cast<RankedTensorType>(loss.getType()),
               1.0 / static_cast<double>(accumulationSteps * worldSize));
+    markLossSeed(seed.getDefiningOp<ConstantOp>());
+    cotangent[loss] = seed;
 
     llvm::MapVector<StringAttr, Value> paramGrads;
     for (Operation *op : llvm::reverse(forwardOps)) {

@@ -58,6 +58,32 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsPrecision : Pass<"ds-precision", "::mlir::ModuleOp"> {
+  let summary = "fp16/bf16 training: 16-bit model, fp32 master weights";
+  let description = [{
+    Phase `precision` (docs/precision.md). Parameters and gradient
+    accumulators become `dtype`; every function but @apply computes in it
+    (the kernels accumulate in fp32 and round their results; the loss stays
+    fp32). Each parameter the optimizer updates gets an fp32 `master`
+    variable, which @apply's AdamW updates together with the fp32 moments
+    and then casts back into the 16-bit parameter. The global gradient norm
+    is summed in fp32. With `loss-scaling`, @micro_step and @apply take a
+    `loss_scale` input: the reverse pass's seed (ds.loss_seed) is multiplied
+    by it and @apply divides the norm and the update by it. With
+    `check-overflow`, a non-finite norm turns the update scale into NaN
+    (ds.overflow_guard), which makes every ds.adamw skip its update.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", "\"bf16\"",
+           "the 16-bit type: bf16 or f16">,
+    Option<"lossScaling", "loss-scaling", "bool", "false",
+           "scale the loss by a `loss_scale` input (fp16)">,
+    Option<"checkOverflow", "check-overflow", "bool", "true",
+           "skip the update of a step whose gradient norm is not finite">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let summary = "groups known elementwise patterns into fused kernels";
   let description = [{

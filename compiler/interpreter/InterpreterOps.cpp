@@ -389,6 +389,9 @@ dsc::evaluateOp(Operation *op, llvm::ArrayRef<const ref::Tensor *> in,
       .Case([&](ReduceMaxOp o) { return reduce(o, ReduceKind::Max, in); })
       // Optimizer.
       .Case([&](AdamWOp o) { return adamw(o, in); })
+      .Case([&](OverflowGuardOp) {
+        return one(ref::overflow_guard(*in[0], *in[1]));
+      })
       .Default([](Operation *o) -> Outcome {
         return error("interpreter: no rule for '" +
                      o->getName().getStringRef() + "'");

@@ -53,12 +53,19 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
   auto schedule = fb::CreateScheduleDirect(
       b, s.kind.c_str(), s.lr, s.warmupMinLr, s.warmupMaxLr, s.warmupNumSteps,
       s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio, s.warmupMinRatio);
+  flatbuffers::Offset<fb::LossScale> lossScale;
+  if (model.lossScaling) {
+    const PlanLossScale &l = model.options.lossScale;
+    lossScale = fb::CreateLossScale(
+        b, l.staticScale, int32_t(l.initialScalePower), l.window,
+        int32_t(l.hysteresis), l.consecutiveHysteresis, l.minScale);
+  }
   auto root = fb::CreatePlanDirect(
       b, fb::kSchemaVersion, model.options.worldSize,
       model.options.model.c_str(), model.options.configJson.c_str(),
       model.microBatch, model.seqLen, model.vocabSize,
       model.options.accumulationSteps, schedule, &arenas, &buffers, &variables,
-      &constants, &programs);
+      &constants, &programs, lossScale, model.skipsOverflow);
   fb::FinishPlanBuffer(b, root);
   return std::vector<uint8_t>(b.GetBufferPointer(),
                               b.GetBufferPointer() + b.GetSize());

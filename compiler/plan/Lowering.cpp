@@ -88,7 +88,11 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
       plan.vocabSize =
           cast<RankedTensorType>(ce.getLogits().getType()).getShape().back();
     });
+    // ds-precision's loss scale: a third input of the step's programs.
+    plan.lossScaling = inputs.size() == 3;
   }
+  if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
+    apply.walk([&](OverflowGuardOp) { plan.skipsOverflow = true; });
   return Lowering(module, plan).run();
 }
 

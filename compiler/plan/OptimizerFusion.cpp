@@ -15,13 +15,19 @@ void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
            x.offset + x.bytes == y.offset &&
            a.type.getElementType() == b.type.getElementType();
   };
-  auto flat = [&](const Ref &first, uint64_t bytes) {
+  // `elements` elements from `first` on, in its dtype (a 16-bit gradient
+  // beside an fp32 master covers half the bytes).
+  auto flat = [&](const Ref &first, int64_t elements) {
     const Slot &s = slots[first.slot];
+    Type elt = first.type.getElementType();
+    uint64_t bytes = uint64_t(elements) * dtypeSize(*ds::dtypeOfElement(elt));
     slots.push_back(
         {s.category, true, s.offset, bytes, INT_MAX, -1, s.name + "+flat"});
-    auto type = RankedTensorType::get({static_cast<int64_t>(bytes / 4)},
-                                      first.type.getElementType());
-    return Ref{static_cast<int>(slots.size() - 1), type};
+    return Ref{static_cast<int>(slots.size() - 1),
+               RankedTensorType::get({elements}, elt)};
+  };
+  auto elementsOf = [](const Ref &r) {
+    return cast<RankedTensorType>(r.type).getNumElements();
   };
   std::vector<Pending> out;
   for (size_t i = 0; i < pend.size(); ++i) {
@@ -68,17 +74,17 @@ void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
       out.push_back(std::move(p));
       continue;
     }
-    uint64_t bytes = 0;
+    int64_t elements = 0;
     for (size_t j : run)
-      bytes += slots[(isAdam ? pend[j].ins[0] : pend[j].outs[0]).slot].bytes;
+      elements += elementsOf(isAdam ? pend[j].ins[0] : pend[j].outs[0]);
     Pending merged = std::move(p);
     merged.op = nullptr;
     if (isAdam) {
       for (size_t k = 0; k < 4; ++k)
-        merged.ins[k] = flat(merged.ins[k], bytes);
+        merged.ins[k] = flat(merged.ins[k], elements);
       merged.outs = {merged.ins[0], merged.ins[2], merged.ins[3]};
     } else {
-      merged.outs[0] = flat(merged.outs[0], bytes);
+      merged.outs[0] = flat(merged.outs[0], elements);
     }
     out.push_back(std::move(merged));
     // Keep fills that sat between merged updates, in order, after it.
@@ -107,15 +113,15 @@ void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
     pend = std::move(rest);
     for (size_t i = 0; i < fills.size();) {
       size_t j = i + 1;
-      uint64_t bytes = slots[fills[i].outs[0].slot].bytes;
+      int64_t elements = elementsOf(fills[i].outs[0]);
       while (j < fills.size() && fills[j].floats == fills[i].floats &&
              contiguous(fills[j - 1].outs[0], fills[j].outs[0])) {
-        bytes += slots[fills[j].outs[0].slot].bytes;
+        elements += elementsOf(fills[j].outs[0]);
         ++j;
       }
       Pending merged = std::move(fills[i]);
       if (j > i + 1) {
-        merged.outs[0] = flat(merged.outs[0], bytes);
+        merged.outs[0] = flat(merged.outs[0], elements);
         merged.op = nullptr;
       }
       pend.push_back(std::move(merged));

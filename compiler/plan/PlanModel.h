@@ -96,12 +96,21 @@ struct LrSchedule {
   double cosMinRatio = 1e-4, warmupMinRatio = 0;
 };
 
+/// fp16's loss scale as dsrun runs it (DeepSpeed's fp16 keys).
+struct PlanLossScale {
+  double staticScale = 0; ///< 0: dynamic
+  int64_t initialScalePower = 16, window = 1000, hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  double minScale = 1;
+};
+
 struct PlanOptions {
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
   std::string model;
   std::string configJson = "{}";
   LrSchedule schedule;
+  PlanLossScale lossScale; ///< used when the programs take a loss scale
 };
 
 struct PlanModel {
@@ -112,6 +121,8 @@ struct PlanModel {
   std::vector<PlanVariable> variables;
   std::vector<PlanConstant> constants;
   std::vector<PlanProgram> programs;
+  bool lossScaling = false;   ///< micro_step and apply take `loss_scale`
+  bool skipsOverflow = false; ///< apply has ds.overflow_guard
 };
 
 /// Lowers @micro_step and @apply of a `train`-phase module. Emits a

@@ -38,6 +38,9 @@ struct LowerToPlanPass : impl::DsLowerToPlanBase<LowerToPlanPass> {
     s.totalNumSteps = totalNumSteps;
     s.cosMinRatio = cosMinRatio;
     s.warmupMinRatio = warmupMinRatio;
+    options.lossScale = {staticLossScale,       initialScalePower,
+                         lossScaleWindow,       hysteresis,
+                         consecutiveHysteresis, minLossScale};
     if (failed(lowerToPlan(getOperation(), options, result->plan)))
       return signalPassFailure();
     annotatePlan(getOperation(), result->plan);

@@ -34,21 +34,25 @@ def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
            "log or linear">,
     Option<"totalNumSteps", "total-num-steps", "int64_t", "0", "">,
     Option<"cosMinRatio", "cos-min-ratio", "double", "1e-4", "">,
-    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0", "">
+    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0", "">,
+    Option<"staticLossScale", "static-loss-scale", "double", "0",
+           "fp16 plans: a static loss scale (0: dynamic)">,
+    Option<"initialScalePower", "initial-scale-power", "int64_t", "16", "">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", "1000", "">,
+    Option<"hysteresis", "hysteresis", "int64_t", "2", "">,
+    Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool",
+           "false", "">,
+    Option<"minLossScale", "min-loss-scale", "double", "1", "">
   ];
 }
 
 def DsEmitPlan : Pass<"ds-emit-plan", "::mlir::ModuleOp"> {
   let summary = "phase `emit`: the FlatBuffers plan file";
   let description = [{
-    Serializes the plan ds - lower - to -
-        plan lowered earlier in the same pipeline(runtime / schema / plan.fbs)
-            .With `plan -
-        file` it writes that file,
-        all or nothing;
-    without, it hands the bytes to the tool that built the pipeline(
-                 dsc writes its - o)
-                 .The IR is unchanged.
+    Serializes the plan ds-lower-to-plan lowered earlier in the same
+    pipeline (runtime/schema/plan.fbs). With `plan-file` it writes that
+    file, all or nothing; without, it hands the bytes to the tool that
+    built the pipeline (dsc writes its -o). The IR is unchanged.
   }];
   let options = [Option<"planFile", "plan-file", "std::string", "\"\"",
                         "the plan file to write">];

@@ -18,7 +18,7 @@ namespace dsc::lowering {
 
 LogicalResult Lowering::layoutVariables() {
   SmallVector<VariableOp> decayed, plain;
-  llvm::StringMap<VariableOp> gradOf, mOf, vOf;
+  llvm::StringMap<VariableOp> gradOf, masterOf, mOf, vOf;
   for (auto var : module.getOps<VariableOp>()) {
     if (!dtypeOfElement(var.getTensorType().getElementType()))
       return var.emitError("plan: unsupported element type");
@@ -36,6 +36,9 @@ LogicalResult Lowering::layoutVariables() {
            ? vOf
            : mOf)[var.getOfAttr().getValue()] = var;
       break;
+    case VariableKind::master:
+      masterOf[var.getOfAttr().getValue()] = var;
+      break;
     }
   }
   auto describe = [&](VariableOp var, bool decay) {
@@ -45,7 +48,10 @@ LogicalResult Lowering::layoutVariables() {
     pv.of = var.getOf() ? var.getOf()->str() : "";
     pv.init = static_cast<uint8_t>(var.getInit());
     pv.std = var.getStd() ? var.getStd()->convertToDouble() : 0.0;
-    pv.rngStream = rng::streamForName(pv.name);
+    // A master weight draws what its parameter draws: the 16-bit parameter
+    // is its rounding, and fp32 runs start from the same weights.
+    pv.rngStream = rng::streamForName(
+        var.getKind() == VariableKind::master ? pv.of : pv.name);
     pv.weightDecay = decay;
     pv.shape.assign(var.getTensorType().getShape().begin(),
                     var.getTensorType().getShape().end());
@@ -157,11 +163,11 @@ LogicalResult Lowering::layoutVariables() {
         params.push_back(p);
   for (VariableOp p : params)
     add(p, Category::Params, decays(p));
-  for (auto *table : {&gradOf, &mOf, &vOf})
+  for (auto *table : {&gradOf, &masterOf, &mOf, &vOf})
     for (VariableOp p : params)
       if (VariableOp v = table->lookup(p.getSymName()))
         add(v, table == &gradOf ? Category::Grads : Category::OptimizerState,
-            false);
+            table == &masterOf && decays(p));
   // State that belongs to a group (sharded moments, gradients and, at
   // stage 3, parameters), in module order.
   for (auto var : module.getOps<VariableOp>()) {

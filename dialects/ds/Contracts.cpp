@@ -45,4 +45,22 @@ FailureOr<SqrtOp> findGlobalGradNorm(func::FuncOp apply, StringRef pass) {
   return found;
 }
 
+FailureOr<ConstantOp> findLossSeed(func::FuncOp func, StringRef pass) {
+  ConstantOp found;
+  for (Operation &op : func.front()) {
+    auto c = dyn_cast<ConstantOp>(op);
+    if (!c || !c->hasAttr(kLossSeedAttr))
+      continue;
+    if (found)
+      return c.emitError(pass)
+             << ": two constants are marked " << kLossSeedAttr;
+    found = c;
+  }
+  if (!found)
+    return func.emitError(pass)
+           << ": @" << func.getSymName() << " has no loss seed (a ds.constant "
+           << "marked " << kLossSeedAttr << "); run ds-autodiff first";
+  return found;
+}
+
 } // namespace mlir::ds

@@ -20,6 +20,10 @@
 //                          ds-adamw; ds-zero replaces the operand with the
 //                          all-reduced sums of the shards; the loss scaler
 //                          reads it for its overflow check.
+//   ds.loss_seed           on the ds.constant in @micro_step that seeds the
+//                          reverse pass (d loss / d loss, 1/(A N)). Set by
+//                          ds-autodiff; ds-precision multiplies it by the
+//                          loss scale.
 //
 // Optimizer state needs no mark: ds.adamw names its parameter, moments and
 // gradient as operands, and the moments are `opt_state` variables `of`
@@ -38,6 +42,7 @@ namespace mlir::ds {
 
 constexpr llvm::StringLiteral kGradAccumulationAttr = "ds.grad_accumulation";
 constexpr llvm::StringLiteral kGlobalGradNormAttr = "ds.global_grad_norm";
+constexpr llvm::StringLiteral kLossSeedAttr = "ds.loss_seed";
 
 /// One gradient accumulation of the ds.grad_accumulation contract.
 struct GradAccumulation {
@@ -65,6 +70,15 @@ inline void markGlobalGradNorm(SqrtOp sqrt) {
 /// The one op of `apply` marked as the global gradient norm; an error when
 /// there is none or more than one.
 FailureOr<SqrtOp> findGlobalGradNorm(func::FuncOp apply, StringRef pass);
+
+/// Marks `seed` as the reverse pass's seed.
+inline void markLossSeed(ConstantOp seed) {
+  seed->setAttr(kLossSeedAttr, UnitAttr::get(seed.getContext()));
+}
+
+/// The one constant of `func` marked as the loss seed; an error when there
+/// is none or more than one.
+FailureOr<ConstantOp> findLossSeed(func::FuncOp func, StringRef pass);
 
 } // namespace mlir::ds
 

@@ -45,7 +45,10 @@ def DS_ScalarF32 : 0DTensorOf<[F32]>,
 def DS_VariableKindAttr : I32EnumAttr<"VariableKind", "what a variable holds", [
     I32EnumAttrCase<"param", 0>,
     I32EnumAttrCase<"grad", 1>,
-    I32EnumAttrCase<"opt_state", 2>
+    I32EnumAttrCase<"opt_state", 2>,
+    // Mixed precision: the fp32 copy of a 16-bit parameter that the
+    // optimizer updates (DeepSpeed's fp32 master weights).
+    I32EnumAttrCase<"master", 3>
   ]> {
   let cppNamespace = "::mlir::ds";
 }

@@ -121,6 +121,20 @@ def DS_MinimumOp : DS_BinaryOp<"minimum", [DS_InPlaceSafe]> {
 def DS_MaximumOp : DS_BinaryOp<"maximum", [DS_InPlaceSafe]> {
   let summary = "max(lhs, rhs)";
 }
+def DS_OverflowGuardOp : DS_Op<"overflow_guard",
+    [DS_KernelOpInterface, Pure, AllTypesMatch<["scale", "result"]>]> {
+  let summary = "the update scale, or NaN when the gradients overflowed";
+  let description = [{
+    `scale` where `norm` (the global gradient norm) is finite, NaN where it
+    is not. ds.adamw leaves its parameter and moments untouched when its
+    scale is not finite, so this is how mixed precision skips the update of
+    a step whose gradients overflowed (ds-precision inserts it).
+  }];
+  let arguments = (ins DS_ScalarF32:$scale, DS_ScalarF32:$norm);
+  let results = (outs DS_ScalarF32:$result);
+  let assemblyFormat = "$scale `,` $norm attr-dict `:` type($scale)";
+}
+
 def DS_EqualOp : DS_BinaryOp<"equal"> {
   let summary = "1 where lhs == rhs, else 0";
 }
@@ -567,7 +581,10 @@ def DS_AdamWOp : DS_Op<"adamw",
     g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
     (1 - beta2) g'^2; param' = param - lr weight_decay param
     - lr (m' / (1 - beta1^step)) / (sqrt(v' / (1 - beta2^step)) + eps).
-    `scale` carries gradient clipping; `step` counts from 1.
+    `scale` carries gradient clipping (and the inverse loss scale); `step`
+    counts from 1. A non-finite `scale` skips the update: the results are
+    the inputs (ds.overflow_guard). `grad` may be 16-bit while the
+    parameter and moments are fp32 master state.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
                        DS_FloatTensor:$m, DS_FloatTensor:$v,

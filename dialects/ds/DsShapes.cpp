@@ -178,7 +178,12 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                              "without the class dimension: logits are ",
                              shapeStr(logits.getShape()), ", targets are ",
                              shapeStr(targets.getShape()));
-  inferred.push_back(RankedTensorType::get({}, logits.getElementType()));
+  // The loss is fp32 for 16-bit logits: mixed precision reduces it in fp32
+  // and reports it unrounded.
+  Type elt = logits.getElementType();
+  if (elt.isF16() || elt.isBF16())
+    elt = Float32Type::get(elt.getContext());
+  inferred.push_back(RankedTensorType::get({}, elt));
   return success();
 }
 

@@ -38,7 +38,9 @@
 //   ds.reduce_sum ds.reduce_mean ds.reduce_max (x) -> out [axes...]
 //   ds.iota             () -> out                   [dim]
 //   ds.adamw            (p, g, m, v, lr, step, scale) -> p', m', v'
-//                       | [beta1, beta2, eps, weight_decay] (in place ok)
+//                       | [beta1, beta2, eps, weight_decay] (in place ok;
+//                       a non-finite scale leaves p, m, v as they are)
+//   ds.overflow_guard   (scale, norm) -> scale, or NaN if norm is not finite
 //   ds.copy             (x) -> out (same bytes)
 //   ds.fill             () -> out                   | [value]
 //   ds.bias_gelu        (x, bias) -> sum, out       [approx]

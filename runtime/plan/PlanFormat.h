@@ -68,7 +68,8 @@ namespace dsc::plan {
 /// Plan.schema_version this runtime reads. Bump on any schema or semantic
 /// change that an older dsrun would misread.
 /// 3: Instr.space (where an instruction runs); kernels selected by dtypes.
-constexpr uint32_t kSchemaVersion = 3;
+/// 4: mixed precision: VarKind.master, Plan.loss_scale, skips_overflow.
+constexpr uint32_t kSchemaVersion = 4;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

@@ -181,7 +181,11 @@ Result<Tensor> cross_entropy_grad(const Tensor &logits, const Tensor &targets,
 /// dimension is a micro-batch starting at sample sampleOffset.
 Result<Tensor> dropout(const Tensor &x, double rate, uint64_t seed,
                        uint32_t opId, uint32_t step, uint64_t sampleOffset = 0);
-/// PyTorch AdamW; step counts from 1; g is multiplied by gradScale first.
+/// `scale`, or NaN when `norm` is not finite (an overflowed step; adamw
+/// given a non-finite scale returns its state unchanged).
+Result<Tensor> overflow_guard(const Tensor &scale, const Tensor &norm);
+/// PyTorch AdamW; step counts from 1; g is multiplied by gradScale first;
+/// a non-finite gradScale returns p, m and v unchanged.
 Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
                          const Tensor &v, double lr, int64_t step, double beta1,
                          double beta2, double eps, double weightDecay,

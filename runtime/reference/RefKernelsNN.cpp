@@ -555,6 +555,8 @@ Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
   }
   if (step < 1)
     return fail("adamw: step counts from 1, got ", step);
+  if (!std::isfinite(gradScale)) // an overflowed step: nothing changes
+    return AdamWState{p, m, v};
   // Bias corrections undo the zero initialization of m and v.
   double c1 = 1.0 - std::pow(beta1, double(step));
   double c2 = 1.0 - std::pow(beta2, double(step));
@@ -569,6 +571,15 @@ Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
     out.m.data[i] = mi;
     out.v.data[i] = vi;
   }
+  return out;
+}
+
+Result<Tensor> overflow_guard(const Tensor &scale, const Tensor &norm) {
+  if (scale.data.size() != 1 || norm.data.size() != 1)
+    return fail("overflow_guard: scale and norm must be scalars");
+  Tensor out = scale;
+  if (!std::isfinite(norm.data[0]))
+    out.data[0] = std::numeric_limits<double>::quiet_NaN();
   return out;
 }
 

@@ -12,9 +12,13 @@
 #include "runtime/tooling/Trainer.h"
 #include "runtime/tooling/Weights.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <set>
 
 #include <unistd.h>
 
@@ -33,6 +37,8 @@ struct PlanInfo {
   ScheduleParams schedule;
   std::vector<std::string> params;
   uint64_t numParams = 0; ///< elements over all parameters
+  std::optional<LossScaleOptions> lossScale;
+  bool skipsOverflow = false;
 };
 
 bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
@@ -69,6 +75,50 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
     for (const fb::Variable *v : *plan.variables())
       if (v->kind() == fb::VarKind::param)
         info.params.push_back(str(v->name()));
+  if (const fb::LossScale *l = plan.loss_scale()) {
+    LossScaleOptions o;
+    o.lossScale = l->static_scale();
+    o.initialScalePower = l->initial_scale_power();
+    o.window = l->window();
+    o.hysteresis = l->hysteresis();
+    o.consecutiveHysteresis = l->consecutive_hysteresis();
+    o.minScale = l->min_scale();
+    if (!(o.lossScale >= 0) || o.initialScalePower < 0 ||
+        o.initialScalePower > 60 || o.window < 1 || o.hysteresis < 1 ||
+        !(o.minScale > 0)) {
+      error = "plan: the loss_scale table is out of range (static scale >= "
+              "0, initial power 0-60, window >= 1, hysteresis >= 1, minimum "
+              "> 0)";
+      return false;
+    }
+    info.lossScale = o;
+  }
+  info.skipsOverflow = plan.skips_overflow();
+  return true;
+}
+
+// "3" or "3,7,12" (--debug-overflow-at) into `steps`.
+bool parseStepList(const std::string &text, std::set<uint64_t> &steps,
+                   std::string &error) {
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    char *rest = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(item.c_str(), &rest, 10);
+    if (item.empty() || !std::isdigit((unsigned char)item[0]) || *rest ||
+        errno || v == 0) {
+      error = "--debug-overflow-at: expected step numbers >= 1 like 3 or "
+              "3,7, got '" +
+              text + "'";
+      return false;
+    }
+    steps.insert(v);
+    begin = end + 1;
+  }
   return true;
 }
 
@@ -155,6 +205,16 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       return kExitBadInput;
     }
     setup.steps = uint64_t(total);
+  }
+  if (!options.debugOverflowAt.empty()) {
+    if (!parseStepList(options.debugOverflowAt, setup.injectOverflowAt, error))
+      return kExitBadInput;
+    if (!info.skipsOverflow) {
+      error = "--debug-overflow-at: " + options.plan +
+              " does not skip overflowed steps (compile it with fp16 or "
+              "bf16 enabled)";
+      return kExitBadInput;
+    }
   }
   LrSchedule::Kind kind = setup.schedule.kind();
   if (lead &&
@@ -299,6 +359,8 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   setup.metrics = files.metrics;
   setup.dumpBatch = files.dumpBatch;
   setup.trace = files.trace.get();
+  setup.lossScale = info.lossScale;
+  setup.skipsOverflow = info.skipsOverflow;
   status = train(*session, *p.data, setup, error);
   if (files.trace) {
     std::string traceError;

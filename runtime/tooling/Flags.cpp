@@ -76,6 +76,11 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--dump-batch", "FILE", &O::dumpBatch,
                          "write every micro-batch rank 0 trains on (int32 "
                          "tokens, then targets), to replay the run elsewhere"));
+    t.push_back(textFlag("--debug-overflow-at", "STEP[,STEP...]",
+                         &O::debugOverflowAt,
+                         "debugging mixed precision: make these steps' "
+                         "gradients non-finite (NaN in one element of a "
+                         "gradient accumulator on every rank)"));
     t.push_back(textFlag("--save-dir", "DIR", &O::saveDir,
                          "directory for training checkpoints"));
     t.push_back(numberFlag("--save-every", "K", Value::Positive, &O::saveEvery,

@@ -28,6 +28,7 @@ struct DsrunOptions {
   std::string trace;
   std::string exportWeights;
   std::string dumpBatch;
+  std::string debugOverflowAt; ///< "3" or "3,7": steps made to overflow
   std::string saveDir;
   uint64_t saveEvery = 0;
   bool resume = false;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -67,6 +68,7 @@ std::string metricsJson(const StepRecord &r) {
   j["lr"] = r.lr;
   j["grad_norm"] = r.gradNorm;
   j["loss_scale"] = r.lossScale;
+  j["skipped"] = r.skipped;
   j["tokens"] = r.tokens;
   j["tokens_per_s"] = r.tokensPerS;
   j["step_s"] = r.stepS;
@@ -86,11 +88,21 @@ std::string metricsJson(const StepRecord &r) {
                 nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// "2^16" for a power of two (every dynamic scale), else the number.
+static std::string scaleText(double scale) {
+  int e = 0;
+  if (scale > 0 && std::frexp(scale, &e) == 0.5)
+    return "2^" + std::to_string(e - 1);
+  return printf1("%g", scale);
+}
+
 std::string progressLine(const StepRecord &r, uint64_t totalSteps) {
   return "step " + std::to_string(r.step) + "/" + std::to_string(totalSteps) +
          "  loss " + printf1("%.4f", r.loss) + "  lr " + printf1("%.1e", r.lr) +
          "  " + formatRate(r.tokensPerS) + " tok/s  mem " +
-         formatBytes(totalWritten(r.memory));
+         formatBytes(totalWritten(r.memory)) +
+         (r.lossScale != 1 ? "  scale " + scaleText(r.lossScale) : "") +
+         (r.skippedSteps ? "  skipped " + std::to_string(r.skippedSteps) : "");
 }
 
 std::string summaryText(const RunSummary &s) {
@@ -100,6 +112,14 @@ std::string summaryText(const RunSummary &s) {
                      printf1(s.seconds < 10 ? "%.3f" : "%.1f", s.seconds) +
                      " s, final loss " + printf1("%.4f", s.finalLoss) + ", " +
                      formatRate(rate) + " tok/s\n";
+  if (s.skippedSteps || s.lossScaling)
+    text += "skipped " + std::to_string(s.skippedSteps) +
+            (s.skippedSteps == 1 ? " step" : " steps") +
+            " whose gradients were not finite (no update; the LR schedule "
+            "and Adam's step count did not advance)" +
+            (s.lossScaling ? "; final loss scale " + scaleText(s.finalLossScale)
+                           : "") +
+            "\n";
   // One row per (space, category) in the plan's arena order.
   struct Row {
     std::string label;

@@ -21,11 +21,13 @@ namespace dsc::rt {
 
 struct StepRecord {
   uint64_t step = 0;
-  double loss = 0;     ///< mean over the step's micro-steps
-  double lr = 0;       ///< what the apply program was given
-  double gradNorm = 0; ///< apply's output
-  double lossScale = 1;
-  uint64_t tokens = 0; ///< tokens trained on so far, all ranks
+  double loss = 0;           ///< mean over the step's micro-steps
+  double lr = 0;             ///< what the apply program was given
+  double gradNorm = 0;       ///< apply's output
+  double lossScale = 1;      ///< the scale this step's loss was multiplied by
+  bool skipped = false;      ///< the gradients overflowed: no update
+  uint64_t skippedSteps = 0; ///< skipped steps so far, this one included
+  uint64_t tokens = 0;       ///< tokens trained on so far, all ranks
   double stepS = 0;
   double tokensPerS = 0; ///< this step's tokens / stepS
   std::vector<ArenaUsage> memory;
@@ -35,7 +37,7 @@ struct StepRecord {
 };
 
 /// One JSON object (no newline):
-///   {"step", "loss", "lr", "grad_norm", "loss_scale", "tokens",
+///   {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens",
 ///    "tokens_per_s", "step_s", "rank", "world_size",
 ///    "rss_baseline_bytes", "rss_peak_bytes",
 ///    "plan_written_bytes": {category: written},
@@ -46,11 +48,15 @@ struct StepRecord {
 std::string metricsJson(const StepRecord &record);
 
 /// "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB" (mem:
-/// the process's peak resident set)
+/// the process's peak resident set), with "  skipped 3" once a step was
+/// skipped and "  scale 2^15" in fp16 runs.
 std::string progressLine(const StepRecord &record, uint64_t totalSteps);
 
 struct RunSummary {
   uint64_t steps = 0;
+  uint64_t skippedSteps = 0; ///< steps whose gradients overflowed
+  bool lossScaling = false;
+  double finalLossScale = 1;
   double finalLoss = 0;
   double seconds = 0;
   uint64_t tokens = 0;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace dsc::rt {
@@ -90,28 +91,34 @@ bool bindProgram(Session &session, const std::string &program,
 
 /// A micro-step program's buffers.
 struct MicroIO {
-  NamedTensor tokens, targets, loss;
+  NamedTensor tokens, targets, lossScale, loss;
 };
 
 // The buffers dsrun fills and reads, after checking the conventions.
 struct ProgramIO {
   MicroIO micro, sync; ///< sync: micro_step_sync's, if the plan has it
   bool hasSync = false;
-  NamedTensor lr, step, gradNorm;
+  NamedTensor lr, step, lossScale, gradNorm;
 };
 
 bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
                   std::string &error) {
   Slot batch{DType::i32, {setup.microBatch, setup.seqLen}};
   Slot scalar{DType::f32, {}};
+  const bool scaled = setup.lossScale.has_value();
   std::vector<NamedTensor> in;
   auto bindMicro = [&](std::string_view name, MicroIO &out) {
-    if (!bindProgram(session, std::string(name), {batch, batch},
-                     "tokens, targets", scalar, "the loss", in, out.loss,
-                     error))
+    std::vector<Slot> slots{batch, batch};
+    if (scaled)
+      slots.push_back(scalar);
+    if (!bindProgram(session, std::string(name), slots,
+                     scaled ? "tokens, targets, loss scale" : "tokens, targets",
+                     scalar, "the loss", in, out.loss, error))
       return false;
     out.tokens = in[0];
     out.targets = in[1];
+    if (scaled)
+      out.lossScale = in[2];
     return true;
   };
   if (!bindMicro(plan::kMicroStepProgram, io.micro))
@@ -119,13 +126,58 @@ bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
   io.hasSync = session.hasProgram(plan::kMicroStepSyncProgram);
   if (io.hasSync && !bindMicro(plan::kMicroStepSyncProgram, io.sync))
     return false;
-  if (!bindProgram(session, std::string(plan::kApplyProgram), {scalar, scalar},
-                   "lr, step", scalar, "the gradient norm", in, io.gradNorm,
-                   error))
+  std::vector<Slot> applySlots{scalar, scalar};
+  if (scaled)
+    applySlots.push_back(scalar);
+  if (!bindProgram(session, std::string(plan::kApplyProgram), applySlots,
+                   scaled ? "lr, step, loss scale" : "lr, step", scalar,
+                   "the gradient norm", in, io.gradNorm, error))
     return false;
   io.lr = in[0];
   io.step = in[1];
+  if (scaled)
+    io.lossScale = in[2];
   return true;
+}
+
+// --debug-overflow-at: NaN in the first element of the smallest gradient
+// accumulator this rank holds whole, so that the global norm is NaN on
+// every rank (each rank injects into its own copy or shard).
+bool injectOverflow(Session &session, std::string &error) {
+  const NamedTensor *target = nullptr;
+  for (const NamedTensor &v : session.variables()) {
+    std::string_view name = v.name;
+    if (!v.sharded && name.size() > 5 &&
+        name.substr(name.size() - 5) == ".grad" && isFloat(v.ref.dtype) &&
+        (!target || v.numel() < target->numel()))
+      target = &v;
+  }
+  if (!target) {
+    error = "--debug-overflow-at: this rank holds no gradient accumulator";
+    return false;
+  }
+  size_t bytes = size_t(target->numel()) * dtypeSize(target->ref.dtype);
+  std::vector<uint8_t> data(bytes);
+  if (!session.readTensor(*target, data.data(), bytes, error))
+    return false;
+  switch (target->ref.dtype) {
+  case DType::f64: {
+    double nan = std::nan("");
+    std::memcpy(data.data(), &nan, sizeof(nan));
+    break;
+  }
+  case DType::f32: {
+    float nan = std::nanf("");
+    std::memcpy(data.data(), &nan, sizeof(nan));
+    break;
+  }
+  default: { // f16 and bf16: a quiet NaN of each
+    uint16_t nan = target->ref.dtype == DType::f16 ? 0x7e00 : 0x7fc0;
+    std::memcpy(data.data(), &nan, sizeof(nan));
+    break;
+  }
+  }
+  return session.writeTensor(*target, data.data(), bytes, error);
 }
 
 // One f32 scalar through the Session's staged access.
@@ -151,12 +203,10 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   ProgramIO io;
   if (!bindPrograms(session, setup, io, error))
     return kExitBadInput;
-  // Mixed-precision plans keep their dynamic loss scale in a variable of
-  // this name; fp32 plans have none and report 1.
-  const NamedTensor *lossScale = session.findVariable("loss_scale");
-  if (lossScale && (lossScale->ref.dtype != DType::f32 || lossScale->sharded ||
-                    lossScale->ref.numel() != 1))
-    lossScale = nullptr;
+  std::optional<LossScaler> scaler;
+  if (setup.lossScale)
+    scaler.emplace(*setup.lossScale);
+  uint64_t applied = 0; // steps that updated the weights
 
   const std::string micro(plan::kMicroStepProgram);
   const std::string sync(plan::kMicroStepSyncProgram);
@@ -183,6 +233,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   for (uint64_t step = 1; step <= setup.steps; ++step) {
     Clock::time_point stepStart = Clock::now();
     double lossSum = 0;
+    const double lossScale = scaler ? scaler->scale() : 1.0;
     for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
       bool last = m + 1 == setup.accumulationSteps;
       const MicroIO &mio = io.hasSync && last ? io.sync : io.micro;
@@ -204,6 +255,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       if (!session.writeTensor(mio.tokens, tokens.data(), batchBytes, error) ||
           !session.writeTensor(mio.targets, targets.data(), batchBytes,
                                error) ||
+          (scaler && !writeScalar(session, mio.lossScale, lossScale, error)) ||
           !session.run(io.hasSync && last ? sync : micro, uint32_t(step),
                        error) ||
           !readScalar(session, mio.loss, microLoss, error))
@@ -222,18 +274,31 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
         return fail(step, "averaging the loss over the ranks: " + error);
       loss = sum / setup.worldSize;
     }
-    if (!std::isfinite(loss))
+    // A plan that skips overflowed steps reads a non-finite loss as one
+    // (its gradients are not finite either); others stop.
+    if (!std::isfinite(loss) && !setup.skipsOverflow)
       return fail(step, std::string("loss is ") + (std::isnan(loss) ? "nan"
                                                    : loss > 0       ? "inf"
                                                                     : "-inf"));
-    double lr = setup.schedule.lrAt(step);
-    record.lossScale = 1.0; // fp32 plans have no loss scale
+    if (setup.injectOverflowAt.count(step) && !injectOverflow(session, error))
+      return fail(step, error);
+    // The schedule and Adam's step count advance only with applied steps.
+    double lr = setup.schedule.lrAt(applied + 1);
+    record.lossScale = lossScale;
     if (!writeScalar(session, io.lr, lr, error) ||
-        !writeScalar(session, io.step, double(step), error) ||
+        !writeScalar(session, io.step, double(applied + 1), error) ||
+        (scaler && !writeScalar(session, io.lossScale, lossScale, error)) ||
         !session.run(apply, uint32_t(step), error) ||
-        !readScalar(session, io.gradNorm, record.gradNorm, error) ||
-        (lossScale &&
-         !readScalar(session, *lossScale, record.lossScale, error)))
+        !readScalar(session, io.gradNorm, record.gradNorm, error))
+      return fail(step, error);
+    // The norm is global (all-reduced, or computed from all-reduced
+    // gradients), so every rank takes the same decision.
+    record.skipped = setup.skipsOverflow && !std::isfinite(record.gradNorm);
+    if (record.skipped)
+      ++record.skippedSteps;
+    else
+      ++applied;
+    if (scaler && !scaler->update(record.skipped, error))
       return fail(step, error);
     if (setup.trace)
       setup.trace->add(session.takeTrace(), step);
@@ -276,6 +341,9 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   if (setup.out) {
     RunSummary summary;
     summary.steps = setup.steps;
+    summary.skippedSteps = record.skippedSteps;
+    summary.lossScaling = scaler.has_value();
+    summary.finalLossScale = scaler ? scaler->scale() : 1.0;
     summary.finalLoss = record.loss;
     summary.seconds = secondsSince(runStart);
     summary.tokens = record.tokens;

@@ -12,6 +12,12 @@
 //               output 0 loss f32 scalar
 //   apply:      inputs (lr f32 scalar, step f32 scalar, from 1),
 //               output 0 grad_norm f32 scalar
+// fp16 plans add a third input to each, the loss scale (f32 scalar), which
+// dsrun keeps with a LossScaler. In plans that skip overflowed steps
+// (mixed precision), a non-finite gradient norm means apply changed
+// nothing: the step counts as skipped, the LR schedule and Adam's step
+// count stay where they were (DeepSpeed's engine), and the loss scale
+// halves as the scaler says.
 // Depends only on the abstract Session, so tests can drive it with a fake.
 //
 //===----------------------------------------------------------------------===//
@@ -20,9 +26,12 @@
 
 #include "runtime/data/DataLoader.h"
 #include "runtime/exec/Session.h"
+#include "runtime/tooling/LossScaler.h"
 #include "runtime/tooling/Schedule.h"
 
 #include <cstdio>
+#include <optional>
+#include <set>
 #include <string>
 
 namespace dsc::rt {
@@ -41,6 +50,14 @@ struct TrainSetup {
   uint64_t seed = 0;
   uint64_t steps = 1;
   LrSchedule schedule;
+  /// fp16 plans: the loss scale's settings; unset for plans without one.
+  std::optional<LossScaleOptions> lossScale;
+  /// The plan's apply leaves everything untouched when the gradient norm is
+  /// not finite (Plan.skips_overflow).
+  bool skipsOverflow = false;
+  /// Debugging (--debug-overflow-at): before apply of these steps every
+  /// rank writes NaN into one element of a gradient accumulator it holds.
+  std::set<uint64_t> injectOverflowAt;
 
   std::FILE *out = nullptr;       ///< progress and summary; null: silent
   bool interactive = false;       ///< one live line rewritten with \r
@@ -55,7 +72,9 @@ struct TrainSetup {
 enum ExitStatus { kExitOk = 0, kExitTrainingFailed = 1, kExitBadInput = 2 };
 
 /// Trains for setup.steps steps. Returns kExitOk, kExitTrainingFailed (a
-/// non-finite loss: "step 7: loss is nan"; a failing kernel) or kExitBadInput
+/// non-finite loss in a plan that does not skip overflows: "step 7: loss is
+/// nan"; an overflow at the minimum loss scale; a failing kernel) or
+/// kExitBadInput
 /// (programs that break the conventions above), with one line in `error`.
 int train(Session &session, const DataLoader &data, const TrainSetup &setup,
           std::string &error);

@@ -36,7 +36,7 @@ func.func @forward(%x: tensor<2x3xf32>, %t: tensor<2xi32>) -> tensor<f32> {
 // CHECK:        %[[Z:.*]] = ds.matmul %[[Y]], %[[W2]] {transpose_rhs}
 // CHECK:        %[[L:.*]] = ds.cross_entropy %[[Z]], %[[T]]
 // The loss cotangent is 1 / accumulation-steps.
-// CHECK:        %[[SEED:.*]] = ds.constant dense<5.000000e-01> : tensor<f32>
+// CHECK:        %[[SEED:.*]] = ds.constant {ds.loss_seed} dense<5.000000e-01> : tensor<f32>
 // CHECK:        %[[DZ:.*]] = ds.cross_entropy_grad %[[Z]], %[[T]], %[[SEED]]
 // CHECK:        %[[DY:.*]] = ds.matmul %[[DZ]], %[[W2]] : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
 // CHECK:        %[[DW2:.*]] = ds.matmul %[[DZ]], %[[Y]] {transpose_lhs} : tensor<2x3xf32>, tensor<2x4xf32> -> tensor<3x4xf32>

@@ -215,6 +215,7 @@ bool expBody(const KernelArgs &, std::string &);
 bool logBody(const KernelArgs &, std::string &);
 bool tanhBody(const KernelArgs &, std::string &);
 bool sqrtBody(const KernelArgs &, std::string &);
+bool overflowGuardBody(const KernelArgs &, std::string &);
 bool rsqrtBody(const KernelArgs &, std::string &);
 bool reluBody(const KernelArgs &, std::string &);
 bool siluBody(const KernelArgs &, std::string &);

@@ -71,6 +71,7 @@ constexpr Spec kSpecs[] = {
     {"ds.minimum",            "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::minimumBody},
     {"ds.mul",                "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::mulBody},
     {"ds.neg",                "f32->f32",                                 1,  1,  0, 0, Alias::AnyInput, cpu::negBody},
+    {"ds.overflow_guard",     "f32,f32->f32",                             2,  1,  0, 0, Alias::None,     cpu::overflowGuardBody},
     {"ds.pad",                "T->T",                                     1,  1, -1, 0, Alias::None,     cpu::padBody},
     {"ds.reduce_max",         "f32->f32",                                 1,  1, -1, 0, Alias::None,     cpu::reduceMaxBody},
     {"ds.reduce_mean",        "f32->f32",                                 1,  1, -1, 0, Alias::None,     cpu::reduceMeanBody},

@@ -14,6 +14,7 @@
 #include "runtime/backends/cpu/FastMath.h"
 
 #include <cmath>
+#include <limits>
 
 namespace dsc::rt::cpu {
 namespace {
@@ -331,6 +332,22 @@ bool biasGeluBody(const KernelArgs &a, std::string &e) {
     return false;
   return tanhForm ? biasActivation<GeluTanhOp>(a, e)
                   : biasActivation<GeluErfOp>(a, e);
+}
+
+} // namespace dsc::rt::cpu
+
+namespace dsc::rt::cpu {
+
+bool overflowGuardBody(const KernelArgs &a, std::string &e) {
+  if (!expectAllF32(a, e))
+    return false;
+  float scale, norm;
+  if (!scalarOperand(e, a.inputs[0], "scale", scale) ||
+      !scalarOperand(e, a.inputs[1], "norm", norm))
+    return false;
+  *a.outputs[0].f32() =
+      std::isfinite(norm) ? scale : std::numeric_limits<float>::quiet_NaN();
+  return true;
 }
 
 } // namespace dsc::rt::cpu

@@ -7,13 +7,15 @@
 //   eps)
 // The bias corrections are computed once in double; the element loop runs
 // in float and may update p, m and v in place (each element is read before
-// it is written, so the restrict promise holds for exact aliasing).
+// it is written, so the restrict promise holds for exact aliasing). A
+// non-finite scale (ds.overflow_guard) skips the step.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuCommon.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace dsc::rt::cpu {
 namespace {
@@ -64,6 +66,16 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
       !scalarOperand(err, in[5], "step", stepF) ||
       !scalarOperand(err, in[6], "scale", scale))
     return false;
+  if (!std::isfinite(scale)) {
+    // ds.overflow_guard's NaN: an overflowed step leaves the state as it
+    // was (the step number need not be valid then: nothing reads it).
+    for (int i = 0; i < 3; ++i) {
+      const int src = i == 0 ? 0 : i + 1; // p, m, v
+      if (out[i].data != in[src].data)
+        std::memcpy(out[i].data, in[src].data, size_t(in[0].numel()) * 4);
+    }
+    return true;
+  }
   if (!(stepF >= 1) || stepF != std::floor(stepF) || std::isinf(stepF))
     return fail(err, "step must be an integer >= 1, got ", stepF);
   const double beta1 = args.floatAttrs[0], beta2 = args.floatAttrs[1];

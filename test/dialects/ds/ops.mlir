@@ -124,6 +124,12 @@ func.func @lookup_and_loss(%t: tensor<16x8xf32>, %i: tensor<2x5xi32>,
   %3 = ds.cross_entropy %l, %i {ignore_index = 0} : tensor<2x5x16xf32>, tensor<2x5xi32> -> tensor<f32>
   // CHECK: ds.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x5x16xf32>, tensor<2x5xi32>, tensor<f32>
   %4 = ds.cross_entropy_grad %l, %i, %s : tensor<2x5x16xf32>, tensor<2x5xi32>, tensor<f32>
+  // 16-bit logits: the loss is fp32, the seed may be fp32.
+  %lb = ds.cast %l : tensor<2x5x16xf32> -> tensor<2x5x16xbf16>
+  // CHECK: ds.cross_entropy %{{.*}}, %{{.*}} : tensor<2x5x16xbf16>, tensor<2x5xi32> -> tensor<f32>
+  %5 = ds.cross_entropy %lb, %i : tensor<2x5x16xbf16>, tensor<2x5xi32> -> tensor<f32>
+  // CHECK: ds.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<f32>
+  %6 = ds.cross_entropy_grad %lb, %i, %s : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<f32>
   return
 }
 
@@ -156,6 +162,8 @@ func.func @shapes(%x: tensor<2x6xf32>) {
 func.func @optimizer(%p: tensor<4x3xf32>, %lr: tensor<f32>) {
   // CHECK: ds.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.94999999999999996) eps 1.000000e-08 weight_decay 1.000000e-01 : tensor<4x3xf32>, tensor<4x3xf32>
   %0:3 = ds.adamw %p, %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.95) eps 1.0e-8 weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
+  // CHECK: ds.overflow_guard %{{.*}}, %{{.*}} : tensor<f32>
+  %1 = ds.overflow_guard %lr, %lr : tensor<f32>
   return
 }
 

@@ -33,6 +33,7 @@ const std::map<std::string, Arity> kDeclared = {
     {"ds.mul", {2, 1, 0, 0}},
     {"ds.div", {2, 1, 0, 0}},
     {"ds.minimum", {2, 1, 0, 0}},
+    {"ds.overflow_guard", {2, 1, 0, 0}},
     {"ds.maximum", {2, 1, 0, 0}},
     {"ds.equal", {2, 1, 0, 0}},
     {"ds.neg", {1, 1, 0, 0}},

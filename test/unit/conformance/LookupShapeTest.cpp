@@ -328,6 +328,37 @@ TEST_P(AdamWKernels, MatchesReferenceAndRunsInPlace) {
             "update is allowed)");
 }
 
+// An overflowed step: ds.overflow_guard turns the scale into NaN and
+// ds.adamw then leaves p, m and v bitwise as they were, in place or not
+// (the step number is not read then).
+TEST_P(AdamWKernels, ANonFiniteScaleSkipsTheUpdate) {
+  SEEDED_RNG(rng);
+  const Shape s{3, 7};
+  Buf p = uniform(rng, s), g = uniform(rng, s), m = uniform(rng, s, -0.1, 0.1),
+      v = uniform(rng, s, 0, 0.01);
+  Buf lr = scalarBuf(3e-4), step = scalarBuf(0), scale = scalarBuf(0.5);
+  for (double norm : {kNaN, double(INFINITY), -double(INFINITY)}) {
+    Buf n = scalarBuf(norm), guarded = poisoned({});
+    RUN_OK("ds.overflow_guard", {&scale, &n}, {&guarded});
+    EXPECT_TRUE(std::isnan(guarded.get(0)));
+    Buf p2 = poisoned(s), m2 = poisoned(s), v2 = poisoned(s);
+    RUN_OK("ds.adamw", {&p, &g, &m, &v, &lr, &step, &guarded}, {&p2, &m2, &v2},
+           {}, {0.9, 0.95, 1e-8, 0.1});
+    EXPECT_TRUE(bitwiseEqual(p2, p));
+    EXPECT_TRUE(bitwiseEqual(m2, m));
+    EXPECT_TRUE(bitwiseEqual(v2, v));
+    Buf p3 = p, m3 = m, v3 = v;
+    RUN_OK("ds.adamw", {&p3, &g, &m3, &v3, &lr, &step, &guarded},
+           {&p3, &m3, &v3}, {}, {0.9, 0.95, 1e-8, 0.1});
+    EXPECT_TRUE(bitwiseEqual(p3, p));
+    REF_OK(want, ref::overflow_guard(scale.toRef(), n.toRef()));
+    EXPECT_TRUE(std::isnan(want.data[0]));
+  }
+  Buf finite = scalarBuf(2.5), out = poisoned({});
+  RUN_OK("ds.overflow_guard", {&scale, &finite}, {&out});
+  EXPECT_EQ(out.get(0), 0.5);
+}
+
 // dist.shard: this rank's slice of a flat buffer (ZeRO stages 1-2 @apply).
 TEST_P(ShapeKernels, DistShardTakesThisRanksSlice) {
   Buf x({8}), out = poisoned({4});

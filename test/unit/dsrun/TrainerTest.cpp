@@ -3,6 +3,8 @@
 
 #include "test/unit/dsrun/DsrunTestSupport.h"
 
+#include <set>
+
 using namespace dsc::rt;
 using namespace dsc::rt::dsruntest;
 
@@ -17,6 +19,7 @@ struct RunLog {
   std::string program;
   uint32_t step;
   float lr = 0, stepInput = 0;
+  float lossScale = 0; ///< the loss_scale input, when the programs take one
 };
 
 class FakeSession : public Session {
@@ -27,7 +30,8 @@ public:
     uint64_t badLossAt = 0; ///< report `badLoss` at this step
     float badLoss = NAN;
     uint64_t failApplyAt = 0;
-    bool lossScale = false;
+    bool lossScale = false;          ///< a third input, loss_scale
+    std::set<uint64_t> overflowAt;   ///< apply reports a NaN norm there
     std::vector<int64_t> embeddingShape = {4, 2};
     bool sync = false; ///< has micro_step_sync, with buffers of its own
   };
@@ -50,8 +54,6 @@ public:
     add(variables_, "transformer.wte.weight", o.embeddingShape, DType::f32);
     add(variables_, "transformer.ln_f.weight", {2}, DType::f32);
     add(variables_, "transformer.ln_f.weight.grad", {2}, DType::f32);
-    if (o.lossScale)
-      add(variables_, "loss_scale", {}, DType::f32);
     add(microIn_, "tokens", {b, t}, o.tokenType);
     add(microIn_, "targets", {b, t}, DType::i32);
     add(microOut_, "loss", {}, DType::f32);
@@ -60,6 +62,11 @@ public:
     add(syncOut_, "loss", {}, DType::f32);
     add(applyIn_, "lr", {}, DType::f32);
     add(applyIn_, "step", {1}, DType::f32);
+    if (o.lossScale) {
+      add(microIn_, "loss_scale", {}, DType::f32);
+      add(syncIn_, "loss_scale", {}, DType::f32);
+      add(applyIn_, "loss_scale", {}, DType::f32);
+    }
     add(applyOut_, "grad_norm", {}, DType::f32);
     for (auto *list : {&variables_, &microIn_, &microOut_, &syncIn_, &syncOut_,
                        &applyIn_, &applyOut_})
@@ -67,8 +74,6 @@ public:
         v.ref.shape = v.shape.data();
         v.ref.rank = int(v.shape.size());
       }
-    if (o.lossScale)
-      *findVariable("loss_scale")->ref.f32() = 1024;
   }
 
   void initVariables() override {
@@ -114,6 +119,8 @@ public:
       if (step == o_.badLossAt)
         loss = o_.badLoss;
       *(sync ? syncOut_ : microOut_)[0].ref.f32() = loss;
+      if (o_.lossScale)
+        entry.lossScale = *(sync ? syncIn_ : microIn_)[2].ref.f32();
     } else {
       entry.lr = *applyIn_[0].ref.f32();
       entry.stepInput = *applyIn_[1].ref.f32();
@@ -121,8 +128,12 @@ public:
         error = "apply: instr 3 (ds.adamw): boom";
         return false;
       }
-      weight() -= entry.lr;
-      *applyOut_[0].ref.f32() = 0.5f * float(step);
+      if (o_.lossScale)
+        entry.lossScale = *applyIn_[2].ref.f32();
+      bool overflow = o_.overflowAt.count(step);
+      if (!overflow)
+        weight() -= entry.lr;
+      *applyOut_[0].ref.f32() = overflow ? NAN : 0.5f * float(step);
     }
     log.push_back(entry);
     if (tracing_)
@@ -277,16 +288,71 @@ TEST_F(TrainerFixture, LastMicroBatchRunsMicroStepSync) {
   }
 }
 
-TEST_F(TrainerFixture, ReportsTheLossScaleVariable) {
+// fp16: dsrun hands every program the scaler's scale; an overflowed step
+// (NaN norm) is skipped: the scale follows DeepSpeed's state machine, and
+// the LR schedule and Adam's step input do not advance.
+TEST_F(TrainerFixture, LossScaleAndSkippedSteps) {
   FakeSession::Options o;
   o.lossScale = true;
+  o.overflowAt = {2, 3};
   FakeSession session(o);
   std::FILE *metrics = std::tmpfile();
   setup.metrics = metrics;
-  setup.steps = 1;
+  setup.steps = 5;
+  ASSERT_TRUE(LrSchedule::create(warmup("WarmupLR", 0, 1e-2, 4, "linear"),
+                                 setup.schedule, error))
+      << error;
+  LossScaleOptions scale;
+  scale.initialScalePower = 10;
+  scale.hysteresis = 1;
+  scale.window = 2;
+  setup.lossScale = scale;
+  setup.skipsOverflow = true;
   ASSERT_EQ(train(session, *data, setup, error), kExitOk) << error;
-  EXPECT_EQ(Json::parse(readBack(metrics))["loss_scale"], 1024.0);
+  std::vector<std::string> records = lines(readBack(metrics));
   std::fclose(metrics);
+  ASSERT_EQ(records.size(), 5u);
+  // The scale each step used, and whether it was skipped: the overflows
+  // at 2 and 3 halve it (hysteresis 1); 4 and 5 are clean but fewer than a
+  // window of clean steps after the overflow, so it does not grow.
+  const double scales[] = {1024, 1024, 512, 256, 256};
+  const bool skipped[] = {false, true, true, false, false};
+  for (size_t i = 0; i < 5; ++i) {
+    Json r = Json::parse(records[i]);
+    EXPECT_EQ(r["loss_scale"].get<double>(), scales[i]) << "step " << i + 1;
+    EXPECT_EQ(r["skipped"].get<bool>(), skipped[i]) << "step " << i + 1;
+  }
+  // Apply's inputs: the applied-step count (1, 2, 2, 2, 3) and its LR.
+  std::vector<RunLog> applies;
+  for (const RunLog &e : session.log)
+    if (e.program == "apply")
+      applies.push_back(e);
+  ASSERT_EQ(applies.size(), 5u);
+  const float stepInputs[] = {1, 2, 2, 2, 3};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(applies[i].stepInput, stepInputs[i]) << "step " << i + 1;
+    EXPECT_EQ(applies[i].lr, float(setup.schedule.lrAt(uint64_t(stepInputs[i]))));
+    EXPECT_EQ(applies[i].lossScale, float(scales[i]));
+  }
+  for (const RunLog &e : session.log)
+    if (e.program == "micro_step")
+      EXPECT_EQ(e.lossScale, float(scales[e.step - 1])) << "step " << e.step;
+}
+
+TEST_F(TrainerFixture, OverflowAtTheMinimumScaleEndsTheRun) {
+  FakeSession::Options o;
+  o.lossScale = true;
+  o.overflowAt = {1, 2, 3};
+  FakeSession session(o);
+  setup.steps = 5;
+  LossScaleOptions scale;
+  scale.initialScalePower = 1;
+  scale.hysteresis = 1;
+  setup.lossScale = scale;
+  setup.skipsOverflow = true;
+  EXPECT_EQ(train(session, *data, setup, error), kExitTrainingFailed);
+  EXPECT_EQ(error, "step 2: gradient overflow at the minimum loss scale 1 "
+                   "(min_loss_scale): it cannot be reduced further");
 }
 
 TEST_F(TrainerFixture, NonFiniteLossFailsTheRun) {

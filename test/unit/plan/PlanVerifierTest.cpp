@@ -57,12 +57,12 @@ TEST(PlanVerifier, WrongFileIdentifier) {
 TEST(PlanVerifier, SchemaVersion) {
   PlanSpec p = basicPlan();
   p.schemaVersion = 7;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 3 "
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 4 "
                           "(compile the plan again with the dsc of this "
                           "build)");
-  // A plan from the previous release (no instruction placement) as well.
-  p.schemaVersion = 2;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 2, this dsrun reads 3 "
+  // A plan from the previous release (no master weights) as well.
+  p.schemaVersion = 3;
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 4 "
                           "(compile the plan again with the dsc of this "
                           "build)");
 }
