@@ -80,6 +80,18 @@ LogicalResult Lowering::layoutVariables() {
   for (auto var : module.getOps<VariableOp>())
     if (var.getKind() == VariableKind::param && var.getOf())
       storageOf[*var.getOf()] = var;
+  // Every group's members with their first element (master shards of
+  // stages 1-3 are laid out over them).
+  llvm::StringMap<SmallVector<std::pair<VariableOp, int64_t>>> offsetsOf;
+  for (auto group : module.getOps<dist::GroupOp>()) {
+    int64_t offset = 0;
+    for (Attribute a : group.getMembers())
+      if (auto p = symbols.lookup<VariableOp>(
+              cast<FlatSymbolRefAttr>(a).getValue())) {
+        offsetsOf[group.getSymName()].push_back({p, offset});
+        offset += p.getTensorType().getNumElements();
+      }
+  }
   auto member = [&](dist::GroupOp group, Attribute a) -> VariableOp {
     auto p = symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(a).getValue());
     if (!p)
@@ -173,14 +185,26 @@ LogicalResult Lowering::layoutVariables() {
   for (auto var : module.getOps<VariableOp>()) {
     if (varSlot.count(var.getSymName()) || grouped.contains(var.getSymName()))
       continue;
-    if (var.getKind() == VariableKind::param) {
-      // Storage, not a checkpoint tensor: the members are the variables.
-      int slot = fixedSlot(Category::Params, bytesOf(var.getTensorType()),
-                           var.getSymName().str(), /*align=*/false);
+    bool masterShard =
+        var.getKind() == VariableKind::master && offsetsOf.count(*var.getOf());
+    if (var.getKind() == VariableKind::param || masterShard) {
+      // Storage, not a checkpoint tensor: the members are the variables
+      // (parameters, or their masters, which draw what the parameter
+      // draws).
+      int slot =
+          fixedSlot(masterShard ? Category::OptimizerState : Category::Params,
+                    bytesOf(var.getTensorType()), var.getSymName().str(),
+                    /*align=*/false);
       varSlot[var.getSymName()] = slot;
       uint32_t shard = buffer(slot, var.getTensorType());
-      for (auto [p, offset] : membersOf.lookup(*var.getOf())) {
+      for (auto [p, offset] : masterShard ? offsetsOf.lookup(*var.getOf())
+                                          : membersOf.lookup(*var.getOf())) {
         PlanVariable pv = describe(p, decays(p));
+        if (masterShard) {
+          pv.name += ".master";
+          pv.kind = static_cast<uint8_t>(VariableKind::master);
+          pv.of = p.getSymName().str();
+        }
         pv.buffer = shard;
         pv.sharded = true;
         pv.shardOffset = static_cast<uint64_t>(offset);

@@ -43,10 +43,17 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
   auto ranks = mb.getI64IntegerAttr(opts.worldSize);
 
   llvm::StringMap<AdamWOp> updateOf; // param name -> its update
-  apply.walk([&](AdamWOp op) {
-    if (auto load = op.getParam().getDefiningOp<LoadOp>())
-      updateOf[load.getName()] = op;
-  });
+  SmallVector<VariableOp> masters;   // mixed precision: per parameter
+  SmallVector<AdamWOp> allUpdates;
+  apply.walk([&](AdamWOp op) { allUpdates.push_back(op); });
+  for (AdamWOp op : allUpdates) {
+    FailureOr<UpdateTarget> target = updateTarget(op, symbols);
+    if (failed(target))
+      return failure();
+    updateOf[target->param.getSymName()] = op;
+    if (target->master)
+      masters.push_back(target->master);
+  }
   auto paramOf = [&](Accumulation a) {
     return symbols.lookup<VariableOp>(a.store.getName()).getOfAttr();
   };
@@ -68,9 +75,11 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
   struct Group {
     dist::GroupOp op;
     VariableOp grad, m, v;
-    VariableOp param; ///< stage 3: this rank's shard of the parameters
+    VariableOp param;  ///< stage 3: this rank's shard of the parameters
+    VariableOp master; ///< mixed precision: the fp32 master shard
     AdamWOp like;
-    RankedTensorType shard, flat;
+    RankedTensorType shard, flat; ///< in the gradients' (and params') type
+    RankedTensorType stateShard;  ///< in the optimizer's fp32
   };
   SmallVector<Group> groups;
   SmallVector<Operation *> scatters; // one per group
@@ -93,22 +102,27 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
       g.op = mb.create<dist::GroupOp>(
           module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
           mb.getI64IntegerAttr(shard * opts.worldSize), UnitAttr());
-      auto state = [&](VariableKind kind, StringRef suffix) {
-        auto var =
-            mb.create<VariableOp>(module.getLoc(), kind, name + suffix.str(),
-                                  FlatSymbolRefAttr::get(g.op), g.shard,
-                                  InitKind::zeros, FloatAttr());
+      g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
+      g.stateShard = RankedTensorType::get(
+          {shard},
+          cast<ShapedType>(g.like.getParam().getType()).getElementType());
+      auto state = [&](VariableKind kind, StringRef suffix,
+                       RankedTensorType type) {
+        auto var = mb.create<VariableOp>(
+            module.getLoc(), kind, name + suffix.str(),
+            FlatSymbolRefAttr::get(g.op), type, InitKind::zeros, FloatAttr());
         symbols.insert(var);
         return var;
       };
-      g.grad = state(VariableKind::grad, ".grad");
-      g.m = state(VariableKind::opt_state, ".exp_avg");
-      g.v = state(VariableKind::opt_state, ".exp_avg_sq");
+      g.grad = state(VariableKind::grad, ".grad", g.shard);
+      g.m = state(VariableKind::opt_state, ".exp_avg", g.stateShard);
+      g.v = state(VariableKind::opt_state, ".exp_avg_sq", g.stateShard);
       if (index < 2) {
         g.op.setSharded(true);
-        g.param = state(VariableKind::param, ".param");
+        g.param = state(VariableKind::param, ".param", g.shard);
       }
-      g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
+      if (!masters.empty())
+        g.master = createMasterShard(mb, symbols, g.op, g.stateShard);
 
       // Micro-step: pack, reduce-scatter after the last gradient, add
       // this rank's slice at the end.
@@ -169,6 +183,8 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
   Value total;
   for (Group &g : groups) {
     Value acc = b.create<LoadOp>(loc, g.shard, g.grad.getSymName());
+    if (g.shard != g.stateShard) // 16-bit squares overflow early
+      acc = b.create<CastOp>(loc, g.stateShard, acc);
     Value sq = b.create<MulOp>(loc, acc, acc);
     Value s = b.create<ReduceSumOp>(loc, sq, ArrayRef<int64_t>{0});
     total = total ? b.create<AddOp>(loc, total, s).getResult() : s;
@@ -185,27 +201,29 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
     Location gl = NameLoc::get(g.op.getSymNameAttr(), g.like.getLoc());
     auto sym = FlatSymbolRefAttr::get(g.op);
     Value ps;
-    if (g.param)
+    if (g.master)
+      ps = ub.create<LoadOp>(gl, g.stateShard, g.master.getSymName());
+    else if (g.param)
       ps = ub.create<LoadOp>(gl, g.shard, g.param.getSymName());
     else
       ps = ub.create<dist::ShardOp>(
           gl, g.shard, ub.create<dist::FlatParamsOp>(gl, g.flat, sym), ranks);
     Value gs = ub.create<LoadOp>(gl, g.shard, g.grad.getSymName());
-    Value mv = ub.create<LoadOp>(gl, g.shard, g.m.getSymName());
-    Value vv = ub.create<LoadOp>(gl, g.shard, g.v.getSymName());
+    Value mv = ub.create<LoadOp>(gl, g.stateShard, g.m.getSymName());
+    Value vv = ub.create<LoadOp>(gl, g.stateShard, g.v.getSymName());
     auto update = ub.create<AdamWOp>(
         gl, ps, gs, mv, vv, g.like.getLr(), g.like.getStep(), g.like.getScale(),
         g.like.getBeta1Attr(), g.like.getBeta2Attr(), g.like.getEpsAttr(),
         g.like.getWeightDecayAttr());
     ub.create<StoreOp>(gl, update.getNewM(), g.m.getSymName());
     ub.create<StoreOp>(gl, update.getNewV(), g.v.getSymName());
+    Value newShard = newParamShard(ub, gl, update, g.master, g.shard);
     if (g.param) { // the shard is the parameters' only copy
-      ub.create<StoreOp>(gl, update.getNewParam(), g.param.getSymName());
+      ub.create<StoreOp>(gl, newShard, g.param.getSymName());
       ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
       continue;
     }
-    Value full =
-        ub.create<dist::AllGatherOp>(gl, g.flat, update.getNewParam(), ranks);
+    Value full = ub.create<dist::AllGatherOp>(gl, g.flat, newShard, ranks);
     ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
     OpBuilder eb(applyRet);
     Value done = eb.create<dist::WaitOp>(gl, full);
@@ -215,10 +233,9 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
   llvm::StringSet<> oldGrads;
   for (VariableOp var : deadVars)
     oldGrads.insert(var.getSymName());
+  deadVars.append(masters.begin(), masters.end());
   for (AdamWOp op : updates) {
-    for (Value r : op.getResults())
-      for (Operation *user : r.getUsers())
-        dead.push_back(user);
+    collectUpdateUsers(op, dead);
     dead.push_back(op);
     for (Value m : {op.getM(), op.getV()})
       if (auto load = m.getDefiningOp<LoadOp>())

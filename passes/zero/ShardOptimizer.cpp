@@ -26,18 +26,23 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   SmallVector<Operation *> dead;
   SmallVector<VariableOp> deadVars;
   int64_t total = 0;
-  Type elt;
+  Type paramElt, stateElt, gradElt;
+  bool mixed = false;
   for (AdamWOp op : group) {
-    auto param = op.getParam().getDefiningOp<LoadOp>();
-    if (!param)
-      return op.emitError("ds-zero: the update does not read a parameter");
-    members.push_back(FlatSymbolRefAttr::get(ctx, param.getName()));
+    FailureOr<UpdateTarget> target = updateTarget(op, symbols);
+    if (failed(target))
+      return failure();
+    members.push_back(FlatSymbolRefAttr::get(target->param));
+    if (target->master) {
+      mixed = true;
+      deadVars.push_back(target->master);
+    }
     auto t = cast<RankedTensorType>(op.getParam().getType());
     total += t.getNumElements();
-    elt = t.getElementType();
-    for (Value r : op.getResults())
-      for (Operation *user : r.getUsers())
-        dead.push_back(user); // the stores of p, m and v
+    stateElt = t.getElementType();
+    paramElt = target->param.getTensorType().getElementType();
+    gradElt = cast<ShapedType>(op.getGrad().getType()).getElementType();
+    collectUpdateUsers(op, dead); // the stores of p, m and v
     dead.push_back(op);
     for (Value m : {op.getM(), op.getV()}) {
       auto load = m.getDefiningOp<LoadOp>();
@@ -52,37 +57,49 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   auto groupOp = mb.create<dist::GroupOp>(
       module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
       mb.getI64IntegerAttr(size), UnitAttr());
-  auto shardType = RankedTensorType::get({shard}, elt);
-  auto flatType = RankedTensorType::get({size}, elt);
+  // The moments (and masters) in the optimizer's fp32, the gathered
+  // parameters and the gradients in theirs.
+  auto stateShard = RankedTensorType::get({shard}, stateElt);
+  auto paramShard = RankedTensorType::get({shard}, paramElt);
+  auto paramFlat = RankedTensorType::get({size}, paramElt);
+  auto gradShard = RankedTensorType::get({shard}, gradElt);
+  auto gradFlat = RankedTensorType::get({size}, gradElt);
   auto moment = [&](StringRef suffix) {
     auto var = mb.create<VariableOp>(module.getLoc(), VariableKind::opt_state,
                                      (name + suffix).str(),
-                                     FlatSymbolRefAttr::get(groupOp), shardType,
-                                     InitKind::zeros, FloatAttr());
+                                     FlatSymbolRefAttr::get(groupOp),
+                                     stateShard, InitKind::zeros, FloatAttr());
     symbols.insert(var);
     return var;
   };
   VariableOp m = moment(".exp_avg"), v = moment(".exp_avg_sq");
+  VariableOp master =
+      mixed ? createMasterShard(mb, symbols, groupOp, stateShard) : nullptr;
 
   AdamWOp first = group.front();
   OpBuilder b(first);
   Location loc = NameLoc::get(b.getStringAttr(name), first.getLoc());
   auto sym = FlatSymbolRefAttr::get(groupOp);
-  Value grads = b.create<dist::FlatGradsOp>(loc, flatType, sym);
-  Value params = b.create<dist::FlatParamsOp>(loc, flatType, sym);
+  Value grads = b.create<dist::FlatGradsOp>(loc, gradFlat, sym);
   auto ranks = b.getI64IntegerAttr(opts.worldSize);
-  Value gs = b.create<dist::ShardOp>(loc, shardType, grads, ranks);
-  Value ps = b.create<dist::ShardOp>(loc, shardType, params, ranks);
-  Value mv = b.create<LoadOp>(loc, shardType, m.getSymName());
-  Value vv = b.create<LoadOp>(loc, shardType, v.getSymName());
+  // fp32: this rank's slice of the parameters; mixed: of the masters.
+  Value params =
+      master ? Value() : b.create<dist::FlatParamsOp>(loc, paramFlat, sym);
+  Value gs = b.create<dist::ShardOp>(loc, gradShard, grads, ranks);
+  Value ps =
+      master
+          ? b.create<LoadOp>(loc, stateShard, master.getSymName()).getResult()
+          : b.create<dist::ShardOp>(loc, stateShard, params, ranks).getResult();
+  Value mv = b.create<LoadOp>(loc, stateShard, m.getSymName());
+  Value vv = b.create<LoadOp>(loc, stateShard, v.getSymName());
   auto update = b.create<AdamWOp>(
       loc, ps, gs, mv, vv, first.getLr(), first.getStep(), first.getScale(),
       first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
       first.getWeightDecayAttr());
   b.create<StoreOp>(loc, update.getNewM(), m.getSymName());
   b.create<StoreOp>(loc, update.getNewV(), v.getSymName());
-  Value full =
-      b.create<dist::AllGatherOp>(loc, flatType, update.getNewParam(), ranks);
+  Value newShard = newParamShard(b, loc, update, master, paramShard);
+  Value full = b.create<dist::AllGatherOp>(loc, paramFlat, newShard, ranks);
   b.setInsertionPoint(ret);
   Value done = b.create<dist::WaitOp>(loc, full);
   b.create<dist::StoreParamsOp>(loc, done, sym);

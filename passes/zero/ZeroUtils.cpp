@@ -65,6 +65,46 @@ SmallVector<Operation *> waitPoints(ArrayRef<Operation *> collectives) {
   return after;
 }
 
+FailureOr<UpdateTarget> updateTarget(AdamWOp op, SymbolTable &symbols) {
+  auto load = op.getParam().getDefiningOp<LoadOp>();
+  auto var = load ? symbols.lookup<VariableOp>(load.getName()) : VariableOp();
+  if (var && var.getKind() == VariableKind::param)
+    return UpdateTarget{var, VariableOp()};
+  if (var && var.getKind() == VariableKind::master)
+    if (auto param = symbols.lookup<VariableOp>(var.getOfAttr().getAttr()))
+      return UpdateTarget{param, var};
+  return op.emitError("ds-zero: the update does not read a parameter or its "
+                      "master weight");
+}
+
+void collectUpdateUsers(AdamWOp op, SmallVectorImpl<Operation *> &dead) {
+  for (Value r : op.getResults())
+    for (Operation *user : r.getUsers()) {
+      if (isa<CastOp>(user))
+        for (Operation *store : user->getUsers())
+          dead.push_back(store);
+      dead.push_back(user);
+    }
+}
+
+VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
+                             dist::GroupOp group, RankedTensorType shard) {
+  auto var = mb.create<VariableOp>(group.getLoc(), VariableKind::master,
+                                   (group.getSymName() + ".master").str(),
+                                   FlatSymbolRefAttr::get(group), shard,
+                                   InitKind::zeros, FloatAttr());
+  symbols.insert(var);
+  return var;
+}
+
+Value newParamShard(OpBuilder &b, Location loc, AdamWOp update,
+                    VariableOp master, RankedTensorType paramShard) {
+  if (!master)
+    return update.getNewParam();
+  b.create<StoreOp>(loc, update.getNewParam(), master.getSymName());
+  return b.create<CastOp>(loc, paramShard, update.getNewParam());
+}
+
 void eraseUnusedLoads(func::FuncOp func) {
   for (Operation &op : llvm::make_early_inc_range(func.front()))
     if (isa<LoadOp>(op) && op.use_empty())

@@ -63,6 +63,30 @@ SmallVector<Operation *> waitPoints(ArrayRef<Operation *> collectives);
 
 void eraseUnusedLoads(func::FuncOp func);
 
+/// What one AdamW of @apply updates. Under mixed precision (ds-precision)
+/// it reads the fp32 `master` of a 16-bit parameter and the parameter
+/// receives the rounded result; otherwise it reads the parameter itself.
+struct UpdateTarget {
+  VariableOp param;
+  VariableOp master; ///< null for fp32 training
+};
+FailureOr<UpdateTarget> updateTarget(AdamWOp op, SymbolTable &symbols);
+
+/// Appends the ops that consume `op`'s results to `dead`, users first: the
+/// stores of p, m and v, and the rounding of p with its store.
+void collectUpdateUsers(AdamWOp op, SmallVectorImpl<Operation *> &dead);
+
+/// Stages 1-3 under mixed precision: a group's fp32 master shard, stored
+/// like stage 3's parameter shards (the plan expands it into one entry per
+/// member, so each draws its parameter's initial values).
+VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
+                             dist::GroupOp group, RankedTensorType shard);
+
+/// The update of a shard under mixed precision: stores the new master and
+/// returns it rounded to `paramShard`'s type; fp32: returns it as is.
+Value newParamShard(OpBuilder &b, Location loc, AdamWOp update,
+                    VariableOp master, RankedTensorType paramShard);
+
 /// The stages; each reports its errors at the op concerned.
 /// Stages 0-1: all-reduces each bucket of `func`'s gradients.
 LogicalResult allReduceGradients(func::FuncOp func, const Options &opts,

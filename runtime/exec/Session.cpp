@@ -444,8 +444,7 @@ void SessionImpl::writeVariable(const NamedTensor &v, const float *in) {
   if (!v.sharded)
     return Session::writeVariable(v, in);
   Part part = localPart(v);
-  copyIn(v.ref.f32() + part.local, in + part.begin,
-         size_t(part.end - part.begin) * sizeof(float));
+  writeFloats(v.ref, part.local, in + part.begin, part.end - part.begin);
 }
 
 bool SessionImpl::run(std::string_view program, uint32_t step,
@@ -529,8 +528,24 @@ bool Session::readVariable(const NamedTensor &v, float *out,
 }
 
 void Session::writeVariable(const NamedTensor &v, const float *in) {
-  if (!v.sharded && v.ref.dtype == DType::f32)
-    copyIn(v.ref.data, in, size_t(v.numel()) * sizeof(float));
+  if (!v.sharded)
+    writeFloats(v.ref, 0, in, v.numel());
+}
+
+void Session::writeFloats(const TensorRef &t, int64_t first, const float *in,
+                          int64_t n) {
+  const size_t size = dtypeSize(t.dtype);
+  uint8_t *dst = static_cast<uint8_t *>(t.data) + size_t(first) * size;
+  if (t.dtype == DType::f32)
+    return copyIn(dst, in, size_t(n) * sizeof(float));
+  if (t.dtype != DType::f16 && t.dtype != DType::bf16)
+    return;
+  // Rounded as the initializer rounds: mixed precision's 16-bit parameters.
+  std::vector<uint16_t> rounded(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    rounded[size_t(i)] =
+        t.dtype == DType::f16 ? floatToF16(in[i]) : floatToBf16(in[i]);
+  copyIn(dst, rounded.data(), rounded.size() * sizeof(uint16_t));
 }
 
 void Session::copyIn(void *tensor, const void *host, size_t bytes) {

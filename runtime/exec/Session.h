@@ -169,10 +169,11 @@ public:
   /// handles variables that are not sharded.)
   virtual bool readVariable(const NamedTensor &v, float *out,
                             std::string &error);
-  /// Sets f32 variable `v` from `in`, the whole tensor of v.numel() floats
-  /// (the same on every rank). Local: a sharded variable takes only the
-  /// elements this rank holds. (The base version handles variables that are
-  /// not sharded and leaves sharded ones, and any not f32, alone.)
+  /// Sets variable `v` from `in`, the whole tensor of v.numel() floats (the
+  /// same on every rank), rounded to nearest even for an f16 or bf16
+  /// variable. Local: a sharded variable takes only the elements this rank
+  /// holds. (The base version handles variables that are not sharded and
+  /// leaves sharded ones, and any not f32, f16 or bf16, alone.)
   virtual void writeVariable(const NamedTensor &v, const float *in);
 
   /// Whether the plan has `program` (dsrun runs `init` only if present).
@@ -188,6 +189,9 @@ protected:
   /// tensor's memory: memcpy here (test doubles hold host memory); the
   /// Session of a plan copies through its backend.
   virtual void copyIn(void *tensor, const void *host, size_t bytes);
+  /// Elements [first, first + n) of `t` from floats, through copyIn.
+  void writeFloats(const TensorRef &t, int64_t first, const float *in,
+                   int64_t n);
   virtual void copyOut(void *host, const void *tensor, size_t bytes);
 
   uint64_t sampleOffset_ = 0;

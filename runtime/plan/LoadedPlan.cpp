@@ -219,10 +219,10 @@ private:
   /// shards (the buffer itself was checked by checkBuffers).
   bool checkSharded(const Variable &v, const std::string &what) {
     const Buffer *b = plan_.buffers()->Get(v.buffer());
-    if (b->dtype() != plan::DType::f32)
+    if (!dsc::isFloat(dsc::DType(static_cast<uint8_t>(b->dtype()))))
       return fail(cat(what, " is sharded but ", bufferName(v.buffer()), " is ",
                       plan::dtypeName(b->dtype()),
-                      "; sharded variables are f32"));
+                      "; sharded variables are floating-point"));
     if (count(b->shape()) != 1)
       return fail(cat(what, " is sharded but ", bufferName(v.buffer()),
                       " has shape ", shapeString(b->shape()),

@@ -15,9 +15,13 @@ namespace {
 const char *const kLmHead = "lm_head.weight";
 const char *const kTokenEmbedding = "transformer.wte.weight";
 
-// The session's f32 variable for parameter `name`, or null + error.
+// The session's f32 variable for parameter `name`, or null + error: the
+// parameter itself, or under mixed precision its fp32 master weight (what
+// the optimizer trains; the 16-bit parameter is its rounding).
 NamedTensor *findParam(Session &session, const std::string &name,
                        std::string &error) {
+  if (NamedTensor *master = session.findVariable(name + ".master"))
+    return master;
   NamedTensor *v = session.findVariable(name);
   if (!v)
     error = "plan: parameter '" + name + "' has no variable in the session";
@@ -127,6 +131,10 @@ bool importWeights(Session &session, const WeightsLayout &layout,
     if (!file->readF32(*e, whole.data(), error))
       return false;
     session.writeVariable(*v, whole.data());
+    // Mixed precision: the 16-bit parameter is the master's rounding.
+    if (v->name != e->name)
+      if (NamedTensor *param = session.findVariable(e->name))
+        session.writeVariable(*param, whole.data());
   }
   return true;
 }

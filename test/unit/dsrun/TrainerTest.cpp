@@ -30,8 +30,8 @@ public:
     uint64_t badLossAt = 0; ///< report `badLoss` at this step
     float badLoss = NAN;
     uint64_t failApplyAt = 0;
-    bool lossScale = false;          ///< a third input, loss_scale
-    std::set<uint64_t> overflowAt;   ///< apply reports a NaN norm there
+    bool lossScale = false;        ///< a third input, loss_scale
+    std::set<uint64_t> overflowAt; ///< apply reports a NaN norm there
     std::vector<int64_t> embeddingShape = {4, 2};
     bool sync = false; ///< has micro_step_sync, with buffers of its own
   };
@@ -331,7 +331,8 @@ TEST_F(TrainerFixture, LossScaleAndSkippedSteps) {
   const float stepInputs[] = {1, 2, 2, 2, 3};
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(applies[i].stepInput, stepInputs[i]) << "step " << i + 1;
-    EXPECT_EQ(applies[i].lr, float(setup.schedule.lrAt(uint64_t(stepInputs[i]))));
+    EXPECT_EQ(applies[i].lr,
+              float(setup.schedule.lrAt(uint64_t(stepInputs[i]))));
     EXPECT_EQ(applies[i].lossScale, float(scales[i]));
   }
   for (const RunLog &e : session.log)

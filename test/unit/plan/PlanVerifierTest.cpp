@@ -316,10 +316,13 @@ TEST(PlanVerifier, ShardedVariables) {
   std::string error;
   EXPECT_NE(load(shardedPlan(2, 5), error), nullptr) << error;
   PlanSpec p = shardedPlan(2, 5);
-  p.buffers[0].dtype = fb::DType::f16;
+  p.buffers[0].dtype = fb::DType::i32;
   EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('a') is sharded but buffer 0 "
-                          "('params.shard') is f16; sharded variables are "
-                          "f32");
+                          "('params.shard') is i32; sharded variables are "
+                          "floating-point");
+  p = shardedPlan(2, 5); // mixed precision's 16-bit parameter shards
+  p.buffers[0].dtype = fb::DType::bf16;
+  EXPECT_NE(load(p, error), nullptr) << error;
   p = shardedPlan(2, 5);
   p.buffers[0].shape = {1, 5};
   EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('a') is sharded but buffer 0 "
