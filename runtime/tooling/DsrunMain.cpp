@@ -259,6 +259,11 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   if (lead && !options.exportWeights.empty() &&
       !probeWritable(options.exportWeights, error))
     return kExitBadInput;
+  if (!options.dumpState.empty() &&
+      !probeWritable(options.dumpState + ".rank" + std::to_string(comm.rank()) +
+                         ".safetensors",
+                     error))
+    return kExitBadInput;
   if (!options.trace.empty()) {
     files.trace =
         TraceWriter::open(rankFileFor(options.trace, comm.rank(), ".json"),
@@ -386,6 +391,12 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
       return kExitTrainingFailed;
     if (lead)
       std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
+  }
+  if (!options.dumpState.empty()) {
+    std::string path = options.dumpState + ".rank" +
+                       std::to_string(setup.rank) + ".safetensors";
+    if (!dumpState(*session, path, error))
+      return kExitTrainingFailed;
   }
   return kExitOk;
 }

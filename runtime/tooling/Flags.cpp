@@ -81,6 +81,9 @@ const std::vector<Flag> &flagTable() {
                          "debugging mixed precision: make these steps' "
                          "gradients non-finite (NaN in one element of a "
                          "gradient accumulator on every rank)"));
+    t.push_back(textFlag("--dump-state", "PREFIX", &O::dumpState,
+                         "debugging: at the end each rank writes every "
+                         "variable it holds to PREFIX.rankR.safetensors"));
     t.push_back(textFlag("--save-dir", "DIR", &O::saveDir,
                          "directory for training checkpoints"));
     t.push_back(numberFlag("--save-every", "K", Value::Positive, &O::saveEvery,

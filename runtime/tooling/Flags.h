@@ -29,6 +29,7 @@ struct DsrunOptions {
   std::string exportWeights;
   std::string dumpBatch;
   std::string debugOverflowAt; ///< "3" or "3,7": steps made to overflow
+  std::string dumpState;       ///< PREFIX: PREFIX.rankR.safetensors at the end
   std::string saveDir;
   uint64_t saveEvery = 0;
   bool resume = false;

@@ -2,6 +2,7 @@
 #include "runtime/tooling/Weights.h"
 
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/core/Half.h"
 
 #include <algorithm>
 #include <cstring>
@@ -73,6 +74,41 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
   // Hugging Face loaders read "format" to pick the framework.
   metadata["format"] = "pt";
   return saveSafetensors(path, tensors, metadata, error);
+}
+
+bool dumpState(Session &session, const std::string &path, std::string &error) {
+  std::list<std::vector<float>> values; // stable addresses
+  std::vector<TensorToSave> tensors;
+  for (const NamedTensor &v : session.variables()) {
+    if (v.sharded || !isFloat(v.ref.dtype))
+      continue; // a part of a shard: the shard's own variable holds it
+    size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
+    std::vector<uint8_t> raw(n * size);
+    if (!session.readTensor(v, raw.data(), raw.size(), error))
+      return false;
+    std::vector<float> &out = values.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t *e = raw.data() + i * size;
+      uint16_t h;
+      switch (v.ref.dtype) {
+      case DType::f32:
+        std::memcpy(&out[i], e, 4);
+        break;
+      case DType::f64: {
+        double d;
+        std::memcpy(&d, e, 8);
+        out[i] = float(d);
+        break;
+      }
+      default:
+        std::memcpy(&h, e, 2);
+        out[i] = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
+      }
+    }
+    tensors.push_back({v.name, v.shape, out.data()});
+  }
+  return saveSafetensors(path, tensors, {{"producer", "dsrun --dump-state"}},
+                         error);
 }
 
 bool importWeights(Session &session, const WeightsLayout &layout,

@@ -21,7 +21,7 @@ MiB = 1 << 20
 def record(step, loss=2.0, rank=0, world=1):
     table = {"activations": 4096, "params": 1024}
     return {"step": step, "loss": loss, "lr": 1e-3, "grad_norm": 0.5,
-            "loss_scale": 1.0, "tokens": 64 * step, "tokens_per_s": 1000.0,
+            "loss_scale": 1.0, "skipped": False, "tokens": 64 * step, "tokens_per_s": 1000.0,
             "step_s": 0.01, "rank": rank, "world_size": world,
             "rss_baseline_bytes": 5 * MiB, "rss_peak_bytes": 9 * MiB,
             "plan_written_bytes": dict(table), "predicted_bytes": dict(table),
@@ -86,9 +86,12 @@ def main():
     os.makedirs(work, exist_ok=True)
     metric_cases = {
         "good run": (good_run(), 0, ""),
+        "a skipped step's NaN grad norm": (mutate(good_run(), lambda r: r[0][1].update(grad_norm=math.nan, skipped=True)), 0, ""),
         "good 2-rank run": (good_run(world=2), 0, ""),
         "NaN loss at step 3": (mutate(good_run(), lambda r: r[0][2].update(loss=math.nan)), 1, "step 3: loss is nan"),
         "inf grad norm at step 5": (mutate(good_run(), lambda r: r[0][4].update(grad_norm=math.inf)), 1, "step 5: grad_norm is inf"),
+        "NaN grad norm of an applied step": (mutate(good_run(), lambda r: r[0][1].update(grad_norm=math.nan, skipped=False)), 1, "step 2: grad_norm is nan"),
+        "skipped missing": (mutate(good_run(), lambda r: r[0][2].pop("skipped")), 1, "step 3: skipped is None"),
         "a step missing": (mutate(good_run(), lambda r: r[0].pop(4)), 1, "are not 1..8"),
         "empty byte table": (mutate(good_run(), lambda r: r[0][1].update(plan_written_bytes={}, predicted_bytes={})), 1, "'plan_written_bytes' is missing or empty"),
         "category missing from the written table": (mutate(good_run(), lambda r: r[0][1]["plan_written_bytes"].pop("params")), 1, "but predicted"),

@@ -82,7 +82,12 @@ def check_records(path, rank, records, steps=None):
                         f" are not 1..{len(want)}")
     for r in records:
         where = f"{path}: step {r.get('step')}"
+        if not isinstance(r.get("skipped"), bool):
+            problems.append(f"{where}: skipped is {r.get('skipped')!r}")
         for key in SCALARS:
+            # A skipped step is one whose gradient norm was not finite.
+            if key == "grad_norm" and r.get("skipped") is True:
+                continue
             if not finite_number(r.get(key)):
                 problems.append(f"{where}: {key} is {r.get(key)!r}")
         if r.get("rank") != rank:
