@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""compare_runs.py A.jsonl A.safetensors B.jsonl B.safetensors TOL: two runs
+"""compare_runs.py A.jsonl A.safetensors B.jsonl B.safetensors TOL [WTOL]: two runs
 that should be the same training (e.g. N ranks vs. one rank with the same
 global batch) have per-step losses and final weights equal within a
-relative tolerance TOL. Each run's metrics must pass run_checks.check_run
+relative tolerance TOL (the weights within WTOL when given: bf16 runs,
+docs/precision.md). Each run's metrics must pass run_checks.check_run
 (every rank: finite values, the plan's written bytes equal to its
 predictions, resident memory within the plan's total plus the baseline).
 The weight files must hold the same tensors with the same dtypes and
@@ -49,11 +50,12 @@ def compare_weights(path_a, path_b, tol, problems):
 
 
 def main(argv):
-    if len(argv) != 6:
+    if len(argv) not in (6, 7):
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2
     a_metrics, a_weights, b_metrics, b_weights, tol = argv[1:6]
     tol = float(tol)
+    weight_tol = float(argv[6]) if len(argv) == 7 else tol
     ra, problems = check_run(a_metrics)
     rb, more = check_run(b_metrics)
     problems += more
@@ -69,7 +71,7 @@ def main(argv):
         if not d <= tol:
             problems.append(f"step {x.get('step')}: loss {la!r} vs {lb!r} "
                             f"(rel {d:.2e} > {tol:g})")
-    worst_w = compare_weights(a_weights, b_weights, tol, problems)
+    worst_w = compare_weights(a_weights, b_weights, weight_tol, problems)
     print(f"{len(ra)} steps: max loss rel diff {worst_loss:.2e}, "
           f"max weight rel diff {worst_w:.2e}")
     for p in problems[:20]:

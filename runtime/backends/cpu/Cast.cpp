@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/core/Half.h"
 
@@ -106,18 +107,18 @@ void convert(Fmt from, const void *src, Fmt to, void *dst, int64_t b,
     return;
   }
   // Among f32, f16 and bf16: f32 is exact for all, so go through it.
+  // The conversions mixed precision runs every step go through Convert.h.
+  auto bits = [](const _Float16 *p) {
+    return reinterpret_cast<const uint16_t *>(p);
+  };
   if (from == Fmt::F32 && to == Fmt::F16) {
-    for (int64_t i = b; i < e; ++i)
-      f16Out[i] = _Float16(f32In[i]);
+    f32ToF16(f32In + b, reinterpret_cast<uint16_t *>(f16Out + b), e - b);
   } else if (from == Fmt::F32 && to == Fmt::BF16) {
-    for (int64_t i = b; i < e; ++i)
-      bf16Out[i] = floatToBf16(f32In[i]);
+    f32ToBf16(f32In + b, bf16Out + b, e - b);
   } else if (from == Fmt::F16 && to == Fmt::F32) {
-    for (int64_t i = b; i < e; ++i)
-      f32Out[i] = float(f16In[i]);
+    f16ToF32(bits(f16In + b), f32Out + b, e - b);
   } else if (from == Fmt::BF16 && to == Fmt::F32) {
-    for (int64_t i = b; i < e; ++i)
-      f32Out[i] = bf16ToFloat(bf16In[i]);
+    bf16ToF32(bf16In + b, f32Out + b, e - b);
   } else if (from == Fmt::F16 && to == Fmt::BF16) {
     for (int64_t i = b; i < e; ++i)
       bf16Out[i] = floatToBf16(float(f16In[i]));

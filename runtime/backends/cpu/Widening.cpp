@@ -2,9 +2,10 @@
 
 #include "runtime/backends/cpu/Widening.h"
 
-#include "runtime/core/Half.h"
+#include "runtime/backends/cpu/Convert.h"
 
 #include <deque>
+#include <memory>
 #include <vector>
 
 namespace dsc::rt::cpu {
@@ -14,24 +15,12 @@ bool isHalf(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 void widen(const TensorRef &t, float *out) {
   const auto *in = static_cast<const uint16_t *>(t.data);
-  const int64_t n = t.numel();
-  if (t.dtype == DType::bf16)
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = bf16ToFloat(in[i]);
-  else
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = f16ToFloat(in[i]);
+  (t.dtype == DType::bf16 ? bf16ToF32 : f16ToF32)(in, out, t.numel());
 }
 
 void narrow(const float *in, const TensorRef &t) {
   auto *out = static_cast<uint16_t *>(t.data);
-  const int64_t n = t.numel();
-  if (t.dtype == DType::bf16)
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = floatToBf16(in[i]);
-  else
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = floatToF16(in[i]);
+  (t.dtype == DType::bf16 ? f32ToBf16 : f32ToF16)(in, out, t.numel());
 }
 
 } // namespace
@@ -65,10 +54,12 @@ bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
     const void *data;
     DType dtype;
     int64_t numel;
-    std::vector<float> values;
+    std::unique_ptr<float[]> values; // not zero-filled: written first
   };
   std::deque<Copy> copies; // stable addresses
-  auto copyOf = [&](const TensorRef &t) -> TensorRef {
+  // An output gets its own copy unless it is an input's (in place): the
+  // kernel writes all of it, so only inputs are widened.
+  auto copyOf = [&](const TensorRef &t, bool input) -> TensorRef {
     if (!isHalf(t.dtype))
       return t;
     Copy *c = nullptr;
@@ -76,18 +67,20 @@ bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
       if (k.data == t.data && k.dtype == t.dtype && k.numel == t.numel())
         c = &k;
     if (!c) {
-      copies.push_back({t.data, t.dtype, t.numel(), {}});
+      copies.push_back(
+          {t.data, t.dtype, t.numel(),
+           std::unique_ptr<float[]>(new float[size_t(t.numel())])});
       c = &copies.back();
-      c->values.resize(size_t(c->numel));
-      widen(t, c->values.data());
+      if (input)
+        widen(t, c->values.get());
     }
-    return {c->values.data(), DType::f32, t.shape, t.rank};
+    return {c->values.get(), DType::f32, t.shape, t.rank};
   };
   std::vector<TensorRef> ins, outs;
   for (size_t i = 0; i < args.numInputs; ++i)
-    ins.push_back(copyOf(args.inputs[i]));
+    ins.push_back(copyOf(args.inputs[i], true));
   for (size_t i = 0; i < args.numOutputs; ++i)
-    outs.push_back(copyOf(args.outputs[i]));
+    outs.push_back(copyOf(args.outputs[i], false));
   KernelArgs wide = args;
   wide.inputs = ins.data();
   wide.outputs = outs.data();

@@ -1,0 +1,130 @@
+//===- Convert.cpp - f16/bf16 <-> f32 over arrays -------------------------===//
+
+#include "runtime/backends/cpu/Convert.h"
+
+#include "runtime/core/Half.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define DSC_X86_VECTORS 1
+#endif
+
+namespace dsc::rt::cpu {
+namespace {
+
+#if DSC_X86_VECTORS
+#define DSC_AVX2_F16C __attribute__((target("avx2,f16c")))
+
+DSC_AVX2_F16C int64_t f16ToF32Vec(const uint16_t *in, float *out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i *>(in + i))));
+  return i;
+}
+
+DSC_AVX2_F16C int64_t f32ToF16Vec(const float *in, uint16_t *out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i *>(out + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  return i;
+}
+
+DSC_AVX2_F16C int64_t bf16ToF32Vec(const uint16_t *in, float *out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i w = _mm256_cvtepu16_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(in + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + i),
+                        _mm256_slli_epi32(w, 16));
+  }
+  return i;
+}
+
+// floatToBf16's rounding, eight lanes at a time.
+DSC_AVX2_F16C int64_t f32ToBf16Vec(const float *in, uint16_t *out, int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+  const __m256i absMask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i inf = _mm256_set1_epi32(0x7F800000);
+  const __m256i quietBit = _mm256_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(in + i));
+    __m256i high = _mm256_srli_epi32(u, 16);
+    __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, bias),
+                                           _mm256_and_si256(high, one)),
+                          16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absMask), inf);
+    __m256i r =
+        _mm256_blendv_epi8(rounded, _mm256_or_si256(high, quietBit), nan);
+    // 32 -> 16 bits: the values fit, so unsigned saturation keeps them;
+    // packus works per 128-bit lane, the permute puts them in order.
+    __m256i packed = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(r, _mm256_setzero_si256()), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
+                     _mm256_castsi256_si128(packed));
+  }
+  return i;
+}
+#endif
+
+bool detect() {
+#if DSC_X86_VECTORS
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+} // namespace
+
+bool vectorConversions() {
+  static const bool yes = detect();
+  return yes;
+}
+
+void f16ToF32(const uint16_t *in, float *out, int64_t n) {
+  int64_t i = 0;
+#if DSC_X86_VECTORS
+  if (vectorConversions())
+    i = f16ToF32Vec(in, out, n);
+#endif
+  for (; i < n; ++i)
+    out[i] = f16ToFloat(in[i]);
+}
+
+void f32ToF16(const float *in, uint16_t *out, int64_t n) {
+  int64_t i = 0;
+#if DSC_X86_VECTORS
+  if (vectorConversions())
+    i = f32ToF16Vec(in, out, n);
+#endif
+  for (; i < n; ++i)
+    out[i] = floatToF16(in[i]);
+}
+
+void bf16ToF32(const uint16_t *in, float *out, int64_t n) {
+  int64_t i = 0;
+#if DSC_X86_VECTORS
+  if (vectorConversions())
+    i = bf16ToF32Vec(in, out, n);
+#endif
+  for (; i < n; ++i)
+    out[i] = bf16ToFloat(in[i]);
+}
+
+void f32ToBf16(const float *in, uint16_t *out, int64_t n) {
+  int64_t i = 0;
+#if DSC_X86_VECTORS
+  if (vectorConversions())
+    i = f32ToBf16Vec(in, out, n);
+#endif
+  for (; i < n; ++i)
+    out[i] = floatToBf16(in[i]);
+}
+
+} // namespace dsc::rt::cpu
