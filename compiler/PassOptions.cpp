@@ -28,6 +28,7 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
     o.plan.hysteresis = config.fp16.hysteresis;
     o.plan.consecutiveHysteresis = config.fp16.consecutiveHysteresis;
     o.plan.minLossScale = config.fp16.minLossScale;
+    o.zero.wideCollectives = config.communicationDataType == "fp32";
   }
   // zero_optimization
   o.zero.stage = config.zero.stage;

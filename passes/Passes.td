@@ -157,7 +157,11 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Option<"persistenceThreshold", "persistence-threshold", "int64_t",
            "100000",
            "stage 3: parameters with fewer elements stay whole "
-           "(stage3_param_persistence_threshold)">
+           "(stage3_param_persistence_threshold)">,
+    Option<"wideCollectives", "wide-collectives", "bool", "false",
+           "16-bit gradients and parameters travel in fp32 "
+           "(communication_data_type fp32): cast before each "
+           "collective and back after its wait">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }

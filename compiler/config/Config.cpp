@@ -597,7 +597,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   if (!root.checkKeys({kTrainBatch, kMicroBatch, kGradAccum,
                        "gradient_clipping", "optimizer", "scheduler", "fp16",
                        "bf16", "bfloat16", "zero_optimization",
-                       "activation_checkpointing",
+                       "activation_checkpointing", "communication_data_type",
                        // Accepted and ignored:
                        "steps_per_print", "wall_clock_breakdown", "dump_state",
                        "prescale_gradients", "gradient_predivide_factor",
@@ -610,6 +610,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
       !readOptimizer(r, root, c.optimizer) ||
       !readScheduler(r, root, c.optimizer, c.scheduler) ||
       !readFp16(r, root, c.fp16) || !readBf16(r, root, c.bf16) ||
+      !root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
+                   c.communicationDataType, /*allowAuto=*/false) ||
       !readZero(r, root, c.zero) ||
       !readActivationCheckpointing(r, root, c.activationCheckpointing) ||
       !root.ignoredInteger("steps_per_print") ||
@@ -624,6 +626,14 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
     return r.fail(root.at(root.get("bfloat16") ? "bfloat16" : "bf16") +
                       ".enabled",
                   "fp16 and bf16 cannot both be enabled");
+
+  const std::string &comm = c.communicationDataType;
+  if ((comm == "fp16" && !c.fp16.enabled) ||
+      (comm == "bf16" && !c.bf16.enabled))
+    return r.fail(root.at("communication_data_type"),
+                  "\"" + comm + "\" needs " + comm +
+                      ".enabled: dsc communicates in the model's dtype or in "
+                      "fp32");
 
   out = std::move(c);
   return true;

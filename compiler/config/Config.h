@@ -43,6 +43,8 @@
 //   fp16.min_loss_scale [1], fp16.auto_cast (false only)
 //   bf16.enabled [false] (also spelled "bfloat16"); not with fp16.enabled;
 //   bf16.check_grad_overflow [true]
+//   communication_data_type [null: the model's dtype], "fp32", or the
+//   enabled 16-bit type
 //   zero_optimization.stage 0..3 [0]
 //   zero_optimization.offload_optimizer.device "none" | "cpu" ["none"]
 //     (cpu needs stage >= 1), .pin_memory ignored
@@ -124,6 +126,10 @@ struct DsConfig {
     /// A non-finite gradient skips the step (DeepSpeed's ZeRO default).
     bool checkGradOverflow = true;
   } bf16;
+
+  /// communication_data_type: the dtype gradients and parameters travel
+  /// in; "" (DeepSpeed's null) is the model's, "fp32" widens 16-bit data.
+  std::string communicationDataType;
 
   struct Zero {
     int64_t stage = 0;

@@ -79,6 +79,8 @@ std::string dsc::toJson(const DsConfig &c) {
     root["scheduler"] =
         json::Object{{"type", s.type}, {"params", std::move(params)}};
   }
+  if (!c.communicationDataType.empty())
+    root["communication_data_type"] = c.communicationDataType;
 
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -118,6 +120,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          af.minLossScale == bf.minLossScale &&
          a.bf16.enabled == b.bf16.enabled &&
          a.bf16.checkGradOverflow == b.bf16.checkGradOverflow &&
+         a.communicationDataType == b.communicationDataType &&
          // ZeRO
          az.stage == bz.stage && az.offloadOptimizer == bz.offloadOptimizer &&
          az.offloadParam == bz.offloadParam &&

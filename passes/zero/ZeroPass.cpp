@@ -45,7 +45,43 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       return signalPassFailure();
     }
     if (failed(run(module, micro)))
-      signalPassFailure();
+      return signalPassFailure();
+    if (wideCollectives)
+      for (auto func : module.getOps<func::FuncOp>())
+        widenCollectives(func);
+  }
+
+  /// communication_data_type "fp32": each collective on 16-bit data runs
+  /// on an fp32 copy, and its wait's result is rounded back, so the
+  /// reduction sums in fp32 (DeepSpeed's option for accuracy over bytes).
+  static void widenCollectives(func::FuncOp func) {
+    SmallVector<Operation *> collectives;
+    func.walk([&](Operation *op) {
+      if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op))
+        collectives.push_back(op);
+    });
+    for (Operation *op : collectives) {
+      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+      Type elt = in.getElementType();
+      if (!elt.isF16() && !elt.isBF16())
+        continue;
+      Type f32 = Float32Type::get(op->getContext());
+      OpBuilder b(op);
+      op->setOperand(
+          0, b.create<CastOp>(op->getLoc(), in.clone(f32), op->getOperand(0)));
+      Value result = op->getResult(0);
+      auto out = cast<RankedTensorType>(result.getType());
+      result.setType(out.clone(f32));
+      for (Operation *user : llvm::make_early_inc_range(result.getUsers())) {
+        auto wait = dyn_cast<dist::WaitOp>(user);
+        if (!wait)
+          continue;
+        wait.getResult().setType(out.clone(f32));
+        OpBuilder a(wait->getBlock(), ++Block::iterator(wait));
+        auto back = a.create<CastOp>(wait.getLoc(), out, wait.getResult());
+        wait.getResult().replaceAllUsesExcept(back, back);
+      }
+    }
   }
 
   LogicalResult run(ModuleOp module, func::FuncOp micro) {

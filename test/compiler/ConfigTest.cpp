@@ -564,6 +564,29 @@ TEST(ConfigTest, PrecisionBf16CheckGradOverflow) {
                  "boolean, got a string"}});
 }
 
+TEST(ConfigTest, CommunicationDataType) {
+  EXPECT_EQ(parseOk("{}").communicationDataType, "");
+  DsConfig c = parseOk(
+      R"({"bf16": {"enabled": true}, "communication_data_type": "fp32"})");
+  EXPECT_EQ(c.communicationDataType, "fp32");
+  DsConfig again = parseOk(toJson(c));
+  EXPECT_EQ(again, c);
+  again.communicationDataType = "";
+  EXPECT_NE(again, c);
+  EXPECT_EQ(parseOk(R"({"fp16": {"enabled": true},
+                        "communication_data_type": "fp16"})")
+                .communicationDataType,
+            "fp16");
+  expectErrors({
+      {R"({"communication_data_type": "fp8"})",
+       "ds_config.json: $.communication_data_type: unsupported value 'fp8' "
+       "(supported: fp32, fp16, bf16)"},
+      {R"({"bf16": {"enabled": true}, "communication_data_type": "fp16"})",
+       "ds_config.json: $.communication_data_type: \"fp16\" needs "
+       "fp16.enabled: dsc communicates in the model's dtype or in fp32"},
+  });
+}
+
 TEST(ConfigTest, PrecisionErrors) {
   expectErrors({
       {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})",
