@@ -185,12 +185,25 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
           b.bytes();
     }
   os << "model state by dtype:\n";
-  for (const auto &[key, bytes] : state)
+  uint64_t stateBytes = 0;
+  for (const auto &[key, bytes] : state) {
     os << llvm::format(
         "  %-16s %-5s %14llu bytes %10.2f MiB\n",
         categoryName(static_cast<Category>(key.first)).str().c_str(),
         dtypeName(static_cast<DType>(key.second)),
         static_cast<unsigned long long>(bytes), mib(bytes));
+    stateBytes += bytes;
+  }
+  // ZeRO's accounting: K bytes per parameter over N ranks (fp32 Adam: K =
+  // 16; mixed precision: 2 + 2 + 12 = 16 too, stage 0 holds all of it).
+  if (params)
+    os << llvm::format(
+        "  %-22s %14llu bytes = %.2f bytes x %llu parameters "
+        "/ %lld ranks\n",
+        (const char *)"total", static_cast<unsigned long long>(stateBytes),
+        double(stateBytes) * double(plan.options.worldSize) / double(params),
+        static_cast<unsigned long long>(params),
+        static_cast<long long>(plan.options.worldSize));
 }
 
 } // namespace
