@@ -3,16 +3,19 @@
 // A 16-bit variant (runtime/backends/cpu/Widening.h) must give exactly the
 // f32 kernel's result on the widened inputs, rounded once to each output's
 // dtype: checked bitwise, on mixes of f32, f16 and bf16 operands, in place
-// and not.
+// and not. And the kernels mixed precision trains with, in 16 bits, against
+// the float64 reference within the output dtype's rounding.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/Registry.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/core/Half.h"
+#include "runtime/reference/RefKernels.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -234,6 +237,98 @@ TEST(Widening, ContractionsNormsAndLoss) {
               {{{2, 3, 5}, DType::bf16, random(30, 16)},
                {{2, 3}, DType::i32, {0, 4, 2, 1, 3, 0}}},
               {{{}, DType::f32}}, {-100}, {});
+}
+
+/// `v` as stored in `t` and read back.
+std::vector<double> roundedTo(DType t, const std::vector<double> &v) {
+  Storage s(t, int64_t(v.size()));
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    s.set(int64_t(i), v[i]);
+    out.push_back(s.get(int64_t(i)));
+  }
+  return out;
+}
+
+/// Each element within `unit` (relative; the output dtype's half spacing)
+/// of the float64 result on the same rounded inputs, plus fp32 compute
+/// noise relative to the output's largest magnitude.
+void expectNear(const std::vector<double> &got,
+                const ref::Result<ref::Tensor> &want, double unit) {
+  ASSERT_TRUE(want.ok()) << want.error;
+  ASSERT_EQ(got.size(), want.value.data.size());
+  double scale = 0;
+  for (double w : want.value.data)
+    scale = std::max(scale, std::abs(w));
+  for (size_t i = 0; i < got.size(); ++i) {
+    double w = want.value.data[i];
+    EXPECT_LE(std::abs(got[i] - w), unit * std::abs(w) + 1e-5 * scale)
+        << "element " << i << ": " << got[i] << " vs " << w;
+  }
+}
+
+TEST(Widening, SixteenBitKernelsMatchTheFloat64Reference) {
+  for (DType t : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(t == DType::bf16 ? "bf16" : "f16");
+    // Round to nearest: half the spacing, 2^-8 (bf16) or 2^-11 (f16).
+    const double unit = t == DType::bf16 ? 0x1p-8 : 0x1p-11;
+    std::string error;
+    auto a = roundedTo(t, random(32, 21)), b = roundedTo(t, random(24, 22));
+    auto mm = run("ds.matmul", {{{4, 8}, t, a}, {{8, 3}, t, b}}, {{{4, 3}, t}},
+                  {0, 0}, {}, false, error);
+    ASSERT_EQ(error, "");
+    expectNear(mm[0],
+               ref::matmul(ref::Tensor({4, 8}, a), ref::Tensor({8, 3}, b),
+                           false, false),
+               unit);
+
+    auto x = roundedTo(t, random(32, 23)), w = roundedTo(t, random(8, 24)),
+         bias = roundedTo(t, random(8, 25));
+    auto ln =
+        run("ds.layer_norm", {{{4, 8}, t, x}, {{8}, t, w}, {{8}, t, bias}},
+            {{{4, 8}, t}}, {}, {1e-5}, false, error);
+    ASSERT_EQ(error, "");
+    ref::Tensor wt({8}, w), bt({8}, bias);
+    expectNear(ln[0], ref::layer_norm(ref::Tensor({4, 8}, x), &wt, &bt, 1e-5),
+               unit);
+
+    auto sm = run("ds.softmax", {{{4, 8}, t, x}}, {{{4, 8}, t}}, {}, {}, false,
+                  error);
+    ASSERT_EQ(error, "");
+    expectNear(sm[0], ref::softmax(ref::Tensor({4, 8}, x)), unit);
+
+    auto ge =
+        run("ds.gelu", {{{4, 8}, t, x}}, {{{4, 8}, t}}, {1}, {}, false, error);
+    ASSERT_EQ(error, "");
+    expectNear(ge[0],
+               ref::unary(ref::UnaryKind::GeluTanh, ref::Tensor({4, 8}, x)),
+               unit);
+
+    auto q = roundedTo(t, random(64, 26)), k = roundedTo(t, random(64, 27)),
+         v = roundedTo(t, random(64, 28));
+    auto at =
+        run("ds.attention",
+            {{{1, 2, 4, 8}, t, q}, {{1, 2, 4, 8}, t, k}, {{1, 2, 4, 8}, t, v}},
+            {{{1, 2, 4, 8}, t}}, {1}, {0.35}, false, error);
+    ASSERT_EQ(error, "");
+    expectNear(at[0],
+               ref::attention(ref::Tensor({1, 2, 4, 8}, q),
+                              ref::Tensor({1, 2, 4, 8}, k),
+                              ref::Tensor({1, 2, 4, 8}, v), true, 0.35),
+               unit);
+
+    // The loss stays fp32: only fp32's rounding.
+    std::vector<double> targets = {0, 4, 2, 1, 3, 0};
+    auto logits = roundedTo(t, random(30, 29));
+    auto ce = run("ds.cross_entropy",
+                  {{{2, 3, 5}, t, logits}, {{2, 3}, DType::i32, targets}},
+                  {{{}, DType::f32}}, {-100}, {}, false, error);
+    ASSERT_EQ(error, "");
+    expectNear(ce[0],
+               ref::cross_entropy(ref::Tensor({2, 3, 5}, logits),
+                                  ref::Tensor({2, 3}, targets), -100),
+               1e-6);
+  }
 }
 
 } // namespace
