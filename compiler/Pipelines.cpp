@@ -23,6 +23,7 @@ void addInput(OpPassManager &pm, const TrainOptions &, const Result &) {
 void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsAutodiff(o.autodiff));
   pm.addPass(ds::createDsAdamW(o.adamw));
+  pm.addPass(ds::createDsEval());
   pm.addPass(createCSEPass());
 }
 void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
@@ -52,7 +53,9 @@ constexpr PhaseInfo kPhases[] = {
      "the imported forward graph, verified against the input contract",
      addInput},
     {Phase::Train, "train",
-     "autodiff and AdamW: one training step (@micro_step, @apply)", addTrain},
+     "autodiff and AdamW: one training step (@micro_step, @apply) and "
+     "@eval (forward only)",
+     addTrain},
     {Phase::Precision, "precision",
      "fp16/bf16: 16-bit model, fp32 master weights, loss scale, overflow "
      "check (nothing for fp32)",

@@ -58,6 +58,16 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsEval : Pass<"ds-eval", "::mlir::ModuleOp"> {
+  let summary = "builds @eval: the forward pass and loss, dropout off";
+  let description = [{
+    Clones @forward into `@eval(tokens, targets) -> loss` with every
+    ds.dropout replaced by its input: the held-out loss and the logits for
+    sampling come from the same kernels as training's forward pass.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsPrecision : Pass<"ds-precision", "::mlir::ModuleOp"> {
   let summary = "fp16/bf16 training: 16-bit model, fp32 master weights";
   let description = [{

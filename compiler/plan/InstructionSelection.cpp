@@ -78,9 +78,14 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
 
   for (BlockArgument arg : func.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
-    int slot =
-        fixedSlot(Category::Inputs, bytesOf(type),
-                  prog.name + ".arg" + std::to_string(arg.getArgNumber()));
+    unsigned i = arg.getArgNumber();
+    bool shared = prog.name == "eval" && i < microInputs.size() &&
+                  microInputs[i].first == type;
+    int slot = shared ? microInputs[i].second
+                      : fixedSlot(Category::Inputs, bytesOf(type),
+                                  prog.name + ".arg" + std::to_string(i));
+    if (prog.name == "micro_step")
+      microInputs.push_back({type, slot});
     slotOf[arg] = slot;
     prog.inputs.push_back(buffer(slot, type));
   }

@@ -40,10 +40,12 @@ LogicalResult Lowering::run() {
     if (failed(lowerProgram(func)))
       return failure();
   }
-  // Stages 0-1 with accumulation: the micro-step that reduces.
-  if (auto sync = module.lookupSymbol<func::FuncOp>("micro_step_sync"))
-    if (failed(lowerProgram(sync)))
-      return failure();
+  // Stages 0-1 with accumulation: the micro-step that reduces; the
+  // forward-only program for held-out loss and sampling.
+  for (StringRef name : {"micro_step_sync", "eval"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      if (failed(lowerProgram(func)))
+        return failure();
   for (Category c : {Category::Activations, Category::CommBuffers})
     arena(c) = transientPeak[static_cast<int>(c)];
   return success();

@@ -123,6 +123,10 @@ private:
   llvm::DenseMap<Attribute, int> constSlot;
   /// Per category, the end of the highest transient placed.
   std::array<uint64_t, kNumCategories> transientPeak{};
+  /// @micro_step's input slots: @eval, which never runs beside it, reads
+  /// its batch from the same buffers (the inputs arena holds what training
+  /// writes, so predicted and measured bytes stay equal).
+  SmallVector<std::pair<Type, int>> microInputs;
 
   uint64_t &arena(Category c) { return plan.arenaBytes[static_cast<int>(c)]; }
 

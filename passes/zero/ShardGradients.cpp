@@ -258,6 +258,8 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
     if (g.param)
       sharded.push_back({g.op, g.param, g.shard, g.flat});
   gatherParameters(module, micro, sharded, opts);
+  if (auto eval = module.lookupSymbol<func::FuncOp>("eval"))
+    gatherParameters(module, eval, sharded, opts);
   return success();
 }
 

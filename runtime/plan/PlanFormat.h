@@ -83,6 +83,9 @@ constexpr std::string_view kInitProgram = "init";
 constexpr std::string_view kMicroStepProgram = "micro_step";
 constexpr std::string_view kMicroStepSyncProgram = "micro_step_sync";
 constexpr std::string_view kApplyProgram = "apply";
+/// Forward and loss only, dropout off (optional): inputs (tokens, targets),
+/// output 0 the loss.
+constexpr std::string_view kEvalProgram = "eval";
 
 /// The Philox `step` word of initializer draws: variable element i of a
 /// normal initializer is rng::normalAt(seed, rng_stream, kInitRngStep, i) *

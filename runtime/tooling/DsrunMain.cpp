@@ -173,6 +173,7 @@ struct Prepared {
   PlanInfo info;
   TrainSetup setup;
   std::unique_ptr<DataLoader> data;
+  std::unique_ptr<DataLoader> evalData; ///< --eval-data, or null
   OutputFiles files;
   std::unique_ptr<Session> session;
   WeightsLayout layout;
@@ -198,7 +199,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
     return kExitBadInput;
   setup.steps = options.steps;
   int64_t total = info.schedule.totalNumSteps;
-  if (setup.steps == 0) {
+  if (setup.steps == 0 && !options.evalOnly) {
     if (total <= 0) {
       error = "--steps is required: the plan's schedule has no "
               "total_num_steps";
@@ -235,6 +236,27 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
                             info.seqLen, error);
     if (!data)
       return kExitBadInput;
+  }
+  if ((options.evalEvery || options.evalOnly) && options.evalData.empty()) {
+    error = std::string(options.evalOnly ? "--eval-only" : "--eval-every") +
+            ": needs --eval-data FILE (the held-out data)";
+    return kExitBadInput;
+  }
+  if (!options.evalData.empty()) {
+    p.evalData = DataLoader::open(options.evalData, info.vocabSize,
+                                  info.microBatch, info.seqLen, error);
+    if (!p.evalData)
+      return kExitBadInput;
+    bool hasEval = false;
+    if (const auto *programs = p.loaded->plan().programs())
+      for (const fb::Program *prog : *programs)
+        hasEval |=
+            prog->name() && prog->name()->string_view() == plan::kEvalProgram;
+    if (!hasEval) {
+      error = "--eval-data: " + options.plan +
+              " has no eval program (compile it with this dsc)";
+      return kExitBadInput;
+    }
   }
 
   // Rank 0 writes the batch dump and the weights (every rank gathers them);
@@ -327,7 +349,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   Session *session = p.session.get();
   OutputFiles &files = p.files;
 
-  if (lead && options.data.empty())
+  if (lead && options.data.empty() && !options.evalOnly)
     std::fprintf(stderr, "dsrun: no --data; training on %s\n",
                  p.data->description().c_str());
   // The plan's own initialization (casts, shards) sees the final weights.
@@ -366,6 +388,18 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   setup.trace = files.trace.get();
   setup.lossScale = info.lossScale;
   setup.skipsOverflow = info.skipsOverflow;
+  setup.evalData = p.evalData.get();
+  setup.evalEvery = options.evalEvery;
+  setup.evalBatches = uint32_t(options.evalBatches);
+  if (options.evalOnly) {
+    double loss = 0;
+    if (!evaluate(*session, *p.evalData, setup, setup.evalBatches, loss, error))
+      return kExitTrainingFailed;
+    if (lead)
+      std::printf("val_loss %.9g over %u batches of %s\n", loss,
+                  setup.evalBatches, options.evalData.c_str());
+    return kExitOk;
+  }
   status = train(*session, *p.data, setup, error);
   if (files.trace) {
     std::string traceError;

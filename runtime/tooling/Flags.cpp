@@ -76,6 +76,21 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--dump-batch", "FILE", &O::dumpBatch,
                          "write every micro-batch rank 0 trains on (int32 "
                          "tokens, then targets), to replay the run elsewhere"));
+    t.push_back(textFlag("--eval-data", "FILE", &O::evalData,
+                         "held-out data (same formats as --data) for the "
+                         "validation loss"));
+    t.push_back(numberFlag("--eval-every", "K", Value::Positive, &O::evalEvery,
+                           "evaluate every K steps and after the last "
+                           "(needs --eval-data)"));
+    t.push_back(numberFlag("--eval-batches", "N", Value::Positive,
+                           &O::evalBatches,
+                           "held-out micro-batches per evaluation (default "
+                           "20)"));
+    Flag evalOnly{"--eval-only", nullptr, Value::Switch,
+                  "evaluate the initial (or --init-from) weights on "
+                  "--eval-data and exit"};
+    evalOnly.on = &O::evalOnly;
+    t.push_back(evalOnly);
     t.push_back(textFlag("--debug-overflow-at", "STEP[,STEP...]",
                          &O::debugOverflowAt,
                          "debugging mixed precision: make these steps' "

@@ -28,6 +28,10 @@ struct DsrunOptions {
   std::string trace;
   std::string exportWeights;
   std::string dumpBatch;
+  std::string evalData;   ///< held-out data, same formats as --data
+  uint64_t evalEvery = 0; ///< evaluate every K steps (and after the last)
+  uint64_t evalBatches = 20;
+  bool evalOnly = false;       ///< evaluate the initial weights and exit
   std::string debugOverflowAt; ///< "3" or "3,7": steps made to overflow
   std::string dumpState;       ///< PREFIX: PREFIX.rankR.safetensors at the end
   std::string saveDir;

@@ -69,6 +69,8 @@ std::string metricsJson(const StepRecord &r) {
   j["grad_norm"] = r.gradNorm;
   j["loss_scale"] = r.lossScale;
   j["skipped"] = r.skipped;
+  if (r.hasValLoss)
+    j["val_loss"] = r.valLoss;
   j["tokens"] = r.tokens;
   j["tokens_per_s"] = r.tokensPerS;
   j["step_s"] = r.stepS;
@@ -98,9 +100,10 @@ static std::string scaleText(double scale) {
 
 std::string progressLine(const StepRecord &r, uint64_t totalSteps) {
   return "step " + std::to_string(r.step) + "/" + std::to_string(totalSteps) +
-         "  loss " + printf1("%.4f", r.loss) + "  lr " + printf1("%.1e", r.lr) +
-         "  " + formatRate(r.tokensPerS) + " tok/s  mem " +
-         formatBytes(totalWritten(r.memory)) +
+         "  loss " + printf1("%.4f", r.loss) +
+         (r.hasValLoss ? "  val " + printf1("%.4f", r.valLoss) : "") + "  lr " +
+         printf1("%.1e", r.lr) + "  " + formatRate(r.tokensPerS) +
+         " tok/s  mem " + formatBytes(totalWritten(r.memory)) +
          (r.lossScale != 1 ? "  scale " + scaleText(r.lossScale) : "") +
          (r.skippedSteps ? "  skipped " + std::to_string(r.skippedSteps) : "");
 }

@@ -27,7 +27,9 @@ struct StepRecord {
   double lossScale = 1;      ///< the scale this step's loss was multiplied by
   bool skipped = false;      ///< the gradients overflowed: no update
   uint64_t skippedSteps = 0; ///< skipped steps so far, this one included
-  uint64_t tokens = 0;       ///< tokens trained on so far, all ranks
+  bool hasValLoss = false;   ///< this step ended with a held-out evaluation
+  double valLoss = 0;
+  uint64_t tokens = 0; ///< tokens trained on so far, all ranks
   double stepS = 0;
   double tokensPerS = 0; ///< this step's tokens / stepS
   std::vector<ArenaUsage> memory;
@@ -38,6 +40,7 @@ struct StepRecord {
 
 /// One JSON object (no newline):
 ///   {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens",
+///    "val_loss" (steps with a held-out evaluation only),
 ///    "tokens_per_s", "step_s", "rank", "world_size",
 ///    "rss_baseline_bytes", "rss_peak_bytes",
 ///    "plan_written_bytes": {category: written},
@@ -49,7 +52,8 @@ std::string metricsJson(const StepRecord &record);
 
 /// "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB" (mem:
 /// the process's peak resident set), with "  skipped 3" once a step was
-/// skipped and "  scale 2^15" in fp16 runs.
+/// skipped, "  scale 2^15" in fp16 runs and "  val 2.3012" after an
+/// evaluation.
 std::string progressLine(const StepRecord &record, uint64_t totalSteps);
 
 struct RunSummary {

@@ -198,6 +198,52 @@ bool writeScalar(Session &session, const NamedTensor &t, double value,
 
 } // namespace
 
+bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
+              uint32_t batches, double &loss, std::string &error) {
+  const std::string program(plan::kEvalProgram);
+  Slot batch{DType::i32, {setup.microBatch, setup.seqLen}};
+  std::vector<NamedTensor> in;
+  NamedTensor out;
+  if (!bindProgram(session, program, {batch, batch}, "tokens, targets",
+                   Slot{DType::f32, {}}, "the loss", in, out, error)) {
+    if (!session.hasProgram(program))
+      error = "plan: no program 'eval' (compile the plan with this dsc)";
+    return false;
+  }
+  const size_t elems = size_t(setup.microBatch) * setup.seqLen;
+  std::vector<int32_t> tokens(elems), targets(elems);
+  const uint32_t n = std::max<uint32_t>(1, setup.worldSize);
+  const uint32_t rounds = (batches + n - 1) / n;
+  double sum = 0;
+  for (uint32_t i = 0; i < rounds; ++i) {
+    // Every rank runs as often as the others; a batch past the last one
+    // (uneven split) runs for the collectives and is not counted.
+    uint32_t b = i * n + setup.rank;
+    data.fill(BatchKey{setup.seed, 0, b, 0, 1}, tokens.data(), targets.data());
+    session.setSampleOffset(uint64_t(b) * setup.microBatch);
+    double l = 0;
+    if (!session.writeTensor(in[0], tokens.data(), elems * 4, error) ||
+        !session.writeTensor(in[1], targets.data(), elems * 4, error) ||
+        !session.run(program, 0, error) || !readScalar(session, out, l, error))
+      return false;
+    if (b < batches)
+      sum += l;
+  }
+  if (setup.worldSize > 1) {
+    if (!setup.comm) {
+      error =
+          "no communicator for " + std::to_string(setup.worldSize) + " ranks";
+      return false;
+    }
+    double total = 0;
+    if (!setup.comm->allReduceSum(&sum, &total, 1, error))
+      return false;
+    sum = total;
+  }
+  loss = sum / batches;
+  return true;
+}
+
 int train(Session &session, const DataLoader &data, const TrainSetup &setup,
           std::string &error) {
   ProgramIO io;
@@ -310,6 +356,15 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     record.stepS = secondsSince(stepStart);
     record.tokensPerS =
         record.stepS > 0 ? double(tokensPerStep) / record.stepS : 0;
+    // After the step's timing: evaluation is not training throughput.
+    record.hasValLoss = false;
+    if (setup.evalData && setup.evalEvery &&
+        (step % setup.evalEvery == 0 || step == setup.steps)) {
+      if (!evaluate(session, *setup.evalData, setup, setup.evalBatches,
+                    record.valLoss, error))
+        return fail(step, "evaluating: " + error);
+      record.hasValLoss = true;
+    }
     record.memory = session.arenaUsage();
     record.rank = setup.rank;
     record.worldSize = setup.worldSize;
@@ -331,7 +386,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       }
       if (last)
         std::fputc('\n', setup.out);
-    } else if (setup.out && (step % interval == 0 || last)) {
+    } else if (setup.out &&
+               (step % interval == 0 || last || record.hasValLoss)) {
       std::fprintf(setup.out, "%s\n",
                    progressLine(record, setup.steps).c_str());
       std::fflush(setup.out);

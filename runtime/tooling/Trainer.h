@@ -55,6 +55,12 @@ struct TrainSetup {
   /// The plan's apply leaves everything untouched when the gradient norm is
   /// not finite (Plan.skips_overflow).
   bool skipsOverflow = false;
+  /// Held-out loss (--eval-data): every evalEvery steps and after the last
+  /// one, the mean loss of `eval` over evalBatches fixed batches of
+  /// evalData (EvalSetup below); null: none.
+  const DataLoader *evalData = nullptr;
+  uint64_t evalEvery = 0;
+  uint32_t evalBatches = 20;
   /// Debugging (--debug-overflow-at): before apply of these steps every
   /// rank writes NaN into one element of a gradient accumulator it holds.
   std::set<uint64_t> injectOverflowAt;
@@ -70,6 +76,15 @@ struct TrainSetup {
 
 /// Exit statuses, as DESIGN.md fixes them for dsrun.
 enum ExitStatus { kExitOk = 0, kExitTrainingFailed = 1, kExitBadInput = 2 };
+
+/// The mean loss of the plan's `eval` program over `batches` held-out
+/// batches of `data`: batch b is BatchKey{seed, 0, b, 0, 1}'s draw (step 0
+/// is never a training step), the same batches for any world size; rank r
+/// evaluates b = r, r + N, ... and the ranks sum (an all-reduce). Every
+/// rank runs `eval` equally often (ZeRO-3 gathers inside it). False + one
+/// line on error; kExitBadInput-worthy problems (no `eval`) say "plan:".
+bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
+              uint32_t batches, double &loss, std::string &error);
 
 /// Trains for setup.steps steps. Returns kExitOk, kExitTrainingFailed (a
 /// non-finite loss in a plan that does not skip overflows: "step 7: loss is
