@@ -1,7 +1,8 @@
 //===- Eval.cpp - the forward-only program @eval -------------------------===//
 //
-// @eval(tokens, targets) -> loss: @forward with dropout off (each
-// ds.dropout replaced by its input), for held-out loss and sampling. Later
+// @eval(tokens, targets) -> (loss, logits): @forward with dropout off (each
+// ds.dropout replaced by its input), for held-out loss and sampling (the
+// logits when the loss is a ds.cross_entropy). Later
 // phases treat it as they treat @micro_step's forward half: ds-precision
 // computes it in 16 bits, ZeRO-3 gathers its parameters per window, the
 // plan lowers it to the program `eval`.
@@ -39,6 +40,16 @@ struct EvalPass : ds::impl::DsEvalBase<EvalPass> {
       d.getResult().replaceAllUsesWith(d.getX());
       d.erase();
     });
+    // A loss from ds.cross_entropy also returns its logits, for sampling.
+    auto ret = cast<func::ReturnOp>(eval.front().getTerminator());
+    if (ret.getNumOperands() != 1)
+      return;
+    if (auto ce = ret.getOperand(0).getDefiningOp<CrossEntropyOp>()) {
+      ret->insertOperands(1, ce.getLogits());
+      eval.setType(FunctionType::get(
+          module.getContext(), eval.getFunctionType().getInputs(),
+          {ret.getOperand(0).getType(), ce.getLogits().getType()}));
+    }
   }
 };
 

@@ -35,3 +35,6 @@ echo "== dsrun: $steps steps"
     --eval-data "$heldout" --eval-every $(( steps > 10 ? steps / 10 : 1 )) \
     --metrics "$work/metrics.jsonl" --export-weights "$work/gpt2.safetensors"
 echo "== metrics: $work/metrics.jsonl; weights (nanoGPT names): $work/gpt2.safetensors"
+echo "== a sample of what it learned (dsrun --sample, temperature 0.8, top-k 40)"
+"$build/tools/dsrun" "$work/gpt2.dsplan" --init-from "$work/gpt2.safetensors" \
+    --sample 300 --prompt "This License" --temperature 0.8 --top-k 40 2>/dev/null | tail -n +2

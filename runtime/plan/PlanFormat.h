@@ -84,7 +84,7 @@ constexpr std::string_view kMicroStepProgram = "micro_step";
 constexpr std::string_view kMicroStepSyncProgram = "micro_step_sync";
 constexpr std::string_view kApplyProgram = "apply";
 /// Forward and loss only, dropout off (optional): inputs (tokens, targets),
-/// output 0 the loss.
+/// output 0 the loss, output 1 (when present) the logits [B, T, V] in f32.
 constexpr std::string_view kEvalProgram = "eval";
 
 /// The Philox `step` word of initializer draws: variable element i of a

@@ -8,12 +8,14 @@
 #include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/ProcessMemory.h"
+#include "runtime/tooling/Sampler.h"
 #include "runtime/tooling/Trace.h"
 #include "runtime/tooling/Trainer.h"
 #include "runtime/tooling/Weights.h"
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -199,7 +201,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
     return kExitBadInput;
   setup.steps = options.steps;
   int64_t total = info.schedule.totalNumSteps;
-  if (setup.steps == 0 && !options.evalOnly) {
+  if (setup.steps == 0 && !options.evalOnly && !options.sample) {
     if (total <= 0) {
       error = "--steps is required: the plan's schedule has no "
               "total_num_steps";
@@ -349,7 +351,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   Session *session = p.session.get();
   OutputFiles &files = p.files;
 
-  if (lead && options.data.empty() && !options.evalOnly)
+  if (lead && options.data.empty() && !options.evalOnly && !options.sample)
     std::fprintf(stderr, "dsrun: no --data; training on %s\n",
                  p.data->description().c_str());
   // The plan's own initialization (casts, shards) sees the final weights.
@@ -391,6 +393,38 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   setup.evalData = p.evalData.get();
   setup.evalEvery = options.evalEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
+  if (options.sample) {
+    char *end = nullptr;
+    double temperature = std::strtod(options.temperature.c_str(), &end);
+    if (options.temperature.empty() || *end || !(temperature >= 0) ||
+        !std::isfinite(temperature)) {
+      error = "--temperature: expected a number >= 0, got '" +
+              options.temperature + "'";
+      return kExitBadInput;
+    }
+    SampleOptions so;
+    so.count = uint32_t(options.sample);
+    so.prompt.assign(options.prompt.begin(), options.prompt.end());
+    for (int32_t &c : so.prompt)
+      c = int32_t(uint8_t(c)); // bytes, whatever char's signedness
+    so.temperature = temperature;
+    so.topK = uint32_t(options.topK);
+    so.seed = options.seed;
+    so.microBatch = info.microBatch;
+    so.seqLen = info.seqLen;
+    so.vocabSize = info.vocabSize;
+    std::vector<int32_t> tokens;
+    if (!sampleTokens(*session, so, tokens, error))
+      return error.rfind("plan:", 0) == 0 ? kExitBadInput : kExitTrainingFailed;
+    if (lead) {
+      std::string text;
+      for (int32_t t : tokens)
+        text += info.vocabSize <= 256 ? std::string(1, char(t))
+                                      : std::to_string(t) + " ";
+      std::printf("%s%s\n", options.prompt.c_str(), text.c_str());
+    }
+    return kExitOk;
+  }
   if (options.evalOnly) {
     double loss = 0;
     if (!evaluate(*session, *p.evalData, setup, setup.evalBatches, loss, error))

@@ -91,6 +91,16 @@ const std::vector<Flag> &flagTable() {
                   "--eval-data and exit"};
     evalOnly.on = &O::evalOnly;
     t.push_back(evalOnly);
+    t.push_back(numberFlag("--sample", "N", Value::Positive, &O::sample,
+                           "generate N tokens from the initial (or "
+                           "--init-from) weights and exit"));
+    t.push_back(textFlag("--prompt", "TEXT", &O::prompt,
+                         "--sample's context (default: a newline)"));
+    t.push_back(textFlag("--temperature", "T", &O::temperature,
+                         "--sample: 0 is greedy (default 1)"));
+    t.push_back(numberFlag("--top-k", "K", Value::Unsigned, &O::topK,
+                           "--sample: draw from the K likeliest tokens "
+                           "(default: all)"));
     t.push_back(textFlag("--debug-overflow-at", "STEP[,STEP...]",
                          &O::debugOverflowAt,
                          "debugging mixed precision: make these steps' "

@@ -31,9 +31,13 @@ struct DsrunOptions {
   std::string evalData;   ///< held-out data, same formats as --data
   uint64_t evalEvery = 0; ///< evaluate every K steps (and after the last)
   uint64_t evalBatches = 20;
-  bool evalOnly = false;       ///< evaluate the initial weights and exit
-  std::string debugOverflowAt; ///< "3" or "3,7": steps made to overflow
-  std::string dumpState;       ///< PREFIX: PREFIX.rankR.safetensors at the end
+  bool evalOnly = false;         ///< evaluate the initial weights and exit
+  uint64_t sample = 0;           ///< generate this many tokens and exit
+  std::string prompt;            ///< --sample's context (bytes)
+  std::string temperature = "1"; ///< parsed by dsrun: >= 0, 0 greedy
+  uint64_t topK = 0;             ///< 0: every token
+  std::string debugOverflowAt;   ///< "3" or "3,7": steps made to overflow
+  std::string dumpState; ///< PREFIX: PREFIX.rankR.safetensors at the end
   std::string saveDir;
   uint64_t saveEvery = 0;
   bool resume = false;

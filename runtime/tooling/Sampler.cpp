@@ -1,0 +1,88 @@
+//===- Sampler.cpp - text out of a trained model (dsrun --sample) ---------===//
+#include "runtime/tooling/Sampler.h"
+
+#include "runtime/plan/PlanFormat.h"
+#include "runtime/rng/Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace dsc::rt {
+
+namespace {
+
+// Philox stream of sampling draws (initialization uses the variables'
+// name streams, dropout its sites' ids).
+constexpr uint32_t kSampleStream = 0x53414d50; // "SAMP"
+
+int32_t pick(const float *logits, const SampleOptions &o, uint32_t index) {
+  const uint32_t v = o.vocabSize;
+  if (o.temperature == 0)
+    return int32_t(std::max_element(logits, logits + v) - logits);
+  std::vector<int32_t> order(v);
+  std::iota(order.begin(), order.end(), 0);
+  uint32_t k = o.topK && o.topK < v ? o.topK : v;
+  // The k largest, ties to the lower token, in descending order.
+  std::partial_sort(
+      order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
+  double top = logits[order[0]], total = 0;
+  std::vector<double> weight(k);
+  for (uint32_t i = 0; i < k; ++i)
+    total += weight[i] = std::exp((logits[order[i]] - top) / o.temperature);
+  double u = rng::uniformAt64(o.seed, kSampleStream, index, 0) * total;
+  for (uint32_t i = 0; i < k; ++i) {
+    u -= weight[i];
+    if (u < 0)
+      return order[i];
+  }
+  return order[k - 1];
+}
+
+} // namespace
+
+bool sampleTokens(Session &session, const SampleOptions &o,
+                  std::vector<int32_t> &out, std::string &error) {
+  const std::string program(plan::kEvalProgram);
+  if (!session.hasProgram(program)) {
+    error = "plan: no program 'eval' to sample with (compile the plan with "
+            "this dsc)";
+    return false;
+  }
+  std::vector<NamedTensor> in = session.programInputs(program);
+  std::vector<NamedTensor> outs = session.programOutputs(program);
+  const int64_t rows = o.microBatch, t = o.seqLen, v = o.vocabSize;
+  std::vector<int64_t> logitsShape{rows, t, v};
+  if (in.size() != 2 || outs.size() < 2 || outs[1].ref.dtype != DType::f32 ||
+      outs[1].shape != logitsShape) {
+    error = "plan: eval has no f32 logits output [" + std::to_string(rows) +
+            ", " + std::to_string(t) + ", " + std::to_string(v) +
+            "] to sample from (its loss is not a cross-entropy)";
+    return false;
+  }
+  std::vector<int32_t> context =
+      o.prompt.empty() ? std::vector<int32_t>{10} : o.prompt;
+  const size_t elems = size_t(rows * t);
+  std::vector<int32_t> tokens(elems), targets(elems, 0);
+  std::vector<float> logits(size_t(rows * t * v));
+  for (uint32_t i = 0; i < o.count; ++i) {
+    size_t len = std::min<size_t>(context.size(), size_t(t));
+    std::fill(tokens.begin(), tokens.end(), 0);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(context.end() - long(len), context.end(),
+                tokens.begin() + r * t);
+    if (!session.writeTensor(in[0], tokens.data(), elems * 4, error) ||
+        !session.writeTensor(in[1], targets.data(), elems * 4, error) ||
+        !session.run(program, 0, error) ||
+        !session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
+      return false;
+    int32_t next = pick(logits.data() + (len - 1) * size_t(v), o, i);
+    context.push_back(next);
+    out.push_back(next);
+  }
+  return true;
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,41 @@
+//===- Sampler.h - text out of a trained model (dsrun --sample) -*- C++ -*-===//
+//
+// Autoregressive sampling through the plan's `eval` program (its output 1,
+// the logits). Shapes are static, so each new token runs the whole window:
+// the context's last block_size tokens sit at positions 0..L-1 of row 0
+// (the rest zeros, which causal attention keeps from reaching position
+// L-1) and the next token comes from the logits at L-1. Temperature 0 is
+// greedy (argmax, the lowest token on a tie); otherwise softmax(logits /
+// T) over the top-k tokens, drawn with Philox keyed by (seed, the token's
+// index), so a run is reproducible. Every rank runs it in step (ZeRO-3
+// gathers inside eval) and gets the same tokens.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_SAMPLER_H
+#define DSC_RUNTIME_TOOLING_SAMPLER_H
+
+#include "runtime/exec/Session.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+struct SampleOptions {
+  uint32_t count = 0;          ///< tokens to generate
+  std::vector<int32_t> prompt; ///< empty: starts from token 10 ('\n')
+  double temperature = 1.0;    ///< 0: greedy
+  uint32_t topK = 0;           ///< 0: every token
+  uint64_t seed = 1337;
+  uint32_t microBatch = 1, seqLen = 1, vocabSize = 256;
+};
+
+/// Appends options.count generated tokens to `out`. False + one line on
+/// error ("plan: ..." when the plan cannot sample).
+bool sampleTokens(Session &session, const SampleOptions &options,
+                  std::vector<int32_t> &out, std::string &error);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_SAMPLER_H
