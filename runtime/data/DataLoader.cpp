@@ -153,6 +153,34 @@ DataLoader::synthetic(uint32_t vocabSize, uint32_t batch, uint32_t seqLen) {
   return loader;
 }
 
+std::unique_ptr<DataLoader> DataLoader::splitTail(double fraction,
+                                                  std::string &error) {
+  if (width_ > 2) {
+    error = "--eval-split: needs --data (synthetic data has nothing to hold "
+            "out)";
+    return nullptr;
+  }
+  uint64_t tail = uint64_t(double(numTokens_) * fraction);
+  uint64_t head = numTokens_ - tail, need = uint64_t(seqLen_) + 1;
+  if (tail < need || head < need) {
+    error = "--eval-split " + std::to_string(fraction) + ": " +
+            std::to_string(head) + " training and " + std::to_string(tail) +
+            " held-out tokens, but each part needs one sample (" +
+            std::to_string(need) + " tokens)";
+    return nullptr;
+  }
+  std::unique_ptr<DataLoader> out(new DataLoader());
+  out->bytes_ = bytes_ + head * width_;
+  out->width_ = width_;
+  out->numTokens_ = tail; // no mapping of its own: this loader unmaps
+  out->batch_ = batch_;
+  out->seqLen_ = seqLen_;
+  out->description_ = "the last " + std::to_string(tail) + " of " +
+                      std::to_string(numTokens_) + " tokens of " + description_;
+  numTokens_ = head;
+  return out;
+}
+
 DataLoader::~DataLoader() {
   if (mapping_)
     ::munmap(mapping_, mappingSize_);

@@ -43,6 +43,13 @@ public:
   static std::unique_ptr<DataLoader> synthetic(uint32_t vocabSize,
                                                uint32_t batch, uint32_t seqLen);
 
+  /// Splits off the last `fraction` (0 < fraction < 1) of a file's tokens
+  /// as held-out data (dsrun --eval-split): this loader keeps the first
+  /// part, the returned one reads the rest from the same mapping and must
+  /// not outlive this one. Null + one line when either part is shorter
+  /// than one sample or the data is synthetic.
+  std::unique_ptr<DataLoader> splitTail(double fraction, std::string &error);
+
   ~DataLoader();
   DataLoader(const DataLoader &) = delete;
   DataLoader &operator=(const DataLoader &) = delete;

@@ -239,9 +239,26 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
     if (!data)
       return kExitBadInput;
   }
-  if ((options.evalEvery || options.evalOnly) && options.evalData.empty()) {
+  if (!options.evalSplit.empty()) {
+    char *end = nullptr;
+    double f = std::strtod(options.evalSplit.c_str(), &end);
+    if (*end || !(f > 0 && f < 1)) {
+      error = "--eval-split: expected a fraction between 0 and 1, got '" +
+              options.evalSplit + "'";
+      return kExitBadInput;
+    }
+    if (!options.evalData.empty()) {
+      error = "--eval-split: give it or --eval-data, not both";
+      return kExitBadInput;
+    }
+    p.evalData = data->splitTail(f, error);
+    if (!p.evalData)
+      return kExitBadInput;
+  }
+  if ((options.evalEvery || options.evalOnly) && !p.evalData &&
+      options.evalData.empty()) {
     error = std::string(options.evalOnly ? "--eval-only" : "--eval-every") +
-            ": needs --eval-data FILE (the held-out data)";
+            ": needs --eval-data FILE or --eval-split F (the held-out data)";
     return kExitBadInput;
   }
   if (!options.evalData.empty()) {
@@ -249,14 +266,16 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
                                   info.microBatch, info.seqLen, error);
     if (!p.evalData)
       return kExitBadInput;
+  }
+  if (p.evalData) {
     bool hasEval = false;
     if (const auto *programs = p.loaded->plan().programs())
       for (const fb::Program *prog : *programs)
         hasEval |=
             prog->name() && prog->name()->string_view() == plan::kEvalProgram;
     if (!hasEval) {
-      error = "--eval-data: " + options.plan +
-              " has no eval program (compile it with this dsc)";
+      error = (options.evalData.empty() ? "--eval-split: " : "--eval-data: ") +
+              options.plan + " has no eval program (compile it with this dsc)";
       return kExitBadInput;
     }
   }
@@ -431,7 +450,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
       return kExitTrainingFailed;
     if (lead)
       std::printf("val_loss %.9g over %u batches of %s\n", loss,
-                  setup.evalBatches, options.evalData.c_str());
+                  setup.evalBatches, p.evalData->description().c_str());
     return kExitOk;
   }
   status = train(*session, *p.data, setup, error);

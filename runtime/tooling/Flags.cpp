@@ -79,6 +79,9 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--eval-data", "FILE", &O::evalData,
                          "held-out data (same formats as --data) for the "
                          "validation loss"));
+    t.push_back(textFlag("--eval-split", "F", &O::evalSplit,
+                         "hold out the last fraction F of --data as eval "
+                         "data (instead of --eval-data)"));
     t.push_back(numberFlag("--eval-every", "K", Value::Positive, &O::evalEvery,
                            "evaluate every K steps and after the last "
                            "(needs --eval-data)"));

@@ -29,6 +29,7 @@ struct DsrunOptions {
   std::string exportWeights;
   std::string dumpBatch;
   std::string evalData;   ///< held-out data, same formats as --data
+  std::string evalSplit;  ///< "0.1": hold out the last 10% of --data
   uint64_t evalEvery = 0; ///< evaluate every K steps (and after the last)
   uint64_t evalBatches = 20;
   bool evalOnly = false;         ///< evaluate the initial weights and exit
