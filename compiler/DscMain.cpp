@@ -74,6 +74,11 @@ struct Options {
       cl::init("")};
   cl::opt<int64_t> worldSize{"world-size", cl::value_desc("N"),
                              cl::desc("ranks the plan runs on"), cl::init(1)};
+  cl::opt<int64_t> evalMicroBatch{
+      "eval-micro-batch-size", cl::value_desc("N"),
+      cl::desc("rows of the eval program's batch (default: the training "
+               "micro-batch; --model builds only)"),
+      cl::init(0)};
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "
                                 "FLOPs of a step")};
@@ -168,11 +173,13 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
   }
   os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n", (const char *)"total",
                      static_cast<unsigned long long>(total), mib(total));
+  // Each program's own activation peak: the arena holds the largest (eval
+  // runs with a smaller one than the step whose backward keeps them).
   for (const PlanProgram &p : plan.programs)
     os << llvm::format("%-15s %6zu kernels %12.3f GFLOP %12.3f MB to "
-                       "collectives\n",
+                       "collectives %10.2f MiB activations\n",
                        p.name.c_str(), p.instrs.size(), p.flops / 1e9,
-                       p.commBytes / 1e6);
+                       p.commBytes / 1e6, mib(p.activationBytes));
   // Model state by dtype: the distinct buffers of the variables (members of
   // a ZeRO-3 group share their group's shard), so mixed precision shows
   // its 16-bit parameters beside fp32 master weights and moments.
@@ -290,7 +297,29 @@ int runDscMain(int argc, char **argv) {
     module = models::buildModel(context, opts.model, microBatch, error);
     if (!module)
       return fail("--model " + error);
+    if (opts.evalMicroBatch < 0)
+      return fail("--eval-micro-batch-size: expected a positive number");
+    if (opts.evalMicroBatch && opts.evalMicroBatch != microBatch) {
+      if (StringRef(opts.model).contains("batch_size="))
+        return fail("--eval-micro-batch-size: --model sets batch_size; give "
+                    "the training batch in --config instead");
+      // The eval program's graph: the same model at the eval batch, as
+      // @forward_eval (ds-eval builds @eval from it).
+      OwningOpRef<ModuleOp> other =
+          models::buildModel(context, opts.model, opts.evalMicroBatch, error);
+      if (!other)
+        return fail("--model " + error);
+      auto forward = other->lookupSymbol<func::FuncOp>("forward");
+      if (!forward)
+        return fail("--eval-micro-batch-size: the model has no @forward");
+      forward->remove();
+      forward.setSymName("forward_eval");
+      module->push_back(forward);
+    }
   } else {
+    if (opts.evalMicroBatch)
+      return fail("--eval-micro-batch-size: " + opts.input +
+                  " has its batch fixed; only --model builds can change it");
     std::string error;
     auto file = openInputFile(opts.input, &error);
     if (!file)

@@ -1,6 +1,7 @@
 //===- Eval.cpp - the forward-only program @eval -------------------------===//
 //
-// @eval(tokens, targets) -> (loss, logits): @forward with dropout off (each
+// @eval(tokens, targets) -> (loss, logits): @forward (or @forward_eval, the
+// model built at another batch by dsc) with dropout off (each
 // ds.dropout replaced by its input), for held-out loss and sampling (the
 // logits when the loss is a ds.cross_entropy). Later
 // phases treat it as they treat @micro_step's forward half: ds-precision
@@ -33,9 +34,17 @@ struct EvalPass : ds::impl::DsEvalBase<EvalPass> {
       module.emitError("ds-eval: @eval already exists");
       return signalPassFailure();
     }
-    func::FuncOp eval = forward.clone();
-    eval.setSymName("eval");
-    SymbolTable(module).insert(eval, std::next(forward->getIterator()));
+    // dsc --eval-micro-batch-size builds the model again at that batch as
+    // @forward_eval: that graph becomes @eval.
+    func::FuncOp eval;
+    if (auto other = module.lookupSymbol<func::FuncOp>("forward_eval")) {
+      eval = other;
+      SymbolTable(module).setSymbolName(eval, "eval");
+    } else {
+      eval = forward.clone();
+      eval.setSymName("eval");
+      SymbolTable(module).insert(eval, std::next(forward->getIterator()));
+    }
     eval.walk([](DropoutOp d) {
       d.getResult().replaceAllUsesWith(d.getX());
       d.erase();

@@ -123,7 +123,9 @@ private:
 
 } // namespace
 
-void Lowering::placeTransients(const std::vector<int> &ids) {
+std::array<uint64_t, kNumCategories>
+Lowering::placeTransients(const std::vector<int> &ids) {
+  std::array<uint64_t, kNumCategories> own{}; // this program's peaks
   std::vector<int> order(ids);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return slots[a].bytes > slots[b].bytes;
@@ -138,8 +140,11 @@ void Lowering::placeTransients(const std::vector<int> &ids) {
     // measures it: alignment padding after the top buffer is not counted.
     uint64_t &peak = transientPeak[static_cast<int>(s.category)];
     peak = std::max(peak, offset + s.used);
+    uint64_t &mine = own[static_cast<int>(s.category)];
+    mine = std::max(mine, offset + s.used);
     placed.insert(offset, offset + s.bytes, s.first, s.last);
   }
+  return own;
 }
 
 } // namespace dsc::lowering

@@ -79,11 +79,13 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
     unsigned i = arg.getArgNumber();
-    bool shared = prog.name == "eval" && i < microInputs.size() &&
-                  microInputs[i].first == type;
-    int slot = shared ? microInputs[i].second
-                      : fixedSlot(Category::Inputs, bytesOf(type),
-                                  prog.name + ".arg" + std::to_string(i));
+    bool eval = prog.name == "eval";
+    bool shared =
+        eval && i < microInputs.size() && microInputs[i].first == type;
+    int slot = eval && i < evalInputs.size() ? evalInputs[i]
+               : shared                      ? microInputs[i].second
+                        : fixedSlot(Category::Inputs, bytesOf(type),
+                                    prog.name + ".arg" + std::to_string(i));
     if (prog.name == "micro_step")
       microInputs.push_back({type, slot});
     slotOf[arg] = slot;
@@ -290,7 +292,8 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
         if (!slots[r.slot].fixed)
           slots[r.slot].last = std::max(slots[r.slot].last, p.liveUntil);
-  placeTransients(transients);
+  prog.activationBytes =
+      placeTransients(transients)[static_cast<int>(Category::Activations)];
 
   for (Pending &p : pend) {
     PlanInstr instr;

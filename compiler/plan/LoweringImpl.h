@@ -127,6 +127,8 @@ private:
   /// its batch from the same buffers (the inputs arena holds what training
   /// writes, so predicted and measured bytes stay equal).
   SmallVector<std::pair<Type, int>> microInputs;
+  /// @eval's own input slots when its batch differs from the step's.
+  SmallVector<int> evalInputs;
 
   uint64_t &arena(Category c) { return plan.arenaBytes[static_cast<int>(c)]; }
 
@@ -189,7 +191,10 @@ private:
   /// Points the output of `v`'s producing instruction at `target`.
   void retarget(std::vector<Pending> &pend, Value v, int target);
 
-  void placeTransients(const std::vector<int> &ids);
+  /// Places a program's transient slots; returns its own peak per
+  /// category (the arena's is the largest over the programs).
+  std::array<uint64_t, kNumCategories>
+  placeTransients(const std::vector<int> &ids);
 
   /// One ds.adamw over each flat, contiguous run of parameters with equal
   /// hyper-parameters, and one fill over contiguous zeroed accumulators.

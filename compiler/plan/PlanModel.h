@@ -83,6 +83,7 @@ struct PlanProgram {
   std::vector<uint32_t> inputs, outputs;
   double flops = 0;
   double commBytes = 0; ///< bytes each rank hands to collectives per run
+  uint64_t activationBytes = 0; ///< this program's activation peak
   uint32_t numEvents = 0;
 };
 

@@ -153,8 +153,8 @@ DataLoader::synthetic(uint32_t vocabSize, uint32_t batch, uint32_t seqLen) {
   return loader;
 }
 
-std::unique_ptr<DataLoader> DataLoader::splitTail(double fraction,
-                                                  std::string &error) {
+std::unique_ptr<DataLoader>
+DataLoader::splitTail(double fraction, uint32_t batch, std::string &error) {
   if (width_ > 2) {
     error = "--eval-split: needs --data (synthetic data has nothing to hold "
             "out)";
@@ -173,7 +173,7 @@ std::unique_ptr<DataLoader> DataLoader::splitTail(double fraction,
   out->bytes_ = bytes_ + head * width_;
   out->width_ = width_;
   out->numTokens_ = tail; // no mapping of its own: this loader unmaps
-  out->batch_ = batch_;
+  out->batch_ = batch;
   out->seqLen_ = seqLen_;
   out->description_ = "the last " + std::to_string(tail) + " of " +
                       std::to_string(numTokens_) + " tokens of " + description_;

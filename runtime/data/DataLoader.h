@@ -48,7 +48,10 @@ public:
   /// part, the returned one reads the rest from the same mapping and must
   /// not outlive this one. Null + one line when either part is shorter
   /// than one sample or the data is synthetic.
-  std::unique_ptr<DataLoader> splitTail(double fraction, std::string &error);
+  /// The held-out loader draws `batch` rows per batch (the eval
+  /// program's).
+  std::unique_ptr<DataLoader> splitTail(double fraction, uint32_t batch,
+                                        std::string &error);
 
   ~DataLoader();
   DataLoader(const DataLoader &) = delete;

@@ -41,6 +41,7 @@ struct PlanInfo {
   uint64_t numParams = 0; ///< elements over all parameters
   std::optional<LossScaleOptions> lossScale;
   bool skipsOverflow = false;
+  uint32_t evalBatch = 0; ///< rows of the eval program's batch; 0: no eval
 };
 
 bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
@@ -96,6 +97,16 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
     info.lossScale = o;
   }
   info.skipsOverflow = plan.skips_overflow();
+  // The eval program's batch (dsc --eval-micro-batch-size), from its first
+  // input, the tokens [rows, seq_len].
+  if (plan.programs() && plan.buffers())
+    for (const fb::Program *prog : *plan.programs())
+      if (prog->name() && prog->name()->string_view() == plan::kEvalProgram &&
+          prog->inputs() && prog->inputs()->size() > 0) {
+        const fb::Buffer *b = plan.buffers()->Get(prog->inputs()->Get(0));
+        if (b->shape() && b->shape()->size() == 2)
+          info.evalBatch = uint32_t(b->shape()->Get(0));
+      }
   return true;
 }
 
@@ -251,7 +262,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       error = "--eval-split: give it or --eval-data, not both";
       return kExitBadInput;
     }
-    p.evalData = data->splitTail(f, error);
+    p.evalData = data->splitTail(f, info.evalBatch ? info.evalBatch : 1, error);
     if (!p.evalData)
       return kExitBadInput;
   }
@@ -263,7 +274,8 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   }
   if (!options.evalData.empty()) {
     p.evalData = DataLoader::open(options.evalData, info.vocabSize,
-                                  info.microBatch, info.seqLen, error);
+                                  info.evalBatch ? info.evalBatch : 1,
+                                  info.seqLen, error);
     if (!p.evalData)
       return kExitBadInput;
   }
@@ -410,6 +422,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   setup.lossScale = info.lossScale;
   setup.skipsOverflow = info.skipsOverflow;
   setup.evalData = p.evalData.get();
+  setup.evalMicroBatch = info.evalBatch;
   setup.evalEvery = options.evalEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
   if (options.sample) {
@@ -429,7 +442,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
     so.temperature = temperature;
     so.topK = uint32_t(options.topK);
     so.seed = options.seed;
-    so.microBatch = info.microBatch;
+    so.microBatch = info.evalBatch ? info.evalBatch : info.microBatch;
     so.seqLen = info.seqLen;
     so.vocabSize = info.vocabSize;
     std::vector<int32_t> tokens;

@@ -201,7 +201,9 @@ bool writeScalar(Session &session, const NamedTensor &t, double value,
 bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
               uint32_t batches, double &loss, std::string &error) {
   const std::string program(plan::kEvalProgram);
-  Slot batch{DType::i32, {setup.microBatch, setup.seqLen}};
+  const uint32_t rows =
+      setup.evalMicroBatch ? setup.evalMicroBatch : setup.microBatch;
+  Slot batch{DType::i32, {rows, setup.seqLen}};
   std::vector<NamedTensor> in;
   NamedTensor out;
   if (!bindProgram(session, program, {batch, batch}, "tokens, targets",
@@ -210,7 +212,7 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
       error = "plan: no program 'eval' (compile the plan with this dsc)";
     return false;
   }
-  const size_t elems = size_t(setup.microBatch) * setup.seqLen;
+  const size_t elems = size_t(rows) * setup.seqLen;
   std::vector<int32_t> tokens(elems), targets(elems);
   const uint32_t n = std::max<uint32_t>(1, setup.worldSize);
   const uint32_t rounds = (batches + n - 1) / n;
@@ -220,7 +222,7 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
     // (uneven split) runs for the collectives and is not counted.
     uint32_t b = i * n + setup.rank;
     data.fill(BatchKey{setup.seed, 0, b, 0, 1}, tokens.data(), targets.data());
-    session.setSampleOffset(uint64_t(b) * setup.microBatch);
+    session.setSampleOffset(uint64_t(b) * rows);
     double l = 0;
     if (!session.writeTensor(in[0], tokens.data(), elems * 4, error) ||
         !session.writeTensor(in[1], targets.data(), elems * 4, error) ||

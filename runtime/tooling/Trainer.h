@@ -61,6 +61,7 @@ struct TrainSetup {
   const DataLoader *evalData = nullptr;
   uint64_t evalEvery = 0;
   uint32_t evalBatches = 20;
+  uint32_t evalMicroBatch = 0; ///< eval's rows; 0: microBatch
   /// Debugging (--debug-overflow-at): before apply of these steps every
   /// rank writes NaN into one element of a gradient accumulator it holds.
   std::set<uint64_t> injectOverflowAt;
