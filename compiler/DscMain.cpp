@@ -12,6 +12,7 @@
 #include "compiler/config/Config.h"
 #include "compiler/plan/PlanModel.h"
 #include "models/Models.h"
+#include "runtime/core/OutputPath.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -29,7 +30,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <map>
 #include <set>
@@ -374,19 +374,33 @@ int runDscMain(int argc, char **argv) {
       llvm::sys::Process::StandardOutIsDisplayed())
     return fail("refusing to write a binary plan to a terminal; use -o "
                 "FILE.dsplan");
-  auto out = openOutputFile(opts.output, &error);
-  if (!out)
-    return fail("cannot write '" + opts.output + "': " + error);
-  if (emit == "plan") {
-    const std::vector<uint8_t> &bytes = planResult->bytes;
-    out->os().write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  if (opts.output == "-") {
+    if (emit == "plan")
+      llvm::outs().write(
+          reinterpret_cast<const char *>(planResult->bytes.data()),
+          planResult->bytes.size());
+    else
+      module->print(llvm::outs());
+    llvm::outs().flush();
+    if (llvm::outs().has_error()) {
+      llvm::outs().clear_error();
+      return fail("cannot write to standard output");
+    }
   } else {
-    module->print(out->os());
+    // All or nothing, and only over a regular file (runtime/core/
+    // OutputPath.h): a failed write leaves what was there.
+    std::string text;
+    if (emit != "plan") {
+      llvm::raw_string_ostream os(text);
+      module->print(os);
+    }
+    const void *data = emit == "plan"
+                           ? static_cast<const void *>(planResult->bytes.data())
+                           : text.data();
+    size_t size = emit == "plan" ? planResult->bytes.size() : text.size();
+    if (!writeOutput(opts.output, data, size, error))
+      return fail("cannot write '" + opts.output + "': " + error);
   }
-  out->os().flush();
-  if (out->os().has_error())
-    return fail("cannot write '" + opts.output + "'");
-  out->keep();
   // The process ends next: freeing the IR op by op and the context's
   // uniqued storage would cost a tenth of a deep model's compile for
   // nothing, so both are left to the OS (as clang's -disable-free does).

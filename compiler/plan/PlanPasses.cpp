@@ -3,8 +3,7 @@
 #include "compiler/plan/PlanPasses.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
+#include "runtime/core/OutputPath.h"
 
 namespace dsc {
 
@@ -70,23 +69,14 @@ struct EmitPlanPass : impl::DsEmitPlanBase<EmitPlanPass> {
     if (planFile.empty())
       return;
     std::string error;
-    // Opened only once the whole plan exists; removed if the write fails.
-    auto out = mlir::openOutputFile(planFile, &error);
-    if (!out) {
+    // Written once the whole plan exists, all or nothing, and only over a
+    // regular file (runtime/core/OutputPath.h).
+    if (!dsc::writeOutput(planFile, result->bytes.data(), result->bytes.size(),
+                          error)) {
       getOperation().emitError("ds-emit-plan: cannot write '")
           << planFile << "': " << error;
       return signalPassFailure();
     }
-    out->os().write(reinterpret_cast<const char *>(result->bytes.data()),
-                    result->bytes.size());
-    out->os().flush();
-    if (out->os().has_error()) {
-      out->os().clear_error();
-      getOperation().emitError("ds-emit-plan: cannot write '")
-          << planFile << "'";
-      return signalPassFailure();
-    }
-    out->keep();
   }
 
   std::shared_ptr<PlanResult> result;

@@ -1,6 +1,8 @@
 //===- Safetensors.cpp - safetensors files, written and validated ---------===//
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "runtime/core/OutputPath.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -111,10 +113,23 @@ bool saveSafetensors(const std::string &path,
   // writer does; readers may then map the floats in place.
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  std::string tmp = path + ".tmp";
-  std::FILE *f = std::fopen(tmp.c_str(), "wb");
+  // A regular file is replaced through a temporary beside it; a device or
+  // FIFO is written as it is (runtime/core/OutputPath.h).
+  OutputPath where;
+  if (!classifyOutput(path, where, error))
+    return false;
+  std::string tmp;
+  int fd = where.direct ? openDirect(where.target, error)
+                        : openTemporaryFor(where.target, tmp, error);
+  if (fd < 0)
+    return false;
+  std::FILE *f = ::fdopen(fd, "wb");
   if (!f) {
-    error = tmp + ": cannot open for writing: " + std::strerror(errno);
+    error = (where.direct ? where.target : tmp) +
+            ": cannot open for writing: " + std::strerror(errno);
+    ::close(fd);
+    if (!where.direct)
+      std::remove(tmp.c_str());
     return false;
   }
   uint8_t length[8];
@@ -128,16 +143,17 @@ bool saveSafetensors(const std::string &path,
     ok = bytes == 0 || std::fwrite(tensors[i].data, 1, bytes, f) == bytes;
   }
   // A rename is only atomic for bytes that reached the disk.
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  ok = ok && std::fflush(f) == 0 && (where.direct || ::fsync(fileno(f)) == 0);
   int savedErrno = errno;
   ok = std::fclose(f) == 0 && ok;
   if (!ok) {
-    error = tmp +
+    error = (where.direct ? where.target : tmp) +
             ": write failed: " + std::strerror(savedErrno ? savedErrno : errno);
-    std::remove(tmp.c_str());
+    if (!where.direct)
+      std::remove(tmp.c_str());
     return false;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!where.direct && std::rename(tmp.c_str(), where.target.c_str()) != 0) {
     error = path + ": cannot rename " + tmp +
             " into place: " + std::strerror(errno);
     std::remove(tmp.c_str());

@@ -3,6 +3,7 @@
 
 #include "runtime/backends/Registry.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/OutputPath.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/Launch.h"
@@ -138,14 +139,19 @@ bool parseStepList(const std::string &text, std::set<uint64_t> &steps,
 // Fails early on an output path that cannot be written, instead of after
 // hours of training.
 bool probeWritable(const std::string &path, std::string &error) {
-  std::string tmp = path + ".tmp";
-  std::FILE *f = std::fopen(tmp.c_str(), "w");
-  if (!f) {
-    error = path + ": cannot write here: " + std::strerror(errno);
+  OutputPath where;
+  if (!classifyOutput(path, where, error))
+    return false;
+  std::string tmp;
+  int fd = where.direct ? openDirect(where.target, error)
+                        : openTemporaryFor(where.target, tmp, error);
+  if (fd < 0) {
+    error = path + ": cannot write here: " + error;
     return false;
   }
-  std::fclose(f);
-  std::remove(tmp.c_str());
+  ::close(fd);
+  if (!where.direct)
+    std::remove(tmp.c_str());
   return true;
 }
 

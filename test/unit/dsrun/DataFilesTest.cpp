@@ -2,6 +2,11 @@
 
 #include "test/unit/dsrun/DsrunTestSupport.h"
 
+#include <fstream>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace dsc::rt;
 using namespace dsc::rt::dsruntest;
 
@@ -168,7 +173,7 @@ TEST(Safetensors, RoundTrip) {
                               {{"a", {2, 3}, a.data()}, {"b", {}, b.data()}},
                               {{"format", "pt"}}, error))
       << error;
-  EXPECT_FALSE(exists(path + ".tmp"));
+  EXPECT_FALSE(exists(path + ".tmp." + std::to_string(::getpid())));
   std::string bytes = readFile(path);
   uint64_t headerBytes = 0;
   for (int i = 0; i < 8; ++i)
@@ -202,14 +207,50 @@ TEST(Safetensors, FailedSaveLeavesNothing) {
   float x = 1;
   std::string error;
   EXPECT_FALSE(saveSafetensors(path, {{"x", {1}, &x}}, {}, error));
-  EXPECT_EQ(error, path + ".tmp: cannot open for writing: No such file or "
-                          "directory");
+  EXPECT_EQ(error, path + ".tmp." + std::to_string(::getpid()) +
+                       ": cannot create: No such file or directory");
   EXPECT_FALSE(saveSafetensors(tempPath("w.safetensors"),
                                {{"x", {1}, &x}, {"x", {1}, &x}}, {}, error));
   EXPECT_EQ(error, tempPath("w.safetensors") +
                        ": cannot save a tensor named 'x' (empty, reserved or "
                        "repeated)");
   EXPECT_FALSE(exists(tempPath("w.safetensors")));
+}
+
+// Only a regular file is replaced (runtime/core/OutputPath.h): a device is
+// written as it is, a directory or a dangling link refused untouched, a
+// link to a regular file replaces its target and stays a link.
+TEST(Safetensors, WritesOnlyWhatMayBeReplaced) {
+  float x = 1;
+  std::string error;
+  ASSERT_TRUE(saveSafetensors("/dev/null", {{"x", {1}, &x}}, {}, error))
+      << error;
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced";
+
+  std::string dir = tempPath("dir");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  EXPECT_FALSE(saveSafetensors(dir, {{"x", {1}, &x}}, {}, error));
+  EXPECT_EQ(error, dir + ": is a directory; refusing to replace it");
+  ::rmdir(dir.c_str());
+
+  std::string dangling = tempPath("dangling");
+  ASSERT_EQ(::symlink((dangling + ".nowhere").c_str(), dangling.c_str()), 0);
+  EXPECT_FALSE(saveSafetensors(dangling, {{"x", {1}, &x}}, {}, error));
+  EXPECT_EQ(error,
+            dangling + ": a symbolic link to nothing; refusing to replace it");
+
+  std::string target = tempPath("target.safetensors"),
+              link = tempPath("link.safetensors");
+  { std::ofstream(target) << "old"; }
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(saveSafetensors(link, {{"x", {1}, &x}}, {}, error)) << error;
+  struct stat ls;
+  ASSERT_EQ(::lstat(link.c_str(), &ls), 0);
+  EXPECT_TRUE(S_ISLNK(ls.st_mode)) << "the link was renamed over";
+  EXPECT_NE(readFile(target), "old");
+  EXPECT_TRUE(SafetensorsFile::read(target, error)) << error;
 }
 
 // A file with `header` as its JSON and `dataBytes` zero bytes of data.
