@@ -115,50 +115,21 @@ bool saveSafetensors(const std::string &path,
 
   // A regular file is replaced through a temporary beside it; a device or
   // FIFO is written as it is (runtime/core/OutputPath.h).
-  OutputPath where;
-  if (!classifyOutput(path, where, error))
+  OutputFile out;
+  if (!out.open(path, error))
     return false;
-  std::string tmp;
-  int fd = where.direct ? openDirect(where.target, error)
-                        : openTemporaryFor(where.target, tmp, error);
-  if (fd < 0)
-    return false;
-  std::FILE *f = ::fdopen(fd, "wb");
-  if (!f) {
-    error = (where.direct ? where.target : tmp) +
-            ": cannot open for writing: " + std::strerror(errno);
-    ::close(fd);
-    if (!where.direct)
-      std::remove(tmp.c_str());
-    return false;
-  }
   uint8_t length[8];
   for (int i = 0; i < 8; ++i)
     length[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  bool ok = std::fwrite(length, 1, 8, f) == 8 &&
-            std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  bool ok =
+      out.write(length, 8, error) && out.write(text.data(), text.size(), error);
   for (size_t i = 0; ok && i < tensors.size(); ++i) {
     uint64_t bytes = 0;
     byteSize(tensors[i].shape, sizeof(float), bytes);
-    ok = bytes == 0 || std::fwrite(tensors[i].data, 1, bytes, f) == bytes;
+    ok = out.write(tensors[i].data, bytes, error);
   }
-  // A rename is only atomic for bytes that reached the disk.
-  ok = ok && std::fflush(f) == 0 && (where.direct || ::fsync(fileno(f)) == 0);
-  int savedErrno = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    error = (where.direct ? where.target : tmp) +
-            ": write failed: " + std::strerror(savedErrno ? savedErrno : errno);
-    if (!where.direct)
-      std::remove(tmp.c_str());
+  if (!ok || !out.commit(error))
     return false;
-  }
-  if (!where.direct && std::rename(tmp.c_str(), where.target.c_str()) != 0) {
-    error = path + ": cannot rename " + tmp +
-            " into place: " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
   return true;
 }
 

@@ -67,63 +67,102 @@ inline bool classifyOutput(const std::string &path, OutputPath &out,
   return true;
 }
 
-/// Opens the temporary file a replacing write goes through, beside
-/// `target` and named after it and this process; -1 + one line on error.
-inline int openTemporaryFor(const std::string &target, std::string &tmp,
-                            std::string &error) {
-  tmp = target + ".tmp." + std::to_string(long(::getpid()));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    error = tmp + ": cannot create: " + std::strerror(errno);
-  return fd;
-}
+/// One output written by the rules above: open(), write(), then commit()
+/// (sync, close, rename into place). An output not committed, and any
+/// failure, leaves what was at the path untouched (the temporary removed).
+class OutputFile {
+public:
+  OutputFile() = default;
+  OutputFile(const OutputFile &) = delete;
+  OutputFile &operator=(const OutputFile &) = delete;
+  ~OutputFile() { abandon(); }
 
-/// Opens a device or FIFO output for writing, without truncating it.
-inline int openDirect(const std::string &target, std::string &error) {
-  int fd = ::open(target.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0)
-    error = target + ": cannot open for writing: " + std::strerror(errno);
-  return fd;
-}
+  /// Classifies `path` and opens the temporary (beside the target, named
+  /// after it and this process, created exclusively) or the device; false
+  /// + one line on error.
+  bool open(const std::string &path, std::string &error) {
+    if (!classifyOutput(path, where_, error))
+      return false;
+    path_ = path;
+    if (where_.direct) {
+      fd_ = ::open(where_.target.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (fd_ < 0)
+        error = where_.target +
+                ": cannot open for writing: " + std::strerror(errno);
+    } else {
+      tmp_ = where_.target + ".tmp." + std::to_string(long(::getpid()));
+      fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd_ < 0) {
+        error = tmp_ + ": cannot create: " + std::strerror(errno);
+        tmp_.clear();
+      }
+    }
+    return fd_ >= 0;
+  }
+
+  /// Appends `size` bytes; false + one line on error.
+  bool write(const void *data, size_t size, std::string &error) {
+    const char *p = static_cast<const char *>(data);
+    for (size_t done = 0; done < size;) {
+      ssize_t n = ::write(fd_, p + done, size - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        error = writingTo() +
+                ": write failed: " + std::strerror(n < 0 ? errno : EIO);
+        return false;
+      }
+      done += size_t(n);
+    }
+    return true;
+  }
+
+  /// Makes the bytes the path's: a replaced file is synced first (a rename
+  /// is atomic only for bytes on disk). False + one line on error.
+  bool commit(std::string &error) {
+    bool ok = where_.direct || ::fsync(fd_) == 0;
+    int saved = errno;
+    ok = ::close(fd_) == 0 && ok;
+    fd_ = -1;
+    if (!ok) {
+      error = writingTo() +
+              ": write failed: " + std::strerror(saved ? saved : errno);
+      return false;
+    }
+    if (!where_.direct && ::rename(tmp_.c_str(), where_.target.c_str()) != 0) {
+      error = path_ + ": cannot rename " + tmp_ +
+              " into place: " + std::strerror(errno);
+      return false;
+    }
+    tmp_.clear(); // it is the target now
+    return true;
+  }
+
+private:
+  const std::string &writingTo() const {
+    return where_.direct ? where_.target : tmp_;
+  }
+  void abandon() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = -1;
+    if (!tmp_.empty())
+      ::unlink(tmp_.c_str());
+    tmp_.clear();
+  }
+
+  OutputPath where_;
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
 
 /// Writes `size` bytes to output `path` by the rules above; false + one
 /// line, with the previous contents intact, on failure.
 inline bool writeOutput(const std::string &path, const void *data, size_t size,
                         std::string &error) {
-  OutputPath where;
-  if (!classifyOutput(path, where, error))
-    return false;
-  std::string tmp;
-  int fd = where.direct ? openDirect(where.target, error)
-                        : openTemporaryFor(where.target, tmp, error);
-  if (fd < 0)
-    return false;
-  const char *p = static_cast<const char *>(data);
-  bool ok = true;
-  for (size_t done = 0; ok && done < size;) {
-    ssize_t n = ::write(fd, p + done, size - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    ok = n > 0;
-    done += ok ? size_t(n) : 0;
-  }
-  ok = ok && (where.direct || ::fsync(fd) == 0);
-  int saved = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok) {
-    error = (where.direct ? where.target : tmp) +
-            ": write failed: " + std::strerror(saved ? saved : errno);
-    if (!where.direct)
-      ::unlink(tmp.c_str());
-    return false;
-  }
-  if (!where.direct && ::rename(tmp.c_str(), where.target.c_str()) != 0) {
-    error = path + ": cannot rename " + tmp +
-            " into place: " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  OutputFile out;
+  return out.open(path, error) && out.write(data, size, error) &&
+         out.commit(error);
 }
 
 } // namespace dsc

@@ -139,19 +139,11 @@ bool parseStepList(const std::string &text, std::set<uint64_t> &steps,
 // Fails early on an output path that cannot be written, instead of after
 // hours of training.
 bool probeWritable(const std::string &path, std::string &error) {
-  OutputPath where;
-  if (!classifyOutput(path, where, error))
-    return false;
-  std::string tmp;
-  int fd = where.direct ? openDirect(where.target, error)
-                        : openTemporaryFor(where.target, tmp, error);
-  if (fd < 0) {
+  OutputFile probe; // never committed: whatever is there stays
+  if (!probe.open(path, error)) {
     error = path + ": cannot write here: " + error;
     return false;
   }
-  ::close(fd);
-  if (!where.direct)
-    std::remove(tmp.c_str());
   return true;
 }
 
