@@ -79,6 +79,21 @@ struct Options {
       cl::desc("rows of the eval program's batch (default: the training "
                "micro-batch; --model builds only)"),
       cl::init(0)};
+  cl::opt<std::string> remat{
+      "remat", cl::value_desc("none|layers|selective|auto"),
+      cl::desc("rematerialization: what the backward recomputes instead of "
+               "keeping (activation_checkpointing.remat; docs/remat.md)"),
+      cl::init("")};
+  cl::opt<int64_t> rematEvery{
+      "remat-every", cl::value_desc("K"),
+      cl::desc("--remat=layers: keep the input of every K-th transformer "
+               "block (default 1)"),
+      cl::init(0)};
+  cl::opt<int64_t> activationMemory{
+      "activation-memory", cl::value_desc("BYTES"),
+      cl::desc("--remat=auto: the activation peak's budget (default: as "
+               "small as possible)"),
+      cl::init(-1)};
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "
                                 "FLOPs of a step")};
@@ -149,7 +164,8 @@ LogicalResult printDiagnostic(Diagnostic &diag) {
 }
 
 /// `--report`: what one rank holds, by category, and the work of a step.
-void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
+void printReport(const PlanModel &plan, StringRef remat,
+                 llvm::raw_ostream &os) {
   uint64_t params = 0;
   for (const PlanVariable &v : plan.variables)
     if (v.kind == 0) {
@@ -180,6 +196,14 @@ void printReport(const PlanModel &plan, llvm::raw_ostream &os) {
                        "collectives %10.2f MiB activations\n",
                        p.name.c_str(), p.instrs.size(), p.flops / 1e9,
                        p.commBytes / 1e6, mib(p.activationBytes));
+  // What the remat policy costs: the backward's recomputation.
+  for (const PlanProgram &p : plan.programs)
+    if (p.name == "micro_step")
+      os << llvm::format("remat: %s, %.3f GFLOP recomputed per micro-step "
+                         "(%.1f%% of its FLOPs)\n",
+                         remat.empty() ? "none" : remat.str().c_str(),
+                         p.recomputedFlops / 1e9,
+                         p.flops > 0 ? 100 * p.recomputedFlops / p.flops : 0.0);
   // Model state by dtype: the distinct buffers of the variables (members of
   // a ZeRO-3 group share their group's shard), so mixed precision shows
   // its 16-bit parameters beside fp32 master weights and moments.
@@ -270,8 +294,45 @@ int runDscMain(int argc, char **argv) {
                        ? config.zero.offloadOptimizer
                        : config.zero.offloadParam) +
                   "\" is not implemented yet");
+    const DsConfig::ActivationCheckpointing &ac =
+        config.activationCheckpointing;
+    if (ac.partitionActivations)
+      return fail(opts.config +
+                  ": activation_checkpointing.partition_activations splits "
+                  "activations over tensor-parallel ranks, and dsc has no "
+                  "tensor parallelism");
+    if (ac.cpuCheckpointing)
+      return fail(opts.config +
+                  ": activation_checkpointing.cpu_checkpointing (kept "
+                  "activations in host memory) is not supported yet");
     train = passOptionsFromConfig(config, opts.worldSize);
   }
+  // --remat, --remat-every and --activation-memory override the config.
+  if (!opts.remat.empty()) {
+    if (!llvm::is_contained({"none", "layers", "selective", "auto"},
+                            StringRef(opts.remat)))
+      return fail("--remat: expected none, layers, selective or auto, got '" +
+                  opts.remat + "'");
+    train.remat.policy = opts.remat;
+  }
+  if (opts.rematEvery.getNumOccurrences()) {
+    if (opts.rematEvery < 1)
+      return fail("--remat-every: expected a positive integer");
+    if (train.remat.policy != "layers")
+      return fail("--remat-every needs --remat=layers");
+    train.remat.every = opts.rematEvery;
+  }
+  if (opts.activationMemory.getNumOccurrences()) {
+    if (opts.activationMemory < 1)
+      return fail("--activation-memory: expected a positive number of bytes");
+    if (train.remat.policy != "auto")
+      return fail("--activation-memory is the budget of --remat=auto");
+    train.remat.activationMemory = opts.activationMemory;
+  }
+  if (train.remat.activationMemory && train.remat.policy != "auto")
+    return fail(opts.config + ": activation_checkpointing.activation_memory "
+                "is the budget of remat \"auto\", but remat is \"" +
+                train.remat.policy + "\"");
   train.plan.model = opts.model.empty()
                          ? llvm::sys::path::stem(opts.input).str()
                          : StringRef(opts.model).split(':').first.str();
@@ -365,7 +426,12 @@ int runDscMain(int argc, char **argv) {
                 Twine(config.microBatchSize) + " but the model's batch is " +
                 Twine(plan.microBatch));
   if (opts.report)
-    printReport(plan, llvm::outs());
+    printReport(plan,
+                module.get()->hasAttr("ds.remat")
+                    ? cast<StringAttr>(module.get()->getAttr("ds.remat"))
+                          .getValue()
+                    : StringRef(),
+                llvm::outs());
   if (opts.report && opts.output == "-")
     return kExitOk;
 

@@ -30,6 +30,10 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
     o.plan.minLossScale = config.fp16.minLossScale;
     o.zero.wideCollectives = config.communicationDataType == "fp32";
   }
+  // activation_checkpointing: dsc's policy keys
+  o.remat.policy = config.activationCheckpointing.remat;
+  o.remat.every = config.activationCheckpointing.rematEvery;
+  o.remat.activationMemory = config.activationCheckpointing.activationMemory;
   // zero_optimization
   o.zero.stage = config.zero.stage;
   o.zero.bucketSize = config.zero.reduceBucketSize;

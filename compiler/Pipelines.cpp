@@ -3,6 +3,7 @@
 
 #include "dialects/ds/DsOps.h"
 #include "passes/Passes.h"
+#include "passes/remat/RematPass.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -29,6 +30,33 @@ void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
 void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.precision)
     pm.addPass(ds::createDsPrecision(*o.precision));
+}
+void addDist(OpPassManager &pm, const TrainOptions &o, const Result &);
+void addFused(OpPassManager &pm, const TrainOptions &, const Result &);
+void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &);
+void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &r);
+
+void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  // auto's cost model: the phases after remat, run on a candidate.
+  ds::RematEvaluator evaluate =
+      [o](ModuleOp candidate) -> FailureOr<ds::RematCost> {
+    PassManager pm(candidate->getContext());
+    auto result = std::make_shared<PlanResult>();
+    addDist(pm, o, result);
+    addFused(pm, o, result);
+    addScheduled(pm, o, result);
+    addPlan(pm, o, result);
+    if (failed(pm.run(candidate)))
+      return failure();
+    ds::RematCost cost;
+    cost.activationPeak =
+        result->plan.arenaBytes[static_cast<int>(Category::Activations)];
+    for (const PlanProgram &p : result->plan.programs)
+      if (p.name == "micro_step")
+        cost.recomputedFlops = p.recomputedFlops;
+    return cost;
+  };
+  pm.addPass(ds::createDsRemat(o.remat, std::move(evaluate)));
 }
 void addDist(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsZero(o.zero));
@@ -60,6 +88,10 @@ constexpr PhaseInfo kPhases[] = {
      "fp16/bf16: 16-bit model, fp32 master weights, loss scale, overflow "
      "check (nothing for fp32)",
      addPrecision},
+    {Phase::Remat, "remat",
+     "rematerialization: the forward values the backward recomputes "
+     "instead of keeping",
+     addRemat},
     {Phase::Dist, "dist",
      "ZeRO stages 0-3: parameter groups, collectives, shard ownership",
      addDist},
@@ -147,6 +179,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("fp32, bf16 or f16 (fp16/bf16.enabled; f16 scales the "
                      "loss)"),
       llvm::cl::init("fp32")};
+  Option<std::string> remat{
+      *this, "remat", llvm::cl::desc("none, layers, selective or auto"),
+      llvm::cl::init(defaults.remat.policy)};
+  Option<int64_t> rematEvery{*this, "remat-every",
+                             llvm::cl::init(defaults.remat.every)};
+  Option<int64_t> activationMemory{
+      *this, "activation-memory",
+      llvm::cl::init(defaults.remat.activationMemory)};
   Option<std::string> model{*this, "model",
                             llvm::cl::desc("the model's name in the plan"),
                             llvm::cl::init(defaults.plan.model)};
@@ -170,6 +210,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       o.precision->dtype = precision;
       o.precision->lossScaling = precision == "f16";
     }
+    o.remat.policy = remat;
+    o.remat.every = rematEvery;
+    o.remat.activationMemory = activationMemory;
     o.plan.model = model;
     o.emit.planFile = planFile;
     return o;

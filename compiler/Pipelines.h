@@ -27,6 +27,7 @@ enum class Phase {
   Input,
   Train,
   Precision,
+  Remat,
   Dist,
   Fused,
   Scheduled,
@@ -64,6 +65,7 @@ struct TrainOptions {
   mlir::ds::DsAdamWOptions adamw;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
   std::optional<mlir::ds::DsPrecisionOptions> precision;
+  mlir::ds::DsRematOptions remat;
   mlir::ds::DsZeroOptions zero;
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;

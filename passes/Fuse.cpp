@@ -9,6 +9,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/ds/Contracts.h"
+
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -24,13 +26,24 @@ using namespace mlir::ds;
 
 namespace {
 
+/// A recomputation (ds.recompute) fuses only with another: fusing it with
+/// its forward producer would compute it in the forward again, and keep
+/// it. The fused op carries the mark on.
+bool sameSide(Operation *producer, Operation *consumer) {
+  return isRecompute(producer) == isRecompute(consumer);
+}
+void keepMark(Operation *from, Operation *fused) {
+  if (isRecompute(from))
+    fused->setAttr(kRecomputeAttr, UnitAttr::get(fused->getContext()));
+}
+
 /// gelu(x + bias) with bias along the last dimension -> ds.bias_gelu.
 struct FuseBiasGelu : OpRewritePattern<GeluOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(GeluOp gelu,
                                 PatternRewriter &rewriter) const override {
     auto add = gelu.getX().getDefiningOp<AddOp>();
-    if (!add)
+    if (!add || !sameSide(add, gelu))
       return failure();
     auto x = cast<RankedTensorType>(add.getLhs().getType());
     auto bias = cast<RankedTensorType>(add.getRhs().getType());
@@ -40,6 +53,7 @@ struct FuseBiasGelu : OpRewritePattern<GeluOp> {
     rewriter.setInsertionPoint(add);
     auto fused = rewriter.create<BiasGeluOp>(
         add.getLoc(), gelu.getApproximateAttr(), add.getLhs(), add.getRhs());
+    keepMark(add, fused);
     rewriter.replaceOp(gelu, fused.getResult());
     rewriter.replaceOp(add, fused.getSum());
     return success();
@@ -63,7 +77,8 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
   LogicalResult matchAndRewrite(LayerNormOp norm,
                                 PatternRewriter &rewriter) const override {
     auto add = norm.getX().getDefiningOp<AddOp>();
-    if (!add || add.getLhs().getType() != add.getRhs().getType() ||
+    if (!add || !sameSide(add, norm) ||
+        add.getLhs().getType() != add.getRhs().getType() ||
         add.getLhs().getType() != add.getType())
       return failure();
     // The weight and bias must exist where the add is. Parameter loads
@@ -94,6 +109,7 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
     auto fused = rewriter.create<AddLayerNormOp>(
         add.getLoc(), add.getType(), add.getType(), add.getLhs(), add.getRhs(),
         norm.getWeight(), norm.getBias(), norm.getEpsAttr());
+    keepMark(add, fused);
     rewriter.replaceOp(norm, fused.getResult());
     rewriter.replaceOp(add, fused.getSum());
     return success();

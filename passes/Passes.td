@@ -94,6 +94,36 @@ def DsPrecision : Pass<"ds-precision", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsRemat : Pass<"ds-remat", "::mlir::ModuleOp"> {
+  let summary = "rematerialization: which forward values backward recomputes";
+  let description = [{
+    Phase `remat` (docs/remat.md). @micro_step's backward reads forward
+    values; under a policy other than `none` some of them are not kept but
+    recomputed: each is cloned (marked `ds.recompute`) right before its
+    first use after the loss seed, from kept values, parameters and inputs,
+    and the clone serves every later use. Recomputed dropout draws the same
+    mask (its key is the op's id and the step, not the op). `layers` keeps
+    the inputs of each group of `every` transformer blocks (blocks are the
+    parameters' numbered prefixes, `transformer.h.3`); `selective` keeps
+    GEMM outputs and norm inputs and recomputes the rest (attention core,
+    GELU, dropout, norms, bias adds, layout ops); `auto` picks, among the
+    hand policies and the exact minimum cuts of saved bytes + w x recomputed
+    FLOPs over a sweep of w, the plan with the fewest recomputed FLOPs whose
+    activation peak (the planner's, after the rest of the pipeline) fits
+    `activation-memory` bytes.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none, layers, selective or auto">,
+    Option<"every", "every", "int64_t", "1",
+           "layers: transformer blocks per checkpoint">,
+    Option<"activationMemory", "activation-memory", "int64_t", "0",
+           "auto: the activation peak's budget in bytes (0: as small as "
+           "possible)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let summary = "groups known elementwise patterns into fused kernels";
   let description = [{

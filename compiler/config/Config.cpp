@@ -530,22 +530,45 @@ bool readActivationCheckpointing(Reader &r, Section &root,
   if (!root.section("activation_checkpointing", ac) ||
       !ac->checkKeys({"partition_activations", "cpu_checkpointing",
                       "contiguous_memory_optimization", "number_checkpoints",
-                      "synchronize_checkpoint_boundary", "profile"}) ||
+                      "synchronize_checkpoint_boundary", "profile", "remat",
+                      "remat_every", "activation_memory"}) ||
       !ac->boolean("partition_activations", a.partitionActivations) ||
       !ac->boolean("cpu_checkpointing", a.cpuCheckpointing) ||
       !ac->boolean("contiguous_memory_optimization",
                    a.contiguousMemoryOptimization) ||
       !ac->boolean("synchronize_checkpoint_boundary",
                    a.synchronizeCheckpointBoundary) ||
-      !ac->boolean("profile", a.profile))
+      !ac->boolean("profile", a.profile) ||
+      !ac->choice("remat", {"none", "layers", "selective", "auto"}, a.remat,
+                  /*allowAuto=*/false) ||
+      !ac->integer("remat_every", a.rematEvery) ||
+      !r.atLeast<int64_t>(ac->at("remat_every"), a.rematEvery, 1) ||
+      !ac->integer("activation_memory", a.activationMemory) ||
+      !r.atLeast<int64_t>(ac->at("activation_memory"), a.activationMemory, 0))
     return false;
+  // DeepSpeed's tuning of its own checkpointing runtime: dsc places every
+  // activation at compile time, so they change nothing; say so.
+  for (auto [key, set] :
+       {std::pair<const char *, bool>{"contiguous_memory_optimization",
+                                      a.contiguousMemoryOptimization},
+        {"synchronize_checkpoint_boundary", a.synchronizeCheckpointBoundary},
+        {"profile", a.profile}})
+    if (set)
+      r.note(ac->at(key), "has no effect in dsc: activations are placed at "
+                          "compile time (--report shows them); the policy "
+                          "is activation_checkpointing.remat");
   const json::Value *n = ac->get("number_checkpoints");
   if (!n || n->kind() == json::Value::Null)
     return true;
-  return ac->integer("number_checkpoints", a.numberCheckpoints) &&
-         (a.numberCheckpoints == -1 ||
-          r.atLeast<int64_t>(ac->at("number_checkpoints"), a.numberCheckpoints,
-                             1));
+  if (!ac->integer("number_checkpoints", a.numberCheckpoints) ||
+      (a.numberCheckpoints != -1 &&
+       !r.atLeast<int64_t>(ac->at("number_checkpoints"), a.numberCheckpoints,
+                           1)))
+    return false;
+  r.note(ac->at("number_checkpoints"),
+         "has no effect in dsc: the policy (activation_checkpointing.remat) "
+         "decides what is kept");
+  return true;
 }
 
 /// llvm::json's "[L:C, byte=B]: message" as "line L, column C: message".

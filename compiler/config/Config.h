@@ -56,7 +56,11 @@
 //     stage3_max_live_parameters [1e9]
 //   activation_checkpointing.partition_activations, cpu_checkpointing,
 //     contiguous_memory_optimization, synchronize_checkpoint_boundary,
-//     profile [all false], number_checkpoints [null = -1]
+//     profile [all false], number_checkpoints [null = -1]; dsc's own
+//     remat "none" | "layers" | "selective" | "auto" ["none"],
+//     remat_every [1], activation_memory [0] (docs/remat.md).
+//     partition_activations and cpu_checkpointing are refused by dsc;
+//     the other four have no effect on dsc's plans (a note says so).
 //
 // Accepted, type-checked and ignored (they choose how DeepSpeed prints,
 // times or groups communication, not what a step computes):
@@ -146,6 +150,10 @@ struct DsConfig {
     bool contiguousMemoryOptimization = false;
     int64_t numberCheckpoints = -1; // -1: null, not given
     bool synchronizeCheckpointBoundary = false, profile = false;
+    // dsc's own (docs/remat.md): the policy, blocks per checkpoint, and
+    // auto's activation budget in bytes (0: as small as possible).
+    std::string remat = "none";
+    int64_t rematEvery = 1, activationMemory = 0;
   } activationCheckpointing;
 
   /// One line each, to print: how each "auto" (and each value dsc chose

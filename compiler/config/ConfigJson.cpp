@@ -61,7 +61,10 @@ std::string dsc::toJson(const DsConfig &c) {
                                       ? json::Value(nullptr)
                                       : json::Value(a.numberCheckpoints)},
            {"synchronize_checkpoint_boundary", a.synchronizeCheckpointBoundary},
-           {"profile", a.profile}}},
+           {"profile", a.profile},
+           {"remat", a.remat},
+           {"remat_every", a.rematEvery},
+           {"activation_memory", a.activationMemory}}},
   };
 
   if (s.type != "constant") {
@@ -137,5 +140,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          aa.contiguousMemoryOptimization == ba.contiguousMemoryOptimization &&
          aa.numberCheckpoints == ba.numberCheckpoints &&
          aa.synchronizeCheckpointBoundary == ba.synchronizeCheckpointBoundary &&
-         aa.profile == ba.profile;
+         aa.profile == ba.profile && aa.remat == ba.remat &&
+         aa.rematEvery == ba.rematEvery &&
+         aa.activationMemory == ba.activationMemory;
 }

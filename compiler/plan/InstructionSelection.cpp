@@ -9,6 +9,7 @@
 #include "compiler/plan/LoweringImpl.h"
 
 #include "dialects/dist/DistOps.h"
+#include "dialects/ds/Contracts.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -262,6 +263,8 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
     p.ints.assign(ints.begin(), ints.end());
     p.floats.assign(floats.begin(), floats.end());
     prog.flops += kernel.getFlops();
+    if (isRecompute(&op))
+      prog.recomputedFlops += kernel.getFlops();
     pushCompute(pend, std::move(p));
     for (Value out : op.getResults())
       producerIndex[out] = pend.size() - 1;

@@ -23,7 +23,15 @@
 //   ds.loss_seed           on the ds.constant in @micro_step that seeds the
 //                          reverse pass (d loss / d loss, 1/(A N)). Set by
 //                          ds-autodiff; ds-precision multiplies it by the
-//                          loss scale.
+//                          loss scale; ds-remat splits @micro_step there
+//                          into the forward and the backward.
+//   ds.recompute           on an op of @micro_step's backward that
+//                          recomputes a forward value instead of reading a
+//                          kept one. Set by ds-remat; ds-fuse fuses only
+//                          pairs that agree on it (so a recomputation is
+//                          never pulled back into the forward) and keeps it
+//                          on the fused op; plan lowering sums its FLOPs
+//                          for --report.
 //
 // Optimizer state needs no mark: ds.adamw names its parameter, moments and
 // gradient as operands, and the moments are `opt_state` variables `of`
@@ -43,6 +51,10 @@ namespace mlir::ds {
 constexpr llvm::StringLiteral kGradAccumulationAttr = "ds.grad_accumulation";
 constexpr llvm::StringLiteral kGlobalGradNormAttr = "ds.global_grad_norm";
 constexpr llvm::StringLiteral kLossSeedAttr = "ds.loss_seed";
+constexpr llvm::StringLiteral kRecomputeAttr = "ds.recompute";
+
+/// Whether `op` recomputes a forward value (ds.recompute).
+inline bool isRecompute(Operation *op) { return op->hasAttr(kRecomputeAttr); }
 
 /// One gradient accumulation of the ds.grad_accumulation contract.
 struct GradAccumulation {

@@ -1,0 +1,97 @@
+//===- Policies.cpp - ds-remat's hand policies: none, layers, selective ---===//
+#include "passes/remat/Remat.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <optional>
+#include <utility>
+
+namespace mlir::ds::remat {
+
+Choice keepAll(const ForwardGraph &g) {
+  return {llvm::BitVector(g.size(), true), "none"};
+}
+
+namespace {
+
+/// "transformer.h.3.attn.c_attn.weight" -> ("transformer.h.", 3): the name
+/// up to its first numbered component, and the number. None for a name
+/// without one (embeddings, the final norm).
+std::optional<std::pair<std::string, int64_t>> blockOf(StringRef name) {
+  size_t start = 0;
+  while (start < name.size()) {
+    size_t end = name.find('.', start);
+    StringRef part = name.slice(start, end);
+    int64_t n;
+    if (!part.empty() && llvm::all_of(part, llvm::isDigit) &&
+        !part.getAsInteger(10, n))
+      return std::make_pair(name.take_front(start).str(), n);
+    if (end == StringRef::npos)
+      break;
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every) {
+  // Segments in program order: a new one starts at the first read of a
+  // parameter from another block group (or from no block).
+  struct Segment {
+    bool block;
+  };
+  SmallVector<Segment> segments{{false}};
+  std::optional<std::pair<std::string, int64_t>> current;
+  llvm::DenseMap<Operation *, unsigned> segmentOf;
+  for (Operation &op : g.func.front()) {
+    if (&op == g.seed)
+      break;
+    if (auto load = dyn_cast<LoadOp>(op)) {
+      auto block = blockOf(load.getName());
+      if (block)
+        block->second /= every;
+      if (block != current) {
+        current = block;
+        segments.push_back({block.has_value()});
+      }
+    }
+    segmentOf[&op] = segments.size() - 1;
+  }
+  if (llvm::none_of(segments, [](const Segment &s) { return s.block; }))
+    return g.func.emitError(
+        "ds-remat: policy layers found no transformer blocks (parameters "
+        "named PREFIX.N.*, as transformer.h.0.attn.c_attn.weight)");
+  Choice c{llvm::BitVector(g.size()),
+           every == 1 ? std::string("layers")
+                      : "layers (every " + std::to_string(every) + ")"};
+  for (unsigned i = 0; i < g.size(); ++i) {
+    Operation *def = g.ops[g.opOf[i]];
+    unsigned s = segmentOf.lookup(def);
+    bool keep = !segments[s].block;
+    for (Operation *user : g.values[i].getUsers())
+      if (auto it = segmentOf.find(user);
+          it != segmentOf.end() && it->second != s)
+        keep = true;
+    if (keep)
+      c.kept.set(i);
+  }
+  return c;
+}
+
+Choice keepSelective(const ForwardGraph &g) {
+  Choice c{llvm::BitVector(g.size()), "selective"};
+  for (unsigned i = 0; i < g.size(); ++i) {
+    Operation *def = g.ops[g.opOf[i]];
+    if (isa<MatmulOp, EmbeddingOp, CrossEntropyOp>(def))
+      c.kept.set(i);
+  }
+  // The norms' inputs: the residual stream.
+  for (Operation *op : g.ops)
+    if (isa<LayerNormOp, RmsNormOp>(op))
+      if (auto it = g.id.find(op->getOperand(0)); it != g.id.end())
+        c.kept.set(it->second);
+  return c;
+}
+
+} // namespace mlir::ds::remat

@@ -1,0 +1,159 @@
+//===- RematPass.cpp - phase `remat`: the policy, and auto's choice -------===//
+#include "passes/remat/RematPass.h"
+#include "passes/remat/Remat.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSREMAT
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::remat;
+
+namespace {
+
+struct Candidate {
+  Choice choice;
+  RematCost cost;
+};
+
+struct RematPass : ds::impl::DsRematBase<RematPass> {
+  using DsRematBase::DsRematBase;
+  RematPass(const DsRematOptions &options, RematEvaluator evaluate)
+      : DsRematBase(options), evaluate(std::move(evaluate)) {}
+
+  RematEvaluator evaluate;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!llvm::is_contained({"none", "layers", "selective", "auto"},
+                            StringRef(policy))) {
+      module.emitError("ds-remat: policy must be none, layers, selective "
+                       "or auto, got '")
+          << policy << "'";
+      return signalPassFailure();
+    }
+    if (every < 1) {
+      module.emitError("ds-remat: every must be at least 1, got ") << every;
+      return signalPassFailure();
+    }
+    if (activationMemory < 0 || (activationMemory && policy != "auto")) {
+      module.emitError("ds-remat: activation-memory is the budget of policy "
+                       "auto (a number of bytes), got ")
+          << activationMemory << " with policy " << policy;
+      return signalPassFailure();
+    }
+    if (policy == "none")
+      return;
+    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    if (!micro) {
+      module.emitError("ds-remat: no @micro_step; run ds-autodiff first");
+      return signalPassFailure();
+    }
+    FailureOr<ForwardGraph> graph = ForwardGraph::build(micro);
+    if (failed(graph))
+      return signalPassFailure();
+    FailureOr<Choice> choice = failure();
+    if (policy == "layers")
+      choice = keepBlockInputs(*graph, every);
+    else if (policy == "selective")
+      choice = keepSelective(*graph);
+    else
+      choice = chooseAuto(module, *graph);
+    if (failed(choice))
+      return signalPassFailure();
+    recompute(*graph, choice->kept);
+    module->setAttr("ds.remat", StringAttr::get(&getContext(), choice->name));
+  }
+
+  /// The candidates: the hand policies and the minimum cuts over a sweep
+  /// of weights around the model's own bytes-per-FLOP. The set does not
+  /// depend on the budget, so a larger budget never recomputes more.
+  SmallVector<Choice> candidates(const ForwardGraph &g) {
+    SmallVector<Choice> out{keepAll(g), keepSelective(g)};
+    for (int64_t k : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}) {
+      ScopedDiagnosticHandler quiet(&getContext(), [](Diagnostic &) {
+        return success(); // no blocks: simply no layers candidates
+      });
+      FailureOr<Choice> c = keepBlockInputs(g, k);
+      if (failed(c))
+        break;
+      out.push_back(std::move(*c));
+    }
+    double bytes = 0, flops = 0;
+    for (unsigned v = 0; v < g.size(); ++v) {
+      flops += g.flops(v);
+      if (g.needed.test(v))
+        bytes += g.bytes(v);
+    }
+    double base = flops > 0 ? bytes / flops : 1;
+    out.push_back(minimumCut(g, 0));
+    for (int j = -12; j <= 8; ++j)
+      out.push_back(minimumCut(g, base * std::ldexp(1.0, j)));
+    // Different sets can give the same rewrite; equal sets surely do.
+    SmallVector<Choice> unique;
+    for (Choice &c : out)
+      if (llvm::none_of(unique,
+                        [&](const Choice &u) { return u.kept == c.kept; }))
+        unique.push_back(std::move(c));
+    return unique;
+  }
+
+  FailureOr<Choice> chooseAuto(ModuleOp module, const ForwardGraph &g) {
+    if (!evaluate)
+      return module.emitError(
+          "ds-remat: policy auto measures each candidate with the rest of "
+          "the pipeline; run it through dsc or ds-opt "
+          "--ds-compile-to-remat");
+    SmallVector<Candidate> measured;
+    for (Choice &c : candidates(g)) {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      auto micro = copy->lookupSymbol<func::FuncOp>("micro_step");
+      FailureOr<ForwardGraph> cg = ForwardGraph::build(micro);
+      if (failed(cg))
+        return failure();
+      recompute(*cg, c.kept);
+      FailureOr<RematCost> cost = evaluate(*copy);
+      if (failed(cost))
+        return failure();
+      measured.push_back({std::move(c), *cost});
+    }
+    const uint64_t budget = static_cast<uint64_t>(activationMemory);
+    const Candidate *best = nullptr, *smallest = nullptr;
+    for (const Candidate &c : measured) {
+      if (!smallest || c.cost.activationPeak < smallest->cost.activationPeak ||
+          (c.cost.activationPeak == smallest->cost.activationPeak &&
+           c.cost.recomputedFlops < smallest->cost.recomputedFlops))
+        smallest = &c;
+      if (budget && c.cost.activationPeak <= budget &&
+          (!best || c.cost.recomputedFlops < best->cost.recomputedFlops ||
+           (c.cost.recomputedFlops == best->cost.recomputedFlops &&
+            c.cost.activationPeak < best->cost.activationPeak)))
+        best = &c;
+    }
+    if (!budget)
+      best = smallest;
+    if (!best)
+      return module.emitError("ds-remat: no plan keeps the activations "
+                              "within activation-memory = ")
+             << budget << " bytes; the smallest activation peak is "
+             << smallest->cost.activationPeak << " bytes ("
+             << smallest->choice.name << ")";
+    Choice chosen = best->choice;
+    chosen.name = "auto: " + chosen.name;
+    return chosen;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::ds::createDsRemat(const DsRematOptions &options,
+                                              RematEvaluator evaluate) {
+  return std::make_unique<RematPass>(options, std::move(evaluate));
+}
