@@ -199,7 +199,7 @@ void printReport(const PlanModel &plan, StringRef remat,
   // What the remat policy costs: the backward's recomputation.
   for (const PlanProgram &p : plan.programs)
     if (p.name == "micro_step")
-      os << llvm::format("remat: %s, %.3f GFLOP recomputed per micro-step "
+      os << llvm::format("remat: %s, %.6g GFLOP recomputed per micro-step "
                          "(%.1f%% of its FLOPs)\n",
                          remat.empty() ? "none" : remat.str().c_str(),
                          p.recomputedFlops / 1e9,

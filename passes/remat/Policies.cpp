@@ -35,15 +35,19 @@ std::optional<std::pair<std::string, int64_t>> blockOf(StringRef name) {
 
 } // namespace
 
-FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every) {
-  // Segments in program order: a new one starts at the first read of a
-  // parameter from another block group (or from no block).
-  struct Segment {
-    bool block;
-  };
-  SmallVector<Segment> segments{{false}};
+namespace {
+
+/// The forward in segments, in program order: a new one starts at the
+/// first read of a parameter from another group of `every` blocks (or
+/// from no block). Each op's segment, and whether each segment is a block.
+struct Segments {
+  llvm::DenseMap<Operation *, unsigned> of;
+  SmallVector<bool> block;
+};
+Segments segmentsOf(const ForwardGraph &g, int64_t every) {
+  Segments s;
+  s.block.push_back(false);
   std::optional<std::pair<std::string, int64_t>> current;
-  llvm::DenseMap<Operation *, unsigned> segmentOf;
   for (Operation &op : g.func.front()) {
     if (&op == g.seed)
       break;
@@ -53,12 +57,19 @@ FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every) {
         block->second /= every;
       if (block != current) {
         current = block;
-        segments.push_back({block.has_value()});
+        s.block.push_back(block.has_value());
       }
     }
-    segmentOf[&op] = segments.size() - 1;
+    s.of[&op] = s.block.size() - 1;
   }
-  if (llvm::none_of(segments, [](const Segment &s) { return s.block; }))
+  return s;
+}
+
+} // namespace
+
+FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every) {
+  Segments segments = segmentsOf(g, every);
+  if (llvm::none_of(segments.block, [](bool b) { return b; }))
     return g.func.emitError(
         "ds-remat: policy layers found no transformer blocks (parameters "
         "named PREFIX.N.*, as transformer.h.0.attn.c_attn.weight)");
@@ -66,17 +77,29 @@ FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every) {
            every == 1 ? std::string("layers")
                       : "layers (every " + std::to_string(every) + ")"};
   for (unsigned i = 0; i < g.size(); ++i) {
-    Operation *def = g.ops[g.opOf[i]];
-    unsigned s = segmentOf.lookup(def);
-    bool keep = !segments[s].block;
+    unsigned s = segments.of.lookup(g.ops[g.opOf[i]]);
+    bool keep = !segments.block[s];
     for (Operation *user : g.values[i].getUsers())
-      if (auto it = segmentOf.find(user);
-          it != segmentOf.end() && it->second != s)
+      if (auto it = segments.of.find(user);
+          it != segments.of.end() && it->second != s)
         keep = true;
     if (keep)
       c.kept.set(i);
   }
   return c;
+}
+
+SmallVector<int> blockOrdinals(const ForwardGraph &g) {
+  Segments segments = segmentsOf(g, 1);
+  SmallVector<int> ordinal(segments.block.size(), -1);
+  int n = 0;
+  for (auto [i, block] : llvm::enumerate(segments.block))
+    if (block)
+      ordinal[i] = n++;
+  SmallVector<int> out;
+  for (unsigned v = 0; v < g.size(); ++v)
+    out.push_back(ordinal[segments.of.lookup(g.ops[g.opOf[v]])]);
+  return out;
 }
 
 Choice keepSelective(const ForwardGraph &g) {

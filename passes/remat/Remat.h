@@ -65,6 +65,9 @@ Choice keepAll(const ForwardGraph &g);
 /// block's (or the next unnumbered parameter's) first read. Fails with an
 /// error when the model has no numbered blocks.
 FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every);
+/// Per numbered value, the ordinal of its transformer block in program
+/// order (0, 1, ...), or -1 outside the blocks.
+SmallVector<int> blockOrdinals(const ForwardGraph &g);
 /// Keeps GEMM outputs (and what cannot be recomputed: embeddings, the
 /// loss) and the norms' inputs; recomputes the rest.
 Choice keepSelective(const ForwardGraph &g);

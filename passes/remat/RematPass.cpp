@@ -5,7 +5,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSREMAT
@@ -22,6 +24,15 @@ struct Candidate {
   Choice choice;
   RematCost cost;
 };
+
+/// Block counts 1..blocks-1, at most 8 of them spread evenly.
+SmallVector<int> firstBlocks(int blocks) {
+  SmallVector<int> out;
+  int step = std::max(1, blocks / 8);
+  for (int m = step; m < blocks; m += step)
+    out.push_back(m);
+  return out;
+}
 
 struct RematPass : ds::impl::DsRematBase<RematPass> {
   using DsRematBase::DsRematBase;
@@ -96,6 +107,22 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
     out.push_back(minimumCut(g, 0));
     for (int j = -12; j <= 8; ++j)
       out.push_back(minimumCut(g, base * std::ldexp(1.0, j)));
+    // Each of those on the first m blocks only, the rest kept whole
+    // (Megatron's "block" method): the frontier between the whole-model
+    // choices, which a weight sweep alone reaches only at its corners.
+    SmallVector<int> block = blockOrdinals(g);
+    int blocks = 1 + *llvm::max_element(block);
+    size_t whole = out.size();
+    Choice all = keepAll(g);
+    for (int m : firstBlocks(blocks))
+      for (size_t b = 1; b < whole; ++b) {
+        Choice mixed = all;
+        for (unsigned v = 0; v < g.size(); ++v)
+          if (block[v] >= 0 && block[v] < m)
+            mixed.kept[v] = out[b].kept[v];
+        mixed.name = out[b].name + " on blocks 0-" + std::to_string(m - 1);
+        out.push_back(std::move(mixed));
+      }
     // Different sets can give the same rewrite; equal sets surely do.
     SmallVector<Choice> unique;
     for (Choice &c : out)
@@ -140,11 +167,10 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
     if (!budget)
       best = smallest;
     if (!best)
-      return module.emitError("ds-remat: no plan keeps the activations "
-                              "within activation-memory = ")
-             << budget << " bytes; the smallest activation peak is "
-             << smallest->cost.activationPeak << " bytes ("
-             << smallest->choice.name << ")";
+      return module.emitError("ds-remat: activation-memory = ")
+             << budget << " bytes is infeasible: the smallest activation "
+             << "peak dsc can plan is " << smallest->cost.activationPeak
+             << " bytes (" << smallest->choice.name << ")";
     Choice chosen = best->choice;
     chosen.name = "auto: " + chosen.name;
     return chosen;

@@ -661,7 +661,10 @@ TEST(ConfigTest, ToJsonRoundTrips) {
     DsConfig again = parseOk(canonical, /*worldSize=*/2);
     EXPECT_EQ(again, c) << canonical;
     EXPECT_EQ(toJson(again), canonical);
-    EXPECT_TRUE(again.notes.empty()) << again.notes.front();
+    // Only the notes every parse of such a file gives: DeepSpeed keys
+    // without effect in dsc (no "auto" is left to resolve).
+    for (const std::string &note : again.notes)
+      EXPECT_NE(note.find("has no effect in dsc"), std::string::npos) << note;
   }
 }
 
