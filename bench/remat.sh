@@ -14,11 +14,17 @@
 # alike; the table has the median step time over all measured steps and
 # its ratio to none's, measured in the same run. Writes the table to
 # OUT_DIR/remat.md and the frontier to OUT_DIR/remat-frontier.png
-# (matplotlib: python3-matplotlib) and prints the table.
+# (matplotlib: Debian's python3-matplotlib, hence /usr/bin/python3 by
+# default; PYTHON to change) and prints the table. For each auto row it
+# says whether the point lies on or below the line joining the hand
+# policies (none, selective, layers), in recomputed FLOPs and in time.
 #
 # Needs build/tools/{dsc,dsrun} (BUILD_DIR to change); builds nothing.
 # Holds $DSC_BENCH_LOCK like the other benchmarks (bench/lock.sh).
-# Knobs: STEPS (5), WARMUP (2), ROUNDS (3).
+# Knobs: STEPS (5), WARMUP (2), ROUNDS (3). TORCH_PY: a Python with torch
+# >= 2.4 (PyPI's wheel works here without a GPU) to add PyTorch's
+# activation_memory_budget at 1, 0.75, 0.5 and 0.25 (bench/torch_remat.py),
+# run after dsc's in the same script; without it that part is skipped.
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
@@ -29,6 +35,7 @@ out=${1:-${TMPDIR:-/tmp}/dsc-remat-bench}
 steps=${STEPS:-5}
 warmup=${WARMUP:-2}
 rounds=${ROUNDS:-3}
+py=${PYTHON:-$([[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || echo python3)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 for tool in "$build/tools/dsc" "$build/tools/dsrun"; do
@@ -69,7 +76,15 @@ for r in $(seq "$rounds"); do
   done
 done
 
-python3 - "$out" "$rounds" "$warmup" "$none_peak" "${policies[@]}" <<'PY'
+if [[ -n "${TORCH_PY:-}" ]]; then
+  "$TORCH_PY" "$root/bench/torch_remat.py" --steps "$steps" --warmup "$warmup" \
+    > "$out/torch.jsonl" 2> "$out/torch.log"
+else
+  rm -f "$out/torch.jsonl"
+  echo "remat.sh: TORCH_PY unset: PyTorch's activation_memory_budget skipped" >&2
+fi
+
+"$py" - "$out" "$rounds" "$warmup" "$none_peak" "${policies[@]}" <<'PY'
 import json, re, statistics, sys
 out, rounds, warmup, none_peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 policies = sys.argv[5:]
@@ -107,6 +122,32 @@ lines += ["", "## the same at vocab 50304 (compile only: dsc --report)\n",
 wide = {p: report(f"{out}/wide.{p}.report")[0] for p in ("none", "selective", "layers")}
 for p, act in wide.items():
     lines.append(f"| {p} | {act / mib:.2f} MiB | {wide['none'] / act:.2f}x less |")
+# The hand policies' frontier, piecewise linear in the peak; auto's points
+# should lie on or below it.
+hand = sorted((r for r in rows if not r[0].startswith("auto")), key=lambda r: r[3])
+def line_at(x, col):
+    for a, b in zip(hand, hand[1:]):
+        if a[3] <= x <= b[3]:
+            t = (x - a[3]) / (b[3] - a[3])
+            return a[col] + t * (b[col] - a[col])
+    return None
+lines += ["", "auto against the line joining none, selective and layers (at auto's peak):\n",
+          "| policy | recomputed GFLOP: auto / line | step time ratio: auto / line |", "|---|---|---|"]
+for r in rows:
+    if r[0].startswith("auto"):
+        f, t = line_at(r[3], 5), line_at(r[3], 8)
+        cell = lambda v, l: "below the hand policies' range" if l is None else f"{v:.3f} / {l:.3f} ({'on or below' if v <= l + 1e-9 else 'above'})"
+        lines.append(f"| {r[0]} | {cell(r[5], f)} | {cell(r[8], t)} |")
+import os
+if os.path.exists(f"{out}/torch.jsonl"):
+    recs = [json.loads(l) for l in open(f"{out}/torch.jsonl")]
+    base_b, base_t = recs[0]["saved_bytes"], recs[0]["step_s"]
+    lines += ["", f"## PyTorch {recs[0]['torch']}, torch.compile (inductor, CPU), the same model: activation_memory_budget\n",
+              "Saved-for-backward bytes (not a peak: PyTorch keeps no allocator statistics on the CPU) and median step.\n",
+              "| budget | saved for backward | vs 1.0 | median step | vs 1.0 | compile |", "|---|---|---|---|---|---|"]
+    for r in recs:
+        lines.append(f"| {r['budget']} | {r['saved_bytes'] / mib:.2f} MiB | {base_b / r['saved_bytes']:.2f}x less | "
+                     f"{r['step_s'] * 1e3:.0f} ms | {r['step_s'] / base_t:.3f}x | {r['compile_s']} s |")
 text = "\n".join(lines) + "\n"
 open(f"{out}/remat.md", "w").write(text)
 print(text)
@@ -118,8 +159,6 @@ except ImportError:
     print("remat.sh: no matplotlib (apt-get install python3-matplotlib): no picture")
     sys.exit(0)
 fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-hand = [r for r in rows if not r[0].startswith("auto")]
-hand.sort(key=lambda r: r[3])
 auto = [r for r in rows if r[0].startswith("auto")]
 for ax, col, label in ((a, 5, "recomputed GFLOP per micro-step"), (b, 8, "step time / none's")):
     ax.plot([r[3] / mib for r in hand], [r[col] for r in hand], "o-", color="tab:blue", label="hand policies")
