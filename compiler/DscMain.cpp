@@ -198,12 +198,19 @@ void printReport(const PlanModel &plan, StringRef remat,
                        p.commBytes / 1e6, mib(p.activationBytes));
   // What the remat policy costs: the backward's recomputation.
   for (const PlanProgram &p : plan.programs)
-    if (p.name == "micro_step")
+    if (p.name == "micro_step") {
       os << llvm::format("remat: %s, %.6g GFLOP recomputed per micro-step "
-                         "(%.1f%% of its FLOPs)\n",
+                         "(%.1f%% of its FLOPs)",
                          remat.empty() ? "none" : remat.str().c_str(),
                          p.recomputedFlops / 1e9,
                          p.flops > 0 ? 100 * p.recomputedFlops / p.flops : 0.0);
+      if (plan.options.accumulationSteps > 1)
+        os << llvm::format(
+            ", %.6g GFLOP per step of %lld micro-steps", p.recomputedFlops * 1e-9 *
+                                           plan.options.accumulationSteps,
+            static_cast<long long>(plan.options.accumulationSteps));
+      os << "\n";
+    }
   // Model state by dtype: the distinct buffers of the variables (members of
   // a ZeRO-3 group share their group's shard), so mixed precision shows
   // its 16-bit parameters beside fp32 master weights and moments.

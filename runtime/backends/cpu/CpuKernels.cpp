@@ -231,6 +231,12 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
     error = std::string(spec.name) + ": " + err;
     return false;
   }
+  if (cpu::isFusedPair(spec.name)) {
+    if (cpu::runWidenedPair(spec.name, args, err))
+      return true;
+    error = std::string(spec.name) + ": " + err;
+    return false;
+  }
   return cpu::runWidened(&entry<I>, args, error);
 }
 

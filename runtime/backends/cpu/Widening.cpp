@@ -3,6 +3,7 @@
 #include "runtime/backends/cpu/Widening.h"
 
 #include "runtime/backends/cpu/Convert.h"
+#include "runtime/backends/cpu/CpuCommon.h"
 
 #include <deque>
 #include <memory>
@@ -90,6 +91,36 @@ bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
     if (isHalf(args.outputs[i].dtype))
       narrow(outs[i].f32(), args.outputs[i]);
   return true;
+}
+
+bool isFusedPair(std::string_view kernel) {
+  return kernel == "ds.add_layer_norm" || kernel == "ds.bias_gelu";
+}
+
+bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
+                    std::string &error) {
+  // Step one, the add: (x, residual) or (x, bias) -> sum, outputs[0].
+  KernelArgs add = args;
+  add.numInputs = 2;
+  add.numOutputs = 1;
+  add.numIntAttrs = add.numFloatAttrs = 0;
+  if (!runWidened(&addBody, add, error))
+    return false;
+  // Step two on the stored sum: the norm (sum, w[, b]) or the GELU.
+  std::vector<TensorRef> ins{args.outputs[0]};
+  KernelArgs second = args;
+  second.outputs = args.outputs + 1;
+  second.numOutputs = 1;
+  if (kernel == "ds.add_layer_norm") {
+    for (size_t i = 2; i < args.numInputs; ++i)
+      ins.push_back(args.inputs[i]);
+    second.inputs = ins.data();
+    second.numInputs = ins.size();
+    return runWidened(&layerNormBody, second, error);
+  }
+  second.inputs = ins.data();
+  second.numInputs = 1;
+  return runWidened(&geluBody, second, error);
 }
 
 } // namespace dsc::rt::cpu

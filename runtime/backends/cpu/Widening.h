@@ -7,7 +7,8 @@
 // copy (one copy per buffer, so an exact in-place update stays in place),
 // runs the f32 kernel on the copies and rounds the 16-bit outputs back to
 // nearest even. Its result is therefore exactly the f32 kernel's on the
-// widened inputs, rounded once. Not tuned: the copies are made per call.
+// widened inputs, rounded once; a fused pair's (runWidenedPair) is its two
+// kernels', each rounded. Not tuned: the copies are made per call.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BACKENDS_CPU_WIDENING_H
@@ -27,6 +28,18 @@ std::string widenedSignature(std::string_view f32Signature);
 /// Runs `f32Kernel` on f32 copies of `args`' 16-bit operands (the caller
 /// has checked the arity and the aliasing on `args` itself).
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args, std::string &error);
+
+/// Whether `kernel` is a fused pair (ds.add_layer_norm, ds.bias_gelu) that
+/// runWidenedPair computes.
+bool isFusedPair(std::string_view kernel);
+
+/// A fused pair's 16-bit variant, in two widened steps: the intermediate is
+/// rounded to its own dtype before the second step reads it, so the fused
+/// op gives exactly what its two ops give unfused. (One widened call would
+/// feed the second step the unrounded f32 intermediate: then fusing or not,
+/// as for a recomputed op beside its fused forward, would change results.)
+bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
+                    std::string &error);
 
 } // namespace dsc::rt::cpu
 

@@ -2,8 +2,8 @@
 //
 // A 16-bit variant (runtime/backends/cpu/Widening.h) must give exactly the
 // f32 kernel's result on the widened inputs, rounded once to each output's
-// dtype: checked bitwise, on mixes of f32, f16 and bf16 operands, in place
-// and not. And the kernels mixed precision trains with, in 16 bits, against
+// dtype (a fused pair: its two ops', each rounded): checked bitwise, on
+// mixes of f32, f16 and bf16 operands, in place and not. And the kernels mixed precision trains with, in 16 bits, against
 // the float64 reference within the output dtype's rounding.
 //
 //===----------------------------------------------------------------------===//
@@ -237,6 +237,53 @@ TEST(Widening, ContractionsNormsAndLoss) {
               {{{2, 3, 5}, DType::bf16, random(30, 16)},
                {{2, 3}, DType::i32, {0, 4, 2, 1, 3, 0}}},
               {{{}, DType::f32}}, {-100}, {});
+}
+
+void expectSameBits(const std::vector<double> &a, const std::vector<double> &b,
+                    const char *what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0)
+        << what << " element " << i << ": " << a[i] << " vs " << b[i];
+}
+
+// A fused pair in 16 bits is its two ops unfused, bit for bit: the sum is
+// rounded to its dtype before the norm or GELU reads it. (ds-remat
+// recomputes a norm unfused beside the forward's fused one; the two must
+// agree.)
+TEST(Widening, FusedPairsEqualTheirTwoOps) {
+  for (DType t : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(rt::dtypeName(t));
+    std::string e;
+    std::vector<double> x = random(24, 31), r = random(24, 32),
+                        w = random(8, 33), b = random(8, 34);
+    auto fused = run("ds.add_layer_norm",
+                     {{{3, 8}, t, x}, {{3, 8}, t, r}, {{8}, t, w}, {{8}, t, b}},
+                     {{{3, 8}, t}, {{3, 8}, t}}, {}, {1e-5}, false, e);
+    ASSERT_EQ(e, "");
+    auto sum = run("ds.add", {{{3, 8}, t, x}, {{3, 8}, t, r}}, {{{3, 8}, t}},
+                   {}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto norm = run("ds.layer_norm",
+                    {{{3, 8}, t, sum[0]}, {{8}, t, w}, {{8}, t, b}},
+                    {{{3, 8}, t}}, {}, {1e-5}, false, e);
+    ASSERT_EQ(e, "");
+    expectSameBits(fused[0], sum[0], "add_layer_norm's sum");
+    expectSameBits(fused[1], norm[0], "add_layer_norm's norm");
+
+    std::vector<double> bias = random(8, 35);
+    auto bg = run("ds.bias_gelu", {{{3, 8}, t, x}, {{8}, t, bias}},
+                  {{{3, 8}, t}, {{3, 8}, t}}, {1}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto biased = run("ds.add", {{{3, 8}, t, x}, {{8}, t, bias}},
+                      {{{3, 8}, t}}, {}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto gelu = run("ds.gelu", {{{3, 8}, t, biased[0]}}, {{{3, 8}, t}}, {1},
+                    {}, false, e);
+    ASSERT_EQ(e, "");
+    expectSameBits(bg[0], biased[0], "bias_gelu's sum");
+    expectSameBits(bg[1], gelu[0], "bias_gelu's GELU");
+  }
 }
 
 /// `v` as stored in `t` and read back.
