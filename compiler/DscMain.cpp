@@ -206,8 +206,8 @@ void printReport(const PlanModel &plan, StringRef remat,
                          p.flops > 0 ? 100 * p.recomputedFlops / p.flops : 0.0);
       if (plan.options.accumulationSteps > 1)
         os << llvm::format(
-            ", %.6g GFLOP per step of %lld micro-steps", p.recomputedFlops * 1e-9 *
-                                           plan.options.accumulationSteps,
+            ", %.6g GFLOP per step of %lld micro-steps",
+            p.recomputedFlops * 1e-9 * plan.options.accumulationSteps,
             static_cast<long long>(plan.options.accumulationSteps));
       os << "\n";
     }
@@ -337,7 +337,8 @@ int runDscMain(int argc, char **argv) {
     train.remat.activationMemory = opts.activationMemory;
   }
   if (train.remat.activationMemory && train.remat.policy != "auto")
-    return fail(opts.config + ": activation_checkpointing.activation_memory "
+    return fail(opts.config +
+                ": activation_checkpointing.activation_memory "
                 "is the budget of remat \"auto\", but remat is \"" +
                 train.remat.policy + "\"");
   train.plan.model = opts.model.empty()
@@ -433,12 +434,12 @@ int runDscMain(int argc, char **argv) {
                 Twine(config.microBatchSize) + " but the model's batch is " +
                 Twine(plan.microBatch));
   if (opts.report)
-    printReport(plan,
-                module.get()->hasAttr("ds.remat")
-                    ? cast<StringAttr>(module.get()->getAttr("ds.remat"))
-                          .getValue()
-                    : StringRef(),
-                llvm::outs());
+    printReport(
+        plan,
+        module.get()->hasAttr("ds.remat")
+            ? cast<StringAttr>(module.get()->getAttr("ds.remat")).getValue()
+            : StringRef(),
+        llvm::outs());
   if (opts.report && opts.output == "-")
     return kExitOk;
 

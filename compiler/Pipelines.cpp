@@ -179,9 +179,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("fp32, bf16 or f16 (fp16/bf16.enabled; f16 scales the "
                      "loss)"),
       llvm::cl::init("fp32")};
-  Option<std::string> remat{
-      *this, "remat", llvm::cl::desc("none, layers, selective or auto"),
-      llvm::cl::init(defaults.remat.policy)};
+  Option<std::string> remat{*this, "remat",
+                            llvm::cl::desc("none, layers, selective or auto"),
+                            llvm::cl::init(defaults.remat.policy)};
   Option<int64_t> rematEvery{*this, "remat-every",
                              llvm::cl::init(defaults.remat.every)};
   Option<int64_t> activationMemory{

@@ -83,7 +83,7 @@ struct PlanProgram {
   std::vector<uint32_t> inputs, outputs;
   double flops = 0;
   double recomputedFlops = 0; ///< of ops marked ds.recompute (ds-remat)
-  double commBytes = 0; ///< bytes each rank hands to collectives per run
+  double commBytes = 0;       ///< bytes each rank hands to collectives per run
   uint64_t activationBytes = 0; ///< this program's activation peak
   uint32_t numEvents = 0;
 };

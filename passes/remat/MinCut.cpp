@@ -32,8 +32,8 @@ namespace mlir::ds::remat {
 
 namespace {
 
-using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS,
-                                            boost::directedS>;
+using Traits =
+    boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
 struct VertexProps {
   boost::default_color_type color;
   int64_t distance;
@@ -43,8 +43,8 @@ struct EdgeProps {
   int64_t capacity = 0, residual = 0;
   Traits::edge_descriptor reverse;
 };
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS,
-                                    boost::directedS, VertexProps, EdgeProps>;
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS,
+                                    VertexProps, EdgeProps>;
 
 constexpr int64_t kInfinite = int64_t(1) << 60;
 

@@ -29,13 +29,13 @@ namespace mlir::ds::remat {
 /// parameter loads, constants, or reshapes of those (free values, read
 /// again at no cost).
 struct ForwardGraph {
-  mutable func::FuncOp func; // (FuncOp's accessors are not const)
-  Operation *seed = nullptr;      ///< the loss seed: the backward starts here
-  SmallVector<Operation *> ops;   ///< forward ops with a numbered result
-  SmallVector<Value> values;      ///< numbered values
-  SmallVector<unsigned> opOf;     ///< value -> index in `ops`
+  mutable func::FuncOp func;    // (FuncOp's accessors are not const)
+  Operation *seed = nullptr;    ///< the loss seed: the backward starts here
+  SmallVector<Operation *> ops; ///< forward ops with a numbered result
+  SmallVector<Value> values;    ///< numbered values
+  SmallVector<unsigned> opOf;   ///< value -> index in `ops`
   llvm::DenseMap<Value, unsigned> id;
-  llvm::BitVector needed;         ///< read by the backward
+  llvm::BitVector needed; ///< read by the backward
 
   /// The graph of `micro`; an error when it has no loss seed.
   static FailureOr<ForwardGraph> build(func::FuncOp micro);

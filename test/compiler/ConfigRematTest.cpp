@@ -69,10 +69,11 @@ TEST(ConfigRematTest, DeepSpeedRuntimeKeysAreNoted) {
             "contiguous_memory_optimization: has no effect in dsc: "
             "activations are placed at compile time (--report shows them); "
             "the policy is activation_checkpointing.remat");
-  EXPECT_EQ(c.notes.back(), "ds_config.json: $.activation_checkpointing."
-                        "number_checkpoints: has no effect in dsc: the policy "
-                        "(activation_checkpointing.remat) decides what is "
-                        "kept");
+  EXPECT_EQ(c.notes.back(),
+            "ds_config.json: $.activation_checkpointing."
+            "number_checkpoints: has no effect in dsc: the policy "
+            "(activation_checkpointing.remat) decides what is "
+            "kept");
   // Left at their defaults they say nothing.
   c = parseOk(R"({"activation_checkpointing": {"profile": false,
       "number_checkpoints": null}})");

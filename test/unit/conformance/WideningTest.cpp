@@ -3,8 +3,9 @@
 // A 16-bit variant (runtime/backends/cpu/Widening.h) must give exactly the
 // f32 kernel's result on the widened inputs, rounded once to each output's
 // dtype (a fused pair: its two ops', each rounded): checked bitwise, on
-// mixes of f32, f16 and bf16 operands, in place and not. And the kernels mixed precision trains with, in 16 bits, against
-// the float64 reference within the output dtype's rounding.
+// mixes of f32, f16 and bf16 operands, in place and not. And the kernels mixed
+// precision trains with, in 16 bits, against the float64 reference within the
+// output dtype's rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -264,9 +265,9 @@ TEST(Widening, FusedPairsEqualTheirTwoOps) {
     auto sum = run("ds.add", {{{3, 8}, t, x}, {{3, 8}, t, r}}, {{{3, 8}, t}},
                    {}, {}, false, e);
     ASSERT_EQ(e, "");
-    auto norm = run("ds.layer_norm",
-                    {{{3, 8}, t, sum[0]}, {{8}, t, w}, {{8}, t, b}},
-                    {{{3, 8}, t}}, {}, {1e-5}, false, e);
+    auto norm =
+        run("ds.layer_norm", {{{3, 8}, t, sum[0]}, {{8}, t, w}, {{8}, t, b}},
+            {{{3, 8}, t}}, {}, {1e-5}, false, e);
     ASSERT_EQ(e, "");
     expectSameBits(fused[0], sum[0], "add_layer_norm's sum");
     expectSameBits(fused[1], norm[0], "add_layer_norm's norm");
@@ -275,11 +276,11 @@ TEST(Widening, FusedPairsEqualTheirTwoOps) {
     auto bg = run("ds.bias_gelu", {{{3, 8}, t, x}, {{8}, t, bias}},
                   {{{3, 8}, t}, {{3, 8}, t}}, {1}, {}, false, e);
     ASSERT_EQ(e, "");
-    auto biased = run("ds.add", {{{3, 8}, t, x}, {{8}, t, bias}},
-                      {{{3, 8}, t}}, {}, {}, false, e);
+    auto biased = run("ds.add", {{{3, 8}, t, x}, {{8}, t, bias}}, {{{3, 8}, t}},
+                      {}, {}, false, e);
     ASSERT_EQ(e, "");
-    auto gelu = run("ds.gelu", {{{3, 8}, t, biased[0]}}, {{{3, 8}, t}}, {1},
-                    {}, false, e);
+    auto gelu = run("ds.gelu", {{{3, 8}, t, biased[0]}}, {{{3, 8}, t}}, {1}, {},
+                    false, e);
     ASSERT_EQ(e, "");
     expectSameBits(bg[0], biased[0], "bias_gelu's sum");
     expectSameBits(bg[1], gelu[0], "bias_gelu's GELU");
