@@ -185,25 +185,41 @@ LogicalResult Lowering::layoutVariables() {
   for (auto var : module.getOps<VariableOp>()) {
     if (varSlot.count(var.getSymName()) || grouped.contains(var.getSymName()))
       continue;
-    bool masterShard =
-        var.getKind() == VariableKind::master && offsetsOf.count(*var.getOf());
-    if (var.getKind() == VariableKind::param || masterShard) {
+    // A group's master weights or moments (stages 1-3): one shard of
+    // storage, described per member parameter, so that checkpoints and
+    // initialization see each parameter's own state at its offset.
+    bool stateShard = (var.getKind() == VariableKind::master ||
+                       var.getKind() == VariableKind::opt_state) &&
+                      var.getOf() && offsetsOf.count(*var.getOf());
+    bool masterShard = stateShard && var.getKind() == VariableKind::master;
+    if (var.getKind() == VariableKind::param || stateShard) {
       // Storage, not a checkpoint tensor: the members are the variables
       // (parameters, or their masters, which draw what the parameter
-      // draws).
+      // draws, or their moments).
       int slot =
-          fixedSlot(masterShard ? Category::OptimizerState : Category::Params,
+          fixedSlot(stateShard ? Category::OptimizerState : Category::Params,
                     bytesOf(var.getTensorType()), var.getSymName().str(),
                     /*align=*/false);
       varSlot[var.getSymName()] = slot;
       uint32_t shard = buffer(slot, var.getTensorType());
-      for (auto [p, offset] : masterShard ? offsetsOf.lookup(*var.getOf())
-                                          : membersOf.lookup(*var.getOf())) {
+      // "zero.decay.exp_avg" of group "zero.decay": each member's moment is
+      // "<member>.exp_avg".
+      StringRef suffix = var.getSymName().drop_front(
+          stateShard ? var.getOf()->size() : 0);
+      for (auto [p, offset] : stateShard ? offsetsOf.lookup(*var.getOf())
+                                         : membersOf.lookup(*var.getOf())) {
         PlanVariable pv = describe(p, decays(p));
         if (masterShard) {
           pv.name += ".master";
           pv.kind = static_cast<uint8_t>(VariableKind::master);
           pv.of = p.getSymName().str();
+        } else if (stateShard) {
+          pv.name += suffix.str();
+          pv.kind = static_cast<uint8_t>(VariableKind::opt_state);
+          pv.of = p.getSymName().str();
+          pv.init = static_cast<uint8_t>(InitKind::zeros);
+          pv.std = 0;
+          pv.weightDecay = false;
         }
         pv.buffer = shard;
         pv.sharded = true;

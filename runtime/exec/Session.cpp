@@ -69,24 +69,6 @@ void storeElement(void *data, DType t, int64_t i, double value) {
   }
 }
 
-/// The elements of a variable that one rank holds: [begin, end) of the
-/// variable, element `begin` at index `local` of the rank's buffer.
-struct Part {
-  int64_t begin = 0, end = 0, local = 0;
-};
-
-/// Rank `rank`'s part of sharded variable `v`; empty if it holds none. The
-/// verifier keeps the group (world size x S) within kMaxBytes elements, so
-/// nothing here overflows.
-Part shardPart(const NamedTensor &v, int64_t rank) {
-  int64_t s = v.ref.numel(), first = rank * s; // group index of the shard
-  int64_t lo = std::max(v.shardOffset, first);
-  int64_t hi = std::min(v.shardOffset + v.numel(), first + s);
-  if (lo >= hi)
-    return {};
-  return {lo - v.shardOffset, hi - v.shardOffset, lo - first};
-}
-
 struct ArenaMemory {
   uint8_t *base = nullptr; ///< from the backend's allocate (64-byte aligned)
   uint64_t bytes = 0;
@@ -166,8 +148,8 @@ private:
     written_[b.arena] = std::max(written_[b.arena], b.end);
   }
   /// This rank's part of variable `v`: the whole tensor unless sharded.
-  Part localPart(const NamedTensor &v) const {
-    return v.sharded ? shardPart(v, options_.rank) : Part{0, v.numel(), 0};
+  VariablePart localPart(const NamedTensor &v) const {
+    return v.partOn(options_.rank);
   }
   bool allocateArenas(std::string &error);
   void fillConstants();
@@ -361,6 +343,7 @@ bool SessionImpl::init(std::string &error) {
     const BufferView &b = buffers_[var->buffer()];
     variableIndex_[view(var->name())] = variables_.size();
     NamedTensor v{std::string(view(var->name())), b.ref, b.shape};
+    v.kind = StateKind(var->kind());
     if (var->sharded()) {
       v.shape.assign(var->shape()->begin(), var->shape()->end());
       v.sharded = true;
@@ -395,7 +378,7 @@ void SessionImpl::initVariables() {
     const TensorRef &t = variables_[i].ref;
     const size_t size = fb::dtypeSize(fb::DType(t.dtype));
     // Only this rank's elements: a shard also holds other variables.
-    Part part = localPart(variables_[i]);
+    VariablePart part = localPart(variables_[i]);
     for (int64_t begin = part.begin; begin < part.end; begin += kChunk) {
       int64_t n = std::min(kChunk, part.end - begin);
       host.assign(size_t(n * int64_t(size) + 7) / 8, 0); // zeros as is
@@ -427,7 +410,7 @@ bool SessionImpl::readVariable(const NamedTensor &v, float *out,
   int64_t s = v.ref.numel();
   int64_t first = v.shardOffset / s, last = (v.shardOffset + v.numel() - 1) / s;
   for (int64_t rank = first; rank <= last; ++rank) {
-    Part part = shardPart(v, rank);
+    VariablePart part = v.partOn(rank);
     float *dst = out + part.begin;
     size_t n = size_t(part.end - part.begin);
     if (rank == options_.rank)
@@ -443,7 +426,7 @@ bool SessionImpl::readVariable(const NamedTensor &v, float *out,
 void SessionImpl::writeVariable(const NamedTensor &v, const float *in) {
   if (!v.sharded)
     return Session::writeVariable(v, in);
-  Part part = localPart(v);
+  VariablePart part = localPart(v);
   writeFloats(v.ref, part.local, in + part.begin, part.end - part.begin);
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/backends/StreamExecutor.h"
 #include "runtime/kernels/Kernel.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -67,6 +68,23 @@ struct SessionOptions {
   uint64_t deviceMemory = 0;
 };
 
+/// What a variable is (plan.fbs VarKind); program inputs and outputs are
+/// `none`.
+enum class StateKind : uint8_t {
+  param = 0,
+  grad = 1,
+  optState = 2,
+  master = 3,
+  none = 255
+};
+
+/// The elements of a variable that one rank holds: [begin, end) of the
+/// whole variable, element `begin` at index `local` of the rank's buffer.
+struct VariablePart {
+  int64_t begin = 0, end = 0, local = 0;
+  bool empty() const { return begin >= end; }
+};
+
 /// A named tensor the tool can read or write (variables, program I/O).
 /// `shape` is the whole tensor's and `ref` views its memory, except for a
 /// sharded variable (ZeRO stage 3): its `ref` is this rank's shard of the
@@ -81,6 +99,7 @@ struct NamedTensor {
   std::vector<int64_t> shape;
   bool sharded = false;
   int64_t shardOffset = 0;
+  StateKind kind = StateKind::none;
 
   /// Elements of the whole tensor: the product of `shape`.
   int64_t numel() const {
@@ -88,6 +107,18 @@ struct NamedTensor {
     for (int64_t d : shape)
       n *= d;
     return n;
+  }
+  /// What rank `rank` holds of it: all of it unless sharded. (The
+  /// verifier keeps a group within kMaxBytes elements: nothing overflows.)
+  VariablePart partOn(int64_t rank) const {
+    if (!sharded)
+      return {0, numel(), 0};
+    int64_t s = ref.numel(), first = rank * s; // group index of the shard
+    int64_t lo = std::max(shardOffset, first);
+    int64_t hi = std::min(shardOffset + numel(), first + s);
+    if (lo >= hi)
+      return {};
+    return {lo - shardOffset, hi - shardOffset, lo - first};
   }
 };
 

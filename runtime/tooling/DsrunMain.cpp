@@ -5,6 +5,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/OutputPath.h"
 #include "runtime/plan/PlanFormat.h"
+#include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Metrics.h"
@@ -190,6 +191,49 @@ struct Prepared {
   WeightsLayout layout;
 };
 
+CheckpointRun checkpointRun(const DsrunOptions &options, Communicator &comm,
+                            Prepared &p) {
+  CheckpointRun run;
+  run.session = p.session.get();
+  run.comm = &comm;
+  run.rank = comm.rank();
+  run.worldSize = comm.size();
+  run.seed = options.seed;
+  run.model = p.info.model;
+  run.planId = planIdentity(p.loaded->bytes());
+  return run;
+}
+
+/// --save-dir: a directory (or nothing yet) before anything trains; with
+/// --resume, the newest committed checkpoint there loaded into the session
+/// and p.setup.start. Local: every rank reads what it needs.
+bool resumeFrom(const DsrunOptions &options, Communicator &comm, Prepared &p,
+                std::string &error) {
+  const bool lead = comm.rank() == 0;
+  std::string path;
+  std::vector<std::string> notes;
+  if (!findLatestCheckpoint(options.saveDir, path, notes, error))
+    return false;
+  if (!options.resume)
+    return true;
+  if (path.empty()) {
+    if (lead)
+      std::printf("dsrun: no checkpoint in %s yet: starting at step 1\n",
+                  options.saveDir.c_str());
+    return true;
+  }
+  if (!loadCheckpoint(checkpointRun(options, comm, p), path, p.setup.start,
+                      notes, error))
+    return false;
+  if (lead) {
+    for (const std::string &note : notes)
+      std::printf("dsrun: note: %s\n", note.c_str());
+    std::printf("dsrun: resuming from %s (step %llu done)\n", path.c_str(),
+                (unsigned long long)p.setup.start.step);
+  }
+  return true;
+}
+
 int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
             std::string &error) {
   const bool lead = comm.rank() == 0;
@@ -342,6 +386,8 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   if (!options.initFrom.empty() &&
       !importWeights(*p.session, p.layout, options.initFrom, error))
     return kExitBadInput;
+  if (!options.saveDir.empty() && !resumeFrom(options, comm, p, error))
+    return kExitBadInput;
   for (const std::string &name : info.params)
     if (const NamedTensor *v = p.session->findVariable(name))
       info.numParams += uint64_t(v->numel()); // whole, even if sharded
@@ -423,6 +469,21 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   setup.evalMicroBatch = info.evalBatch;
   setup.evalEvery = options.evalEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
+  if (!options.saveDir.empty()) {
+    setup.saveEvery = options.saveEvery;
+    CheckpointRun run = checkpointRun(options, comm, p);
+    setup.save = [run, &options, lead](const RunState &state,
+                                       std::string &err) {
+      std::string path;
+      if (!saveCheckpoint(run, options.saveDir, state, options.keep, path, err))
+        return false;
+      if (lead) {
+        std::printf("dsrun: saved %s\n", path.c_str());
+        std::fflush(stdout);
+      }
+      return true;
+    };
+  }
   if (options.sample) {
     char *end = nullptr;
     double temperature = std::strtod(options.temperature.c_str(), &end);
@@ -464,7 +525,15 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
                   setup.evalBatches, p.evalData->description().c_str());
     return kExitOk;
   }
-  status = train(*session, *p.data, setup, error);
+  if (setup.start.step >= setup.steps) {
+    if (lead)
+      std::printf("dsrun: the checkpoint is at step %llu: nothing to train "
+                  "up to --steps %llu\n",
+                  (unsigned long long)setup.start.step,
+                  (unsigned long long)setup.steps);
+  } else {
+    status = train(*session, *p.data, setup, error);
+  }
   if (files.trace) {
     std::string traceError;
     if (!files.trace->close(traceError) && status == kExitOk) {
@@ -539,7 +608,7 @@ int runDsrunMain(int argc, char **argv) {
         std::fputs(dsrunUsage().c_str(), stdout);
       return kExitOk;
     }
-    if (checkDsrunSupport(options, error) && (comm = joinRanks(options, error)))
+    if (checkDsrunFlags(options, error) && (comm = joinRanks(options, error)))
       status = run(options, *comm, error);
   }
   if (status != kExitOk) {
@@ -562,7 +631,7 @@ int launchDsrun(int argc, char **argv) {
   DsrunOptions options;
   std::string error;
   if (underMpirun() || !parseDsrunFlags(args, options, error) || options.help ||
-      options.np <= 1 || !checkDsrunSupport(options, error))
+      options.np <= 1 || !checkDsrunFlags(options, error))
     return runDsrunMain(argc, argv); // reports any error itself
   constexpr uint64_t kMaxLocalRanks = 4096;
   int status = kExitBadInput;

@@ -115,7 +115,10 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--save-dir", "DIR", &O::saveDir,
                          "directory for training checkpoints"));
     t.push_back(numberFlag("--save-every", "K", Value::Positive, &O::saveEvery,
-                           "checkpoint every K steps"));
+                           "checkpoint every K steps (and after the last)"));
+    t.push_back(numberFlag("--keep", "N", Value::Positive, &O::keep,
+                           "keep only the newest N checkpoints (pruned after "
+                           "each commit)"));
     Flag resume{"--resume", nullptr, Value::Switch,
                 "continue from the latest checkpoint in --save-dir"};
     resume.on = &O::resume;
@@ -327,13 +330,17 @@ std::vector<std::string> withoutDsrunFlag(const std::vector<std::string> &args,
   return kept;
 }
 
-bool checkDsrunSupport(const DsrunOptions &options, std::string &error) {
-  if (!options.saveDir.empty())
-    error = "--save-dir: training checkpoints are not implemented yet";
-  else if (options.saveEvery)
-    error = "--save-every: training checkpoints are not implemented yet";
-  else if (options.resume)
-    error = "--resume: training checkpoints are not implemented yet";
+bool checkDsrunFlags(const DsrunOptions &options, std::string &error) {
+  if (options.saveDir.empty()) {
+    if (options.saveEvery)
+      error = "--save-every needs --save-dir (where to write checkpoints)";
+    else if (options.keep)
+      error = "--keep needs --save-dir (where the checkpoints are)";
+    else if (options.resume)
+      error = "--resume needs --save-dir (where the checkpoints are)";
+  } else if (options.resume && !options.initFrom.empty()) {
+    error = "--resume and --init-from both set the weights; give one";
+  }
   return error.empty();
 }
 

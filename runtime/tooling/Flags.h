@@ -41,6 +41,7 @@ struct DsrunOptions {
   std::string dumpState; ///< PREFIX: PREFIX.rankR.safetensors at the end
   std::string saveDir;
   uint64_t saveEvery = 0;
+  uint64_t keep = 0;
   bool resume = false;
   bool help = false;
 };
@@ -56,10 +57,11 @@ bool parseDsrunFlags(const std::vector<std::string> &args,
 std::vector<std::string> withoutDsrunFlag(const std::vector<std::string> &args,
                                           const std::string &name);
 
-/// False + one line if `options` asks for something this dsrun cannot do
-/// yet (training checkpoints). Backends are checked against the registry
-/// when the run starts.
-bool checkDsrunSupport(const DsrunOptions &options, std::string &error);
+/// False + one line if flags that only go together do not (--save-every,
+/// --keep and --resume need --save-dir; --resume and --init-from both set
+/// the weights). Backends are checked against the registry when the run
+/// starts.
+bool checkDsrunFlags(const DsrunOptions &options, std::string &error);
 
 /// The --help text, generated from the flag table.
 std::string dsrunUsage();

@@ -51,6 +51,20 @@ public:
   /// Updates so far.
   int64_t iteration() const { return iteration_; }
 
+  /// Everything update() changes: what a checkpoint keeps.
+  struct State {
+    double scale = 0;
+    int hysteresis = 0;
+    int64_t iteration = 0, lastOverflow = -1;
+  };
+  State state() const { return {scale_, hysteresis_, iteration_, lastOverflow_}; }
+  void restore(const State &s) {
+    scale_ = s.scale;
+    hysteresis_ = s.hysteresis;
+    iteration_ = s.iteration;
+    lastOverflow_ = s.lastOverflow;
+  }
+
   /// Accounts for one step whose gradients did (`overflow`) or did not
   /// contain a non-finite value. False, with one line in `error`, for an
   /// overflow at the minimum scale; the state is then unchanged.

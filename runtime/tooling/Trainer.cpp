@@ -254,7 +254,9 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   std::optional<LossScaler> scaler;
   if (setup.lossScale)
     scaler.emplace(*setup.lossScale);
-  uint64_t applied = 0; // steps that updated the weights
+  if (scaler && setup.start.scaler)
+    scaler->restore(*setup.start.scaler);
+  uint64_t applied = setup.start.applied; // steps that updated the weights
 
   const std::string micro(plan::kMicroStepProgram);
   const std::string sync(plan::kMicroStepSyncProgram);
@@ -270,6 +272,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   const size_t batchElems = size_t(setup.microBatch) * setup.seqLen;
   std::vector<int32_t> tokens(batchElems), targets(batchElems);
   StepRecord record;
+  record.skippedSteps = setup.start.skipped;
   Clock::time_point runStart = Clock::now();
   Clock::time_point lastDraw;
   auto fail = [&](uint64_t step, const std::string &message) {
@@ -278,7 +281,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     error = "step " + std::to_string(step) + ": " + message;
     return kExitTrainingFailed;
   };
-  for (uint64_t step = 1; step <= setup.steps; ++step) {
+  for (uint64_t step = setup.start.step + 1; step <= setup.steps; ++step) {
     Clock::time_point stepStart = Clock::now();
     double lossSum = 0;
     const double lossScale = scaler ? scaler->scale() : 1.0;
@@ -394,11 +397,19 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
                    progressLine(record, setup.steps).c_str());
       std::fflush(setup.out);
     }
+    if (setup.save && ((setup.saveEvery && step % setup.saveEvery == 0) ||
+                       last)) {
+      RunState state{step, applied, record.skippedSteps, std::nullopt};
+      if (scaler)
+        state.scaler = scaler->state();
+      if (!setup.save(state, error))
+        return fail(step, "saving a checkpoint: " + error);
+    }
   }
 
   if (setup.out) {
     RunSummary summary;
-    summary.steps = setup.steps;
+    summary.steps = setup.steps - std::min(setup.steps, setup.start.step);
     summary.skippedSteps = record.skippedSteps;
     summary.lossScaling = scaler.has_value();
     summary.finalLossScale = scaler ? scaler->scale() : 1.0;

@@ -26,10 +26,12 @@
 
 #include "runtime/data/DataLoader.h"
 #include "runtime/exec/Session.h"
+#include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/LossScaler.h"
 #include "runtime/tooling/Schedule.h"
 
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,6 +67,15 @@ struct TrainSetup {
   /// Debugging (--debug-overflow-at): before apply of these steps every
   /// rank writes NaN into one element of a gradient accumulator it holds.
   std::set<uint64_t> injectOverflowAt;
+
+  /// Resuming: where a checkpoint left the run; training goes on with
+  /// step start.step + 1 (its batches, dropout masks, learning rate and
+  /// loss scale are the uninterrupted run's).
+  RunState start;
+  /// Checkpoints: called on every rank after each saveEvery-th step and
+  /// after the last (a collective); false + error stops the run.
+  std::function<bool(const RunState &, std::string &)> save;
+  uint64_t saveEvery = 0;
 
   std::FILE *out = nullptr;       ///< progress and summary; null: silent
   bool interactive = false;       ///< one live line rewritten with \r

@@ -136,7 +136,7 @@ TEST(Flags, Defaults) {
   EXPECT_EQ(o.seed, 1337u);
   EXPECT_EQ(o.deviceMemory, 0u);
   EXPECT_FALSE(o.resume);
-  EXPECT_TRUE(checkDsrunSupport(o, error)) << error;
+  EXPECT_TRUE(checkDsrunFlags(o, error)) << error;
 }
 
 TEST(Flags, EveryFlag) {
@@ -298,20 +298,33 @@ TEST(Launch, ThreadsPerRank) {
   restore("OMPI_COMM_WORLD_LOCAL_SIZE", local);
 }
 
-TEST(Flags, NotImplementedYet) {
-  auto unsupported = [](std::vector<std::string> args) {
+TEST(Flags, CheckpointFlagsGoTogether) {
+  auto refused = [](std::vector<std::string> args) {
     DsrunOptions o;
     std::string error;
     EXPECT_TRUE(parseDsrunFlags(args, o, error)) << error;
-    EXPECT_FALSE(checkDsrunSupport(o, error));
+    EXPECT_FALSE(checkDsrunFlags(o, error));
     return error;
   };
-  EXPECT_EQ(unsupported({"p", "--save-dir", "d"}),
-            "--save-dir: training checkpoints are not implemented yet");
-  EXPECT_EQ(unsupported({"p", "--save-every", "5"}),
-            "--save-every: training checkpoints are not implemented yet");
-  EXPECT_EQ(unsupported({"p", "--resume"}),
-            "--resume: training checkpoints are not implemented yet");
+  EXPECT_EQ(refused({"p", "--save-every", "5"}),
+            "--save-every needs --save-dir (where to write checkpoints)");
+  EXPECT_EQ(refused({"p", "--keep", "2"}),
+            "--keep needs --save-dir (where the checkpoints are)");
+  EXPECT_EQ(refused({"p", "--resume"}),
+            "--resume needs --save-dir (where the checkpoints are)");
+  EXPECT_EQ(refused({"p", "--save-dir", "d", "--resume", "--init-from",
+                     "w.safetensors"}),
+            "--resume and --init-from both set the weights; give one");
+  DsrunOptions o;
+  std::string error;
+  ASSERT_TRUE(parseDsrunFlags({"p", "--save-dir", "d", "--save-every", "3",
+                               "--keep", "2", "--resume"},
+                              o, error));
+  EXPECT_TRUE(checkDsrunFlags(o, error)) << error;
+  EXPECT_EQ(o.saveDir, "d");
+  EXPECT_EQ(o.saveEvery, 3u);
+  EXPECT_EQ(o.keep, 2u);
+  EXPECT_TRUE(o.resume);
 }
 
 //===----------------------------------------------------------------------===//

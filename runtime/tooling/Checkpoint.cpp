@@ -1,0 +1,437 @@
+//===- Checkpoint.cpp - training checkpoints: save, find, resume ----------===//
+#include "runtime/tooling/Checkpoint.h"
+
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/core/Half.h"
+#include "runtime/core/OutputPath.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <memory>
+#include <unistd.h>
+
+namespace dsc::rt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char *kFormat = "dsc-checkpoint-1";
+constexpr const char *kManifest = "manifest.json";
+constexpr const char *kPartial = ".partial";
+
+/// The state a checkpoint holds: everything but the gradient accumulators,
+/// which every step boundary leaves at zero.
+bool checkpointed(const NamedTensor &v) {
+  return v.kind == StateKind::param || v.kind == StateKind::master ||
+         v.kind == StateKind::optState;
+}
+
+std::string stepName(uint64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08llu",
+                static_cast<unsigned long long>(step));
+  return name;
+}
+
+std::string rankFile(int rank, int worldSize) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", rank,
+                worldSize);
+  return name;
+}
+
+bool syncDirectory(const std::string &dir, std::string &error) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    error = "cannot sync directory '" + dir + "': " + std::strerror(errno);
+    if (fd >= 0)
+      ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
+}
+
+/// One rank's result, agreed on by all: false on every rank if any failed,
+/// so that no rank waits for a commit that will not come.
+bool agree(const CheckpointRun &run, bool ok, std::string &error) {
+  if (!run.comm || run.worldSize == 1)
+    return ok;
+  double failed = ok ? 0 : 1, any = 0;
+  std::string commError;
+  if (!run.comm->allReduceSum(&failed, &any, 1, commError)) {
+    error = commError;
+    return false;
+  }
+  if (any > 0 && ok)
+    error = "another rank failed to write its part of the checkpoint";
+  return any == 0;
+}
+
+/// The floats of the buffer `v` views on this rank (its shard, when
+/// sharded), converted exactly from 16 bits.
+bool readLocal(Session &session, const NamedTensor &v, std::vector<float> &out,
+               std::string &error) {
+  NamedTensor local{v.name, v.ref,
+                    std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
+  size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
+  std::vector<uint8_t> raw(n * size);
+  if (!session.readTensor(local, raw.data(), raw.size(), error))
+    return false;
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t *e = raw.data() + i * size;
+    uint16_t h;
+    switch (v.ref.dtype) {
+    case DType::f32:
+      std::memcpy(&out[i], e, 4);
+      break;
+    case DType::f16:
+    case DType::bf16:
+      std::memcpy(&h, e, 2);
+      out[i] = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
+      break;
+    default:
+      error = "variable '" + v.name + "' is " + dtypeName(v.ref.dtype) +
+              "; checkpoints hold floating-point state";
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Removes a checkpoint directory dsrun made (only the files it writes),
+/// then the directory itself.
+void removeCheckpointDir(const fs::path &dir) {
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (e.is_regular_file(ec) &&
+        (name.rfind("rank-", 0) == 0 || name.rfind(kManifest, 0) == 0))
+      fs::remove(e.path(), ec);
+  }
+  fs::remove(dir, ec); // fails, harmlessly, if something else is in it
+}
+
+/// Committed checkpoints in `dir`, oldest first, and uncommitted leftovers.
+void listCheckpoints(const fs::path &dir, std::vector<fs::path> &committed,
+                     std::vector<fs::path> &partial, std::error_code &ec) {
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !e.is_directory())
+      continue;
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, kPartial) == 0)
+      partial.push_back(e.path());
+    else if (fs::exists(e.path() / kManifest))
+      committed.push_back(e.path());
+    else
+      partial.push_back(e.path()); // a step directory without its manifest
+  }
+  std::sort(committed.begin(), committed.end());
+}
+
+} // namespace
+
+uint64_t planIdentity(const std::vector<uint8_t> &bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : bytes)
+    h = (h ^ b) * 1099511628211ull;
+  return h;
+}
+
+bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
+                    const RunState &state, uint64_t keep, std::string &path,
+                    std::string &error) {
+  const fs::path final = fs::path(dir) / stepName(state.step);
+  const fs::path partial = fs::path(dir) / (stepName(state.step) + kPartial);
+  bool ok = true;
+  std::error_code ec;
+  if (run.rank == 0) {
+    fs::create_directories(dir, ec);
+    if (!ec && fs::exists(partial))
+      removeCheckpointDir(partial); // an earlier, interrupted save
+    if (!ec)
+      fs::create_directory(partial, ec);
+    if (ec) {
+      error = "cannot create '" + partial.string() + "': " + ec.message();
+      ok = false;
+    }
+  }
+  if (!agree(run, ok, error))
+    return false;
+
+  // This rank's part of every checkpointed variable.
+  std::list<std::vector<float>> values; // stable addresses
+  std::vector<TensorToSave> tensors;
+  json shapes = json::object();
+  std::map<const void *, std::vector<float>> shards; // one read per buffer
+  for (const NamedTensor &v : run.session->variables()) {
+    if (!checkpointed(v))
+      continue;
+    shapes[v.name] = v.shape;
+    VariablePart part = v.partOn(run.rank);
+    if (part.empty() || (!v.sharded && run.rank != 0))
+      continue; // nothing here, or rank 0 writes what every rank holds
+    auto it = shards.find(v.ref.data);
+    if (it == shards.end()) {
+      std::vector<float> local;
+      if (!readLocal(*run.session, v, local, error)) {
+        ok = false;
+        break;
+      }
+      it = shards.emplace(v.ref.data, std::move(local)).first;
+    }
+    const float *first = it->second.data() + part.local;
+    std::vector<float> &piece =
+        values.emplace_back(first, first + (part.end - part.begin));
+    if (v.sharded)
+      tensors.push_back({v.name + "@" + std::to_string(part.begin),
+                         {part.end - part.begin},
+                         piece.data()});
+    else
+      tensors.push_back({v.name, v.shape, piece.data()});
+  }
+  if (ok)
+    ok = saveSafetensors((partial / rankFile(run.rank, run.worldSize)).string(),
+                         tensors,
+                         {{"format", kFormat}, {"shapes", shapes.dump()}},
+                         error);
+  if (!agree(run, ok, error))
+    return false;
+
+  // The commit: the manifest, then the directory's rename.
+  if (run.rank == 0) {
+    json m;
+    m["format"] = kFormat;
+    m["step"] = state.step;
+    m["applied"] = state.applied;
+    m["skipped"] = state.skipped;
+    m["seed"] = run.seed;
+    m["world_size"] = run.worldSize;
+    m["model"] = run.model;
+    char id[20];
+    std::snprintf(id, sizeof id, "%016llx",
+                  static_cast<unsigned long long>(run.planId));
+    m["plan"] = id;
+    if (state.scaler)
+      m["loss_scaler"] = {{"scale", state.scaler->scale},
+                          {"hysteresis", state.scaler->hysteresis},
+                          {"iteration", state.scaler->iteration},
+                          {"last_overflow", state.scaler->lastOverflow}};
+    std::vector<std::string> files;
+    for (int r = 0; r < run.worldSize; ++r)
+      files.push_back(rankFile(r, run.worldSize));
+    m["files"] = files;
+    std::string text = m.dump(2) + "\n";
+    ok = writeOutput((partial / kManifest).string(), text.data(), text.size(),
+                     error) &&
+         syncDirectory(partial.string(), error);
+    if (ok && fs::exists(final)) {
+      // The same step saved before (a resumed run): the new one replaces
+      // it only once it is whole.
+      fs::path old = fs::path(dir) / (stepName(state.step) + ".old");
+      fs::rename(final, old, ec);
+      if (!ec)
+        fs::rename(partial, final, ec);
+      if (!ec)
+        removeCheckpointDir(old);
+    } else if (ok) {
+      fs::rename(partial, final, ec);
+    }
+    if (ok && ec) {
+      error = "cannot commit '" + final.string() + "': " + ec.message();
+      ok = false;
+    }
+    ok = ok && syncDirectory(dir, error);
+    if (ok && keep > 0) {
+      std::vector<fs::path> committed, leftovers;
+      listCheckpoints(dir, committed, leftovers, ec);
+      for (size_t i = 0; i + keep < committed.size(); ++i)
+        removeCheckpointDir(committed[i]);
+    }
+  }
+  if (!agree(run, ok, error))
+    return false;
+  path = final.string();
+  return true;
+}
+
+bool findLatestCheckpoint(const std::string &dir, std::string &path,
+                          std::vector<std::string> &notes,
+                          std::string &error) {
+  path.clear();
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    return true;
+  if (!fs::is_directory(dir, ec)) {
+    error = "--save-dir '" + dir + "' is not a directory";
+    return false;
+  }
+  std::vector<fs::path> committed, partial;
+  listCheckpoints(dir, committed, partial, ec);
+  if (ec) {
+    error = "cannot read '" + dir + "': " + ec.message();
+    return false;
+  }
+  for (const fs::path &p : partial)
+    notes.push_back("ignoring '" + p.string() +
+                    "': not committed (an interrupted save)");
+  if (!committed.empty())
+    path = committed.back().string();
+  return true;
+}
+
+bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
+                    RunState &state, std::vector<std::string> &notes,
+                    std::string &error) {
+  std::string text;
+  {
+    std::FILE *f = std::fopen((path + "/" + kManifest).c_str(), "rb");
+    if (!f) {
+      error = "cannot read '" + path + "/" + kManifest +
+              "': " + std::strerror(errno);
+      return false;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      text.append(buf, n);
+    std::fclose(f);
+  }
+  json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const std::string where = path + "/" + kManifest;
+  if (m.is_discarded() || !m.is_object() || m.value("format", "") != kFormat ||
+      !m["step"].is_number_unsigned() || !m["files"].is_array()) {
+    error = where + ": not a dsc checkpoint manifest (" + kFormat + ")";
+    return false;
+  }
+  state = {};
+  state.step = m["step"].get<uint64_t>();
+  state.applied = m.value("applied", state.step);
+  state.skipped = m.value("skipped", uint64_t(0));
+  if (m.contains("loss_scaler")) {
+    const json &s = m["loss_scaler"];
+    state.scaler = LossScaler::State{
+        s.value("scale", 0.0), s.value("hysteresis", 0),
+        s.value("iteration", int64_t(0)), s.value("last_overflow", int64_t(-1))};
+  }
+  if (m.value("model", "") != run.model)
+    notes.push_back("checkpoint '" + path + "' is of model '" +
+                    m.value("model", "") + "', the plan's is '" + run.model +
+                    "'");
+  char id[20];
+  std::snprintf(id, sizeof id, "%016llx",
+                static_cast<unsigned long long>(run.planId));
+  if (m.value("plan", "") != id || m.value("world_size", 0) != run.worldSize)
+    notes.push_back("resuming '" + path + "' (" +
+                    std::to_string(m.value("world_size", 0)) +
+                    " ranks) into another plan (" +
+                    std::to_string(run.worldSize) + " ranks)");
+
+  // Every fragment of every rank file: (name, first element) -> entry.
+  struct Fragment {
+    const SafetensorsFile *file;
+    const SafetensorsEntry *entry;
+    int64_t first;
+  };
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, std::vector<Fragment>> fragments;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const json &name : m["files"]) {
+    if (!name.is_string() || name.get<std::string>().find('/') !=
+                                 std::string::npos) {
+      error = where + ": 'files' must name files in the checkpoint";
+      return false;
+    }
+    auto file = SafetensorsFile::read(path + "/" + name.get<std::string>(),
+                                      error);
+    if (!file)
+      return false;
+    auto it = file->metadata().find("shapes");
+    json s = it == file->metadata().end()
+                 ? json()
+                 : json::parse(it->second, nullptr, false);
+    if (!s.is_object()) {
+      error = path + "/" + name.get<std::string>() +
+              ": no 'shapes' metadata (not a dsc checkpoint file)";
+      return false;
+    }
+    for (auto &[k, v] : s.items())
+      if (v.is_array())
+        shapes[k] = v.get<std::vector<int64_t>>();
+    for (const SafetensorsEntry &e : file->tensors()) {
+      size_t at = e.name.rfind('@');
+      std::string base = at == std::string::npos ? e.name : e.name.substr(0, at);
+      int64_t first =
+          at == std::string::npos ? 0 : std::stoll(e.name.substr(at + 1));
+      fragments[base].push_back({file.get(), &e, first});
+    }
+    files.push_back(std::move(file));
+  }
+
+  // The plan and the checkpoint must hold the same state.
+  std::vector<std::string> problems;
+  std::map<std::string, const NamedTensor *> wanted;
+  for (const NamedTensor &v : run.session->variables())
+    if (checkpointed(v)) {
+      wanted[v.name] = &v;
+      auto it = shapes.find(v.name);
+      if (it == shapes.end())
+        problems.push_back("the checkpoint has no '" + v.name + "'");
+      else if (it->second != v.shape)
+        problems.push_back("'" + v.name + "' is " + formatShape(it->second) +
+                           " in the checkpoint and " + formatShape(v.shape) +
+                           " in the plan");
+    }
+  for (const auto &[name, shape] : shapes)
+    if (!wanted.count(name))
+      problems.push_back("the plan has no '" + name +
+                         "', which the checkpoint holds");
+  if (!problems.empty()) {
+    error = path + ": " + problems.front() +
+            (problems.size() > 1
+                 ? " (and " + std::to_string(problems.size() - 1) + " more)"
+                 : "");
+    return false;
+  }
+
+  // Each variable from the fragments that cover what this rank holds.
+  for (const NamedTensor &v : run.session->variables()) {
+    if (!checkpointed(v))
+      continue;
+    VariablePart part = v.partOn(run.rank);
+    if (part.empty())
+      continue;
+    std::vector<float> whole(size_t(v.numel()), 0.0f);
+    int64_t covered = 0;
+    for (const Fragment &f : fragments[v.name]) {
+      int64_t n = int64_t(f.entry->numel());
+      int64_t lo = std::max(part.begin, f.first);
+      int64_t hi = std::min(part.end, f.first + n);
+      if (lo >= hi)
+        continue;
+      std::vector<float> values(static_cast<size_t>(n));
+      if (!f.file->readF32(*f.entry, values.data(), error))
+        return false;
+      std::copy(values.begin() + (lo - f.first), values.begin() + (hi - f.first),
+                whole.begin() + lo);
+      covered += hi - lo;
+    }
+    if (covered != part.end - part.begin) {
+      error = path + ": the rank files do not hold all of '" + v.name + "'";
+      return false;
+    }
+    run.session->writeVariable(v, whole.data());
+  }
+  return true;
+}
+
+} // namespace dsc::rt
