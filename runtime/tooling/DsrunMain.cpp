@@ -562,7 +562,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   if (!options.dumpState.empty()) {
     std::string path = options.dumpState + ".rank" +
                        std::to_string(setup.rank) + ".safetensors";
-    if (!dumpState(*session, path, error))
+    if (!dumpState(*session, int(setup.rank), path, error))
       return kExitTrainingFailed;
   }
   return kExitOk;

@@ -76,36 +76,52 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
   return saveSafetensors(path, tensors, metadata, error);
 }
 
-bool dumpState(Session &session, const std::string &path, std::string &error) {
+bool dumpState(Session &session, int rank, const std::string &path,
+               std::string &error) {
   std::list<std::vector<float>> values; // stable addresses
   std::vector<TensorToSave> tensors;
   for (const NamedTensor &v : session.variables()) {
-    if (v.sharded || !isFloat(v.ref.dtype))
-      continue; // a part of a shard: the shard's own variable holds it
+    if (!isFloat(v.ref.dtype))
+      continue;
+    VariablePart part = v.partOn(rank);
+    if (part.empty())
+      continue;
+    // The buffer this rank holds (a sharded variable's: its group shard).
+    NamedTensor local{v.name, v.ref,
+                      std::vector<int64_t>(v.ref.shape,
+                                           v.ref.shape + v.ref.rank)};
     size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
     std::vector<uint8_t> raw(n * size);
-    if (!session.readTensor(v, raw.data(), raw.size(), error))
+    if (!session.readTensor(local, raw.data(), raw.size(), error))
       return false;
-    std::vector<float> &out = values.emplace_back(n);
-    for (size_t i = 0; i < n; ++i) {
-      const uint8_t *e = raw.data() + i * size;
+    std::vector<float> &out = values.emplace_back();
+    for (int64_t i = part.local; i < part.local + (part.end - part.begin);
+         ++i) {
+      const uint8_t *e = raw.data() + size_t(i) * size;
+      float f;
       uint16_t h;
       switch (v.ref.dtype) {
       case DType::f32:
-        std::memcpy(&out[i], e, 4);
+        std::memcpy(&f, e, 4);
         break;
       case DType::f64: {
         double d;
         std::memcpy(&d, e, 8);
-        out[i] = float(d);
+        f = float(d);
         break;
       }
       default:
         std::memcpy(&h, e, 2);
-        out[i] = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
+        f = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
       }
+      out.push_back(f);
     }
-    tensors.push_back({v.name, v.shape, out.data()});
+    if (v.sharded)
+      tensors.push_back({v.name + "@" + std::to_string(part.begin),
+                         {part.end - part.begin},
+                         out.data()});
+    else
+      tensors.push_back({v.name, v.shape, out.data()});
   }
   return saveSafetensors(path, tensors, {{"producer", "dsrun --dump-state"}},
                          error);

@@ -39,11 +39,14 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
                    std::map<std::string, std::string> metadata, bool write,
                    std::string &error);
 
-/// Debugging (--dump-state): writes every variable this rank holds whole
-/// (parameters, masters, moments, accumulators, shards: what it stores,
-/// not gathered), as F32 under its plan name, to `path`. 16-bit values
-/// convert exactly. Local; false + one line on error.
-bool dumpState(Session &session, const std::string &path, std::string &error);
+/// Debugging (--dump-state): writes every variable rank `rank` holds
+/// (parameters, masters, moments, accumulators: what it stores, not
+/// gathered), as F32, to `path`: a variable it holds whole under its plan
+/// name, its part of a sharded one as NAME@FIRST (the part's first element
+/// in the whole variable). 16-bit values convert exactly. Local; false + one
+/// line on error.
+bool dumpState(Session &session, int rank, const std::string &path,
+               std::string &error);
 
 /// Loads every parameter from `path` after checking the whole file against
 /// the layout: a missing parameter, a shape or dtype mismatch or a tensor
