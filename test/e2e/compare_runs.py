@@ -7,13 +7,16 @@ docs/precision.md). Each run's metrics must pass run_checks.check_run
 (every rank: finite values, the plan's written bytes equal to its
 predictions, resident memory within the plan's total plus the baseline).
 The weight files must hold the same tensors with the same dtypes and
-shapes, all finite. Exit 0 when all holds, 1 otherwise, 2 on bad arguments.
+shapes, all finite. A run resumed from a checkpoint (first step > 1) is
+compared with one covering the same steps. Exit 0 when all holds, 1
+otherwise, 2 on bad arguments.
 
 Losses are compared one by one. Weights are compared per tensor as
 ||a - b|| / ||b||: AdamW divides each element's update by its own gradient
 scale, so an element whose gradient is mostly rounding noise takes
 noise-driven full-size steps under any change of summation order, and an
 element-wise bound would measure that noise rather than the training."""
+import json
 import math
 import sys
 
@@ -49,6 +52,19 @@ def compare_weights(path_a, path_b, tol, problems):
     return worst
 
 
+def first_step(path):
+    """The step of a metrics file's first record (1 if it has none)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    step = json.loads(line).get("step")
+                    return step if isinstance(step, int) else 1
+    except (OSError, ValueError):
+        pass
+    return 1
+
+
 def main(argv):
     if len(argv) not in (6, 7):
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
@@ -56,9 +72,14 @@ def main(argv):
     a_metrics, a_weights, b_metrics, b_weights, tol = argv[1:6]
     tol = float(tol)
     weight_tol = float(argv[6]) if len(argv) == 7 else tol
-    ra, problems = check_run(a_metrics)
-    rb, more = check_run(b_metrics)
+    # A resumed run starts after its checkpoint's step; both runs must then
+    # cover the same steps.
+    first_a, first_b = first_step(a_metrics), first_step(b_metrics)
+    ra, problems = check_run(a_metrics, first=first_a)
+    rb, more = check_run(b_metrics, first=first_b)
     problems += more
+    if first_a != first_b:
+        problems.append(f"the runs start at steps {first_a} and {first_b}")
     worst_loss = 0.0
     if len(ra) != len(rb):
         problems.append(f"{len(ra)} steps vs {len(rb)}")

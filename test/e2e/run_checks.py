@@ -69,17 +69,18 @@ def check_bytes_table(where, record, key, problems):
     return table
 
 
-def check_records(path, rank, records, steps=None):
-    """One rank's records: steps 1..N (N = steps when given), every scalar
+def check_records(path, rank, records, steps=None, first=1):
+    """One rank's records: steps first..first+N-1 (N = steps when given; a
+    resumed run's first step is the checkpoint's next), every scalar
     finite, byte tables present and non-empty, the plan's written bytes equal
     to its predictions (a consistency check of the plan), and the resident
     set within the plan's total plus the measured baseline."""
     problems = []
-    want = list(range(1, (steps if steps is not None else len(records)) + 1))
+    want = list(range(first, first + (steps if steps is not None else len(records))))
     got = [r.get("step") for r in records]
     if got != want:
         problems.append(f"{path}: steps {got[:5]}{'...' if len(got) > 5 else ''}"
-                        f" are not 1..{len(want)}")
+                        f" are not {first}..{first + len(want) - 1}")
     for r in records:
         where = f"{path}: step {r.get('step')}"
         if not isinstance(r.get("skipped"), bool):
@@ -121,13 +122,15 @@ def check_rss(where, r):
     return []
 
 
-def check_run(path, steps=None):
-    """(rank 0's records, problems) for every rank's file of a run."""
+def check_run(path, steps=None, first=1):
+    """(rank 0's records, problems) for every rank's file of a run whose
+    first step is `first`."""
     problems = []
     ranks = load_run(path, problems)
     for rank, records in enumerate(ranks):
         if records:
-            problems += check_records(rank_path(path, rank), rank, records, steps)
+            problems += check_records(rank_path(path, rank), rank, records,
+                                      steps, first)
     losses = [[r.get("loss") for r in records] for records in ranks if records]
     if any(l != losses[0] for l in losses):
         problems.append(f"{path}: the ranks report different losses")
