@@ -585,6 +585,8 @@ std::unique_ptr<Communicator> joinRanks(const DsrunOptions &options,
   std::unique_ptr<Communicator> comm = createCommunicator(error);
   if (!comm)
     return nullptr;
+  if (underMpirun())
+    stopWhenOrphaned(comm->rank());
   if (options.np > 1 && options.np != uint64_t(comm->size())) {
     error = flag + ", but mpirun started " + std::to_string(comm->size()) +
             (comm->size() == 1 ? " rank" : " ranks");

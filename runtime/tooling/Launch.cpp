@@ -4,19 +4,23 @@
 // can turn mpirun's statuses into dsrun's (0 done, 1 failed, 2 bad input).
 // While it waits it ignores SIGINT (a terminal's Ctrl-C reaches mpirun
 // directly, in the same process group; mpirun then stops every rank) and
-// passes SIGTERM and SIGHUP on to mpirun.
+// passes SIGTERM and SIGHUP on to mpirun. mpirun dies with the launcher
+// (PR_SET_PDEATHSIG: a SIGKILLed launcher cannot pass anything on), and
+// each rank with its mpirun (stopWhenOrphaned).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/tooling/Launch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,8 +111,13 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
   sigaction(SIGTERM, &forward, &oldTerm);
   sigaction(SIGHUP, &forward, &oldHup);
   std::fflush(nullptr);
+  const pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    // Killed with the launcher, however it dies; and not started at all if
+    // it already has.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher)
+      ::_exit(1);
     sigaction(SIGINT, &oldInt, nullptr);
     sigaction(SIGTERM, &oldTerm, nullptr);
     sigaction(SIGHUP, &oldHup, nullptr);
@@ -159,6 +168,22 @@ void limitThreadsPerRank() {
   std::string threads = std::to_string(std::max(1u, cores / ranksHere));
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
   setenv("DSC_CPU_THREADS", threads.c_str(), 0);
+}
+
+void stopWhenOrphaned(int rank) {
+  const pid_t parent = ::getppid();
+  std::thread([parent, rank] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (::getppid() != parent) {
+        std::fprintf(stderr,
+                     "dsrun: rank %d: mpirun is gone (it or the launcher was "
+                     "killed); stopping\n",
+                     rank);
+        ::_exit(1);
+      }
+    }
+  }).detach();
 }
 
 } // namespace dsc::rt

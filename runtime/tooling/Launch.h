@@ -37,6 +37,12 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
 /// cores. Call before any kernel runs (both are read once).
 void limitThreadsPerRank();
 
+/// Under mpirun: a rank whose mpirun dies (killed, or its launcher killed)
+/// stops within a fraction of a second instead of training on as an
+/// orphan: a watcher thread notices the rank's parent is gone, says so on
+/// stderr and exits the process with status 1.
+void stopWhenOrphaned(int rank);
+
 } // namespace dsc::rt
 
 #endif // DSC_RUNTIME_TOOLING_LAUNCH_H
