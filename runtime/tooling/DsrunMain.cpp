@@ -7,6 +7,7 @@
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/Flags.h"
+#include "runtime/tooling/Interrupt.h"
 #include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/ProcessMemory.h"
@@ -525,6 +526,9 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
                   setup.evalBatches, p.evalData->description().c_str());
     return kExitOk;
   }
+  // Ctrl-C finishes the step and saves; a rank's signals are mpirun's.
+  if (!underMpirun())
+    setup.stop = installStopHandlers();
   if (setup.start.step >= setup.steps) {
     if (lead)
       std::printf("dsrun: the checkpoint is at step %llu: nothing to train "

@@ -1,6 +1,8 @@
 //===- Trainer.cpp - dsrun's training loop over a Session -----------------===//
 #include "runtime/tooling/Trainer.h"
 
+#include "runtime/tooling/Interrupt.h"
+
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
@@ -397,13 +399,22 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
                    progressLine(record, setup.steps).c_str());
       std::fflush(setup.out);
     }
+    const int stopSignal = setup.stop ? int(*setup.stop) : 0;
     if (setup.save && ((setup.saveEvery && step % setup.saveEvery == 0) ||
-                       last)) {
+                       last || stopSignal)) {
       RunState state{step, applied, record.skippedSteps, std::nullopt};
       if (scaler)
         state.scaler = scaler->state();
       if (!setup.save(state, error))
         return fail(step, "saving a checkpoint: " + error);
+    }
+    if (stopSignal && !last) {
+      if (setup.out && setup.interactive)
+        std::fputc('\n', setup.out);
+      error = "stopped by " + std::string(signalName(stopSignal)) +
+              " after step " + std::to_string(step) +
+              (setup.save ? "" : " (no --save-dir: nothing saved)");
+      return 128 + stopSignal;
     }
   }
 

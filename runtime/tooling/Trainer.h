@@ -30,6 +30,7 @@
 #include "runtime/tooling/LossScaler.h"
 #include "runtime/tooling/Schedule.h"
 
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -76,6 +77,10 @@ struct TrainSetup {
   /// after the last (a collective); false + error stops the run.
   std::function<bool(const RunState &, std::string &)> save;
   uint64_t saveEvery = 0;
+  /// Set to a signal's number to stop after the current step (Interrupt.h):
+  /// the step is finished and saved (with `save`), and train returns 128 +
+  /// the signal. Null: never.
+  const volatile std::sig_atomic_t *stop = nullptr;
 
   std::FILE *out = nullptr;       ///< progress and summary; null: silent
   bool interactive = false;       ///< one live line rewritten with \r
@@ -98,7 +103,8 @@ enum ExitStatus { kExitOk = 0, kExitTrainingFailed = 1, kExitBadInput = 2 };
 bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
               uint32_t batches, double &loss, std::string &error);
 
-/// Trains for setup.steps steps. Returns kExitOk, kExitTrainingFailed (a
+/// Trains for setup.steps steps. Returns kExitOk, 128 + a signal (stopped by
+/// setup.stop, after saving), kExitTrainingFailed (a
 /// non-finite loss in a plan that does not skip overflows: "step 7: loss is
 /// nan"; an overflow at the minimum loss scale; a failing kernel) or
 /// kExitBadInput
