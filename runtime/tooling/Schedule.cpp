@@ -64,7 +64,17 @@ double LrSchedule::warmupGamma(double it) const {
 
 double LrSchedule::lrAt(uint64_t step) const {
   const ScheduleParams &p = params_;
-  double it = step > 0 ? double(step - 1) : 0.0;
+  if (step < 2) // iteration -1: what the scheduler's constructor sets
+    switch (kind_) {
+    case Kind::Constant:
+      return p.lr;
+    case Kind::WarmupLR:
+    case Kind::WarmupDecayLR:
+      return p.warmupMinLr;
+    case Kind::WarmupCosineLR:
+      return 0.0;
+    }
+  double it = double(step - 2);
   bool warming = it < double(warmupSteps_);
   switch (kind_) {
   case Kind::Constant:

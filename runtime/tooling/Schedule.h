@@ -1,11 +1,15 @@
 //===- Schedule.h - DeepSpeed's learning-rate schedules ---------*- C++ -*-===//
 //
 // The schedules of deepspeed/runtime/lr_schedules.py, as a pure function of
-// the optimizer step. DeepSpeed evaluates them at `last_batch_iteration`,
-// which is 0 for the first step after one scheduler.step(); dsrun's step s
-// (counting from 1) is iteration s - 1:
+// the optimizer step. DeepSpeed evaluates them at `last_batch_iteration`:
+// the scheduler's constructor sets the lr of iteration -1, which the first
+// optimizer step uses, and each scheduler.step() after an optimizer step
+// moves on one; so step s (counting from 1) runs at iteration s - 2.
+// Iteration -1 is the warm-up's start, min_lr, for WarmupLR and
+// WarmupDecayLR, and 0 for WarmupCosineLR (its get_lr says so). Checked
+// step for step against the deepspeed package (test/e2e/lr-deepspeed.test).
 //
-//   warmup (W = max(2, warmup_num_steps), it = s - 1 < W):
+//   warmup (W = max(2, warmup_num_steps), it = s - 2 < W):
 //     log:    gamma = ln(it + 1) / ln(W)      linear: gamma = it / W
 //   WarmupLR:       lr = min_lr + (max_lr - min_lr) * (it < W ? gamma : 1)
 //   WarmupDecayLR:  after warmup gamma = max(0, (T - it) / max(1, T - W))

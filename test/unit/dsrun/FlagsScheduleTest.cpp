@@ -8,7 +8,9 @@ using namespace dsc::rt::dsruntest;
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Schedules (DeepSpeed's lr_schedules.py at last_batch_iteration = step - 1)
+// Schedules (DeepSpeed's lr_schedules.py at last_batch_iteration = step - 2:
+// the first step runs at the constructor's iteration -1; the values are
+// checked against the deepspeed package in test/e2e/lr-deepspeed.test)
 //===----------------------------------------------------------------------===//
 
 LrSchedule schedule(ScheduleParams p) {
@@ -28,41 +30,48 @@ TEST(Schedule, Constant) {
 
 TEST(Schedule, WarmupLRLog) {
   LrSchedule s = schedule(warmup("WarmupLR", 0, 1e-3, 10, "log"));
-  EXPECT_DOUBLE_EQ(s.lrAt(1), 0.0);
-  EXPECT_NEAR(s.lrAt(2), 1e-3 * 0.30102999566398120, 1e-15); // ln 2 / ln 10
-  EXPECT_NEAR(s.lrAt(5), 1e-3 * 0.69897000433601886, 1e-15); // ln 5 / ln 10
-  EXPECT_DOUBLE_EQ(s.lrAt(10), 1e-3);
+  EXPECT_DOUBLE_EQ(s.lrAt(1), 0.0); // iteration -1: min_lr
+  EXPECT_DOUBLE_EQ(s.lrAt(2), 0.0); // iteration 0: ln 1 = 0
+  EXPECT_NEAR(s.lrAt(3), 1e-3 * 0.30102999566398120, 1e-15); // ln 2 / ln 10
+  EXPECT_NEAR(s.lrAt(6), 1e-3 * 0.69897000433601886, 1e-15); // ln 5 / ln 10
   EXPECT_DOUBLE_EQ(s.lrAt(11), 1e-3);
+  EXPECT_DOUBLE_EQ(s.lrAt(12), 1e-3);
   EXPECT_DOUBLE_EQ(s.lrAt(5000), 1e-3);
   // An empty warmup_type is DeepSpeed's default, log.
-  EXPECT_DOUBLE_EQ(schedule(warmup("WarmupLR", 0, 1e-3, 10, "")).lrAt(2),
-                   s.lrAt(2));
+  EXPECT_DOUBLE_EQ(schedule(warmup("WarmupLR", 0, 1e-3, 10, "")).lrAt(3),
+                   s.lrAt(3));
 }
 
 TEST(Schedule, WarmupLRLinear) {
   LrSchedule s = schedule(warmup("WarmupLR", 1e-4, 5e-4, 4, "linear"));
   EXPECT_DOUBLE_EQ(s.lrAt(1), 1e-4);
-  EXPECT_DOUBLE_EQ(s.lrAt(2), 2e-4);
-  EXPECT_DOUBLE_EQ(s.lrAt(3), 3e-4);
-  EXPECT_DOUBLE_EQ(s.lrAt(4), 4e-4);
-  EXPECT_DOUBLE_EQ(s.lrAt(5), 5e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(2), 1e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(3), 2e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(4), 3e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(5), 4e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(6), 5e-4);
   EXPECT_DOUBLE_EQ(s.lrAt(50), 5e-4);
   // DeepSpeed warms up over at least 2 steps.
   LrSchedule one = schedule(warmup("WarmupLR", 0, 1, 1, "linear"));
   EXPECT_DOUBLE_EQ(one.lrAt(1), 0.0);
-  EXPECT_DOUBLE_EQ(one.lrAt(2), 0.5);
-  EXPECT_DOUBLE_EQ(one.lrAt(3), 1.0);
+  EXPECT_DOUBLE_EQ(one.lrAt(2), 0.0);
+  EXPECT_DOUBLE_EQ(one.lrAt(3), 0.5);
+  EXPECT_DOUBLE_EQ(one.lrAt(4), 1.0);
 }
 
 TEST(Schedule, WarmupDecayLR) {
   LrSchedule s = schedule(warmup("WarmupDecayLR", 0, 1e-3, 4, "linear", 10));
   EXPECT_DOUBLE_EQ(s.lrAt(1), 0.0);
-  EXPECT_DOUBLE_EQ(s.lrAt(4), 7.5e-4);
-  EXPECT_DOUBLE_EQ(s.lrAt(5), 1e-3); // (10 - 4) / 6
-  EXPECT_DOUBLE_EQ(s.lrAt(8), 5e-4); // (10 - 7) / 6
-  EXPECT_DOUBLE_EQ(s.lrAt(10), 1e-3 / 6);
-  EXPECT_DOUBLE_EQ(s.lrAt(11), 0.0);
+  EXPECT_DOUBLE_EQ(s.lrAt(5), 7.5e-4);
+  EXPECT_DOUBLE_EQ(s.lrAt(6), 1e-3); // (10 - 4) / 6
+  EXPECT_DOUBLE_EQ(s.lrAt(9), 5e-4); // (10 - 7) / 6
+  EXPECT_DOUBLE_EQ(s.lrAt(11), 1e-3 / 6);
+  EXPECT_DOUBLE_EQ(s.lrAt(12), 0.0);
   EXPECT_DOUBLE_EQ(s.lrAt(30), 0.0);
+  // Iteration -1 is the warm-up's start.
+  EXPECT_DOUBLE_EQ(
+      schedule(warmup("WarmupDecayLR", 2e-5, 1e-3, 4, "linear", 10)).lrAt(1),
+      2e-5);
 }
 
 ScheduleParams cosine(double minRatio, int64_t steps, const char *type,
@@ -80,20 +89,21 @@ ScheduleParams cosine(double minRatio, int64_t steps, const char *type,
 
 TEST(Schedule, WarmupCosineLR) {
   LrSchedule s = schedule(cosine(0.1, 4, "linear", 12, 0.0));
-  EXPECT_DOUBLE_EQ(s.lrAt(1), 1e-4);                    // ratio 0.1
-  EXPECT_DOUBLE_EQ(s.lrAt(3), 5.5e-4);                  // 0.1 + 0.5 * 0.9
-  EXPECT_NEAR(s.lrAt(5), 9.6193976625564337e-4, 1e-15); // (1 + cos(pi/8))/2
-  EXPECT_NEAR(s.lrAt(8), 5e-4, 1e-15);                  // cos(pi/2) = 0
-  EXPECT_NEAR(s.lrAt(12), 0.0, 1e-15);                  // total_num_steps
+  EXPECT_DOUBLE_EQ(s.lrAt(1), 0.0);                     // iteration -1: 0
+  EXPECT_DOUBLE_EQ(s.lrAt(2), 1e-4);                    // ratio 0.1
+  EXPECT_DOUBLE_EQ(s.lrAt(4), 5.5e-4);                  // 0.1 + 0.5 * 0.9
+  EXPECT_NEAR(s.lrAt(6), 9.6193976625564337e-4, 1e-15); // (1 + cos(pi/8))/2
+  EXPECT_NEAR(s.lrAt(9), 5e-4, 1e-15);                  // cos(pi/2) = 0
+  EXPECT_NEAR(s.lrAt(13), 0.0, 1e-15);                  // total_num_steps
   EXPECT_NEAR(s.lrAt(20), 0.0, 1e-15);                  // held, not rising
 
   LrSchedule floor = schedule(cosine(0.0, 4, "linear", 12, 0.1));
-  EXPECT_NEAR(floor.lrAt(8), 5.5e-4, 1e-15);
-  EXPECT_NEAR(floor.lrAt(12), 1e-4, 1e-15);
+  EXPECT_NEAR(floor.lrAt(9), 5.5e-4, 1e-15);
   EXPECT_NEAR(floor.lrAt(13), 1e-4, 1e-15);
+  EXPECT_NEAR(floor.lrAt(14), 1e-4, 1e-15);
 
   LrSchedule log = schedule(cosine(0.0, 10, "log", 100, 0.0));
-  EXPECT_NEAR(log.lrAt(2), 1e-3 * 0.30102999566398120, 1e-15);
+  EXPECT_NEAR(log.lrAt(3), 1e-3 * 0.30102999566398120, 1e-15);
 }
 
 TEST(Schedule, Errors) {

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""deepspeed_lr.py OUT.json: the learning rate DeepSpeed's own schedulers
+(the `deepspeed` package's runtime/lr_schedules.py) give each of the first
+30 optimizer steps, for the ds_config "scheduler" sections of CASES, the
+way DeepSpeed's engine steps them (the optimizer step uses the current lr,
+then scheduler.step()). Writes {"deepspeed": VERSION, "cases": {name:
+{"config": {...}, "lr": [...]}}}: the golden file of lr-deepspeed.test,
+Inputs/deepspeed-lr.json. Needs torch and deepspeed (pip install
+deepspeed); the test itself does not."""
+import json
+import sys
+
+CASES = {
+    "WarmupLR": {"type": "WarmupLR", "params": {
+        "warmup_min_lr": 0.0, "warmup_max_lr": 1e-3, "warmup_num_steps": 10}},
+    "WarmupDecayLR": {"type": "WarmupDecayLR", "params": {
+        "warmup_min_lr": 1e-5, "warmup_max_lr": 1e-3, "warmup_num_steps": 10,
+        "total_num_steps": 30, "warmup_type": "linear"}},
+    "WarmupCosineLR": {"type": "WarmupCosineLR", "params": {
+        "warmup_min_ratio": 0.1, "warmup_num_steps": 10,
+        "total_num_steps": 30, "cos_min_ratio": 0.05}},
+}
+OPTIMIZER_LR = 1e-3
+STEPS = 30
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[0], file=sys.stderr)
+        return 2
+    import torch
+    import deepspeed
+    from deepspeed.runtime import lr_schedules
+    out = {"deepspeed": deepspeed.__version__, "optimizer_lr": OPTIMIZER_LR,
+           "cases": {}}
+    for name, section in CASES.items():
+        p = torch.nn.Parameter(torch.zeros(1))
+        opt = torch.optim.AdamW([p], lr=OPTIMIZER_LR)
+        sched = getattr(lr_schedules, section["type"])(opt, **section["params"])
+        lrs = []
+        for _ in range(STEPS):
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        out["cases"][name] = {"config": section, "lr": lrs}
+    with open(argv[1], "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
