@@ -95,13 +95,18 @@ def regime(model, tokens, targets):
 
 
 def deepspeed_lr(config, step):
-    """DeepSpeed's lr_schedules.py at last_batch_iteration = step - 1."""
+    """DeepSpeed's lr_schedules.py at last_batch_iteration = step - 2, as
+    its engine steps them (the first step at the constructor's iteration
+    -1, the warm-up's start; lr-deepspeed.test checks dsrun against the
+    package itself)."""
     opt = config["optimizer"]["params"]
     sched = config.get("scheduler")
     if not sched:
         return opt["lr"]
-    p, it = sched["params"], step - 1
+    p, it = sched["params"], step - 2
     kind = sched["type"]
+    if it < 0 and kind in ("WarmupLR", "WarmupDecayLR"):
+        return p.get("warmup_min_lr", 0.0)
     w = max(2, p.get("warmup_num_steps", 1000))
     linear = p.get("warmup_type", "log" if kind == "WarmupLR" else "linear") == "linear"
     warm = it / w if linear else math.log(it + 1) / math.log(w)
