@@ -204,8 +204,8 @@ LogicalResult Lowering::layoutVariables() {
       uint32_t shard = buffer(slot, var.getTensorType());
       // "zero.decay.exp_avg" of group "zero.decay": each member's moment is
       // "<member>.exp_avg".
-      StringRef suffix = var.getSymName().drop_front(
-          stateShard ? var.getOf()->size() : 0);
+      StringRef suffix =
+          var.getSymName().drop_front(stateShard ? var.getOf()->size() : 0);
       for (auto [p, offset] : stateShard ? offsetsOf.lookup(*var.getOf())
                                          : membersOf.lookup(*var.getOf())) {
         PlanVariable pv = describe(p, decays(p));

@@ -80,8 +80,9 @@ bool agree(const CheckpointRun &run, bool ok, std::string &error) {
 /// sharded), converted exactly from 16 bits.
 bool readLocal(Session &session, const NamedTensor &v, std::vector<float> &out,
                std::string &error) {
-  NamedTensor local{v.name, v.ref,
-                    std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
+  NamedTensor local{
+      v.name, v.ref,
+      std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
   size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
   std::vector<uint8_t> raw(n * size);
   if (!session.readTensor(local, raw.data(), raw.size(), error))
@@ -200,10 +201,9 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
       tensors.push_back({v.name, v.shape, piece.data()});
   }
   if (ok)
-    ok = saveSafetensors((partial / rankFile(run.rank, run.worldSize)).string(),
-                         tensors,
-                         {{"format", kFormat}, {"shapes", shapes.dump()}},
-                         error);
+    ok = saveSafetensors(
+        (partial / rankFile(run.rank, run.worldSize)).string(), tensors,
+        {{"format", kFormat}, {"shapes", shapes.dump()}}, error);
   if (!agree(run, ok, error))
     return false;
 
@@ -265,8 +265,7 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
 }
 
 bool findLatestCheckpoint(const std::string &dir, std::string &path,
-                          std::vector<std::string> &notes,
-                          std::string &error) {
+                          std::vector<std::string> &notes, std::string &error) {
   path.clear();
   std::error_code ec;
   if (!fs::exists(dir, ec))
@@ -319,9 +318,10 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
   state.skipped = m.value("skipped", uint64_t(0));
   if (m.contains("loss_scaler")) {
     const json &s = m["loss_scaler"];
-    state.scaler = LossScaler::State{
-        s.value("scale", 0.0), s.value("hysteresis", 0),
-        s.value("iteration", int64_t(0)), s.value("last_overflow", int64_t(-1))};
+    state.scaler =
+        LossScaler::State{s.value("scale", 0.0), s.value("hysteresis", 0),
+                          s.value("iteration", int64_t(0)),
+                          s.value("last_overflow", int64_t(-1))};
   }
   if (m.value("model", "") != run.model)
     notes.push_back("checkpoint '" + path + "' is of model '" +
@@ -346,13 +346,13 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
   std::map<std::string, std::vector<Fragment>> fragments;
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const json &name : m["files"]) {
-    if (!name.is_string() || name.get<std::string>().find('/') !=
-                                 std::string::npos) {
+    if (!name.is_string() ||
+        name.get<std::string>().find('/') != std::string::npos) {
       error = where + ": 'files' must name files in the checkpoint";
       return false;
     }
-    auto file = SafetensorsFile::read(path + "/" + name.get<std::string>(),
-                                      error);
+    auto file =
+        SafetensorsFile::read(path + "/" + name.get<std::string>(), error);
     if (!file)
       return false;
     auto it = file->metadata().find("shapes");
@@ -369,7 +369,8 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
         shapes[k] = v.get<std::vector<int64_t>>();
     for (const SafetensorsEntry &e : file->tensors()) {
       size_t at = e.name.rfind('@');
-      std::string base = at == std::string::npos ? e.name : e.name.substr(0, at);
+      std::string base =
+          at == std::string::npos ? e.name : e.name.substr(0, at);
       int64_t first =
           at == std::string::npos ? 0 : std::stoll(e.name.substr(at + 1));
       fragments[base].push_back({file.get(), &e, first});
@@ -421,8 +422,8 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
       std::vector<float> values(static_cast<size_t>(n));
       if (!f.file->readF32(*f.entry, values.data(), error))
         return false;
-      std::copy(values.begin() + (lo - f.first), values.begin() + (hi - f.first),
-                whole.begin() + lo);
+      std::copy(values.begin() + (lo - f.first),
+                values.begin() + (hi - f.first), whole.begin() + lo);
       covered += hi - lo;
     }
     if (covered != part.end - part.begin) {

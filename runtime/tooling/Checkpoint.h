@@ -1,11 +1,11 @@
 //===- Checkpoint.h - training checkpoints: save, find, resume --*- C++ -*-===//
 //
-// dsrun --save-dir DIR --save-every K [--keep N] [--resume] (docs/checkpoints.md).
-// A checkpoint is a directory DIR/step-NNNNNNNN holding one safetensors file
-// per rank and manifest.json. Each rank writes what it holds of every
-// parameter, master weight and Adam moment under the variable's logical
-// name (per parameter, also for ZeRO's sharded groups): a whole tensor as
-// NAME (rank 0 only, for state every rank holds), a part as NAME@FIRST (its
+// dsrun --save-dir DIR --save-every K [--keep N] [--resume]
+// (docs/checkpoints.md). A checkpoint is a directory DIR/step-NNNNNNNN holding
+// one safetensors file per rank and manifest.json. Each rank writes what it
+// holds of every parameter, master weight and Adam moment under the variable's
+// logical name (per parameter, also for ZeRO's sharded groups): a whole tensor
+// as NAME (rank 0 only, for state every rank holds), a part as NAME@FIRST (its
 // first element in the flat tensor). The manifest holds the run's
 // counters (steps, applied steps, the loss scaler), the seed and the plan's
 // identity. The ranks write into DIR/step-NNNNNNNN.partial; after a

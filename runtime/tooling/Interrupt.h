@@ -1,4 +1,5 @@
-//===- Interrupt.h - SIGINT and SIGTERM stop a run between steps -*- C++ -*-===//
+//===- Interrupt.h - SIGINT and SIGTERM stop a run between steps -*- C++
+//-*-===//
 //
 // A single-process dsrun (not a rank under mpirun, whose SIGTERM means a
 // failed job: runtime/comm) asks the training loop to stop after the step

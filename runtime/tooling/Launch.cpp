@@ -13,8 +13,8 @@
 #include "runtime/tooling/Launch.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>

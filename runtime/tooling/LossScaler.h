@@ -57,7 +57,9 @@ public:
     int hysteresis = 0;
     int64_t iteration = 0, lastOverflow = -1;
   };
-  State state() const { return {scale_, hysteresis_, iteration_, lastOverflow_}; }
+  State state() const {
+    return {scale_, hysteresis_, iteration_, lastOverflow_};
+  }
   void restore(const State &s) {
     scale_ = s.scale;
     hysteresis_ = s.hysteresis;

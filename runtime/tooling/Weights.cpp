@@ -87,9 +87,9 @@ bool dumpState(Session &session, int rank, const std::string &path,
     if (part.empty())
       continue;
     // The buffer this rank holds (a sharded variable's: its group shard).
-    NamedTensor local{v.name, v.ref,
-                      std::vector<int64_t>(v.ref.shape,
-                                           v.ref.shape + v.ref.rank)};
+    NamedTensor local{
+        v.name, v.ref,
+        std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
     size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
     std::vector<uint8_t> raw(n * size);
     if (!session.readTensor(local, raw.data(), raw.size(), error))

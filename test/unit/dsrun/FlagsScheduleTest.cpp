@@ -327,9 +327,9 @@ TEST(Flags, CheckpointFlagsGoTogether) {
             "--resume and --init-from both set the weights; give one");
   DsrunOptions o;
   std::string error;
-  ASSERT_TRUE(parseDsrunFlags({"p", "--save-dir", "d", "--save-every", "3",
-                               "--keep", "2", "--resume"},
-                              o, error));
+  ASSERT_TRUE(parseDsrunFlags(
+      {"p", "--save-dir", "d", "--save-every", "3", "--keep", "2", "--resume"},
+      o, error));
   EXPECT_TRUE(checkDsrunFlags(o, error)) << error;
   EXPECT_EQ(o.saveDir, "d");
   EXPECT_EQ(o.saveEvery, 3u);
