@@ -3,8 +3,8 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/core/Half.h"
 #include "runtime/core/OutputPath.h"
+#include "runtime/tooling/Weights.h"
 
 #include <nlohmann/json.hpp>
 
@@ -74,39 +74,6 @@ bool agree(const CheckpointRun &run, bool ok, std::string &error) {
   if (any > 0 && ok)
     error = "another rank failed to write its part of the checkpoint";
   return any == 0;
-}
-
-/// The floats of the buffer `v` views on this rank (its shard, when
-/// sharded), converted exactly from 16 bits.
-bool readLocal(Session &session, const NamedTensor &v, std::vector<float> &out,
-               std::string &error) {
-  NamedTensor local{
-      v.name, v.ref,
-      std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
-  size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
-  std::vector<uint8_t> raw(n * size);
-  if (!session.readTensor(local, raw.data(), raw.size(), error))
-    return false;
-  out.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t *e = raw.data() + i * size;
-    uint16_t h;
-    switch (v.ref.dtype) {
-    case DType::f32:
-      std::memcpy(&out[i], e, 4);
-      break;
-    case DType::f16:
-    case DType::bf16:
-      std::memcpy(&h, e, 2);
-      out[i] = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
-      break;
-    default:
-      error = "variable '" + v.name + "' is " + dtypeName(v.ref.dtype) +
-              "; checkpoints hold floating-point state";
-      return false;
-    }
-  }
-  return true;
 }
 
 /// Removes a checkpoint directory dsrun made (only the files it writes),
@@ -184,7 +151,7 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     auto it = shards.find(v.ref.data);
     if (it == shards.end()) {
       std::vector<float> local;
-      if (!readLocal(*run.session, v, local, error)) {
+      if (!readLocalFloats(*run.session, v, local, error)) {
         ok = false;
         break;
       }

@@ -76,6 +76,43 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
   return saveSafetensors(path, tensors, metadata, error);
 }
 
+bool readLocalFloats(Session &session, const NamedTensor &v,
+                     std::vector<float> &out, std::string &error) {
+  NamedTensor local{
+      v.name, v.ref,
+      std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
+  size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
+  std::vector<uint8_t> raw(n * size);
+  if (!session.readTensor(local, raw.data(), raw.size(), error))
+    return false;
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t *e = raw.data() + i * size;
+    uint16_t h;
+    switch (v.ref.dtype) {
+    case DType::f32:
+      std::memcpy(&out[i], e, 4);
+      break;
+    case DType::f64: {
+      double d;
+      std::memcpy(&d, e, 8);
+      out[i] = float(d);
+      break;
+    }
+    case DType::f16:
+    case DType::bf16:
+      std::memcpy(&h, e, 2);
+      out[i] = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
+      break;
+    default:
+      error = "variable '" + v.name + "' is " + dtypeName(v.ref.dtype) +
+              "; only floating-point state converts to floats";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool dumpState(Session &session, int rank, const std::string &path,
                std::string &error) {
   std::list<std::vector<float>> values; // stable addresses
@@ -86,36 +123,12 @@ bool dumpState(Session &session, int rank, const std::string &path,
     VariablePart part = v.partOn(rank);
     if (part.empty())
       continue;
-    // The buffer this rank holds (a sharded variable's: its group shard).
-    NamedTensor local{
-        v.name, v.ref,
-        std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
-    size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
-    std::vector<uint8_t> raw(n * size);
-    if (!session.readTensor(local, raw.data(), raw.size(), error))
+    std::vector<float> local;
+    if (!readLocalFloats(session, v, local, error))
       return false;
-    std::vector<float> &out = values.emplace_back();
-    for (int64_t i = part.local; i < part.local + (part.end - part.begin);
-         ++i) {
-      const uint8_t *e = raw.data() + size_t(i) * size;
-      float f;
-      uint16_t h;
-      switch (v.ref.dtype) {
-      case DType::f32:
-        std::memcpy(&f, e, 4);
-        break;
-      case DType::f64: {
-        double d;
-        std::memcpy(&d, e, 8);
-        f = float(d);
-        break;
-      }
-      default:
-        std::memcpy(&h, e, 2);
-        f = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
-      }
-      out.push_back(f);
-    }
+    std::vector<float> &out = values.emplace_back(local.begin() + part.local,
+                                                  local.begin() + part.local +
+                                                      (part.end - part.begin));
     if (v.sharded)
       tensors.push_back({v.name + "@" + std::to_string(part.begin),
                          {part.end - part.begin},

@@ -39,6 +39,12 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
                    std::map<std::string, std::string> metadata, bool write,
                    std::string &error);
 
+/// The floats of the buffer `v` views on this rank (a sharded variable's:
+/// the rank's whole group shard), converted exactly from 16 bits. Local;
+/// false + one line for a buffer that is not floating-point.
+bool readLocalFloats(Session &session, const NamedTensor &v,
+                     std::vector<float> &out, std::string &error);
+
 /// Debugging (--dump-state): writes every variable rank `rank` holds
 /// (parameters, masters, moments, accumulators: what it stores, not
 /// gathered), as F32, to `path`: a variable it holds whole under its plan
