@@ -246,6 +246,36 @@ void printReport(const PlanModel &plan, StringRef remat,
 
 } // namespace
 
+/// `--help` lists dsc's own flags and the few MLIR ones for inspecting
+/// passes; LLVM's hundreds of backend flags stay reachable through
+/// --help-hidden.
+void showOnlyDscFlags() {
+  static cl::OptionCategory dscFlags("dsc options");
+  static cl::OptionCategory mlirFlags(
+      "Inspecting the passes (all of MLIR's and LLVM's: --help-hidden)");
+  static const char *const dsc[] = {
+      "model",  "compile-to",  "emit",
+      "config", "world-size",  "eval-micro-batch-size",
+      "remat",  "remat-every", "activation-memory",
+      "report", "o",           "pass-pipeline"};
+  static const char *const mlir[] = {"mlir-print-ir-after-all",
+                                     "mlir-print-ir-before-all",
+                                     "mlir-print-ir-after",
+                                     "mlir-print-ir-before",
+                                     "mlir-timing",
+                                     "mlir-disable-threading",
+                                     "mlir-print-debuginfo"};
+  llvm::StringMap<cl::Option *> &all = cl::getRegisteredOptions();
+  // Each in its category only (else it is listed under "General" too).
+  for (const char *name : dsc)
+    if (cl::Option *o = all.lookup(name))
+      o->Categories.assign(1, &dscFlags);
+  for (const char *name : mlir)
+    if (cl::Option *o = all.lookup(name))
+      o->Categories.assign(1, &mlirFlags);
+  cl::HideUnrelatedOptions({&dscFlags, &mlirFlags});
+}
+
 int runDscMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -253,6 +283,7 @@ int runDscMain(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   Options opts;
+  showOnlyDscFlags();
   if (!cl::ParseCommandLineOptions(
           argc, argv, "dsc: compiles a model into a training step\n",
           &llvm::errs()))

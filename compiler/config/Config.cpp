@@ -263,7 +263,11 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
 
   if (!params->number("lr", o.lr) || !r.atLeast(params->at("lr"), o.lr, 0.0) ||
       !params->number("eps", o.eps) ||
-      !r.atLeast(params->at("eps"), o.eps, 0.0) ||
+      // AdamW divides by sqrt(v) + eps: 0 would divide by zero where a
+      // gradient is zero (the ds.adamw verifier refuses it too, but not
+      // in terms of the file).
+      (!(o.eps > 0) &&
+       !r.fail(params->at("eps"), "must be > 0, got " + formatNumber(o.eps))) ||
       !params->number("weight_decay", o.weightDecay) ||
       !r.atLeast(params->at("weight_decay"), o.weightDecay, 0.0))
     return false;

@@ -31,7 +31,8 @@ bool mapFile(const std::string &path, void *&data, uint64_t &size,
              std::string &error) {
   data = nullptr;
   size = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     error = path + ": cannot open: " + std::strerror(errno);
     return false;

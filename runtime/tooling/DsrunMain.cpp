@@ -641,7 +641,24 @@ int launchDsrun(int argc, char **argv) {
     return runDsrunMain(argc, argv); // reports any error itself
   constexpr uint64_t kMaxLocalRanks = 4096;
   int status = kExitBadInput;
-  if (options.np > kMaxLocalRanks)
+  // A plan for another world size is refused here, before mpirun starts a
+  // thousand ranks to say so. (A plan that does not load is left to the
+  // ranks, which say why.)
+  uint64_t planRanks = 0;
+  {
+    std::string ignored;
+    std::unique_ptr<Backend> backend = createBackend(options.backend, ignored);
+    std::unique_ptr<LoadedPlan> plan =
+        backend ? LoadedPlan::load(options.plan, ignored, *backend) : nullptr;
+    if (plan)
+      planRanks = plan->plan().world_size();
+  }
+  if (planRanks && planRanks != options.np)
+    error = "--np " + std::to_string(options.np) + ": " + options.plan +
+            " is compiled for " + std::to_string(planRanks) +
+            (planRanks == 1 ? " rank" : " ranks") + " (dsc --world-size " +
+            std::to_string(planRanks) + ")";
+  else if (options.np > kMaxLocalRanks)
     error = "--np " + std::to_string(options.np) + ": at most " +
             std::to_string(kMaxLocalRanks) +
             " ranks on one machine; start more with mpirun --hostfile";

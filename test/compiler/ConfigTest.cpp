@@ -284,7 +284,9 @@ TEST(ConfigTest, OutOfRangeValues) {
        "ds_config.json: $.optimizer.params.lr: expected a finite number, got "
        "inf"},
       {R"({"optimizer": {"type": "AdamW", "params": {"eps": -1}}})",
-       "ds_config.json: $.optimizer.params.eps: must be >= 0, got -1"},
+       "ds_config.json: $.optimizer.params.eps: must be > 0, got -1"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"eps": 0}}})",
+       "ds_config.json: $.optimizer.params.eps: must be > 0, got 0"},
       {R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": -0.1}}})",
        "ds_config.json: $.optimizer.params.weight_decay: must be >= 0, got "
        "-0.1"},
