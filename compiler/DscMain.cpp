@@ -246,6 +246,39 @@ void printReport(const PlanModel &plan, StringRef remat,
 
 } // namespace
 
+/// MLIR's parser recurses per nesting level: a file of 50000 '[' would
+/// overflow the stack. One pass over the text (strings and comments
+/// skipped) refuses nesting deeper than any model needs, naming the line.
+bool checkNesting(StringRef text, StringRef name, std::string &error) {
+  constexpr int kMaxDepth = 1000;
+  int depth = 0, line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') { // a string: to its closing quote
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\')
+          ++i;
+        else if (text[i] == '\n')
+          ++line;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i + 1 < text.size() && text[i + 1] != '\n')
+        ++i; // a comment: to the end of the line
+    } else if (c == '(' || c == '[' || c == '{') {
+      if (++depth > kMaxDepth) {
+        error = (name + ":" + Twine(line) + ": nested more than " +
+                 Twine(kMaxDepth) + " levels deep")
+                    .str();
+        return false;
+      }
+    } else if (c == ')' || c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    }
+  }
+  return true;
+}
+
 /// `--help` lists dsc's own flags and the few MLIR ones for inspecting
 /// passes; LLVM's hundreds of backend flags stay reachable through
 /// --help-hidden.
@@ -424,6 +457,8 @@ int runDscMain(int argc, char **argv) {
     auto file = openInputFile(opts.input, &error);
     if (!file)
       return fail("cannot read '" + opts.input + "': " + error);
+    if (!checkNesting(file->getBuffer(), opts.input, error))
+      return fail(error);
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module)

@@ -48,14 +48,15 @@
 //   wall_clock_breakdown, dump_state, prescale_gradients,
 //   gradient_predivide_factor, ...) do not change what a step computes.
 //
-// llvm::json keeps the last of duplicate keys (DeepSpeed rejects them);
-// llvm::json::Object is unordered, so keys are checked in sorted order to
-// make the first error deterministic.
+// Duplicate keys are refused, as DeepSpeed does (ConfigSyntax.h: llvm::json
+// would keep the last); llvm::json::Object is unordered, so keys are checked in
+// sorted order to make the first error deterministic.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/config/Config.h"
 #include "compiler/config/ConfigReader.h"
+#include "compiler/config/ConfigSyntax.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -612,6 +613,11 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
     return r.fail("$", "default micro batch must be >= 1, got " +
                            formatNumber(defaultMicroBatch));
 
+  // What llvm::json does not check: duplicate keys, and nesting so deep
+  // that its recursive parser would overflow the stack.
+  std::string syntaxPath, syntaxWhat;
+  if (!checkConfigSyntax(text, syntaxPath, syntaxWhat))
+    return r.fail(syntaxPath, syntaxWhat);
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return r.fail("$",

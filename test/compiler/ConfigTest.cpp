@@ -193,6 +193,33 @@ TEST(ConfigTest, InvalidJsonNamesLineAndColumn) {
   });
 }
 
+// DeepSpeed's loader refuses duplicate keys (llvm::json would keep the last
+// silently), and a file nested absurdly deep is one line, not a crash.
+TEST(ConfigTest, DuplicateKeysAndDeepNesting) {
+  expectErrors({
+      {R"({"gradient_clipping": 1.0, "gradient_clipping": 2.0})",
+       "ds_config.json: $: duplicate key \"gradient_clipping\" (DeepSpeed "
+       "refuses duplicate keys; which one is meant?)"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "lr": 2e-3}}})",
+       "ds_config.json: $.optimizer.params: duplicate key \"lr\" (DeepSpeed "
+       "refuses duplicate keys; which one is meant?)"},
+      {R"({"x": [{"a": 1}, {"a": 1, "a": 2}]})",
+       "ds_config.json: $.x[1]: duplicate key \"a\" (DeepSpeed refuses "
+       "duplicate keys; which one is meant?)"},
+  });
+  std::string deep = std::string(50000, '[') + std::string(50000, ']');
+  EXPECT_EQ(errorOf(deep),
+            "ds_config.json: $: nested more than 64 levels deep");
+  std::string objects;
+  for (int i = 0; i < 100; ++i)
+    objects += "{\"k\": ";
+  objects += "1" + std::string(100, '}');
+  EXPECT_EQ(errorOf(objects),
+            "ds_config.json: $: nested more than 64 levels deep");
+  // The same key in different objects is no duplicate.
+  parseOk(R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})");
+}
+
 TEST(ConfigTest, UnknownKeysSuggestTheKeyMeant) {
   expectErrors({
       {R"({"zero_optimisation": {"stage": 1}})",
