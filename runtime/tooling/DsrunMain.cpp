@@ -538,14 +538,14 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   } else {
     status = train(*session, *p.data, setup, error);
   }
-  if (files.trace) {
-    std::string traceError;
-    if (!files.trace->close(traceError) && status == kExitOk) {
-      error = traceError;
-      status = kExitTrainingFailed;
-    }
-  }
-  if (status != kExitOk)
+  // A trace that cannot be written fails the run, but after the weights
+  // are out: a late failure must not throw the training away.
+  std::string traceError;
+  if (files.trace && !files.trace->close(traceError) && status == kExitOk)
+    status = kExitTrainingFailed;
+  else
+    traceError.clear();
+  if (status != kExitOk && traceError.empty())
     return status;
 
   // Every rank takes part (sharded parameters are gathered); rank 0 writes.
@@ -568,6 +568,10 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
                        std::to_string(setup.rank) + ".safetensors";
     if (!dumpState(*session, int(setup.rank), path, error))
       return kExitTrainingFailed;
+  }
+  if (!traceError.empty()) {
+    error = traceError;
+    return kExitTrainingFailed;
   }
   return kExitOk;
 }

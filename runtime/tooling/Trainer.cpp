@@ -11,6 +11,7 @@
 #include "runtime/tooling/Trace.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -378,8 +379,13 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     record.rssBaselineBytes = setup.rssBaselineBytes;
     record.rssPeakBytes = readProcessMemory().peakBytes;
     if (setup.metrics) {
-      std::fputs((metricsJson(record) + "\n").c_str(), setup.metrics);
-      std::fflush(setup.metrics); // a killed run keeps every finished step
+      // Flushed per step: a killed run keeps every finished step. A failed
+      // write (a full disk) stops the run rather than leave a torn file
+      // behind an exit status of 0.
+      if (std::fputs((metricsJson(record) + "\n").c_str(), setup.metrics) < 0 ||
+          std::fflush(setup.metrics) != 0)
+        return fail(step, std::string("cannot write the --metrics file: ") +
+                              std::strerror(errno));
     }
     bool last = step == setup.steps;
     if (setup.out && setup.interactive) {
