@@ -353,7 +353,7 @@ int runDscMain(int argc, char **argv) {
                        kDefaultMicroBatch, config, error))
       return fail(error);
     for (const std::string &note : config.notes)
-      llvm::errs() << "dsc: " << note << "\n";
+      llvm::errs() << "dsc: note: " << note << "\n";
   }
   TrainOptions train;
   train.setWorldSize(opts.worldSize);

@@ -71,6 +71,12 @@
 //   stage3_max_reuse_distance, stage3_gather_16bit_weights_on_model_save,
 //   ignore_unused_parameters.
 //
+// DeepSpeed's keys that dsc does not implement (tensorboard, wandb,
+// csv_monitor, flops_profiler, comms_logger, zero_optimization.cpu_offload,
+// optimizer.params.amsgrad, ...: ConfigUnsupported.cpp) are "not supported
+// yet", with what dsc offers instead, not "unknown key" like a typo.
+// Duplicate keys and nesting beyond 64 levels are refused (ConfigSyntax.h).
+//
 // Integers may be written as integral floats (5e8), as DeepSpeed allows.
 //
 //===----------------------------------------------------------------------===//

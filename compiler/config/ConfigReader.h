@@ -10,6 +10,7 @@
 #define DSC_COMPILER_CONFIG_CONFIGREADER_H
 
 #include "compiler/config/Config.h"
+#include "compiler/config/ConfigUnsupported.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -209,6 +210,8 @@ public:
     for (StringRef key : keys) {
       if (llvm::is_contained(known, key))
         continue;
+      if (const char *instead = unsupportedDeepSpeedKey(path, key))
+        return r.fail(at(key), Twine("not supported yet (") + instead + ")");
       StringRef best;
       unsigned bestDistance = ~0u;
       for (StringRef candidate : known) {
