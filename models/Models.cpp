@@ -103,6 +103,13 @@ static std::string parseValue(const OptionSpec &opt, StringRef text,
                               : "at least " + std::to_string(opt.minValue);
       return (Twine(opt.name) + "=" + text + " must be " + bound).str();
     }
+    // No model dimension comes near this, and products of a few of them
+    // then stay far inside 64 bits (ds-verify-input bounds each tensor).
+    constexpr int64_t kMaxDimension = int64_t(1) << 31;
+    if (value > kMaxDimension)
+      return (Twine(opt.name) + "=" + text + " must be at most " +
+              Twine(kMaxDimension))
+          .str();
     opts.setInt(opt.name, value);
     return "";
   }

@@ -8,6 +8,10 @@
 
 #include "passes/Passes.h"
 
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <optional>
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -24,6 +28,23 @@ namespace {
 bool isStatic(Type type) {
   auto shaped = dyn_cast<ShapedType>(type);
   return !shaped || shaped.hasStaticShape();
+}
+
+/// A tensor's bytes, or none when they overflow or pass dsc's bound: plans
+/// place buffers with 64-bit offsets, and every size computed from a shape
+/// (FLOPs, gradients, shards) must stay exact.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 44; // 16 TiB
+std::optional<uint64_t> boundedBytes(ShapedType type) {
+  uint64_t n = (type.getElementTypeBitWidth() + 7) / 8;
+  for (int64_t d : type.getShape()) {
+    if (d < 0)
+      return std::nullopt;
+    std::optional<uint64_t> next = llvm::checkedMulUnsigned(n, uint64_t(d));
+    if (!next || *next > kMaxTensorBytes)
+      return std::nullopt;
+    n = *next;
+  }
+  return n;
 }
 
 struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
@@ -69,6 +90,7 @@ struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
 
     llvm::DenseMap<int64_t, DropoutOp> dropoutIds;
     bool readsParam = false;
+    bool oversized = false;
     forward.walk([&](Operation *op) {
       if (isa<func::FuncOp, func::ReturnOp>(op))
         return;
@@ -84,14 +106,23 @@ struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
         ok = false;
       }
       readsParam |= isa<LoadOp>(op);
-      for (Type t : op->getResultTypes())
+      for (Type t : op->getResultTypes()) {
         if (!isStatic(t)) {
           op->emitError("input contract: result type ")
               << t
               << " has a dynamic shape; export the model with static "
                  "shapes";
           ok = false;
+        } else if (auto shaped = dyn_cast<ShapedType>(t);
+                   shaped && !boundedBytes(shaped) && !oversized) {
+          // The first only: every op after it is as large.
+          op->emitError("input contract: result type ")
+              << t << " is larger than dsc's " << kMaxTensorBytes
+              << "-byte bound on a tensor";
+          ok = false;
+          oversized = true;
         }
+      }
       if (auto dropout = dyn_cast<DropoutOp>(op)) {
         auto [it, inserted] = dropoutIds.try_emplace(dropout.getId(), dropout);
         if (!inserted) {

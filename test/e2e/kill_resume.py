@@ -20,14 +20,21 @@ import time
 
 
 def losses(path):
+    """step -> [losses] of one attempt's metrics. A SIGKILL can land in the
+    middle of writing a line: a torn last line is no step."""
     out = {}
     if not os.path.exists(path):
         return out  # killed before it opened its metrics
     with open(path) as f:
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                out.setdefault(r["step"], []).append(r["loss"])
+        lines = [l for l in f if l.strip()]
+    for i, line in enumerate(lines):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise
+        out.setdefault(r["step"], []).append(r["loss"])
     return out
 
 
