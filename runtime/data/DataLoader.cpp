@@ -4,7 +4,10 @@
 #include "runtime/rng/Philox.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
@@ -19,6 +22,66 @@ namespace {
 bool endsWith(const std::string &s, const char *suffix) {
   size_t n = std::strlen(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// A mapped data file that shrinks under the run (truncated, rewritten) turns
+// reads past its new end into SIGBUS. The handler finds the file the
+// faulting address belongs to and ends the process with one line naming
+// it, as bad input (exit 2), instead of dying of the signal. The table is
+// fixed-size and read with atomics so the handler may read it.
+struct MappedFile {
+  std::atomic<const char *> begin{nullptr}, end{nullptr};
+  char path[512] = {};
+};
+MappedFile mappedFiles[8];
+struct sigaction previousBus;
+
+void onBus(int sig, siginfo_t *info, void *context) {
+  const char *at = static_cast<const char *>(info->si_addr);
+  for (MappedFile &m : mappedFiles) {
+    const char *b = m.begin.load(), *e = m.end.load();
+    if (b && at >= b && at < e) {
+      const char *head = "dsrun: ";
+      const char *tail = ": the data file changed under the run (it is "
+                         "shorter now); stopping\n";
+      ssize_t ignored = ::write(2, head, std::strlen(head));
+      ignored = ::write(2, m.path, std::strlen(m.path));
+      ignored = ::write(2, tail, std::strlen(tail));
+      (void)ignored;
+      ::_exit(2);
+    }
+  }
+  // Not ours: what SIGBUS would have done.
+  sigaction(sig, &previousBus, nullptr);
+  (void)context;
+  ::raise(sig);
+}
+
+void watchMapping(const void *data, uint64_t size, const std::string &path) {
+  static bool installed = [] {
+    struct sigaction action {};
+    action.sa_sigaction = onBus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &previousBus);
+    return true;
+  }();
+  (void)installed;
+  for (MappedFile &m : mappedFiles)
+    if (!m.begin.load()) {
+      std::snprintf(m.path, sizeof m.path, "%s", path.c_str());
+      m.end.store(static_cast<const char *>(data) + size);
+      m.begin.store(static_cast<const char *>(data));
+      return;
+    }
+}
+
+void unwatchMapping(const void *data) {
+  for (MappedFile &m : mappedFiles)
+    if (m.begin.load() == data) {
+      m.begin.store(nullptr);
+      m.end.store(nullptr);
+    }
 }
 
 // Sampling draws live on their own Philox stream, apart from every
@@ -73,6 +136,7 @@ std::unique_ptr<DataLoader> DataLoader::open(const std::string &path,
   }
   loader->mappingSize_ = size;
   loader->bytes_ = static_cast<const uint8_t *>(loader->mapping_);
+  watchMapping(loader->mapping_, size, path);
 
   if (tokenFile) {
     if (size % 2 != 0) {
@@ -183,8 +247,10 @@ DataLoader::splitTail(double fraction, uint32_t batch, std::string &error) {
 }
 
 DataLoader::~DataLoader() {
-  if (mapping_)
+  if (mapping_) {
+    unwatchMapping(mapping_);
     ::munmap(mapping_, mappingSize_);
+  }
 }
 
 uint32_t DataLoader::tokenAt(uint64_t i) const {
