@@ -1,6 +1,8 @@
 //===- Safetensors.cpp - safetensors files, written and validated ---------===//
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "runtime/core/InputFile.h"
+
 #include "runtime/core/OutputPath.h"
 
 #include <nlohmann/json.hpp>
@@ -135,22 +137,9 @@ bool saveSafetensors(const std::string &path,
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::read(const std::string &path,
                                                        std::string &error) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    error = path + ": cannot open: " + std::strerror(errno);
-    return nullptr;
-  }
   std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
-    bytes.insert(bytes.end(), chunk, chunk + n);
-  bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed) {
-    error = path + ": read failed";
+  if (!readRegularFile(path, bytes, error))
     return nullptr;
-  }
   return parse(std::move(bytes), path, error);
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/core/InputFile.h"
 #include "runtime/exec/Session.h"
 #include "runtime/plan/PlanFormat.h"
 
@@ -17,10 +18,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -529,37 +527,9 @@ private:
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              std::string &error,
                                              Backend &backend) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = cat(path, ": cannot open: ", std::strerror(errno));
-    return nullptr;
-  }
   std::vector<uint8_t> bytes;
-  struct stat st;
-  std::string problem;
-  if (::fstat(fd, &st) != 0) {
-    problem = std::strerror(errno);
-  } else if (!S_ISREG(st.st_mode)) {
-    problem = "not a regular file";
-  } else {
-    bytes.resize(size_t(st.st_size));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
-      if (got < 0 && errno == EINTR)
-        continue;
-      if (got <= 0) {
-        problem = got < 0 ? std::strerror(errno) : "file shrank while read";
-        break;
-      }
-      done += size_t(got);
-    }
-  }
-  ::close(fd);
-  if (!problem.empty()) {
-    error = cat(path, ": cannot read: ", problem);
+  if (!readRegularFile(path, bytes, error))
     return nullptr;
-  }
   return fromBytes(std::move(bytes), path, error, backend);
 }
 

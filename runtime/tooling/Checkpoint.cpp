@@ -3,6 +3,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/InputFile.h"
 #include "runtime/core/OutputPath.h"
 #include "runtime/tooling/Weights.h"
 
@@ -39,6 +40,14 @@ std::string stepName(uint64_t step) {
   std::snprintf(name, sizeof name, "step-%08llu",
                 static_cast<unsigned long long>(step));
   return name;
+}
+
+/// The plan identity as the manifest writes it: 16 hex digits.
+std::string hex(uint64_t id) {
+  char text[20];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(id));
+  return text;
 }
 
 std::string rankFile(int rank, int worldSize) {
@@ -184,10 +193,7 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     m["seed"] = run.seed;
     m["world_size"] = run.worldSize;
     m["model"] = run.model;
-    char id[20];
-    std::snprintf(id, sizeof id, "%016llx",
-                  static_cast<unsigned long long>(run.planId));
-    m["plan"] = id;
+    m["plan"] = hex(run.planId);
     if (state.scaler)
       m["loss_scaler"] = {{"scale", state.scaler->scale},
                           {"hysteresis", state.scaler->hysteresis},
@@ -259,19 +265,8 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
                     RunState &state, std::vector<std::string> &notes,
                     std::string &error) {
   std::string text;
-  {
-    std::FILE *f = std::fopen((path + "/" + kManifest).c_str(), "rb");
-    if (!f) {
-      error = "cannot read '" + path + "/" + kManifest +
-              "': " + std::strerror(errno);
-      return false;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-      text.append(buf, n);
-    std::fclose(f);
-  }
+  if (!readRegularFile(path + "/" + kManifest, text, error))
+    return false;
   json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string where = path + "/" + kManifest;
   if (m.is_discarded() || !m.is_object() || m.value("format", "") != kFormat ||
@@ -294,10 +289,8 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     notes.push_back("checkpoint '" + path + "' is of model '" +
                     m.value("model", "") + "', the plan's is '" + run.model +
                     "'");
-  char id[20];
-  std::snprintf(id, sizeof id, "%016llx",
-                static_cast<unsigned long long>(run.planId));
-  if (m.value("plan", "") != id || m.value("world_size", 0) != run.worldSize)
+  if (m.value("plan", "") != hex(run.planId) ||
+      m.value("world_size", 0) != run.worldSize)
     notes.push_back("resuming '" + path + "' (" +
                     std::to_string(m.value("world_size", 0)) +
                     " ranks) into another plan (" +
