@@ -405,6 +405,10 @@ int runDscMain(int argc, char **argv) {
                 ": activation_checkpointing.activation_memory "
                 "is the budget of remat \"auto\", but remat is \"" +
                 train.remat.policy + "\"");
+  // A plan file is for dsrun: its inputs must be what dsrun feeds (a
+  // --report alone writes no plan).
+  train.input.dsrunInputs =
+      *phase == Phase::Emit && !(opts.report && opts.output == "-");
   train.plan.model = opts.model.empty()
                          ? llvm::sys::path::stem(opts.input).str()
                          : StringRef(opts.model).split(':').first.str();

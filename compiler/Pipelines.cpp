@@ -18,8 +18,8 @@ namespace {
 using Result = std::shared_ptr<PlanResult>;
 
 // What each phase adds to the one before it.
-void addInput(OpPassManager &pm, const TrainOptions &, const Result &) {
-  pm.addPass(ds::createDsVerifyInput());
+void addInput(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  pm.addPass(ds::createDsVerifyInput(o.input));
 }
 void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsAutodiff(o.autodiff));

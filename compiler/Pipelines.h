@@ -61,6 +61,7 @@ llvm::StringRef phaseList();
 /// and its default are declared once, there. passOptionsFromConfig
 /// (compiler/config/PassOptions.h) fills them from a ds_config.json.
 struct TrainOptions {
+  mlir::ds::DsVerifyInputOptions input;
   mlir::ds::DsAutodiffOptions autodiff;
   mlir::ds::DsAdamWOptions adamw;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).

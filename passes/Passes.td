@@ -11,7 +11,15 @@ def DsVerifyInput : Pass<"ds-verify-input", "::mlir::ModuleOp"> {
     the loss, made of `ds` ops on statically shaped tensors, reading only
     `ds.variable param`s that carry an initializer. Violations are reported
     at the offending op in terms of the model, not of the pass.
+
+    With `dsrun-inputs` (dsc sets it when it writes a plan file), @forward
+    must also take what dsrun feeds a training step: token ids and target
+    ids, two `tensor<BxTxi32>` of one shape, in that order.
   }];
+  let options = [
+    Option<"dsrunInputs", "dsrun-inputs", "bool", /*default=*/"false",
+           "require @forward(tokens, targets), both tensor<BxTxi32>">,
+  ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 

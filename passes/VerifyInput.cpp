@@ -47,10 +47,39 @@ std::optional<uint64_t> boundedBytes(ShapedType type) {
   return n;
 }
 
+/// dsrun's side of a training step: it writes token ids and target ids,
+/// [micro-batch, sequence] int32 each, into @forward's two arguments
+/// (runtime/tooling/Trainer.cpp binds them by position).
+LogicalResult verifyDsrunInputs(func::FuncOp forward) {
+  auto args = forward.getArgumentTypes();
+  auto isIds = [](Type t) {
+    auto ranked = dyn_cast<RankedTensorType>(t);
+    return ranked && ranked.getRank() == 2 &&
+           ranked.getElementType().isSignlessInteger(32);
+  };
+  if (args.size() == 2 && isIds(args[0]) && args[0] == args[1])
+    return success();
+  std::string types;
+  llvm::raw_string_ostream os(types);
+  llvm::interleaveComma(args, os);
+  return forward.emitError("input contract: dsrun feeds @")
+         << forward.getSymName()
+         << " token ids and target ids, two tensor<BxTxi32> of one shape; "
+            "it takes ("
+         << types << ")";
+}
+
 struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
+  using DsVerifyInputBase::DsVerifyInputBase;
   void runOnOperation() override {
     if (failed(verifyModule(getOperation())))
-      signalPassFailure();
+      return signalPassFailure();
+    if (!dsrunInputs)
+      return;
+    for (StringRef name : {"forward", "forward_eval"})
+      if (auto f = getOperation().lookupSymbol<func::FuncOp>(name);
+          f && failed(verifyDsrunInputs(f)))
+        return signalPassFailure();
   }
 
   LogicalResult verifyModule(ModuleOp module) {
