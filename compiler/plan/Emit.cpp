@@ -1,10 +1,13 @@
 //===- Emit.cpp - the plan model as a FlatBuffer, or as IR attributes ----===//
 #include "compiler/plan/PlanModel.h"
 
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Format.h"
+
+#include <cassert>
 
 namespace dsc {
 
@@ -65,10 +68,15 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
       model.options.model.c_str(), model.options.configJson.c_str(),
       model.microBatch, model.seqLen, model.vocabSize,
       model.options.accumulationSteps, schedule, &arenas, &buffers, &variables,
-      &constants, &programs, lossScale, model.skipsOverflow);
+      &constants, &programs, lossScale, model.skipsOverflow,
+      plan::kUnsealedChecksum);
   fb::FinishPlanBuffer(b, root);
-  return std::vector<uint8_t>(b.GetBufferPointer(),
-                              b.GetBufferPointer() + b.GetSize());
+  std::vector<uint8_t> bytes(b.GetBufferPointer(),
+                             b.GetBufferPointer() + b.GetSize());
+  bool sealed = plan::sealPlan(bytes);
+  assert(sealed && "Plan.checksum is stored");
+  (void)sealed;
+  return bytes;
 }
 
 void annotatePlan(mlir::ModuleOp module, const PlanModel &model) {

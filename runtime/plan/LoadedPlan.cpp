@@ -1,8 +1,9 @@
 //===- LoadedPlan.cpp - read and verify a plan file ---------------------===//
 //
-// A plan is checked in three layers before anything reads it: the file
+// A plan is checked in four layers before anything reads it: the file
 // identifier, the FlatBuffers verifier (every offset and vector inside the
-// bytes), then the semantic checks below (enum values, buffers inside their
+// bytes), the checksum (runtime/plan/PlanChecksum.h: a changed value), then
+// the semantic checks below (enum values, buffers inside their
 // arenas, kernels known with the right arity, collectives on the comm
 // stream, events recorded before they are waited on). Each failure is one
 // line naming the file and the thing.
@@ -11,12 +12,14 @@
 
 #include "runtime/core/InputFile.h"
 #include "runtime/exec/Session.h"
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
@@ -26,6 +29,13 @@ namespace dsc::rt {
 namespace {
 
 using namespace dsc::plan;
+
+std::string hex16(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(v));
+  return text;
+}
 
 template <typename... Ts> std::string cat(const Ts &...parts) {
   std::ostringstream os;
@@ -559,6 +569,22 @@ std::unique_ptr<LoadedPlan> LoadedPlan::fromBytes(std::vector<uint8_t> bytes,
     return nullptr;
   }
   const Plan *plan = GetPlan(bytes.data());
+  // A plan of another schema version is reported as such by the checker.
+  if (plan->schema_version() == kSchemaVersion) {
+    std::optional<size_t> at = checksumOffset(bytes.data(), bytes.size());
+    if (!at) {
+      error = cat(what, ": plan has no checksum (dsc writes one into every "
+                        "plan; this file was not written by dsc)");
+      return nullptr;
+    }
+    uint64_t computed = computeChecksum(bytes.data(), bytes.size(), *at);
+    if (computed != plan->checksum()) {
+      error = cat(what, ": checksum mismatch (the file says ",
+                  hex16(plan->checksum()), ", its bytes give ", hex16(computed),
+                  "): the plan was changed or damaged after dsc wrote it");
+      return nullptr;
+    }
+  }
   std::string problem;
   if (!Checker(*plan, backend, problem).check()) {
     error = cat(what, ": ", problem);

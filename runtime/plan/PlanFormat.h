@@ -69,7 +69,8 @@ namespace dsc::plan {
 /// change that an older dsrun would misread.
 /// 3: Instr.space (where an instruction runs); kernels selected by dtypes.
 /// 4: mixed precision: VarKind.master, Plan.loss_scale, skips_overflow.
-constexpr uint32_t kSchemaVersion = 4;
+/// 5: Plan.checksum, verified on load.
+constexpr uint32_t kSchemaVersion = 5;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

@@ -3,6 +3,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/Fnv1a.h"
 #include "runtime/core/InputFile.h"
 #include "runtime/core/OutputPath.h"
 #include "runtime/tooling/Weights.h"
@@ -118,10 +119,7 @@ void listCheckpoints(const fs::path &dir, std::vector<fs::path> &committed,
 } // namespace
 
 uint64_t planIdentity(const std::vector<uint8_t> &bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : bytes)
-    h = (h ^ b) * 1099511628211ull;
-  return h;
+  return fnv1a64(bytes.data(), bytes.size());
 }
 
 bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,

@@ -13,7 +13,9 @@ uses repr, which flatc parses exactly.
 """
 import json
 import os
+import re
 import shutil
+import struct
 import subprocess
 
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8}
@@ -48,17 +50,54 @@ def load(schema, plan_path, workdir):
         return json.load(f)
 
 
-def save(schema, plan, plan_path, workdir):
-    """Writes plan (a dict) as the binary plan file plan_path."""
+UNSEALED = (1 << 64) - 1  # runtime/plan/PlanChecksum.h: kUnsealedChecksum
+
+
+def save(schema, plan, plan_path, workdir, seal_checksum=True):
+    """Writes plan (a dict) as the binary plan file plan_path, with its
+    checksum recomputed (seal_checksum=False keeps the dict's value)."""
     os.makedirs(workdir, exist_ok=True)
     stem = os.path.splitext(os.path.basename(plan_path))[0]
     json_path = os.path.join(workdir, stem + ".json")
+    if seal_checksum:
+        plan = dict(plan, checksum=UNSEALED)
     with open(json_path, "w") as f:
         json.dump(plan, f, indent=1)
     _flatc(["--binary", "-o", workdir, schema, json_path])
     made = os.path.join(workdir, stem + ".dsplan")
+    if seal_checksum:
+        seal(schema, made)
     if os.path.abspath(made) != os.path.abspath(plan_path):
         shutil.move(made, plan_path)
+
+
+def _plan_field_index(schema, field):
+    """The position of `field` among table Plan's fields in plan.fbs."""
+    text = open(schema).read()
+    body = re.search(r"^table Plan \{(.*?)^\}", text, re.S | re.M).group(1)
+    names = re.findall(r"^\s*(\w+)\s*:", body, re.M)
+    return names.index(field)
+
+
+def seal(schema, path):
+    """Writes Plan.checksum of the plan file at path: FNV-1a 64 over the file
+    with the field's 8 bytes read as zeros (as dsc does)."""
+    data = bytearray(open(path, "rb").read())
+    root = struct.unpack_from("<I", data, 0)[0]
+    vtable = root - struct.unpack_from("<i", data, root)[0]
+    vt_size = struct.unpack_from("<H", data, vtable)[0]
+    slot = 4 + 2 * _plan_field_index(schema, "checksum")
+    field = struct.unpack_from("<H", data, vtable + slot)[0] if slot < vt_size else 0
+    if field == 0:
+        raise FlatcError(f"{path}: the plan stores no checksum field")
+    at = root + field
+    data[at:at + 8] = bytes(8)
+    h = 14695981039346656037
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    struct.pack_into("<Q", data, at, h)
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 # --- lookups -------------------------------------------------------------

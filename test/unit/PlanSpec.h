@@ -9,6 +9,7 @@
 #define DSC_TEST_UNIT_PLANSPEC_H
 
 #include "runtime/backends/cpu/CpuBackend.h"
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
 
 #include <gtest/gtest.h>
@@ -82,7 +83,8 @@ struct PlanSpec {
   uint32_t worldSize = 1;
   uint32_t accumulationSteps = 1;
   uint32_t microBatch = 1, seqLen = 4, vocabSize = 256;
-  double lr = 1e-3; ///< a constant schedule
+  double lr = 1e-3;     ///< a constant schedule
+  bool checksum = true; ///< false: a plan that stores no Plan.checksum
   std::vector<Arena> arenas;
   std::vector<Buffer> buffers;
   std::vector<Variable> variables;
@@ -137,10 +139,15 @@ struct PlanSpec {
     auto schedule = fb::CreateScheduleDirect(b, "constant", lr);
     auto plan = fb::CreatePlanDirect(
         b, schemaVersion, worldSize, "test", "{}", microBatch, seqLen,
-        vocabSize, accumulationSteps, schedule, &as, &bs, &vs, &cs, &ps);
+        vocabSize, accumulationSteps, schedule, &as, &bs, &vs, &cs, &ps,
+        /*loss_scale=*/0, /*skips_overflow=*/false,
+        checksum ? fb::kUnsealedChecksum : 0);
     fb::FinishPlanBuffer(b, plan);
-    return std::vector<uint8_t>(b.GetBufferPointer(),
-                                b.GetBufferPointer() + b.GetSize());
+    std::vector<uint8_t> bytes(b.GetBufferPointer(),
+                               b.GetBufferPointer() + b.GetSize());
+    if (checksum)
+      fb::sealPlan(bytes);
+    return bytes;
   }
 };
 

@@ -84,13 +84,15 @@ std::string writeBigramPlan(const std::string &name) {
       fb::CreateProgramDirect(b, "apply", &apply, &applyIn, &applyOut)};
   auto schedule =
       fb::CreateScheduleDirect(b, "WarmupLR", 0.5, 0.05, 0.5, 4, "linear");
-  auto root = fb::CreatePlanDirect(b, fb::kSchemaVersion, 1, "bigram", "{}", kB,
-                                   kT, kV, 2, schedule, &arenas, &buffers,
-                                   &variables, &constants, &programs);
+  auto root = fb::CreatePlanDirect(
+      b, fb::kSchemaVersion, 1, "bigram", "{}", kB, kT, kV, 2, schedule,
+      &arenas, &buffers, &variables, &constants, &programs,
+      /*loss_scale=*/0, /*skips_overflow=*/false, fb::kUnsealedChecksum);
   fb::FinishPlanBuffer(b, root);
-  return writeFile(
-      name, std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
-                        b.GetSize()));
+  std::vector<uint8_t> bytes(b.GetBufferPointer(),
+                             b.GetBufferPointer() + b.GetSize());
+  fb::sealPlan(bytes);
+  return writeFile(name, std::string(bytes.begin(), bytes.end()));
 }
 
 int dsrun(std::vector<std::string> args) {

@@ -16,6 +16,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/DataLoader.h"
+#include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/rng/Philox.h"
 #include "runtime/tooling/DsrunMain.h"

@@ -54,15 +54,50 @@ TEST(PlanVerifier, WrongFileIdentifier) {
                    "expected 'DSPL')");
 }
 
+// A byte changed where the FlatBuffers verifier cannot see it (inside a
+// string, an initializer's data or a scalar) is caught by the checksum.
+TEST(PlanVerifier, ChangedByteFailsTheChecksum) {
+  PlanSpec spec = basicPlan();
+  std::vector<uint8_t> bytes = spec.build();
+  std::string error;
+  ASSERT_NE(LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend),
+            nullptr)
+      << error;
+  auto at = std::search(bytes.begin(), bytes.end(), std::begin("test"),
+                        std::end("test") - 1); // the model name
+  ASSERT_NE(at, bytes.end());
+  at[3] ^= 1; // "tesu"
+  EXPECT_EQ(LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend),
+            nullptr);
+  EXPECT_EQ(error.substr(0, error.find('(')), "t.dsplan: checksum mismatch ");
+  EXPECT_NE(error.find("): the plan was changed or damaged after dsc wrote "
+                       "it"),
+            std::string::npos)
+      << error;
+  // Resealed (as dsc would write it), the same bytes load.
+  ASSERT_TRUE(fb::sealPlan(bytes));
+  EXPECT_NE(LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend),
+            nullptr)
+      << error;
+}
+
+TEST(PlanVerifier, NoChecksum) {
+  PlanSpec p = basicPlan();
+  p.checksum = false;
+  EXPECT_EQ(loadError(p), "t.dsplan: plan has no checksum (dsc writes one "
+                          "into every plan; this file was not written by "
+                          "dsc)");
+}
+
 TEST(PlanVerifier, SchemaVersion) {
   PlanSpec p = basicPlan();
   p.schemaVersion = 7;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 4 "
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 7, this dsrun reads 5 "
                           "(compile the plan again with the dsc of this "
                           "build)");
   // A plan from the previous release (no master weights) as well.
   p.schemaVersion = 3;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 4 "
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 5 "
                           "(compile the plan again with the dsc of this "
                           "build)");
 }
@@ -371,9 +406,11 @@ TEST(PlanVerifier, ShardedVariables) {
                           "limit 72057594037927936");
 }
 
-/// Flip bytes all over a valid plan: each result must load or fail with one
-/// clean line, and one that loads must create, initialize and run, or fail
-/// with one clean line.
+/// Flip bytes all over a valid plan. As written, every flip must be refused
+/// with one clean line (the checksum covers every byte). Resealed, as if dsc
+/// had written the changed value, each must load or fail with one clean
+/// line, and one that loads must create, initialize and run, or fail with
+/// one clean line: the semantic checks stand without the checksum.
 void flipBytesOf(const PlanSpec &spec) {
   const std::vector<uint8_t> good = spec.build();
   int loaded = 0, rejected = 0;
@@ -382,6 +419,15 @@ void flipBytesOf(const PlanSpec &spec) {
       std::vector<uint8_t> bytes = good;
       bytes[pos] ^= flip;
       std::string error;
+      ASSERT_EQ(LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend),
+                nullptr)
+          << "byte " << pos << " ^ " << int(flip) << " loaded unsealed";
+      ASSERT_EQ(error.rfind("t.dsplan", 0), 0u) << error;
+      ASSERT_EQ(error.find('\n'), std::string::npos) << error;
+      // Where the flip leaves a verifiable plan with its checksum field.
+      if (flatbuffers::Verifier(bytes.data(), bytes.size())
+              .VerifyBuffer<fb::Plan>(nullptr))
+        fb::sealPlan(bytes);
       auto plan = LoadedPlan::fromBytes(bytes, "t.dsplan", error, testBackend);
       if (!plan) {
         ++rejected;
