@@ -115,7 +115,7 @@ std::unique_ptr<Communicator> createCommunicator(std::string &error) {
       return nullptr;
   std::unique_ptr<Communicator> comm;
   if (underMpirun())
-    comm = createMpiCommunicator(error);
+    comm = createMpiCommunicator(error, timeout);
   else
     comm = std::make_unique<LocalCommunicator>();
   if (comm)

@@ -188,8 +188,17 @@ std::unique_ptr<Communicator> createCommunicator(std::string &error);
 /// The MPI communicator over every rank of the job (a duplicate of
 /// MPI_COMM_WORLD, so its traffic never mixes with another's). Each call
 /// returns a new one; MPI is initialized by the first. Null + one line
-/// when not under an MPI launcher or MPI fails to start.
-std::unique_ptr<Communicator> createMpiCommunicator(std::string &error);
+/// when not under an MPI launcher or MPI fails to start. MPI's start-up is
+/// itself a wait on every rank: it gives up (one line, exit 1) after
+/// max(`timeoutS`, kMinStartTimeoutS).
+std::unique_ptr<Communicator>
+createMpiCommunicator(std::string &error,
+                      double timeoutS = Communicator::kDefaultTimeoutS);
+
+/// The shortest wait for MPI's start-up: it resolves host names, which
+/// takes seconds where the host's own name does not resolve (no /etc/hosts
+/// entry), so a short collective timeout must not fail a healthy start.
+constexpr double kMinStartTimeoutS = 60;
 
 /// Parses a DSC_COMM_TIMEOUT value: seconds, a positive finite number.
 bool parseCommTimeout(const char *text, double &seconds, std::string &error);

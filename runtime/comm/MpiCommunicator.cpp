@@ -25,11 +25,15 @@
 // so MPI errors (a TCP peer gone) come back as one line instead of aborting.
 //
 // A rank that dies: OpenMPI's mpirun notices at once and sends SIGTERM to
-// every other rank (then SIGKILL). The SIGTERM handler installed here (when
-// the disposition was the default) writes this rank's line, prepared before
-// each collective so the handler only calls write(2), and exits with 1:
+// every other rank (then SIGKILL). The SIGTERM handler installed here, before
+// MPI starts (when the disposition was the default), writes this rank's
+// line, prepared before each collective so the handler only calls write(2),
+// and exits with 1:
 //   rank 0: all_reduce #12 interrupted by signal 15 (mpirun stops every rank
 //   when one dies or fails)
+// MPI's own start-up (MPI_Init_thread) waits on every rank with no deadline,
+// and takes seconds where the host's name does not resolve: a rank lost then
+// gets the same line, and a watchdog bounds the wait.
 // docs/multi-process.md records what each fault looks like.
 //
 //===----------------------------------------------------------------------===//
@@ -43,6 +47,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -110,8 +115,8 @@ void setSignalLine(const std::string &text) {
 
 void installSignalHandler() {
   struct sigaction old {};
-  if (sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
-      (old.sa_flags & SA_SIGINFO))
+  if (sigaction(SIGTERM, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+      (old.sa_handler != SIG_DFL && old.sa_handler != onTerminate))
     return; // someone else handles SIGTERM: leave it to them
   struct sigaction action {};
   action.sa_handler = onTerminate;
@@ -137,8 +142,45 @@ std::string mpiErrorText(int code) {
   return std::string(text, size_t(length));
 }
 
+/// Ends the process with one line unless disarmed within `seconds`: MPI's
+/// start-up waits on every rank with no deadline of its own, so a rank
+/// that stops answering while the job starts would hang the others.
+class StartWatchdog {
+public:
+  StartWatchdog(const std::string &rank, double seconds) {
+    std::snprintf(line_, sizeof line_,
+                  "rank %s: MPI start-up did not finish within %g s (a rank "
+                  "stopped answering or a host is unreachable)\n",
+                  rank.c_str(), seconds);
+    auto deadline = std::chrono::duration<double>(seconds);
+    thread_ = std::thread([this, deadline] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!cv_.wait_for(lock, deadline, [this] { return disarmed_; })) {
+        ssize_t ignored = ::write(2, line_, std::strlen(line_));
+        (void)ignored;
+        ::_exit(1);
+      }
+    });
+  }
+  ~StartWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      disarmed_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+private:
+  char line_[kLineBytes];
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool disarmed_ = false;
+  std::thread thread_;
+};
+
 /// Starts MPI once for the process, at the SERIALIZED thread level.
-bool ensureMpi(std::string &error) {
+bool ensureMpi(double timeoutS, std::string &error) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -148,14 +190,24 @@ bool ensureMpi(std::string &error) {
   }
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
-    int rc =
-        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    // mpirun's SIGTERM (a peer died) can come while MPI is still starting,
+    // which takes seconds on some hosts: the line is there from the start.
+    const char *env = std::getenv("OMPI_COMM_WORLD_RANK");
+    std::string rank = env ? env : "?";
+    setSignalLine("rank " + rank +
+                  ": stopped by signal %d while MPI was starting (mpirun "
+                  "stops every rank when one dies or fails)");
+    installSignalHandler();
+    int rc = MPI_SUCCESS;
+    {
+      StartWatchdog watchdog(rank, std::max(timeoutS, kMinStartTimeoutS));
+      rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    }
     if (rc != MPI_SUCCESS) {
       error = "MPI_Init_thread failed: " + mpiErrorText(rc);
       return false;
     }
     std::atexit(finalizeAtExit);
-    installSignalHandler();
   } else {
     MPI_Query_thread(&provided);
   }
@@ -233,7 +285,7 @@ class MpiCommunicator final : public Communicator {
 public:
   ~MpiCommunicator() override;
 
-  bool init(std::string &error);
+  bool init(double timeoutS, std::string &error);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char *kind() const override { return "mpi"; }
@@ -293,9 +345,9 @@ MpiCommunicator::~MpiCommunicator() {
     MPI_Comm_free(&comm_);
 }
 
-bool MpiCommunicator::init(std::string &error) {
+bool MpiCommunicator::init(double timeoutS, std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
-  if (!ensureMpi(error) || !createOps(error))
+  if (!ensureMpi(timeoutS, error) || !createOps(error))
     return false;
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   if (rc != MPI_SUCCESS) {
@@ -477,13 +529,14 @@ bool MpiCommunicator::barrier(std::string &error) {
 
 } // namespace
 
-std::unique_ptr<Communicator> createMpiCommunicator(std::string &error) {
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error,
+                                                    double timeoutS) {
   if (!underMpirun()) {
     error = "not started by mpirun (OMPI_COMM_WORLD_SIZE is not set)";
     return nullptr;
   }
   auto comm = std::make_unique<MpiCommunicator>();
-  if (!comm->init(error))
+  if (!comm->init(timeoutS, error))
     return nullptr;
   return comm;
 }
