@@ -322,8 +322,13 @@ int runDscMain(int argc, char **argv) {
           &llvm::errs()))
     return kExitBadInput;
 
+  // One line per problem: a config file reports all of its problems.
   auto fail = [](const Twine &message) {
-    llvm::errs() << "dsc: " << message << "\n";
+    std::string text = message.str();
+    llvm::SmallVector<StringRef> lines;
+    StringRef(text).split(lines, '\n');
+    for (StringRef line : lines)
+      llvm::errs() << "dsc: " << line << "\n";
     return kExitBadInput;
   };
   if (opts.input.empty() == opts.model.empty())

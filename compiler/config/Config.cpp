@@ -49,8 +49,9 @@
 //   gradient_predivide_factor, ...) do not change what a step computes.
 //
 // Duplicate keys are refused, as DeepSpeed does (ConfigSyntax.h: llvm::json
-// would keep the last); llvm::json::Object is unordered, so keys are checked in
-// sorted order to make the first error deterministic.
+// would keep the last). Every problem of a file is reported in one run, one
+// line each (Reader in ConfigReader.h): the keys of a section in sorted order
+// (llvm::json::Object is unordered), the sections in the order read below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -125,8 +126,8 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
   BatchKey train{kTrainBatch, std::nullopt, false};
   BatchKey micro{kMicroBatch, std::nullopt, false};
   BatchKey accum{kGradAccum, std::nullopt, false};
-  if (!readBatchKey(r, root, train) || !readBatchKey(r, root, micro) ||
-      !readBatchKey(r, root, accum))
+  if (!Reader::all({readBatchKey(r, root, train), readBatchKey(r, root, micro),
+                    readBatchKey(r, root, accum)}))
     return false;
 
   std::string trainPath = root.at(kTrainBatch);
@@ -230,86 +231,92 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
     return false;
   if (!opt->present())
     return true;
-  if (!opt->checkKeys({"type", "params"}))
-    return false;
+  bool keysOk = opt->checkKeys({"type", "params"});
 
-  const json::Value *type = opt->get("type");
-  if (!type)
-    return r.fail(opt->at("type"),
-                  "required key is missing (supported: Adam, AdamW)");
-  std::optional<StringRef> name = type->getAsString();
-  if (!name)
-    return r.fail(opt->at("type"),
-                  Twine("expected a string, got ") + kindName(*type));
-  if (name->equals_insensitive("adam")) {
-    o.type = "Adam";
-    o.weightDecay = 0; // torch.optim.Adam's default
-  } else if (name->equals_insensitive("adamw")) {
-    o.type = "AdamW";
-    o.weightDecay = 0.01; // torch.optim.AdamW's default
-  } else {
-    return r.fail(opt->at("type"), "unsupported optimizer " + quote(*name) +
-                                       " (supported: Adam, AdamW)");
-  }
+  // A bad type leaves AdamW's defaults, so params are still checked.
+  auto readType = [&]() {
+    const json::Value *type = opt->get("type");
+    if (!type)
+      return r.fail(opt->at("type"),
+                    "required key is missing (supported: Adam, AdamW)");
+    std::optional<StringRef> name = type->getAsString();
+    if (!name)
+      return r.fail(opt->at("type"),
+                    Twine("expected a string, got ") + kindName(*type));
+    if (name->equals_insensitive("adam")) {
+      o.type = "Adam";
+      o.weightDecay = 0; // torch.optim.Adam's default
+    } else if (name->equals_insensitive("adamw")) {
+      o.type = "AdamW";
+      o.weightDecay = 0.01; // torch.optim.AdamW's default
+    } else {
+      return r.fail(opt->at("type"), "unsupported optimizer " + quote(*name) +
+                                         " (supported: Adam, AdamW)");
+    }
+    return true;
+  };
+  bool typeOk = readType();
 
   std::optional<Section> params;
   if (!opt->section("params", params))
     return false;
-  if (params->get("max_grad_norm"))
-    return r.fail(params->at("max_grad_norm"),
-                  "not an optimizer parameter; use gradient_clipping");
-  if (!params->checkKeys({"lr", "betas", "eps", "weight_decay", "adam_w_mode",
-                          "bias_correction", "torch_adam"}))
-    return false;
+  bool gradNormOk = !params->get("max_grad_norm") ||
+                    r.fail(params->at("max_grad_norm"),
+                           "not an optimizer parameter; use gradient_clipping");
+  bool paramKeysOk =
+      params->checkKeys({"lr", "betas", "eps", "weight_decay", "adam_w_mode",
+                         "bias_correction", "torch_adam", "max_grad_norm"});
 
-  if (!params->number("lr", o.lr) || !r.atLeast(params->at("lr"), o.lr, 0.0) ||
-      !params->number("eps", o.eps) ||
-      // AdamW divides by sqrt(v) + eps: 0 would divide by zero where a
-      // gradient is zero (the ds.adamw verifier refuses it too, but not
-      // in terms of the file).
-      (!(o.eps > 0) &&
-       !r.fail(params->at("eps"), "must be > 0, got " + formatNumber(o.eps))) ||
-      !params->number("weight_decay", o.weightDecay) ||
-      !r.atLeast(params->at("weight_decay"), o.weightDecay, 0.0))
-    return false;
-
-  if (const json::Value *betas = params->get("betas")) {
+  auto readBetas = [&]() {
+    const json::Value *betas = params->get("betas");
+    if (!betas)
+      return true;
     std::string path = params->at("betas");
     if (isAuto(*betas)) {
       r.note(path, "\"auto\" resolved to [" + formatNumber(o.beta1) + ", " +
                        formatNumber(o.beta2) + "] (default)");
-    } else {
-      const json::Array *array = betas->getAsArray();
-      if (!array)
-        return r.fail(path, Twine("expected an array of 2 numbers, got ") +
-                                kindName(*betas));
-      if (array->size() != 2)
-        return r.fail(path, "expected 2 numbers, got " + Twine(array->size()));
-      double *outs[2] = {&o.beta1, &o.beta2};
-      for (size_t i = 0; i < 2; ++i) {
-        std::string element = elementPath(path, i);
-        if (!r.toNumber(element, (*array)[i], *outs[i]))
-          return false;
-        if (*outs[i] < 0 || *outs[i] >= 1)
-          return r.fail(element,
-                        "must be in [0, 1), got " + formatNumber(*outs[i]));
-      }
+      return true;
     }
-  }
+    const json::Array *array = betas->getAsArray();
+    if (!array)
+      return r.fail(path, Twine("expected an array of 2 numbers, got ") +
+                              kindName(*betas));
+    if (array->size() != 2)
+      return r.fail(path, "expected 2 numbers, got " + Twine(array->size()));
+    double *outs[2] = {&o.beta1, &o.beta2};
+    bool ok = true;
+    for (size_t i = 0; i < 2; ++i) {
+      std::string element = elementPath(path, i);
+      ok &=
+          r.toNumber(element, (*array)[i], *outs[i]) &&
+          ((*outs[i] >= 0 && *outs[i] < 1) ||
+           r.fail(element, "must be in [0, 1), got " + formatNumber(*outs[i])));
+    }
+    return ok;
+  };
 
-  // Adam with adam_w_mode false is Adam with L2 regularization: not
-  // supported. AdamW ignores adam_w_mode, as DeepSpeed does.
-  if (o.type == "Adam") {
-    if (!params->onlyBoolean("adam_w_mode", true,
-                             "dsc applies decoupled weight decay (AdamW); "
-                             "use \"AdamW\" or leave adam_w_mode out"))
-      return false;
-  } else if (!params->ignoredBoolean("adam_w_mode")) {
-    return false;
-  }
-  return params->onlyBoolean("bias_correction", true,
-                             "dsc's Adam always corrects bias") &&
-         params->ignoredBoolean("torch_adam");
+  return Reader::all(
+      {keysOk, typeOk, gradNormOk, paramKeysOk,
+       params->number("lr", o.lr) && r.atLeast(params->at("lr"), o.lr, 0.0),
+       // AdamW divides by sqrt(v) + eps: 0 would divide by zero where a
+       // gradient is zero (the ds.adamw verifier refuses it too, but not
+       // in terms of the file).
+       params->number("eps", o.eps) &&
+           (o.eps > 0 || r.fail(params->at("eps"),
+                                "must be > 0, got " + formatNumber(o.eps))),
+       params->number("weight_decay", o.weightDecay) &&
+           r.atLeast(params->at("weight_decay"), o.weightDecay, 0.0),
+       readBetas(),
+       // Adam with adam_w_mode false is Adam with L2 regularization: not
+       // supported. AdamW ignores adam_w_mode, as DeepSpeed does.
+       o.type == "Adam"
+           ? params->onlyBoolean("adam_w_mode", true,
+                                 "dsc applies decoupled weight decay (AdamW); "
+                                 "use \"AdamW\" or leave adam_w_mode out")
+           : params->ignoredBoolean("adam_w_mode"),
+       params->onlyBoolean("bias_correction", true,
+                           "dsc's Adam always corrects bias"),
+       params->ignoredBoolean("torch_adam")});
 }
 
 bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
@@ -319,8 +326,7 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     return false;
   if (!sched->present())
     return true;
-  if (!sched->checkKeys({"type", "params"}))
-    return false;
+  bool keysOk = sched->checkKeys({"type", "params"});
 
   static constexpr StringRef kTypeNames[] = {"WarmupLR", "WarmupDecayLR",
                                              "WarmupCosineLR"};
@@ -353,10 +359,10 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     known.insert(known.end(), {"warmup_min_ratio", "cos_min_ratio"});
   else
     known.insert(known.end(), {"warmup_min_lr", "warmup_max_lr"});
-  if (!params->checkKeys(known))
-    return false;
 
-  if (needsTotal) {
+  auto readTotal = [&]() {
+    if (!needsTotal)
+      return true;
     const json::Value *total = params->get("total_num_steps");
     std::string path = params->at("total_num_steps");
     if (!total)
@@ -364,47 +370,44 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     if (isAuto(*total))
       return r.fail(path, "\"auto\" cannot be resolved: dsc does not know "
                           "the number of training steps; give a number");
-    if (!r.toInteger(path, *total, s.totalNumSteps) ||
-        !r.atLeast<int64_t>(path, s.totalNumSteps, 1))
-      return false;
-  }
-
-  if (cosine) {
-    if (!params->number("warmup_min_ratio", s.warmupMinRatio) ||
-        !r.atLeast(params->at("warmup_min_ratio"), s.warmupMinRatio, 0.0) ||
-        !params->number("cos_min_ratio", s.cosMinRatio) ||
-        !r.atLeast(params->at("cos_min_ratio"), s.cosMinRatio, 0.0))
-      return false;
-  } else {
-    if (!params->number("warmup_min_lr", s.warmupMinLr) ||
-        !r.atLeast(params->at("warmup_min_lr"), s.warmupMinLr, 0.0))
-      return false;
+    return r.toInteger(path, *total, s.totalNumSteps) &&
+           r.atLeast<int64_t>(path, s.totalNumSteps, 1);
+  };
+  auto readMaxLr = [&]() {
     const json::Value *maxLr = params->get("warmup_max_lr");
     if (maxLr && isAuto(*maxLr)) {
       s.warmupMaxLr = o.lr;
       r.note(params->at("warmup_max_lr"), "\"auto\" resolved to " +
                                               formatNumber(o.lr) +
                                               " (optimizer.params.lr)");
-    } else if (!params->number("warmup_max_lr", s.warmupMaxLr) ||
-               !r.atLeast(params->at("warmup_max_lr"), s.warmupMaxLr, 0.0)) {
-      return false;
+      return true;
     }
-  }
-
-  if (!params->integer("warmup_num_steps", s.warmupNumSteps) ||
-      !r.atLeast<int64_t>(params->at("warmup_num_steps"), s.warmupNumSteps,
-                          0) ||
-      !params->choice("warmup_type", {"log", "linear"}, s.warmupType,
-                      /*allowAuto=*/true))
-    return false;
-
+    return params->number("warmup_max_lr", s.warmupMaxLr) &&
+           r.atLeast(params->at("warmup_max_lr"), s.warmupMaxLr, 0.0);
+  };
   int64_t last = -1;
-  if (!params->integer("last_batch_iteration", last))
+  bool ok = Reader::all(
+      {keysOk, params->checkKeys(known), readTotal(),
+       !cosine ||
+           (params->number("warmup_min_ratio", s.warmupMinRatio) &&
+            r.atLeast(params->at("warmup_min_ratio"), s.warmupMinRatio, 0.0)),
+       !cosine || (params->number("cos_min_ratio", s.cosMinRatio) &&
+                   r.atLeast(params->at("cos_min_ratio"), s.cosMinRatio, 0.0)),
+       cosine || (params->number("warmup_min_lr", s.warmupMinLr) &&
+                  r.atLeast(params->at("warmup_min_lr"), s.warmupMinLr, 0.0)),
+       cosine || readMaxLr(),
+       params->integer("warmup_num_steps", s.warmupNumSteps) &&
+           r.atLeast<int64_t>(params->at("warmup_num_steps"), s.warmupNumSteps,
+                              0),
+       params->choice("warmup_type", {"log", "linear"}, s.warmupType,
+                      /*allowAuto=*/true),
+       params->integer("last_batch_iteration", last) &&
+           (last == -1 ||
+            r.fail(params->at("last_batch_iteration"),
+                   "only -1 (start at step 0) is supported, got " +
+                       formatNumber(last)))});
+  if (!ok)
     return false;
-  if (last != -1)
-    return r.fail(params->at("last_batch_iteration"),
-                  "only -1 (start at step 0) is supported, got " +
-                      formatNumber(last));
 
   if (needsTotal && s.totalNumSteps < s.warmupNumSteps)
     r.note(params->at("total_num_steps"),
@@ -415,33 +418,34 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
 
 bool readFp16(Reader &r, Section &root, DsConfig::Fp16 &f) {
   std::optional<Section> fp16;
-  if (!root.section("fp16", fp16) ||
-      !fp16->checkKeys({"enabled", "loss_scale", "initial_scale_power",
+  if (!root.section("fp16", fp16))
+    return false;
+  return Reader::all(
+      {fp16->checkKeys({"enabled", "loss_scale", "initial_scale_power",
                         "loss_scale_window", "hysteresis",
                         "consecutive_hysteresis", "min_loss_scale",
-                        "auto_cast"}))
-    return false;
-  return fp16->boolean("enabled", f.enabled) &&
-         fp16->number("loss_scale", f.lossScale) &&
-         r.atLeast(fp16->at("loss_scale"), f.lossScale, 0.0) &&
-         fp16->integer("initial_scale_power", f.initialScalePower) &&
-         r.atLeast<int64_t>(fp16->at("initial_scale_power"),
-                            f.initialScalePower, 0) &&
-         // 2^127 is the largest power of two a float holds.
-         r.atMost<int64_t>(fp16->at("initial_scale_power"), f.initialScalePower,
-                           127) &&
-         fp16->integer("loss_scale_window", f.lossScaleWindow) &&
-         r.atLeast<int64_t>(fp16->at("loss_scale_window"), f.lossScaleWindow,
-                            1) &&
-         fp16->integer("hysteresis", f.hysteresis) &&
-         r.atLeast<int64_t>(fp16->at("hysteresis"), f.hysteresis, 1) &&
-         fp16->boolean("consecutive_hysteresis", f.consecutiveHysteresis) &&
-         fp16->number("min_loss_scale", f.minLossScale) &&
-         (f.minLossScale > 0 ||
-          r.fail(fp16->at("min_loss_scale"),
-                 "must be > 0, got " + formatNumber(f.minLossScale))) &&
-         fp16->onlyBoolean("auto_cast", false,
-                           "dsc does not cast the model's inputs");
+                        "auto_cast"}),
+       fp16->boolean("enabled", f.enabled),
+       fp16->number("loss_scale", f.lossScale) &&
+           r.atLeast(fp16->at("loss_scale"), f.lossScale, 0.0),
+       fp16->integer("initial_scale_power", f.initialScalePower) &&
+           r.atLeast<int64_t>(fp16->at("initial_scale_power"),
+                              f.initialScalePower, 0) &&
+           // 2^127 is the largest power of two a float holds.
+           r.atMost<int64_t>(fp16->at("initial_scale_power"),
+                             f.initialScalePower, 127),
+       fp16->integer("loss_scale_window", f.lossScaleWindow) &&
+           r.atLeast<int64_t>(fp16->at("loss_scale_window"), f.lossScaleWindow,
+                              1),
+       fp16->integer("hysteresis", f.hysteresis) &&
+           r.atLeast<int64_t>(fp16->at("hysteresis"), f.hysteresis, 1),
+       fp16->boolean("consecutive_hysteresis", f.consecutiveHysteresis),
+       fp16->number("min_loss_scale", f.minLossScale) &&
+           (f.minLossScale > 0 ||
+            r.fail(fp16->at("min_loss_scale"),
+                   "must be > 0, got " + formatNumber(f.minLossScale))),
+       fp16->onlyBoolean("auto_cast", false,
+                         "dsc does not cast the model's inputs")});
 }
 
 bool readBf16(Reader &r, Section &root, DsConfig::Bf16 &b) {
@@ -454,19 +458,20 @@ bool readBf16(Reader &r, Section &root, DsConfig::Bf16 &b) {
   }
   std::optional<Section> bf16;
   return root.section(key, bf16) &&
-         bf16->checkKeys({"enabled", "check_grad_overflow"}) &&
-         bf16->boolean("enabled", b.enabled) &&
-         bf16->boolean("check_grad_overflow", b.checkGradOverflow);
+         Reader::all(
+             {bf16->checkKeys({"enabled", "check_grad_overflow"}),
+              bf16->boolean("enabled", b.enabled),
+              bf16->boolean("check_grad_overflow", b.checkGradOverflow)});
 }
 
 bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
                  int64_t minStage, std::string &device) {
   std::optional<Section> offload;
   if (!zero.section(key, offload) ||
-      !offload->checkKeys({"device", "pin_memory"}) ||
-      !offload->choice("device", {"none", "cpu"}, device,
-                       /*allowAuto=*/false) ||
-      !offload->ignoredBoolean("pin_memory"))
+      !Reader::all({offload->checkKeys({"device", "pin_memory"}),
+                    offload->choice("device", {"none", "cpu"}, device,
+                                    /*allowAuto=*/false),
+                    offload->ignoredBoolean("pin_memory")}))
     return false;
   if (device != "none" && stage < minStage) {
     std::string stages = minStage == 3 ? "3" : "1, 2 or 3";
@@ -479,77 +484,87 @@ bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
 
 bool readZero(Reader &r, Section &root, DsConfig::Zero &z) {
   std::optional<Section> zero;
-  if (!root.section("zero_optimization", zero) ||
-      !zero->checkKeys({"stage", "offload_optimizer", "offload_param",
-                        "reduce_bucket_size", "contiguous_gradients",
-                        "overlap_comm", "stage3_prefetch_bucket_size",
-                        "stage3_param_persistence_threshold",
-                        "stage3_max_live_parameters",
-                        // Accepted and ignored:
-                        "allgather_partitions", "allgather_bucket_size",
-                        "reduce_scatter", "round_robin_gradients",
-                        "sub_group_size", "stage3_max_reuse_distance",
-                        "stage3_gather_16bit_weights_on_model_save",
-                        "ignore_unused_parameters"}))
+  if (!root.section("zero_optimization", zero))
     return false;
+  bool keysOk = zero->checkKeys(
+      {"stage", "offload_optimizer", "offload_param", "reduce_bucket_size",
+       "contiguous_gradients", "overlap_comm", "stage3_prefetch_bucket_size",
+       "stage3_param_persistence_threshold", "stage3_max_live_parameters",
+       // Accepted and ignored:
+       "allgather_partitions", "allgather_bucket_size", "reduce_scatter",
+       "round_robin_gradients", "sub_group_size", "stage3_max_reuse_distance",
+       "stage3_gather_16bit_weights_on_model_save",
+       "ignore_unused_parameters"});
 
-  if (!zero->integer("stage", z.stage))
-    return false;
-  if (z.stage < 0 || z.stage > 3)
-    return r.fail(zero->at("stage"),
-                  "must be 0, 1, 2 or 3, got " + formatNumber(z.stage));
-
-  return readOffload(r, *zero, "offload_optimizer", z.stage, 1,
-                     z.offloadOptimizer) &&
-         readOffload(r, *zero, "offload_param", z.stage, 3, z.offloadParam) &&
-         zero->integer("reduce_bucket_size", z.reduceBucketSize) &&
-         r.atLeast<int64_t>(zero->at("reduce_bucket_size"), z.reduceBucketSize,
-                            1) &&
-         zero->boolean("contiguous_gradients", z.contiguousGradients) &&
-         zero->boolean("overlap_comm", z.overlapComm) &&
-         zero->integer("stage3_prefetch_bucket_size",
-                       z.stage3PrefetchBucketSize) &&
-         r.atLeast<int64_t>(zero->at("stage3_prefetch_bucket_size"),
-                            z.stage3PrefetchBucketSize, 0) &&
-         zero->integer("stage3_param_persistence_threshold",
-                       z.stage3ParamPersistenceThreshold) &&
-         r.atLeast<int64_t>(zero->at("stage3_param_persistence_threshold"),
-                            z.stage3ParamPersistenceThreshold, 0) &&
-         zero->integer("stage3_max_live_parameters",
-                       z.stage3MaxLiveParameters) &&
-         r.atLeast<int64_t>(zero->at("stage3_max_live_parameters"),
-                            z.stage3MaxLiveParameters, 0) &&
-         zero->ignoredBoolean("allgather_partitions") &&
-         zero->ignoredInteger("allgather_bucket_size") &&
-         zero->ignoredBoolean("reduce_scatter") &&
-         zero->ignoredBoolean("round_robin_gradients") &&
-         zero->ignoredInteger("sub_group_size") &&
-         zero->ignoredInteger("stage3_max_reuse_distance") &&
-         zero->ignoredBoolean("stage3_gather_16bit_weights_on_model_save") &&
-         zero->ignoredBoolean("ignore_unused_parameters");
+  // The offload checks need a valid stage.
+  bool stageOk = zero->integer("stage", z.stage) &&
+                 ((z.stage >= 0 && z.stage <= 3) ||
+                  r.fail(zero->at("stage"),
+                         "must be 0, 1, 2 or 3, got " + formatNumber(z.stage)));
+  return Reader::all(
+      {keysOk, stageOk,
+       !stageOk || readOffload(r, *zero, "offload_optimizer", z.stage, 1,
+                               z.offloadOptimizer),
+       !stageOk ||
+           readOffload(r, *zero, "offload_param", z.stage, 3, z.offloadParam),
+       zero->integer("reduce_bucket_size", z.reduceBucketSize) &&
+           r.atLeast<int64_t>(zero->at("reduce_bucket_size"),
+                              z.reduceBucketSize, 1),
+       zero->boolean("contiguous_gradients", z.contiguousGradients),
+       zero->boolean("overlap_comm", z.overlapComm),
+       zero->integer("stage3_prefetch_bucket_size",
+                     z.stage3PrefetchBucketSize) &&
+           r.atLeast<int64_t>(zero->at("stage3_prefetch_bucket_size"),
+                              z.stage3PrefetchBucketSize, 0),
+       zero->integer("stage3_param_persistence_threshold",
+                     z.stage3ParamPersistenceThreshold) &&
+           r.atLeast<int64_t>(zero->at("stage3_param_persistence_threshold"),
+                              z.stage3ParamPersistenceThreshold, 0),
+       zero->integer("stage3_max_live_parameters", z.stage3MaxLiveParameters) &&
+           r.atLeast<int64_t>(zero->at("stage3_max_live_parameters"),
+                              z.stage3MaxLiveParameters, 0),
+       zero->ignoredBoolean("allgather_partitions"),
+       zero->ignoredInteger("allgather_bucket_size"),
+       zero->ignoredBoolean("reduce_scatter"),
+       zero->ignoredBoolean("round_robin_gradients"),
+       zero->ignoredInteger("sub_group_size"),
+       zero->ignoredInteger("stage3_max_reuse_distance"),
+       zero->ignoredBoolean("stage3_gather_16bit_weights_on_model_save"),
+       zero->ignoredBoolean("ignore_unused_parameters")});
 }
 
 bool readActivationCheckpointing(Reader &r, Section &root,
                                  DsConfig::ActivationCheckpointing &a) {
   std::optional<Section> ac;
-  if (!root.section("activation_checkpointing", ac) ||
-      !ac->checkKeys({"partition_activations", "cpu_checkpointing",
-                      "contiguous_memory_optimization", "number_checkpoints",
-                      "synchronize_checkpoint_boundary", "profile", "remat",
-                      "remat_every", "activation_memory"}) ||
-      !ac->boolean("partition_activations", a.partitionActivations) ||
-      !ac->boolean("cpu_checkpointing", a.cpuCheckpointing) ||
-      !ac->boolean("contiguous_memory_optimization",
-                   a.contiguousMemoryOptimization) ||
-      !ac->boolean("synchronize_checkpoint_boundary",
-                   a.synchronizeCheckpointBoundary) ||
-      !ac->boolean("profile", a.profile) ||
-      !ac->choice("remat", {"none", "layers", "selective", "auto"}, a.remat,
-                  /*allowAuto=*/false) ||
-      !ac->integer("remat_every", a.rematEvery) ||
-      !r.atLeast<int64_t>(ac->at("remat_every"), a.rematEvery, 1) ||
-      !ac->integer("activation_memory", a.activationMemory) ||
-      !r.atLeast<int64_t>(ac->at("activation_memory"), a.activationMemory, 0))
+  if (!root.section("activation_checkpointing", ac))
+    return false;
+  const json::Value *n = ac->get("number_checkpoints");
+  const bool numbered = n && n->kind() != json::Value::Null;
+  if (!Reader::all(
+          {ac->checkKeys({"partition_activations", "cpu_checkpointing",
+                          "contiguous_memory_optimization",
+                          "number_checkpoints",
+                          "synchronize_checkpoint_boundary", "profile", "remat",
+                          "remat_every", "activation_memory"}),
+           ac->boolean("partition_activations", a.partitionActivations),
+           ac->boolean("cpu_checkpointing", a.cpuCheckpointing),
+           ac->boolean("contiguous_memory_optimization",
+                       a.contiguousMemoryOptimization),
+           ac->boolean("synchronize_checkpoint_boundary",
+                       a.synchronizeCheckpointBoundary),
+           ac->boolean("profile", a.profile),
+           ac->choice("remat", {"none", "layers", "selective", "auto"}, a.remat,
+                      /*allowAuto=*/false),
+           ac->integer("remat_every", a.rematEvery) &&
+               r.atLeast<int64_t>(ac->at("remat_every"), a.rematEvery, 1),
+           ac->integer("activation_memory", a.activationMemory) &&
+               r.atLeast<int64_t>(ac->at("activation_memory"),
+                                  a.activationMemory, 0),
+           !numbered ||
+               (ac->integer("number_checkpoints", a.numberCheckpoints) &&
+                (a.numberCheckpoints == -1 ||
+                 r.atLeast<int64_t>(ac->at("number_checkpoints"),
+                                    a.numberCheckpoints, 1)))}))
     return false;
   // DeepSpeed's tuning of its own checkpointing runtime: dsc places every
   // activation at compile time, so they change nothing; say so.
@@ -562,14 +577,8 @@ bool readActivationCheckpointing(Reader &r, Section &root,
       r.note(ac->at(key), "has no effect in dsc: activations are placed at "
                           "compile time (--report shows them); the policy "
                           "is activation_checkpointing.remat");
-  const json::Value *n = ac->get("number_checkpoints");
-  if (!n || n->kind() == json::Value::Null)
+  if (!numbered)
     return true;
-  if (!ac->integer("number_checkpoints", a.numberCheckpoints) ||
-      (a.numberCheckpoints != -1 &&
-       !r.atLeast<int64_t>(ac->at("number_checkpoints"), a.numberCheckpoints,
-                           1)))
-    return false;
   r.note(ac->at("number_checkpoints"),
          "has no effect in dsc: the policy (activation_checkpointing.remat) "
          "decides what is kept");
@@ -627,32 +636,35 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
     return r.fail("$", Twine("expected an object, got ") + kindName(*parsed));
 
   Section root(r, object, "$");
-  if (!root.checkKeys({kTrainBatch, kMicroBatch, kGradAccum,
-                       "gradient_clipping", "optimizer", "scheduler", "fp16",
-                       "bf16", "bfloat16", "zero_optimization",
-                       "activation_checkpointing", "communication_data_type",
-                       // Accepted and ignored:
-                       "steps_per_print", "wall_clock_breakdown", "dump_state",
-                       "prescale_gradients", "gradient_predivide_factor",
-                       "zero_allow_untested_optimizer"}))
-    return false;
+  bool keysOk = root.checkKeys(
+      {kTrainBatch, kMicroBatch, kGradAccum, "gradient_clipping", "optimizer",
+       "scheduler", "fp16", "bf16", "bfloat16", "zero_optimization",
+       "activation_checkpointing", "communication_data_type",
+       // Accepted and ignored:
+       "steps_per_print", "wall_clock_breakdown", "dump_state",
+       "prescale_gradients", "gradient_predivide_factor",
+       "zero_allow_untested_optimizer"});
 
-  if (!readBatch(r, root, worldSize, defaultMicroBatch, c) ||
-      !root.number("gradient_clipping", c.gradientClipping) ||
-      !r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0) ||
-      !readOptimizer(r, root, c.optimizer) ||
-      !readScheduler(r, root, c.optimizer, c.scheduler) ||
-      !readFp16(r, root, c.fp16) || !readBf16(r, root, c.bf16) ||
-      !root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
-                   c.communicationDataType, /*allowAuto=*/false) ||
-      !readZero(r, root, c.zero) ||
-      !readActivationCheckpointing(r, root, c.activationCheckpointing) ||
-      !root.ignoredInteger("steps_per_print") ||
-      !root.ignoredBoolean("wall_clock_breakdown") ||
-      !root.ignoredBoolean("dump_state") ||
-      !root.ignoredBoolean("prescale_gradients") ||
-      !root.ignoredNumber("gradient_predivide_factor") ||
-      !root.ignoredBoolean("zero_allow_untested_optimizer"))
+  // Every section is read even after a problem, so one run lists them all
+  // (a failed optimizer leaves the lr an "auto" warmup_max_lr reads at its
+  // default: the run fails anyway).
+  if (!Reader::all(
+          {keysOk, readBatch(r, root, worldSize, defaultMicroBatch, c),
+           root.number("gradient_clipping", c.gradientClipping) &&
+               r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0),
+           readOptimizer(r, root, c.optimizer),
+           readScheduler(r, root, c.optimizer, c.scheduler),
+           readFp16(r, root, c.fp16), readBf16(r, root, c.bf16),
+           root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
+                       c.communicationDataType, /*allowAuto=*/false),
+           readZero(r, root, c.zero),
+           readActivationCheckpointing(r, root, c.activationCheckpointing),
+           root.ignoredInteger("steps_per_print"),
+           root.ignoredBoolean("wall_clock_breakdown"),
+           root.ignoredBoolean("dump_state"),
+           root.ignoredBoolean("prescale_gradients"),
+           root.ignoredNumber("gradient_predivide_factor"),
+           root.ignoredBoolean("zero_allow_untested_optimizer")}))
     return false;
 
   if (c.fp16.enabled && c.bf16.enabled)

@@ -176,7 +176,8 @@ inline bool operator!=(const DsConfig &a, const DsConfig &b) {
 /// Parses `text` (read from `fileName`) for a run of `worldSize` ranks;
 /// `defaultMicroBatch` is the micro batch used when neither
 /// train_batch_size nor train_micro_batch_size_per_gpu is given. On failure
-/// returns false, leaves `out` alone and sets `error` to one line:
+/// returns false, leaves `out` alone and sets `error` to one line per
+/// problem (every problem of the file, up to 20, lines joined by '\n'):
 /// "<fileName>: <JSON path>: <what is wrong>", e.g.
 ///   ds_config.json: $.optimizer.params.lr: expected a number, got a string
 bool parseDsConfig(llvm::StringRef text, llvm::StringRef fileName,

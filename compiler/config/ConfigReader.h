@@ -18,8 +18,10 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,19 +122,38 @@ inline bool isAuto(const json::Value &v) {
 // Reading
 //===----------------------------------------------------------------------===//
 
-/// Holds the file name, the error and the notes; every check reports
-/// through fail() and returns its result, so callers chain with `if (!...)
-/// return false`.
+/// Holds the file name, the problems and the notes. Every check reports
+/// through fail() and returns its result: checks of one key chain with &&
+/// (a later one reads what an earlier one parsed), checks of different keys
+/// run through all(), so one run reports every key's problem, one line each
+/// ("FILE: PATH: what"), at most kMaxProblems of them.
 class Reader {
 public:
+  static constexpr size_t kMaxProblems = 20;
+
   Reader(StringRef fileName, std::vector<std::string> &notes,
          std::string &error)
       : fileName(fileName), notes(notes), error(error) {}
 
   bool fail(StringRef path, const Twine &what) {
-    error = (fileName + ": " + path + ": " + what).str();
+    ++problems;
+    if (problems <= kMaxProblems) {
+      if (!error.empty())
+        error += '\n';
+      error += (fileName + ": " + path + ": " + what).str();
+    } else if (problems == kMaxProblems + 1) {
+      error += "\n" + fileName.str() + ": more problems not shown";
+    }
     return false;
   }
+
+  /// True when every check passed; a braced list evaluates every element,
+  /// in order, so each check reports its own problem.
+  static bool all(std::initializer_list<bool> checks) {
+    return std::all_of(checks.begin(), checks.end(), [](bool b) { return b; });
+  }
+
+  size_t problemCount() const { return problems; }
 
   void note(StringRef path, const Twine &what) {
     notes.push_back((fileName + ": " + path + ": " + what).str());
@@ -182,6 +203,7 @@ private:
   StringRef fileName;
   std::vector<std::string> &notes;
   std::string &error;
+  size_t problems = 0;
 };
 
 /// One JSON object of the config (or an absent one, read as all defaults)
@@ -198,8 +220,9 @@ public:
   }
   std::string at(StringRef key) const { return childPath(path, key); }
 
-  /// Fails on the first key (in sorted order) that is not in `known`,
-  /// suggesting the closest known key when it is close.
+  /// Reports every key (in sorted order) that is not in `known`: one of
+  /// DeepSpeed's that dsc does not implement yet, or an unknown one with
+  /// the closest known key when it is close.
   bool checkKeys(llvm::ArrayRef<StringRef> known) {
     if (!object)
       return true;
@@ -207,31 +230,36 @@ public:
     for (const auto &kv : *object)
       keys.push_back(kv.first);
     llvm::sort(keys);
-    for (StringRef key : keys) {
-      if (llvm::is_contained(known, key))
-        continue;
-      if (const char *instead = unsupportedDeepSpeedKey(path, key))
-        return r.fail(at(key), Twine("not supported yet (") + instead + ")");
-      StringRef best;
-      unsigned bestDistance = ~0u;
-      for (StringRef candidate : known) {
-        unsigned d = key.edit_distance_insensitive(candidate);
-        if (d < bestDistance) {
-          bestDistance = d;
-          best = candidate;
-        }
-      }
-      // Close means a few edits, fewer for short keys: "lr" is not a
-      // misspelling of "xy".
-      unsigned limit = std::max<size_t>(1, std::min<size_t>(3, key.size() / 3));
-      if (bestDistance <= limit)
-        return r.fail(at(key),
-                      "unknown key (did you mean " + quote(best) + "?)");
-      return r.fail(at(key), "unknown key");
-    }
-    return true;
+    bool ok = true;
+    for (StringRef key : keys)
+      ok &= checkKey(key, known);
+    return ok;
   }
 
+private:
+  bool checkKey(StringRef key, llvm::ArrayRef<StringRef> known) {
+    if (llvm::is_contained(known, key))
+      return true;
+    if (const char *instead = unsupportedDeepSpeedKey(path, key))
+      return r.fail(at(key), Twine("not supported yet (") + instead + ")");
+    StringRef best;
+    unsigned bestDistance = ~0u;
+    for (StringRef candidate : known) {
+      unsigned d = key.edit_distance_insensitive(candidate);
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = candidate;
+      }
+    }
+    // Close means a few edits, fewer for short keys: "lr" is not a
+    // misspelling of "xy".
+    unsigned limit = std::max<size_t>(1, std::min<size_t>(3, key.size() / 3));
+    if (bestDistance <= limit)
+      return r.fail(at(key), "unknown key (did you mean " + quote(best) + "?)");
+    return r.fail(at(key), "unknown key");
+  }
+
+public:
   /// Reads a nested object; absent reads as an empty section.
   bool section(StringRef key, std::optional<Section> &out) {
     const json::Value *v = get(key);
