@@ -1,6 +1,8 @@
 //===- DsrunMain.cpp - the dsrun tool as a library call -------------------===//
 #include "runtime/tooling/DsrunMain.h"
 
+#include <csignal>
+
 #include "runtime/backends/Registry.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/OutputPath.h"
@@ -526,9 +528,10 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
                   setup.evalBatches, p.evalData->description().c_str());
     return kExitOk;
   }
-  // Ctrl-C finishes the step and saves; a rank's signals are mpirun's.
-  if (!underMpirun())
-    setup.stop = installStopHandlers();
+  // Ctrl-C finishes the step and saves; a rank hears of it from the
+  // launcher (SIGUSR1/2 through mpirun), as SIGTERM is mpirun's own.
+  setup.stop =
+      underMpirun() ? installRankStopHandlers() : installStopHandlers();
   if (setup.start.step >= setup.steps) {
     if (lead)
       std::printf("dsrun: the checkpoint is at step %llu: nothing to train "
@@ -620,6 +623,16 @@ int runDsrunMain(int argc, char **argv) {
     }
     if (checkDsrunFlags(options, error) && (comm = joinRanks(options, error)))
       status = run(options, *comm, error);
+  }
+  // A stop the launcher asked for (Interrupt.h): every rank has saved. Exit
+  // 0, so that mpirun lets each rank finish rather than ending the job at
+  // the first non-zero status; the launcher exits 130 or 143.
+  if (underMpirun() && comm &&
+      (status == 128 + SIGINT || status == 128 + SIGTERM)) {
+    std::fflush(stdout);
+    if (comm->rank() == 0)
+      std::fprintf(stderr, "dsrun: %s\n", error.c_str());
+    return kExitOk;
   }
   if (status != kExitOk) {
     std::fflush(stdout);

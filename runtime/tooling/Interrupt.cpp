@@ -25,7 +25,25 @@ void onStop(int sig) {
   (void)ignored;
 }
 
+void onRankStop(int sig) {
+  if (requested == 0)
+    requested = sig == SIGUSR1 ? SIGINT : SIGTERM;
+}
+
 } // namespace
+
+int rankStopSignal(int launcherSignal) {
+  return launcherSignal == SIGINT ? SIGUSR1 : SIGUSR2;
+}
+
+const volatile std::sig_atomic_t *installRankStopHandlers() {
+  struct sigaction action {};
+  action.sa_handler = onRankStop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGUSR2, &action, nullptr);
+  return &requested;
+}
 
 const volatile std::sig_atomic_t *installStopHandlers() {
   struct sigaction action {};

@@ -7,6 +7,11 @@
 // --save-dir is given and dsrun exits 128 + the signal (130, 143). A second
 // signal ends the process at once, as the signal's default action does.
 //
+// Ranks: the `dsrun --np` launcher turns its first SIGINT or SIGTERM into
+// SIGUSR1 or SIGUSR2 to mpirun, which passes those on to every rank; the
+// ranks agree on the step to stop after (Trainer.cpp), save, and exit 0,
+// and the launcher exits 130 or 143 (Launch.cpp).
+//
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_INTERRUPT_H
 #define DSC_RUNTIME_TOOLING_INTERRUPT_H
@@ -18,6 +23,13 @@ namespace dsc::rt {
 /// Installs the handlers; returns the flag they set to the signal's number
 /// (0 until a signal arrives).
 const volatile std::sig_atomic_t *installStopHandlers();
+
+/// A rank's handlers: SIGUSR1 sets the flag to SIGINT, SIGUSR2 to SIGTERM
+/// (the signal the launcher got), silently: the launcher says so.
+const volatile std::sig_atomic_t *installRankStopHandlers();
+
+/// The signal a launcher sends mpirun for a stop request, and back.
+int rankStopSignal(int launcherSignal);
 
 /// "SIGINT", "SIGTERM", or "signal N".
 const char *signalName(int sig);

@@ -2,15 +2,20 @@
 //
 // The launcher forks mpirun and waits rather than exec'ing it, so that it
 // can turn mpirun's statuses into dsrun's (0 done, 1 failed, 2 bad input).
-// While it waits it ignores SIGINT (a terminal's Ctrl-C reaches mpirun
-// directly, in the same process group; mpirun then stops every rank) and
-// passes SIGTERM and SIGHUP on to mpirun. mpirun dies with the launcher
+// mpirun runs in a process group of its own, so a terminal's Ctrl-C reaches
+// the launcher only (mpirun would end the job at once). The launcher's first
+// SIGINT or SIGTERM becomes SIGUSR1 or SIGUSR2 to mpirun, which passes it to
+// every rank: they stop after the same step, save, and exit 0, and the
+// launcher exits 130 or 143 (Interrupt.h). A second one becomes SIGTERM to
+// mpirun (every rank stops at once) and then the signal's own action on the
+// launcher. SIGHUP is passed on. mpirun dies with the launcher
 // (PR_SET_PDEATHSIG: a SIGKILLed launcher cannot pass anything on), and
 // each rank with its mpirun (stopWhenOrphaned).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/tooling/Launch.h"
+#include "runtime/tooling/Interrupt.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -30,10 +35,33 @@ namespace dsc::rt {
 namespace {
 
 volatile sig_atomic_t childPid = 0;
+volatile sig_atomic_t stopSignal = 0; ///< the first SIGINT/SIGTERM
+volatile sig_atomic_t killSignal = 0; ///< the second
 
 void forwardSignal(int sig) {
   if (childPid > 0)
     ::kill(pid_t(childPid), sig);
+}
+
+void writeLine(const char *line) {
+  ssize_t ignored = ::write(2, line, std::strlen(line));
+  (void)ignored;
+}
+
+void onStopSignal(int sig) {
+  if (childPid <= 0)
+    return;
+  if (stopSignal == 0) {
+    stopSignal = sig;
+    ::kill(pid_t(childPid), rankStopSignal(sig));
+    writeLine(sig == SIGINT ? "\ndsrun: SIGINT: every rank stops after this "
+                              "step (again to stop now)\n"
+                            : "\ndsrun: SIGTERM: every rank stops after "
+                              "this step (again to stop now)\n");
+    return;
+  }
+  killSignal = sig;
+  ::kill(pid_t(childPid), SIGTERM);
 }
 
 /// This executable's path, for mpirun to start again.
@@ -50,10 +78,14 @@ std::string selfPath() {
 std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                        const std::string &self, unsigned np,
                                        const std::vector<std::string> &args) {
+  // No stdin: mpirun runs in a background process group (Ctrl-C is the
+  // launcher's), where reading the terminal would stop it.
   std::vector<std::string> cmd = {mpirun,
                                   "--allow-run-as-root",
                                   "--oversubscribe",
                                   "--bind-to",
+                                  "none",
+                                  "--stdin",
                                   "none",
                                   "-np",
                                   std::to_string(np),
@@ -102,13 +134,14 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
   argv.push_back(nullptr);
 
   struct sigaction forward {
-  }, ignore{}, oldInt{}, oldTerm{}, oldHup{};
+  }, stop{}, oldInt{}, oldTerm{}, oldHup{};
   forward.sa_handler = forwardSignal;
   sigemptyset(&forward.sa_mask);
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  sigaction(SIGINT, &ignore, &oldInt);
-  sigaction(SIGTERM, &forward, &oldTerm);
+  stop.sa_handler = onStopSignal;
+  sigemptyset(&stop.sa_mask);
+  stopSignal = killSignal = 0;
+  sigaction(SIGINT, &stop, &oldInt);
+  sigaction(SIGTERM, &stop, &oldTerm);
   sigaction(SIGHUP, &forward, &oldHup);
   std::fflush(nullptr);
   const pid_t launcher = ::getpid();
@@ -118,6 +151,7 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
     // it already has.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher)
       ::_exit(1);
+    ::setpgid(0, 0); // Ctrl-C is the launcher's to pass on
     sigaction(SIGINT, &oldInt, nullptr);
     sigaction(SIGTERM, &oldTerm, nullptr);
     sigaction(SIGHUP, &oldHup, nullptr);
@@ -135,7 +169,16 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     childPid = 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) <= 2) {
+    if (killSignal) {
+      // The second signal: every rank is gone; now its own action here.
+      sigaction(SIGINT, &oldInt, nullptr);
+      sigaction(SIGTERM, &oldTerm, nullptr);
+      std::signal(int(killSignal), SIG_DFL);
+      std::raise(int(killSignal));
+    }
+    if (stopSignal && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      result = 128 + int(stopSignal); // the ranks stopped as asked
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) <= 2) {
       result = WEXITSTATUS(status);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
       result = 2; // the child printed why mpirun did not start

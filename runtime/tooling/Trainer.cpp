@@ -317,16 +317,23 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       lossSum += microLoss;
     }
     double loss = lossSum / setup.accumulationSteps;
+    // Read once per step; on several ranks, agreed on with the loss.
+    int stopSignal = setup.stop ? int(*setup.stop) : 0;
     if (setup.worldSize > 1) {
       // Every rank sees the same mean, so all stop together on a non-finite
-      // one.
+      // one; and the same stop request (how many ranks have had a SIGINT,
+      // a SIGTERM), so all stop after the same step however late the
+      // signal reached some of them.
       if (!setup.comm)
         return fail(step, "no communicator for " +
                               std::to_string(setup.worldSize) + " ranks");
-      double sum = 0;
-      if (!setup.comm->allReduceSum(&loss, &sum, 1, error))
+      double local[3] = {loss, double(stopSignal == SIGINT),
+                         double(stopSignal == SIGTERM)};
+      double sum[3] = {0, 0, 0};
+      if (!setup.comm->allReduceSum(local, sum, 3, error))
         return fail(step, "averaging the loss over the ranks: " + error);
-      loss = sum / setup.worldSize;
+      loss = sum[0] / setup.worldSize;
+      stopSignal = sum[2] > 0 ? SIGTERM : sum[1] > 0 ? SIGINT : 0;
     }
     // A plan that skips overflowed steps reads a non-finite loss as one
     // (its gradients are not finite either); others stop.
@@ -405,7 +412,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
                    progressLine(record, setup.steps).c_str());
       std::fflush(setup.out);
     }
-    const int stopSignal = setup.stop ? int(*setup.stop) : 0;
+    if (setup.worldSize == 1 && setup.stop)
+      stopSignal = int(*setup.stop); // the latest word, on one rank
     if (setup.save && ((setup.saveEvery && step % setup.saveEvery == 0) ||
                        last || stopSignal)) {
       RunState state{step, applied, record.skippedSteps, std::nullopt};

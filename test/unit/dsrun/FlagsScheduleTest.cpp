@@ -273,8 +273,8 @@ TEST(Launch, MpirunCommandLine) {
   EXPECT_EQ(mpirunCommand("/usr/bin/mpirun", "/x/dsrun", 3,
                           {"p.dsplan", "--steps", "5"}),
             (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
-               "--bind-to", "none", "-np", "3", "/x/dsrun", "p.dsplan",
-               "--steps", "5"}));
+               "--bind-to", "none", "--stdin", "none", "-np", "3", "/x/dsrun",
+               "p.dsplan", "--steps", "5"}));
   EXPECT_NE(findOnPath("sh"), "");
   EXPECT_EQ(findOnPath("dsrun-no-such-program"), "");
 }
