@@ -2,6 +2,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 
 #include "runtime/core/InputFile.h"
+#include "runtime/core/MappedFile.h"
 
 #include "runtime/core/OutputPath.h"
 
@@ -143,14 +144,40 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::read(const std::string &path,
   return parse(std::move(bytes), path, error);
 }
 
+SafetensorsFile::~SafetensorsFile() = default;
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::map(const std::string &path,
+                                                      std::string &error) {
+  std::unique_ptr<MappedFile> mapped =
+      MappedFile::open(path, "checkpoint file", error);
+  if (!mapped)
+    return nullptr;
+  const uint8_t *data = mapped->data();
+  uint64_t size = mapped->size();
+  std::unique_ptr<SafetensorsFile> file =
+      parse(data, size, path, error);
+  if (file)
+    file->mapped_ = std::move(mapped);
+  return file;
+}
+
 std::unique_ptr<SafetensorsFile>
 SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string &what,
                        std::string &error) {
+  std::unique_ptr<SafetensorsFile> file =
+      parse(bytes.data(), bytes.size(), what, error);
+  if (file)
+    file->owned_ = std::move(bytes); // moving keeps the heap block
+  return file;
+}
+
+std::unique_ptr<SafetensorsFile>
+SafetensorsFile::parse(const uint8_t *bytes, uint64_t size,
+                       const std::string &what, std::string &error) {
   auto fail = [&](const std::string &message) {
     error = what + ": " + message;
     return nullptr;
   };
-  uint64_t size = bytes.size();
   if (size < 8)
     return fail(std::to_string(size) +
                 " bytes, too short for a safetensors file (it starts with an "
@@ -165,7 +192,7 @@ SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string &what,
   if (headerBytes > kMaxHeaderBytes)
     return fail("header length " + std::to_string(headerBytes) +
                 " exceeds the limit of " + std::to_string(kMaxHeaderBytes));
-  Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + headerBytes,
+  Json header = Json::parse(bytes + 8, bytes + 8 + headerBytes,
                             nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded())
     return fail("header is not valid JSON");
@@ -257,7 +284,7 @@ SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string &what,
 
   file->what_ = what;
   file->dataStart_ = 8 + headerBytes;
-  file->bytes_ = std::move(bytes);
+  file->base_ = bytes;
   return file;
 }
 

@@ -19,6 +19,10 @@
 #include <string_view>
 #include <vector>
 
+namespace dsc {
+class MappedFile;
+}
+
 namespace dsc::rt {
 
 /// "[2, 3]": how errors print a shape.
@@ -55,10 +59,16 @@ public:
   /// Reads and validates `path`. Null + one line naming `path` on error.
   static std::unique_ptr<SafetensorsFile> read(const std::string &path,
                                                std::string &error);
+  /// Maps and validates `path`: only the bytes a caller reads are read
+  /// from disk (a checkpoint's rank files, of which a rank needs a part).
+  static std::unique_ptr<SafetensorsFile> map(const std::string &path,
+                                              std::string &error);
   /// Validates bytes already in memory; `what` names them in errors.
   static std::unique_ptr<SafetensorsFile> parse(std::vector<uint8_t> bytes,
                                                 const std::string &what,
                                                 std::string &error);
+
+  ~SafetensorsFile();
 
   /// Every tensor, in data order.
   const std::vector<SafetensorsEntry> &tensors() const { return entries_; }
@@ -68,7 +78,7 @@ public:
   }
   /// The entry's bytes (entry.end - entry.begin of them).
   const uint8_t *data(const SafetensorsEntry &entry) const {
-    return bytes_.data() + dataStart_ + entry.begin;
+    return base_ + dataStart_ + entry.begin;
   }
   /// Copies an F32 tensor into `out` (numel floats). False + error if the
   /// entry is not F32.
@@ -76,8 +86,15 @@ public:
                std::string &error) const;
 
 private:
+  static std::unique_ptr<SafetensorsFile> parse(const uint8_t *bytes,
+                                                uint64_t size,
+                                                const std::string &what,
+                                                std::string &error);
+
   std::string what_;
-  std::vector<uint8_t> bytes_;
+  const uint8_t *base_ = nullptr; ///< owned_'s or mapped_'s bytes
+  std::vector<uint8_t> owned_;
+  std::unique_ptr<MappedFile> mapped_;
   uint64_t dataStart_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -1,6 +1,8 @@
 //===- DataLoader.cpp - token streams and deterministic batches -----------===//
 #include "runtime/data/DataLoader.h"
 
+#include "runtime/core/MappedFile.h"
+
 #include "runtime/rng/Philox.h"
 
 #include <algorithm>
@@ -24,98 +26,9 @@ bool endsWith(const std::string &s, const char *suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-// A mapped data file that shrinks under the run (truncated, rewritten) turns
-// reads past its new end into SIGBUS. The handler finds the file the
-// faulting address belongs to and ends the process with one line naming
-// it, as bad input (exit 2), instead of dying of the signal. The table is
-// fixed-size and read with atomics so the handler may read it.
-struct MappedFile {
-  std::atomic<const char *> begin{nullptr}, end{nullptr};
-  char path[512] = {};
-};
-MappedFile mappedFiles[8];
-struct sigaction previousBus;
-
-void onBus(int sig, siginfo_t *info, void *context) {
-  const char *at = static_cast<const char *>(info->si_addr);
-  for (MappedFile &m : mappedFiles) {
-    const char *b = m.begin.load(), *e = m.end.load();
-    if (b && at >= b && at < e) {
-      const char *head = "dsrun: ";
-      const char *tail = ": the data file changed under the run (it is "
-                         "shorter now); stopping\n";
-      ssize_t ignored = ::write(2, head, std::strlen(head));
-      ignored = ::write(2, m.path, std::strlen(m.path));
-      ignored = ::write(2, tail, std::strlen(tail));
-      (void)ignored;
-      ::_exit(2);
-    }
-  }
-  // Not ours: what SIGBUS would have done.
-  sigaction(sig, &previousBus, nullptr);
-  (void)context;
-  ::raise(sig);
-}
-
-void watchMapping(const void *data, uint64_t size, const std::string &path) {
-  static bool installed = [] {
-    struct sigaction action {};
-    action.sa_sigaction = onBus;
-    action.sa_flags = SA_SIGINFO;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGBUS, &action, &previousBus);
-    return true;
-  }();
-  (void)installed;
-  for (MappedFile &m : mappedFiles)
-    if (!m.begin.load()) {
-      std::snprintf(m.path, sizeof m.path, "%s", path.c_str());
-      m.end.store(static_cast<const char *>(data) + size);
-      m.begin.store(static_cast<const char *>(data));
-      return;
-    }
-}
-
-void unwatchMapping(const void *data) {
-  for (MappedFile &m : mappedFiles)
-    if (m.begin.load() == data) {
-      m.begin.store(nullptr);
-      m.end.store(nullptr);
-    }
-}
-
 // Sampling draws live on their own Philox stream, apart from every
 // initializer (those are keyed by variable names).
 const uint32_t kDataStream = rng::streamForName("dsrun.data");
-
-// Maps `path` read-only into `data` (null for an empty file, which cannot be
-// mapped). False + error if it cannot be opened or mapped.
-bool mapFile(const std::string &path, void *&data, uint64_t &size,
-             std::string &error) {
-  data = nullptr;
-  size = 0;
-  // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    error = path + ": cannot open: " + std::strerror(errno);
-    return false;
-  }
-  struct stat st;
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (!ok)
-    error = path + ": not a regular file";
-  if (ok && st.st_size > 0) {
-    size = uint64_t(st.st_size);
-    data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (data == MAP_FAILED) {
-      error = path + ": cannot map: " + std::strerror(errno);
-      data = nullptr;
-      ok = false;
-    }
-  }
-  ::close(fd);
-  return ok;
-}
 
 } // namespace
 
@@ -127,16 +40,15 @@ std::unique_ptr<DataLoader> DataLoader::open(const std::string &path,
   std::unique_ptr<DataLoader> loader(new DataLoader());
   loader->batch_ = batch;
   loader->seqLen_ = seqLen;
-  uint64_t size = 0;
-  if (!mapFile(path, loader->mapping_, size, error))
+  loader->mapping_ = MappedFile::open(path, "data file", error);
+  if (!loader->mapping_)
     return nullptr;
+  const uint64_t size = loader->mapping_->size();
   if (size == 0) {
     error = path + ": empty file";
     return nullptr;
   }
-  loader->mappingSize_ = size;
-  loader->bytes_ = static_cast<const uint8_t *>(loader->mapping_);
-  watchMapping(loader->mapping_, size, path);
+  loader->bytes_ = loader->mapping_->data();
 
   if (tokenFile) {
     if (size % 2 != 0) {
@@ -246,12 +158,7 @@ DataLoader::splitTail(double fraction, uint32_t batch, std::string &error) {
   return out;
 }
 
-DataLoader::~DataLoader() {
-  if (mapping_) {
-    unwatchMapping(mapping_);
-    ::munmap(mapping_, mappingSize_);
-  }
-}
+DataLoader::~DataLoader() = default;
 
 uint32_t DataLoader::tokenAt(uint64_t i) const {
   switch (width_) {

@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+namespace dsc {
+class MappedFile;
+}
+
 namespace dsc::rt {
 
 /// Which micro-batch to draw. Row `row` of rank `rank`'s micro-step `micro`
@@ -82,8 +86,7 @@ private:
   const uint8_t *bytes_ = nullptr;
   unsigned width_ = 1;
   uint64_t numTokens_ = 0;
-  void *mapping_ = nullptr;
-  uint64_t mappingSize_ = 0;
+  std::unique_ptr<MappedFile> mapping_;
   std::vector<uint32_t> owned_;
 
   uint32_t batch_ = 1;

@@ -309,8 +309,9 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
       error = where + ": 'files' must name files in the checkpoint";
       return false;
     }
+    // Mapped: a rank reads only the ranges of the fragments it needs.
     auto file =
-        SafetensorsFile::read(path + "/" + name.get<std::string>(), error);
+        SafetensorsFile::map(path + "/" + name.get<std::string>(), error);
     if (!file)
       return false;
     auto it = file->metadata().find("shapes");
