@@ -82,16 +82,20 @@ uint64_t SafetensorsEntry::numel() const {
   return n;
 }
 
-bool saveSafetensors(const std::string &path,
-                     const std::vector<TensorToSave> &tensors,
-                     const std::map<std::string, std::string> &metadata,
-                     std::string &error) {
+SafetensorsWriter::SafetensorsWriter() : out_(new OutputFile()) {}
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+bool SafetensorsWriter::open(const std::string &path,
+                             const std::vector<TensorToSave> &tensors,
+                             const std::map<std::string, std::string> &metadata,
+                             std::string &error) {
   // ordered_json keeps the header in data order, which reads better.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty())
     header["__metadata__"] = metadata;
   std::set<std::string> names;
   uint64_t offset = 0;
+  sizes_.clear();
   for (const TensorToSave &t : tensors) {
     if (t.name.empty() || t.name == "__metadata__" ||
         !names.insert(t.name).second) {
@@ -109,6 +113,7 @@ bool saveSafetensors(const std::string &path,
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+    sizes_.push_back(bytes / sizeof(float));
   }
   std::string text = header.dump(
       -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -118,23 +123,53 @@ bool saveSafetensors(const std::string &path,
 
   // A regular file is replaced through a temporary beside it; a device or
   // FIFO is written as it is (runtime/core/OutputPath.h).
-  OutputFile out;
-  if (!out.open(path, error))
+  if (!out_->open(path, error))
     return false;
   uint8_t length[8];
   for (int i = 0; i < 8; ++i)
     length[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  bool ok =
-      out.write(length, 8, error) && out.write(text.data(), text.size(), error);
-  for (size_t i = 0; ok && i < tensors.size(); ++i) {
-    uint64_t bytes = 0;
-    byteSize(tensors[i].shape, sizeof(float), bytes);
-    ok = out.write(tensors[i].data, bytes, error);
-  }
-  if (!ok || !out.commit(error))
-    return false;
-  return true;
+  next_ = 0;
+  return out_->write(length, 8, error) &&
+         out_->write(text.data(), text.size(), error);
 }
+
+bool SafetensorsWriter::write(const float *data, uint64_t count,
+                              std::string &error) {
+  if (next_ >= sizes_.size() || sizes_[next_] != count) {
+    error = "SafetensorsWriter: tensor " + std::to_string(next_) +
+            " written with " + std::to_string(count) + " floats";
+    return false;
+  }
+  ++next_;
+  return out_->write(data, count * sizeof(float), error);
+}
+
+bool SafetensorsWriter::commit(std::string &error) {
+  if (next_ != sizes_.size()) {
+    error = "SafetensorsWriter: " + std::to_string(sizes_.size() - next_) +
+            " tensors not written";
+    return false;
+  }
+  return out_->commit(error);
+}
+
+bool saveSafetensors(const std::string &path,
+                     const std::vector<TensorToSave> &tensors,
+                     const std::map<std::string, std::string> &metadata,
+                     std::string &error) {
+  SafetensorsWriter writer;
+  if (!writer.open(path, tensors, metadata, error))
+    return false;
+  for (const TensorToSave &t : tensors) {
+    uint64_t bytes = 0;
+    byteSize(t.shape, sizeof(float), bytes);
+    if (!writer.write(t.data, bytes / sizeof(float), error))
+      return false;
+  }
+  return writer.commit(error);
+}
+
+SafetensorsFile::~SafetensorsFile() = default;
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::read(const std::string &path,
                                                        std::string &error) {
@@ -144,8 +179,6 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::read(const std::string &path,
   return parse(std::move(bytes), path, error);
 }
 
-SafetensorsFile::~SafetensorsFile() = default;
-
 std::unique_ptr<SafetensorsFile> SafetensorsFile::map(const std::string &path,
                                                       std::string &error) {
   std::unique_ptr<MappedFile> mapped =
@@ -154,8 +187,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::map(const std::string &path,
     return nullptr;
   const uint8_t *data = mapped->data();
   uint64_t size = mapped->size();
-  std::unique_ptr<SafetensorsFile> file =
-      parse(data, size, path, error);
+  std::unique_ptr<SafetensorsFile> file = parse(data, size, path, error);
   if (file)
     file->mapped_ = std::move(mapped);
   return file;
@@ -171,9 +203,10 @@ SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::string &what,
   return file;
 }
 
-std::unique_ptr<SafetensorsFile>
-SafetensorsFile::parse(const uint8_t *bytes, uint64_t size,
-                       const std::string &what, std::string &error) {
+std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t *bytes,
+                                                        uint64_t size,
+                                                        const std::string &what,
+                                                        std::string &error) {
   auto fail = [&](const std::string &message) {
     error = what + ": " + message;
     return nullptr;
@@ -192,8 +225,8 @@ SafetensorsFile::parse(const uint8_t *bytes, uint64_t size,
   if (headerBytes > kMaxHeaderBytes)
     return fail("header length " + std::to_string(headerBytes) +
                 " exceeds the limit of " + std::to_string(kMaxHeaderBytes));
-  Json header = Json::parse(bytes + 8, bytes + 8 + headerBytes,
-                            nullptr, /*allow_exceptions=*/false);
+  Json header = Json::parse(bytes + 8, bytes + 8 + headerBytes, nullptr,
+                            /*allow_exceptions=*/false);
   if (header.is_discarded())
     return fail("header is not valid JSON");
   if (!header.is_object())

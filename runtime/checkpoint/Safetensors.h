@@ -21,7 +21,8 @@
 
 namespace dsc {
 class MappedFile;
-}
+class OutputFile;
+} // namespace dsc
 
 namespace dsc::rt {
 
@@ -33,6 +34,26 @@ struct TensorToSave {
   std::string name;
   std::vector<int64_t> shape;
   const float *data = nullptr;
+};
+
+/// A safetensors file written tensor by tensor, so a caller holds one
+/// tensor at a time: open() writes the header for `tensors` (names and
+/// shapes; their data is not read), write() appends each one's floats in
+/// that order, commit() puts the file in place as saveSafetensors does.
+class SafetensorsWriter {
+public:
+  SafetensorsWriter();
+  ~SafetensorsWriter(); ///< abandons an uncommitted file
+  bool open(const std::string &path, const std::vector<TensorToSave> &tensors,
+            const std::map<std::string, std::string> &metadata,
+            std::string &error);
+  bool write(const float *data, uint64_t count, std::string &error);
+  bool commit(std::string &error);
+
+private:
+  std::unique_ptr<OutputFile> out_;
+  std::vector<uint64_t> sizes_; ///< floats per tensor
+  size_t next_ = 0;
 };
 
 /// Writes `tensors` (in this order) and `metadata` to `path`. The bytes go to

@@ -88,8 +88,8 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string &path,
   if (!ok)
     error = path + ": not a regular file";
   if (ok && st.st_size > 0) {
-    void *data = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE,
-                        fd, 0);
+    void *data =
+        ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
     if (data == MAP_FAILED) {
       error = path + ": cannot map: " + std::strerror(errno);
       ok = false;

@@ -23,8 +23,7 @@ public:
   /// names it in the SIGBUS line ("data file", "checkpoint file"). Null +
   /// one line naming `path` on error. An empty file maps to no bytes.
   static std::unique_ptr<MappedFile> open(const std::string &path,
-                                          const char *kind,
-                                          std::string &error);
+                                          const char *kind, std::string &error);
   ~MappedFile();
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;

@@ -1,5 +1,6 @@
 //===- Checkpoint.cpp - training checkpoints: save, find, resume ----------===//
 #include "runtime/tooling/Checkpoint.h"
+#include "runtime/tooling/CheckpointIndex.h"
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
@@ -25,8 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char *kFormat = "dsc-checkpoint-1";
-constexpr const char *kManifest = "manifest.json";
 constexpr const char *kPartial = ".partial";
 
 /// The state a checkpoint holds: everything but the gradient accumulators,
@@ -92,8 +91,8 @@ void removeCheckpointDir(const fs::path &dir) {
   std::error_code ec;
   for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (e.is_regular_file(ec) &&
-        (name.rfind("rank-", 0) == 0 || name.rfind(kManifest, 0) == 0))
+    if (e.is_regular_file(ec) && (name.rfind("rank-", 0) == 0 ||
+                                  name.rfind(kCheckpointManifest, 0) == 0))
       fs::remove(e.path(), ec);
   }
   fs::remove(dir, ec); // fails, harmlessly, if something else is in it
@@ -108,7 +107,7 @@ void listCheckpoints(const fs::path &dir, std::vector<fs::path> &committed,
       continue;
     if (name.size() > 8 && name.compare(name.size() - 8, 8, kPartial) == 0)
       partial.push_back(e.path());
-    else if (fs::exists(e.path() / kManifest))
+    else if (fs::exists(e.path() / kCheckpointManifest))
       committed.push_back(e.path());
     else
       partial.push_back(e.path()); // a step directory without its manifest
@@ -177,14 +176,14 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
   if (ok)
     ok = saveSafetensors(
         (partial / rankFile(run.rank, run.worldSize)).string(), tensors,
-        {{"format", kFormat}, {"shapes", shapes.dump()}}, error);
+        {{"format", kCheckpointFormat}, {"shapes", shapes.dump()}}, error);
   if (!agree(run, ok, error))
     return false;
 
   // The commit: the manifest, then the directory's rename.
   if (run.rank == 0) {
     json m;
-    m["format"] = kFormat;
+    m["format"] = kCheckpointFormat;
     m["step"] = state.step;
     m["applied"] = state.applied;
     m["skipped"] = state.skipped;
@@ -202,8 +201,8 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
       files.push_back(rankFile(r, run.worldSize));
     m["files"] = files;
     std::string text = m.dump(2) + "\n";
-    ok = writeOutput((partial / kManifest).string(), text.data(), text.size(),
-                     error) &&
+    ok = writeOutput((partial / kCheckpointManifest).string(), text.data(),
+                     text.size(), error) &&
          syncDirectory(partial.string(), error);
     if (ok && fs::exists(final)) {
       // The same step saved before (a resumed run): the new one replaces
@@ -262,82 +261,21 @@ bool findLatestCheckpoint(const std::string &dir, std::string &path,
 bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
                     RunState &state, std::vector<std::string> &notes,
                     std::string &error) {
-  std::string text;
-  if (!readRegularFile(path + "/" + kManifest, text, error))
+  CheckpointIndex index;
+  if (!index.open(path, error))
     return false;
-  json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const std::string where = path + "/" + kManifest;
-  if (m.is_discarded() || !m.is_object() || m.value("format", "") != kFormat ||
-      !m["step"].is_number_unsigned() || !m["files"].is_array()) {
-    error = where + ": not a dsc checkpoint manifest (" + kFormat + ")";
-    return false;
-  }
-  state = {};
-  state.step = m["step"].get<uint64_t>();
-  state.applied = m.value("applied", state.step);
-  state.skipped = m.value("skipped", uint64_t(0));
-  if (m.contains("loss_scaler")) {
-    const json &s = m["loss_scaler"];
-    state.scaler =
-        LossScaler::State{s.value("scale", 0.0), s.value("hysteresis", 0),
-                          s.value("iteration", int64_t(0)),
-                          s.value("last_overflow", int64_t(-1))};
-  }
-  if (m.value("model", "") != run.model)
-    notes.push_back("checkpoint '" + path + "' is of model '" +
-                    m.value("model", "") + "', the plan's is '" + run.model +
-                    "'");
-  if (m.value("plan", "") != hex(run.planId) ||
-      m.value("world_size", 0) != run.worldSize)
+  state = index.state();
+  if (index.model() != run.model)
+    notes.push_back("checkpoint '" + path + "' is of model '" + index.model() +
+                    "', the plan's is '" + run.model + "'");
+  if (index.planId() != hex(run.planId) || index.worldSize() != run.worldSize)
     notes.push_back("resuming '" + path + "' (" +
-                    std::to_string(m.value("world_size", 0)) +
+                    std::to_string(index.worldSize()) +
                     " ranks) into another plan (" +
                     std::to_string(run.worldSize) + " ranks)");
 
-  // Every fragment of every rank file: (name, first element) -> entry.
-  struct Fragment {
-    const SafetensorsFile *file;
-    const SafetensorsEntry *entry;
-    int64_t first;
-  };
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
-  std::map<std::string, std::vector<Fragment>> fragments;
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (const json &name : m["files"]) {
-    if (!name.is_string() ||
-        name.get<std::string>().find('/') != std::string::npos) {
-      error = where + ": 'files' must name files in the checkpoint";
-      return false;
-    }
-    // Mapped: a rank reads only the ranges of the fragments it needs.
-    auto file =
-        SafetensorsFile::map(path + "/" + name.get<std::string>(), error);
-    if (!file)
-      return false;
-    auto it = file->metadata().find("shapes");
-    json s = it == file->metadata().end()
-                 ? json()
-                 : json::parse(it->second, nullptr, false);
-    if (!s.is_object()) {
-      error = path + "/" + name.get<std::string>() +
-              ": no 'shapes' metadata (not a dsc checkpoint file)";
-      return false;
-    }
-    for (auto &[k, v] : s.items())
-      if (v.is_array())
-        shapes[k] = v.get<std::vector<int64_t>>();
-    for (const SafetensorsEntry &e : file->tensors()) {
-      size_t at = e.name.rfind('@');
-      std::string base =
-          at == std::string::npos ? e.name : e.name.substr(0, at);
-      int64_t first =
-          at == std::string::npos ? 0 : std::stoll(e.name.substr(at + 1));
-      fragments[base].push_back({file.get(), &e, first});
-    }
-    files.push_back(std::move(file));
-  }
-
   // The plan and the checkpoint must hold the same state.
+  const auto &shapes = index.shapes();
   std::vector<std::string> problems;
   std::map<std::string, const NamedTensor *> wanted;
   for (const NamedTensor &v : run.session->variables())
@@ -363,7 +301,7 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     return false;
   }
 
-  // Each variable from the fragments that cover what this rank holds.
+  // Each variable: only the elements this rank holds are read.
   for (const NamedTensor &v : run.session->variables()) {
     if (!checkpointed(v))
       continue;
@@ -371,24 +309,9 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     if (part.empty())
       continue;
     std::vector<float> whole(size_t(v.numel()), 0.0f);
-    int64_t covered = 0;
-    for (const Fragment &f : fragments[v.name]) {
-      int64_t n = int64_t(f.entry->numel());
-      int64_t lo = std::max(part.begin, f.first);
-      int64_t hi = std::min(part.end, f.first + n);
-      if (lo >= hi)
-        continue;
-      std::vector<float> values(static_cast<size_t>(n));
-      if (!f.file->readF32(*f.entry, values.data(), error))
-        return false;
-      std::copy(values.begin() + (lo - f.first),
-                values.begin() + (hi - f.first), whole.begin() + lo);
-      covered += hi - lo;
-    }
-    if (covered != part.end - part.begin) {
-      error = path + ": the rank files do not hold all of '" + v.name + "'";
+    if (!index.read(v.name, part.begin, part.end, whole.data() + part.begin,
+                    error))
       return false;
-    }
     run.session->writeVariable(v, whole.data());
   }
   return true;

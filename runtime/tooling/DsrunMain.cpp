@@ -4,10 +4,12 @@
 #include <csignal>
 
 #include "runtime/backends/Registry.h"
+#include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/OutputPath.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Checkpoint.h"
+#include "runtime/tooling/CheckpointIndex.h"
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/Interrupt.h"
 #include "runtime/tooling/Launch.h"
@@ -192,7 +194,73 @@ struct Prepared {
   OutputFiles files;
   std::unique_ptr<Session> session;
   WeightsLayout layout;
+  bool exported = false; ///< the weights came out of a checkpoint; done
 };
+
+/// The plan's parameters' whole shapes, by name.
+std::map<std::string, std::vector<int64_t>> paramShapes(const fb::Plan &plan) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  if (!plan.variables() || !plan.buffers())
+    return shapes;
+  for (const fb::Variable *v : *plan.variables()) {
+    if (v->kind() != fb::VarKind::param || !v->name())
+      continue;
+    const auto *dims =
+        v->shape() ? v->shape() : plan.buffers()->Get(v->buffer())->shape();
+    shapes[v->name()->str()] =
+        dims ? std::vector<int64_t>(dims->begin(), dims->end())
+             : std::vector<int64_t>();
+  }
+  return shapes;
+}
+
+/// `--resume --export-weights` with nothing to train, on one process: the
+/// weights are streamed out of the newest checkpoint (Weights.h), with no
+/// session, so memory stays near one variable instead of the run's whole
+/// state. Sets `done` when it applies.
+bool exportFromCheckpoint(const DsrunOptions &options, Prepared &p, bool &done,
+                          std::string &error) {
+  done = false;
+  std::string path;
+  std::vector<std::string> notes;
+  if (!findLatestCheckpoint(options.saveDir, path, notes, error))
+    return false;
+  if (path.empty())
+    return true;
+  CheckpointIndex checkpoint;
+  if (!checkpoint.open(path, error))
+    return false;
+  if (checkpoint.state().step < p.setup.steps)
+    return true; // there is training to do first
+  for (const auto &[name, shape] : paramShapes(p.loaded->plan())) {
+    auto it = checkpoint.shapes().find(name);
+    if (it == checkpoint.shapes().end()) {
+      error = path + ": the checkpoint has no '" + name + "'";
+      return false;
+    }
+    if (it->second != shape) {
+      error = path + ": '" + name + "' is " + formatShape(it->second) +
+              " in the checkpoint and " + formatShape(shape) + " in the plan";
+      return false;
+    }
+  }
+  std::map<std::string, std::string> metadata = {
+      {"producer", "dsrun"},
+      {"model", p.info.model},
+      {"step", std::to_string(checkpoint.state().step)},
+      {"seed", std::to_string(checkpoint.seed())}};
+  p.layout = WeightsLayout::forModel(p.info.model, p.info.params);
+  if (!exportCheckpointWeights(checkpoint, p.layout, options.exportWeights,
+                               metadata, error))
+    return false;
+  for (const std::string &note : notes)
+    std::printf("dsrun: note: %s\n", note.c_str());
+  std::printf("dsrun: wrote %s from %s (step %llu), streamed\n",
+              options.exportWeights.c_str(), path.c_str(),
+              (unsigned long long)checkpoint.state().step);
+  done = true;
+  return true;
+}
 
 CheckpointRun checkpointRun(const DsrunOptions &options, Communicator &comm,
                             Prepared &p) {
@@ -255,9 +323,10 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   TrainSetup &setup = p.setup;
   if (!LrSchedule::create(info.schedule, setup.schedule, error))
     return kExitBadInput;
-  setup.steps = options.steps;
+  const bool stepsUnset = options.steps == DsrunOptions::kStepsUnset;
+  setup.steps = stepsUnset ? 0 : options.steps;
   int64_t total = info.schedule.totalNumSteps;
-  if (setup.steps == 0 && !options.evalOnly && !options.sample) {
+  if (stepsUnset && !options.evalOnly && !options.sample) {
     if (total <= 0) {
       error = "--steps is required: the plan's schedule has no "
               "total_num_steps";
@@ -372,6 +441,15 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       return kExitBadInput;
   }
 
+  if (options.resume && !options.exportWeights.empty() && comm.size() == 1 &&
+      !options.sample && !options.evalOnly && options.dumpState.empty() &&
+      options.trace.empty() && options.metrics.empty()) {
+    if (!exportFromCheckpoint(options, p, p.exported, error))
+      return kExitBadInput;
+    if (p.exported)
+      return kExitOk;
+  }
+
   SessionOptions sessionOptions;
   sessionOptions.seed = options.seed;
   sessionOptions.rank = comm.rank();
@@ -422,7 +500,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   const bool lead = comm.rank() == 0;
   Prepared p;
   int status = agreeToStart(comm, prepare(options, comm, p, error), error);
-  if (status != kExitOk)
+  if (status != kExitOk || p.exported)
     return status;
   PlanInfo &info = p.info;
   TrainSetup &setup = p.setup;
@@ -558,7 +636,8 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
     std::map<std::string, std::string> metadata = {
         {"producer", "dsrun"},
         {"model", info.model},
-        {"step", std::to_string(setup.steps)},
+        // The weights' step: a resumed run past --steps trained nothing.
+        {"step", std::to_string(std::max(setup.steps, setup.start.step))},
         {"seed", std::to_string(options.seed)}};
     if (!exportWeights(*session, p.layout, options.exportWeights, metadata,
                        lead, error))

@@ -46,9 +46,9 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--data", "PATH", &O::data,
                          "training data: a nanoGPT .bin (uint16 tokens) or "
                          "any file read as bytes (default: synthetic)"));
-    t.push_back(numberFlag("--steps", "N", Value::Positive, &O::steps,
+    t.push_back(numberFlag("--steps", "N", Value::Unsigned, &O::steps,
                            "optimizer steps (default: the schedule's "
-                           "total_num_steps)"));
+                           "total_num_steps; 0 with --resume: none)"));
     t.push_back(numberFlag("--np", "N", Value::Positive, &O::np,
                            "ranks, started on this machine through mpirun; "
                            "must match the plan's world size (default 1; "
@@ -293,8 +293,9 @@ bool parseDsrunFlags(const std::vector<std::string> &args,
   }
   if (options.help)
     return true;
-  if (options.steps > std::numeric_limits<uint32_t>::max()) {
-    error = "--steps: expected a positive integer below 2^32, got '" +
+  if (options.steps != DsrunOptions::kStepsUnset &&
+      options.steps > std::numeric_limits<uint32_t>::max()) {
+    error = "--steps: expected a non-negative integer below 2^32, got '" +
             std::to_string(options.steps) + "'";
     return false;
   }
@@ -341,6 +342,9 @@ bool checkDsrunFlags(const DsrunOptions &options, std::string &error) {
   } else if (options.resume && !options.initFrom.empty()) {
     error = "--resume and --init-from both set the weights; give one";
   }
+  if (error.empty() && options.steps == 0 && !options.resume)
+    error = "--steps 0 trains nothing: it goes with --resume (e.g. to "
+            "--export-weights a checkpoint's weights)";
   return error.empty();
 }
 

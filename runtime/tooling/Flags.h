@@ -17,8 +17,10 @@ namespace dsc::rt {
 
 struct DsrunOptions {
   std::string plan;
-  std::string data;   ///< empty: synthetic data
-  uint64_t steps = 0; ///< 0: the schedule's total_num_steps
+  std::string data; ///< empty: synthetic data
+  /// kStepsUnset: the schedule's total_num_steps; 0 (with --resume): none.
+  static constexpr uint64_t kStepsUnset = ~uint64_t(0);
+  uint64_t steps = kStepsUnset;
   uint64_t np = 1;
   std::string backend = "cpu";
   uint64_t seed = 1337;

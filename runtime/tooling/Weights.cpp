@@ -3,6 +3,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/core/Half.h"
+#include "runtime/tooling/CheckpointIndex.h"
 
 #include <algorithm>
 #include <cstring>
@@ -74,6 +75,55 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
   // Hugging Face loaders read "format" to pick the framework.
   metadata["format"] = "pt";
   return saveSafetensors(path, tensors, metadata, error);
+}
+
+bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
+                             const WeightsLayout &layout,
+                             const std::string &path,
+                             std::map<std::string, std::string> metadata,
+                             std::string &error) {
+  // What each output tensor is read from: the fp32 master where the run
+  // has one (the weights the optimizer trains), else the parameter.
+  struct Source {
+    std::string variable;
+    uint64_t numel;
+  };
+  std::vector<TensorToSave> tensors;
+  std::vector<Source> sources;
+  const auto &shapes = checkpoint.shapes();
+  for (const std::string &name : layout.params) {
+    std::string variable =
+        shapes.count(name + ".master") ? name + ".master" : name;
+    auto it = shapes.find(variable);
+    if (it == shapes.end()) {
+      error = checkpoint.path() + ": the checkpoint has no '" + name +
+              "', a parameter of the plan";
+      return false;
+    }
+    uint64_t numel = 1;
+    for (int64_t d : it->second)
+      numel *= uint64_t(d);
+    tensors.push_back({name, it->second, nullptr});
+    sources.push_back({variable, numel});
+    if (layout.tiedLmHead && name == kTokenEmbedding) {
+      tensors.push_back({kLmHead, it->second, nullptr});
+      sources.push_back({variable, numel});
+    }
+  }
+  metadata["format"] = "pt";
+  SafetensorsWriter writer;
+  if (!writer.open(path, tensors, metadata, error))
+    return false;
+  // One variable in memory at a time; the rank files are mapped.
+  std::vector<float> buffer;
+  for (const Source &s : sources) {
+    buffer.resize(size_t(s.numel));
+    if (!checkpoint.read(s.variable, 0, int64_t(s.numel), buffer.data(),
+                         error) ||
+        !writer.write(buffer.data(), s.numel, error))
+      return false;
+  }
+  return writer.commit(error);
 }
 
 bool readLocalFloats(Session &session, const NamedTensor &v,

@@ -17,6 +17,8 @@
 
 namespace dsc::rt {
 
+class CheckpointIndex;
+
 /// Which variables are parameters, and whether lm_head.weight is an alias of
 /// transformer.wte.weight.
 struct WeightsLayout {
@@ -38,6 +40,17 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
                    std::map<std::string, std::string> metadata, bool write,
                    std::string &error);
+
+/// The same file as exportWeights would write after loading `checkpoint`,
+/// but from the checkpoint alone and streamed: one variable in memory at a
+/// time (the rank files are mapped), no session, no optimizer state, from a
+/// checkpoint of any world size or ZeRO stage. Each parameter's fp32
+/// master where the checkpoint has one. False + one line on error.
+bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
+                             const WeightsLayout &layout,
+                             const std::string &path,
+                             std::map<std::string, std::string> metadata,
+                             std::string &error);
 
 /// The floats of the buffer `v` views on this rank (a sharded variable's:
 /// the rank's whole group shard), converted exactly from 16 bits. Local;

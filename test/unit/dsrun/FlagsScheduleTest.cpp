@@ -140,7 +140,7 @@ TEST(Flags, Defaults) {
   ASSERT_TRUE(parseDsrunFlags({"p.dsplan"}, o, error)) << error;
   EXPECT_EQ(o.plan, "p.dsplan");
   EXPECT_EQ(o.data, "");
-  EXPECT_EQ(o.steps, 0u);
+  EXPECT_EQ(o.steps, DsrunOptions::kStepsUnset);
   EXPECT_EQ(o.np, 1u);
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.seed, 1337u);
@@ -203,15 +203,13 @@ TEST(Flags, EveryFlag) {
 
 TEST(Flags, Errors) {
   EXPECT_EQ(flagError({"p", "--steps", "x"}),
-            "--steps: expected a positive integer, got 'x'");
-  EXPECT_EQ(flagError({"p", "--steps", "0"}),
-            "--steps: expected a positive integer, got '0'");
+            "--steps: expected a non-negative integer, got 'x'");
   EXPECT_EQ(flagError({"p", "--steps=-3"}),
-            "--steps: expected a positive integer, got '-3'");
+            "--steps: expected a non-negative integer, got '-3'");
   EXPECT_EQ(flagError({"p", "--steps", "12abc"}),
-            "--steps: expected a positive integer, got '12abc'");
+            "--steps: expected a non-negative integer, got '12abc'");
   EXPECT_EQ(flagError({"p", "--steps", "4294967296"}),
-            "--steps: expected a positive integer below 2^32, got "
+            "--steps: expected a non-negative integer below 2^32, got "
             "'4294967296'");
   EXPECT_EQ(flagError({"p", "--steps"}), "--steps: missing value (N)");
   EXPECT_EQ(flagError({"p", "--np", "two"}),
@@ -325,6 +323,15 @@ TEST(Flags, CheckpointFlagsGoTogether) {
   EXPECT_EQ(refused({"p", "--save-dir", "d", "--resume", "--init-from",
                      "w.safetensors"}),
             "--resume and --init-from both set the weights; give one");
+  EXPECT_EQ(refused({"p", "--steps", "0"}),
+            "--steps 0 trains nothing: it goes with --resume (e.g. to "
+            "--export-weights a checkpoint's weights)");
+  DsrunOptions zero;
+  std::string zeroError;
+  ASSERT_TRUE(parseDsrunFlags(
+      {"p", "--save-dir", "d", "--resume", "--steps", "0"}, zero, zeroError));
+  EXPECT_TRUE(checkDsrunFlags(zero, zeroError)) << zeroError;
+  EXPECT_EQ(zero.steps, 0u);
   DsrunOptions o;
   std::string error;
   ASSERT_TRUE(parseDsrunFlags(

@@ -374,8 +374,9 @@ TEST_F(TrainerFixture, NonFiniteLossFailsTheRun) {
   }
 }
 
-/// Rank `rank` of two; the other rank's loss is always `otherLoss`, or the
-/// all-reduce times out.
+/// Rank `rank` of two; the other rank's loss is always `otherLoss` (the
+/// first element of the step's all-reduce; it asks for no stop, the
+/// others), or the all-reduce times out.
 class TwoRankComm : public Communicator {
 public:
   explicit TwoRankComm(int rank) : rank_(rank) {}
@@ -398,7 +399,7 @@ protected:
     }
     for (size_t i = 0; i < count; ++i)
       static_cast<double *>(out)[i] =
-          static_cast<const double *>(in)[i] + otherLoss;
+          static_cast<const double *>(in)[i] + (i == 0 ? otherLoss : 0.0);
     return true;
   }
   bool doReduceScatterSum(const void *, void *, size_t, DType, void *,

@@ -1,0 +1,69 @@
+//===- CheckpointIndex.h - a committed checkpoint, opened for reading -*- C++
+//-*-===//
+//
+// What resuming and exporting share: the manifest read and checked, every
+// rank file mapped (runtime/core/MappedFile.h: only the ranges read are read
+// from disk), and every variable's fragments indexed by logical name, so a
+// caller copies any element range of any variable without holding a file
+// or a whole variable in memory. docs/checkpoints.md has the layout.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_CHECKPOINTINDEX_H
+#define DSC_RUNTIME_TOOLING_CHECKPOINTINDEX_H
+
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/tooling/Checkpoint.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// The manifest's name in a step directory, and its format.
+extern const char *const kCheckpointManifest;
+extern const char *const kCheckpointFormat;
+
+class CheckpointIndex {
+public:
+  /// Opens the committed checkpoint at `path` (a step directory). False +
+  /// one line naming the file on error.
+  bool open(const std::string &path, std::string &error);
+
+  const std::string &path() const { return path_; }
+  const RunState &state() const { return state_; }
+  uint64_t seed() const { return seed_; }
+  const std::string &model() const { return model_; }
+  const std::string &planId() const { return planId_; } ///< 16 hex digits
+  int worldSize() const { return worldSize_; }
+  /// Every variable's whole shape, by logical name.
+  const std::map<std::string, std::vector<int64_t>> &shapes() const {
+    return shapes_;
+  }
+
+  /// Copies elements [begin, end) of the flattened variable `name` into
+  /// `out`; false + one line when the rank files do not hold all of them.
+  bool read(const std::string &name, int64_t begin, int64_t end, float *out,
+            std::string &error) const;
+
+private:
+  struct Fragment {
+    const SafetensorsFile *file;
+    const SafetensorsEntry *entry;
+    int64_t first; ///< its first element in the flattened variable
+  };
+
+  std::string path_;
+  RunState state_;
+  uint64_t seed_ = 0;
+  std::string model_, planId_;
+  int worldSize_ = 0;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, std::vector<Fragment>> fragments_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_CHECKPOINTINDEX_H
