@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds dsc's libFuzzer targets (test/fuzz; clang-19, ASan + UBSan) in
+# their own folder and runs each for SECONDS on its seed corpus.
+#
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]
+#
+# SECONDS: per target (default 60). TARGETs: PlanFuzzer SafetensorsFuzzer
+# DataFuzzer ConfigFuzzer MlirInputFuzzer (default: all). The seed corpora
+# (test/fuzz/corpus/TARGET) are read, never written: new inputs go to
+# FUZZ_BUILD_DIR/corpus/TARGET, crashes to FUZZ_BUILD_DIR/artifacts. Prints
+# one line per target: runs, coverage, corpus size, and "clean" or the
+# crash file. Exit status 1 when any target found a crash or a leak.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] ||
+  targets=(PlanFuzzer SafetensorsFuzzer DataFuzzer ConfigFuzzer MlirInputFuzzer)
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+
+if ! command -v clang++-19 >/dev/null ||
+   [ ! -f /usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.fuzzer-x86_64.a ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get install -y -qq --no-install-recommends clang-19 libclang-rt-19-dev
+fi
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang-19 CXX=clang++-19 cmake -G Ninja -S "$root" -B "$build" \
+    -DDSC_FUZZ=ON -DDSC_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+ninja -C "$build" -j "${DSC_JOBS:-$(nproc)}" "${targets[@]}"
+
+status=0
+mkdir -p "$build/artifacts"
+for t in "${targets[@]}"; do
+  work=$build/corpus/$t
+  mkdir -p "$work"
+  log=$build/$t.log
+  # Leaks are reported too (LeakSanitizer, on by default with ASan).
+  if "$build/test/fuzz/$t" -max_total_time="$seconds" -timeout=20 \
+       -rss_limit_mb=2560 -print_final_stats=1 \
+       -artifact_prefix="$build/artifacts/$t-" \
+       "$work" "$root/test/fuzz/corpus/$t" >"$log" 2>&1; then
+    result=clean
+  else
+    result="FOUND: $(grep -o "$build/artifacts/$t-[^ ]*" "$log" | head -1) (log: $log)"
+    status=1
+  fi
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo ?)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)
+  echo "fuzz: $t: ${seconds} s, $runs runs, cov $cov, corpus $(ls "$work" | wc -l) new inputs: $result"
+done
+exit $status

@@ -1,0 +1,1 @@
+ds.variable param @w : tensor<4xf32> init zeros
