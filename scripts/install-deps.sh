@@ -13,7 +13,7 @@ pkgs=(
   libflatbuffers-dev flatbuffers-compiler-dev
   libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libboost-dev
+  nlohmann-json3-dev libboost-dev iproute2
   python3 python3-numpy python3-torch time
 )
 missing=()

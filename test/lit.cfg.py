@@ -32,14 +32,27 @@ import shutil
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
 
+# Two hosts on one machine (network namespaces, test/e2e/two_hosts.py):
+# needs root, iproute2 and a kernel that allows namespaces and veth pairs.
+two_hosts = [config.python_executable,
+             os.path.join(config.test_source_root, "e2e", "two_hosts.py"),
+             "probe"]
+if subprocess.call(two_hosts, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("netns")
+
 # scripts/install-deps.sh installs both, so a missing one means a broken
 # setup, and the tests needing it would turn UNSUPPORTED while ctest's lit
 # entry still said Passed. Refuse instead; DSC_ALLOW_UNSUPPORTED=1 runs the
 # rest on a machine that lacks them on purpose.
 missing = [f for f in ("torch", "mpi") if f not in config.available_features]
+# As root the two hosts must work too (a non-root run cannot build them).
+if os.geteuid() == 0 and "netns" not in config.available_features:
+    missing.append("netns")
 if missing and os.environ.get("DSC_ALLOW_UNSUPPORTED") != "1":
     lit_config.fatal(
         "missing test dependencies: " + ", ".join(missing) +
-        " (torch: /usr/bin/python3 -c 'import torch'; mpi: mpirun on PATH); "
+        " (torch: /usr/bin/python3 -c 'import torch'; mpi: mpirun on PATH; "
+        "netns: test/e2e/two_hosts.py probe, as root); "
         "run scripts/install-deps.sh, or set DSC_ALLOW_UNSUPPORTED=1 to skip "
         "the tests that need them")

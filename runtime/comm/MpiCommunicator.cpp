@@ -55,6 +55,7 @@
 #include <mutex>
 #include <thread>
 
+#include <time.h>
 #include <unistd.h>
 
 namespace dsc::rt {
@@ -122,6 +123,38 @@ void installSignalHandler() {
   action.sa_handler = onTerminate;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
+}
+
+/// How long a rank that gave up lets its launcher live on.
+constexpr int kLauncherGraceS = 5;
+
+/// A rank that gives up on the job leaves without MPI_Finalize, and mpirun
+/// then ends the job. mpirun itself can hang doing so: with a host cut off
+/// it waits on that host's daemon forever (OpenMPI 4.1.4; docs/
+/// multi-process.md). So the rank leaves behind a detached guard that ends
+/// its launcher (mpirun, or on another host the orted that started it) if
+/// it is still there kLauncherGraceS after the rank left. After fork only
+/// async-signal-safe calls: the rank has threads.
+void guardLauncher() {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true))
+    return;
+  const pid_t launcher = ::getppid();
+  if (launcher <= 1 || ::fork() != 0)
+    return; // the rank goes on to exit (or fork failed: nothing to do)
+  ::setsid();
+  // Holding none of the rank's descriptors: an inherited output pipe would
+  // keep mpirun waiting for its end.
+  for (int fd = 0; fd < 4096; ++fd)
+    ::close(fd);
+  struct timespec tick = {0, 100 * 1000 * 1000};
+  for (int i = 0; i < kLauncherGraceS * 10; ++i) {
+    ::nanosleep(&tick, nullptr);
+    if (::kill(launcher, 0) != 0)
+      ::_exit(0); // it ended the job
+  }
+  ::kill(launcher, SIGKILL);
+  ::_exit(0);
 }
 
 void finalizeAtExit() {
@@ -291,7 +324,10 @@ public:
   const char *kind() const override { return "mpi"; }
 
   bool barrier(std::string &error) override;
-  void abandon() override { unclean = true; }
+  void abandon() override {
+    unclean = true;
+    guardLauncher();
+  }
 
 private:
   bool doAllReduceSum(const void *in, void *out, size_t count, DType dtype,

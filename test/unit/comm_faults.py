@@ -82,7 +82,12 @@ def run(dsrun, plan, sig, mid_run=True):
         _, err = proc.communicate()
         err += b"\ncomm_faults: the run did not end\n"
     took = time.monotonic() - start
-    for pid in rank_pids(plan):  # nothing may survive the run
+    # Nothing may survive the run. A rank that gave up leaves a guard that
+    # watches mpirun every 0.1 s (MpiCommunicator.cpp): let it see.
+    settle = time.monotonic() + 1.0
+    while rank_pids(plan) and time.monotonic() < settle:
+        time.sleep(0.05)
+    for pid in rank_pids(plan):
         os.kill(pid, signal.SIGKILL)
         err += f"\ncomm_faults: pid {pid} outlived the run\n".encode()
     return proc.returncode, err.decode(errors="replace"), took
