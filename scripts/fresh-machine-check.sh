@@ -38,7 +38,7 @@ cleanup() {
   done
   # Only a tree this script made, and only once nothing is mounted in it.
   if [ "$keep" = 0 ] && [ -f "$root/.dsc-fresh-root" ] &&
-     ! grep -q " $root/" /proc/mounts; then
+     ! grep -q " $root[/ ]" /proc/mounts; then
     rm -rf --one-file-system "$root"
   fi
 }
@@ -66,6 +66,10 @@ bind() { # bind SOURCE TARGET-IN-ROOT
   mount --bind "$1" "$root$2"
   mounted+=("$root$2")
 }
+# The tree itself first: `ip netns exec` (test/e2e/two_hosts.py) remounts
+# "/" as a slave, which needs "/" to be a mount point inside the chroot.
+mount --bind "$root" "$root"
+mounted+=("$root")
 bind /proc /proc
 bind /sys /sys
 bind /dev /dev
