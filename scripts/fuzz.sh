@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds dsc's libFuzzer targets (test/fuzz; clang-19, ASan + UBSan) in
-# their own folder and runs each for SECONDS on its seed corpus.
+# Builds dsc's libFuzzer targets (test/fuzz; clang-19, ASan + UBSan:
+# scripts/sanitized-build.sh) and runs each for SECONDS on its seed corpus.
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]
 #
@@ -18,18 +18,7 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
   targets=(PlanFuzzer SafetensorsFuzzer DataFuzzer ConfigFuzzer MlirInputFuzzer)
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-
-if ! command -v clang++-19 >/dev/null ||
-   [ ! -f /usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.fuzzer-x86_64.a ]; then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get install -y -qq --no-install-recommends clang-19 libclang-rt-19-dev
-fi
-if [ ! -f "$build/build.ninja" ]; then
-  CC=clang-19 CXX=clang++-19 cmake -G Ninja -S "$root" -B "$build" \
-    -DDSC_FUZZ=ON -DDSC_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
-ninja -C "$build" -j "${DSC_JOBS:-$(nproc)}" "${targets[@]}"
+"$root/scripts/sanitized-build.sh" "${targets[@]}"
 
 status=0
 mkdir -p "$build/artifacts"
@@ -44,7 +33,7 @@ for t in "${targets[@]}"; do
        "$work" "$root/test/fuzz/corpus/$t" >"$log" 2>&1; then
     result=clean
   else
-    result="FOUND: $(grep -o "$build/artifacts/$t-[^ ]*" "$log" | head -1) (log: $log)"
+    result="FOUND: $(grep -o 'Test unit written to [^ ]*' "$log" | head -1 | cut -d' ' -f5) (log: $log)"
     status=1
   fi
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo ?)

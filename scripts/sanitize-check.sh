@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
 # The runtime's unit tests under AddressSanitizer and UndefinedBehavior-
-# Sanitizer: a build of the runtime alone (no MLIR; GCC's sanitizers) in its
-# own folder, then ctest on every test that runs in one process (the
+# Sanitizer (scripts/sanitized-build.sh, shared with the fuzz targets): the
 # kernel conformance suite, plans and sessions, dsrun's tooling, the
-# reference kernels, the local communicator). The mpirun-launched cases
-# are left to the normal build: OpenMPI's own allocations would drown the
-# leak report. Exit status: ctest's.
+# reference kernels, kernel signatures and the communicators in one process.
+# The mpirun-launched cases stay with the normal build: OpenMPI's own
+# allocations would drown the leak report. Exit status 1 if any binary
+# fails (a test, a sanitizer report).
 #
 #   bash scripts/sanitize-check.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${SANITIZE_BUILD_DIR:-$root/build-asan}
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -G Ninja -S "$root" -B "$build" -DDSC_BUILD_COMPILER=OFF \
-    -DDSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
-ninja -C "$build" -j "${DSC_JOBS:-$(nproc)}"
-cd "$build"
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+tests=(RefKernelsTest KernelSignatureTest KernelConformanceTest PlanTest
+       DsrunUnitTest CommTest)
+"$root/scripts/sanitized-build.sh" "${tests[@]}"
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --output-on-failure -j "$(nproc)" --timeout 600 -E '^CommTest\.np|^CommFaults$'
+status=0
+for t in "${tests[@]}"; do
+  bin=$(find "$build/test" -name "$t" -type f -perm -u+x | head -1)
+  log=$build/$t.sanitize.log
+  if (cd "$build" && "$bin" --gtest_brief=1) >"$log" 2>&1; then
+    echo "sanitize: $t: $(grep -o 'PASSED  \] [0-9]*' "$log" | tail -1 |
+                            grep -o '[0-9]*$') tests passed"
+  else
+    echo "sanitize: $t FAILED (log: $log)"
+    tail -30 "$log"
+    status=1
+  fi
+done
+exit $status

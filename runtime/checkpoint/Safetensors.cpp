@@ -3,6 +3,7 @@
 
 #include "runtime/core/InputFile.h"
 #include "runtime/core/MappedFile.h"
+#include "runtime/core/Printable.h"
 
 #include "runtime/core/OutputPath.h"
 
@@ -245,7 +246,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t *bytes,
       }
       continue;
     }
-    std::string tensor = "tensor '" + name + "': ";
+    std::string tensor = "tensor '" + printable(name) + "': ";
     if (!value.is_object())
       return fail(tensor + "expected an object with dtype, shape and "
                            "data_offsets");
@@ -257,7 +258,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t *bytes,
     entry.dtype = dtype->get<std::string>();
     int elementBytes = dtypeBytes(entry.dtype);
     if (elementBytes == 0)
-      return fail(tensor + "unknown dtype '" + entry.dtype + "'");
+      return fail(tensor + "unknown dtype '" + printable(entry.dtype) + "'");
     std::vector<uint64_t> dims, offsets;
     auto shape = value.find("shape");
     if (shape == value.end() || !readUnsignedList(*shape, dims))
@@ -301,8 +302,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t *bytes,
   const SafetensorsEntry *previous = nullptr;
   for (const SafetensorsEntry &e : file->entries_) {
     if (e.begin < covered)
-      return fail("tensors '" + previous->name + "' and '" + e.name +
-                  "' overlap (data_offsets " +
+      return fail("tensors '" + printable(previous->name) + "' and '" +
+                  printable(e.name) + "' overlap (data_offsets " +
                   rangeString(previous->begin, previous->end) + " and " +
                   rangeString(e.begin, e.end) + ")");
     if (e.begin > covered)
@@ -331,8 +332,8 @@ const SafetensorsEntry *SafetensorsFile::find(std::string_view name) const {
 bool SafetensorsFile::readF32(const SafetensorsEntry &entry, float *out,
                               std::string &error) const {
   if (entry.dtype != "F32") {
-    error = what_ + ": tensor '" + entry.name + "' is " + entry.dtype +
-            "; only F32 can be loaded";
+    error = what_ + ": tensor '" + printable(entry.name) + "' is " +
+            printable(entry.dtype) + "; only F32 can be loaded";
     return false;
   }
   if (entry.end > entry.begin)

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/InputFile.h"
+#include "runtime/core/Printable.h"
 #include "runtime/exec/Session.h"
 #include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
@@ -45,24 +46,6 @@ template <typename... Ts> std::string cat(const Ts &...parts) {
 
 /// Bytes from the plan, printable on one line: a corrupt plan may hold any
 /// bytes in its strings.
-std::string printable(std::string_view bytes, size_t limit = 80) {
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (i == limit)
-      return out + "...";
-    unsigned char c = bytes[i];
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-      out += char(c);
-    } else {
-      static const char *kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string quote(const flatbuffers::String *s) {
   return "'" + (s ? printable(s->string_view()) : std::string()) + "'";
 }

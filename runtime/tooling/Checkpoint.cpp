@@ -7,6 +7,7 @@
 #include "runtime/core/Fnv1a.h"
 #include "runtime/core/InputFile.h"
 #include "runtime/core/OutputPath.h"
+#include "runtime/core/Printable.h"
 #include "runtime/tooling/Weights.h"
 
 #include <nlohmann/json.hpp>
@@ -291,7 +292,7 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     }
   for (const auto &[name, shape] : shapes)
     if (!wanted.count(name))
-      problems.push_back("the plan has no '" + name +
+      problems.push_back("the plan has no '" + printable(name) +
                          "', which the checkpoint holds");
   if (!problems.empty()) {
     error = path + ": " + problems.front() +

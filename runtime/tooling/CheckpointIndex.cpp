@@ -3,6 +3,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/core/InputFile.h"
+#include "runtime/core/Printable.h"
 
 #include <nlohmann/json.hpp>
 
@@ -70,7 +71,7 @@ bool CheckpointIndex::open(const std::string &path, std::string &error) {
         shapes_[k] = v.get<std::vector<int64_t>>();
     for (const SafetensorsEntry &e : mapped->tensors()) {
       if (e.dtype != "F32") {
-        error = file + ": tensor '" + e.name + "' is " + e.dtype +
+        error = file + ": tensor '" + printable(e.name) + "' is " + e.dtype +
                 "; a dsc checkpoint holds F32";
         return false;
       }
@@ -83,7 +84,7 @@ bool CheckpointIndex::open(const std::string &path, std::string &error) {
         char *end = nullptr;
         first = std::strtoll(digits.c_str(), &end, 10);
         if (digits.empty() || *end != '\0' || first < 0) {
-          error = file + ": tensor '" + e.name +
+          error = file + ": tensor '" + printable(e.name) +
                   "': expected NAME@FIRST with FIRST an element index";
           return false;
         }

@@ -3,6 +3,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/core/Half.h"
+#include "runtime/core/Printable.h"
 #include "runtime/tooling/CheckpointIndex.h"
 
 #include <algorithm>
@@ -220,7 +221,7 @@ bool importWeights(Session &session, const WeightsLayout &layout,
     if (params.count(e.name))
       continue;
     if (!layout.tiedLmHead || e.name != kLmHead) {
-      problems.push_back("unexpected tensor '" + e.name +
+      problems.push_back("unexpected tensor '" + printable(e.name) +
                          "' (not a parameter of this plan)");
       continue;
     }

@@ -328,6 +328,13 @@ TEST(Safetensors, RejectsCorruptFiles) {
             "w.st: data bytes [4, 8) belong to no tensor");
   EXPECT_EQ(parseError(fileWith(R"({"__metadata__": {"k": 1}})", 0)),
             "w.st: __metadata__ is not an object of strings");
+  // Names from the file are escaped: a newline cannot split the line
+  // (found by SafetensorsFuzzer, docs/fuzzing.md).
+  EXPECT_EQ(
+      parseError(fileWith(
+          R"({"a\nb'": {"dtype": "F\u0007", "shape": [1], "data_offsets": [0, 4]}})",
+          4)),
+      "w.st: tensor 'a\\x0ab\\x27': unknown dtype 'F\\x07'");
 }
 
 TEST(Safetensors, ReadsOnlyF32IntoFloats) {
