@@ -7,7 +7,7 @@ import lit.formats
 config.name = "dsc"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["unit", "compiler", "support", "CMakeLists.txt",
+config.excludes = ["unit", "compiler", "support", "fuzz", "CMakeLists.txt",
                    "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
