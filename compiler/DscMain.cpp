@@ -7,12 +7,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/DscMain.h"
+
 #include "compiler/PassOptions.h"
 #include "compiler/Pipelines.h"
 #include "compiler/config/Config.h"
 #include "compiler/plan/PlanModel.h"
 #include "models/Models.h"
+#include "runtime/core/ByteCount.h"
 #include "runtime/core/OutputPath.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -94,6 +97,11 @@ struct Options {
       cl::desc("--remat=auto: the activation peak's budget (default: as "
                "small as possible)"),
       cl::init(-1)};
+  cl::opt<std::string> deviceMemory{
+      "device-memory", cl::value_desc("BYTES"),
+      cl::desc("refuse a plan that needs more device memory per rank, e.g. "
+               "80GiB (default: no limit)"),
+      cl::init("")};
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "
                                 "FLOPs of a step")};
@@ -164,6 +172,45 @@ LogicalResult printDiagnostic(Diagnostic &diag) {
 }
 
 /// `--report`: what one rank holds, by category, and the work of a step.
+/// "" when the plan's device memory per rank fits `budget`; otherwise why
+/// not, in one line: the need, each category (largest first) and the
+/// largest variables.
+std::string checkDeviceBudget(const PlanModel &plan, uint64_t budget) {
+  uint64_t total = 0;
+  std::vector<std::pair<uint64_t, std::string>> categories, variables;
+  for (int c = 0; c < kNumCategories; ++c) {
+    total += plan.arenaBytes[c];
+    if (plan.arenaBytes[c])
+      categories.push_back(
+          {plan.arenaBytes[c], categoryName(static_cast<Category>(c)).str()});
+  }
+  if (total <= budget)
+    return "";
+  for (const PlanVariable &v : plan.variables)
+    variables.push_back({plan.buffers[v.buffer].bytes(), v.name});
+  auto largestFirst = [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  llvm::sort(categories, largestFirst);
+  llvm::sort(variables, largestFirst);
+  auto mib = [](uint64_t b) {
+    return llvm::formatv("{0:F2} MiB", double(b) / (1 << 20)).str();
+  };
+  std::string text = "the plan needs " + mib(total) + " (" +
+                     std::to_string(total) +
+                     " bytes) of device memory per "
+                     "rank, the budget is " +
+                     mib(budget) + " (" + std::to_string(budget) + " bytes): ";
+  for (size_t i = 0; i < categories.size(); ++i)
+    text +=
+        (i ? ", " : "") + categories[i].second + " " + mib(categories[i].first);
+  text += "; largest variables:";
+  for (size_t i = 0; i < std::min<size_t>(3, variables.size()); ++i)
+    text +=
+        (i ? ", " : " ") + variables[i].second + " " + mib(variables[i].first);
+  return text;
+}
+
 void printReport(const PlanModel &plan, StringRef remat,
                  llvm::raw_ostream &os) {
   uint64_t params = 0;
@@ -287,10 +334,11 @@ void showOnlyDscFlags() {
   static cl::OptionCategory mlirFlags(
       "Inspecting the passes (all of MLIR's and LLVM's: --help-hidden)");
   static const char *const dsc[] = {
-      "model",  "compile-to",  "emit",
-      "config", "world-size",  "eval-micro-batch-size",
-      "remat",  "remat-every", "activation-memory",
-      "report", "o",           "pass-pipeline"};
+      "model",         "compile-to",  "emit",
+      "config",        "world-size",  "eval-micro-batch-size",
+      "remat",         "remat-every", "activation-memory",
+      "device-memory", "report",      "o",
+      "pass-pipeline"};
   static const char *const mlir[] = {"mlir-print-ir-after-all",
                                      "mlir-print-ir-before-all",
                                      "mlir-print-ir-after",
@@ -346,6 +394,16 @@ int runDscMain(int argc, char **argv) {
     return fail("--emit=plan needs --compile-to=emit (the default)");
   if (opts.worldSize < 1)
     return fail("--world-size: expected a positive integer");
+  uint64_t deviceBudget = 0;
+  if (!opts.deviceMemory.empty()) {
+    if (!parseByteCount(opts.deviceMemory, deviceBudget) || deviceBudget == 0)
+      return fail("--device-memory: expected a byte count such as "
+                  "85899345920 or 80GiB, got '" +
+                  opts.deviceMemory + "'");
+    if (*phase < Phase::Plan)
+      return fail("--device-memory is checked against the plan: give "
+                  "--compile-to=plan or emit");
+  }
 
   DsConfig config;
   bool haveConfig = !opts.config.empty();
@@ -508,6 +566,11 @@ int runDscMain(int argc, char **argv) {
     return fail(opts.config + ": train_micro_batch_size_per_gpu is " +
                 Twine(config.microBatchSize) + " but the model's batch is " +
                 Twine(plan.microBatch));
+  if (deviceBudget) {
+    std::string refused = checkDeviceBudget(plan, deviceBudget);
+    if (!refused.empty())
+      return fail("--device-memory " + opts.deviceMemory + ": " + refused);
+  }
   if (opts.report)
     printReport(
         plan,

@@ -1,6 +1,8 @@
 //===- Flags.cpp - dsrun's command line -----------------------------------===//
 #include "runtime/tooling/Flags.h"
 
+#include "runtime/core/ByteCount.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -154,30 +156,6 @@ bool parseUnsigned(std::string_view text, uint64_t &out) {
   return ec == std::errc() && ptr == end && !text.empty();
 }
 
-// A byte count: digits with an optional binary suffix (K, KiB, M, MiB, ...).
-bool parseBytes(std::string_view text, uint64_t &out) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
-    ++digits;
-  std::string_view suffix = text.substr(digits);
-  if (!parseUnsigned(text.substr(0, digits), out))
-    return false;
-  static const struct {
-    const char *name;
-    int shift;
-  } units[] = {{"", 0},   {"K", 10},   {"KiB", 10}, {"M", 20},  {"MiB", 20},
-               {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40}};
-  for (const auto &u : units) {
-    if (suffix != u.name)
-      continue;
-    if (u.shift && out > (std::numeric_limits<uint64_t>::max() >> u.shift))
-      return false;
-    out <<= u.shift;
-    return true;
-  }
-  return false;
-}
-
 bool setValue(const Flag &flag, const std::string &value, DsrunOptions &options,
               std::string &error) {
   auto bad = [&](const char *expected) {
@@ -221,7 +199,7 @@ bool setValue(const Flag &flag, const std::string &value, DsrunOptions &options,
     options.*flag.number = n;
     return true;
   case Value::Bytes:
-    if (!parseBytes(value, n))
+    if (!parseByteCount(value, n))
       return bad("a byte count such as 1073741824 or 8GiB");
     options.*flag.number = n;
     return true;
