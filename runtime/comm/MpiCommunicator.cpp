@@ -55,6 +55,7 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +81,8 @@ char signalLines[2][kLineBytes];
 std::atomic<int> currentLine{-1};
 std::atomic<bool> anyFailed{false}; ///< a collective failed: its line is out
 
+void guardLauncher();
+
 void onTerminate(int sig) {
   int current = currentLine.load();
   if (current >= 0 && !anyFailed.load()) {
@@ -104,6 +107,9 @@ void onTerminate(int sig) {
     ssize_t ignored = ::write(2, out, n);
     (void)ignored;
   }
+  // mpirun is ending the job, and can hang doing so (a rank lost while the
+  // job starts: "PMIX ERROR: UNREACHABLE").
+  guardLauncher();
   ::_exit(1);
 }
 
@@ -133,14 +139,15 @@ constexpr int kLauncherGraceS = 5;
 /// it waits on that host's daemon forever (OpenMPI 4.1.4; docs/
 /// multi-process.md). So the rank leaves behind a detached guard that ends
 /// its launcher (mpirun, or on another host the orted that started it) if
-/// it is still there kLauncherGraceS after the rank left. After fork only
-/// async-signal-safe calls: the rank has threads.
+/// it is still there kLauncherGraceS after the rank left. Also called from
+/// the SIGTERM handler, so: the raw fork system call (no atfork handlers,
+/// no locks), and only system calls in the child (the rank has threads).
 void guardLauncher() {
   static std::atomic<bool> started{false};
   if (started.exchange(true))
     return;
   const pid_t launcher = ::getppid();
-  if (launcher <= 1 || ::fork() != 0)
+  if (launcher <= 1 || ::syscall(SYS_fork) != 0)
     return; // the rank goes on to exit (or fork failed: nothing to do)
   ::setsid();
   // Holding none of the rank's descriptors: an inherited output pipe would

@@ -145,9 +145,10 @@ def main():
         ok &= bool(re.search(r"timed out after", err))
 
         # Killed at once: the survivors may still be inside MPI's start-up.
-        # mpirun stops them at once, or (OpenMPI 4.1 where start-up is slow:
-        # "PMIX ERROR: UNREACHABLE") never does, and they wait in MPI's
-        # start-up until its deadline.
+        # mpirun stops them at once; it may then hang ("PMIX ERROR:
+        # UNREACHABLE", OpenMPI 4.1), and the survivors' guards end it 5 s
+        # later; or it never signals them, and they wait in MPI's start-up
+        # until its deadline.
         status, err, took = run(dsrun, plan, signal.SIGKILL, mid_run=False)
         ok &= check(
             "kill -9 rank 1 at start-up", status, err, took,
