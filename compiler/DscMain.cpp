@@ -36,6 +36,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -187,7 +188,8 @@ std::string checkDeviceBudget(const PlanModel &plan, uint64_t budget) {
   if (total <= budget)
     return "";
   for (const PlanVariable &v : plan.variables)
-    variables.push_back({plan.buffers[v.buffer].bytes(), v.name});
+    if (plan.buffers[v.buffer].space == Space::Device)
+      variables.push_back({plan.buffers[v.buffer].bytes(), v.name});
   auto largestFirst = [](const auto &a, const auto &b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
@@ -225,17 +227,26 @@ void printReport(const PlanModel &plan, StringRef remat,
   os << "model " << plan.options.model << ": " << params << " parameters, "
      << "micro-batch " << plan.microBatch << " x " << plan.seqLen
      << " tokens, world size " << plan.options.worldSize << "\n";
-  os << "per-rank memory (device):\n";
-  uint64_t total = 0;
-  for (int c = 0; c < kNumCategories; ++c) {
-    uint64_t bytes = plan.arenaBytes[c];
-    total += bytes;
+  // The host's arenas exist with offload only.
+  for (Space space : {Space::Device, Space::Host}) {
+    const auto &arenas =
+        space == Space::Host ? plan.hostArenaBytes : plan.arenaBytes;
+    if (space == Space::Host && !plan.hasHostArenas())
+      continue;
+    os << "per-rank memory (" << (space == Space::Host ? "host" : "device")
+       << "):\n";
+    uint64_t total = 0;
+    for (int c = 0; c < kNumCategories; ++c) {
+      uint64_t bytes = arenas[c];
+      total += bytes;
+      os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n",
+                         categoryName(static_cast<Category>(c)).str().c_str(),
+                         static_cast<unsigned long long>(bytes), mib(bytes));
+    }
     os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n",
-                       categoryName(static_cast<Category>(c)).str().c_str(),
-                       static_cast<unsigned long long>(bytes), mib(bytes));
+                       (const char *)"total",
+                       static_cast<unsigned long long>(total), mib(total));
   }
-  os << llvm::format("  %-16s %14llu bytes %10.2f MiB\n", (const char *)"total",
-                     static_cast<unsigned long long>(total), mib(total));
   // Each program's own activation peak: the arena holds the largest (eval
   // runs with a smaller one than the step whose backward keeps them).
   for (const PlanProgram &p : plan.programs)
@@ -261,34 +272,44 @@ void printReport(const PlanModel &plan, StringRef remat,
   // Model state by dtype: the distinct buffers of the variables (members of
   // a ZeRO-3 group share their group's shard), so mixed precision shows
   // its 16-bit parameters beside fp32 master weights and moments.
-  std::map<std::pair<int, int>, uint64_t> state; // (category, dtype)
+  // (space, category, dtype)
+  std::map<std::tuple<int, int, int>, uint64_t> state;
   std::set<uint32_t> seen;
   for (const PlanVariable &v : plan.variables)
     if (seen.insert(v.buffer).second) {
       const PlanBuffer &b = plan.buffers[v.buffer];
-      state[{static_cast<int>(b.arena), static_cast<int>(b.dtype)}] +=
-          b.bytes();
+      state[{static_cast<int>(b.space), static_cast<int>(b.arena),
+             static_cast<int>(b.dtype)}] += b.bytes();
     }
   os << "model state by dtype:\n";
   uint64_t stateBytes = 0;
+  auto labelOf = [](const std::tuple<int, int, int> &key) {
+    auto [space, category, dtype] = key;
+    std::string name = categoryName(static_cast<Category>(category)).str();
+    return space == static_cast<int>(Space::Host) ? name + "@host" : name;
+  };
+  int width = 16;
+  for (const auto &entry : state)
+    width = std::max(width, int(labelOf(entry.first).size()));
   for (const auto &[key, bytes] : state) {
-    os << llvm::format(
-        "  %-16s %-5s %14llu bytes %10.2f MiB\n",
-        categoryName(static_cast<Category>(key.first)).str().c_str(),
-        dtypeName(static_cast<DType>(key.second)),
-        static_cast<unsigned long long>(bytes), mib(bytes));
+    auto dtype = std::get<2>(key);
+    os << llvm::format("  %-*s %-5s %14llu bytes %10.2f MiB\n", width,
+                       labelOf(key).c_str(),
+                       dtypeName(static_cast<DType>(dtype)),
+                       static_cast<unsigned long long>(bytes), mib(bytes));
     stateBytes += bytes;
   }
   // ZeRO's accounting: K bytes per parameter over N ranks (fp32 Adam: K =
   // 16; mixed precision: 2 + 2 + 12 = 16 too, stage 0 holds all of it).
   if (params)
-    os << llvm::format(
-        "  %-22s %14llu bytes = %.2f bytes x %llu parameters "
-        "/ %lld ranks\n",
-        (const char *)"total", static_cast<unsigned long long>(stateBytes),
-        double(stateBytes) * double(plan.options.worldSize) / double(params),
-        static_cast<unsigned long long>(params),
-        static_cast<long long>(plan.options.worldSize));
+    os << llvm::format("  %-*s %14llu bytes = %.2f bytes x %llu parameters "
+                       "/ %lld ranks\n",
+                       width + 6, (const char *)"total",
+                       static_cast<unsigned long long>(stateBytes),
+                       double(stateBytes) * double(plan.options.worldSize) /
+                           double(params),
+                       static_cast<unsigned long long>(params),
+                       static_cast<long long>(plan.options.worldSize));
 }
 
 } // namespace
@@ -421,13 +442,6 @@ int runDscMain(int argc, char **argv) {
   TrainOptions train;
   train.setWorldSize(opts.worldSize);
   if (haveConfig) {
-    if (config.zero.offloadOptimizer != "none" ||
-        config.zero.offloadParam != "none")
-      return fail(opts.config + ": zero_optimization offload to \"" +
-                  (config.zero.offloadOptimizer != "none"
-                       ? config.zero.offloadOptimizer
-                       : config.zero.offloadParam) +
-                  "\" is not implemented yet");
     const DsConfig::ActivationCheckpointing &ac =
         config.activationCheckpointing;
     if (ac.partitionActivations)

@@ -40,6 +40,9 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.zero.prefetchBucketSize = config.zero.stage3PrefetchBucketSize;
   o.zero.maxLiveParameters = config.zero.stage3MaxLiveParameters;
   o.zero.persistenceThreshold = config.zero.stage3ParamPersistenceThreshold;
+  o.offload.offloadOptimizer = config.zero.offloadOptimizer == "cpu";
+  o.offload.offloadParam = config.zero.offloadParam == "cpu";
+  o.offload.persistenceThreshold = o.zero.persistenceThreshold;
   // What dsrun reads from the plan: the whole config, the LR schedule.
   o.plan.configJson = toJson(config);
   o.plan.scheduleKind = config.scheduler.type;

@@ -32,6 +32,7 @@ void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
     pm.addPass(ds::createDsPrecision(*o.precision));
 }
 void addDist(OpPassManager &pm, const TrainOptions &o, const Result &);
+void addOffload(OpPassManager &pm, const TrainOptions &o, const Result &);
 void addFused(OpPassManager &pm, const TrainOptions &, const Result &);
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &);
 void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &r);
@@ -43,6 +44,7 @@ void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
     PassManager pm(candidate->getContext());
     auto result = std::make_shared<PlanResult>();
     addDist(pm, o, result);
+    addOffload(pm, o, result);
     addFused(pm, o, result);
     addScheduled(pm, o, result);
     addPlan(pm, o, result);
@@ -60,6 +62,9 @@ void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
 }
 void addDist(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsZero(o.zero));
+}
+void addOffload(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  pm.addPass(ds::createDsOffload(o.offload));
 }
 void addFused(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsFuse());
@@ -95,6 +100,10 @@ constexpr PhaseInfo kPhases[] = {
     {Phase::Dist, "dist",
      "ZeRO stages 0-3: parameter groups, collectives, shard ownership",
      addDist},
+    {Phase::Offload, "offload",
+     "offload: what lives in host memory, the CPU optimizer, the copies "
+     "between the spaces (nothing without offload)",
+     addOffload},
     {Phase::Fused, "fused", "elementwise chains and known patterns fused",
      addFused},
     {Phase::Scheduled, "scheduled",
@@ -174,6 +183,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> persistenceThreshold{
       *this, "persistence-threshold",
       llvm::cl::init(defaults.zero.persistenceThreshold)};
+  Option<bool> offloadOptimizer{
+      *this, "offload-optimizer",
+      llvm::cl::init(defaults.offload.offloadOptimizer)};
+  Option<bool> offloadParam{*this, "offload-param",
+                            llvm::cl::init(defaults.offload.offloadParam)};
   Option<std::string> precision{
       *this, "precision",
       llvm::cl::desc("fp32, bf16 or f16 (fp16/bf16.enabled; f16 scales the "
@@ -205,6 +219,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.zero.prefetchBucketSize = prefetchBucketSize;
     o.zero.maxLiveParameters = maxLiveParameters;
     o.zero.persistenceThreshold = persistenceThreshold;
+    o.offload.offloadOptimizer = offloadOptimizer;
+    o.offload.offloadParam = offloadParam;
+    o.offload.persistenceThreshold = persistenceThreshold;
     if (precision != "fp32") {
       o.precision.emplace();
       o.precision->dtype = precision;

@@ -29,6 +29,7 @@ enum class Phase {
   Precision,
   Remat,
   Dist,
+  Offload,
   Fused,
   Scheduled,
   Plan,
@@ -68,6 +69,7 @@ struct TrainOptions {
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;
   mlir::ds::DsZeroOptions zero;
+  mlir::ds::DsOffloadOptions offload;
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;
 

@@ -145,6 +145,34 @@ def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
+  let summary = "phase `offload`: state in host memory, copies to and from it";
+  let description = [{
+    With `offload-optimizer` (DeepSpeed's offload_optimizer.device "cpu")
+    the master weights and Adam moments are host variables (`dist.host` on
+    the ds.variable) and @apply's AdamW updates run on the host (`dist.host`
+    on the op), with the rounding of new master weights to 16 bits. With
+    `offload-param` (stage 3's offload_param) the parameter shards are host
+    variables. Every operand that lies in the other memory space than where
+    its user runs is copied: `dist.copy_to_host` (d2h stream) starts as
+    early as its operand allows, `dist.copy_to_device` (h2d stream) where
+    its operand is defined, and the user waits at a `dist.wait` just before
+    it. Gradients stay device variables; @apply copies each shard to the
+    host at its start.
+  }];
+  let options = [
+    Option<"offloadOptimizer", "offload-optimizer", "bool", "false",
+           "master weights and moments in host memory, AdamW on the host">,
+    Option<"offloadParam", "offload-param", "bool", "false",
+           "stage 3: parameter shards in host memory">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
+           "100000",
+           "with one rank (no shards): parameters with fewer elements stay "
+           "on the device, as stage 3 keeps them whole">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
 def DsSchedule : Pass<"ds-schedule", "::mlir::ModuleOp"> {
   let summary = "orders each program to shorten buffer lifetimes";
   let description = [{

@@ -464,21 +464,57 @@ bool readBf16(Reader &r, Section &root, DsConfig::Bf16 &b) {
               bf16->boolean("check_grad_overflow", b.checkGradOverflow)});
 }
 
+// DeepSpeed's offload keys. dsc offloads to host memory only, all of the
+// optimizer or all of the parameter shards: the NVMe keys have no effect
+// (noted), a partial `ratio` is refused.
 bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
                  int64_t minStage, std::string &device) {
   std::optional<Section> offload;
-  if (!zero.section(key, offload) ||
-      !Reader::all({offload->checkKeys({"device", "pin_memory"}),
-                    offload->choice("device", {"none", "cpu"}, device,
-                                    /*allowAuto=*/false),
-                    offload->ignoredBoolean("pin_memory")}))
+  if (!zero.section(key, offload))
     return false;
+  bool param = key == "offload_param";
+  std::vector<StringRef> nvmeOnly = {"nvme_path", "buffer_count"};
+  if (param)
+    nvmeOnly.insert(nvmeOnly.end(), {"buffer_size", "max_in_cpu"});
+  else
+    nvmeOnly.insert(nvmeOnly.end(),
+                    {"pipeline_read", "pipeline_write", "fast_init"});
+  std::vector<StringRef> keys = {"device", "pin_memory"};
+  keys.insert(keys.end(), nvmeOnly.begin(), nvmeOnly.end());
+  if (!param)
+    keys.push_back("ratio");
+  std::string given;
+  double ratio = 1;
+  bool pin = true;
+  if (!Reader::all({offload->checkKeys(keys),
+                    offload->choice("device", {"none", "cpu", "nvme"}, device,
+                                    /*allowAuto=*/false),
+                    offload->boolean("pin_memory", pin),
+                    param || offload->number("ratio", ratio)}))
+    return false;
+  if (device == "nvme")
+    return r.fail(offload->at("device"),
+                  "\"nvme\" is not supported yet (dsc offloads to \"cpu\", "
+                  "host memory)");
   if (device != "none" && stage < minStage) {
     std::string stages = minStage == 3 ? "3" : "1, 2 or 3";
     return r.fail(offload->at("device"), quote(device) + " needs ZeRO stage " +
                                              stages + ", got stage " +
                                              formatNumber(stage));
   }
+  if (!param && device == "cpu" && ratio != 1)
+    return r.fail(offload->at("ratio"),
+                  formatNumber(ratio) +
+                      " is not supported yet: dsc runs the whole optimizer "
+                      "on the host (ratio 1)");
+  for (StringRef k : nvmeOnly)
+    if (offload->get(k))
+      r.note(offload->at(k), "has no effect in dsc: it tunes NVMe offload, "
+                             "which dsc does not have");
+  if (!pin)
+    r.note(offload->at("pin_memory"),
+           "false has no effect in dsc: the copies read and write the host "
+           "arenas directly, which a GPU backend allocates page-locked");
   return true;
 }
 

@@ -125,23 +125,27 @@ private:
 
 std::array<uint64_t, kNumCategories>
 Lowering::placeTransients(const std::vector<int> &ids) {
-  std::array<uint64_t, kNumCategories> own{}; // this program's peaks
+  std::array<uint64_t, kNumCategories> own{}; // this program's device peaks
   std::vector<int> order(ids);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return slots[a].bytes > slots[b].bytes;
   });
-  std::array<PlacedSlots, kNumCategories> placedByCategory;
+  // Each (space, category) is an arena of its own.
+  std::array<std::array<PlacedSlots, kNumCategories>, 2> placedByArena;
   for (int id : order) {
     Slot &s = slots[id];
-    PlacedSlots &placed = placedByCategory[static_cast<int>(s.category)];
+    int space = static_cast<int>(s.space);
+    PlacedSlots &placed = placedByArena[space][static_cast<int>(s.category)];
     uint64_t offset = placed.firstFit(s.bytes, s.first, s.last);
     s.offset = offset;
     // The predicted peak is the last byte written, as the runtime
     // measures it: alignment padding after the top buffer is not counted.
-    uint64_t &peak = transientPeak[static_cast<int>(s.category)];
+    uint64_t &peak = transientPeak[space][static_cast<int>(s.category)];
     peak = std::max(peak, offset + s.used);
-    uint64_t &mine = own[static_cast<int>(s.category)];
-    mine = std::max(mine, offset + s.used);
+    if (s.space == Space::Device) {
+      uint64_t &mine = own[static_cast<int>(s.category)];
+      mine = std::max(mine, offset + s.used);
+    }
     placed.insert(offset, offset + s.bytes, s.first, s.last);
   }
   return own;

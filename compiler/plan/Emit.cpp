@@ -15,18 +15,27 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
   namespace fb = dsc::plan;
   flatbuffers::FlatBufferBuilder b(1 << 16);
 
-  // Arena i holds category i, so a buffer's arena index is its category.
+  // Arena i < 8 holds the device's category i; with offload, arena 8 + i
+  // the host's.
   std::vector<flatbuffers::Offset<fb::Arena>> arenas;
   for (int c = 0; c < kNumCategories; ++c)
     arenas.push_back(fb::CreateArena(b, fb::Space::device,
                                      static_cast<fb::Category>(c),
                                      model.arenaBytes[c]));
+  if (model.hasHostArenas())
+    for (int c = 0; c < kNumCategories; ++c)
+      arenas.push_back(fb::CreateArena(b, fb::Space::host,
+                                       static_cast<fb::Category>(c),
+                                       model.hostArenaBytes[c]));
 
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
   for (const PlanBuffer &buf : model.buffers)
     buffers.push_back(fb::CreateBufferDirect(
-        b, static_cast<uint32_t>(buf.arena), buf.offset,
-        static_cast<fb::DType>(buf.dtype), &buf.shape, buf.name.c_str()));
+        b,
+        static_cast<uint32_t>(buf.arena) +
+            (buf.space == Space::Host ? kNumCategories : 0),
+        buf.offset, static_cast<fb::DType>(buf.dtype), &buf.shape,
+        buf.name.c_str()));
 
   std::vector<flatbuffers::Offset<fb::Variable>> variables;
   for (const PlanVariable &v : model.variables)
@@ -83,10 +92,10 @@ void annotatePlan(mlir::ModuleOp module, const PlanModel &model) {
   mlir::Builder b(module.getContext());
   auto placement = [&](uint32_t id) {
     const PlanBuffer &buf = model.buffers[id];
-    return b.getStringAttr((categoryName(buf.arena) + "+" +
-                            llvm::Twine(buf.offset) + ":" +
-                            llvm::Twine(buf.bytes()))
-                               .str());
+    return b.getStringAttr(
+        (categoryName(buf.arena) + (buf.space == Space::Host ? "@host" : "") +
+         "+" + llvm::Twine(buf.offset) + ":" + llvm::Twine(buf.bytes()))
+            .str());
   };
   for (const PlanProgram &p : model.programs)
     for (const PlanInstr &i : p.instrs) {
@@ -103,6 +112,11 @@ void annotatePlan(mlir::ModuleOp module, const PlanModel &model) {
       arenas.push_back(
           b.getNamedAttr(categoryName(static_cast<Category>(c)),
                          b.getI64IntegerAttr(model.arenaBytes[c])));
+  for (int c = 0; c < kNumCategories; ++c)
+    if (model.hostArenaBytes[c])
+      arenas.push_back(b.getNamedAttr(
+          (categoryName(static_cast<Category>(c)) + "@host").str(),
+          b.getI64IntegerAttr(model.hostArenaBytes[c])));
   module->setAttr("plan.arenas", b.getDictionaryAttr(arenas));
 }
 

@@ -63,6 +63,25 @@ bool Lowering::readsVariable(Value v, ArrayRef<LoadOp> loads) {
   return load && llvm::is_contained(loads, load);
 }
 
+void Lowering::issueAsync(std::vector<Pending> &pend, PlanProgram &prog,
+                          Pending p) {
+  if (lastCompute >= 0) {
+    uint32_t ready = prog.numEvents++;
+    pend[lastCompute].records.push_back(ready);
+    p.waits.push_back(ready);
+  }
+  // The waits since the last compute instruction on other streams: a
+  // collective of a copy's result (or a copy of a collective's) starts
+  // after that copy (collective).
+  for (size_t k = 0; k < waited.size(); ++k)
+    if (pend[waited[k]].stream != p.stream)
+      p.waits.push_back(waitsForNext[k]);
+  uint32_t done = prog.numEvents++;
+  p.records.push_back(done);
+  commOf[p.op->getResult(0)] = {pend.size(), done};
+  pend.push_back(std::move(p));
+}
+
 LogicalResult Lowering::lowerProgram(func::FuncOp func) {
   PlanProgram prog;
   prog.name = func.getSymName().str();
@@ -101,6 +120,13 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
     slotOf[view] = slotOf.lookup(of);
     viewOffset[view] = viewOffset.lookup(of) + offset;
   };
+  // ds-offload: what an op computes lies where it runs (dist.host), a
+  // copy's result where it copies to.
+  auto spaceOf = [](Operation *op) {
+    return op->hasAttr("dist.host") || isa<dist::CopyToHostOp>(op)
+               ? Space::Host
+               : Space::Device;
+  };
   auto newSlot = [&](Value v, Operation *op,
                      Category category = Category::Activations) {
     auto type = cast<RankedTensorType>(v.getType());
@@ -108,6 +134,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
                      op->getName().stripDialect().str() + "." +
                          std::to_string(position.lookup(op)),
                      bytesOf(type)});
+    slots.back().space = spaceOf(op);
     slotOf[v] = slots.size() - 1;
     return Ref{static_cast<int>(slots.size() - 1), type};
   };
@@ -129,7 +156,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       if (!dense)
         return c.emitError("plan: constant is not dense");
       if (!(onlyStored && dense.isSplat()))
-        slotOf[c] = constantSlot(c);
+        slotOf[c] = constantSlot(c, spaceOf(c));
       continue;
     }
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
@@ -153,9 +180,29 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
                            ? dense.getSplatValue<APFloat>().convertToDouble()
                            : static_cast<double>(
                                  dense.getSplatValue<APInt>().getSExtValue());
-        pushCompute(pend,
-                    {"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op});
+        Pending fill{"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op};
+        fill.space = slots[target].space;
+        pushCompute(pend, std::move(fill));
         continue;
+      }
+      // A copy between the spaces that only this store reads writes the
+      // variable directly, when nothing reads the variable after the copy
+      // starts (the verifier's hazard check would refuse the plan).
+      if (auto wait = v.getDefiningOp<dist::WaitOp>()) {
+        Operation *copy = wait.getX().getDefiningOp();
+        bool forward =
+            copy && isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(copy) &&
+            wait.getX().hasOneUse() && v.hasOneUse() &&
+            commOf.count(wait.getX()) &&
+            llvm::all_of(readersOf(loads.lookup(store.getName())),
+                         [&](Operation *user) {
+                           return position.lookup(user) < position.lookup(copy);
+                         });
+        if (forward) {
+          pend[commOf.lookup(wait.getX()).first].outs[0].slot = target;
+          slotOf[wait.getX()] = slotOf[v] = target;
+          continue;
+        }
       }
       // Only a compute instruction's output can be pointed at the
       // variable (a collective's result, after its wait, is copied).
@@ -172,8 +219,23 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
           return store.emitError(
               "plan: a variable is read after being overwritten in the "
               "same program; not supported yet");
-      pushCompute(pend,
-                  {"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op});
+      Pending copy{"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op};
+      copy.space = slots[target].space;
+      pushCompute(pend, std::move(copy));
+      continue;
+    }
+    if (isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(op)) {
+      // On the d2h or h2d stream, after everything compute has issued so
+      // far and the waits before it (its operand may be another stream's).
+      bool toHost = isa<dist::CopyToHostOp>(op);
+      Pending p{"ds.copy",
+                {ref(op.getOperand(0))},
+                {newSlot(op.getResult(0), &op, Category::CommBuffers)},
+                {},
+                {},
+                &op};
+      p.stream = toHost ? 3 : 2;
+      issueAsync(pend, prog, std::move(p));
       continue;
     }
     if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op)) {
@@ -191,15 +253,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
                 &op};
       p.stream = 1;
       prog.commBytes += bytesOf(p.ins[0].type);
-      if (lastCompute >= 0) {
-        uint32_t ready = prog.numEvents++;
-        pend[lastCompute].records.push_back(ready);
-        p.waits.push_back(ready);
-      }
-      uint32_t done = prog.numEvents++;
-      p.records.push_back(done);
-      commOf[op.getResult(0)] = {pend.size(), done};
-      pend.push_back(std::move(p));
+      issueAsync(pend, prog, std::move(p));
       continue;
     }
     if (auto flat = dyn_cast<dist::FlatParamsOp>(op)) {
@@ -252,6 +306,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       return op.emitError("plan: no kernel for '") << op.getName() << "'";
     Pending p;
     p.op = &op;
+    p.space = spaceOf(&op);
     p.kernel = kernel.getKernelName().str();
     for (Value in : op.getOperands())
       p.ins.push_back(ref(in));
@@ -309,6 +364,7 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
     instr.floatAttrs = std::move(p.floats);
     instr.op = p.op;
     instr.stream = p.stream;
+    instr.space = static_cast<uint8_t>(p.space);
     instr.wait = std::move(p.waits);
     instr.record = std::move(p.records);
     instr.loc = p.op ? locString(p.op->getLoc()) : "";

@@ -59,7 +59,8 @@ LogicalResult Lowering::run() {
       if (failed(lowerProgram(func)))
         return failure();
   for (Category c : {Category::Activations, Category::CommBuffers})
-    arena(c) = transientPeak[static_cast<int>(c)];
+    for (Space s : {Space::Device, Space::Host})
+      arena(c, s) = transientPeak[static_cast<int>(s)][static_cast<int>(c)];
   return success();
 }
 

@@ -63,6 +63,7 @@ struct Slot {
   int first = INT_MAX, last = -1;
   std::string name;
   uint64_t used = 0; ///< bytes actually written; the arena peak uses this
+  Space space = Space::Device;
 };
 
 struct Ref {
@@ -83,7 +84,8 @@ struct Pending {
   std::vector<int64_t> ints;
   std::vector<double> floats;
   Operation *op = nullptr;
-  uint8_t stream = 0; ///< 0 compute, 1 comm
+  uint8_t stream = 0;          ///< 0 compute, 1 comm, 2 h2d, 3 d2h
+  Space space = Space::Device; ///< where it runs (plan.fbs Instr.space)
   std::vector<uint32_t> waits, records;
   /// A collective's buffers stay live until the compute instruction that
   /// waits for it (its dist.wait); -1 for compute instructions.
@@ -120,9 +122,9 @@ private:
   std::vector<Slot> slots;                      // all programs
   std::map<std::tuple<int, const void *, uint64_t>, uint32_t>
       bufferOf; // (slot, type, offset)
-  llvm::DenseMap<Attribute, int> constSlot;
-  /// Per category, the end of the highest transient placed.
-  std::array<uint64_t, kNumCategories> transientPeak{};
+  llvm::DenseMap<std::pair<Attribute, int>, int> constSlot; // (value, space)
+  /// Per space and category, the end of the highest transient placed.
+  std::array<std::array<uint64_t, kNumCategories>, 2> transientPeak{};
   /// @micro_step's input slots: @eval, which never runs beside it, reads
   /// its batch from the same buffers (the inputs arena holds what training
   /// writes, so predicted and measured bytes stay equal).
@@ -130,14 +132,18 @@ private:
   /// @eval's own input slots when its batch differs from the step's.
   SmallVector<int> evalInputs;
 
-  uint64_t &arena(Category c) { return plan.arenaBytes[static_cast<int>(c)]; }
+  uint64_t &arena(Category c, Space space = Space::Device) {
+    return (space == Space::Host ? plan.hostArenaBytes
+                                 : plan.arenaBytes)[static_cast<int>(c)];
+  }
 
-  int fixedSlot(Category c, uint64_t bytes, std::string name,
-                bool align = true) {
-    uint64_t &end = arena(c);
+  int fixedSlot(Category c, uint64_t bytes, std::string name, bool align = true,
+                Space space = Space::Device) {
+    uint64_t &end = arena(c, space);
     if (align)
       end = alignUp(end);
     slots.push_back({c, true, end, bytes, INT_MAX, -1, std::move(name)});
+    slots.back().space = space;
     end += bytes;
     return slots.size() - 1;
   }
@@ -150,6 +156,7 @@ private:
     const Slot &s = slots[slot];
     PlanBuffer b;
     b.arena = s.category;
+    b.space = s.space;
     b.offset = s.offset + offset;
     b.dtype = *dtypeOfElement(type.getElementType());
     b.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -161,7 +168,7 @@ private:
 
   LogicalResult layoutVariables();
 
-  int constantSlot(ConstantOp c);
+  int constantSlot(ConstantOp c, Space space);
 
   /// Whether `store`'s value can be computed directly into the variable.
   bool canForward(StoreOp store, const DenseMap<Operation *, int> &position,
@@ -188,10 +195,15 @@ private:
   /// whose dist.wait came before it, which keeps their buffers live so far.
   void pushCompute(std::vector<Pending> &pend, Pending p);
 
+  /// Appends a collective or a copy on its own stream: it starts after the
+  /// compute issued so far and the waits before it, and records the event
+  /// its dist.wait waits on.
+  void issueAsync(std::vector<Pending> &pend, PlanProgram &prog, Pending p);
+
   /// Points the output of `v`'s producing instruction at `target`.
   void retarget(std::vector<Pending> &pend, Value v, int target);
 
-  /// Places a program's transient slots; returns its own peak per
+  /// Places a program's transient slots; returns its own device peak per
   /// category (the arena's is the largest over the programs).
   std::array<uint64_t, kNumCategories>
   placeTransients(const std::vector<int> &ids);

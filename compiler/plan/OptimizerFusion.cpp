@@ -12,7 +12,7 @@ void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
   auto contiguous = [&](const Ref &a, const Ref &b) {
     const Slot &x = slots[a.slot], &y = slots[b.slot];
     return x.fixed && y.fixed && x.category == y.category &&
-           x.offset + x.bytes == y.offset &&
+           x.space == y.space && x.offset + x.bytes == y.offset &&
            a.type.getElementType() == b.type.getElementType();
   };
   // `elements` elements from `first` on, in its dtype (a 16-bit gradient
@@ -23,6 +23,7 @@ void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
     uint64_t bytes = uint64_t(elements) * dtypeSize(*ds::dtypeOfElement(elt));
     slots.push_back(
         {s.category, true, s.offset, bytes, INT_MAX, -1, s.name + "+flat"});
+    slots.back().space = s.space;
     return Ref{static_cast<int>(slots.size() - 1),
                RankedTensorType::get({elements}, elt)};
   };
@@ -46,8 +47,8 @@ void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
       Pending &q = pend[j];
       if (q.kernel == "ds.fill" && isAdam)
         continue; // zeroing of an earlier grad may sit in between
-      if (q.kernel != p.kernel || q.floats != p.floats || !q.waits.empty() ||
-          !q.records.empty())
+      if (q.kernel != p.kernel || q.floats != p.floats || q.space != p.space ||
+          !q.waits.empty() || !q.records.empty())
         break;
       const Pending &last = pend[run.back()];
       bool adj = true;

@@ -35,8 +35,12 @@ enum class Category : uint8_t {
 constexpr int kNumCategories = 8;
 llvm::StringRef categoryName(Category c);
 
+/// plan.fbs's memory spaces.
+enum class Space : uint8_t { Device, Host };
+
 struct PlanBuffer {
   Category arena;
+  Space space = Space::Device; ///< the arena is (space, category)
   uint64_t offset = 0;
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
@@ -67,7 +71,7 @@ struct PlanConstant {
 
 struct PlanInstr {
   std::string kernel;
-  uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm
+  uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm, 2 h2d, 3 d2h
   uint8_t space = 0;  ///< plan.fbs Space it runs in: 0 device, 1 host
   std::vector<uint32_t> wait, record; ///< events
   std::vector<uint32_t> inputs, outputs;
@@ -118,7 +122,14 @@ struct PlanOptions {
 struct PlanModel {
   PlanOptions options;
   int64_t microBatch = 0, seqLen = 0, vocabSize = 0;
-  std::array<uint64_t, kNumCategories> arenaBytes{};
+  /// Per category: the device arenas and the host arenas (offload).
+  std::array<uint64_t, kNumCategories> arenaBytes{}, hostArenaBytes{};
+  bool hasHostArenas() const {
+    for (uint64_t b : hostArenaBytes)
+      if (b)
+        return true;
+    return false;
+  }
   std::vector<PlanBuffer> buffers;
   std::vector<PlanVariable> variables;
   std::vector<PlanConstant> constants;

@@ -57,9 +57,13 @@ LogicalResult Lowering::layoutVariables() {
                     var.getTensorType().getShape().end());
     return pv;
   };
+  // ds-offload's host variables.
+  auto spaceOf = [](VariableOp var) {
+    return var->hasAttr("dist.host") ? Space::Host : Space::Device;
+  };
   auto add = [&](VariableOp var, Category c, bool decay) {
     int slot = fixedSlot(c, bytesOf(var.getTensorType()),
-                         var.getSymName().str(), /*align=*/false);
+                         var.getSymName().str(), /*align=*/false, spaceOf(var));
     varSlot[var.getSymName()] = slot;
     PlanVariable pv = describe(var, decay);
     pv.buffer = buffer(slot, var.getTensorType());
@@ -199,7 +203,7 @@ LogicalResult Lowering::layoutVariables() {
       int slot =
           fixedSlot(stateShard ? Category::OptimizerState : Category::Params,
                     bytesOf(var.getTensorType()), var.getSymName().str(),
-                    /*align=*/false);
+                    /*align=*/false, spaceOf(var));
       varSlot[var.getSymName()] = slot;
       uint32_t shard = buffer(slot, var.getTensorType());
       // "zero.decay.exp_avg" of group "zero.decay": each member's moment is
@@ -236,13 +240,14 @@ LogicalResult Lowering::layoutVariables() {
   return success();
 }
 
-int Lowering::constantSlot(ConstantOp c) {
-  Attribute key = c.getValue();
+int Lowering::constantSlot(ConstantOp c, Space space) {
+  std::pair<Attribute, int> key{c.getValue(), static_cast<int>(space)};
   auto it = constSlot.find(key);
   if (it != constSlot.end())
     return it->second;
   auto type = cast<RankedTensorType>(c.getType());
-  int slot = fixedSlot(Category::Constants, bytesOf(type), "constant");
+  int slot = fixedSlot(Category::Constants, bytesOf(type), "constant",
+                       /*align=*/true, space);
   auto dense = cast<DenseElementsAttr>(c.getValue());
   PlanConstant pc;
   pc.buffer = buffer(slot, type);

@@ -56,11 +56,38 @@ def Dist_AllGatherOp : Dist_Op<"all_gather", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Dist_WaitOp : Dist_Op<"wait", [Pure, AllTypesMatch<["x", "result"]>]> {
-  let summary = "the point where compute needs a collective's result";
+def Dist_CopyToHostOp : Dist_Op<"copy_to_host",
+    [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "a device value copied into host memory (d2h stream)";
   let description = [{
-    The identity on values. In the plan, the compute stream waits here for
-    the collective that produced `x`; until then both streams run.
+    Phase `offload`: the plan runs the copy on the d2h stream, started where
+    it stands, and whatever needs the host copy waits for it at its
+    `dist.wait`. The result lives in the host memory space.
+  }];
+  let arguments = (ins Dist_FloatTensor:$x);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Dist_CopyToDeviceOp : Dist_Op<"copy_to_device",
+    [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "a host value copied into device memory (h2d stream)";
+  let description = [{
+    Phase `offload`: the plan runs the copy on the h2d stream, started where
+    it stands; device work waits for it at its `dist.wait`. The result
+    lives in the device memory space.
+  }];
+  let arguments = (ins Dist_FloatTensor:$x);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Dist_WaitOp : Dist_Op<"wait", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "the point where compute needs a collective's or copy's result";
+  let description = [{
+    The identity on values. In the plan, the stream of the op that needs
+    `x` waits here for the collective or copy that produced it; until then
+    both streams run.
   }];
   let arguments = (ins Dist_FloatTensor:$x);
   let results = (outs Dist_FloatTensor:$result);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 
 namespace dsc::rt {
@@ -86,6 +87,19 @@ std::string metricsJson(const StepRecord &r) {
       sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::writtenBytes);
   j["predicted_bytes_per_space"] =
       sumBy(r.memory, &ArenaUsage::space, &ArenaUsage::predictedBytes);
+  // With offload, each space by category (what lives where).
+  if (std::any_of(r.memory.begin(), r.memory.end(),
+                  [](const ArenaUsage &a) { return a.space != "device"; })) {
+    for (const char *space : {"device", "host"}) {
+      std::vector<ArenaUsage> in;
+      std::copy_if(r.memory.begin(), r.memory.end(), std::back_inserter(in),
+                   [&](const ArenaUsage &a) { return a.space == space; });
+      j["plan_written_bytes_by_space"][space] =
+          sumBy(in, &ArenaUsage::category, &ArenaUsage::writtenBytes);
+      j["predicted_bytes_by_space"][space] =
+          sumBy(in, &ArenaUsage::category, &ArenaUsage::predictedBytes);
+    }
+  }
   return j.dump(-1, ' ', false,
                 nlohmann::ordered_json::error_handler_t::replace);
 }

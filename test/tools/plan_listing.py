@@ -16,7 +16,9 @@ CATEGORIES = ["params", "grads", "optimizer_state", "activations",
 def main():
     plan = json.load(open(sys.argv[1]))
     arenas = plan.get("arenas", [])
-    names = [a.get("category", "params") for a in arenas]
+    # A host arena (offload) is named host:CATEGORY.
+    names = [("host:" if a.get("space") == "host" else "") +
+             a.get("category", "params") for a in arenas]
     print(f"plan {plan.get('model')} world {plan.get('world_size', 0)} "
           f"micro_batch {plan.get('micro_batch', 0)} seq {plan.get('seq_len', 0)} "
           f"accumulation {plan.get('accumulation_steps', 0)}")
@@ -53,7 +55,8 @@ def main():
                 events += f" wait{ins_['wait']}"
             if ins_.get("record"):
                 events += f" record{ins_['record']}"
-            print(f"  {n} {ins_.get('stream', 'compute')} {ins_['kernel']} ({i}) -> ({o})"
+            where = " on host" if ins_.get("space") == "host" else ""
+            print(f"  {n} {ins_.get('stream', 'compute')}{where} {ins_['kernel']} ({i}) -> ({o})"
                   f"{attrs}{events}  # {ins_.get('loc', '')}")
     return 0
 

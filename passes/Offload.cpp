@@ -1,0 +1,191 @@
+//===- Offload.cpp - phase `offload`: host memory and the copies to it ----===//
+//
+// ZeRO-Offload and ZeRO-Infinity's CPU offload, decided at compile time.
+// The pass marks what lives in host memory (`dist.host` on a ds.variable)
+// and what runs there (`dist.host` on an op), then makes every operand
+// reside where its user runs: a value in the other space is copied
+// (dist.copy_to_host on the d2h stream, dist.copy_to_device on h2d) and the
+// user waits for the copy at a dist.wait just before it.
+//
+// Where copies start: a copy to the host (gradients going to the CPU
+// optimizer) starts as early as its operand allows, a variable's at the top
+// of the program or after its last store, since host memory is what there
+// is plenty of; a copy to the device starts where its operand is defined
+// (a parameter shard's where the ZeRO pass placed its load, one gather
+// window ahead), so the device never holds more than the windows do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSOFFLOAD
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+constexpr llvm::StringLiteral kHost = "dist.host";
+
+bool onHost(Operation *op) { return op->hasAttr(kHost); }
+
+struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
+  using Base::Base;
+
+  llvm::StringSet<> hostVars;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!offloadOptimizer && !offloadParam)
+      return;
+    markVariables(module);
+    if (offloadOptimizer)
+      if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
+        markHostOps(apply);
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(placeCopies(func)))
+        return signalPassFailure();
+  }
+
+  /// offload_optimizer: master weights and moments; offload_param: the
+  /// parameters ZeRO-3 shards (a group's storage; with one rank, the
+  /// parameters at or above the persistence threshold, which stage 3
+  /// would shard).
+  void markVariables(ModuleOp module) {
+    bool sharded = false;
+    for (auto group : module.getOps<dist::GroupOp>())
+      sharded |= group.getSharded();
+    for (auto var : module.getOps<VariableOp>()) {
+      bool host = false;
+      switch (var.getKind()) {
+      case VariableKind::opt_state:
+      case VariableKind::master:
+        host = offloadOptimizer;
+        break;
+      case VariableKind::param:
+        host =
+            offloadParam && (sharded ? var.getOf().has_value()
+                                     : var.getTensorType().getNumElements() >=
+                                           persistenceThreshold);
+        break;
+      case VariableKind::grad:
+        break;
+      }
+      if (host) {
+        var->setAttr(kHost, UnitAttr::get(&getContext()));
+        hostVars.insert(var.getSymName());
+      }
+    }
+  }
+
+  /// The optimizer runs on the host: each AdamW update, the rounding of
+  /// its new master weights to 16 bits (so half the bytes go back), and
+  /// the constants only they read.
+  void markHostOps(func::FuncOp apply) {
+    UnitAttr unit = UnitAttr::get(&getContext());
+    apply.walk([&](AdamWOp adam) {
+      adam->setAttr(kHost, unit);
+      for (Operation *user : adam->getResult(0).getUsers())
+        if (isa<CastOp>(user))
+          user->setAttr(kHost, unit);
+    });
+    apply.walk([&](ConstantOp c) {
+      if (!c->use_empty() && llvm::all_of(c->getUsers(), onHost))
+        c->setAttr(kHost, unit);
+    });
+  }
+
+  /// Whether `v` lies in host memory.
+  bool resident(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false; // program inputs are device buffers
+    if (auto load = dyn_cast<LoadOp>(def))
+      return hostVars.contains(load.getName());
+    // Views of their operand's bytes (the plan's, compiler/plan).
+    auto slice = dyn_cast<SliceOp>(def);
+    if (isa<ReshapeOp, dist::WaitOp>(def) ||
+        (slice &&
+         cast<RankedTensorType>(slice.getX().getType()).getRank() == 1))
+      return resident(def->getOperand(0));
+    if (isa<dist::CopyToHostOp>(def))
+      return true;
+    if (isa<dist::CopyToDeviceOp>(def))
+      return false;
+    return onHost(def);
+  }
+
+  LogicalResult placeCopies(func::FuncOp func) {
+    Block &body = func.front();
+    // (value, to host) -> the waited copy, made at its first user.
+    DenseMap<std::pair<Value, int>, Value> copies;
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (isa<LoadOp, ReshapeOp, dist::WaitOp, dist::CopyToHostOp,
+              dist::CopyToDeviceOp, func::ReturnOp>(op))
+        continue;
+      bool host;
+      if (auto store = dyn_cast<StoreOp>(op))
+        host = hostVars.contains(store.getName());
+      else
+        host = onHost(op);
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        if (!isa<RankedTensorType>(v.getType()) || resident(v) == host)
+          continue;
+        // A constant stored whole is a fill, run where the variable is.
+        if (isa<StoreOp>(op) && v.getDefiningOp<ConstantOp>())
+          continue;
+        Value &copy = copies[{v, host ? 1 : 0}];
+        if (!copy)
+          copy = makeCopy(v, host, op);
+        use.set(copy);
+      }
+    }
+    return success();
+  }
+
+  /// The copy of `v` into the other space, started as early as allowed
+  /// (see the file comment), and its wait just before `user`.
+  Value makeCopy(Value v, bool toHost, Operation *user) {
+    OpBuilder b(user->getContext());
+    Block *block = user->getBlock();
+    Operation *def = v.getDefiningOp();
+    if (toHost && def && isa<LoadOp>(def)) {
+      // A variable's bytes can leave as soon as its last store before the
+      // load has run.
+      auto load = cast<LoadOp>(def);
+      Operation *after = nullptr;
+      for (Operation *o = load->getPrevNode(); o && !after;
+           o = o->getPrevNode())
+        if (auto store = dyn_cast<StoreOp>(o);
+            store && store.getName() == load.getName())
+          after = o;
+      if (after)
+        load->moveAfter(after);
+      else
+        load->moveBefore(&block->front());
+    }
+    if (def)
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(block);
+    Operation *copy =
+        toHost ? b.create<dist::CopyToHostOp>(v.getLoc(), v).getOperation()
+               : b.create<dist::CopyToDeviceOp>(v.getLoc(), v).getOperation();
+    b.setInsertionPoint(user);
+    return b.create<dist::WaitOp>(v.getLoc(), copy->getResult(0));
+  }
+};
+
+} // namespace
