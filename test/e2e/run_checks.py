@@ -99,6 +99,13 @@ def check_records(path, rank, records, steps=None, first=1):
             if written and predicted and written != predicted:
                 problems.append(f"{where}: the plan wrote {written} but "
                                 f"predicted {predicted} ({written_key})")
+        # With offload: each space's categories too.
+        by_written = r.get("plan_written_bytes_by_space")
+        by_predicted = r.get("predicted_bytes_by_space")
+        if by_written is not None or by_predicted is not None:
+            if by_written != by_predicted:
+                problems.append(f"{where}: the plan wrote {by_written} but "
+                                f"predicted {by_predicted} (per space)")
         problems += check_rss(where, r)
     return problems
 
