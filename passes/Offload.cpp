@@ -48,8 +48,8 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       return;
     markVariables(module);
     if (offloadOptimizer)
-      if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
-        markHostOps(apply);
+      for (auto func : module.getOps<func::FuncOp>())
+        markHostOps(func, func.getSymName() == "apply");
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(placeCopies(func)))
         return signalPassFailure();
@@ -68,6 +68,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       switch (var.getKind()) {
       case VariableKind::opt_state:
       case VariableKind::master:
+      case VariableKind::grad:
         host = offloadOptimizer;
         break;
       case VariableKind::param:
@@ -75,8 +76,6 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
             offloadParam && (sharded ? var.getOf().has_value()
                                      : var.getTensorType().getNumElements() >=
                                            persistenceThreshold);
-        break;
-      case VariableKind::grad:
         break;
       }
       if (host) {
@@ -86,18 +85,43 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
     }
   }
 
-  /// The optimizer runs on the host: each AdamW update, the rounding of
-  /// its new master weights to 16 bits (so half the bytes go back), and
-  /// the constants only they read.
-  void markHostOps(func::FuncOp apply) {
+  /// offload_optimizer: the accumulation of each reduced gradient into its
+  /// host accumulator runs on the host (in every program), and @apply's
+  /// work on host data: each AdamW update, the rounding of its new master
+  /// weights to 16 bits (so half the bytes go back), and what reads only
+  /// host values (the gradients' sums of squares for the norm). Constants
+  /// that only host work reads are host constants.
+  void markHostOps(func::FuncOp func, bool apply) {
     UnitAttr unit = UnitAttr::get(&getContext());
-    apply.walk([&](AdamWOp adam) {
-      adam->setAttr(kHost, unit);
-      for (Operation *user : adam->getResult(0).getUsers())
-        if (isa<CastOp>(user))
-          user->setAttr(kHost, unit);
-    });
-    apply.walk([&](ConstantOp c) {
+    for (Operation &op : func.front()) {
+      bool host = false;
+      if (isa<AdamWOp>(op))
+        host = apply;
+      else if (auto cast = dyn_cast<CastOp>(op))
+        host = apply && cast.getX().getDefiningOp<AdamWOp>();
+      if (isa<AddOp>(op) && op.hasOneUse())
+        if (auto store = dyn_cast<StoreOp>(*op.getUsers().begin()))
+          host |= hostVars.contains(store.getName()) &&
+                  llvm::any_of(op.getOperands(), [&](Value v) {
+                    auto load = v.getDefiningOp<LoadOp>();
+                    return load && load.getName() == store.getName();
+                  });
+      if (apply && !host && isa<KernelOpInterface, dist::ShardOp>(op) &&
+          !isa<AdamWOp, ConstantOp>(op)) {
+        // Constants go where their users are (below).
+        bool any = false, all = true;
+        for (Value v : op.getOperands()) {
+          if (v.getDefiningOp<ConstantOp>())
+            continue;
+          any = true;
+          all &= resident(v);
+        }
+        host = any && all;
+      }
+      if (host)
+        op.setAttr(kHost, unit);
+    }
+    func.walk([&](ConstantOp c) {
       if (!c->use_empty() && llvm::all_of(c->getUsers(), onHost))
         c->setAttr(kHost, unit);
     });
@@ -118,6 +142,9 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       return resident(def->getOperand(0));
     if (isa<dist::CopyToHostOp>(def))
       return true;
+    // Every gradient accumulator is a host variable with offload_optimizer.
+    if (isa<dist::FlatGradsOp>(def))
+      return offloadOptimizer;
     if (isa<dist::CopyToDeviceOp>(def))
       return false;
     return onHost(def);

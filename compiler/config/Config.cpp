@@ -679,7 +679,9 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        // Accepted and ignored:
        "steps_per_print", "wall_clock_breakdown", "dump_state",
        "prescale_gradients", "gradient_predivide_factor",
-       "zero_allow_untested_optimizer"});
+       "zero_allow_untested_optimizer",
+       // With offload the host optimizer is always dsc's own CPU AdamW.
+       "zero_force_ds_cpu_optimizer"});
 
   // Every section is read even after a problem, so one run lists them all
   // (a failed optimizer leaves the lr an "auto" warmup_max_lr reads at its
@@ -700,7 +702,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
            root.ignoredBoolean("dump_state"),
            root.ignoredBoolean("prescale_gradients"),
            root.ignoredNumber("gradient_predivide_factor"),
-           root.ignoredBoolean("zero_allow_untested_optimizer")}))
+           root.ignoredBoolean("zero_allow_untested_optimizer"),
+           root.ignoredBoolean("zero_force_ds_cpu_optimizer")}))
     return false;
 
   if (c.fp16.enabled && c.bf16.enabled)

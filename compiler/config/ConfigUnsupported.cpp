@@ -49,10 +49,9 @@ constexpr Unsupported kUnsupported[] = {
     {"$", "checkpoint",
      "dsrun --save-dir checkpoints, in dsc's layout (docs/checkpoints.md)"},
     {"$", "data_types", "use communication_data_type"},
-    {"$", "zero_force_ds_cpu_optimizer", "dsc has no CPU optimizer yet"},
     {"$.zero_optimization", "cpu_offload",
-     "DeepSpeed's old name for offload_optimizer with device \"cpu\"; "
-     "offload is the offload issue's"},
+     "DeepSpeed's old name; write offload_optimizer {\"device\": \"cpu\"} "
+     "(docs/offload.md)"},
     {"$.zero_optimization", "zero_hpz_partition_size",
      "dsc shards over all ranks"},
     {"$.zero_optimization", "zero_quantized_weights",

@@ -127,7 +127,15 @@ LogicalResult Lowering::layoutVariables() {
     for (Category c : {Category::Params, Category::Grads}) {
       if (c == Category::Grads && !perParamGrads)
         continue;
-      uint64_t start = arena(c), used = 0;
+      // The members' space (ds-offload moves whole categories).
+      Space space = Space::Device;
+      if (!group.getMembers().empty())
+        if (VariableOp first = member(group, group.getMembers()[0]))
+          if (VariableOp v = c == Category::Params
+                                 ? first
+                                 : gradOf.lookup(first.getSymName()))
+            space = spaceOf(v);
+      uint64_t start = arena(c, space), used = 0;
       for (Attribute a : group.getMembers()) {
         VariableOp p = member(group, a);
         if (!p)
@@ -151,7 +159,7 @@ LogicalResult Lowering::layoutVariables() {
         // written by the all-gather): a zero-initialized variable of its
         // own makes it resident state, so the runtime counts it.
         std::string name = group.getSymName().str() + ".grad_padding";
-        int pad = fixedSlot(c, bytes - used, name, /*align=*/false);
+        int pad = fixedSlot(c, bytes - used, name, /*align=*/false, space);
         PlanVariable pv;
         pv.name = name;
         pv.kind = static_cast<uint8_t>(VariableKind::grad);
@@ -163,9 +171,10 @@ LogicalResult Lowering::layoutVariables() {
         pv.buffer = buffer(pad, RankedTensorType::get({n}, elt));
         plan.variables.push_back(std::move(pv));
       }
-      arena(c) = start + bytes;
+      arena(c, space) = start + bytes;
       slots.push_back({c, true, start, bytes, INT_MAX, -1,
                        group.getSymName().str(), bytes});
+      slots.back().space = space;
       (c == Category::Params ? groupParams : groupGrads)[group.getSymName()] =
           slots.size() - 1;
     }

@@ -242,8 +242,8 @@ TEST(ConfigTest, UnknownKeysSuggestTheKeyMeant) {
        "memory as JSON lines)"},
       {R"({"zero_optimization": {"cpu_offload": true}})",
        "ds_config.json: $.zero_optimization.cpu_offload: not supported yet "
-       "(DeepSpeed's old name for offload_optimizer with device \"cpu\"; "
-       "offload is the offload issue's)"},
+       "(DeepSpeed's old name; write offload_optimizer {\"device\": "
+       "\"cpu\"} (docs/offload.md))"},
       {R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": true}}})",
        "ds_config.json: $.optimizer.params.amsgrad: not supported yet (dsc's "
        "AdamW keeps no maximum of the second moments)"},
