@@ -209,8 +209,10 @@ private:
   placeTransients(const std::vector<int> &ids);
 
   /// One ds.adamw over each flat, contiguous run of parameters with equal
-  /// hyper-parameters, and one fill over contiguous zeroed accumulators.
+  /// hyper-parameters, and one fill over contiguous zeroed accumulators;
+  /// first, mixed precision's update, copy and cast as one ds.adamw_round.
   void fuseOptimizer(std::vector<Pending> &pend);
+  void fuseAdamWRounding(std::vector<Pending> &pend);
 };
 
 } // namespace dsc::lowering

@@ -1,14 +1,84 @@
-//===- OptimizerFusion.cpp - flat AdamW and zeroing -----------------------===//
+//===- OptimizerFusion.cpp - flat AdamW, rounding and zeroing -------------===//
 //
-// Adjacent per-parameter updates (and zeroings) over contiguous memory with
-// equal hyper-parameters become one instruction over the flat range.
+// Mixed precision's update and rounding become one instruction; adjacent
+// per-parameter updates (and zeroings) over contiguous memory with equal
+// hyper-parameters become one instruction over the flat range.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/plan/LoweringImpl.h"
 
 namespace dsc::lowering {
 
+// Mixed precision's update is `ds.adamw` into a transient, a copy of it into
+// the master weights and a cast of it into the 16-bit parameter: one
+// `ds.adamw_round` updates the master in place and writes the parameter in
+// the same pass, reading the 16-bit gradient directly. Only when nothing
+// else touches the transient or the master in between, and the copy and
+// the cast wait for nothing (their events are recorded by the fused
+// instruction, which finishes before they would have).
+void Lowering::fuseAdamWRounding(std::vector<Pending> &pend) {
+  auto same = [](const Ref &a, const Ref &b) {
+    return a.slot == b.slot && a.offset == b.offset && a.type == b.type;
+  };
+  auto touches = [](const Pending &p, int slot) {
+    for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
+      if (r.slot == slot)
+        return true;
+    return false;
+  };
+  std::vector<bool> erased(pend.size(), false);
+  for (size_t i = 0; i < pend.size(); ++i) {
+    Pending &adam = pend[i];
+    if (adam.kernel != "ds.adamw" || slots[adam.outs[0].slot].fixed ||
+        !slots[adam.ins[0].slot].fixed)
+      continue;
+    const Ref tmp = adam.outs[0], master = adam.ins[0];
+    int copy = -1, cast = -1;
+    bool clean = true;
+    for (size_t j = i + 1; j < pend.size() && clean; ++j) {
+      const Pending &q = pend[j];
+      if (erased[j] || (!touches(q, tmp.slot) && !touches(q, master.slot)))
+        continue;
+      bool readsTmp = q.ins.size() == 1 && same(q.ins[0], tmp);
+      if (copy < 0 && readsTmp && q.kernel == "ds.copy" &&
+          same(q.outs[0], master) && q.waits.empty() && q.space == adam.space)
+        copy = j;
+      else if (cast < 0 && readsTmp && q.kernel == "ds.cast" &&
+               q.waits.empty() && q.space == adam.space &&
+               q.outs[0].type.getShape() == tmp.type.getShape() &&
+               q.outs[0].type.getElementType().getIntOrFloatBitWidth() == 16)
+        cast = j;
+      else
+        clean = false;
+      if (copy >= 0 && cast >= 0)
+        break;
+    }
+    if (!clean || copy < 0 || cast < 0)
+      continue;
+    // Nor may anything in between read the 16-bit parameter's old value.
+    int p16 = pend[cast].outs[0].slot;
+    for (int j = int(i) + 1; j < std::max(copy, cast) && clean; ++j)
+      clean = erased[j] || j == copy || !touches(pend[j], p16);
+    if (!clean)
+      continue;
+    adam.kernel = "ds.adamw_round";
+    adam.outs[0] = master;
+    adam.outs.push_back(pend[cast].outs[0]);
+    for (int j : {copy, cast}) {
+      adam.records.insert(adam.records.end(), pend[j].records.begin(),
+                          pend[j].records.end());
+      erased[j] = true;
+    }
+  }
+  std::vector<Pending> kept;
+  for (size_t i = 0; i < pend.size(); ++i)
+    if (!erased[i])
+      kept.push_back(std::move(pend[i]));
+  pend = std::move(kept);
+}
+
 void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
+  fuseAdamWRounding(pend);
   auto contiguous = [&](const Ref &a, const Ref &b) {
     const Slot &x = slots[a.slot], &y = slots[b.slot];
     return x.fixed && y.fixed && x.category == y.category &&

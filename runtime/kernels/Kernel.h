@@ -40,6 +40,9 @@
 //   ds.adamw            (p, g, m, v, lr, step, scale) -> p', m', v'
 //                       | [beta1, beta2, eps, weight_decay] (in place ok;
 //                       a non-finite scale leaves p, m, v as they are)
+//   ds.adamw_round      (p, g, m, v, lr, step, scale) -> p', m', v', p16
+//                       | as ds.adamw, g f32, f16 or bf16, and p' rounded
+//                       into the f16/bf16 p16 in the same pass
 //   ds.overflow_guard   (scale, norm) -> scale, or NaN if norm is not finite
 //   ds.copy             (x) -> out (same bytes)
 //   ds.fill             () -> out                   | [value]

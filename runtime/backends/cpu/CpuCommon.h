@@ -263,6 +263,7 @@ bool reduceMeanBody(const KernelArgs &, std::string &);
 bool reduceMaxBody(const KernelArgs &, std::string &);
 // Optimizer.cpp
 bool adamwBody(const KernelArgs &, std::string &);
+bool adamwRoundBody(const KernelArgs &, std::string &);
 // Comm.cpp
 bool commAllReduceBody(const KernelArgs &, std::string &);
 bool commReduceScatterBody(const KernelArgs &, std::string &);

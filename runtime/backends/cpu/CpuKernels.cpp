@@ -42,6 +42,7 @@ struct Spec {
 constexpr Spec kSpecs[] = {
     // clang-format off
     {"ds.adamw",              "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32",  7,  3,  0, 4, Alias::AdamW,    cpu::adamwBody},
+    {"ds.adamw_round",        "f32,f32|f16|bf16,f32,f32,f32,f32,f32->f32,f32,f32,f16|bf16", 7, 4, 0, 4, Alias::AdamW, cpu::adamwRoundBody},
     {"ds.add",                "f32,f32->f32",                             2,  1,  0, 0, Alias::AnyInput, cpu::addBody},
     {"ds.add_layer_norm",     "f32*->f32,f32",                           -1,  2,  0, 1, Alias::AnyInput, cpu::addLayerNormBody},
     {"ds.attention",          "f32,f32,f32->f32",                         3,  1,  1, 1, Alias::None,     cpu::attentionBody},

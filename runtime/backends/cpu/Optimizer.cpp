@@ -1,5 +1,4 @@
-//===- Optimizer.cpp - ds.adamw
-//--------------------------------------------===//
+//===- Optimizer.cpp - ds.adamw and ds.adamw_round ------------------------===//
 //
 // One AdamW step over flat buffers, PyTorch's formula:
 //   g' = g * scale;  m' = b1 m + (1 - b1) g';  v' = b2 v + (1 - b2) g'^2
@@ -8,12 +7,17 @@
 // The bias corrections are computed once in double; the element loop runs
 // in float and may update p, m and v in place (each element is read before
 // it is written, so the restrict promise holds for exact aliasing). A
-// non-finite scale (ds.overflow_guard) skips the step.
+// non-finite scale (ds.overflow_guard) skips the step. ds.adamw_round also
+// rounds the new master weights into their 16-bit parameter, reading a
+// 16-bit gradient directly (mixed precision, and the CPU optimizer of
+// offload).
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -45,37 +49,38 @@ void adamwRange(const AdamConsts &k, const float *__restrict p,
   }
 }
 
-} // namespace
-
-bool adamwBody(const KernelArgs &args, std::string &err) {
-  if (!expectAllF32(args, err))
-    return false;
+/// The checks both AdamW kernels share (p, m, v and the 3 outputs f32 of
+/// p's shape; g of p's shape; lr, step, scale scalars) and the step's
+/// constants. `skip`: the scale is not finite (ds.overflow_guard).
+bool prepare(const KernelArgs &args, AdamConsts &k, bool &skip,
+             std::string &err) {
   const TensorRef *in = args.inputs, *out = args.outputs;
   const char *names[] = {"p", "g", "m", "v"};
+  for (int i = 0; i < 4; ++i)
+    if (i != 1 && in[i].dtype != DType::f32)
+      return fail(err, names[i], " is ", dtypeName(in[i].dtype),
+                  ", expected f32");
   for (int i = 1; i < 4; ++i)
     if (!sameShape(in[i], in[0]))
       return fail(err, names[i], " has shape ", shapeStr(in[i]),
                   " but p has shape ", shapeStr(in[0]));
   const char *outNames[] = {"p'", "m'", "v'"};
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
+    if (out[i].dtype != DType::f32)
+      return fail(err, "output ", outNames[i], " is ", dtypeName(out[i].dtype),
+                  ", expected f32");
     if (!sameShape(out[i], in[0]))
       return fail(err, "output ", outNames[i], " has shape ", shapeStr(out[i]),
                   " but p has shape ", shapeStr(in[0]));
+  }
   float lr, stepF, scale;
   if (!scalarOperand(err, in[4], "lr", lr) ||
       !scalarOperand(err, in[5], "step", stepF) ||
       !scalarOperand(err, in[6], "scale", scale))
     return false;
-  if (!std::isfinite(scale)) {
-    // ds.overflow_guard's NaN: an overflowed step leaves the state as it
-    // was (the step number need not be valid then: nothing reads it).
-    for (int i = 0; i < 3; ++i) {
-      const int src = i == 0 ? 0 : i + 1; // p, m, v
-      if (out[i].data != in[src].data)
-        std::memcpy(out[i].data, in[src].data, size_t(in[0].numel()) * 4);
-    }
+  skip = !std::isfinite(scale);
+  if (skip) // the step number need not be valid then: nothing reads it
     return true;
-  }
   if (!(stepF >= 1) || stepF != std::floor(stepF) || std::isinf(stepF))
     return fail(err, "step must be an integer >= 1, got ", stepF);
   const double beta1 = args.floatAttrs[0], beta2 = args.floatAttrs[1];
@@ -87,16 +92,91 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
                 " and ", wd);
   const double c1 = 1.0 - std::pow(beta1, double(stepF));
   const double c2 = 1.0 - std::pow(beta2, double(stepF));
-  AdamConsts k{
+  k = AdamConsts{
       float(beta1),           float(1.0 - beta1), float(beta2),
       float(1.0 - beta2),     float(eps),         float(1.0 - double(lr) * wd),
       float(double(lr) / c1), float(1.0 / c2),    scale};
+  return true;
+}
+
+/// An overflowed step leaves p, m and v as they were.
+void keepState(const KernelArgs &args) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  for (int i = 0; i < 3; ++i) {
+    const int src = i == 0 ? 0 : i + 1; // p, m, v
+    if (out[i].data != in[src].data)
+      std::memcpy(out[i].data, in[src].data, size_t(in[0].numel()) * 4);
+  }
+}
+
+} // namespace
+
+bool adamwBody(const KernelArgs &args, std::string &err) {
+  if (!expectAllF32(args, err))
+    return false;
+  AdamConsts k{};
+  bool skip = false;
+  if (!prepare(args, k, skip, err))
+    return false;
+  if (skip) {
+    keepState(args);
+    return true;
+  }
+  const TensorRef *in = args.inputs, *out = args.outputs;
   const float *p = in[0].f32(), *g = in[1].f32(), *m = in[2].f32(),
               *v = in[3].f32();
   float *pOut = out[0].f32(), *mOut = out[1].f32(), *vOut = out[2].f32();
   parallelFor(in[0].numel(), kGrain, [&](int64_t b, int64_t e) {
     adamwRange(k, p + b, g + b, m + b, v + b, pOut + b, mOut + b, vOut + b,
                e - b);
+  });
+  return true;
+}
+
+// Mixed precision's update in one pass over memory: the 16-bit gradient is
+// widened a chunk at a time into a stack buffer and the new fp32 master
+// rounded into the 16-bit parameter as each chunk is done, with the
+// conversions the widened ds.adamw and ds.cast use, so the bits are theirs.
+bool adamwRoundBody(const KernelArgs &args, std::string &err) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const DType gt = in[1].dtype, pt = out[3].dtype;
+  if (gt != DType::f32 && gt != DType::f16 && gt != DType::bf16)
+    return fail(err, "g is ", dtypeName(gt), ", expected f32, f16 or bf16");
+  if (pt != DType::f16 && pt != DType::bf16)
+    return fail(err, "output p16 is ", dtypeName(pt), ", expected f16 or bf16");
+  if (!sameShape(out[3], in[0]))
+    return fail(err, "output p16 has shape ", shapeStr(out[3]),
+                " but p has shape ", shapeStr(in[0]));
+  AdamConsts k{};
+  bool skip = false;
+  if (!prepare(args, k, skip, err))
+    return false;
+  if (skip)
+    keepState(args);
+  const float *p = in[0].f32(), *m = in[2].f32(), *v = in[3].f32();
+  float *pOut = out[0].f32(), *mOut = out[1].f32(), *vOut = out[2].f32();
+  auto *p16 = static_cast<uint16_t *>(out[3].data);
+  auto round = [&](const float *from, int64_t at, int64_t n) {
+    (pt == DType::f16 ? f32ToF16 : f32ToBf16)(from, p16 + at, n);
+  };
+  parallelFor(in[0].numel(), kGrain, [&](int64_t b, int64_t e) {
+    constexpr int64_t kChunk = 2048;
+    float wide[kChunk];
+    for (int64_t c = b; c < e; c += kChunk) {
+      int64_t n = std::min(kChunk, e - c);
+      if (skip) {
+        round(pOut + c, c, n);
+        continue;
+      }
+      const float *g = in[1].f32() + c;
+      if (gt != DType::f32) {
+        const auto *g16 = static_cast<const uint16_t *>(in[1].data) + c;
+        (gt == DType::f16 ? f16ToF32 : bf16ToF32)(g16, wide, n);
+        g = wide;
+      }
+      adamwRange(k, p + c, g, m + c, v + c, pOut + c, mOut + c, vOut + c, n);
+      round(pOut + c, c, n);
+    }
   });
   return true;
 }

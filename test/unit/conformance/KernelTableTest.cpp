@@ -75,6 +75,7 @@ const std::map<std::string, Arity> kDeclared = {
     {"ds.reduce_max", {1, 1, -1, 0}},
     {"ds.iota", {0, 1, 1, 0}},
     {"ds.adamw", {7, 3, 0, 4}},
+    {"ds.adamw_round", {7, 4, 0, 4}},
     {"ds.copy", {1, 1, 0, 0}},
     {"ds.fill", {0, 1, 0, 1}},
     {"ds.bias_gelu", {2, 2, 1, 0}},

@@ -359,6 +359,56 @@ TEST_P(AdamWKernels, ANonFiniteScaleSkipsTheUpdate) {
   EXPECT_EQ(out.get(0), 0.5);
 }
 
+// ds.adamw_round (mixed precision's update in one pass): bitwise what
+// ds.adamw on the widened gradient followed by ds.cast of p' gives, for f32,
+// f16 and bf16 gradients and parameters, in place, over sizes that are not
+// multiples of its chunk; and an overflowed step rounds the unchanged p.
+TEST_P(AdamWKernels, RoundingUpdateIsTheUpdateThenTheCast) {
+  SEEDED_RNG(rng);
+  for (DType gt : {DType::f32, DType::f16, DType::bf16})
+    for (DType pt : {DType::f16, DType::bf16})
+      for (const Shape &s : {Shape{13}, Shape{5000}, Shape{40013}}) {
+        SCOPED_TRACE(std::string(dtypeName(gt)) + " g, " + dtypeName(pt) +
+                     " p16, " + shapeString(s));
+        Buf p = uniform(rng, s), m = uniform(rng, s, -0.1, 0.1),
+            v = uniform(rng, s, 0, 0.01), g(s, gt), gWide(s);
+        for (int64_t i = 0; i < g.numel(); ++i)
+          g.set(i, float(uniform(rng, {1}).get(0)));
+        RUN_OK("ds.cast", {&g}, {&gWide});
+        Buf lr = scalarBuf(3e-4), step = scalarBuf(7), scale = scalarBuf(0.5);
+        const std::vector<double> hyper = {0.9, 0.95, 1e-8, 0.1};
+        Buf p2 = poisoned(s), m2 = poisoned(s), v2 = poisoned(s),
+            half = poisoned(s, pt);
+        RUN_OK("ds.adamw", {&p, &gWide, &m, &v, &lr, &step, &scale},
+               {&p2, &m2, &v2}, {}, hyper);
+        RUN_OK("ds.cast", {&p2}, {&half});
+        Buf p3 = p, m3 = m, v3 = v, half3 = poisoned(s, pt);
+        RUN_OK("ds.adamw_round", {&p3, &g, &m3, &v3, &lr, &step, &scale},
+               {&p3, &m3, &v3, &half3}, {}, hyper);
+        EXPECT_TRUE(bitwiseEqual(p3, p2));
+        EXPECT_TRUE(bitwiseEqual(m3, m2));
+        EXPECT_TRUE(bitwiseEqual(v3, v2));
+        EXPECT_TRUE(bitwiseEqual(half3, half));
+        Buf nan = scalarBuf(kNaN), p4 = p, m4 = m, v4 = v,
+            half4 = poisoned(s, pt), half5 = poisoned(s, pt);
+        RUN_OK("ds.adamw_round", {&p4, &g, &m4, &v4, &lr, &step, &nan},
+               {&p4, &m4, &v4, &half4}, {}, hyper);
+        RUN_OK("ds.cast", {&p}, {&half5});
+        EXPECT_TRUE(bitwiseEqual(p4, p));
+        EXPECT_TRUE(bitwiseEqual(m4, m));
+        EXPECT_TRUE(bitwiseEqual(half4, half5));
+      }
+  Buf p({4}), g({4}, DType::f16), m({4}), v({4}),
+      lr = scalarBuf(1e-3), st = scalarBuf(1), sc = scalarBuf(1), wrong({4}),
+      half({3}, DType::f16);
+  EXPECT_EQ(run("ds.adamw_round", {&p, &g, &m, &v, &lr, &st, &sc},
+                {&p, &m, &v, &wrong}, {}, {0.9, 0.95, 1e-8, 0.1}),
+            "ds.adamw_round: output p16 is f32, expected f16 or bf16");
+  EXPECT_EQ(run("ds.adamw_round", {&p, &g, &m, &v, &lr, &st, &sc},
+                {&p, &m, &v, &half}, {}, {0.9, 0.95, 1e-8, 0.1}),
+            "ds.adamw_round: output p16 has shape [3] but p has shape [4]");
+}
+
 // dist.shard: this rank's slice of a flat buffer (ZeRO stages 1-2 @apply).
 TEST_P(ShapeKernels, DistShardTakesThisRanksSlice) {
   Buf x({8}), out = poisoned({4});
