@@ -449,10 +449,6 @@ int runDscMain(int argc, char **argv) {
                   ": activation_checkpointing.partition_activations splits "
                   "activations over tensor-parallel ranks, and dsc has no "
                   "tensor parallelism");
-    if (ac.cpuCheckpointing)
-      return fail(opts.config +
-                  ": activation_checkpointing.cpu_checkpointing (kept "
-                  "activations in host memory) is not supported yet");
     train = passOptionsFromConfig(config, opts.worldSize);
   }
   // --remat, --remat-every and --activation-memory override the config.

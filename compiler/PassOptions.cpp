@@ -43,6 +43,7 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.offload.offloadOptimizer = config.zero.offloadOptimizer == "cpu";
   o.offload.offloadParam = config.zero.offloadParam == "cpu";
   o.offload.persistenceThreshold = o.zero.persistenceThreshold;
+  o.offload.cpuCheckpointing = config.activationCheckpointing.cpuCheckpointing;
   // What dsrun reads from the plan: the whole config, the LR schedule.
   o.plan.configJson = toJson(config);
   o.plan.scheduleKind = config.scheduler.type;

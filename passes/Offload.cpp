@@ -18,6 +18,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/ds/Contracts.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -34,6 +36,9 @@ using namespace mlir::ds;
 namespace {
 
 constexpr llvm::StringLiteral kHost = "dist.host";
+// A copy of a kept activation (cpu_checkpointing): the plan counts its
+// buffers as activations, not communication buffers.
+constexpr llvm::StringLiteral kActivation = "dist.activation";
 
 bool onHost(Operation *op) { return op->hasAttr(kHost); }
 
@@ -44,6 +49,11 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (cpuCheckpointing)
+      for (auto func : module.getOps<func::FuncOp>())
+        if (func.getSymName().starts_with("micro_step") &&
+            failed(checkpointToHost(func)))
+          return signalPassFailure();
     if (!offloadOptimizer && !offloadParam)
       return;
     markVariables(module);
@@ -125,6 +135,70 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       if (!c->use_empty() && llvm::all_of(c->getUsers(), onHost))
         c->setAttr(kHost, unit);
     });
+  }
+
+  /// cpu_checkpointing: each forward value the backward reads (what the
+  /// remat policy keeps) is copied to the host as soon as it is computed,
+  /// waited for after the next kernel (which the copy overlaps) so its
+  /// device buffer can die after its last forward use, and copied back one
+  /// op ahead of its first backward use.
+  LogicalResult checkpointToHost(func::FuncOp micro) {
+    FailureOr<ConstantOp> seed = findLossSeed(micro, "ds-offload");
+    if (failed(seed))
+      return failure();
+    Block &body = micro.front();
+    DenseMap<Operation *, int> position;
+    for (auto [i, op] : llvm::enumerate(body))
+      position[&op] = int(i);
+    int backward = position.lookup(*seed);
+    SmallVector<Operation *> forward;
+    for (Operation &op : body) {
+      if (position.lookup(&op) >= backward)
+        break;
+      // Computed values only: not views, loads, constants or the gathered
+      // parameters of stage 3 (the backward gathers its own).
+      if (isa<KernelOpInterface>(op) && !isa<ConstantOp, ReshapeOp>(op) &&
+          !isRecompute(&op))
+        forward.push_back(&op);
+    }
+    OpBuilder b(&getContext());
+    for (Operation *def : forward)
+      for (Value v : def->getResults()) {
+        SmallVector<OpOperand *> later;
+        for (OpOperand &use : v.getUses())
+          if (position.lookup(use.getOwner()) > backward)
+            later.push_back(&use);
+        auto type = dyn_cast<RankedTensorType>(v.getType());
+        if (later.empty() || isa<SliceOp>(def) || !type ||
+            !isa<FloatType>(type.getElementType()))
+          continue; // (integer values are positions and ids: cheap)
+        Operation *first = later.front()->getOwner();
+        for (OpOperand *use : later)
+          if (position.lookup(use->getOwner()) < position.lookup(first))
+            first = use->getOwner();
+        b.setInsertionPointAfter(def);
+        auto out = b.create<dist::CopyToHostOp>(v.getLoc(), v);
+        out->setAttr(kActivation, b.getUnitAttr());
+        // Past the next kernel (loads and views run nothing), which the
+        // copy overlaps.
+        Operation *next = out->getNextNode();
+        while (next && (isa<LoadOp, ReshapeOp, ConstantOp>(next) ||
+                        !position.count(next))) // (this pass's own ops)
+          next = next->getNextNode();
+        if (next && position.count(next) && position.lookup(next) < backward)
+          b.setInsertionPointAfter(next);
+        auto kept = b.create<dist::WaitOp>(v.getLoc(), out.getResult());
+        Operation *ahead = first->getPrevNode();
+        b.setInsertionPoint(ahead && position.lookup(ahead) > backward ? ahead
+                                                                       : first);
+        auto in = b.create<dist::CopyToDeviceOp>(v.getLoc(), kept.getResult());
+        in->setAttr(kActivation, b.getUnitAttr());
+        b.setInsertionPoint(first);
+        auto back = b.create<dist::WaitOp>(v.getLoc(), in.getResult());
+        for (OpOperand *use : later)
+          use->set(back.getResult());
+      }
+    return success();
   }
 
   /// Whether `v` lies in host memory.

@@ -157,8 +157,11 @@ def DsOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
     its user runs is copied: `dist.copy_to_host` (d2h stream) starts as
     early as its operand allows, `dist.copy_to_device` (h2d stream) where
     its operand is defined, and the user waits at a `dist.wait` just before
-    it. Gradients stay device variables; @apply copies each shard to the
-    host at its start.
+    it. With `offload-optimizer` the gradient accumulators are host
+    variables too: each reduced shard is copied to the host once waited for
+    and accumulated there. With `cpu-checkpointing` each forward value of
+    @micro_step that the backward reads goes to the host right after it is
+    computed and comes back one op ahead of its first backward use.
   }];
   let options = [
     Option<"offloadOptimizer", "offload-optimizer", "bool", "false",
@@ -168,7 +171,10 @@ def DsOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
     Option<"persistenceThreshold", "persistence-threshold", "int64_t",
            "100000",
            "with one rank (no shards): parameters with fewer elements stay "
-           "on the device, as stage 3 keeps them whole">
+           "on the device, as stage 3 keeps them whole">,
+    Option<"cpuCheckpointing", "cpu-checkpointing", "bool", "false",
+           "the forward values the backward reads wait in host memory "
+           "(activation_checkpointing.cpu_checkpointing)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }

@@ -59,8 +59,9 @@
 //     profile [all false], number_checkpoints [null = -1]; dsc's own
 //     remat "none" | "layers" | "selective" | "auto" ["none"],
 //     remat_every [1], activation_memory [0] (docs/remat.md).
-//     partition_activations and cpu_checkpointing are refused by dsc;
-//     the other four have no effect on dsc's plans (a note says so).
+//     partition_activations is refused by dsc; cpu_checkpointing keeps
+//     the saved activations in host memory (phase offload); the other
+//     four have no effect on dsc's plans (a note says so).
 //
 // Accepted, type-checked and ignored (they choose how DeepSpeed prints,
 // times or groups communication, not what a step computes):

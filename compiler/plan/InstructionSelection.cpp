@@ -228,12 +228,15 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       // On the d2h or h2d stream, after everything compute has issued so
       // far and the waits before it (its operand may be another stream's).
       bool toHost = isa<dist::CopyToHostOp>(op);
-      Pending p{"ds.copy",
-                {ref(op.getOperand(0))},
-                {newSlot(op.getResult(0), &op, Category::CommBuffers)},
-                {},
-                {},
-                &op};
+      Pending p{
+          "ds.copy",
+          {ref(op.getOperand(0))},
+          {newSlot(op.getResult(0), &op,
+                   op.hasAttr("dist.activation") ? Category::Activations
+                                                 : Category::CommBuffers)},
+          {},
+          {},
+          &op};
       p.stream = toHost ? 3 : 2;
       issueAsync(pend, prog, std::move(p));
       continue;
