@@ -24,7 +24,7 @@
 namespace dsc::rt::cpu {
 namespace {
 
-constexpr int64_t kGrain = 1 << 15;
+constexpr int64_t kGrain = 1 << 18;
 
 struct AdamConsts {
   float beta1, oneMinusBeta1, beta2, oneMinusBeta2, eps;
