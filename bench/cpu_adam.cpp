@@ -11,6 +11,7 @@
 // lines that bench/cpu_adam.sh puts beside PyTorch's (torch_adam.py).
 //
 //===----------------------------------------------------------------------===//
+#include "bench/BenchTensor.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 
@@ -25,18 +26,7 @@ using namespace dsc::rt;
 
 namespace {
 
-struct Flat {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-  TensorRef ref() {
-    TensorRef r;
-    r.data = data.data();
-    r.dtype = DType::f32;
-    r.shape = shape.data();
-    r.rank = int(shape.size());
-    return r;
-  }
-};
+using Flat = dsc::bench::Tensor;
 
 Flat filled(int64_t n, float first, float step) {
   Flat f{{n}, std::vector<float>(size_t(n))};

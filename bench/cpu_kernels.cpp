@@ -10,6 +10,7 @@
 // says why single numbers on shared machines need care.
 //
 //===----------------------------------------------------------------------===//
+#include "bench/BenchTensor.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 
 #include <algorithm>
@@ -24,19 +25,7 @@ using namespace dsc::rt;
 
 namespace {
 
-/// An f32 tensor with its own storage.
-struct Tensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-  TensorRef ref() {
-    TensorRef r;
-    r.data = data.data();
-    r.dtype = DType::f32;
-    r.shape = shape.data();
-    r.rank = int(shape.size());
-    return r;
-  }
-};
+using dsc::bench::Tensor;
 
 Tensor uniform(std::mt19937_64 &rng, std::vector<int64_t> shape) {
   Tensor t{std::move(shape), {}};
