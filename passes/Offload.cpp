@@ -7,12 +7,14 @@
 // (dist.copy_to_host on the d2h stream, dist.copy_to_device on h2d) and the
 // user waits for the copy at a dist.wait just before it.
 //
-// Where copies start: a copy to the host (gradients going to the CPU
-// optimizer) starts as early as its operand allows, a variable's at the top
-// of the program or after its last store, since host memory is what there
-// is plenty of; a copy to the device starts where its operand is defined
-// (a parameter shard's where the ZeRO pass placed its load, one gather
-// window ahead), so the device never holds more than the windows do.
+// Where copies start: a copy to the host starts as early as its operand
+// allows (a reduced gradient's as soon as the reduction is waited for, a
+// variable's at the top of the program or after its last store), since
+// host memory is what there is plenty of; a copy to the device starts
+// where its operand is defined (a parameter shard's where the ZeRO pass
+// placed its load, one gather window ahead), so the device never holds
+// more than the windows do. With cpu_checkpointing, the forward values the
+// backward reads make the round trip too (checkpointToHost).
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,7 +67,8 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
         return signalPassFailure();
   }
 
-  /// offload_optimizer: master weights and moments; offload_param: the
+  /// offload_optimizer: gradient accumulators, master weights and moments;
+  /// offload_param: the
   /// parameters ZeRO-3 shards (a group's storage; with one rank, the
   /// parameters at or above the persistence threshold, which stage 3
   /// would shard).
