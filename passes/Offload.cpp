@@ -103,7 +103,9 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
   /// work on host data: each AdamW update, the rounding of its new master
   /// weights to 16 bits (so half the bytes go back), and what reads only
   /// host values (the gradients' sums of squares for the norm). Constants
-  /// that only host work reads are host constants.
+  /// stay device values that host work reads through a copy: ds-fuse's
+  /// rewrite driver deduplicates equal constants whatever their
+  /// attributes, so a host constant could be merged into a device one.
   void markHostOps(func::FuncOp func, bool apply) {
     UnitAttr unit = UnitAttr::get(&getContext());
     for (Operation &op : func.front()) {
@@ -134,10 +136,6 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       if (host)
         op.setAttr(kHost, unit);
     }
-    func.walk([&](ConstantOp c) {
-      if (!c->use_empty() && llvm::all_of(c->getUsers(), onHost))
-        c->setAttr(kHost, unit);
-    });
   }
 
   /// cpu_checkpointing: each forward value the backward reads (what the
@@ -159,7 +157,8 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       if (position.lookup(&op) >= backward)
         break;
       // Computed values only: not views, loads, constants or the gathered
-      // parameters of stage 3 (the backward gathers its own).
+      // parameters of stage 3 (the backward gathers its own); slices are
+      // left out whole (most are views of a flat gathered group).
       if (isa<KernelOpInterface>(op) && !isa<ConstantOp, ReshapeOp>(op) &&
           !isRecompute(&op))
         forward.push_back(&op);
@@ -250,6 +249,19 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
         // A constant stored whole is a fill, run where the variable is.
         if (isa<StoreOp>(op) && v.getDefiningOp<ConstantOp>())
           continue;
+        // A host variable goes to the device for each reader on its own,
+        // read again from the host: one copy shared by the forward and the
+        // backward would hold the device copy in between.
+        if (auto load = v.getDefiningOp<LoadOp>();
+            load && !host && !storedBetween(load, op)) {
+          OpBuilder b(op);
+          auto again = b.create<LoadOp>(load.getLoc(), load.getType(),
+                                        load.getNameAttr());
+          use.set(makeCopy(again, host, op));
+          if (load->use_empty()) // (visited already: loads come first)
+            load->erase();
+          continue;
+        }
         Value &copy = copies[{v, host ? 1 : 0}];
         if (!copy)
           copy = makeCopy(v, host, op);
@@ -257,6 +269,18 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       }
     }
     return success();
+  }
+
+  /// Whether a store to `load`'s variable lies between it and `user` (in
+  /// one block), so that reading the variable again at `user` would read
+  /// another value.
+  static bool storedBetween(LoadOp load, Operation *user) {
+    for (Operation *o = load->getNextNode(); o && o != user;
+         o = o->getNextNode())
+      if (auto store = dyn_cast<StoreOp>(o);
+          store && store.getName() == load.getName())
+        return true;
+    return false;
   }
 
   /// The copy of `v` into the other space, started as early as allowed

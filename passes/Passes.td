@@ -187,6 +187,8 @@ def DsSchedule : Pass<"ds-schedule", "::mlir::ModuleOp"> {
     accumulation (`load @g`, `add`, `store @g`) to right after the op that
     completes the gradient, so a parameter's gradient buffer dies as soon as
     it is accumulated instead of living to the end of the backward pass.
+    An accumulation on the host (ds-offload) reads the gradient's host copy
+    and moves to right after that copy, with the copy's `dist.wait`.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

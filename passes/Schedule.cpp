@@ -91,11 +91,22 @@ struct SchedulePass : ds::impl::DsScheduleBase<SchedulePass> {
       if (!load || load.getName() != store.getName() || !load->hasOneUse())
         continue;
       Operation *def = grad.getDefiningOp();
+      // ds-offload's host accumulation reads the gradient's host copy: the
+      // copy sits right after the gradient, and its wait moves with the
+      // accumulation.
+      dist::WaitOp hostWait = grad.getDefiningOp<dist::WaitOp>();
+      if (hostWait && hostWait->hasOneUse() &&
+          hostWait.getX().getDefiningOp<dist::CopyToHostOp>())
+        def = hostWait.getX().getDefiningOp();
+      else
+        hostWait = nullptr;
       Block *block = store->getBlock();
       Operation *anchor = def ? def : nullptr;
       if (anchor && anchor->getBlock() != block)
         continue;
       Operation *first = anchor ? anchor->getNextNode() : &block->front();
+      if (hostWait && first == hostWait.getOperation())
+        first = first->getNextNode();
       if (first == load.getOperation() || load->getBlock() != block ||
           add->getBlock() != block)
         continue;
@@ -109,6 +120,8 @@ struct SchedulePass : ds::impl::DsScheduleBase<SchedulePass> {
       if (index->touchedBetween(store.getName(), from, index->position(load)))
         continue;
       double gap = index->position(first) - from;
+      if (hostWait)
+        hostWait->moveBefore(first);
       load->moveBefore(first);
       add->moveAfter(load);
       store->moveAfter(add);

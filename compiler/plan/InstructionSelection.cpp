@@ -186,8 +186,9 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
         continue;
       }
       // A copy between the spaces that only this store reads writes the
-      // variable directly, when nothing reads the variable after the copy
-      // starts (the verifier's hazard check would refuse the plan).
+      // variable directly, when no op after the copy in program order reads
+      // the variable; what other streams do meanwhile is left to the plan
+      // verifier's hazard check, which refuses a plan that races.
       if (auto wait = v.getDefiningOp<dist::WaitOp>()) {
         Operation *copy = wait.getX().getDefiningOp();
         bool forward =
@@ -268,12 +269,14 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       continue;
     }
     if (auto shard = dyn_cast<dist::ShardOp>(op)) {
-      pushCompute(pend, {"dist.shard",
-                         {ref(shard.getX())},
-                         {newSlot(shard, &op)},
-                         {static_cast<int64_t>(shard.getWorldSize())},
-                         {},
-                         &op});
+      Pending p{"dist.shard",
+                {ref(shard.getX())},
+                {newSlot(shard, &op)},
+                {static_cast<int64_t>(shard.getWorldSize())},
+                {},
+                &op};
+      p.space = spaceOf(&op);
+      pushCompute(pend, std::move(p));
       continue;
     }
     if (auto store = dyn_cast<dist::StoreParamsOp>(op)) {

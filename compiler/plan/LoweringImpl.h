@@ -87,8 +87,9 @@ struct Pending {
   uint8_t stream = 0;          ///< 0 compute, 1 comm, 2 h2d, 3 d2h
   Space space = Space::Device; ///< where it runs (plan.fbs Instr.space)
   std::vector<uint32_t> waits, records;
-  /// A collective's buffers stay live until the compute instruction that
-  /// waits for it (its dist.wait); -1 for compute instructions.
+  /// A collective's or a copy's buffers stay live until the compute
+  /// instruction that waits for it (after its dist.wait); -1 for compute
+  /// instructions.
   int liveUntil = -1;
 };
 
