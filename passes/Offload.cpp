@@ -159,8 +159,8 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
       // Computed values only: not views, loads, constants or the gathered
       // parameters of stage 3 (the backward gathers its own); slices are
       // left out whole (most are views of a flat gathered group).
-      if (isa<KernelOpInterface>(op) && !isa<ConstantOp, ReshapeOp>(op) &&
-          !isRecompute(&op))
+      if (isa<KernelOpInterface>(op) &&
+          !isa<ConstantOp, ReshapeOp, SliceOp>(op) && !isRecompute(&op))
         forward.push_back(&op);
     }
     OpBuilder b(&getContext());
@@ -171,8 +171,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
           if (position.lookup(use.getOwner()) > backward)
             later.push_back(&use);
         auto type = dyn_cast<RankedTensorType>(v.getType());
-        if (later.empty() || isa<SliceOp>(def) || !type ||
-            !isa<FloatType>(type.getElementType()))
+        if (later.empty() || !type || !isa<FloatType>(type.getElementType()))
           continue; // (integer values are positions and ids: cheap)
         Operation *first = later.front()->getOwner();
         for (OpOperand *use : later)
