@@ -14,7 +14,7 @@ pkgs=(
   libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libboost-dev iproute2
-  python3 python3-numpy python3-torch time
+  python3 python3-numpy python3-torch python3-venv python3-dev pybind11-dev time
 )
 missing=()
 for p in "${pkgs[@]}"; do

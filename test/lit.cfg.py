@@ -27,6 +27,17 @@ if subprocess.call([torch_python, "-c", "import torch"],
     config.available_features.add("torch")
 config.substitutions.append(("%torch-python", torch_python))
 
+# The PyTorch frontend's virtual environment (scripts/install-python.sh:
+# torch 2.5, transformers, safetensors) with frontends/torch on its path.
+dsc_python = os.path.join(config.dsc_obj_root, "venv", "bin", "python")
+if subprocess.call([dsc_python, "-c", "import torch.export, transformers, safetensors"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("torch2")
+config.substitutions.append(("%dsc-python", dsc_python))
+config.environment["PYTHONPATH"] = os.pathsep.join(
+    [os.path.join(os.path.dirname(config.test_source_root), "frontends", "torch")] +
+    ([config.environment["PYTHONPATH"]] if config.environment.get("PYTHONPATH") else []))
+
 # OpenMPI's launcher, for multi-rank runs.
 import shutil
 if shutil.which("mpirun"):
@@ -45,14 +56,15 @@ if subprocess.call(two_hosts, stdout=subprocess.DEVNULL,
 # setup, and the tests needing it would turn UNSUPPORTED while ctest's lit
 # entry still said Passed. Refuse instead; DSC_ALLOW_UNSUPPORTED=1 runs the
 # rest on a machine that lacks them on purpose.
-missing = [f for f in ("torch", "mpi") if f not in config.available_features]
+missing = [f for f in ("torch", "torch2", "mpi") if f not in config.available_features]
 # As root the two hosts must work too (a non-root run cannot build them).
 if os.geteuid() == 0 and "netns" not in config.available_features:
     missing.append("netns")
 if missing and os.environ.get("DSC_ALLOW_UNSUPPORTED") != "1":
     lit_config.fatal(
         "missing test dependencies: " + ", ".join(missing) +
-        " (torch: /usr/bin/python3 -c 'import torch'; mpi: mpirun on PATH; "
+        " (torch: /usr/bin/python3 -c 'import torch'; torch2: "
+        "scripts/install-python.sh BUILD/venv; mpi: mpirun on PATH; "
         "netns: test/e2e/two_hosts.py probe, as root); "
         "run scripts/install-deps.sh, or set DSC_ALLOW_UNSUPPORTED=1 to skip "
         "the tests that need them")

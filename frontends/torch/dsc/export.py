@@ -1,0 +1,351 @@
+"""PyTorch module -> `ds` MLIR (the forward graph dsc compiles) + its weights.
+
+torch.export traces the module as a training step's forward: @forward takes
+the token ids and the next-token targets, both [B, T], and returns the loss.
+Each ATen op of the exported graph becomes ds ops (aten_ops.py); what
+depends only on constants (buffers, arange, masks, rotary tables) is
+evaluated here with torch and enters the graph as ds.constant. Parameters
+become ds.variable symbols under the module's own state-dict names, so the
+weights dsrun writes load back with load_state_dict(strict=True)
+(`Exported.state_dict_from`).
+"""
+import operator
+import re
+from dataclasses import dataclass, field
+
+import torch
+from torch.export import ExportGraphSignature
+from torch.export.graph_signature import InputKind, OutputKind
+
+from . import mlir_text as mt
+from .aten_ops import HANDLERS, Unsupported
+from .emitter import Const, Emitter, Value
+
+WRAPPED = "module"  # the attribute that holds the user's module in _Step
+
+
+class ExportError(Exception):
+    """One line for the user: what is not supported, where and in which
+    module. dsc's tools print it and exit 2."""
+
+
+class _Step(torch.nn.Module):
+    def __init__(self, module, loss):
+        super().__init__()
+        setattr(self, WRAPPED, module)
+        self.loss = loss
+
+    def forward(self, tokens, targets):
+        m = getattr(self, WRAPPED)
+        if self.loss == "module":
+            out = m(tokens, targets)
+            if isinstance(out, (tuple, list)):
+                scalars = [o for o in out if isinstance(o, torch.Tensor) and o.dim() == 0]
+                if len(scalars) != 1:
+                    raise ExportError("the module returns no single scalar loss; "
+                                      "pass loss='cross_entropy' if it returns logits")
+                return scalars[0]
+            return out
+        out = m(tokens)
+        logits = getattr(out, "logits", out)
+        if isinstance(logits, (tuple, list)):
+            logits = logits[0]
+        if self.loss == "cross_entropy":
+            return torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return self.loss(logits, targets)
+
+
+@dataclass
+class Exported:
+    """The result of `export`: `mlir` is the module's text; `weights` maps
+    each trained parameter's name to its initial value; `aliases` names the
+    state-dict entries that share a parameter (tied weights) and
+    `buffers` the persistent buffers and frozen parameters, which the graph
+    holds as constants, so a state dict can be rebuilt from trained weights."""
+    mlir: str
+    weights: dict
+    aliases: dict = field(default_factory=dict)
+    buffers: dict = field(default_factory=dict)
+
+    def save(self, mlir_path, weights_path=None):
+        from safetensors.torch import save_file
+        with open(mlir_path, "w") as f:
+            f.write(self.mlir)
+        if weights_path is not None:
+            save_file({k: v.detach().contiguous() for k, v in self.weights.items()},
+                      weights_path)
+
+    def state_dict_from(self, weights):
+        """A state dict for the original module from trained `weights`
+        (name -> tensor, as dsrun --export-weights writes them)."""
+        sd = dict(self.buffers)
+        for name, tensor in weights.items():
+            sd[name] = tensor
+        for alias, canonical in self.aliases.items():
+            if canonical in weights:
+                sd[alias] = weights[canonical]
+        return sd
+
+
+def export(module, batch_size, block_size, loss="module", dtype=None):
+    """Exports `module` for training on [batch_size, block_size] token ids.
+
+    loss: "module" (module(tokens, targets) returns the loss, or a tuple
+    holding one scalar, as nanoGPT's GPT does), "cross_entropy"
+    (module(tokens) returns logits [B, T, V] or an object with `.logits`, as
+    Hugging Face models do; the loss is their mean cross-entropy against
+    the targets), or a function (logits, targets) -> loss."""
+    step = _Step(module, loss)
+    tokens = torch.zeros(batch_size, block_size, dtype=torch.long)
+    targets = torch.zeros(batch_size, block_size, dtype=torch.long)
+    try:
+        ep = torch.export.export(step, (tokens, targets))
+    except ExportError:
+        raise
+    except Exception as e:  # torch.export's own failures are long; keep the gist
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ExportError(f"torch.export failed: {first}") from e
+    return _Lowering(ep, module).run()
+
+
+def _strip(name):
+    prefix = WRAPPED + "."
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _init_of(t):
+    """The ds initializer that best describes a tensor (dsrun's --init-from
+    gives the real values; this is what re-initialization would draw)."""
+    t = t.detach().double()
+    if bool((t == 0).all()):
+        return "zeros"
+    if bool((t == 1).all()):
+        return "ones"
+    std = float(t.std()) if t.numel() > 1 else abs(float(t.reshape(-1)[0]))
+    return f"normal std {mt.float_literal(max(std, 1e-12))}"
+
+
+_MODULE_PATH_CLEANUPS = [
+    (re.compile(r"^L\['[^']*'\]\.?"), ""),
+    (re.compile(r"\[slice\([^)]*\)\]"), ""),
+    (re.compile(r"\._modules\['([^']*)'\]"), r".\1"),
+    (re.compile(r"\[(\d+)\]"), r".\1"),
+    (re.compile(r"\['([^']*)'\]"), r".\1"),
+]
+
+
+def _where(node):
+    """'file.py:57 in transformer.h.3.attn' for an error message."""
+    parts = []
+    trace = node.meta.get("stack_trace") or ""
+    files = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    if files:
+        parts.append(f"at {files[-1][0]}:{files[-1][1]}")
+    stack = node.meta.get("nn_module_stack") or {}
+    if stack:
+        path = list(stack.values())[-1][0]
+        for pattern, repl in _MODULE_PATH_CLEANUPS:
+            path = pattern.sub(repl, path)
+        path = _strip(path)
+        if path and path != WRAPPED:
+            parts.append(f"in {path}")
+    return " ".join(parts) if parts else "(no source location)"
+
+
+def _flatten(x):
+    if isinstance(x, (tuple, list)):
+        for y in x:
+            yield from _flatten(y)
+    else:
+        yield x
+
+
+def _materialize(x):
+    if isinstance(x, Const):
+        return x.tensor
+    if isinstance(x, (tuple, list)):
+        return type(x)(_materialize(y) for y in x)
+    return x
+
+
+def _wrap(result):
+    if isinstance(result, torch.Tensor):
+        return Const(result)
+    if isinstance(result, (tuple, list)):
+        return tuple(_wrap(r) for r in result)
+    return result
+
+
+def _named_args(target, args, kwargs):
+    schema = target._schema
+    named = {}
+    for i, arg in enumerate(schema.arguments):
+        if not arg.kwarg_only and i < len(args):
+            named[arg.name] = args[i]
+        elif arg.name in kwargs:
+            named[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            named[arg.name] = arg.default_value
+        else:
+            named[arg.name] = None
+    return named
+
+
+_HIGHER_ORDER = ("wrap_with_set_grad_enabled", "wrap_with_autocast")
+
+
+class _Lowering:
+    def __init__(self, ep, module):
+        self.ep = ep
+        self.module = module
+        self.em = Emitter()
+
+    def run(self):
+        ep, em = self.ep, self.em
+        sig: ExportGraphSignature = ep.graph_signature
+        for spec in sig.output_specs:
+            if spec.kind != OutputKind.USER_OUTPUT:
+                raise ExportError(f"the module mutates {spec.target} during the forward "
+                                  f"({spec.kind.name.lower()}); dsc needs a pure forward")
+        trainable = {n for n, p in self.module.named_parameters(remove_duplicate=False)
+                     if p.requires_grad}
+        env, variables, user = {}, [], []
+        graph = ep.graph_module.graph
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        live = self._live(graph)
+        loads, loaded = [], {}
+        for node, spec in zip(placeholders, sig.input_specs):
+            if spec.kind == InputKind.USER_INPUT:
+                v = Value(f"%arg{len(user)}", tuple(node.meta["val"].shape), "i32")
+                user.append(v)
+                env[node] = v
+            elif spec.kind == InputKind.PARAMETER and _strip(spec.target) in trainable:
+                name = _strip(spec.target)
+                tensor = ep.state_dict[spec.target]
+                elt = mt.element_type(tensor.dtype)
+                if name not in loaded:  # a tied parameter may be lifted twice
+                    variables.append((name, tensor, elt))
+                    loaded[name] = Value(em.fresh(), tuple(tensor.shape), elt)
+                    loads.append(f"{loaded[name].name} = ds.load {mt.symbol(name)} : "
+                                 f"{loaded[name].type}")
+                env[node] = loaded[name]
+            else:  # buffers, frozen parameters, lifted constants
+                source = ep.state_dict if spec.target in ep.state_dict else ep.constants
+                env[node] = Const(source[spec.target].detach())
+        if len(user) != 2:
+            raise ExportError("internal: the step takes tokens and targets")
+        result = self._walk(ep.graph_module, env, live)
+        out = result[0] if isinstance(result, (tuple, list)) else result
+        if not isinstance(out, Value) or out.shape != () or out.elt not in mt.FLOAT_TYPES:
+            raise ExportError("the loss is not a scalar computed from the inputs")
+        out = em.cast(out, "f32")
+
+        lines = [f"module @{_module_name(self.module)} {{"]
+        for name, tensor, elt in variables:
+            lines.append(f"  ds.variable param {mt.symbol(name)} : "
+                         f"{mt.tensor_type(tuple(tensor.shape), elt)} init {_init_of(tensor)}")
+        args = ", ".join(f"{v.name}: {v.type}" for v in user)
+        lines.append(f"  func.func @forward({args}) -> tensor<f32> {{")
+        for line in loads + em.lines:
+            lines.append("    " + line)
+        lines.append(f"    return {out.name} : tensor<f32>")
+        lines.append("  }")
+        lines.append("}")
+        weights = {name: tensor for name, tensor, _ in variables}
+        return Exported("\n".join(lines) + "\n", weights, *self._aliases_and_buffers(weights))
+
+    def _aliases_and_buffers(self, weights):
+        aliases, buffers = {}, {}
+        by_id = {}
+        for name, p in self.module.named_parameters(remove_duplicate=False):
+            by_id.setdefault(id(p), []).append(name)
+        for names in by_id.values():
+            canonical = next((n for n in names if n in weights), None)
+            for n in names:
+                if canonical is not None and n != canonical:
+                    aliases[n] = canonical
+        for name, t in self.module.state_dict().items():
+            if name not in weights and name not in aliases:
+                buffers[name] = t.detach().clone()
+        return aliases, buffers
+
+    def _live(self, graph):
+        out = next(n for n in graph.nodes if n.op == "output")
+        live, stack = set(), [out]
+        while stack:
+            n = stack.pop()
+            if n in live:
+                continue
+            live.add(n)
+            stack.extend(n.all_input_nodes)
+        return live
+
+    def _walk(self, gm, env, live=None):
+        """Lowers the nodes of `gm`'s graph (those in `live`, or all) with
+        `env` mapping its placeholders; returns what its output returns."""
+        for node in gm.graph.nodes:
+            if live is not None and node not in live:
+                continue
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                return _map_args(node.args[0], env)
+            if node.op == "get_attr":
+                env[node] = _get_attr(gm, node.target)
+                continue
+            if node.op != "call_function":
+                raise ExportError(f"unsupported graph node {node.op} {_where(node)}")
+            args = _map_args(node.args, env)
+            kwargs = _map_args(node.kwargs, env)
+            target = node.target
+            if target is operator.getitem:
+                env[node] = args[0][args[1]]
+                continue
+            if any(h in str(target) for h in _HIGHER_ORDER):
+                env[node] = self._higher_order(node, args, kwargs)
+                continue
+            if not any(isinstance(x, Value) for x in _flatten(list(args) + list(kwargs.values()))):
+                env[node] = _wrap(target(*_materialize(args), **_materialize(kwargs)))
+                continue
+            op = str(target)
+            handler = HANDLERS.get(op)
+            if handler is None:
+                raise ExportError(f"unsupported op {op} {_where(node)}")
+            try:
+                env[node] = handler(self.em, _named_args(target, args, kwargs), node.meta["val"])
+            except Unsupported as e:
+                raise ExportError(f"unsupported op {op} {_where(node)}: {e}") from None
+        raise ExportError("internal: graph without output")
+
+    def _higher_order(self, node, args, kwargs):
+        """wrap_with_set_grad_enabled(enabled, submodule, *args) and the like:
+        folded when every input is a constant, else its graph is inlined."""
+        if not any(isinstance(x, Value) for x in _flatten(list(args))):
+            return _wrap(node.target(*_materialize(args), **_materialize(kwargs)))
+        sub = next(a for a in args if isinstance(a, torch.fx.GraphModule))
+        inputs = args[list(args).index(sub) + 1:]
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        return self._walk(sub, dict(zip(placeholders, inputs)))
+
+
+def _get_attr(gm, target):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return Const(obj) if isinstance(obj, torch.Tensor) else obj
+
+
+def _map_args(x, env):
+    if isinstance(x, torch.fx.Node):
+        return env[x]
+    if isinstance(x, (tuple, list)):
+        return type(x)(_map_args(y, env) for y in x)
+    if isinstance(x, dict):
+        return {k: _map_args(v, env) for k, v in x.items()}
+    return x
+
+
+def _module_name(module):
+    name = re.sub(r"[^A-Za-z0-9_]", "_", type(module).__name__)
+    return name if name and not name[0].isdigit() else "model"
