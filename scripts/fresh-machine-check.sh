@@ -12,8 +12,8 @@
 #   --keep  leave ROOT in place afterwards (default: removed)
 # Environment: FRESH_COMMANDS overrides the commands run inside (default:
 # README's two `bash scripts/...` lines, in order); FRESH_MIRROR the mirror.
-# ccache's folder is shared with the chroot (a cache hit still needs every
-# header the compile reads, so it hides no missing package). Needs root.
+# ccache's and pip's folders are shared with the chroot (a cache hit still
+# needs every header the compile reads, so it hides no missing package). Needs root.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 keep=0
@@ -85,6 +85,11 @@ fi
 ccache_dir=${CCACHE_DIR:-$HOME/.cache/ccache}
 mkdir -p "$ccache_dir"
 bind "$ccache_dir" /root/.cache/ccache
+# pip's cache too: torch's wheels (scripts/install-python.sh) are ~4 GiB, and
+# a cached wheel still installs every file the tests import.
+pip_cache=$HOME/.cache/pip
+mkdir -p "$pip_cache"
+bind "$pip_cache" /root/.cache/pip
 
 # The checkout, as git sees it: no build folder, nothing ignored.
 say "copying $repo (git ls-files)"

@@ -34,9 +34,14 @@ if subprocess.call([dsc_python, "-c", "import torch.export, transformers, safete
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("torch2")
 config.substitutions.append(("%dsc-python", dsc_python))
+config.substitutions.append(("%dsc-train", os.path.join(config.dsc_tools_dir, "dsc-train")))
+# The package from the source tree, its native module (_dsc_native) from the
+# build tree, as tools/dsc-train.in sets them.
 config.environment["PYTHONPATH"] = os.pathsep.join(
-    [os.path.join(os.path.dirname(config.test_source_root), "frontends", "torch")] +
+    [os.path.join(os.path.dirname(config.test_source_root), "frontends", "torch"),
+     os.path.join(config.dsc_obj_root, "python")] +
     ([config.environment["PYTHONPATH"]] if config.environment.get("PYTHONPATH") else []))
+config.environment["DSC_TOOLS_DIR"] = config.dsc_tools_dir
 
 # OpenMPI's launcher, for multi-rank runs.
 import shutil

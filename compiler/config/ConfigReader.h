@@ -95,7 +95,7 @@ inline std::string elementPath(StringRef parent, size_t index) {
 }
 
 /// "a number", "an object", ... as in "expected X, got Y".
-const char *kindName(const json::Value &v) {
+inline const char *kindName(const json::Value &v) {
   switch (v.kind()) {
   case json::Value::Null:
     return "null";
@@ -361,6 +361,13 @@ public:
     return r.fail(at(key), Twine("expected a boolean, got ") + kindName(*v));
   }
 
+  bool ignoredString(StringRef key) {
+    const json::Value *v = get(key);
+    if (!v || v->getAsString())
+      return true;
+    return r.fail(at(key), Twine("expected a string, got ") + kindName(*v));
+  }
+
 private:
   void noteAuto(StringRef key, const Twine &value) {
     r.note(at(key), "\"auto\" resolved to " + value + " (default)");
@@ -370,6 +377,10 @@ private:
   const json::Object *object;
   std::string path;
 };
+
+/// DeepSpeed's monitor sections (tensorboard, csv_monitor, wandb), checked
+/// here and written by the Python side (ConfigMonitors.cpp).
+bool readMonitors(Reader &r, Section &root);
 
 } // namespace dsc::config
 

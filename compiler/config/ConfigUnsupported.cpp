@@ -19,13 +19,11 @@ struct Unsupported {
 };
 
 constexpr const char *kMonitor =
-    "dsrun --metrics writes every step's loss, lr, grad norm, loss scale, "
-    "tokens/s and memory as JSON lines";
+    "dsc writes tensorboard, csv_monitor and wandb (through dsc-train and "
+    "dsc.train), and dsrun --metrics every step's loss, lr, grad norm, loss "
+    "scale, tokens/s and memory as JSON lines";
 
 constexpr Unsupported kUnsupported[] = {
-    {"$", "tensorboard", kMonitor},
-    {"$", "wandb", kMonitor},
-    {"$", "csv_monitor", kMonitor},
     {"$", "comet", kMonitor},
     {"$", "flops_profiler",
      "dsc --report gives each program's FLOPs before launch"},

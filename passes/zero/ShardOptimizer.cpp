@@ -21,7 +21,6 @@ namespace {
 LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
                          ArrayRef<AdamWOp> group, func::ReturnOp ret,
                          const Options &opts, StringRef name) {
-  MLIRContext *ctx = module.getContext();
   SmallVector<Attribute> members;
   SmallVector<Operation *> dead;
   SmallVector<VariableOp> deadVars;

@@ -496,7 +496,8 @@ int agreeToStart(Communicator &comm, int status, std::string &error) {
   return status;
 }
 
-int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
+int run(const DsrunOptions &options, Communicator &comm,
+        const DsrunHooks &hooks, std::string &error) {
   const bool lead = comm.rank() == 0;
   Prepared p;
   int status = agreeToStart(comm, prepare(options, comm, p, error), error);
@@ -542,6 +543,8 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   // a rank's live line could end up in a log file: ranks print plain lines.
   setup.interactive = lead && !underMpirun() && ::isatty(fileno(stdout));
   setup.metrics = files.metrics;
+  if (lead)
+    setup.onStep = hooks.onStep;
   setup.dumpBatch = files.dumpBatch;
   setup.trace = files.trace.get();
   setup.lossScale = info.lossScale;
@@ -549,6 +552,7 @@ int run(const DsrunOptions &options, Communicator &comm, std::string &error) {
   setup.evalData = p.evalData.get();
   setup.evalMicroBatch = info.evalBatch;
   setup.evalEvery = options.evalEvery;
+  setup.printEvery = options.printEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
   if (!options.saveDir.empty()) {
     setup.saveEvery = options.saveEvery;
@@ -688,7 +692,10 @@ std::unique_ptr<Communicator> joinRanks(const DsrunOptions &options,
 } // namespace
 
 int runDsrunMain(int argc, char **argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  return runDsrun(std::vector<std::string>(argv + 1, argv + argc), {});
+}
+
+int runDsrun(const std::vector<std::string> &args, const DsrunHooks &hooks) {
   DsrunOptions options;
   std::string error;
   int status = kExitBadInput;
@@ -701,7 +708,7 @@ int runDsrunMain(int argc, char **argv) {
       return kExitOk;
     }
     if (checkDsrunFlags(options, error) && (comm = joinRanks(options, error)))
-      status = run(options, *comm, error);
+      status = run(options, *comm, hooks, error);
   }
   // A stop the launcher asked for (Interrupt.h): every rank has saved. Exit
   // 0, so that mpirun lets each rank finish rather than ending the job at

@@ -12,10 +12,25 @@
 #ifndef DSC_RUNTIME_TOOLING_DSRUNMAIN_H
 #define DSC_RUNTIME_TOOLING_DSRUNMAIN_H
 
+#include "runtime/tooling/Metrics.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
 namespace dsc::rt {
+
+/// What a caller in the same process (the Python API) sees of a run.
+struct DsrunHooks {
+  /// Each optimizer step's record, on rank 0 (the --metrics line's data).
+  std::function<void(const StepRecord &)> onStep;
+};
 
 /// One rank of a run (the only one, or one that mpirun started).
 int runDsrunMain(int argc, char **argv);
+
+/// runDsrunMain with the flags as strings (no program name) and `hooks`.
+int runDsrun(const std::vector<std::string> &args, const DsrunHooks &hooks);
 
 /// The dsrun executable: `--np N` with N > 1 outside mpirun relaunches this
 /// executable under mpirun with N ranks (runtime/tooling/Launch.h) and

@@ -87,6 +87,10 @@ const std::vector<Flag> &flagTable() {
     t.push_back(numberFlag("--eval-every", "K", Value::Positive, &O::evalEvery,
                            "evaluate every K steps and after the last "
                            "(needs --eval-data)"));
+    t.push_back(numberFlag("--print-every", "K", Value::Positive,
+                           &O::printEvery,
+                           "a progress line every K steps (DeepSpeed's "
+                           "steps_per_print; default: 20 lines a run)"));
     t.push_back(numberFlag("--eval-batches", "N", Value::Positive,
                            &O::evalBatches,
                            "held-out micro-batches per evaluation (default "

@@ -30,9 +30,10 @@ struct DsrunOptions {
   std::string trace;
   std::string exportWeights;
   std::string dumpBatch;
-  std::string evalData;   ///< held-out data, same formats as --data
-  std::string evalSplit;  ///< "0.1": hold out the last 10% of --data
-  uint64_t evalEvery = 0; ///< evaluate every K steps (and after the last)
+  std::string evalData;    ///< held-out data, same formats as --data
+  std::string evalSplit;   ///< "0.1": hold out the last 10% of --data
+  uint64_t evalEvery = 0;  ///< evaluate every K steps (and after the last)
+  uint64_t printEvery = 0; ///< a progress line every K steps; 0: ~20 a run
   uint64_t evalBatches = 20;
   bool evalOnly = false;         ///< evaluate the initial weights and exit
   uint64_t sample = 0;           ///< generate this many tokens and exit

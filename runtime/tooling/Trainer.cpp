@@ -266,7 +266,9 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
   const std::string apply(plan::kApplyProgram);
   const uint64_t tokensPerStep = uint64_t(setup.microBatch) * setup.seqLen *
                                  setup.accumulationSteps * setup.worldSize;
-  const uint64_t interval = std::max<uint64_t>(1, setup.steps / 20);
+  const uint64_t interval = setup.printEvery
+                                ? setup.printEvery
+                                : std::max<uint64_t>(1, setup.steps / 20);
   if (setup.trace)
     session.setTracing(true);
 
@@ -394,6 +396,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
         return fail(step, std::string("cannot write the --metrics file: ") +
                               std::strerror(errno));
     }
+    if (setup.onStep)
+      setup.onStep(record);
     bool last = step == setup.steps;
     if (setup.out && setup.interactive) {
       // Redraw at most ten times a second: a terminal is slower than a

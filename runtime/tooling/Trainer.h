@@ -28,6 +28,7 @@
 #include "runtime/exec/Session.h"
 #include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/LossScaler.h"
+#include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/Schedule.h"
 
 #include <csignal>
@@ -82,9 +83,13 @@ struct TrainSetup {
   /// the signal. Null: never.
   const volatile std::sig_atomic_t *stop = nullptr;
 
-  std::FILE *out = nullptr;       ///< progress and summary; null: silent
-  bool interactive = false;       ///< one live line rewritten with \r
-  std::FILE *metrics = nullptr;   ///< one JSON line per step, or null
+  std::FILE *out = nullptr;     ///< progress and summary; null: silent
+  uint64_t printEvery = 0;      ///< progress every K steps; 0: steps / 20
+  bool interactive = false;     ///< one live line rewritten with \r
+  std::FILE *metrics = nullptr; ///< one JSON line per step, or null
+  /// Called with each step's record after it is written to `metrics` (the
+  /// Python API's callback); null: none.
+  std::function<void(const StepRecord &)> onStep;
   TraceWriter *trace = nullptr;   ///< instruction events, or null
   std::FILE *dumpBatch = nullptr; ///< every micro-batch, or null
   /// The process's resident bytes before the Session allocated its arenas.

@@ -236,9 +236,10 @@ TEST(ConfigTest, UnknownKeysSuggestTheKeyMeant) {
        "'betas'?)"},
       // Far from every key: no suggestion.
       // DeepSpeed's own keys that dsc lacks are not typos.
-      {R"({"tensorboard": {"enabled": true}})",
-       "ds_config.json: $.tensorboard: not supported yet (dsrun --metrics "
-       "writes every step's loss, lr, grad norm, loss scale, tokens/s and "
+      {R"({"comet": {"enabled": true}})",
+       "ds_config.json: $.comet: not supported yet (dsc writes tensorboard, "
+       "csv_monitor and wandb (through dsc-train and dsc.train), and dsrun "
+       "--metrics every step's loss, lr, grad norm, loss scale, tokens/s and "
        "memory as JSON lines)"},
       {R"({"zero_optimization": {"cpu_offload": true}})",
        "ds_config.json: $.zero_optimization.cpu_offload: not supported yet "
@@ -248,7 +249,8 @@ TEST(ConfigTest, UnknownKeysSuggestTheKeyMeant) {
        "ds_config.json: $.optimizer.params.amsgrad: not supported yet (dsc's "
        "AdamW keeps no maximum of the second moments)"},
       {R"({"tensorbord": {"enabled": true}})",
-       "ds_config.json: $.tensorbord: unknown key"},
+       "ds_config.json: $.tensorbord: unknown key (did you mean "
+       "'tensorboard'?)"},
       {R"({"optimizer": {"type": "AdamW", "params": {"xy": 1}}})",
        "ds_config.json: $.optimizer.params.xy: unknown key"},
       // A parameter of another scheduler.
@@ -745,15 +747,17 @@ TEST(ConfigTest, EveryProblemOfAFileInOneRun) {
   DsConfig config;
   std::string error;
   EXPECT_FALSE(parseDsConfig(
-      R"({"zz": 1, "aa": 2, "tensorboard": {"enabled": true},
+      R"({"zz": 1, "aa": 2, "comet": {"enabled": true},
           "optimizer": {"type": "AdamW", "params": {"lr": "x", "eps": 0}},
           "zero_optimization": {"stage": 5, "reduce_bucket_size": 0},
           "fp16": {"enabled": true, "hysteresis": 0}})",
       kFile, 1, 4, config, error));
   EXPECT_EQ(error, "ds_config.json: $.aa: unknown key\n"
-                   "ds_config.json: $.tensorboard: not supported yet "
-                   "(dsrun --metrics writes every step's loss, lr, grad "
-                   "norm, loss scale, tokens/s and memory as JSON lines)\n"
+                   "ds_config.json: $.comet: not supported yet (dsc "
+                   "writes tensorboard, csv_monitor and wandb (through "
+                   "dsc-train and dsc.train), and dsrun --metrics every "
+                   "step's loss, lr, grad norm, loss scale, tokens/s and "
+                   "memory as JSON lines)\n"
                    "ds_config.json: $.zz: unknown key\n"
                    "ds_config.json: $.optimizer.params.lr: expected a number, "
                    "got a string\n"

@@ -1,12 +1,17 @@
-"""dsc's Python side: PyTorch modules in (`export`), ds MLIR + safetensors out.
+"""dsc from Python: PyTorch modules in, training steps compiled and run.
 
     import dsc
-    exported = dsc.export(model, batch_size=8, block_size=256)
-    exported.save("model.mlir", "init.safetensors")
+    plan = dsc.compile(model, "ds_config.json", block_size=256)
+    print(plan)                                   # dsc --report
+    result = dsc.train(plan, "input.txt", steps=200, callback=print)
+    model.load_state_dict(result.state_dict())
 
-then `dsc model.mlir --config ds_config.json -o model.dsplan` and
-`dsrun model.dsplan --init-from init.safetensors ...`; docs/torch-frontend.md.
+dsc.export gives the ds MLIR and initial weights alone (`python -m dsc
+export` from a shell); docs/python.md and docs/torch-frontend.md.
 """
+from .api import Plan, TrainResult, compile, train
 from .export import ExportError, Exported, export
+from .native import InputError, TrainingError
 
-__all__ = ["export", "Exported", "ExportError"]
+__all__ = ["compile", "train", "export", "Plan", "TrainResult", "Exported",
+           "ExportError", "InputError", "TrainingError"]

@@ -56,8 +56,7 @@ def _binary(mnemonic):
     return handler
 
 
-for _name, _mn in (("mul", "mul"), ("div", "div"), ("maximum", "maximum"),
-                   ("minimum", "minimum")):
+for _name, _mn in (("mul", "mul"), ("div", "div")):
     handles(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar", f"aten.{_name}.default")(_binary(_mn))
 
 
@@ -194,11 +193,12 @@ def _select(em, cond, yes, no, out):
     for branch, mask in ((yes, keep), (no, ~keep)):
         if isinstance(branch, Value):
             parts.append(em.binary("mul", em.cast(branch, elt),
-                                   em.constant(mask.to(torch.float32), elt), shape))
+                                   em.constant(mask.to(torch.float64), elt), shape))
         else:
-            c = branch.tensor if isinstance(branch, Const) else torch.tensor(float(branch))
-            parts.append(em.constant(torch.where(mask, c.to(torch.float32),
-                                                 torch.zeros((), dtype=torch.float32)), elt))
+            c = (branch.tensor if isinstance(branch, Const)
+                 else torch.tensor(float(branch), dtype=torch.float64))
+            parts.append(em.constant(torch.where(mask, c.to(torch.float64),
+                                                 torch.zeros((), dtype=torch.float64)), elt))
     return em.binary("add", parts[0], parts[1], shape)
 
 
@@ -209,7 +209,13 @@ def _select(em, cond, yes, no, out):
          "aten.squeeze.default", "aten.flatten.using_ints", "aten.unflatten.int",
          "aten.view_as.default", "aten.reshape_as.default")
 def reshape(em, a, out):
-    return em.reshape(a["self"], shape_of(out))
+    x, shape = a["self"], shape_of(out)
+    y = em.reshape(x, shape)
+    logits = em.log_softmax_of.get(x.name)
+    if logits is not None and shape and shape[-1] == x.shape[-1]:
+        # log_softmax(...).view(-1, V) still feeds nll_loss as logits would.
+        em.log_softmax_of[y.name] = em.reshape(logits, shape)
+    return y
 
 
 @handles("aten.permute.default")
@@ -493,6 +499,9 @@ def embedding(em, a, out):
 
 
 def _cross_entropy(em, logits, target, ignore_index, out):
+    # PyTorch's class dimension is 1 ([N, C, d1, ...]); ds's is the last.
+    if logits.rank > 2:
+        logits = em.transpose(logits, [0] + list(range(2, logits.rank)) + [1])
     target = em.value(target, "i32")
     attr = f" {{ignore_index = {int(ignore_index)}}}" if ignore_index != -1 else ""
     return em.op(f"ds.cross_entropy {logits.name}, {target.name}{attr} : {logits.type}, "

@@ -125,8 +125,13 @@ def export_main(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("export",):
+    if not argv or argv[0] not in ("export", "train"):
         print("usage: python -m dsc export FILE.py:Class --batch-size B --block-size T "
-              "-o OUT.mlir [--weights OUT.safetensors]", file=sys.stderr)
+              "-o OUT.mlir [--weights OUT.safetensors]\n"
+              "       python -m dsc train FILE.py:Class --deepspeed_config ds_config.json "
+              "--data FILE [...] (dsc-train)", file=sys.stderr)
         return USAGE_ERROR
+    if argv[0] == "train":
+        from .train_cli import main as train_main
+        return train_main(argv[1:])
     return export_main(argv[1:])

@@ -80,7 +80,11 @@ class Emitter:
         if isinstance(x, Const):
             return self.constant(x.tensor, like_elt)
         if isinstance(x, (int, float, bool)):
-            return self.constant(torch.tensor(float(x) if like_elt in mt.FLOAT_TYPES else int(x)), like_elt)
+            # float64 first: a Python float is a double, and torch.tensor
+            # would round it to float32.
+            if like_elt in mt.FLOAT_TYPES:
+                return self.constant(torch.tensor(float(x), dtype=torch.float64), like_elt)
+            return self.constant(torch.tensor(int(x)), like_elt)
         raise TypeError(f"not a tensor operand: {x!r}")
 
     def cast(self, x, elt):

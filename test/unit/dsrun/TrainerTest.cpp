@@ -512,6 +512,27 @@ TEST_F(TrainerFixture, PlainProgressEveryTwentiethAndSummary) {
   EXPECT_NE(all.find("total"), std::string::npos);
 }
 
+// --print-every (DeepSpeed's steps_per_print): every K-th step and the
+// last; and onStep sees every step's record, in order.
+TEST_F(TrainerFixture, PrintEveryAndStepCallback) {
+  FakeSession session({});
+  std::FILE *out = std::tmpfile();
+  setup.out = out;
+  setup.steps = 10;
+  setup.printEvery = 4;
+  std::vector<uint64_t> seen;
+  setup.onStep = [&](const StepRecord &r) { seen.push_back(r.step); };
+  ASSERT_EQ(train(session, *data, setup, error), kExitOk) << error;
+  std::vector<std::string> progress;
+  for (const std::string &l : lines(readBack(out)))
+    if (l.rfind("step ", 0) == 0)
+      progress.push_back(l.substr(0, l.find("  ")));
+  std::fclose(out);
+  EXPECT_EQ(progress,
+            (std::vector<std::string>{"step 4/10", "step 8/10", "step 10/10"}));
+  EXPECT_EQ(seen, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+}
+
 TEST_F(TrainerFixture, TraceHasOneEventPerInstruction) {
   FakeSession session({});
   std::string path = tempPath("trace.json");

@@ -1,0 +1,350 @@
+//===- Compile.cpp - one compilation, for dsc and the Python API ---------===//
+//
+// Exit status: 0 compiled, 2 bad input (options, config, IR, model spec, a
+// violated input contract). Nothing is written here: callers write outputs
+// after the whole compilation succeeded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Compile.h"
+
+#include "compiler/DscMain.h"
+#include "compiler/PassOptions.h"
+#include "compiler/config/Config.h"
+#include "compiler/plan/PlanModel.h"
+#include "models/Models.h"
+#include "runtime/core/ByteCount.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <optional>
+#include <vector>
+
+using namespace mlir;
+
+namespace dsc {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitBadInput = 2;
+constexpr int64_t kDefaultMicroBatch = 4;
+
+/// "file:line:col", a NameLoc's name, or "dsc": where to point the user.
+std::string describe(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    if (file.getLine() == 0) // an implicit module: the file as a whole
+      return file.getFilename().str();
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  }
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    std::string child = describe(name.getChildLoc());
+    return child == "dsc"
+               ? name.getName().str()
+               : (child + " (" + name.getName().getValue() + ")").str();
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? "dsc"
+                                        : describe(fused.getLocations()[0]);
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return describe(callSite.getCallee());
+  return "dsc";
+}
+
+/// One line per diagnostic: "<where>: error: <what>". An op whose result
+/// type inference failed reports why and then, again, that it failed; the
+/// second line says nothing new and is dropped.
+class DiagnosticPrinter {
+public:
+  explicit DiagnosticPrinter(const CompileSink &sink) : sink(sink) {}
+
+  void print(Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error) {
+      bool repeat =
+          lastError && *lastError == diag.getLocation() &&
+          StringRef(diag.str()).ends_with("op failed to infer returned types");
+      lastError = diag.getLocation();
+      if (repeat)
+        return;
+    }
+    StringRef severity = "error";
+    switch (diag.getSeverity()) {
+    case DiagnosticSeverity::Note:
+      severity = "note";
+      break;
+    case DiagnosticSeverity::Warning:
+      severity = "warning";
+      break;
+    case DiagnosticSeverity::Remark:
+      severity = "remark";
+      break;
+    case DiagnosticSeverity::Error:
+      break;
+    }
+    sink(CompileMessage::Diagnostic, describe(diag.getLocation()) + ": " +
+                                         severity.str() + ": " + diag.str());
+    for (Diagnostic &note : diag.getNotes())
+      print(note);
+  }
+
+private:
+  const CompileSink &sink;
+  std::optional<Location> lastError;
+};
+
+/// "" when the plan's device memory per rank fits `budget`; otherwise why
+/// not, in one line: the need, each category (largest first) and the
+/// largest variables.
+std::string checkDeviceBudget(const PlanModel &plan, uint64_t budget) {
+  uint64_t total = 0;
+  std::vector<std::pair<uint64_t, std::string>> categories, variables;
+  for (int c = 0; c < kNumCategories; ++c) {
+    total += plan.arenaBytes[c];
+    if (plan.arenaBytes[c])
+      categories.push_back(
+          {plan.arenaBytes[c], categoryName(static_cast<Category>(c)).str()});
+  }
+  if (total <= budget)
+    return "";
+  for (const PlanVariable &v : plan.variables)
+    if (plan.buffers[v.buffer].space == Space::Device)
+      variables.push_back({plan.buffers[v.buffer].bytes(), v.name});
+  auto largestFirst = [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  llvm::sort(categories, largestFirst);
+  llvm::sort(variables, largestFirst);
+  auto mib = [](uint64_t b) {
+    return llvm::formatv("{0:F2} MiB", double(b) / (1 << 20)).str();
+  };
+  std::string text = "the plan needs " + mib(total) + " (" +
+                     std::to_string(total) +
+                     " bytes) of device memory per "
+                     "rank, the budget is " +
+                     mib(budget) + " (" + std::to_string(budget) + " bytes): ";
+  for (size_t i = 0; i < categories.size(); ++i)
+    text +=
+        (i ? ", " : "") + categories[i].second + " " + mib(categories[i].first);
+  text += "; largest variables:";
+  for (size_t i = 0; i < std::min<size_t>(3, variables.size()); ++i)
+    text +=
+        (i ? ", " : " ") + variables[i].second + " " + mib(variables[i].first);
+  return text;
+}
+
+} // namespace
+
+int compile(const CompileRequest &req, Compilation &out,
+            const CompileSink &sink) {
+  // One line per problem: a config file reports all of its problems.
+  auto fail = [&](const Twine &message) {
+    std::string text = message.str();
+    llvm::SmallVector<StringRef> lines;
+    StringRef(text).split(lines, '\n');
+    for (StringRef line : lines)
+      sink(CompileMessage::Error, line.str());
+    return kExitBadInput;
+  };
+  int sources =
+      !req.inputPath.empty() + !req.inputText.empty() + !req.model.empty();
+  if (sources != 1)
+    return fail("give exactly one of MODEL.mlir or --model NAME[:options]");
+  if (req.worldSize < 1)
+    return fail("--world-size: expected a positive integer");
+  uint64_t deviceBudget = 0;
+  if (!req.deviceMemory.empty()) {
+    if (!parseByteCount(req.deviceMemory, deviceBudget) || deviceBudget == 0)
+      return fail("--device-memory: expected a byte count such as "
+                  "85899345920 or 80GiB, got '" +
+                  req.deviceMemory + "'");
+    if (req.phase < Phase::Plan)
+      return fail("--device-memory is checked against the plan: give "
+                  "--compile-to=plan or emit");
+  }
+
+  DsConfig config;
+  bool haveConfig = !req.configPath.empty() || !req.configText.empty();
+  std::string configName =
+      req.configPath.empty() ? req.configName : req.configPath;
+  if (haveConfig) {
+    std::string error;
+    std::unique_ptr<llvm::MemoryBuffer> file;
+    if (!req.configPath.empty()) {
+      file = openInputFile(req.configPath, &error);
+      if (!file)
+        return fail("cannot read '" + req.configPath + "': " + error);
+    } else {
+      file = llvm::MemoryBuffer::getMemBuffer(req.configText, configName);
+    }
+    if (!parseDsConfig(file->getBuffer(), configName, req.worldSize,
+                       kDefaultMicroBatch, config, error))
+      return fail(error);
+    for (const std::string &note : config.notes)
+      sink(CompileMessage::Note, note);
+  }
+  TrainOptions train;
+  train.setWorldSize(req.worldSize);
+  if (haveConfig) {
+    const DsConfig::ActivationCheckpointing &ac =
+        config.activationCheckpointing;
+    if (ac.partitionActivations)
+      return fail(configName +
+                  ": activation_checkpointing.partition_activations splits "
+                  "activations over tensor-parallel ranks, and dsc has no "
+                  "tensor parallelism");
+    train = passOptionsFromConfig(config, req.worldSize);
+  }
+  // --remat, --remat-every and --activation-memory override the config.
+  if (!req.remat.empty()) {
+    if (!llvm::is_contained({"none", "layers", "selective", "auto"},
+                            StringRef(req.remat)))
+      return fail("--remat: expected none, layers, selective or auto, got '" +
+                  req.remat + "'");
+    train.remat.policy = req.remat;
+  }
+  if (req.rematEvery) {
+    if (*req.rematEvery < 1)
+      return fail("--remat-every: expected a positive integer");
+    if (train.remat.policy != "layers")
+      return fail("--remat-every needs --remat=layers");
+    train.remat.every = *req.rematEvery;
+  }
+  if (req.activationMemory) {
+    if (*req.activationMemory < 1)
+      return fail("--activation-memory: expected a positive number of bytes");
+    if (train.remat.policy != "auto")
+      return fail("--activation-memory is the budget of --remat=auto");
+    train.remat.activationMemory = *req.activationMemory;
+  }
+  if (train.remat.activationMemory && train.remat.policy != "auto")
+    return fail(configName +
+                ": activation_checkpointing.activation_memory "
+                "is the budget of remat \"auto\", but remat is \"" +
+                train.remat.policy + "\"");
+  train.input.dsrunInputs = req.phase == Phase::Emit && req.forDsrun;
+  std::string sourceName =
+      req.inputPath.empty() ? req.inputName : req.inputPath;
+  train.plan.model = req.model.empty()
+                         ? llvm::sys::path::stem(sourceName).str()
+                         : StringRef(req.model).split(':').first.str();
+
+  DialectRegistry registry;
+  registerAll(registry);
+  out.context = std::make_unique<MLIRContext>(registry);
+  MLIRContext &context = *out.context;
+  context.loadAllAvailableDialects();
+  // Diagnostics name the op by location; a dump of the op is noise to users.
+  context.printOpOnDiagnostic(false);
+  DiagnosticPrinter printer(sink);
+  ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
+    printer.print(diag);
+    return success();
+  });
+
+  OwningOpRef<ModuleOp> &module = out.module;
+  llvm::SourceMgr sourceMgr;
+  if (!req.model.empty()) {
+    std::string error;
+    int64_t microBatch =
+        haveConfig ? config.microBatchSize : kDefaultMicroBatch;
+    if (haveConfig && StringRef(req.model).contains("batch_size="))
+      return fail("--model sets batch_size and --config sets "
+                  "train_micro_batch_size_per_gpu; give one of them");
+    module = models::buildModel(context, req.model, microBatch, error);
+    if (!module)
+      return fail("--model " + error);
+    if (req.evalMicroBatch < 0)
+      return fail("--eval-micro-batch-size: expected a positive number");
+    if (req.evalMicroBatch && req.evalMicroBatch != microBatch) {
+      if (StringRef(req.model).contains("batch_size="))
+        return fail("--eval-micro-batch-size: --model sets batch_size; give "
+                    "the training batch in --config instead");
+      // The eval program's graph: the same model at the eval batch, as
+      // @forward_eval (ds-eval builds @eval from it).
+      OwningOpRef<ModuleOp> other =
+          models::buildModel(context, req.model, req.evalMicroBatch, error);
+      if (!other)
+        return fail("--model " + error);
+      auto forward = other->lookupSymbol<func::FuncOp>("forward");
+      if (!forward)
+        return fail("--eval-micro-batch-size: the model has no @forward");
+      forward->remove();
+      forward.setSymName("forward_eval");
+      module->push_back(forward);
+    }
+  } else {
+    if (req.evalMicroBatch)
+      return fail("--eval-micro-batch-size: " + sourceName +
+                  " has its batch fixed; only --model builds can change it");
+    std::string error;
+    std::unique_ptr<llvm::MemoryBuffer> file;
+    if (!req.inputPath.empty()) {
+      file = openInputFile(req.inputPath, &error);
+      if (!file)
+        return fail("cannot read '" + req.inputPath + "': " + error);
+    } else {
+      file = llvm::MemoryBuffer::getMemBufferCopy(req.inputText, sourceName);
+    }
+    if (!checkNesting(file->getBuffer(), sourceName, error))
+      return fail(error);
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return kExitBadInput;
+  }
+  if (failed(verify(*module)))
+    return kExitBadInput;
+
+  PassManager pm(&context);
+  out.plan = std::make_shared<PlanResult>();
+  if (req.configurePasses && failed(req.configurePasses(pm)))
+    return kExitBadInput;
+  if (!req.passPipeline.empty()) {
+    std::string error;
+    llvm::raw_string_ostream os(error);
+    // `builtin.module(...)` names the module dsc already anchors on; parsed
+    // as is it would nest and run on modules inside the module.
+    StringRef text = StringRef(req.passPipeline).trim();
+    if (text.consume_front("builtin.module(") && text.consume_back(")"))
+      text = text.trim();
+    if (failed(parsePassPipeline(text, pm, os)))
+      return fail("--pass-pipeline: " + error);
+    // The plan phases still come after a replayed IR pipeline.
+    if (req.phase >= Phase::Plan)
+      pm.addPass(createLowerToPlanPass(train.plan, out.plan));
+    if (req.phase == Phase::Emit)
+      pm.addPass(createEmitPlanPass(train.emit, out.plan));
+  } else {
+    buildPipeline(pm, req.phase, train, out.plan);
+  }
+  if (failed(pm.run(*module)))
+    return kExitBadInput;
+
+  const PlanModel &plan = out.plan->plan;
+  if (req.phase >= Phase::Plan && haveConfig &&
+      plan.microBatch != config.microBatchSize)
+    return fail(configName + ": train_micro_batch_size_per_gpu is " +
+                Twine(config.microBatchSize) + " but the model's batch is " +
+                Twine(plan.microBatch));
+  if (deviceBudget) {
+    std::string refused = checkDeviceBudget(plan, deviceBudget);
+    if (!refused.empty())
+      return fail("--device-memory " + req.deviceMemory + ": " + refused);
+  }
+  if (auto remat = module.get()->getAttrOfType<StringAttr>("ds.remat"))
+    out.remat = remat.getValue().str();
+  return kExitOk;
+}
+
+} // namespace dsc

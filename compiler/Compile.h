@@ -1,0 +1,81 @@
+//===- Compile.h - one compilation, for dsc and the Python API --*- C++ -*-===//
+//
+// What dsc does between parsing its flags and writing its output: read the
+// config, build or parse the model, run the phases, check the device budget.
+// tools/dsc (compiler/DscMain.cpp) and the Python module (python/) both call
+// compile(); each prints or raises the lines it reports.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_COMPILER_COMPILE_H
+#define DSC_COMPILER_COMPILE_H
+
+#include "compiler/Pipelines.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dsc {
+
+struct CompileRequest {
+  /// The model: exactly one of an MLIR file, MLIR text (named inputName in
+  /// messages) and a built-in model spec ("gpt2:n_layer=2,...").
+  std::string inputPath;
+  std::string inputText;
+  std::string inputName = "input.mlir";
+  std::string model;
+  /// A ds_config.json: a file, or its text (named configName); none: the
+  /// passes' defaults.
+  std::string configPath;
+  std::string configText;
+  std::string configName = "ds_config.json";
+  int64_t worldSize = 1;
+  int64_t evalMicroBatch = 0;
+  /// Overrides of the config's activation_checkpointing (dsc's flags).
+  std::string remat;
+  std::optional<int64_t> rematEvery;
+  std::optional<int64_t> activationMemory;
+  /// Refuse a plan that needs more device memory per rank ("80GiB").
+  std::string deviceMemory;
+  Phase phase = Phase::Emit;
+  /// A textual pass pipeline instead of the phases' (plan phases follow).
+  std::string passPipeline;
+  /// The plan's @forward must take what dsrun feeds (a plan file for dsrun;
+  /// false for a report only).
+  bool forDsrun = true;
+  /// Applies MLIR's command-line pass-manager options (dsc); may be null.
+  std::function<mlir::LogicalResult(mlir::PassManager &)> configurePasses;
+};
+
+/// What compile() reports, one line at a time, as it goes.
+enum class CompileMessage {
+  Error,      ///< a problem with the input ("dsc: " + line for the tool)
+  Note,       ///< a config note ("dsc: note: " + line)
+  Diagnostic, ///< an MLIR diagnostic, already "<where>: error: <what>"
+};
+using CompileSink =
+    std::function<void(CompileMessage kind, const std::string &line)>;
+
+struct Compilation {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// Filled by the plan phases (phase >= Plan).
+  std::shared_ptr<PlanResult> plan;
+  /// The module's ds.remat attribute (the policy the remat phase ran), or "".
+  std::string remat;
+};
+
+/// Runs the request. 0 on success; 2 (bad input) after reporting at least
+/// one line to `sink`.
+int compile(const CompileRequest &request, Compilation &out,
+            const CompileSink &sink);
+
+} // namespace dsc
+
+#endif // DSC_COMPILER_COMPILE_H

@@ -1,0 +1,20 @@
+//===- Report.h - dsc --report: a plan's memory and work --------*- C++ -*-===//
+#ifndef DSC_COMPILER_REPORT_H
+#define DSC_COMPILER_REPORT_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace dsc {
+
+struct PlanModel;
+
+/// `--report`: what one rank holds, by category and memory space, the work
+/// of each program, remat's recomputation and the model state by dtype.
+/// `remat` is the policy the remat phase ran ("" for none).
+void printReport(const PlanModel &plan, llvm::StringRef remat,
+                 llvm::raw_ostream &os);
+
+} // namespace dsc
+
+#endif // DSC_COMPILER_REPORT_H

@@ -1,0 +1,48 @@
+//===- ConfigMonitors.cpp - tensorboard, csv_monitor and wandb ------------===//
+//
+// DeepSpeed's monitor sections. dsc checks their keys and types as
+// DeepSpeed documents them; the Python side (frontends/torch/dsc/monitor.py)
+// writes the files from every step's record, in dsc.train and dsc-train.
+// dsrun by itself writes --metrics JSON lines, which an enabled monitor's
+// note says.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/config/ConfigReader.h"
+
+namespace dsc::config {
+
+bool readMonitors(Reader &r, Section &root) {
+  struct Monitor {
+    StringRef key;
+    std::vector<StringRef> strings; ///< its keys besides `enabled`
+  };
+  const Monitor monitors[] = {
+      {"tensorboard", {"output_path", "job_name"}},
+      {"csv_monitor", {"output_path", "job_name"}},
+      {"wandb", {"group", "team", "project"}},
+  };
+  bool ok = true;
+  for (const Monitor &m : monitors) {
+    if (!root.get(m.key))
+      continue;
+    std::optional<Section> section;
+    if (!root.section(m.key, section)) {
+      ok = false;
+      continue;
+    }
+    std::vector<StringRef> keys = m.strings;
+    keys.push_back("enabled");
+    bool enabled = false;
+    bool sectionOk =
+        section->checkKeys(keys) && section->boolean("enabled", enabled);
+    for (StringRef key : m.strings)
+      sectionOk &= section->ignoredString(key);
+    ok &= sectionOk;
+    if (sectionOk && enabled)
+      r.note(root.at(m.key), "written by dsc-train and dsc.train (Python); "
+                             "dsrun alone writes --metrics JSON lines");
+  }
+  return ok;
+}
+
+} // namespace dsc::config

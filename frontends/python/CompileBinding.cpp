@@ -1,0 +1,128 @@
+//===- CompileBinding.cpp - _dsc_native.compile ---------------------------===//
+//
+// compile(source, ...) -> (plan bytes, report dict, report text, notes):
+// one compilation through compiler/Compile.h, as `dsc -o plan --report`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Compile.h"
+#include "compiler/Report.h"
+#include "compiler/plan/PlanModel.h"
+#include "frontends/python/Bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace dsc::python {
+namespace {
+
+py::dict memoryOf(const std::array<uint64_t, kNumCategories> &arenas) {
+  py::dict d;
+  uint64_t total = 0;
+  for (int c = 0; c < kNumCategories; ++c) {
+    d[py::str(categoryName(static_cast<Category>(c)).str())] = arenas[c];
+    total += arenas[c];
+  }
+  d["total"] = total;
+  return d;
+}
+
+/// --report's numbers as data.
+py::dict reportOf(const PlanModel &plan, const std::string &remat) {
+  uint64_t params = 0;
+  for (const PlanVariable &v : plan.variables)
+    if (v.kind == 0) {
+      uint64_t n = 1;
+      for (int64_t d : v.shape)
+        n *= d;
+      params += n;
+    }
+  py::dict r;
+  r["model"] = plan.options.model;
+  r["parameters"] = params;
+  r["micro_batch"] = plan.microBatch;
+  r["seq_len"] = plan.seqLen;
+  r["vocab_size"] = plan.vocabSize;
+  r["world_size"] = plan.options.worldSize;
+  r["accumulation_steps"] = plan.options.accumulationSteps;
+  py::dict memory;
+  memory["device"] = memoryOf(plan.arenaBytes);
+  if (plan.hasHostArenas())
+    memory["host"] = memoryOf(plan.hostArenaBytes);
+  r["memory"] = memory;
+  py::list programs;
+  for (const PlanProgram &p : plan.programs) {
+    py::dict d;
+    d["name"] = p.name;
+    d["kernels"] = p.instrs.size();
+    d["flops"] = p.flops;
+    d["recomputed_flops"] = p.recomputedFlops;
+    d["comm_bytes"] = p.commBytes;
+    d["activation_bytes"] = p.activationBytes;
+    programs.append(d);
+  }
+  r["programs"] = programs;
+  r["remat"] = remat.empty() ? "none" : remat;
+  return r;
+}
+
+py::tuple compile(const std::string &source, bool isModelSpec,
+                  const std::string &sourceName,
+                  std::optional<std::string> config,
+                  const std::string &configName, int64_t worldSize,
+                  const std::string &remat,
+                  std::optional<int64_t> activationMemory,
+                  const std::string &deviceMemory) {
+  CompileRequest req;
+  if (isModelSpec)
+    req.model = source;
+  else
+    req.inputText = source;
+  req.inputName = sourceName;
+  if (config) {
+    req.configText = *config;
+    req.configName = configName;
+  }
+  req.worldSize = worldSize;
+  req.remat = remat;
+  req.activationMemory = activationMemory;
+  req.deviceMemory = deviceMemory;
+  std::vector<std::string> errors, notes;
+  Compilation out;
+  int status =
+      dsc::compile(req, out, [&](CompileMessage kind, const std::string &line) {
+        (kind == CompileMessage::Note ? notes : errors).push_back(line);
+      });
+  if (status != 0) {
+    std::string text;
+    for (const std::string &e : errors)
+      text += (text.empty() ? "" : "\n") + e;
+    throw InputError(text.empty() ? "compilation failed" : text);
+  }
+  std::string reportText;
+  llvm::raw_string_ostream os(reportText);
+  printReport(out.plan->plan, out.remat, os);
+  os.flush();
+  const std::vector<uint8_t> &bytes = out.plan->bytes;
+  return py::make_tuple(
+      py::bytes(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
+      reportOf(out.plan->plan, out.remat), reportText, notes);
+}
+
+} // namespace
+
+void bindCompile(py::module_ &m) {
+  m.def("compile", &compile, py::arg("source"), py::arg("is_model_spec"),
+        py::arg("source_name"), py::arg("config"), py::arg("config_name"),
+        py::arg("world_size"), py::arg("remat"), py::arg("activation_memory"),
+        py::arg("device_memory"),
+        "Compiles ds MLIR text (or a built-in model spec) into a plan: "
+        "(plan bytes, report dict, report text, config notes).");
+}
+
+} // namespace dsc::python

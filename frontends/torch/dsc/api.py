@@ -1,0 +1,275 @@
+"""dsc.compile and dsc.train: the dsc and dsrun tools as Python calls, over
+the same libraries (the _dsc_native module).
+
+    plan = dsc.compile(model, "ds_config.json", block_size=256)
+    print(plan)                      # dsc --report
+    result = dsc.train(plan, "input.txt", steps=200,
+                       callback=lambda r: print(r["step"], r["loss"]))
+    model.load_state_dict(result.state_dict())
+"""
+import contextlib
+import json
+import os
+import tempfile
+
+from .native import InputError, TrainingError, native
+
+DEFAULT_MICRO_BATCH = 4  # dsc's, when the config gives no batch sizes
+
+
+def _read_config(config):
+    """(dict, text, name) from None, a dict, a path or JSON text."""
+    if config is None:
+        return {}, None, "ds_config.json"
+    if isinstance(config, dict):
+        return config, json.dumps(config), "ds_config.json"
+    text = str(config)
+    if text.lstrip().startswith("{"):
+        name = "ds_config.json"
+    else:
+        name = text
+        try:
+            with open(text) as f:
+                text = f.read()
+        except OSError as e:
+            raise InputError(f"{name}: cannot read: {e.strerror}") from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{name}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(parsed, dict):
+        raise InputError(f"{name}: $: expected an object")
+    return parsed, text, name
+
+
+def _micro_batch(config, world_size):
+    """train_micro_batch_size_per_gpu, or what DeepSpeed's batch triple
+    implies; dsc's parser checks the triple itself."""
+    micro = config.get("train_micro_batch_size_per_gpu")
+    if isinstance(micro, int):
+        return micro
+    total = config.get("train_batch_size")
+    accum = config.get("gradient_accumulation_steps", 1)
+    if isinstance(total, int) and isinstance(accum, int) and accum > 0:
+        return max(1, total // (accum * world_size))
+    return DEFAULT_MICRO_BATCH
+
+
+def _block_size(module):
+    cfg = getattr(module, "config", None)
+    for name in ("block_size", "max_position_embeddings", "n_positions"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+class Plan:
+    """A compiled training step: the plan file's bytes, what --report says
+    (`report()` as data, `str(plan)` as text), and, for a PyTorch module,
+    what maps dsrun's weights back to its state dict (`exported`)."""
+
+    def __init__(self, data, report, report_text, notes, config, exported=None):
+        self.data = data
+        self._report = report
+        self.report_text = report_text
+        self.notes = notes
+        self.config = config
+        self.exported = exported
+        self.path = None
+
+    def report(self):
+        return json.loads(json.dumps(self._report))  # a copy
+
+    def __str__(self):
+        return self.report_text
+
+    def save(self, path):
+        with open(path, "wb") as f:
+            f.write(self.data)
+        self.path = path
+        return path
+
+
+def compile(source=None, config=None, *, model=None, block_size=None, loss="module",
+            world_size=1, remat=None, activation_memory=None, device_memory=None):
+    """Compiles a training step.
+
+    source: a torch.nn.Module (exported with dsc.export at the config's
+    micro-batch and `block_size`, default the module's config.block_size or
+    max_position_embeddings; `loss` as in dsc.export), an Exported, ds MLIR
+    text, or the path of a .mlir file. model: a built-in model instead
+    ("gpt2:n_layer=2,..."). config: a ds_config.json path, its text, or a
+    dict. Raises dsc.InputError with dsc's message on bad input."""
+    from .export import Exported, export
+    cfg, cfg_text, cfg_name = _read_config(config)
+    exported = None
+    if model is not None:
+        if source is not None:
+            raise InputError("give a source or model=, not both")
+        text, is_spec, name = model, True, model
+    elif isinstance(source, Exported):
+        exported = source
+        text, is_spec, name = source.mlir, False, "model.mlir"
+    elif isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if "\n" in text or text.lstrip().startswith("module"):
+            name = "model.mlir"
+        else:
+            name = text
+            try:
+                with open(text) as f:
+                    text = f.read()
+            except OSError as e:
+                raise InputError(f"{name}: cannot read: {e.strerror}") from None
+        is_spec = False
+    else:
+        import torch
+        if not isinstance(source, torch.nn.Module):
+            raise InputError(f"cannot compile a {type(source).__name__}: give a torch.nn.Module, "
+                             "an Exported, ds MLIR or model=")
+        block = block_size or _block_size(source)
+        if block is None:
+            raise InputError("block_size: the module's config does not say its sequence "
+                             "length; pass block_size=")
+        exported = export(source, _micro_batch(cfg, world_size), block, loss=loss)
+        text, is_spec, name = exported.mlir, False, type(source).__name__ + ".mlir"
+    try:
+        data, report, report_text, notes = native().compile(
+            text, is_spec, name, cfg_text, cfg_name, world_size, remat or "",
+            activation_memory, device_memory or "")
+    except native().InputError as e:
+        raise InputError(str(e)) from None
+    return Plan(data, report, report_text, notes, cfg, exported)
+
+
+class TrainResult:
+    """What dsc.train returns: the per-step records (`history`, as dsrun's
+    --metrics lines), the final weights under the plan's parameter names,
+    and `state_dict()` for the exported module (tied and buffer entries
+    filled in, so load_state_dict(strict=True) accepts it)."""
+
+    def __init__(self, history, weights, exported):
+        self.history = history
+        self.weights = weights
+        self._exported = exported
+
+    @property
+    def losses(self):
+        return [r["loss"] for r in self.history]
+
+    def state_dict(self):
+        if self._exported is None:
+            return dict(self.weights)
+        return self._exported.state_dict_from(self.weights)
+
+
+@contextlib.contextmanager
+def _fd_into(fd, path):
+    """File descriptor `fd` (1 or 2, where dsrun's C++ writes) goes to
+    `path` while the block runs."""
+    import ctypes
+    import sys
+    (sys.stdout if fd == 1 else sys.stderr).flush()
+    saved = os.dup(fd)
+    with open(path, "wb") as f:
+        os.dup2(f.fileno(), fd)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # C's buffered output, into `path`
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
+          eval_split=None, eval_every=None, save_dir=None, save_every=None, resume=False,
+          metrics=None, trace=None, monitor=True, backend=None, quiet=False):
+    """Trains `plan` (a Plan, or the path of a .dsplan) in this process, as
+    `dsrun PLAN --data DATA --steps STEPS ...` does, calling callback(record)
+    after every optimizer step with the record dsrun's --metrics writes.
+    Initial weights: `init` (a safetensors path or a dict of tensors), else
+    the exported module's own. The config's tensorboard, csv_monitor and
+    wandb sections are written unless monitor=False (dsc.monitor). Raises
+    InputError (bad input), TrainingError (a failed run) or
+    KeyboardInterrupt (SIGINT: the step in flight finishes and, with
+    save_dir, is saved first)."""
+    from safetensors.torch import load_file, save_file
+
+    from .monitor import Monitors
+    exported = plan.exported if isinstance(plan, Plan) else None
+    config = plan.config if isinstance(plan, Plan) else {}
+    with tempfile.TemporaryDirectory(prefix="dsc-train-") as tmp:
+        if isinstance(plan, Plan):
+            plan_path = plan.path or os.path.join(tmp, "plan.dsplan")
+            if plan.path is None:
+                with open(plan_path, "wb") as f:
+                    f.write(plan.data)
+        else:
+            plan_path = os.fspath(plan)
+        args = [plan_path, "--steps", str(steps)]
+        if data is not None:
+            args += ["--data", os.fspath(data)]
+        if isinstance(init, dict):
+            path = os.path.join(tmp, "init.safetensors")
+            save_file({k: v.detach().float().contiguous() for k, v in init.items()}, path)
+            args += ["--init-from", path]
+        elif init is not None:
+            args += ["--init-from", os.fspath(init)]
+        elif exported is not None and not resume:
+            path = os.path.join(tmp, "init.safetensors")
+            save_file({k: v.detach().contiguous() for k, v in exported.weights.items()}, path)
+            args += ["--init-from", path]
+        for flag, value in (("--seed", seed), ("--eval-split", eval_split),
+                            ("--eval-every", eval_every), ("--save-dir", save_dir),
+                            ("--save-every", save_every), ("--metrics", metrics),
+                            ("--trace", trace), ("--backend", backend)):
+            if value is not None:
+                args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+        if resume:
+            args.append("--resume")
+        if isinstance(config.get("steps_per_print"), int) and config["steps_per_print"] > 0:
+            args += ["--print-every", str(config["steps_per_print"])]
+        final = os.path.join(tmp, "final.safetensors")
+        args += ["--export-weights", final]
+
+        history = []
+        seq_len = plan.report()["seq_len"] if isinstance(plan, Plan) else None
+        monitors = Monitors(config, seq_len) if monitor else None
+
+        def on_step(record):
+            history.append(record)
+            if monitors is not None:
+                monitors.write(record)
+            if callback is not None:
+                callback(record)
+
+        log = os.path.join(tmp, "stderr")
+        try:
+            with contextlib.ExitStack() as stack:
+                if quiet:
+                    stack.enter_context(_fd_into(1, os.devnull))
+                stack.enter_context(_fd_into(2, log))
+                status = native().train(args, on_step)
+        finally:
+            if monitors is not None:
+                monitors.close()
+        # dsrun's lines, less its note about the temporary export file.
+        lines = [line for line in open(log, errors="replace").read().splitlines()
+                 if line and line != f"dsrun: wrote {final}"]
+        if not quiet:
+            import sys
+            for line in lines:
+                print(line, file=sys.stderr)
+        message = next((line for line in reversed(lines) if line.startswith("dsrun:")),
+                       f"dsrun exited with status {status}")
+        if status == 2:
+            raise InputError(message)
+        if status == 1:
+            raise TrainingError(message)
+        if status in (130, 143):
+            raise KeyboardInterrupt(message)
+        if status != 0:
+            raise TrainingError(message)
+        weights = load_file(final) if os.path.exists(final) else {}
+    return TrainResult(history, weights, exported)

@@ -1,0 +1,30 @@
+"""The compiled half of the package (_dsc_native, built by CMake from
+frontends/python into <build>/python), loaded on first use so that export
+works without it."""
+
+
+class InputError(ValueError):
+    """Bad input to dsc or dsrun (exit status 2 in the tools): the message
+    is their one-line description, a line per problem."""
+
+
+class TrainingError(RuntimeError):
+    """Training failed (dsrun's exit status 1): a non-finite loss that loss
+    scaling cannot handle, a failing kernel."""
+
+
+_module = None
+
+
+def native():
+    global _module
+    if _module is None:
+        try:
+            import _dsc_native
+        except ImportError as e:
+            raise ImportError(
+                "dsc's native module is not built or not on the path: build dsc "
+                "with python3-dev and pybind11-dev installed (scripts/build.sh) "
+                "and put BUILD/python on PYTHONPATH") from e
+        _module = _dsc_native
+    return _module
