@@ -14,8 +14,7 @@ using llvm::StringRef;
 
 namespace dsc {
 
-void printReport(const PlanModel &plan, StringRef remat,
-                 llvm::raw_ostream &os) {
+uint64_t parameterCount(const PlanModel &plan) {
   uint64_t params = 0;
   for (const PlanVariable &v : plan.variables)
     if (v.kind == 0) {
@@ -24,6 +23,12 @@ void printReport(const PlanModel &plan, StringRef remat,
         n *= d;
       params += n;
     }
+  return params;
+}
+
+void printReport(const PlanModel &plan, StringRef remat,
+                 llvm::raw_ostream &os) {
+  uint64_t params = parameterCount(plan);
   auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
   os << "model " << plan.options.model << ": " << params << " parameters, "
      << "micro-batch " << plan.microBatch << " x " << plan.seqLen

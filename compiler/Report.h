@@ -5,9 +5,14 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
+
 namespace dsc {
 
 struct PlanModel;
+
+/// Elements of the model's parameters (each tensor once, however sharded).
+uint64_t parameterCount(const PlanModel &plan);
 
 /// `--report`: what one rank holds, by category and memory space, the work
 /// of each program, remat's recomputation and the model state by dtype.

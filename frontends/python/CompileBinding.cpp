@@ -34,17 +34,9 @@ py::dict memoryOf(const std::array<uint64_t, kNumCategories> &arenas) {
 
 /// --report's numbers as data.
 py::dict reportOf(const PlanModel &plan, const std::string &remat) {
-  uint64_t params = 0;
-  for (const PlanVariable &v : plan.variables)
-    if (v.kind == 0) {
-      uint64_t n = 1;
-      for (int64_t d : v.shape)
-        n *= d;
-      params += n;
-    }
   py::dict r;
   r["model"] = plan.options.model;
-  r["parameters"] = params;
+  r["parameters"] = parameterCount(plan);
   r["micro_batch"] = plan.microBatch;
   r["seq_len"] = plan.seqLen;
   r["vocab_size"] = plan.vocabSize;

@@ -112,6 +112,9 @@ CASES = {
                           .flatten(1).view(B, T, C), dict(w=p(T, 1, C))),
     "chunk": (lambda m, x: torch.cat([c * (i + 1) for i, c in enumerate(x.chunk(4, dim=-1))], -1), {}),
     "select_row": (lambda m, x: x + x.select(1, 2).unsqueeze(1), {}),
+    "unbind_swapaxes": (lambda m, x: torch.stack([r * (i + 1) for i, r in enumerate(
+        x.swapaxes(1, 2).unbind(1))], dim=2), {}),
+    "view_as_type_as": (lambda m, x: (x.reshape(B, T * C) * 2).view_as(x).type_as(x), {}),
     # reductions
     "reductions": (lambda m, x: x - x.mean(-1, keepdim=True) + x.sum(1, keepdim=True) / T
                    - x.amax(-1, keepdim=True), {}),

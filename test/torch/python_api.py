@@ -76,6 +76,18 @@ def main(work, data):
     print(f"train: {steps} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
           "state dict loads with strict=True")
 
+    # Weights in as tensors: two more steps from the trained weights start
+    # where the run ended (the first loss is below the run's first).
+    more = dsc.train(plan, data, 2, init=result.weights, monitor=False, quiet=True)
+    expect(more.losses[0] < losses[0] - 0.5, f"init= was ignored: {more.losses}")
+    # Other sources: ds MLIR text (the exported graph) and built-in models.
+    from_text = dsc.compile(plan.exported.mlir, config)
+    expect(from_text.report()["parameters"] == n_params, "compile(mlir text) differs")
+    builtin = dsc.compile(model="gpt2:n_layer=1,n_head=2,n_embd=16,block_size=8,vocab_size=256",
+                          config={"train_micro_batch_size_per_gpu": 2})
+    expect(builtin.report()["model"] == "gpt2", f"builtin report {builtin.report()['model']}")
+    print("sources: module, MLIR text, built-in model; init= weights as tensors")
+
     # TensorBoard's own reader: tags and one point per step, x = samples.
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(os.path.join(work, "tb", "gpt"))

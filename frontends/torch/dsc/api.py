@@ -17,29 +17,29 @@ from .native import InputError, TrainingError, native
 DEFAULT_MICRO_BATCH = 4  # dsc's, when the config gives no batch sizes
 
 
+def _read_file(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+
+
 def _read_config(config):
-    """(dict, text, name) from None, a dict, a path or JSON text."""
+    """(dict, text, name) from None, a dict, a path or JSON text. Text that
+    is not a JSON object reads as {} here: dsc's own parser reports it."""
     if config is None:
         return {}, None, "ds_config.json"
     if isinstance(config, dict):
         return config, json.dumps(config), "ds_config.json"
-    text = str(config)
-    if text.lstrip().startswith("{"):
-        name = "ds_config.json"
-    else:
-        name = text
-        try:
-            with open(text) as f:
-                text = f.read()
-        except OSError as e:
-            raise InputError(f"{name}: cannot read: {e.strerror}") from None
+    text, name = str(config), "ds_config.json"
+    if not text.lstrip().startswith("{"):
+        name, text = text, _read_file(text)
     try:
         parsed = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{name}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    if not isinstance(parsed, dict):
-        raise InputError(f"{name}: $: expected an object")
-    return parsed, text, name
+    except json.JSONDecodeError:
+        parsed = {}
+    return (parsed if isinstance(parsed, dict) else {}), text, name
 
 
 def _micro_batch(config, world_size):
@@ -116,12 +116,7 @@ def compile(source=None, config=None, *, model=None, block_size=None, loss="modu
         if "\n" in text or text.lstrip().startswith("module"):
             name = "model.mlir"
         else:
-            name = text
-            try:
-                with open(text) as f:
-                    text = f.read()
-            except OSError as e:
-                raise InputError(f"{name}: cannot read: {e.strerror}") from None
+            name, text = text, _read_file(text)
         is_spec = False
     else:
         import torch
