@@ -20,6 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from . import mlir_text as mt
 from .aten_ops import HANDLERS, Unsupported
 from .emitter import Const, Emitter, Value
+from .patterns import fuse_rms_norm
 
 WRAPPED = "module"  # the attribute that holds the user's module in _Step
 
@@ -106,6 +107,7 @@ def export(module, batch_size, block_size, loss="module", dtype=None):
     except Exception as e:  # torch.export's own failures are long; keep the gist
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ExportError(f"torch.export failed: {first}") from e
+    fuse_rms_norm(ep.graph_module)
     return _Lowering(ep, module).run()
 
 
