@@ -88,7 +88,12 @@ py::tuple compile(const std::string &source, bool isModelSpec,
   Compilation out;
   int status =
       dsc::compile(req, out, [&](CompileMessage kind, const std::string &line) {
-        (kind == CompileMessage::Note ? notes : errors).push_back(line);
+        // MLIR's warnings and remarks are notes here, as dsc prints them
+        // without failing; its errors fail the compilation.
+        bool note = kind == CompileMessage::Note ||
+                    (kind == CompileMessage::Diagnostic &&
+                     line.find(": error: ") == std::string::npos);
+        (note ? notes : errors).push_back(line);
       });
   if (status != 0) {
     std::string text;

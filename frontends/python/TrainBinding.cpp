@@ -2,10 +2,10 @@
 //
 // train(args, callback) -> exit status: dsrun's runDsrun in this process,
 // with `callback` called on every optimizer step with the --metrics
-// record as a dict. A callback that raises stops the run after that step
-// (as SIGINT does, through dsrun's stop flag) and the exception propagates.
-// SIGINT and SIGTERM are dsrun's while it runs (finish the step, save,
-// stop) and Python's again afterwards.
+// record as a dict (the GIL is held only there). A callback that raises
+// stops the run after that step, as SIGINT would, and the exception
+// propagates. SIGINT and SIGTERM are dsrun's while it runs (finish the
+// step, save, stop) and Python's again afterwards.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <csignal>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,18 +48,20 @@ int train(const std::vector<std::string> &args, py::object callback) {
   rt::DsrunHooks hooks;
   if (!callback.is_none())
     hooks.onStep = [&](const rt::StepRecord &record) {
-      if (raised)
-        return;
+      py::gil_scoped_acquire gil;
       try {
         callback(json.attr("loads")(rt::metricsJson(record)));
+        return true;
       } catch (py::error_already_set &e) {
         raised = std::move(e);
-        std::raise(SIGINT); // dsrun's handler: stop after this step
+        return false; // stop after this step; the exception is re-raised
       }
     };
   int status;
   {
     SavedSignals saved;
+    // Training holds no Python object: other threads run meanwhile.
+    py::gil_scoped_release nogil;
     status = rt::runDsrun(args, hooks);
   }
   if (raised)

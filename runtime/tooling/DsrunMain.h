@@ -22,8 +22,9 @@ namespace dsc::rt {
 
 /// What a caller in the same process (the Python API) sees of a run.
 struct DsrunHooks {
-  /// Each optimizer step's record, on rank 0 (the --metrics line's data).
-  std::function<void(const StepRecord &)> onStep;
+  /// Each optimizer step's record, on rank 0 (the --metrics line's data);
+  /// false stops the run after that step (TrainSetup::onStep).
+  std::function<bool(const StepRecord &)> onStep;
 };
 
 /// One rank of a run (the only one, or one that mpirun started).

@@ -46,6 +46,8 @@ const volatile std::sig_atomic_t *installRankStopHandlers() {
 }
 
 const volatile std::sig_atomic_t *installStopHandlers() {
+  // A new run (a process may run several: the Python API) starts unasked.
+  requested = 0;
   struct sigaction action {};
   action.sa_handler = onStop;
   sigemptyset(&action.sa_mask);

@@ -20,8 +20,8 @@
 
 namespace dsc::rt {
 
-/// Installs the handlers; returns the flag they set to the signal's number
-/// (0 until a signal arrives).
+/// Installs the handlers and clears the flag; returns the flag they set to
+/// the signal's number (0 until a signal arrives).
 const volatile std::sig_atomic_t *installStopHandlers();
 
 /// A rank's handlers: SIGUSR1 sets the flag to SIGINT, SIGUSR2 to SIGTERM

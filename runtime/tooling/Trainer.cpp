@@ -396,8 +396,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
         return fail(step, std::string("cannot write the --metrics file: ") +
                               std::strerror(errno));
     }
-    if (setup.onStep)
-      setup.onStep(record);
+    bool callbackStop = setup.onStep && !setup.onStep(record);
     bool last = step == setup.steps;
     if (setup.out && setup.interactive) {
       // Redraw at most ten times a second: a terminal is slower than a
@@ -418,6 +417,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     }
     if (setup.worldSize == 1 && setup.stop)
       stopSignal = int(*setup.stop); // the latest word, on one rank
+    if (callbackStop && !stopSignal)
+      stopSignal = SIGINT; // as a Ctrl-C would: finish, save, stop
     if (setup.save && ((setup.saveEvery && step % setup.saveEvery == 0) ||
                        last || stopSignal)) {
       RunState state{step, applied, record.skippedSteps, std::nullopt};
@@ -429,7 +430,9 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     if (stopSignal && !last) {
       if (setup.out && setup.interactive)
         std::fputc('\n', setup.out);
-      error = "stopped by " + std::string(signalName(stopSignal)) +
+      error = "stopped by " +
+              std::string(callbackStop ? "the step callback"
+                                       : signalName(stopSignal)) +
               " after step " + std::to_string(step) +
               (setup.save ? "" : " (no --save-dir: nothing saved)");
       return 128 + stopSignal;

@@ -88,8 +88,9 @@ struct TrainSetup {
   bool interactive = false;     ///< one live line rewritten with \r
   std::FILE *metrics = nullptr; ///< one JSON line per step, or null
   /// Called with each step's record after it is written to `metrics` (the
-  /// Python API's callback); null: none.
-  std::function<void(const StepRecord &)> onStep;
+  /// Python API's callback); false stops the run after this step as SIGINT
+  /// would (saved with `save`; train returns 128 + SIGINT). Null: none.
+  std::function<bool(const StepRecord &)> onStep;
   TraceWriter *trace = nullptr;   ///< instruction events, or null
   std::FILE *dumpBatch = nullptr; ///< every micro-batch, or null
   /// The process's resident bytes before the Session allocated its arenas.

@@ -159,7 +159,7 @@ def check(args):
         for key, mine, tol in (("loss", loss, LOSS_TOL), ("grad_norm", norm, NORM_TOL)):
             d = abs(r[key] - mine) / max(abs(mine), 1e-30)
             worst[key] = max(worst[key], d)
-            if d > tol:
+            if not d <= tol:  # NaN fails too
                 problems.append(f"step {s}: {key} {r[key]:.9g} vs PyTorch {mine:.9g} "
                                 f"(rel {d:.1e} > {tol:g})")
     # dsrun's weights go back into a fresh module under its own names.
@@ -176,7 +176,7 @@ def check(args):
             ref, got = torch.cat([ref[:c], ref[2 * c:]]), torch.cat([got[:c], got[2 * c:]])
         d = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
         worst_w = max(worst_w, d)
-        if d > WEIGHT_TOL:
+        if not d <= WEIGHT_TOL:
             problems.append(f"{name}: final weights differ by {d:.1e} (> {WEIGHT_TOL:g})")
     print(f"{steps} steps vs PyTorch: max rel diff loss {worst['loss']:.1e}, grad norm "
           f"{worst['grad_norm']:.1e}, weights {worst_w:.1e}; loss "

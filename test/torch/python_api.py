@@ -142,6 +142,9 @@ def main(work, data):
     except RuntimeError as e:
         expect(str(e) == "enough" and stopped == [1, 2, 3], f"stop: {e!r} after {stopped}")
         print(f"callback raised at step 3: run stopped after {len(stopped)} steps")
+    # The stop is this run's alone: the next one in this process runs whole.
+    again = dsc.train(plan, data, 4, monitor=False, quiet=True)
+    expect(len(again.history) == 4, f"the run after a stop trained {len(again.history)} steps")
     try:
         dsc.train(plan, os.path.join(work, "missing.txt"), 2, quiet=True)
         problems.append("missing data trained")

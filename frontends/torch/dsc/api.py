@@ -10,6 +10,7 @@ the same libraries (the _dsc_native module).
 import contextlib
 import json
 import os
+import re
 import tempfile
 
 from .native import InputError, TrainingError, native
@@ -85,8 +86,15 @@ class Plan:
         return self.report_text
 
     def save(self, path):
-        with open(path, "wb") as f:
-            f.write(self.data)
+        """Writes the plan file (only over a regular file, all or nothing)."""
+        from .files import check_output, write_outputs
+        path = os.fspath(path)
+        check_output(path, "plan")
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                f.write(self.data)
+        write_outputs([(path, write)])
         self.path = path
         return path
 
@@ -113,7 +121,7 @@ def compile(source=None, config=None, *, model=None, block_size=None, loss="modu
         text, is_spec, name = source.mlir, False, "model.mlir"
     elif isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
-        if "\n" in text or text.lstrip().startswith("module"):
+        if "\n" in text or re.match(r"\s*module\s*(@|\{|attributes\b)", text):
             name = "model.mlir"
         else:
             name, text = text, _read_file(text)
@@ -240,6 +248,7 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
                 callback(record)
 
         log = os.path.join(tmp, "stderr")
+        lines = []
         try:
             with contextlib.ExitStack() as stack:
                 if quiet:
@@ -249,13 +258,14 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
         finally:
             if monitors is not None:
                 monitors.close()
-        # dsrun's lines, less its note about the temporary export file.
-        lines = [line for line in open(log, errors="replace").read().splitlines()
-                 if line and line != f"dsrun: wrote {final}"]
-        if not quiet:
-            import sys
-            for line in lines:
-                print(line, file=sys.stderr)
+            # dsrun's lines (less its note about the temporary export file),
+            # also when the callback raised.
+            lines = [line for line in open(log, errors="replace").read().splitlines()
+                     if line and line != f"dsrun: wrote {final}"]
+            if not quiet:
+                import sys
+                for line in lines:
+                    print(line, file=sys.stderr)
         message = next((line for line in reversed(lines) if line.startswith("dsrun:")),
                        f"dsrun exited with status {status}")
         if status == 2:

@@ -142,6 +142,8 @@ def pow_scalar(em, a, out):
          "aten.type_as.default")
 def to_copy(em, a, out):
     x = a["self"]
+    if isinstance(x, Const):  # type_as of a constant: stays a constant
+        return Const(x.tensor.to(out.dtype))
     elt = elt_of(out)
     if elt not in mt.FLOAT_TYPES or x.elt not in mt.FLOAT_TYPES:
         if elt == x.elt:
@@ -152,12 +154,13 @@ def to_copy(em, a, out):
 
 @handles("aten.clone.default", "aten.alias.default", "aten.detach.default",
          "aten.contiguous.default", "aten.lift_fresh_copy.default",
-         "aten.dropout.default", "aten.native_dropout.default",
-         "aten.feature_dropout.default")
+         "aten.dropout.default", "aten.native_dropout.default")
 def identity_or_dropout(em, a, out):
     x = a.get("self", a.get("input"))
     p = a.get("p", 0.0)
     train = a.get("train", False)
+    if train is None:  # native_dropout's "bool? train": None means training
+        train = True
     if p and train:
         y = em.op(f"ds.dropout {x.name} rate {mt.float_literal(p)} id {em.next_dropout_id()} : {x.type}",
                   x.shape, x.elt)
@@ -189,15 +192,30 @@ def _select(em, cond, yes, no, out):
     elt = elt_of(out)
     shape = shape_of(out)
     keep = cond.tensor.to(torch.bool)
+
+    def constant_of(branch):
+        if isinstance(branch, Const):
+            return branch.tensor.to(torch.float64)
+        return torch.tensor(float(branch), dtype=torch.float64)
+
+    branches = [(yes, keep), (no, ~keep)]
+    values = [(b, m) for b, m in branches if isinstance(b, Value)]
+    constants = [(constant_of(b), m) for b, m in branches if not isinstance(b, Value)]
+    if len(values) == 1 and constants:
+        c, m = constants[0]
+        fill = torch.where(m, c, torch.zeros((), dtype=torch.float64))
+        if bool(torch.isinf(torch.broadcast_to(c, m.shape)[m]).all()):
+            # An infinite fill (a causal mask's -inf): added, not
+            # multiplied in, so an earlier -inf in the kept value stays
+            # -inf instead of turning 0 * inf into NaN.
+            return em.binary("add", em.cast(values[0][0], elt), em.constant(fill, elt), shape)
     parts = []
-    for branch, mask in ((yes, keep), (no, ~keep)):
+    for branch, mask in branches:
         if isinstance(branch, Value):
             parts.append(em.binary("mul", em.cast(branch, elt),
                                    em.constant(mask.to(torch.float64), elt), shape))
         else:
-            c = (branch.tensor if isinstance(branch, Const)
-                 else torch.tensor(float(branch), dtype=torch.float64))
-            parts.append(em.constant(torch.where(mask, c.to(torch.float64),
+            parts.append(em.constant(torch.where(mask, constant_of(branch),
                                                  torch.zeros((), dtype=torch.float64)), elt))
     return em.binary("add", parts[0], parts[1], shape)
 
@@ -210,6 +228,8 @@ def _select(em, cond, yes, no, out):
          "aten.view_as.default", "aten.reshape_as.default")
 def reshape(em, a, out):
     x, shape = a["self"], shape_of(out)
+    if isinstance(x, Const):  # a constant viewed as a computed tensor's shape
+        return Const(x.tensor.reshape(shape))
     y = em.reshape(x, shape)
     logits = em.log_softmax_of.get(x.name)
     if logits is not None and shape and shape[-1] == x.shape[-1]:
@@ -241,6 +261,8 @@ def t(em, a, out):
 
 @handles("aten.expand.default", "aten.expand_as.default", "aten.broadcast_to.default")
 def expand(em, a, out):
+    if isinstance(a["self"], Const):
+        return Const(a["self"].tensor.expand(shape_of(out)))
     return em.broadcast(a["self"], shape_of(out))
 
 
@@ -407,7 +429,7 @@ def rms_norm(em, a, out):
     x = a["input"]
     if len(a["normalized_shape"]) != 1:
         raise Unsupported("rms_norm over more than the last dimension")
-    eps = a["eps"] if a["eps"] is not None else torch.finfo(torch.float32).eps
+    eps = a["eps"] if a["eps"] is not None else torch.finfo(out.dtype).eps
     w = a["weight"] if a["weight"] is not None else Const(torch.ones(x.shape[-1]))
     w = em.value(w, x.elt)
     return em.op(f"ds.rms_norm {x.name}, {w.name} eps {mt.float_literal(eps)} : {x.type}, {w.type}",
@@ -435,9 +457,11 @@ def log_softmax(em, a, out):
     x = em.cast(a["self"], elt_of(out))
 
     def lsm(v):
-        # log(softmax(v)): the kernel subtracts the row maximum, and the
-        # VJP of log and softmax compose to the right gradient.
-        y = em.unary("log", em.unary("softmax", v))
+        # v - max - log(sum(exp(v - max))): finite where log(softmax(v))
+        # would underflow to -inf (a row's gap beyond ~103 in f32).
+        shifted = em.binary("sub", v, em.reduce("reduce_max", v, [-1], True), v.shape)
+        total = em.reduce("reduce_sum", em.unary("exp", shifted), [-1], True)
+        y = em.binary("sub", shifted, em.unary("log", total), v.shape)
         em.log_softmax_of[y.name] = v
         return y
     return _last_axis(em, x, a["dim"], lsm)
@@ -491,6 +515,8 @@ def embedding(em, a, out):
     if a["padding_idx"] not in (None, -1):
         raise Unsupported(f"embedding with padding_idx={a['padding_idx']} "
                           "(its row would still be trained)")
+    if a["scale_grad_by_freq"] or a["sparse"]:
+        raise Unsupported("embedding with scale_grad_by_freq or sparse gradients")
     w = em.value(w, elt_of(out))
     idx = em.value(idx, "i32")
     shape = shape_of(out)
@@ -531,6 +557,11 @@ def nll_loss(em, a, out):
     logits = em.log_softmax_of.get(x.name)
     if logits is None:
         raise Unsupported("nll_loss of anything but log_softmax (use cross_entropy)")
+    if x.rank > 2:
+        # Classes are dimension 1 there; the fused log_softmax ran over the
+        # last one.
+        raise Unsupported("nll_loss of [N, C, d...] inputs (reshape to [N, C] or use "
+                          "cross_entropy)")
     loss = _cross_entropy(em, logits, a["target"], a["ignore_index"], out)
     if isinstance(out, (tuple, list)):  # nll_loss_forward: (loss, total_weight)
         return (loss, None)

@@ -7,13 +7,15 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
+
+from .files import check_output, write_outputs
+from .native import InputError as _InputError
 
 USAGE_ERROR = 2
 
 
-class InputError(Exception):
-    pass
+# Bad input, one line: the package's own (dsc.InputError).
+InputError = _InputError
 
 
 def load_class(spec):
@@ -50,28 +52,6 @@ def parse_model_args(text):
     return args
 
 
-def check_output(path, flag):
-    """An output we may replace: absent, or a regular file."""
-    if os.path.lexists(path) and not os.path.isfile(path) or os.path.islink(path):
-        raise InputError(f"{flag} {path}: exists and is not a regular file")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise InputError(f"{flag} {path}: no such directory {parent}")
-
-
-def write_atomically(path, write):
-    """write(tmp_path), then rename over `path` (checked by check_output)."""
-    parent = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def export_main(argv):
     ap = argparse.ArgumentParser(prog="python -m dsc export",
                                  description="Export a PyTorch module to ds MLIR.")
@@ -85,8 +65,6 @@ def export_main(argv):
     ap.add_argument("-o", "--output", required=True, help="the ds MLIR file")
     ap.add_argument("--weights", help="initial weights (safetensors)")
     args = ap.parse_args(argv)
-    import torch  # after argument errors, which need no torch
-
     from .export import ExportError, export
     try:
         for value, flag in ((args.batch_size, "--batch-size"), (args.block_size, "--block-size")):
@@ -95,32 +73,43 @@ def export_main(argv):
         check_output(args.output, "-o")
         if args.weights:
             check_output(args.weights, "--weights")
-        cls = load_class(args.model)
-        kwargs = parse_model_args(args.model_args)
-        torch.manual_seed(0)
-        try:
-            module = cls(**kwargs)
-        except TypeError as e:
-            raise InputError(f"{args.model}: {e}") from None
-        if not isinstance(module, torch.nn.Module):
-            raise InputError(f"{args.model}: not a torch.nn.Module")
-        module.train()
+            if os.path.abspath(args.weights) == os.path.abspath(args.output):
+                raise InputError(f"--weights {args.weights}: the same file as -o")
+        module = build_module(args.model, args.model_args)
         exported = export(module, args.batch_size, args.block_size, loss=args.loss)
+
+        def write_mlir(tmp):
+            with open(tmp, "w") as f:
+                f.write(exported.mlir)
+        writers = [(args.output, write_mlir)]
+        if args.weights:
+            from safetensors.torch import save_file
+            writers.append((args.weights, lambda tmp: save_file(
+                {k: v.detach().contiguous() for k, v in exported.weights.items()}, tmp)))
+        write_outputs(writers)
     except (InputError, ExportError) as e:
         print(f"dsc export: {e}", file=sys.stderr)
         return USAGE_ERROR
-
-    def write_mlir(tmp):
-        with open(tmp, "w") as f:
-            f.write(exported.mlir)
-    write_atomically(args.output, write_mlir)
-    if args.weights:
-        from safetensors.torch import save_file
-        write_atomically(args.weights, lambda tmp: save_file(
-            {k: v.detach().contiguous() for k, v in exported.weights.items()}, tmp))
     print(f"dsc export: {args.output}: {len(exported.weights)} parameters, "
           f"{sum(v.numel() for v in exported.weights.values())} elements", file=sys.stderr)
     return 0
+
+
+def build_module(spec, model_args):
+    """The module FILE.py:Class(**json(model_args)) in training mode, seeded
+    for reproducible initial weights; its failures as InputError."""
+    import torch
+    cls = load_class(spec)
+    kwargs = parse_model_args(model_args)
+    torch.manual_seed(0)
+    try:
+        module = cls(**kwargs)
+    except Exception as e:  # the user's constructor: any failure is bad input
+        raise InputError(f"{spec}: constructing it failed: {type(e).__name__}: {e}") from None
+    if not isinstance(module, torch.nn.Module):
+        raise InputError(f"{spec}: not a torch.nn.Module")
+    module.train()
+    return module
 
 
 def main(argv=None):

@@ -318,6 +318,9 @@ class _Lowering:
                 env[node] = handler(self.em, _named_args(target, args, kwargs), node.meta["val"])
             except Unsupported as e:
                 raise ExportError(f"unsupported op {op} {_where(node)}: {e}") from None
+            except KeyError as e:  # a dtype with no ds element type
+                raise ExportError(f"unsupported op {op} {_where(node)}: dtype {e.args[0]} "
+                                  "(ds has f32, f16, bf16, f64 and integer indices)") from None
         raise ExportError("internal: graph without output")
 
     def _higher_order(self, node, args, kwargs):

@@ -55,22 +55,22 @@ class TensorBoard:
 
 class Csv:
     """A file per tag (tag with '/' as '_'), rows "step,<last part of the
-    tag>", as DeepSpeed's csv_monitor writes them."""
+    tag>", appended as DeepSpeed's csv_monitor appends them (a header when
+    the file is new)."""
 
     def __init__(self, section):
         self.log_dir = _log_dir(section)
         os.makedirs(self.log_dir, exist_ok=True)
-        self.started = set()
 
     def write(self, evs):
         for tag, value, x in evs:
             name = tag.replace("/", "_").replace(" ", "_")
             path = os.path.join(self.log_dir, name + ".csv")
-            with open(path, "a" if name in self.started else "w", newline="") as f:
+            new = not os.path.exists(path) or os.path.getsize(path) == 0
+            with open(path, "a", newline="") as f:
                 w = csv.writer(f)
-                if name not in self.started:
+                if new:
                     w.writerow(["step", tag.split("/")[-1]])
-                    self.started.add(name)
                 w.writerow([x, value])
 
     def close(self):

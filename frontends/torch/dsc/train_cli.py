@@ -17,13 +17,14 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 
-from .cli import InputError as CliInputError
-from .cli import check_output, load_class, parse_model_args
+from .cli import build_module
+from .files import check_output, write_outputs
 
 
 def _parser():
@@ -44,10 +45,12 @@ def _parser():
     return ap
 
 
+OUTPUTS = ("plan.dsplan", "init.safetensors", "model.safetensors", "metrics.jsonl",
+           "final.safetensors")
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
-    import torch
-
     import dsc
     try:
         if args.num_gpus < 1:
@@ -56,54 +59,60 @@ def main(argv=None):
             raise dsc.InputError(f"--steps {args.steps}: must be positive")
         if not os.path.isfile(args.data):
             raise dsc.InputError(f"--data {args.data}: no such file")
-        if args.output_dir:
-            if os.path.lexists(args.output_dir) and not os.path.isdir(args.output_dir):
-                raise dsc.InputError(f"--output-dir {args.output_dir}: exists and is not a "
-                                     "directory")
-            os.makedirs(args.output_dir, exist_ok=True)
-            for name in ("plan.dsplan", "init.safetensors", "model.safetensors"):
-                check_output(os.path.join(args.output_dir, name), "--output-dir")
-        cls = load_class(args.model)
-        kwargs = parse_model_args(args.model_args)
-        torch.manual_seed(args.seed if args.seed is not None else 0)
-        try:
-            module = cls(**kwargs)
-        except TypeError as e:
-            raise dsc.InputError(f"{args.model}: {e}") from None
-        module.train()
+        out = args.output_dir
+        if out:
+            if os.path.lexists(out) and not os.path.isdir(out):
+                raise dsc.InputError(f"--output-dir {out}: exists and is not a directory")
+            if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+                raise dsc.InputError(f"--output-dir {out}: its parent is not a directory")
+            if os.path.isdir(out):
+                for name in OUTPUTS:
+                    check_output(os.path.join(out, name), "--output-dir")
+        module = build_module(args.model, args.model_args)
         print(f"dsc-train: exporting {args.model}", flush=True)
         plan = dsc.compile(module, args.config, block_size=args.block_size, loss=args.loss,
                            world_size=args.num_gpus)
-    except (CliInputError, dsc.InputError, dsc.ExportError) as e:
+        # Only now, with every input checked, does anything get written.
+        if out:
+            os.makedirs(out, exist_ok=True)
+    except (dsc.InputError, dsc.ExportError) as e:
         print(f"dsc-train: {e}", file=sys.stderr)
         return 2
     for note in plan.notes:
         print(f"dsc: note: {note}", file=sys.stderr)
     print(plan.report_text, end="", flush=True)
 
-    out = args.output_dir or tempfile.mkdtemp(prefix="dsc-train-")
+    work = out or tempfile.mkdtemp(prefix="dsc-train-")
     try:
-        plan.save(os.path.join(out, "plan.dsplan"))
         if args.num_gpus == 1:
             status, weights = _train_here(plan, args)
         else:
-            status, weights = _train_ranks(plan, args, out)
+            status, weights = _train_ranks(plan, args, work)
         if status != 0:
             return status
-        if args.output_dir:
+        if out:
             from safetensors.torch import save_file
-            state = plan.exported.state_dict_from(weights)
-            module.load_state_dict(state, strict=True)  # the check users will make
+            module.load_state_dict(plan.exported.state_dict_from(weights), strict=True)
+            path = os.path.join(out, "model.safetensors")
             # A file per name: tied entries are written twice, as torch.save
             # would keep them apart (safetensors refuses shared storage).
-            save_file({k: v.detach().clone().contiguous() for k, v in module.state_dict().items()},
-                      os.path.join(out, "model.safetensors"))
-            print(f"dsc-train: {os.path.join(out, 'model.safetensors')}: the trained "
-                  f"state dict of {type(module).__name__}", flush=True)
+            state = {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
+            write_outputs([(os.path.join(out, "plan.dsplan"), lambda t: _write_bytes(t, plan.data)),
+                           (path, lambda t: save_file(state, t))])
+            print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
+                  flush=True)
+    except dsc.InputError as e:
+        print(f"dsc-train: {e}", file=sys.stderr)
+        return 2
     finally:
-        if not args.output_dir:
-            shutil.rmtree(out, ignore_errors=True)
+        if not out:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def _train_here(plan, args):
@@ -133,11 +142,14 @@ def _train_ranks(plan, args, out):
     from safetensors.torch import load_file, save_file
 
     from .monitor import Monitors
+    plan_path = os.path.join(out, "plan.dsplan")
     init = os.path.join(out, "init.safetensors")
-    save_file({k: v.detach().contiguous() for k, v in plan.exported.weights.items()}, init)
+    write_outputs([(plan_path, lambda t: _write_bytes(t, plan.data)),
+                   (init, lambda t: save_file({k: v.detach().contiguous()
+                                               for k, v in plan.exported.weights.items()}, t))])
     metrics = os.path.join(out, "metrics.jsonl")
     final = os.path.join(out, "final.safetensors")
-    cmd = [_dsrun(), plan.path, "--np", str(args.num_gpus), "--data", args.data,
+    cmd = [_dsrun(), plan_path, "--np", str(args.num_gpus), "--data", args.data,
            "--steps", str(args.steps), "--init-from", init, "--metrics", metrics,
            "--export-weights", final]
     if isinstance(plan.config.get("steps_per_print"), int) and plan.config["steps_per_print"] > 0:
@@ -148,25 +160,33 @@ def _train_ranks(plan, args, out):
     done = threading.Event()
 
     def follow():
-        seen = 0
+        offset = 0
         while True:
             finished = done.is_set()
             if os.path.exists(metrics):
                 with open(metrics) as f:
-                    lines = f.read().splitlines()
-                for line in lines[seen:]:
+                    f.seek(offset)
+                    text = f.read()
+                # Whole lines only: the ranks may be writing the next one.
+                complete = text[:text.rfind("\n") + 1]
+                offset += len(complete.encode())
+                for line in complete.splitlines():
                     if line.strip():
                         monitors.write(json.loads(line))
-                seen = len(lines)
             if finished:
                 return
             done.wait(0.5)
 
     follower = threading.Thread(target=follow)
     follower.start()
+    # Ctrl-C reaches the launcher from the terminal; it stops every rank
+    # after the step (and a second one at once). Here it must not kill it.
+    launcher = subprocess.Popen(cmd)  # before SIG_IGN, which it would inherit
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        status = subprocess.call(cmd)
+        status = launcher.wait()
     finally:
+        signal.signal(signal.SIGINT, previous)
         done.set()
         follower.join()
         monitors.close()

@@ -521,7 +521,10 @@ TEST_F(TrainerFixture, PrintEveryAndStepCallback) {
   setup.steps = 10;
   setup.printEvery = 4;
   std::vector<uint64_t> seen;
-  setup.onStep = [&](const StepRecord &r) { seen.push_back(r.step); };
+  setup.onStep = [&](const StepRecord &r) {
+    seen.push_back(r.step);
+    return true;
+  };
   ASSERT_EQ(train(session, *data, setup, error), kExitOk) << error;
   std::vector<std::string> progress;
   for (const std::string &l : lines(readBack(out)))
@@ -531,6 +534,21 @@ TEST_F(TrainerFixture, PrintEveryAndStepCallback) {
   EXPECT_EQ(progress,
             (std::vector<std::string>{"step 4/10", "step 8/10", "step 10/10"}));
   EXPECT_EQ(seen, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+}
+
+// A callback that says stop ends the run after that step, as SIGINT does.
+TEST_F(TrainerFixture, StepCallbackStopsTheRun) {
+  FakeSession session({});
+  setup.steps = 10;
+  uint64_t last = 0;
+  setup.onStep = [&](const StepRecord &r) {
+    last = r.step;
+    return r.step < 3;
+  };
+  EXPECT_EQ(train(session, *data, setup, error), 128 + SIGINT);
+  EXPECT_EQ(last, 3u);
+  EXPECT_EQ(error, "stopped by the step callback after step 3 (no "
+                   "--save-dir: nothing saved)");
 }
 
 TEST_F(TrainerFixture, TraceHasOneEventPerInstruction) {
