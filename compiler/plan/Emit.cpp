@@ -72,13 +72,17 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
         b, l.staticScale, int32_t(l.initialScalePower), l.window,
         int32_t(l.hysteresis), l.consecutiveHysteresis, l.minScale);
   }
+  std::vector<flatbuffers::Offset<fb::Alias>> aliases;
+  for (const auto &[name, of] : model.aliases)
+    aliases.push_back(fb::CreateAliasDirect(b, name.c_str(), of.c_str()));
+
   auto root = fb::CreatePlanDirect(
       b, fb::kSchemaVersion, model.options.worldSize,
       model.options.model.c_str(), model.options.configJson.c_str(),
       model.microBatch, model.seqLen, model.vocabSize,
       model.options.accumulationSteps, schedule, &arenas, &buffers, &variables,
       &constants, &programs, lossScale, model.skipsOverflow,
-      plan::kUnsealedChecksum);
+      plan::kUnsealedChecksum, aliases.empty() ? nullptr : &aliases);
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

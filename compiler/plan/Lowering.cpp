@@ -8,6 +8,8 @@
 
 #include "compiler/plan/LoweringImpl.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -108,7 +110,36 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
   }
   if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
     apply.walk([&](OverflowGuardOp) { plan.skipsOverflow = true; });
-  return Lowering(module, plan).run();
+  if (failed(Lowering(module, plan).run()))
+    return failure();
+  return lowerAliases(module, plan);
+}
+
+LogicalResult lowerAliases(ModuleOp module, PlanModel &plan) {
+  // An exported module's tied state-dict names (frontends/torch puts them
+  // on the module): each alias is written and read with a parameter's
+  // values, so the weights load into the module with strict=True.
+  auto aliases = module->getAttrOfType<DictionaryAttr>("ds.aliases");
+  if (!aliases)
+    return success();
+  std::set<std::string> params, names;
+  for (const PlanVariable &v : plan.variables) {
+    names.insert(v.name);
+    if (v.kind == 0)
+      params.insert(v.name);
+  }
+  for (NamedAttribute a : aliases) {
+    std::string alias = a.getName().str();
+    auto of = dyn_cast<StringAttr>(a.getValue());
+    if (!of || !params.count(of.str()))
+      return module.emitError() << "ds.aliases: '" << alias
+                                << "' must name a parameter of the model";
+    if (names.count(alias))
+      return module.emitError()
+             << "ds.aliases: '" << alias << "' is a variable of its own";
+    plan.aliases.push_back({alias, of.str()});
+  }
+  return success();
 }
 
 } // namespace dsc

@@ -132,6 +132,9 @@ struct PlanModel {
   }
   std::vector<PlanBuffer> buffers;
   std::vector<PlanVariable> variables;
+  /// (alias, parameter): other state-dict names of a parameter (tied
+  /// weights of an exported module; the module's ds.aliases).
+  std::vector<std::pair<std::string, std::string>> aliases;
   std::vector<PlanConstant> constants;
   std::vector<PlanProgram> programs;
   bool lossScaling = false;   ///< micro_step and apply take `loss_scale`
@@ -140,6 +143,11 @@ struct PlanModel {
 
 /// Lowers @micro_step and @apply of a `train`-phase module. Emits a
 /// diagnostic at the offending op and fails on anything it cannot place.
+/// Reads the module's `ds.aliases` ({alias = "parameter"}) into
+/// plan.aliases, refusing an alias of a non-parameter or one that is a
+/// variable itself (part of lowerToPlan).
+mlir::LogicalResult lowerAliases(mlir::ModuleOp module, PlanModel &plan);
+
 mlir::LogicalResult lowerToPlan(mlir::ModuleOp module,
                                 const PlanOptions &options, PlanModel &plan);
 

@@ -203,6 +203,26 @@ private:
       if (v->sharded() && !checkSharded(*v, what))
         return false;
     }
+    return checkAliases(names);
+  }
+
+  /// Plan.aliases: each names a parameter and is no variable's name.
+  bool checkAliases(std::unordered_set<std::string_view> names) {
+    std::unordered_set<std::string_view> params;
+    for (uint32_t i = 0; i < count(plan_.variables()); ++i)
+      if (plan_.variables()->Get(i)->kind() == VarKind::param)
+        params.insert(plan_.variables()->Get(i)->name()->string_view());
+    for (uint32_t i = 0; i < count(plan_.aliases()); ++i) {
+      const Alias *a = plan_.aliases()->Get(i);
+      std::string what = cat("alias ", i, " (", quote(a->name()), ")");
+      if (!a->name() || a->name()->size() == 0)
+        return fail(cat("alias ", i, " has no name"));
+      if (!a->of() || !params.count(a->of()->string_view()))
+        return fail(cat(what, " ties to ", quote(a->of()),
+                        ", which is not a parameter"));
+      if (!names.insert(a->name()->string_view()).second)
+        return fail(cat(what, " is also a variable's or another alias's name"));
+    }
     return true;
   }
 

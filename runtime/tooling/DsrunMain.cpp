@@ -45,6 +45,7 @@ struct PlanInfo {
   uint32_t microBatch = 0, seqLen = 0, vocabSize = 0, accumulationSteps = 0;
   ScheduleParams schedule;
   std::vector<std::string> params;
+  std::vector<std::pair<std::string, std::string>> aliases; ///< Plan.aliases
   uint64_t numParams = 0; ///< elements over all parameters
   std::optional<LossScaleOptions> lossScale;
   bool skipsOverflow = false;
@@ -85,6 +86,9 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
     for (const fb::Variable *v : *plan.variables())
       if (v->kind() == fb::VarKind::param)
         info.params.push_back(str(v->name()));
+  if (plan.aliases()) // checked by the loader: each ties to a parameter
+    for (const fb::Alias *a : *plan.aliases())
+      info.aliases.push_back({str(a->name()), str(a->of())});
   if (const fb::LossScale *l = plan.loss_scale()) {
     LossScaleOptions o;
     o.lossScale = l->static_scale();
@@ -249,7 +253,8 @@ bool exportFromCheckpoint(const DsrunOptions &options, Prepared &p, bool &done,
       {"model", p.info.model},
       {"step", std::to_string(checkpoint.state().step)},
       {"seed", std::to_string(checkpoint.seed())}};
-  p.layout = WeightsLayout::forModel(p.info.model, p.info.params);
+  p.layout =
+      WeightsLayout::forModel(p.info.model, p.info.params, p.info.aliases);
   if (!exportCheckpointWeights(checkpoint, p.layout, options.exportWeights,
                                metadata, error))
     return false;
@@ -463,7 +468,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   if (!p.session)
     return kExitBadInput;
   p.session->initVariables();
-  p.layout = WeightsLayout::forModel(info.model, info.params);
+  p.layout = WeightsLayout::forModel(info.model, info.params, info.aliases);
   if (!options.initFrom.empty() &&
       !importWeights(*p.session, p.layout, options.initFrom, error))
     return kExitBadInput;

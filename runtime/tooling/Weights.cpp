@@ -37,15 +37,28 @@ NamedTensor *findParam(Session &session, const std::string &name,
 
 } // namespace
 
-WeightsLayout WeightsLayout::forModel(const std::string &model,
-                                      std::vector<std::string> params) {
+WeightsLayout WeightsLayout::forModel(
+    const std::string &model, std::vector<std::string> params,
+    std::vector<std::pair<std::string, std::string>> aliases) {
   WeightsLayout layout;
   auto has = [&](const char *name) {
     return std::find(params.begin(), params.end(), name) != params.end();
   };
-  layout.tiedLmHead = model == "gpt2" && has(kTokenEmbedding) && !has(kLmHead);
+  if (model == "gpt2" && has(kTokenEmbedding) && !has(kLmHead))
+    layout.aliases.push_back({kLmHead, kTokenEmbedding});
+  for (auto &alias : aliases)
+    layout.aliases.push_back(std::move(alias));
   layout.params = std::move(params);
   return layout;
+}
+
+std::vector<std::string>
+WeightsLayout::aliasesOf(const std::string &param) const {
+  std::vector<std::string> names;
+  for (const auto &[alias, of] : aliases)
+    if (of == param)
+      names.push_back(alias);
+  return names;
 }
 
 bool exportWeights(Session &session, const WeightsLayout &layout,
@@ -68,8 +81,8 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
     gathered.push_back(std::move(whole));
     const float *data = gathered.back().data();
     tensors.push_back({name, v->shape, data});
-    if (layout.tiedLmHead && name == kTokenEmbedding)
-      tensors.push_back({kLmHead, v->shape, data});
+    for (const std::string &alias : layout.aliasesOf(name))
+      tensors.push_back({alias, v->shape, data});
   }
   if (!write)
     return true;
@@ -106,8 +119,8 @@ bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
       numel *= uint64_t(d);
     tensors.push_back({name, it->second, nullptr});
     sources.push_back({variable, numel});
-    if (layout.tiedLmHead && name == kTokenEmbedding) {
-      tensors.push_back({kLmHead, it->second, nullptr});
+    for (const std::string &alias : layout.aliasesOf(name)) {
+      tensors.push_back({alias, it->second, nullptr});
       sources.push_back({variable, numel});
     }
   }
@@ -217,22 +230,25 @@ bool importWeights(Session &session, const WeightsLayout &layout,
       loads.emplace_back(v, e);
   }
   std::set<std::string> params(layout.params.begin(), layout.params.end());
+  std::map<std::string, std::string> aliasOf(layout.aliases.begin(),
+                                             layout.aliases.end());
   for (const SafetensorsEntry &e : file->tensors()) {
     if (params.count(e.name))
       continue;
-    if (!layout.tiedLmHead || e.name != kLmHead) {
+    auto tied = aliasOf.find(e.name);
+    if (tied == aliasOf.end()) {
       problems.push_back("unexpected tensor '" + printable(e.name) +
                          "' (not a parameter of this plan)");
       continue;
     }
-    // A tied plan cannot represent a separate output head: refuse one
-    // rather than silently dropping it.
-    const SafetensorsEntry *wte = file->find(kTokenEmbedding);
-    if (wte &&
-        (wte->shape != e.shape || wte->dtype != e.dtype ||
-         std::memcmp(file->data(*wte), file->data(e), e.end - e.begin) != 0))
-      problems.push_back(std::string(kLmHead) + " differs from " +
-                         kTokenEmbedding + ", but this gpt2 plan ties them");
+    // A tied plan cannot represent two different tensors: refuse an alias
+    // that differs rather than silently dropping it.
+    const SafetensorsEntry *of = file->find(tied->second);
+    if (of &&
+        (of->shape != e.shape || of->dtype != e.dtype ||
+         std::memcmp(file->data(*of), file->data(e), e.end - e.begin) != 0))
+      problems.push_back(printable(e.name) + " differs from " + tied->second +
+                         ", but this plan ties them");
   }
   if (!problems.empty()) {
     error = path + ": " + problems.front();

@@ -1,9 +1,10 @@
 //===- Weights.h - parameters in and out as safetensors ---------*- C++ -*-===//
 //
 // --export-weights and --init-from: every parameter variable under its plan
-// name (nanoGPT / Hugging Face state-dict names). nanoGPT's GPT ties
-// lm_head.weight to transformer.wte.weight and its state_dict holds both
-// keys, so a tied plan writes both and accepts both on the way in.
+// name (nanoGPT / Hugging Face state-dict names). A model that ties two
+// names to one parameter (nanoGPT's GPT: lm_head.weight and
+// transformer.wte.weight) has both keys in its state_dict, so the weights
+// are written under both and accepted under both on the way in.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_WEIGHTS_H
@@ -13,22 +14,30 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsc::rt {
 
 class CheckpointIndex;
 
-/// Which variables are parameters, and whether lm_head.weight is an alias of
-/// transformer.wte.weight.
+/// Which variables are parameters, and the other names some of them have.
 struct WeightsLayout {
   std::vector<std::string> params;
-  bool tiedLmHead = false;
+  /// (alias, parameter): a state-dict name that shares a parameter's
+  /// values (tied weights), written right after it.
+  std::vector<std::pair<std::string, std::string>> aliases;
 
-  /// The layout of a plan for `model` with these parameters: gpt2 plans
-  /// without their own lm_head.weight tie it to the token embedding.
-  static WeightsLayout forModel(const std::string &model,
-                                std::vector<std::string> params);
+  /// The layout of a plan for `model` with these parameters and the plan's
+  /// own aliases (Plan.aliases: an exported PyTorch module's tied names);
+  /// gpt2 plans without their own lm_head.weight tie it to the token
+  /// embedding.
+  static WeightsLayout
+  forModel(const std::string &model, std::vector<std::string> params,
+           std::vector<std::pair<std::string, std::string>> aliases = {});
+
+  /// The aliases of `param`, in order.
+  std::vector<std::string> aliasesOf(const std::string &param) const;
 };
 
 /// Writes the parameters to `path` (via path.tmp) if `write`. `metadata`

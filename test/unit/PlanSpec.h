@@ -90,6 +90,7 @@ struct PlanSpec {
   std::vector<Variable> variables;
   std::vector<Constant> constants;
   std::vector<Program> programs;
+  std::vector<std::pair<std::string, std::string>> aliases; ///< (name, of)
 
   uint32_t arena(fb::Space space, fb::Category category, uint64_t bytes) {
     arenas.push_back({space, category, bytes});
@@ -136,12 +137,15 @@ struct PlanSpec {
       ps.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &is, &p.inputs,
                                            &p.outputs, p.numEvents, 0.0));
     }
+    std::vector<flatbuffers::Offset<fb::Alias>> als;
+    for (const auto &[name, of] : aliases)
+      als.push_back(fb::CreateAliasDirect(b, name.c_str(), of.c_str()));
     auto schedule = fb::CreateScheduleDirect(b, "constant", lr);
     auto plan = fb::CreatePlanDirect(
         b, schemaVersion, worldSize, "test", "{}", microBatch, seqLen,
         vocabSize, accumulationSteps, schedule, &as, &bs, &vs, &cs, &ps,
         /*loss_scale=*/0, /*skips_overflow=*/false,
-        checksum ? fb::kUnsealedChecksum : 0);
+        checksum ? fb::kUnsealedChecksum : 0, als.empty() ? nullptr : &als);
     fb::FinishPlanBuffer(b, plan);
     std::vector<uint8_t> bytes(b.GetBufferPointer(),
                                b.GetBufferPointer() + b.GetSize());

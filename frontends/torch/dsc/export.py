@@ -243,7 +243,15 @@ class _Lowering:
             raise ExportError("the loss is not a scalar computed from the inputs")
         out = em.cast(out, "f32")
 
-        lines = [f"module @{_module_name(self.module)} {{"]
+        weights = {name: tensor for name, tensor, _ in variables}
+        aliases, buffers = self._aliases_and_buffers(weights)
+        attrs = ""
+        if aliases:
+            # Tied names: dsrun writes and reads them with their parameter's
+            # values (Plan.aliases), so its weights load with strict=True.
+            pairs = ", ".join(f"{_string(a)} = {_string(of)}" for a, of in sorted(aliases.items()))
+            attrs = f" attributes {{ds.aliases = {{{pairs}}}}}"
+        lines = [f"module @{_module_name(self.module)}{attrs} {{"]
         for name, tensor, elt in variables:
             lines.append(f"  ds.variable param {mt.symbol(name)} : "
                          f"{mt.tensor_type(tuple(tensor.shape), elt)} init {_init_of(tensor)}")
@@ -254,8 +262,7 @@ class _Lowering:
         lines.append(f"    return {out.name} : tensor<f32>")
         lines.append("  }")
         lines.append("}")
-        weights = {name: tensor for name, tensor, _ in variables}
-        return Exported("\n".join(lines) + "\n", weights, *self._aliases_and_buffers(weights))
+        return Exported("\n".join(lines) + "\n", weights, aliases, buffers)
 
     def _aliases_and_buffers(self, weights):
         aliases, buffers = {}, {}
@@ -349,6 +356,11 @@ def _map_args(x, env):
     if isinstance(x, dict):
         return {k: _map_args(v, env) for k, v in x.items()}
     return x
+
+
+def _string(text):
+    """An MLIR string literal."""
+    return '"' + text.replace("\\", "\\5C").replace('"', "\\22") + '"'
 
 
 def _module_name(module):

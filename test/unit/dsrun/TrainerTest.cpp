@@ -335,9 +335,11 @@ TEST_F(TrainerFixture, LossScaleAndSkippedSteps) {
               float(setup.schedule.lrAt(uint64_t(stepInputs[i]))));
     EXPECT_EQ(applies[i].lossScale, float(scales[i]));
   }
-  for (const RunLog &e : session.log)
-    if (e.program == "micro_step")
+  for (const RunLog &e : session.log) {
+    if (e.program == "micro_step") {
       EXPECT_EQ(e.lossScale, float(scales[e.step - 1])) << "step " << e.step;
+    }
+  }
 }
 
 TEST_F(TrainerFixture, OverflowAtTheMinimumScaleEndsTheRun) {
@@ -585,7 +587,9 @@ TEST(Weights, ExportWritesTiedLmHeadAndImportRoundTrips) {
   FakeSession trained({});
   trained.initVariables();
   WeightsLayout layout = WeightsLayout::forModel("gpt2", kParams);
-  EXPECT_TRUE(layout.tiedLmHead);
+  using Aliases = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(layout.aliases,
+            (Aliases{{"lm_head.weight", "transformer.wte.weight"}}));
   std::string path = tempPath("w.safetensors");
   std::string error;
   ASSERT_TRUE(
@@ -618,10 +622,20 @@ TEST(Weights, ExportWritesTiedLmHeadAndImportRoundTrips) {
         << name;
   }
   // Untied models write no lm_head of their own making.
-  EXPECT_FALSE(WeightsLayout::forModel("llama", kParams).tiedLmHead);
+  EXPECT_TRUE(WeightsLayout::forModel("llama", kParams).aliases.empty());
   std::vector<std::string> withHead = kParams;
   withHead.push_back("lm_head.weight");
-  EXPECT_FALSE(WeightsLayout::forModel("gpt2", withHead).tiedLmHead);
+  EXPECT_TRUE(WeightsLayout::forModel("gpt2", withHead).aliases.empty());
+  // A plan's own aliases (an exported module's tied names) go the same way.
+  WeightsLayout exported = WeightsLayout::forModel(
+      "GPT", kParams, {{"head.weight", "transformer.wte.weight"}});
+  std::string path2 = tempPath("w2.safetensors");
+  ASSERT_TRUE(exportWeights(trained, exported, path2, {}, true, error))
+      << error;
+  auto file2 = SafetensorsFile::read(path2, error);
+  ASSERT_TRUE(file2 && file2->find("head.weight")) << error;
+  FakeSession again({});
+  ASSERT_TRUE(importWeights(again, exported, path2, error)) << error;
 }
 
 TEST(Weights, ImportRejectsMismatchesAndLoadsNothing) {
@@ -660,7 +674,7 @@ TEST(Weights, ImportRejectsMismatchesAndLoadsNothing) {
                          {"transformer.ln_f.weight", {2}, ln.data()}},
                         gpt2),
             "lm_head.weight differs from transformer.wte.weight, but this "
-            "gpt2 plan ties them");
+            "plan ties them");
   EXPECT_EQ(
       importError({{"transformer.wte.weight", {4, 2}, wte.data()},
                    {"lm_head.weight", {4, 2}, wte.data()},

@@ -328,6 +328,15 @@ TEST(PlanVerifier, ProgramsAndVariables) {
   p = basicPlan();
   p.variables[1].name = "w";
   EXPECT_EQ(loadError(p), "t.dsplan: variable 1 ('w') is declared twice");
+  // Plan.aliases (tied names of an exported module) name a parameter and
+  // no variable.
+  p = basicPlan();
+  p.aliases = {{"head.w", "w.grad"}};
+  EXPECT_EQ(loadError(p), "t.dsplan: alias 0 ('head.w') ties to 'w.grad', "
+                          "which is not a parameter");
+  p.aliases = {{"w.grad", "w"}};
+  EXPECT_EQ(loadError(p), "t.dsplan: alias 0 ('w.grad') is also a "
+                          "variable's or another alias's name");
   p = basicPlan();
   p.variables[0].std = -1;
   EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('w') has a normal "
