@@ -76,6 +76,19 @@ bind /dev /dev
 bind /dev/pts /dev/pts
 bind /dev/shm /dev/shm
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# The network's trust settings, as a machine on this network is set up: the
+# host's own trust anchors (a TLS-inspecting proxy's CA, where there is one;
+# update-ca-certificates in the tree keeps them) and pip's configuration.
+# Without them pip cannot reach the Python index from inside.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp -L /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  mkdir -p "$root/etc/ssl/certs"
+  cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+fi
+if [ -f /etc/pip.conf ]; then cp -L /etc/pip.conf "$root/etc/pip.conf"; fi
 # What Debian's installer writes and debootstrap does not: without the
 # host's own name here, every MPI start waits ~5 s on DNS
 # (docs/multi-process.md).
