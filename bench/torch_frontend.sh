@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the PyTorch frontend's graph costs against dsc's own model of the
 # same network: Hugging Face's LlamaForCausalLM exported with dsc.export
-# (its rotary embedding as constant tables, multiplies and a concat; its
-# RMSNorm fused back into ds.rms_norm) against the built-in
+# (its RMSNorm and rotary embedding fused back into ds.rms_norm and
+# ds.rotary by frontends/torch/dsc/patterns.py) against the built-in
 # llama:dim=128,n_layer=4,n_head=4 (ds.rotary), one rank, micro-batch 8 x
 # 128 tokens, fp32. Runs the two alternately, ROUNDS (3) times STEPS (30)
 # steps each, and prints each run's median step time and the ratio

@@ -35,6 +35,16 @@ class Case(nn.Module):
         self.loss_fn = loss
         self.register_buffer("causal", torch.ones(T, T, dtype=torch.bool).tril(),
                              persistent=False)
+        # RoPE tables for heads of D = C / 2 = 4: plain (theta 10000, which
+        # the frontend turns into ds.rotary) and position-scaled by 1/2 (not
+        # plain RoPE: stays elementwise).
+        for name, scale in (("rope", 1.0), ("rope_scaled", 0.5)):
+            d = C // 2
+            f = 10000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+            angle = scale * torch.arange(T, dtype=torch.float64)[:, None] * f[None, :]
+            angle = torch.cat([angle, angle], -1)
+            self.register_buffer(name + "_cos", angle.cos(), persistent=False)
+            self.register_buffer(name + "_sin", angle.sin(), persistent=False)
 
     def forward(self, idx, targets):
         x = self.body_fn(self, self.emb(idx))
@@ -54,6 +64,12 @@ def heads(x, h=2):
 
 def merge(y):
     return y.transpose(1, 2).reshape(B, T, C)
+
+
+def rotate(q, cos, sin):
+    """Hugging Face's apply_rotary_pos_emb on one tensor."""
+    half = q.shape[-1] // 2
+    return q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
 
 
 CASES = {
@@ -96,6 +112,10 @@ CASES = {
     "sdpa_mask_scale": (lambda m, x: merge(F.scaled_dot_product_attention(
         heads(3 * x), heads(x), heads(x @ m.extra["v"]), attn_mask=m.causal, scale=0.7)),
         dict(v=p(C, C))),
+    "rotary_hf": (lambda m, x: merge(rotate(heads(x @ m.extra["w"]), m.rope_cos, m.rope_sin)),
+                  dict(w=p(C, C))),
+    "rotary_scaled": (lambda m, x: merge(rotate(heads(x), m.rope_scaled_cos,
+                                                m.rope_scaled_sin)), {}),
     "sdpa_full": (lambda m, x: merge(F.scaled_dot_product_attention(
         heads(3 * x), heads(x), heads(x))), {}),
     "masked_fill_attention": (lambda m, x: merge(F.softmax(

@@ -4,6 +4,7 @@ Values are SSA names with a static shape and an element type; constants
 stay torch tensors until an op needs them as operands (then they become
 `ds.constant`), so that anything computed from constants alone (rotary
 tables, causal masks, position ids) is folded at export time."""
+import re
 from dataclasses import dataclass
 
 import torch
@@ -60,6 +61,23 @@ class Emitter:
             return Value(name, tuple(shape), elt)
         self.lines.append(f"{name}:{results} = {text}")
         return [Value(f"{name}#{i}", tuple(s), elt) for i, s in enumerate(shape)]
+
+    def eliminate_dead_code(self, roots):
+        """Drops ops whose results nothing reads (a fused pattern leaves its
+        pieces behind: Hugging Face's rotary slices). Every ds op the
+        emitter writes is pure."""
+        name = re.compile(r"%[0-9A-Za-z_]+")
+        live = set(roots)
+        kept = []
+        for line in reversed(self.lines):
+            result, _, rest = line.partition(" = ")
+            base = result.split(":")[0]
+            if base not in live and not any(r.startswith(base + "#") for r in live):
+                continue
+            kept.append(line)
+            live.update(m.group(0) for m in name.finditer(rest))
+            live.update(m.group(0).split("#")[0] for m in re.finditer(r"%[0-9A-Za-z_]+#\d+", rest))
+        self.lines = kept[::-1]
 
     def next_dropout_id(self):
         self._dropout_ids += 1

@@ -20,7 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from . import mlir_text as mt
 from .aten_ops import HANDLERS, Unsupported
 from .emitter import Const, Emitter, Value
-from .patterns import fuse_rms_norm
+from .patterns import fuse_rms_norm, match_rotary
 
 WRAPPED = "module"  # the attribute that holds the user's module in _Step
 
@@ -242,6 +242,7 @@ class _Lowering:
         if not isinstance(out, Value) or out.shape != () or out.elt not in mt.FLOAT_TYPES:
             raise ExportError("the loss is not a scalar computed from the inputs")
         out = em.cast(out, "f32")
+        em.eliminate_dead_code([out.name])
 
         weights = {name: tensor for name, tensor, _ in variables}
         aliases, buffers = self._aliases_and_buffers(weights)
@@ -318,6 +319,13 @@ class _Lowering:
                 env[node] = _wrap(target(*_materialize(args), **_materialize(kwargs)))
                 continue
             op = str(target)
+            rotary = match_rotary(node, env, Value, Const)
+            if rotary is not None:
+                x, theta = env[rotary[0]], rotary[1]
+                env[node] = self.em.op(
+                    f"ds.rotary {x.name} theta {mt.float_literal(theta)} : {x.type}",
+                    x.shape, x.elt)
+                continue
             handler = HANDLERS.get(op)
             if handler is None:
                 raise ExportError(f"unsupported op {op} {_where(node)}")

@@ -94,3 +94,101 @@ def fuse_rms_norm(gm):
     if count:
         graph.eliminate_dead_code()
     return count
+
+
+# Rotary position embeddings as Hugging Face writes them (apply_rotary_pos_emb):
+#
+#     out = add(mul(x, cos), mul(cat([neg(x[..., D/2:]), x[..., :D/2]], -1), sin))
+#
+# with cos and sin tables known at export time. When the tables are
+# theta^(-2i/D) frequencies at positions 0..T-1 (plain RoPE, no scaling),
+# this is one ds.rotary (the same rotate_half convention): one kernel
+# instead of slices, a negation, a concat and three elementwise ops.
+
+def _mul_parts(node, env, value_type, const_type):
+    """(value node, constant tensor) of mul(value, constant), either order."""
+    if not _is(node, aten.mul.Tensor) or len(node.args) != 2:
+        return None
+    for v, c in (node.args, reversed(node.args)):
+        if isinstance(v, torch.fx.Node) and isinstance(c, torch.fx.Node) and \
+                isinstance(env.get(v), value_type) and isinstance(env.get(c), const_type):
+            return v, env[c].tensor
+    return None
+
+
+def _half_slice(node, x, first):
+    """node is x[..., :D/2] (first) or x[..., D/2:] along the last dim."""
+    if not _is(node, aten.slice.Tensor) or node.args[0] is not x:
+        return False
+    rank = x.meta["val"].dim()
+    d = x.meta["val"].shape[-1]
+    args = list(node.args) + [None] * (5 - len(node.args))
+    dim, start, end, step = args[1], args[2], args[3], args[4]
+    if dim % rank != rank - 1 or step not in (None, 1):
+        return False
+    start = 0 if start is None else start
+    end = d if end is None or end > d else end
+    return (start, end) == ((0, d // 2) if first else (d // 2, d))
+
+
+def match_rotary(node, env, value_type, const_type):
+    """(x node, theta) when `node` is Hugging Face's rotary embedding of x
+    with plain RoPE tables, else None."""
+    if not _is(node, aten.add.Tensor) or len(node.args) != 2 or node.kwargs.get("alpha", 1) != 1:
+        return None
+    for a, b in (node.args, reversed(node.args)):
+        cos_part = _mul_parts(a, env, value_type, const_type)
+        sin_part = _mul_parts(b, env, value_type, const_type)
+        if cos_part is None or sin_part is None:
+            continue
+        x, cos = cos_part
+        rot, sin = sin_part
+        if not _is(rot, aten.cat.default) or len(rot.args[0]) != 2:
+            continue
+        neg, first = rot.args[0]
+        dim = rot.args[1] if len(rot.args) > 1 else 0
+        rank = x.meta["val"].dim()
+        if dim % rank != rank - 1 or not _is(neg, aten.neg.default):
+            continue
+        if not (_half_slice(neg.args[0], x, first=False) and _half_slice(first, x, first=True)):
+            continue
+        theta = _rope_theta(cos, sin, tuple(x.meta["val"].shape))
+        if theta is not None:
+            return x, theta
+    return None
+
+
+def _rope_theta(cos, sin, shape):
+    """theta when cos/sin are plain RoPE tables for x of `shape`, else None."""
+    if len(shape) < 2:
+        return None
+    t, d = shape[-2], shape[-1]
+    if d % 2 or d < 4 or t < 2:
+        return None
+    try:
+        cos = torch.broadcast_to(cos.double(), shape)
+        sin = torch.broadcast_to(sin.double(), shape)
+    except RuntimeError:
+        return None
+    cos, sin = cos.reshape(-1, t, d), sin.reshape(-1, t, d)
+    if not (bool((cos == cos[:1]).all()) and bool((sin == sin[:1]).all())):
+        return None  # tables that vary along batch or heads
+    cos, sin = cos[0], sin[0]
+    f1 = float(torch.atan2(sin[1, 1], cos[1, 1]))  # position 1, frequency 1
+    if not f1 > 0:
+        return None
+    raw = f1 ** (-d / 2)
+    # The tables were computed in float32 (theta = 10000 reads back as
+    # 9999.9986): RoPE bases are round numbers, so six significant digits
+    # are tried first, and either must reproduce the tables.
+    for theta in (float(f"{raw:.6g}"), raw):
+        i = torch.arange(d // 2, dtype=torch.float64)
+        angle = torch.arange(t, dtype=torch.float64)[:, None] * theta ** (-2 * i / d)[None, :]
+        want_cos = torch.cat([angle.cos(), angle.cos()], -1)
+        want_sin = torch.cat([angle.sin(), angle.sin()], -1)
+        # float32 angles up to T carry ~T * 1e-7.
+        tol = 1e-5 * max(1.0, float(t))
+        if float((cos - want_cos).abs().max()) <= tol and \
+                float((sin - want_sin).abs().max()) <= tol:
+            return theta
+    return None
