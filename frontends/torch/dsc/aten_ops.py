@@ -35,16 +35,10 @@ def elt_of(out):
     return mt.element_type(out.dtype)
 
 
-def as_value(em, x, elt):
-    return em.value(x, elt)
-
-
 def float_operands(em, a, b, out):
     """Both operands of an elementwise op as Values of the result's type."""
     elt = elt_of(out)
-    va = em.cast(as_value(em, a, elt), elt) if not isinstance(a, Value) or a.elt != elt else a
-    vb = em.cast(as_value(em, b, elt), elt) if not isinstance(b, Value) or b.elt != elt else b
-    return va, vb
+    return em.cast(em.value(a, elt), elt), em.cast(em.value(b, elt), elt)
 
 
 # Elementwise ----------------------------------------------------------------
@@ -60,32 +54,25 @@ for _name, _mn in (("mul", "mul"), ("div", "div")):
     handles(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar", f"aten.{_name}.default")(_binary(_mn))
 
 
-def add_sub(em, a, out):
-    alpha = a.get("alpha", 1)
-    other = a["other"]
-    if alpha != 1:
-        if isinstance(other, Value):
-            other = em.binary("mul", other, as_value(em, alpha, other.elt), other.shape)
-        elif isinstance(other, Const):
-            other = Const(other.tensor * alpha)
-        else:
-            other = other * alpha
-    x, y = float_operands(em, a["self"], other, out)
-    return em.binary(a["__mnemonic__"], x, y, shape_of(out))
+def _additive(mnemonic):
+    """add/sub with PyTorch's alpha: self + alpha * other."""
+    def handler(em, a, out):
+        alpha, other = a.get("alpha", 1), a["other"]
+        if alpha != 1:
+            if isinstance(other, Value):
+                other = em.binary("mul", other, em.value(alpha, other.elt), other.shape)
+            elif isinstance(other, Const):
+                other = Const(other.tensor * alpha)
+            else:
+                other = other * alpha
+        x, y = float_operands(em, a["self"], other, out)
+        return em.binary(mnemonic, x, y, shape_of(out))
+    return handler
 
 
-def _add(em, a, out):
-    return add_sub(em, dict(a, __mnemonic__="add"), out)
-
-
-def _sub(em, a, out):
-    return add_sub(em, dict(a, __mnemonic__="sub"), out)
-
-
-for _n in ("aten.add.Tensor", "aten.add.Scalar"):
-    HANDLERS[_n] = _add
-for _n in ("aten.sub.Tensor", "aten.sub.Scalar"):
-    HANDLERS[_n] = _sub
+_add, _sub = _additive("add"), _additive("sub")
+handles("aten.add.Tensor", "aten.add.Scalar")(_add)
+handles("aten.sub.Tensor", "aten.sub.Scalar")(_sub)
 
 
 @handles("aten.rsub.Scalar", "aten.rsub.Tensor")
@@ -376,9 +363,9 @@ def linear(em, a, out):
     x, w, b = a["input"], a["weight"], a["bias"]
     w = em.value(w, x.elt)
     shape = shape_of(out)
-    y = em.matmul(x, w, shape, transpose_rhs=True) if w.rank == 2 else None
-    if y is None:
+    if w.rank != 2:
         raise Unsupported("linear with a weight of rank other than 2")
+    y = em.matmul(x, w, shape, transpose_rhs=True)
     if b is not None:
         y = em.binary("add", y, em.value(b, x.elt), shape)
     return y

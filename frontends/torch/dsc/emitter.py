@@ -121,12 +121,16 @@ class Emitter:
         attrs = f"{attrs} " if attrs else ""
         return self.op(f"ds.{mnemonic} {attrs}{x.name} : {x.type}", x.shape, x.elt)
 
-    def reshape(self, x, shape):
+    def _to_shape(self, mnemonic, x, shape):
+        """ds.reshape / ds.broadcast of x to `shape`; x itself when it has it."""
         shape = tuple(shape)
         if shape == x.shape:
             return x
-        return self.op(f"ds.reshape {x.name} : {x.type} -> {mt.tensor_type(shape, x.elt)}",
+        return self.op(f"ds.{mnemonic} {x.name} : {x.type} -> {mt.tensor_type(shape, x.elt)}",
                        shape, x.elt)
+
+    def reshape(self, x, shape):
+        return self._to_shape("reshape", x, shape)
 
     def transpose(self, x, perm):
         perm = list(perm)
@@ -137,11 +141,7 @@ class Emitter:
                        shape, x.elt)
 
     def broadcast(self, x, shape):
-        shape = tuple(shape)
-        if shape == x.shape:
-            return x
-        return self.op(f"ds.broadcast {x.name} : {x.type} -> {mt.tensor_type(shape, x.elt)}",
-                       shape, x.elt)
+        return self._to_shape("broadcast", x, shape)
 
     def slice(self, x, offsets, sizes):
         if list(offsets) == [0] * x.rank and tuple(sizes) == x.shape:
