@@ -16,6 +16,7 @@
 #define DSC_RUNTIME_BACKENDS_CPU_CPUCOMMON_H
 
 #include "runtime/kernels/Kernel.h"
+#include "runtime/kernels/KernelChecks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,55 +28,29 @@
 
 namespace dsc::rt::cpu {
 
-/// Largest rank a CPU kernel accepts.
-constexpr int kMaxRank = 16;
+// The checks every backend shares (runtime/kernels/KernelChecks.h), under
+// the names the CPU kernels have always used.
+using rt::broadcastLayout;
+using rt::BroadcastLayout;
+using rt::broadcastsTo;
+using rt::dimProduct;
+using rt::expectAllF32;
+using rt::expectDType;
+using rt::expectIndexDType;
+using rt::fail;
+using rt::isIndexDType;
+using rt::kMaxRank;
+using rt::lastDimRows;
+using rt::listStr;
+using rt::sameBuffer;
+using rt::sameShape;
+using rt::shapeOf;
+using rt::shapeStr;
 
 /// A kernel body; `err` is set without the kernel-name prefix.
 using Body = bool (*)(const KernelArgs &args, std::string &err);
 
-/// Sets `err` to the concatenation of `parts` and returns false.
-template <typename... Parts>
-bool fail(std::string &err, const Parts &...parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  err = os.str();
-  return false;
-}
-
-//===--- Shapes -----------------------------------------------------------===//
-
-/// "[2, 3]"-style rendering.
-std::string listStr(const int64_t *values, size_t count);
-inline std::string shapeStr(const TensorRef &t) {
-  return listStr(t.shape, size_t(t.rank));
-}
-inline std::vector<int64_t> shapeOf(const TensorRef &t) {
-  return std::vector<int64_t>(t.shape, t.shape + t.rank);
-}
-bool sameShape(const TensorRef &a, const TensorRef &b);
-/// Product of dims [begin, end).
-int64_t dimProduct(const TensorRef &t, int begin, int end);
-/// True when the output buffer is the input buffer (in-place update).
-inline bool sameBuffer(const TensorRef &a, const TensorRef &b) {
-  return a.data == b.data;
-}
-
 //===--- Broadcasting -----------------------------------------------------===//
-
-/// Whether `in` expands to `out`'s shape under numpy's rules.
-bool broadcastsTo(const TensorRef &in, const TensorRef &out);
-
-/// Up to two inputs laid over an output they broadcast to, with size-1 dims
-/// dropped and dims merged wherever every operand stays contiguous across
-/// them: [B, T, C] + [C] becomes rows of C with the bias stride 0 outside.
-struct BroadcastLayout {
-  int rank = 1; ///< >= 1
-  int64_t shape[kMaxRank] = {1};
-  int64_t strides[2][kMaxRank] = {}; ///< element strides; 0 = broadcast
-};
-/// Every input must broadcast to `out` (checked by the caller).
-BroadcastLayout broadcastLayout(const TensorRef &out, const TensorRef *in0,
-                                const TensorRef *in1 = nullptr);
 
 /// Calls f(outOffset, inOffsets, length) for the contiguous output runs of
 /// flat range [begin, end); input k's run starts at inOffsets[k] with stride
@@ -144,25 +119,14 @@ inline float maxOf(const float *x, int64_t n) {
   return m;
 }
 
-/// x viewed as rows of its last dim; false (with err) for a scalar.
-bool lastDimRows(std::string &err, const TensorRef &x, const char *role,
-                 int64_t &rows, int64_t &cols);
-
 //===--- Dtypes -----------------------------------------------------------===//
 
-/// "unsupported dtype f16 for <role> (expected f32)" unless t has `want`.
-bool expectDType(std::string &err, const TensorRef &t, const char *role,
-                 DType want);
-/// Every input and output must be f32.
-bool expectAllF32(const KernelArgs &args, std::string &err);
-inline bool isIndexDType(DType t) { return t == DType::i32 || t == DType::i64; }
-/// Index tensors (token ids, targets) must be i32 or i64.
-bool expectIndexDType(std::string &err, const TensorRef &t, const char *role);
 inline int64_t indexAt(const TensorRef &t, int64_t i) {
   return t.dtype == DType::i32
              ? int64_t(static_cast<const int32_t *>(t.data)[i])
              : static_cast<const int64_t *>(t.data)[i];
 }
+
 /// The value of a one-element f32 tensor (a scalar operand).
 bool scalarOperand(std::string &err, const TensorRef &t, const char *role,
                    float &value);

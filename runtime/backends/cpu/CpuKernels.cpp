@@ -15,7 +15,6 @@
 #include "runtime/backends/cpu/Widening.h"
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 namespace dsc::rt {
@@ -24,12 +23,7 @@ namespace {
 using cpu::Body;
 using cpu::fail;
 
-/// Which outputs may be exactly an input buffer.
-enum class Alias {
-  None,     ///< outputs are disjoint from inputs
-  AnyInput, ///< an output may be exactly any input (elementwise, row-wise)
-  AdamW,    ///< p', m', v' may be p, m, v (inputs 0, 2, 3)
-};
+using Alias = KernelAlias;
 
 struct Spec {
   std::string_view name;
@@ -110,103 +104,10 @@ constexpr Spec kSpecs[] = {
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);
 
-const char *plural(int64_t n, const char *one, const char *many) {
-  return n == 1 ? one : many;
-}
-
-bool checkCount(std::string &err, const char *what, int declared, size_t given,
-                const void *array) {
-  if (declared >= 0 && given != size_t(declared))
-    return fail(err, "expects ", declared, " ", what, ", got ", given);
-  if (given > 0 && !array)
-    return fail(err, given, " ", what, " declared but the array is null");
-  return true;
-}
-
-// Byte size of a checked tensor.
-int64_t byteSize(const TensorRef &t) {
-  return t.numel() * int64_t(dtypeSize(t.dtype));
-}
-
-bool checkTensor(std::string &err, const TensorRef &t, const char *role,
-                 size_t index) {
-  if (dtypeSize(t.dtype) == 0)
-    return fail(err, role, " ", index, " has an unknown dtype ", int(t.dtype));
-  if (t.rank < 0 || t.rank > cpu::kMaxRank)
-    return fail(err, role, " ", index, " has rank ", t.rank, " (0 to ",
-                cpu::kMaxRank, " supported)");
-  if (t.rank > 0 && !t.shape)
-    return fail(err, role, " ", index, " has rank ", t.rank, " but no shape");
-  int64_t n = int64_t(dtypeSize(t.dtype));
-  for (int d = 0; d < t.rank; ++d) {
-    if (t.shape[d] < 0)
-      return fail(err, role, " ", index, " has a negative dim in ",
-                  cpu::shapeStr(t));
-    if (t.shape[d] > 0 && n > std::numeric_limits<int64_t>::max() / t.shape[d])
-      return fail(err, role, " ", index, " of shape ", cpu::shapeStr(t),
-                  " is too large");
-    n *= t.shape[d];
-  }
-  if (n > 0 && !t.data)
-    return fail(err, role, " ", index, " of shape ", cpu::shapeStr(t),
-                " has no data");
-  return true;
-}
-
-bool overlap(const TensorRef &a, const TensorRef &b) {
-  int64_t na = byteSize(a), nb = byteSize(b);
-  if (na == 0 || nb == 0)
-    return false;
-  auto pa = reinterpret_cast<uintptr_t>(a.data);
-  auto pb = reinterpret_cast<uintptr_t>(b.data);
-  return pa < pb + uintptr_t(nb) && pb < pa + uintptr_t(na);
-}
-
-bool exactAlias(const TensorRef &a, const TensorRef &b) {
-  return a.data == b.data && byteSize(a) == byteSize(b) && a.dtype == b.dtype;
-}
-
-bool checkAliasing(std::string &err, const Spec &spec, const KernelArgs &a) {
-  for (size_t o = 0; o < a.numOutputs; ++o) {
-    for (size_t p = 0; p < o; ++p)
-      if (overlap(a.outputs[o], a.outputs[p]))
-        return fail(err, "outputs ", p, " and ", o, " overlap");
-    for (size_t i = 0; i < a.numInputs; ++i) {
-      if (!overlap(a.outputs[o], a.inputs[i]))
-        continue;
-      bool allowed =
-          exactAlias(a.outputs[o], a.inputs[i]) &&
-          (spec.alias == Alias::AnyInput ||
-           (spec.alias == Alias::AdamW && i == (o == 0 ? 0 : o + 1)));
-      if (!allowed)
-        return fail(err, "output ", o, " overlaps input ", i,
-                    spec.alias == Alias::None
-                        ? " (this kernel cannot run in place)"
-                        : " (only an exact in-place update is allowed)");
-    }
-  }
-  return true;
-}
-
-// Arity, well-formed tensors and aliasing: what every kernel checks before
-// its body runs.
 bool checkArgs(const Spec &spec, const KernelArgs &a, std::string &err) {
-  if (!checkCount(err, plural(spec.numInputs, "input", "inputs"),
-                  spec.numInputs, a.numInputs, a.inputs) ||
-      !checkCount(err, plural(spec.numOutputs, "output", "outputs"),
-                  spec.numOutputs, a.numOutputs, a.outputs) ||
-      !checkCount(err, "int attributes", spec.numIntAttrs, a.numIntAttrs,
-                  a.intAttrs) ||
-      !checkCount(err, "float attributes", spec.numFloatAttrs, a.numFloatAttrs,
-                  a.floatAttrs))
-    return false;
-  for (size_t i = 0; i < a.numInputs; ++i)
-    if (!checkTensor(err, a.inputs[i], "input", i))
-      return false;
-  for (size_t i = 0; i < a.numOutputs; ++i)
-    if (!checkTensor(err, a.outputs[i], "output", i))
-      return false;
-  return checkAliasing(err, spec, a);
+  return checkKernelArgs({spec.numInputs, spec.numOutputs, spec.numIntAttrs,
+                          spec.numFloatAttrs, spec.alias},
+                         a, err);
 }
 
 bool runChecked(const Spec &spec, const KernelArgs &a, std::string &err) {

@@ -1,0 +1,222 @@
+//===- KernelChecks.cpp - argument checks every backend shares ------------===//
+
+#include "runtime/kernels/KernelChecks.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace dsc::rt {
+namespace {
+
+const char *plural(int64_t n, const char *one, const char *many) {
+  return n == 1 ? one : many;
+}
+
+bool checkCount(std::string &err, const char *what, int declared, size_t given,
+                const void *array) {
+  if (declared >= 0 && given != size_t(declared))
+    return fail(err, "expects ", declared, " ", what, ", got ", given);
+  if (given > 0 && !array)
+    return fail(err, given, " ", what, " declared but the array is null");
+  return true;
+}
+
+// Byte size of a checked tensor.
+int64_t byteSize(const TensorRef &t) {
+  return t.numel() * int64_t(dtypeSize(t.dtype));
+}
+
+bool checkTensor(std::string &err, const TensorRef &t, const char *role,
+                 size_t index) {
+  if (dtypeSize(t.dtype) == 0)
+    return fail(err, role, " ", index, " has an unknown dtype ", int(t.dtype));
+  if (t.rank < 0 || t.rank > kMaxRank)
+    return fail(err, role, " ", index, " has rank ", t.rank, " (0 to ",
+                kMaxRank, " supported)");
+  if (t.rank > 0 && !t.shape)
+    return fail(err, role, " ", index, " has rank ", t.rank, " but no shape");
+  int64_t n = int64_t(dtypeSize(t.dtype));
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.shape[d] < 0)
+      return fail(err, role, " ", index, " has a negative dim in ",
+                  shapeStr(t));
+    if (t.shape[d] > 0 && n > std::numeric_limits<int64_t>::max() / t.shape[d])
+      return fail(err, role, " ", index, " of shape ", shapeStr(t),
+                  " is too large");
+    n *= t.shape[d];
+  }
+  if (n > 0 && !t.data)
+    return fail(err, role, " ", index, " of shape ", shapeStr(t),
+                " has no data");
+  return true;
+}
+
+bool overlap(const TensorRef &a, const TensorRef &b) {
+  int64_t na = byteSize(a), nb = byteSize(b);
+  if (na == 0 || nb == 0)
+    return false;
+  auto pa = reinterpret_cast<uintptr_t>(a.data);
+  auto pb = reinterpret_cast<uintptr_t>(b.data);
+  return pa < pb + uintptr_t(nb) && pb < pa + uintptr_t(na);
+}
+
+bool exactAlias(const TensorRef &a, const TensorRef &b) {
+  return a.data == b.data && byteSize(a) == byteSize(b) && a.dtype == b.dtype;
+}
+
+bool checkAliasing(std::string &err, const KernelRules &spec,
+                   const KernelArgs &a) {
+  for (size_t o = 0; o < a.numOutputs; ++o) {
+    for (size_t p = 0; p < o; ++p)
+      if (overlap(a.outputs[o], a.outputs[p]))
+        return fail(err, "outputs ", p, " and ", o, " overlap");
+    for (size_t i = 0; i < a.numInputs; ++i) {
+      if (!overlap(a.outputs[o], a.inputs[i]))
+        continue;
+      bool allowed =
+          exactAlias(a.outputs[o], a.inputs[i]) &&
+          (spec.alias == KernelAlias::AnyInput ||
+           (spec.alias == KernelAlias::AdamW && i == (o == 0 ? 0 : o + 1)));
+      if (!allowed)
+        return fail(err, "output ", o, " overlaps input ", i,
+                    spec.alias == KernelAlias::None
+                        ? " (this kernel cannot run in place)"
+                        : " (only an exact in-place update is allowed)");
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+bool checkKernelArgs(const KernelRules &spec, const KernelArgs &a,
+                     std::string &err) {
+  if (!checkCount(err, plural(spec.numInputs, "input", "inputs"),
+                  spec.numInputs, a.numInputs, a.inputs) ||
+      !checkCount(err, plural(spec.numOutputs, "output", "outputs"),
+                  spec.numOutputs, a.numOutputs, a.outputs) ||
+      !checkCount(err, "int attributes", spec.numIntAttrs, a.numIntAttrs,
+                  a.intAttrs) ||
+      !checkCount(err, "float attributes", spec.numFloatAttrs, a.numFloatAttrs,
+                  a.floatAttrs))
+    return false;
+  for (size_t i = 0; i < a.numInputs; ++i)
+    if (!checkTensor(err, a.inputs[i], "input", i))
+      return false;
+  for (size_t i = 0; i < a.numOutputs; ++i)
+    if (!checkTensor(err, a.outputs[i], "output", i))
+      return false;
+  return checkAliasing(err, spec, a);
+}
+
+std::string listStr(const int64_t *values, size_t count) {
+  std::string s = "[";
+  for (size_t i = 0; i < count; ++i) {
+    if (i)
+      s += ", ";
+    s += std::to_string(values[i]);
+  }
+  return s + "]";
+}
+
+bool sameShape(const TensorRef &a, const TensorRef &b) {
+  return a.rank == b.rank && std::equal(a.shape, a.shape + a.rank, b.shape);
+}
+
+int64_t dimProduct(const TensorRef &t, int begin, int end) {
+  int64_t n = 1;
+  for (int d = begin; d < end; ++d)
+    n *= t.shape[d];
+  return n;
+}
+
+bool broadcastsTo(const TensorRef &in, const TensorRef &out) {
+  if (in.rank > out.rank)
+    return false;
+  int lead = out.rank - in.rank;
+  for (int d = 0; d < in.rank; ++d)
+    if (in.shape[d] != 1 && in.shape[d] != out.shape[lead + d])
+      return false;
+  return true;
+}
+
+BroadcastLayout broadcastLayout(const TensorRef &out, const TensorRef *in0,
+                                const TensorRef *in1) {
+  const TensorRef *ins[2] = {in0, in1};
+  BroadcastLayout l;
+  l.rank = 0;
+  int64_t inStride[2] = {1, 1}; // row-major stride of the current input dim
+  int64_t tmpShape[kMaxRank], tmpStrides[2][kMaxRank];
+  // Per output dim, innermost first: the input strides (0 where expanded).
+  for (int d = out.rank - 1; d >= 0; --d) {
+    for (int k = 0; k < 2; ++k) {
+      const TensorRef *in = ins[k];
+      int id = in ? d - (out.rank - in->rank) : -1;
+      int64_t size = id >= 0 ? in->shape[id] : 1;
+      tmpStrides[k][d] = size == 1 ? 0 : inStride[k];
+      inStride[k] *= size;
+    }
+    tmpShape[d] = out.shape[d];
+  }
+  for (int d = 0; d < out.rank; ++d) {
+    if (tmpShape[d] == 1)
+      continue;
+    bool merge = l.rank > 0;
+    for (int k = 0; k < 2 && merge; ++k)
+      merge = l.strides[k][l.rank - 1] == tmpStrides[k][d] * tmpShape[d];
+    if (merge) {
+      l.shape[l.rank - 1] *= tmpShape[d];
+      for (int k = 0; k < 2; ++k)
+        l.strides[k][l.rank - 1] = tmpStrides[k][d];
+    } else {
+      l.shape[l.rank] = tmpShape[d];
+      for (int k = 0; k < 2; ++k)
+        l.strides[k][l.rank] = tmpStrides[k][d];
+      ++l.rank;
+    }
+  }
+  if (l.rank == 0) {
+    l.rank = 1;
+    l.shape[0] = 1;
+    l.strides[0][0] = l.strides[1][0] = 0;
+  }
+  return l;
+}
+
+bool lastDimRows(std::string &err, const TensorRef &x, const char *role,
+                 int64_t &rows, int64_t &cols) {
+  if (x.rank < 1)
+    return fail(err, role, " needs rank >= 1, got a scalar");
+  cols = x.shape[x.rank - 1];
+  rows = dimProduct(x, 0, x.rank - 1);
+  return true;
+}
+
+bool expectDType(std::string &err, const TensorRef &t, const char *role,
+                 DType want) {
+  if (t.dtype == want)
+    return true;
+  return fail(err, "unsupported dtype ", dtypeName(t.dtype), " for ", role,
+              " (expected ", dtypeName(want), ")");
+}
+
+bool expectAllF32(const KernelArgs &args, std::string &err) {
+  for (size_t i = 0; i < args.numInputs; ++i)
+    if (args.inputs[i].dtype != DType::f32)
+      return fail(err, "unsupported dtype ", dtypeName(args.inputs[i].dtype),
+                  " for input ", i, " (expected f32)");
+  for (size_t i = 0; i < args.numOutputs; ++i)
+    if (args.outputs[i].dtype != DType::f32)
+      return fail(err, "unsupported dtype ", dtypeName(args.outputs[i].dtype),
+                  " for output ", i, " (expected f32)");
+  return true;
+}
+
+bool expectIndexDType(std::string &err, const TensorRef &t, const char *role) {
+  if (isIndexDType(t.dtype))
+    return true;
+  return fail(err, "unsupported dtype ", dtypeName(t.dtype), " for ", role,
+              " (expected i32 or i64)");
+}
+
+} // namespace dsc::rt

@@ -1,0 +1,110 @@
+//===- KernelChecks.h - argument checks every backend shares ----*- C++ -*-===//
+//
+// What a kernel checks on the host before it computes or enqueues anything,
+// the same on every backend so that a bad instruction gets the same line
+// whichever backend runs it: the table-level checks (declared arity,
+// well-formed tensors, which aliasing the kernel tolerates; checkKernelArgs)
+// and the helpers kernel wrappers build their own checks from (shapes,
+// broadcasting, dtypes). Only shapes and pointers are looked at, never
+// tensor data, so the checks hold for device memory too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_KERNELS_KERNELCHECKS_H
+#define DSC_RUNTIME_KERNELS_KERNELCHECKS_H
+
+#include "runtime/kernels/Kernel.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+/// Largest rank a kernel accepts.
+constexpr int kMaxRank = 16;
+
+/// Sets `err` to the concatenation of `parts` and returns false.
+template <typename... Parts>
+bool fail(std::string &err, const Parts &...parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  err = os.str();
+  return false;
+}
+
+//===--- The table's checks -----------------------------------------------===//
+
+/// Which outputs may be exactly an input buffer.
+enum class KernelAlias {
+  None,     ///< outputs are disjoint from inputs
+  AnyInput, ///< an output may be exactly any input (elementwise, row-wise)
+  AdamW,    ///< p', m', v' may be p, m, v (inputs 0, 2, 3)
+};
+
+/// A kernel's declared arity (-1: any) and the aliasing it tolerates.
+struct KernelRules {
+  int numInputs, numOutputs, numIntAttrs, numFloatAttrs;
+  KernelAlias alias;
+};
+
+/// Arity, well-formed tensors (known dtype, rank <= kMaxRank, non-negative
+/// dims, a size that fits, data when non-empty) and no overlap between
+/// outputs and inputs beyond what `rules.alias` allows. `err` is set
+/// without the kernel-name prefix.
+bool checkKernelArgs(const KernelRules &rules, const KernelArgs &args,
+                     std::string &err);
+
+//===--- Shapes -----------------------------------------------------------===//
+
+/// "[2, 3]"-style rendering.
+std::string listStr(const int64_t *values, size_t count);
+inline std::string shapeStr(const TensorRef &t) {
+  return listStr(t.shape, size_t(t.rank));
+}
+inline std::vector<int64_t> shapeOf(const TensorRef &t) {
+  return std::vector<int64_t>(t.shape, t.shape + t.rank);
+}
+bool sameShape(const TensorRef &a, const TensorRef &b);
+/// Product of dims [begin, end).
+int64_t dimProduct(const TensorRef &t, int begin, int end);
+/// True when the output buffer is the input buffer (in-place update).
+inline bool sameBuffer(const TensorRef &a, const TensorRef &b) {
+  return a.data == b.data;
+}
+/// x viewed as rows of its last dim; false (with err) for a scalar.
+bool lastDimRows(std::string &err, const TensorRef &x, const char *role,
+                 int64_t &rows, int64_t &cols);
+
+//===--- Broadcasting -----------------------------------------------------===//
+
+/// Whether `in` expands to `out`'s shape under numpy's rules.
+bool broadcastsTo(const TensorRef &in, const TensorRef &out);
+
+/// Up to two inputs laid over an output they broadcast to, with size-1 dims
+/// dropped and dims merged wherever every operand stays contiguous across
+/// them: [B, T, C] + [C] becomes rows of C with the bias stride 0 outside.
+struct BroadcastLayout {
+  int rank = 1; ///< >= 1
+  int64_t shape[kMaxRank] = {1};
+  int64_t strides[2][kMaxRank] = {}; ///< element strides; 0 = broadcast
+};
+/// Every input must broadcast to `out` (checked by the caller).
+BroadcastLayout broadcastLayout(const TensorRef &out, const TensorRef *in0,
+                                const TensorRef *in1 = nullptr);
+
+//===--- Dtypes -----------------------------------------------------------===//
+
+/// "unsupported dtype f16 for <role> (expected f32)" unless t has `want`.
+bool expectDType(std::string &err, const TensorRef &t, const char *role,
+                 DType want);
+/// Every input and output must be f32.
+bool expectAllF32(const KernelArgs &args, std::string &err);
+inline bool isIndexDType(DType t) { return t == DType::i32 || t == DType::i64; }
+/// Index tensors (token ids, targets) must be i32 or i64.
+bool expectIndexDType(std::string &err, const TensorRef &t, const char *role);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_KERNELS_KERNELCHECKS_H
