@@ -20,6 +20,7 @@ config.substitutions.append(
      os.path.join(config.test_source_root, "tools", "expect-exit.py")))
 
 # PyTorch from Debian's python3-torch, for the nanoGPT parity test.
+import shutil
 import subprocess
 torch_python = "/usr/bin/python3"
 if subprocess.call([torch_python, "-c", "import torch"],
@@ -43,8 +44,16 @@ config.environment["PYTHONPATH"] = os.pathsep.join(
     ([config.environment["PYTHONPATH"]] if config.environment.get("PYTHONPATH") else []))
 config.environment["DSC_TOOLS_DIR"] = config.dsc_tools_dir
 
+# The CUDA backend: "cuda" when this build has it, "gpu" when a GPU is here
+# to run it (the device machine; never in CI).
+if config.dsc_have_cuda:
+    config.available_features.add("cuda")
+    if shutil.which("nvidia-smi") and subprocess.call(
+            ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("gpu")
+
 # OpenMPI's launcher, for multi-rank runs.
-import shutil
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
 

@@ -89,6 +89,19 @@ public:
     return {};
   }
 
+  /// Makes the per-run values of `ctx` (seed, step, sample offset) visible
+  /// to the kernels launched next, and clears the run's error state. A
+  /// backend whose executor replays captured work (CUDA graphs) keeps them
+  /// in device memory, where a replayed kernel reads them; its executor
+  /// calls this before each run, and so must anything that calls its
+  /// kernels directly (the conformance suite). Nothing to do by default:
+  /// kernels read the KernelContext.
+  virtual bool setRunContext(const KernelContext &ctx, std::string &error) {
+    (void)ctx;
+    (void)error;
+    return true;
+  }
+
   /// `bytes` of zeroed memory in `space`, 64-byte aligned (bytes may be 0).
   /// Null and one line in `error` when it cannot be had.
   virtual void *allocate(MemorySpace space, uint64_t bytes,

@@ -219,4 +219,112 @@ bool expectIndexDType(std::string &err, const TensorRef &t, const char *role) {
               " (expected i32 or i64)");
 }
 
+bool checkBroadcastBinary(std::string &err, const TensorRef &a,
+                          const TensorRef &b, const TensorRef &out) {
+  int rank = std::max(a.rank, b.rank);
+  bool ok = out.rank == rank;
+  for (int d = 0; d < rank; ++d) {
+    int ia = d - (rank - a.rank), ib = d - (rank - b.rank);
+    int64_t da = ia >= 0 ? a.shape[ia] : 1, db = ib >= 0 ? b.shape[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail(err, "cannot broadcast shapes ", shapeStr(a), " and ",
+                  shapeStr(b));
+    ok = ok && out.shape[d] == (da == 1 ? db : da);
+  }
+  if (!ok)
+    return fail(err, "output has shape ", shapeStr(out), " but ", shapeStr(a),
+                " and ", shapeStr(b), " broadcast to a different shape");
+  return true;
+}
+
+bool checkSameShapes(const KernelArgs &args, std::string &err) {
+  const TensorRef &out = args.outputs[0];
+  for (size_t i = 0; i < args.numInputs; ++i)
+    if (!sameShape(args.inputs[i], out))
+      return fail(err, "input ", i, " has shape ", shapeStr(args.inputs[i]),
+                  " but the output has shape ", shapeStr(out));
+  return true;
+}
+
+bool checkGeluApprox(std::string &err, int64_t approx, bool &tanhForm) {
+  if (approx != 0 && approx != 1)
+    return fail(err, "approximate must be 0 (erf) or 1 (tanh), got ", approx);
+  tanhForm = approx == 1;
+  return true;
+}
+
+bool checkBiasRows(std::string &err, const TensorRef &x, const TensorRef &bias,
+                   const TensorRef &sum, const TensorRef &out, int64_t &rows,
+                   int64_t &cols) {
+  if (x.rank < 1)
+    return fail(err, "x needs rank >= 1, got a scalar");
+  cols = x.dim(-1);
+  rows = dimProduct(x, 0, x.rank - 1);
+  if (bias.rank != 1 || bias.shape[0] != cols)
+    return fail(err, "bias has shape ", shapeStr(bias), " but needs [", cols,
+                "] (the last dim of x)");
+  for (const TensorRef *t : {&sum, &out})
+    if (!sameShape(*t, x))
+      return fail(err, t == &sum ? "sum" : "the output", " has shape ",
+                  shapeStr(*t), " but x has shape ", shapeStr(x));
+  return true;
+}
+
+bool checkMatmul(const KernelArgs &args, MatmulShape &m, std::string &err) {
+  const TensorRef &a = args.inputs[0], &b = args.inputs[1];
+  const TensorRef &out = args.outputs[0];
+  const int64_t ta = args.intAttrs[0], tb = args.intAttrs[1];
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    return fail(err, "transpose flags must be 0 or 1, got ", ta, " and ", tb);
+  if (a.rank < 2 || b.rank < 2)
+    return fail(err, "operands need rank >= 2, got ", shapeStr(a), " and ",
+                shapeStr(b));
+  int64_t M = a.dim(-2), K = a.dim(-1), Kb = b.dim(-2), N = b.dim(-1);
+  if (ta)
+    std::swap(M, K);
+  if (tb)
+    std::swap(Kb, N);
+  if (K != Kb)
+    return fail(err, "contraction dims differ: a ", shapeStr(a),
+                ta ? " (transposed)" : "", " vs b ", shapeStr(b),
+                tb ? " (transposed)" : "");
+  // Broadcast batch dims; the output must be batch + [M, N].
+  const int batchRank = std::max(a.rank, b.rank) - 2;
+  int64_t *batch = m.batch, *strideA = m.strideA, *strideB = m.strideB;
+  int64_t numBatches = 1, accA = M * K, accB = K * N;
+  for (int d = batchRank - 1; d >= 0; --d) {
+    int ia = d - (batchRank - (a.rank - 2)),
+        ib = d - (batchRank - (b.rank - 2));
+    int64_t da = ia >= 0 ? a.shape[ia] : 1, db = ib >= 0 ? b.shape[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail(err, "batch dims of ", shapeStr(a), " and ", shapeStr(b),
+                  " do not broadcast");
+    batch[d] = da == 1 ? db : da;
+    strideA[d] = da == 1 ? 0 : accA;
+    strideB[d] = db == 1 ? 0 : accB;
+    accA *= da;
+    accB *= db;
+    numBatches *= batch[d];
+  }
+  bool shapeOk = out.rank == batchRank + 2 && out.dim(-2) == M &&
+                 out.dim(-1) == N &&
+                 std::equal(batch, batch + batchRank, out.shape);
+  if (!shapeOk) {
+    std::vector<int64_t> want(batch, batch + batchRank);
+    want.push_back(M);
+    want.push_back(N);
+    return fail(err, "output has shape ", shapeStr(out), " but ", shapeStr(a),
+                " x ", shapeStr(b), " gives ",
+                listStr(want.data(), want.size()));
+  }
+  m.transA = ta;
+  m.transB = tb;
+  m.M = M;
+  m.N = N;
+  m.K = K;
+  m.batchRank = batchRank;
+  m.numBatches = numBatches;
+  return true;
+}
+
 } // namespace dsc::rt

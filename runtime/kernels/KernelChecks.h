@@ -79,6 +79,10 @@ bool lastDimRows(std::string &err, const TensorRef &x, const char *role,
 
 //===--- Broadcasting -----------------------------------------------------===//
 
+/// `out` has exactly the numpy broadcast shape of `a` and `b`.
+bool checkBroadcastBinary(std::string &err, const TensorRef &a,
+                          const TensorRef &b, const TensorRef &out);
+
 /// Whether `in` expands to `out`'s shape under numpy's rules.
 bool broadcastsTo(const TensorRef &in, const TensorRef &out);
 
@@ -93,6 +97,32 @@ struct BroadcastLayout {
 /// Every input must broadcast to `out` (checked by the caller).
 BroadcastLayout broadcastLayout(const TensorRef &out, const TensorRef *in0,
                                 const TensorRef *in1 = nullptr);
+
+/// Every input has the output's shape (elementwise unary ops and
+/// activation gradients).
+bool checkSameShapes(const KernelArgs &args, std::string &err);
+/// ds.gelu's `approximate` attribute: 0 (erf) or 1 (tanh).
+bool checkGeluApprox(std::string &err, int64_t approx, bool &tanhForm);
+/// ds.bias_gelu's operands: bias is [C] for x's last dim C, and sum and out
+/// have x's shape; rows x cols of x.
+bool checkBiasRows(std::string &err, const TensorRef &x, const TensorRef &bias,
+                   const TensorRef &sum, const TensorRef &out, int64_t &rows,
+                   int64_t &cols);
+
+//===--- ds.matmul --------------------------------------------------------===//
+
+/// ds.matmul's operands resolved: a [..., M, K] ([..., K, M] transposed), b
+/// [..., K, N] ([..., N, K] transposed), batch dims broadcast; per batch dim
+/// the element stride of a's and b's matrices (0 where broadcast).
+struct MatmulShape {
+  bool transA = false, transB = false;
+  int64_t M = 0, N = 0, K = 0;
+  int batchRank = 0;
+  int64_t numBatches = 1;
+  int64_t batch[kMaxRank] = {}, strideA[kMaxRank] = {}, strideB[kMaxRank] = {};
+};
+/// Checks the flags and shapes (output = batch + [M, N]) and fills `m`.
+bool checkMatmul(const KernelArgs &args, MatmulShape &m, std::string &err);
 
 //===--- Dtypes -----------------------------------------------------------===//
 

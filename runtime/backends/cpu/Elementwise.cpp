@@ -73,20 +73,8 @@ template <class Op> bool binaryBody(const KernelArgs &args, std::string &err) {
     return false;
   const TensorRef &a = args.inputs[0], &b = args.inputs[1];
   const TensorRef &out = args.outputs[0];
-  // The output must have exactly the broadcast shape of a and b.
-  int rank = std::max(a.rank, b.rank);
-  bool ok = out.rank == rank;
-  for (int d = 0; d < rank; ++d) {
-    int ia = d - (rank - a.rank), ib = d - (rank - b.rank);
-    int64_t da = ia >= 0 ? a.shape[ia] : 1, db = ib >= 0 ? b.shape[ib] : 1;
-    if (da != db && da != 1 && db != 1)
-      return fail(err, "cannot broadcast shapes ", shapeStr(a), " and ",
-                  shapeStr(b));
-    ok = ok && out.shape[d] == (da == 1 ? db : da);
-  }
-  if (!ok)
-    return fail(err, "output has shape ", shapeStr(out), " but ", shapeStr(a),
-                " and ", shapeStr(b), " broadcast to a different shape");
+  if (!checkBroadcastBinary(err, a, b, out))
+    return false;
   const BroadcastLayout l = broadcastLayout(out, &a, &b);
   const float *pa = a.f32(), *pb = b.f32();
   float *po = out.f32();
@@ -104,12 +92,7 @@ template <class Op> bool binaryBody(const KernelArgs &args, std::string &err) {
 bool sameShapeF32(const KernelArgs &args, std::string &err) {
   if (!expectAllF32(args, err))
     return false;
-  const TensorRef &out = args.outputs[0];
-  for (size_t i = 0; i < args.numInputs; ++i)
-    if (!sameShape(args.inputs[i], out))
-      return fail(err, "input ", i, " has shape ", shapeStr(args.inputs[i]),
-                  " but the output has shape ", shapeStr(out));
-  return true;
+  return checkSameShapes(args, err);
 }
 
 template <class Op> bool unaryBody(const KernelArgs &args, std::string &err) {
@@ -175,11 +158,7 @@ struct GeluTanhOp {
 };
 
 bool geluApprox(const KernelArgs &args, std::string &err, bool &tanhForm) {
-  int64_t approx = args.intAttrs[0];
-  if (approx != 0 && approx != 1)
-    return fail(err, "approximate must be 0 (erf) or 1 (tanh), got ", approx);
-  tanhForm = approx == 1;
-  return true;
+  return checkGeluApprox(err, args.intAttrs[0], tanhForm);
 }
 
 //===--- Activation gradients: (x, g) -> g * act'(x) ----------------------===//
@@ -229,16 +208,9 @@ bool biasActivation(const KernelArgs &args, std::string &err) {
     return false;
   const TensorRef &x = args.inputs[0], &bias = args.inputs[1];
   const TensorRef &sum = args.outputs[0], &out = args.outputs[1];
-  if (x.rank < 1)
-    return fail(err, "x needs rank >= 1, got a scalar");
-  const int64_t cols = x.dim(-1), rows = dimProduct(x, 0, x.rank - 1);
-  if (bias.rank != 1 || bias.shape[0] != cols)
-    return fail(err, "bias has shape ", shapeStr(bias), " but needs [", cols,
-                "] (the last dim of x)");
-  for (const TensorRef *t : {&sum, &out})
-    if (!sameShape(*t, x))
-      return fail(err, t == &sum ? "sum" : "the output", " has shape ",
-                  shapeStr(*t), " but x has shape ", shapeStr(x));
+  int64_t rows = 0, cols = 0;
+  if (!checkBiasRows(err, x, bias, sum, out, rows, cols))
+    return false;
   const float *xp = x.f32(), *b = bias.f32();
   float *sp = sum.f32(), *op = out.f32();
   parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "test/unit/conformance/KernelTestSupport.h"
+#if DSC_HAVE_CUDA
+#include "runtime/backends/cuda/CudaBackend.h"
+#endif
 
 #include <algorithm>
 #include <filesystem>
@@ -267,14 +270,14 @@ TEST(CpuKernelTable, BadArgumentsGiveOneLineErrorsNamingTheKernel) {
 // body, which names them.
 TEST(CpuKernelTable, UnsupportedDtypesAreNamed) {
   Buf a({3}, DType::i32), b({3}, DType::i32), out({3}, DType::i32);
-  EXPECT_EQ(run("ds.add", {&a, &b}, {&out}),
-            "ds.add: unsupported dtype i32 for input 0 (expected f32)");
+  EXPECT_RUN_ERROR(run("ds.add", {&a, &b}, {&out}),
+                   "ds.add: unsupported dtype i32 for input 0 (expected f32)");
   Buf x({2, 4}, DType::i32), w({4}), y({2, 4});
-  EXPECT_EQ(run("ds.layer_norm", {&x, &w}, {&y}, {}, {1e-5}),
-            "ds.layer_norm: unsupported dtype i32 for input 0 (expected "
-            "f32)");
+  EXPECT_RUN_ERROR(run("ds.layer_norm", {&x, &w}, {&y}, {}, {1e-5}),
+                   "ds.layer_norm: unsupported dtype i32 for input 0 (expected "
+                   "f32)");
   Buf h({3}, DType::f16), g({3}, DType::f16), sum({3}, DType::f16);
-  EXPECT_EQ(run("ds.add", {&h, &g}, {&sum}), "");
+  EXPECT_RUN_ERROR(run("ds.add", {&h, &g}, {&sum}), "");
 }
 
 TEST(CpuKernelTable, PartialOverlapIsRefused) {
@@ -295,9 +298,89 @@ TEST(CpuKernelTable, PartialOverlapIsRefused) {
   EXPECT_EQ(err, "ds.neg: output 0 overlaps input 0 (only an exact in-place "
                  "update is allowed)");
   Buf m({4, 4});
-  EXPECT_EQ(run("ds.matmul", {&m, &m}, {&m}, {0, 0}),
-            "ds.matmul: output 0 overlaps input 0 (this kernel cannot run in "
-            "place)");
+  EXPECT_RUN_ERROR(
+      run("ds.matmul", {&m, &m}, {&m}, {0, 0}),
+      "ds.matmul: output 0 overlaps input 0 (this kernel cannot run in "
+      "place)");
+}
+
+//===--- Other backends' tables -------------------------------------------===//
+
+// Every backend's static table, GPU or not: the tables are data, so CI
+// checks them on machines where the backend itself cannot start.
+std::map<std::string, const std::vector<rt::KernelInfo> *> otherTables() {
+  std::map<std::string, const std::vector<rt::KernelInfo> *> tables;
+#if DSC_HAVE_CUDA
+  tables["cuda"] = &rt::cuda::cudaKernels();
+#endif
+  return tables;
+}
+
+// A kernel of the CPU backend is on every other backend, with the same
+// arity, or listed as pending there (KernelTestSupport.h); a listed kernel
+// that has arrived must leave the list.
+TEST(BackendKernelTables, EveryCpuKernelHasACounterpart) {
+  for (const auto &[backend, table] : otherTables()) {
+    std::map<std::string_view, const rt::KernelInfo *> theirs;
+    for (const rt::KernelInfo &k : *table)
+      theirs.emplace(k.name, &k);
+    std::set<std::string_view> cpuNames;
+    for (const rt::KernelInfo &k : rt::cpuKernels()) {
+      if (!cpuNames.insert(k.name).second)
+        continue;
+      auto it = theirs.find(k.name);
+      std::string name(k.name);
+      if (it == theirs.end()) {
+        EXPECT_TRUE(isPending(backend, name))
+            << "CPU kernel " << name << " has no " << backend
+            << " counterpart (nor is it listed as pending)";
+        continue;
+      }
+      EXPECT_FALSE(isPending(backend, name))
+          << name << " is in the " << backend
+          << " table now: take it off kPendingKernels";
+      const rt::KernelInfo &o = *it->second;
+      EXPECT_EQ(o.numInputs, k.numInputs) << backend << " " << name;
+      EXPECT_EQ(o.numOutputs, k.numOutputs) << backend << " " << name;
+      EXPECT_EQ(o.numIntAttrs, k.numIntAttrs) << backend << " " << name;
+      EXPECT_EQ(o.numFloatAttrs, k.numFloatAttrs) << backend << " " << name;
+    }
+    for (const auto &[name, info] : theirs) {
+      EXPECT_TRUE(cpuNames.count(name))
+          << backend << " kernel " << name << " is not a CPU kernel";
+      std::string error;
+      EXPECT_TRUE(rt::checkSignature(info->dtypes, error))
+          << backend << " " << name << " '" << info->dtypes << "': " << error;
+    }
+  }
+}
+
+// The CPU backend's f32 signature of each kernel is accepted by a variant
+// of every other backend that has the kernel: a plan compiled for f32 runs
+// there.
+TEST(BackendKernelTables, F32PlansFindAVariant) {
+  for (const auto &[backend, table] : otherTables())
+    for (const rt::KernelInfo &k : rt::cpuKernels()) {
+      if (k.dtypes.find("f32") == std::string_view::npos ||
+          k.dtypes.find('*') != std::string_view::npos ||
+          k.dtypes.find("idx") != std::string_view::npos)
+        continue; // variadic, index or generic operands: checked by cases
+      bool has = false, accepted = false;
+      std::vector<rt::DType> in(size_t(k.numInputs), DType::f32),
+          out(size_t(k.numOutputs), DType::f32);
+      for (const rt::KernelInfo &o : *table) {
+        if (o.name != k.name)
+          continue;
+        has = true;
+        accepted |= rt::signatureMatches(o.dtypes, {in.data(), in.size()},
+                                         {out.data(), out.size()});
+      }
+      if (has && rt::signatureMatches(k.dtypes, {in.data(), in.size()},
+                                      {out.data(), out.size()})) {
+        EXPECT_TRUE(accepted)
+            << backend << " " << k.name << " has no all-f32 variant";
+      }
+    }
 }
 
 // The kernel families of the conformance suite (CpuKernelTable above is

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -196,6 +197,30 @@ inline rt::Backend &backend() {
   return currentBackend ? *currentBackend : *cpuBackend();
 }
 
+/// Kernels a backend does not have yet (docs/cuda.md lists them), by
+/// backend. Their cases skip on that backend; KernelTableTest fails when a
+/// CPU kernel is missing from a backend without being listed here, and when
+/// a listed one appears in the backend's table (so the list only shrinks).
+inline const std::map<std::string, std::set<std::string>> kPendingKernels = {
+    {"cuda", {"ds.adamw",        "ds.adamw_round",     "ds.add_layer_norm",
+              "ds.attention",    "ds.attention_grad",  "ds.broadcast",
+              "ds.concat",       "ds.cross_entropy",   "ds.cross_entropy_grad",
+              "ds.embedding",    "ds.embedding_grad",  "ds.iota",
+              "ds.layer_norm",   "ds.layer_norm_grad", "ds.pad",
+              "ds.reduce_max",   "ds.reduce_mean",     "ds.reduce_sum",
+              "ds.rms_norm",     "ds.rms_norm_grad",   "ds.rotary",
+              "ds.slice",        "ds.softmax",         "ds.softmax_grad",
+              "ds.split",        "ds.transpose",       "comm.all_gather",
+              "comm.all_reduce", "comm.broadcast",     "comm.reduce_scatter",
+              "dist.shard"}},
+};
+inline bool isPending(std::string_view backend, const std::string &kernel) {
+  auto it = kPendingKernels.find(std::string(backend));
+  return it != kPendingKernels.end() && it->second.count(kernel) > 0;
+}
+/// How run() starts its answer for a pending kernel.
+inline const std::string kPendingPrefix = "pending: ";
+
 /// Runs `name` from the current backend's table; returns "" on success,
 /// else the kernel's error. Every buffer is staged through the backend:
 /// allocated in its device space, copied in, and the outputs copied back,
@@ -218,7 +243,8 @@ inline std::string run(const std::string &name, std::vector<Buf *> ins,
   if (!k)
     k = be.findKernel(name);
   if (!k)
-    return "no " + std::string(be.name()) + " kernel " + name;
+    return (isPending(be.name(), name) ? kPendingPrefix : "") + "no " +
+           std::string(be.name()) + " kernel " + name;
   static const rt::KernelContext def = defaultContext();
   std::map<Buf *, void *> staged;
   std::string error;
@@ -244,7 +270,17 @@ inline std::string run(const std::string &name, std::vector<Buf *> ins,
     releaseAll();
     return "staging failed: " + error;
   }
-  rt::KernelArgs a = rt::makeKernelArgs(ti, to, ints, floats, ctx ? ctx : &def);
+  // As the executor runs it: on the compute stream's queue and handles,
+  // with the run's values where the backend's kernels read them.
+  rt::KernelContext c = ctx ? *ctx : def;
+  rt::StreamResources res = be.streamResources(rt::MemorySpace::device, 0);
+  c.stream = res.stream;
+  c.handles = res.handles;
+  if (!be.setRunContext(c, error)) {
+    releaseAll();
+    return "setRunContext failed: " + error;
+  }
+  rt::KernelArgs a = rt::makeKernelArgs(ti, to, ints, floats, &c);
   std::string err;
   bool ok = k->fn(a, err);
   for (Buf *b : outs)
@@ -276,7 +312,18 @@ private:
 #define RUN_OK(...)                                                            \
   do {                                                                         \
     std::string runError = run(__VA_ARGS__);                                   \
+    if (runError.rfind(kPendingPrefix, 0) == 0)                                \
+      GTEST_SKIP() << runError;                                                \
     ASSERT_EQ(runError, "");                                                   \
+  } while (0)
+
+// The error line of a run() call that must fail.
+#define EXPECT_RUN_ERROR(call, expected)                                       \
+  do {                                                                         \
+    std::string runError = (call);                                             \
+    if (runError.rfind(kPendingPrefix, 0) == 0)                                \
+      GTEST_SKIP() << runError;                                                \
+    EXPECT_EQ(runError, expected);                                             \
   } while (0)
 
 // Binds the value of a reference Result.

@@ -1,0 +1,137 @@
+//===- CudaBackend.cpp - the CUDA backend ---------------------------------===//
+#include "runtime/backends/cuda/CudaBackend.h"
+
+#include "runtime/backends/Registry.h"
+#include "runtime/backends/cuda/CudaDevice.h"
+#include "runtime/backends/cuda/CudaExecutor.h"
+#include "runtime/backends/cuda/CudaKernels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+namespace dsc::rt {
+namespace {
+
+using cuda::cudaOk;
+
+class CudaBackend final : public Backend {
+public:
+  ~CudaBackend() override { device_.close(); }
+
+  bool open(std::string &error) {
+    int ordinal = 0;
+    return cuda::pickDevice(ordinal, error) && device_.open(ordinal, error);
+  }
+
+  std::string_view name() const override { return "cuda"; }
+  KernelVariants kernelVariants(std::string_view name) const override {
+    return cuda::cudaKernelVariants(name);
+  }
+  bool runsIn(MemorySpace where) const override {
+    return where == MemorySpace::device;
+  }
+  bool reaches(MemorySpace where, MemorySpace data) const override {
+    return where == MemorySpace::device && data == MemorySpace::device;
+  }
+  std::unique_ptr<StreamExecutor>
+  createExecutor(const ExecutorSpec &spec) const override {
+    return cuda::createCudaExecutor(const_cast<cuda::CudaDevice &>(device_),
+                                    spec);
+  }
+  StreamResources streamResources(MemorySpace where,
+                                  int stream) const override {
+    if (where != MemorySpace::device || stream < 0 || stream >= kNumStreams)
+      return {};
+    return {device_.streams[size_t(stream)],
+            const_cast<cuda::CudaHandles *>(&device_.handles[size_t(stream)])};
+  }
+  bool setRunContext(const KernelContext &ctx, std::string &error) override {
+    cuda::RunContext values{ctx.seed, ctx.sampleOffset, ctx.step, 0};
+    return device_.writeRunContext(values, error);
+  }
+
+  void *allocate(MemorySpace space, uint64_t bytes,
+                 std::string &error) override {
+    void *block = nullptr;
+    size_t n = bytes ? size_t(bytes) : 1;
+    if (space == MemorySpace::host) {
+      if (!cudaOk(cudaHostAlloc(&block, n, cudaHostAllocPortable), error,
+                  "cudaHostAlloc"))
+        return nullptr;
+      std::memset(block, 0, n);
+      std::lock_guard<std::mutex> lock(mutex_);
+      hostBlocks_.insert(block);
+      return block;
+    }
+    // cudaMalloc aligns to 256 bytes.
+    if (!cudaOk(cudaMalloc(&block, n), error, "cudaMalloc"))
+      return nullptr;
+    if (!cudaOk(cudaMemset(block, 0, n), error, "cudaMemset")) {
+      cudaFree(block);
+      return nullptr;
+    }
+    return block;
+  }
+
+  void release(void *block) override {
+    if (!block)
+      return;
+    bool host;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      host = hostBlocks_.erase(block) > 0;
+    }
+    std::string ignored;
+    device_.synchronize(ignored); // nothing in flight may still use it
+    if (host)
+      cudaFreeHost(block);
+    else
+      cudaFree(block);
+  }
+
+  // The Session stages through these between runs only; a plan stream
+  // carries the copy so that it is ordered after (and finished before)
+  // anything the streams did.
+  void copyToArena(void *arena, const void *host, size_t bytes) override {
+    copy(arena, host, bytes);
+  }
+  void copyFromArena(void *host, const void *arena, size_t bytes) override {
+    copy(host, arena, bytes);
+  }
+
+private:
+  void copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes)
+      return;
+    std::string error;
+    cudaStream_t s = device_.streams[0];
+    if (!cudaOk(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), error,
+                "cudaMemcpyAsync") ||
+        !cudaOk(cudaStreamSynchronize(s), error, "cudaStreamSynchronize")) {
+      // The interface has no error path: a failed copy here means the
+      // device is gone, and nothing after it can be trusted.
+      std::fprintf(stderr, "dsrun: cuda: %s\n", error.c_str());
+      std::abort();
+    }
+  }
+
+  cuda::CudaDevice device_;
+  std::mutex mutex_;
+  std::unordered_set<void *> hostBlocks_;
+};
+
+} // namespace
+
+void registerCudaBackend() {
+  registerBackend("cuda", [](std::string &error) -> std::unique_ptr<Backend> {
+    auto backend = std::make_unique<CudaBackend>();
+    if (!backend->open(error))
+      return nullptr;
+    return backend;
+  });
+}
+
+} // namespace dsc::rt

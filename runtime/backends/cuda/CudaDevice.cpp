@@ -1,0 +1,145 @@
+//===- CudaDevice.cpp - the GPU a CUDA backend drives ---------------------===//
+#include "runtime/backends/cuda/CudaDevice.h"
+
+#include "runtime/backends/cuda/CublasLt.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dsc::rt::cuda {
+namespace {
+
+// cuBLASLt's own guidance for Hopper is 32 MiB; Ampere needs less.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+bool truthyEnv(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+int localRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                          "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 0;
+}
+
+} // namespace
+
+bool cudaOk(cudaError_t status, std::string &err, const char *what) {
+  if (status == cudaSuccess)
+    return true;
+  err = std::string(what) + ": " + cudaGetErrorString(status);
+  cudaGetLastError(); // clear a non-sticky error so the next call is judged
+                      // on its own
+  return false;
+}
+
+bool pickDevice(int &ordinal, std::string &err) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    err = std::string("no CUDA device here (") +
+          (status != cudaSuccess ? cudaGetErrorString(status)
+                                 : "cudaGetDeviceCount found none") +
+          ")";
+    cudaGetLastError();
+    return false;
+  }
+  ordinal = localRank() % count;
+  return true;
+}
+
+bool CudaDevice::open(int device, std::string &err) {
+  ordinal = device;
+  cudaDeviceProp prop;
+  if (!cudaOk(cudaSetDevice(device), err, "cudaSetDevice") ||
+      !cudaOk(cudaGetDeviceProperties(&prop, device), err,
+              "cudaGetDeviceProperties"))
+    return false;
+  name = prop.name;
+  if (prop.major < 8) {
+    err = "GPU " + std::to_string(device) + " (" + name + ") has compute " +
+          "capability " + std::to_string(prop.major) + "." +
+          std::to_string(prop.minor) + "; the CUDA backend needs 8.0 or newer";
+    return false;
+  }
+  if (!cudaOk(cudaMalloc(reinterpret_cast<void **>(&run), sizeof(RunContext)),
+              err, "cudaMalloc (run context)") ||
+      !cudaOk(cudaMemset(run, 0, sizeof(RunContext)), err, "cudaMemset"))
+    return false;
+  const CublasLtApi *lt = cublasLt(err);
+  if (!lt)
+    return false;
+  const bool tf32 = truthyEnv("DSC_CUDA_TF32");
+  for (int s = 0; s < kNumStreams; ++s) {
+    CudaHandles &h = handles[size_t(s)];
+    h.device = device;
+    h.run = run;
+    h.allowTf32 = tf32;
+    cublasLtHandle_t handle = nullptr;
+    if (!cudaOk(cudaStreamCreateWithFlags(&streams[size_t(s)],
+                                          cudaStreamNonBlocking),
+                err, "cudaStreamCreateWithFlags") ||
+        !cudaOk(cudaMalloc(&h.workspace, kWorkspaceBytes), err,
+                "cudaMalloc (cuBLASLt workspace)"))
+      return false;
+    h.workspaceBytes = kWorkspaceBytes;
+    cublasStatus_t st = lt->create(&handle);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      err = std::string("cublasLtCreate: ") + lt->statusString(st);
+      return false;
+    }
+    h.lt = handle;
+  }
+  return true;
+}
+
+void CudaDevice::close() {
+  std::string unused;
+  synchronize(unused);
+  for (int s = 0; s < kNumStreams; ++s) {
+    CudaHandles &h = handles[size_t(s)];
+    std::string ignored;
+    if (h.lt)
+      cublasLt(ignored)->destroy(static_cast<cublasLtHandle_t>(h.lt));
+    if (h.workspace)
+      cudaFree(h.workspace);
+    if (streams[size_t(s)])
+      cudaStreamDestroy(streams[size_t(s)]);
+    h = CudaHandles{};
+    streams[size_t(s)] = nullptr;
+  }
+  if (run)
+    cudaFree(run);
+  run = nullptr;
+}
+
+bool CudaDevice::writeRunContext(const RunContext &values, std::string &err) {
+  // Async on a plan stream and then waited for: a plain cudaMemcpy from
+  // pageable memory may return before its DMA lands, and non-blocking
+  // streams would not wait for it.
+  cudaStream_t s = streams[0];
+  return cudaOk(cudaMemcpyAsync(run, &values, sizeof values,
+                                cudaMemcpyHostToDevice, s),
+                err, "writing the run context") &&
+         cudaOk(cudaStreamSynchronize(s), err, "writing the run context");
+}
+
+bool CudaDevice::readErrorBits(uint32_t &bits, std::string &err) {
+  cudaStream_t s = streams[0];
+  return cudaOk(cudaMemcpyAsync(&bits, &run->errorBits, sizeof bits,
+                                cudaMemcpyDeviceToHost, s),
+                err, "reading the run's error bits") &&
+         cudaOk(cudaStreamSynchronize(s), err, "reading the run's error bits");
+}
+
+bool CudaDevice::synchronize(std::string &err) {
+  for (cudaStream_t s : streams)
+    if (s && !cudaOk(cudaStreamSynchronize(s), err, "cudaStreamSynchronize"))
+      return false;
+  return true;
+}
+
+} // namespace dsc::rt::cuda

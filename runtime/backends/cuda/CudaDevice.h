@@ -1,0 +1,55 @@
+//===- CudaDevice.h - the GPU a CUDA backend drives -------------*- C++ -*-===//
+//
+// Internal to runtime/backends/cuda (host code): the device, its plan
+// streams with their library handles, the run context, and the error
+// helpers every host-side file uses. One CudaDevice per backend object.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_CUDADEVICE_H
+#define DSC_RUNTIME_BACKENDS_CUDA_CUDADEVICE_H
+
+#include "runtime/backends/StreamExecutor.h"
+#include "runtime/backends/cuda/CudaHandles.h"
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <string>
+
+namespace dsc::rt::cuda {
+
+/// False, with "<what>: <CUDA's message>" in `err`, unless `status` is
+/// success.
+bool cudaOk(cudaError_t status, std::string &err, const char *what);
+
+struct CudaDevice {
+  int ordinal = 0;
+  std::string name; ///< "NVIDIA H200"
+  /// Plan streams: compute, comm, h2d, d2h (non-blocking: they do not
+  /// synchronize with the legacy default stream).
+  std::array<cudaStream_t, kNumStreams> streams{};
+  std::array<CudaHandles, kNumStreams> handles{};
+  RunContext *run = nullptr; ///< device memory
+
+  /// Sets up the device, streams and handles; false with one line.
+  bool open(int ordinal, std::string &err);
+  /// Waits for the streams and frees everything open() made.
+  void close();
+
+  /// Writes the run context (and clears its error bits); blocks until the
+  /// device has it.
+  bool writeRunContext(const RunContext &values, std::string &err);
+  /// The error bits the last run's kernels set.
+  bool readErrorBits(uint32_t &bits, std::string &err);
+  /// Waits for every plan stream.
+  bool synchronize(std::string &err);
+};
+
+/// The GPU for this process: the local rank (OMPI_COMM_WORLD_LOCAL_RANK,
+/// SLURM_LOCALID) modulo the visible devices; false with one line when the
+/// machine has none.
+bool pickDevice(int &ordinal, std::string &err);
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_CUDADEVICE_H

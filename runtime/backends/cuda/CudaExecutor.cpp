@@ -1,0 +1,275 @@
+//===- CudaExecutor.cpp - a program's streams on a GPU --------------------===//
+#include "runtime/backends/cuda/CudaExecutor.h"
+
+#include "runtime/backends/cuda/CudaDevice.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <unordered_map>
+
+namespace dsc::rt::cuda {
+namespace {
+
+constexpr const char *kStreamNames[kNumStreams] = {"compute", "comm", "h2d",
+                                                   "d2h"};
+
+bool graphsWanted() {
+  const char *v = std::getenv("DSC_CUDA_GRAPHS");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+class CudaExecutor final : public StreamExecutor {
+public:
+  CudaExecutor(CudaDevice &device, const ExecutorSpec &spec)
+      : dev_(device), highWater_(spec.numArenas, 0), graphs_(graphsWanted()),
+        epoch_(std::chrono::steady_clock::now()) {
+    events_.resize(spec.maxEvents, nullptr);
+    for (cudaEvent_t &e : events_)
+      cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming);
+    for (cudaEvent_t &e : join_)
+      cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  }
+
+  ~CudaExecutor() override {
+    std::string ignored;
+    dev_.synchronize(ignored);
+    for (auto &entry : programs_)
+      if (entry.second.exec)
+        cudaGraphExecDestroy(entry.second.exec);
+    for (cudaEvent_t e : events_)
+      cudaEventDestroy(e);
+    for (cudaEvent_t e : timing_)
+      cudaEventDestroy(e);
+    cudaEventDestroy(fork_);
+    for (cudaEvent_t e : join_)
+      cudaEventDestroy(e);
+  }
+
+  bool run(const PreparedProgram &program, const KernelContext &ctx,
+           const std::string &what, std::string &error) override;
+  const std::vector<uint64_t> &highWater() const override { return highWater_; }
+  void setTracing(bool on) override { tracing_ = on; }
+  std::vector<TraceRecord> takeTrace() override { return std::move(trace_); }
+
+private:
+  struct Program {
+    int runs = 0;
+    cudaGraphExec_t exec = nullptr;
+    bool uncapturable = false;
+  };
+
+  bool enqueue(const PreparedProgram &program, const KernelContext &ctx,
+               const std::string &what, std::string &error, bool timed);
+  bool capture(const PreparedProgram &program, const KernelContext &ctx,
+               const std::string &what, Program &state, std::string &error);
+  bool finish(const PreparedProgram &program, const std::string &what,
+              std::string &error);
+  void collectTrace(const PreparedProgram &program, int64_t startNs);
+  cudaEvent_t timingEvent(size_t k);
+
+  CudaDevice &dev_;
+  std::vector<uint64_t> highWater_;
+  bool graphs_;
+  bool tracing_ = false;
+  std::chrono::steady_clock::time_point epoch_;
+  std::vector<cudaEvent_t> events_; ///< the plan's, by index
+  cudaEvent_t fork_ = nullptr;
+  std::array<cudaEvent_t, kNumStreams> join_{};
+  std::vector<cudaEvent_t> timing_; ///< begin/end per instruction, traced
+  std::vector<TraceRecord> trace_;
+  std::unordered_map<const PreparedProgram *, Program> programs_;
+};
+
+cudaEvent_t CudaExecutor::timingEvent(size_t k) {
+  while (timing_.size() <= k) {
+    cudaEvent_t e = nullptr;
+    cudaEventCreate(&e);
+    timing_.push_back(e);
+  }
+  return timing_[k];
+}
+
+bool CudaExecutor::enqueue(const PreparedProgram &program,
+                           const KernelContext &ctx, const std::string &what,
+                           std::string &error, bool timed) {
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    const PreparedInstr &in = program.instrs[i];
+    auto stream = static_cast<cudaStream_t>(in.resources.stream);
+    std::string kernelError;
+    bool ok = stream != nullptr;
+    if (!ok)
+      kernelError = "no CUDA stream for it (is it placed on the host?)";
+    for (uint32_t e : in.wait)
+      if (ok)
+        ok = cudaOk(cudaStreamWaitEvent(stream, events_[e], 0), kernelError,
+                    "cudaStreamWaitEvent");
+    if (ok && timed)
+      ok = cudaOk(cudaEventRecord(timingEvent(2 * i), stream), kernelError,
+                  "cudaEventRecord");
+    if (ok) {
+      KernelContext instrCtx = ctx;
+      instrCtx.stream = in.resources.stream;
+      instrCtx.handles = in.resources.handles;
+      KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
+                                       in.floatAttrs, &instrCtx);
+      try {
+        ok = in.fn(args, kernelError);
+      } catch (const std::exception &ex) {
+        ok = false;
+        kernelError = ex.what();
+      }
+    }
+    if (ok && timed)
+      ok = cudaOk(cudaEventRecord(timingEvent(2 * i + 1), stream), kernelError,
+                  "cudaEventRecord");
+    for (uint32_t e : in.record)
+      if (ok)
+        ok = cudaOk(cudaEventRecord(events_[e], stream), kernelError,
+                    "cudaEventRecord");
+    if (!ok) {
+      std::string at(in.kernel);
+      if (!in.loc.empty())
+        at += " at " + std::string(in.loc);
+      error = what + ": program '" + std::string(program.name) +
+              "' instruction " + std::to_string(in.index) + " (" + at +
+              ") failed: " + (kernelError.empty() ? "no message" : kernelError);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Records the program once into a graph: the compute stream is the origin,
+// every other stream the program uses forks from it and joins back.
+bool CudaExecutor::capture(const PreparedProgram &program,
+                           const KernelContext &ctx, const std::string &what,
+                           Program &state, std::string &error) {
+  cudaStream_t origin = dev_.streams[0];
+  std::string err;
+  if (!cudaOk(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal),
+              err, "cudaStreamBeginCapture"))
+    return false;
+  bool ok = cudaOk(cudaEventRecord(fork_, origin), err, "cudaEventRecord");
+  for (int s = 1; s < kNumStreams && ok; ++s)
+    if (!program.perStream[size_t(s)].empty())
+      ok = cudaOk(cudaStreamWaitEvent(dev_.streams[size_t(s)], fork_, 0), err,
+                  "cudaStreamWaitEvent");
+  ok = ok && enqueue(program, ctx, what, err, false);
+  for (int s = 1; s < kNumStreams && ok; ++s)
+    if (!program.perStream[size_t(s)].empty())
+      ok = cudaOk(cudaEventRecord(join_[size_t(s)], dev_.streams[size_t(s)]),
+                  err, "cudaEventRecord") &&
+           cudaOk(cudaStreamWaitEvent(origin, join_[size_t(s)], 0), err,
+                  "cudaStreamWaitEvent");
+  cudaGraph_t graph = nullptr;
+  // Ending the capture is needed whatever happened, or the stream stays in
+  // capture mode.
+  cudaError_t ended = cudaStreamEndCapture(origin, &graph);
+  ok = ok && cudaOk(ended, err, "cudaStreamEndCapture");
+  if (ok)
+    ok = cudaOk(cudaGraphInstantiate(&state.exec, graph, 0), err,
+                "cudaGraphInstantiate");
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (!ok) {
+    // The eager run before succeeded, so this is a kernel that cannot be
+    // captured; the program runs kernel by kernel from now on.
+    state.uncapturable = true;
+    state.exec = nullptr;
+    std::fprintf(stderr,
+                 "dsrun: note: program '%.*s' runs without a CUDA graph: %s\n",
+                 int(program.name.size()), program.name.data(), err.c_str());
+  }
+  (void)error;
+  return ok;
+}
+
+bool CudaExecutor::finish(const PreparedProgram &program,
+                          const std::string &what, std::string &error) {
+  std::string err;
+  uint32_t bits = 0;
+  if (!dev_.synchronize(err) || !dev_.readErrorBits(bits, err)) {
+    error = what + ": program '" + std::string(program.name) +
+            "' failed on the GPU: " + err;
+    return false;
+  }
+  if (bits) {
+    error = what + ": program '" + std::string(program.name) + "': " +
+            (bits & kEmbeddingIndex
+                 ? "a token id is outside the embedding table (ds.embedding)"
+                 : "a target is outside [0, vocabulary) and not the ignore "
+                   "index (ds.cross_entropy)");
+    return false;
+  }
+  for (const PreparedInstr &in : program.instrs)
+    for (auto [arena, end] : in.writes)
+      highWater_[arena] = std::max(highWater_[arena], end);
+  return true;
+}
+
+void CudaExecutor::collectTrace(const PreparedProgram &program,
+                                int64_t startNs) {
+  // Times relative to the first instruction's begin event, which the host
+  // clock placed at startNs (enqueue time: the GPU starts no earlier).
+  cudaEvent_t base = program.instrs.empty() ? nullptr : timing_[0];
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    const PreparedInstr &in = program.instrs[i];
+    float begin = 0, end = 0;
+    cudaEventElapsedTime(&begin, base, timing_[2 * i]);
+    cudaEventElapsedTime(&end, base, timing_[2 * i + 1]);
+    int stream = 0;
+    for (int s = 0; s < kNumStreams; ++s)
+      if (in.resources.stream == dev_.streams[size_t(s)])
+        stream = s;
+    trace_.push_back({program.name, in.kernel, in.loc, kStreamNames[stream],
+                      in.index, startNs + int64_t(double(begin) * 1e6),
+                      startNs + int64_t(double(end) * 1e6)});
+  }
+}
+
+bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
+                       const std::string &what, std::string &error) {
+  std::string err;
+  if (!dev_.writeRunContext({ctx.seed, ctx.sampleOffset, ctx.step, 0}, err)) {
+    error = what + ": " + err;
+    return false;
+  }
+  Program &state = programs_[&program];
+  const bool replay =
+      graphs_ && !tracing_ && !state.uncapturable && state.runs >= 1;
+  ++state.runs;
+  if (replay && (state.exec || capture(program, ctx, what, state, error))) {
+    if (!cudaOk(cudaGraphLaunch(state.exec, dev_.streams[0]), err,
+                "cudaGraphLaunch")) {
+      error = what + ": program '" + std::string(program.name) + "': " + err;
+      return false;
+    }
+    return finish(program, what, error);
+  }
+  int64_t startNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - epoch_)
+                        .count();
+  if (!enqueue(program, ctx, what, error, tracing_)) {
+    dev_.synchronize(err); // let what was enqueued finish before returning
+    return false;
+  }
+  if (!finish(program, what, error))
+    return false;
+  if (tracing_)
+    collectTrace(program, startNs);
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<StreamExecutor> createCudaExecutor(CudaDevice &device,
+                                                   const ExecutorSpec &spec) {
+  return std::make_unique<CudaExecutor>(device, spec);
+}
+
+} // namespace dsc::rt::cuda

@@ -1,0 +1,32 @@
+//===- CudaExecutor.h - a program's streams on a GPU ------------*- C++ -*-===//
+//
+// The CUDA backend's StreamExecutor. One host thread enqueues a program's
+// instructions in program order, each on its plan stream's cudaStream_t:
+// waits become cudaStreamWaitEvent, records cudaEventRecord (a plan event
+// is recorded by an earlier instruction than any that waits on it, so
+// program order is a valid enqueue order). A program's first run is
+// enqueued kernel by kernel, which checks every instruction's arguments on
+// the host and names the one that fails; from its second run on, the
+// program is captured once as a CUDA graph (the other streams forked from
+// and joined back to the compute stream) and replayed, so a step costs one
+// launch instead of one per kernel. DSC_CUDA_GRAPHS=0 turns capture off;
+// tracing (--trace) also runs kernel by kernel, with timing events.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_CUDAEXECUTOR_H
+#define DSC_RUNTIME_BACKENDS_CUDA_CUDAEXECUTOR_H
+
+#include "runtime/backends/StreamExecutor.h"
+
+#include <memory>
+
+namespace dsc::rt::cuda {
+
+struct CudaDevice;
+
+std::unique_ptr<StreamExecutor> createCudaExecutor(CudaDevice &device,
+                                                   const ExecutorSpec &spec);
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_CUDAEXECUTOR_H

@@ -1,0 +1,52 @@
+//===- CudaHandles.h - what a CUDA kernel gets besides its operands -*- C++
+//-*-===//
+//
+// KernelContext::stream is the plan stream's cudaStream_t; ::handles points
+// at that stream's CudaHandles. Internal to runtime/backends/cuda; plain
+// types only, so host and device code include it alike.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_CUDAHANDLES_H
+#define DSC_RUNTIME_BACKENDS_CUDA_CUDAHANDLES_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dsc::rt::cuda {
+
+/// The values of a run that change between runs of one program, in device
+/// memory. A replayed CUDA graph keeps the kernel parameters of its capture,
+/// so a kernel that depends on the step or the micro-batch (dropout) reads
+/// them from here, and the backend rewrites this before each run
+/// (Backend::setRunContext).
+struct RunContext {
+  uint64_t seed;
+  uint64_t sampleOffset;
+  uint32_t step;
+  /// Bits a kernel sets when its data is bad (an index out of range), which
+  /// the executor reads after the run: a device kernel cannot return an
+  /// error. Cleared before each run.
+  uint32_t errorBits;
+};
+
+/// errorBits: which check failed.
+enum RunError : uint32_t {
+  kEmbeddingIndex = 1u << 0,     ///< ds.embedding(_grad): id outside [0, V)
+  kCrossEntropyTarget = 1u << 1, ///< ds.cross_entropy(_grad): bad target
+};
+
+/// One plan stream's library handles.
+struct CudaHandles {
+  void *lt = nullptr;        ///< cublasLtHandle_t
+  void *workspace = nullptr; ///< cuBLASLt workspace, device memory
+  size_t workspaceBytes = 0;
+  RunContext *run = nullptr; ///< device memory, shared by all streams
+  int device = 0;
+  /// TF32 tensor cores for f32 GEMMs (DSC_CUDA_TF32=1); off by default, so
+  /// f32 plans compute as the CPU backend does.
+  bool allowTf32 = false;
+};
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_CUDAHANDLES_H

@@ -1,0 +1,120 @@
+//===- CudaKernels.cpp - the CUDA kernel table ----------------------------===//
+//
+// One row per kernel variant, as in the CPU backend's table: name, operand
+// dtypes (KernelSignature.h), arity, tolerated aliasing, body. Every call
+// goes through `entry`, which runs the shared table checks and prefixes the
+// body's error with the kernel name. A float operand is f32, f16 or bf16
+// independently (FP below); the families not written yet are listed in
+// docs/cuda.md and refused by the plan verifier ("no kernel ... on backend
+// cuda") before anything runs.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/CudaBackend.h"
+#include "runtime/kernels/KernelChecks.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dsc::rt::cuda {
+namespace {
+
+using Alias = KernelAlias;
+using Body = bool (*)(const KernelArgs &, std::string &);
+
+struct Spec {
+  std::string_view name;
+  std::string_view dtypes;
+  int numInputs, numOutputs, numIntAttrs, numFloatAttrs;
+  Alias alias;
+  Body body;
+};
+
+#define FP "f32|f16|bf16"
+#define UNARY FP "->" FP
+#define BINARY FP "," FP "->" FP
+
+constexpr Spec kSpecs[] = {
+    // clang-format off
+    {"ds.add",            BINARY,                 2, 1, 0, 0, Alias::AnyInput, addBody},
+    {"ds.bias_gelu",      FP "," FP "->" FP "," FP, 2, 2, 1, 0, Alias::AnyInput, biasGeluBody},
+    {"ds.cast",           "float->float",         1, 1, 0, 0, Alias::AnyInput, castBody},
+    {"ds.copy",           "any->any",             1, 1, 0, 0, Alias::AnyInput, copyBody},
+    {"ds.div",            BINARY,                 2, 1, 0, 0, Alias::AnyInput, divBody},
+    {"ds.dropout",        UNARY,                  1, 1, 1, 1, Alias::AnyInput, dropoutBody},
+    {"ds.equal",          BINARY,                 2, 1, 0, 0, Alias::AnyInput, equalBody},
+    {"ds.exp",            UNARY,                  1, 1, 0, 0, Alias::AnyInput, expBody},
+    {"ds.fill",           "->any",                0, 1, 0, 1, Alias::None,     fillBody},
+    {"ds.gelu",           UNARY,                  1, 1, 1, 0, Alias::AnyInput, geluBody},
+    {"ds.gelu_grad",      BINARY,                 2, 1, 1, 0, Alias::AnyInput, geluGradBody},
+    {"ds.log",            UNARY,                  1, 1, 0, 0, Alias::AnyInput, logBody},
+    {"ds.matmul",         "f32,f32->f32",         2, 1, 2, 0, Alias::None,     matmulBody},
+    {"ds.matmul",         "bf16,bf16->bf16|f32",  2, 1, 2, 0, Alias::None,     matmulBody},
+    {"ds.matmul",         "f16,f16->f16|f32",     2, 1, 2, 0, Alias::None,     matmulBody},
+    {"ds.maximum",        BINARY,                 2, 1, 0, 0, Alias::AnyInput, maximumBody},
+    {"ds.minimum",        BINARY,                 2, 1, 0, 0, Alias::AnyInput, minimumBody},
+    {"ds.mul",            BINARY,                 2, 1, 0, 0, Alias::AnyInput, mulBody},
+    {"ds.neg",            UNARY,                  1, 1, 0, 0, Alias::AnyInput, negBody},
+    {"ds.overflow_guard", BINARY,                 2, 1, 0, 0, Alias::None,     overflowGuardBody},
+    {"ds.relu",           UNARY,                  1, 1, 0, 0, Alias::AnyInput, reluBody},
+    {"ds.relu_grad",      BINARY,                 2, 1, 0, 0, Alias::AnyInput, reluGradBody},
+    {"ds.rsqrt",          UNARY,                  1, 1, 0, 0, Alias::AnyInput, rsqrtBody},
+    {"ds.silu",           UNARY,                  1, 1, 0, 0, Alias::AnyInput, siluBody},
+    {"ds.silu_grad",      BINARY,                 2, 1, 0, 0, Alias::AnyInput, siluGradBody},
+    {"ds.sqrt",           UNARY,                  1, 1, 0, 0, Alias::AnyInput, sqrtBody},
+    {"ds.sub",            BINARY,                 2, 1, 0, 0, Alias::AnyInput, subBody},
+    {"ds.tanh",           UNARY,                  1, 1, 0, 0, Alias::AnyInput, tanhBody},
+    // clang-format on
+};
+constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);
+
+#undef BINARY
+#undef UNARY
+#undef FP
+
+template <size_t I> bool entry(const KernelArgs &args, std::string &error) {
+  const Spec &spec = kSpecs[I];
+  std::string err;
+  if (checkKernelArgs({spec.numInputs, spec.numOutputs, spec.numIntAttrs,
+                       spec.numFloatAttrs, spec.alias},
+                      args, err) &&
+      spec.body(args, err))
+    return true;
+  error = std::string(spec.name) + ": " + err;
+  return false;
+}
+
+template <size_t... I>
+std::vector<KernelInfo> makeTable(std::index_sequence<I...>) {
+  return {KernelInfo{kSpecs[I].name, kSpecs[I].dtypes, kSpecs[I].numInputs,
+                     kSpecs[I].numOutputs, kSpecs[I].numIntAttrs,
+                     kSpecs[I].numFloatAttrs, &entry<I>}...};
+}
+
+} // namespace
+
+const std::vector<KernelInfo> &cudaKernels() {
+  static const std::vector<KernelInfo> table = [] {
+    std::vector<KernelInfo> t =
+        makeTable(std::make_index_sequence<kNumSpecs>());
+    std::stable_sort(t.begin(), t.end(),
+                     [](const KernelInfo &x, const KernelInfo &y) {
+                       return x.name < y.name;
+                     });
+    return t;
+  }();
+  return table;
+}
+
+KernelVariants cudaKernelVariants(std::string_view name) {
+  const std::vector<KernelInfo> &t = cudaKernels();
+  auto first = std::lower_bound(
+      t.begin(), t.end(), name,
+      [](const KernelInfo &k, std::string_view n) { return k.name < n; });
+  auto last = first;
+  while (last != t.end() && last->name == name)
+    ++last;
+  return {t.data() + (first - t.begin()), size_t(last - first)};
+}
+
+} // namespace dsc::rt::cuda

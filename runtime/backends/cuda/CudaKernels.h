@@ -1,0 +1,58 @@
+//===- CudaKernels.h - the CUDA backend's kernel table ----------*- C++ -*-===//
+//
+// Internal to runtime/backends/cuda. Each kernel is a host function that
+// checks its arguments (the same checks and lines as the CPU backend,
+// runtime/kernels/KernelChecks.h), then enqueues its work on
+// KernelContext::stream and returns: the executor, not the kernel, waits.
+// Float operands may be f32, f16 or bf16 each, computed in f32.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_CUDAKERNELS_H
+#define DSC_RUNTIME_BACKENDS_CUDA_CUDAKERNELS_H
+
+#include "runtime/backends/Backend.h"
+#include "runtime/kernels/Kernel.h"
+
+#include <string>
+#include <string_view>
+
+namespace dsc::rt::cuda {
+
+/// Every variant of `name` (empty when the CUDA backend has none yet).
+KernelVariants cudaKernelVariants(std::string_view name);
+
+// Kernel bodies, one file per family; errors without the "ds.x: " prefix.
+// Elementwise.cu
+bool addBody(const KernelArgs &, std::string &);
+bool subBody(const KernelArgs &, std::string &);
+bool mulBody(const KernelArgs &, std::string &);
+bool divBody(const KernelArgs &, std::string &);
+bool minimumBody(const KernelArgs &, std::string &);
+bool maximumBody(const KernelArgs &, std::string &);
+bool equalBody(const KernelArgs &, std::string &);
+bool negBody(const KernelArgs &, std::string &);
+bool expBody(const KernelArgs &, std::string &);
+bool logBody(const KernelArgs &, std::string &);
+bool tanhBody(const KernelArgs &, std::string &);
+bool sqrtBody(const KernelArgs &, std::string &);
+bool rsqrtBody(const KernelArgs &, std::string &);
+bool reluBody(const KernelArgs &, std::string &);
+bool siluBody(const KernelArgs &, std::string &);
+bool geluBody(const KernelArgs &, std::string &);
+bool reluGradBody(const KernelArgs &, std::string &);
+bool siluGradBody(const KernelArgs &, std::string &);
+bool geluGradBody(const KernelArgs &, std::string &);
+bool biasGeluBody(const KernelArgs &, std::string &);
+bool overflowGuardBody(const KernelArgs &, std::string &);
+// Cast.cu
+bool castBody(const KernelArgs &, std::string &);
+bool copyBody(const KernelArgs &, std::string &);
+bool fillBody(const KernelArgs &, std::string &);
+// Random.cu
+bool dropoutBody(const KernelArgs &, std::string &);
+// Matmul.cpp
+bool matmulBody(const KernelArgs &, std::string &);
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_CUDAKERNELS_H

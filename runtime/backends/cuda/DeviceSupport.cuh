@@ -1,0 +1,124 @@
+//===- DeviceSupport.cuh - what the CUDA kernel files share -----*- CUDA
+//-*-===//
+//
+// Storage types (f32, f16, bf16 operands are loaded as float and stored
+// rounded to nearest even, which is what the CPU backend's 16-bit variants
+// compute: widen, run in f32, round), grid-stride launches, and the host
+// wrappers' launch check. Internal to runtime/backends/cuda.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_DEVICESUPPORT_CUH
+#define DSC_RUNTIME_BACKENDS_CUDA_DEVICESUPPORT_CUH
+
+#include "runtime/backends/cuda/CudaHandles.h"
+#include "runtime/kernels/KernelChecks.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace dsc::rt::cuda {
+
+/// How a float operand is stored; the wrapper maps DType to it.
+enum Storage : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+/// f32, f16 or bf16 as a Storage; false for any other dtype.
+inline bool storageOf(DType t, Storage &s) {
+  switch (t) {
+  case DType::f32:
+    s = kF32;
+    return true;
+  case DType::f16:
+    s = kF16;
+    return true;
+  case DType::bf16:
+    s = kBF16;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Every operand of `args` is f32, f16 or bf16.
+inline bool expectFloatStorage(const KernelArgs &args, std::string &err) {
+  Storage s;
+  for (size_t i = 0; i < args.numInputs; ++i)
+    if (!storageOf(args.inputs[i].dtype, s))
+      return fail(err, "unsupported dtype ", dtypeName(args.inputs[i].dtype),
+                  " for input ", i, " (expected f32, f16 or bf16)");
+  for (size_t i = 0; i < args.numOutputs; ++i)
+    if (!storageOf(args.outputs[i].dtype, s))
+      return fail(err, "unsupported dtype ", dtypeName(args.outputs[i].dtype),
+                  " for output ", i, " (expected f32, f16 or bf16)");
+  return true;
+}
+
+inline Storage storage(const TensorRef &t) {
+  Storage s = kF32;
+  storageOf(t.dtype, s);
+  return s;
+}
+
+// The storage type is the same for every thread of a launch, so the switch
+// is a uniform branch.
+__device__ __forceinline__ float load(const void *p, Storage s, int64_t i) {
+  switch (s) {
+  case kF16:
+    return __half2float(static_cast<const __half *>(p)[i]);
+  case kBF16:
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  default:
+    return static_cast<const float *>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store(void *p, Storage s, int64_t i, float v) {
+  switch (s) {
+  case kF16:
+    static_cast<__half *>(p)[i] = __float2half_rn(v);
+    break;
+  case kBF16:
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    break;
+  default:
+    static_cast<float *>(p)[i] = v;
+  }
+}
+
+constexpr int kBlock = 256;
+
+/// Blocks for a grid-stride loop over n items (at least 1).
+inline unsigned gridFor(int64_t n) {
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks > (int64_t(1) << 20))
+    blocks = int64_t(1) << 20; // the loop strides over the rest
+  return unsigned(blocks < 1 ? 1 : blocks);
+}
+
+#define DSC_GRID_STRIDE(i, n)                                                  \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+inline cudaStream_t streamOf(const KernelArgs &args) {
+  return args.ctx ? static_cast<cudaStream_t>(args.ctx->stream) : nullptr;
+}
+
+inline const CudaHandles *handlesOf(const KernelArgs &args) {
+  return args.ctx ? static_cast<const CudaHandles *>(args.ctx->handles)
+                  : nullptr;
+}
+
+/// After a launch: false with CUDA's message when it did not start.
+inline bool launched(std::string &err) {
+  cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess)
+    return true;
+  return fail(err, "kernel launch failed: ", cudaGetErrorString(status));
+}
+
+} // namespace dsc::rt::cuda
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_DEVICESUPPORT_CUH

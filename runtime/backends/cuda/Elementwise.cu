@@ -1,0 +1,314 @@
+//===- Elementwise.cu - binary and unary ops, activation gradients --------===//
+//
+// One thread per output element in a grid-stride loop. Operands may be f32,
+// f16 or bf16 each (loaded as float, the result rounded once). Binary ops
+// broadcast through the same BroadcastLayout as the CPU backend: the merged
+// dims and strides travel by value and each thread turns its flat index
+// into the two input offsets (the common cases, same shape or a scalar
+// side, are rank 1 and cost one multiply). The activation formulas are the
+// CPU backend's (cpu/Elementwise.cpp), in CUDA's float math. An output may
+// be an input buffer: each thread reads its element before writing it.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/DeviceSupport.cuh"
+
+#include <cmath>
+
+namespace dsc::rt::cuda {
+namespace {
+
+//===--- Binary -----------------------------------------------------------===//
+
+enum BinaryOp : int { kAdd, kSub, kMul, kDiv, kMinimum, kMaximum, kEqual };
+
+__device__ __forceinline__ float binary(BinaryOp op, float a, float b) {
+  switch (op) {
+  case kAdd:
+    return a + b;
+  case kSub:
+    return a - b;
+  case kMul:
+    return a * b;
+  case kDiv:
+    return a / b;
+  case kMinimum: // NaN propagates from either side, as in numpy
+    return (a < b || a != a) ? a : b;
+  case kMaximum:
+    return (a > b || a != a) ? a : b;
+  default:
+    return a == b ? 1.0f : 0.0f;
+  }
+}
+
+struct Operands {
+  const void *a, *b;
+  void *out;
+  Storage sa, sb, so;
+};
+
+template <BinaryOp Op>
+__global__ void binaryKernel(Operands o, BroadcastLayout l, int64_t n) {
+  DSC_GRID_STRIDE(i, n) {
+    int64_t ia = 0, ib = 0, rem = i;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      int64_t idx = rem % l.shape[d];
+      rem /= l.shape[d];
+      ia += idx * l.strides[0][d];
+      ib += idx * l.strides[1][d];
+    }
+    store(o.out, o.so, i, binary(Op, load(o.a, o.sa, ia), load(o.b, o.sb, ib)));
+  }
+}
+
+template <BinaryOp Op>
+bool binaryBody(const KernelArgs &args, std::string &err) {
+  if (!expectFloatStorage(args, err))
+    return false;
+  const TensorRef &a = args.inputs[0], &b = args.inputs[1];
+  const TensorRef &out = args.outputs[0];
+  if (!checkBroadcastBinary(err, a, b, out))
+    return false;
+  const int64_t n = out.numel();
+  if (n == 0)
+    return true;
+  Operands o{a.data, b.data, out.data, storage(a), storage(b), storage(out)};
+  binaryKernel<Op><<<gridFor(n), kBlock, 0, streamOf(args)>>>(
+      o, broadcastLayout(out, &a, &b), n);
+  return launched(err);
+}
+
+//===--- Unary and activation gradients -----------------------------------===//
+
+enum UnaryOp : int {
+  kNeg,
+  kExp,
+  kLog,
+  kTanh,
+  kSqrt,
+  kRsqrt,
+  kRelu,
+  kSilu,
+  kGeluErf,
+  kGeluTanh,
+  // (x, g) -> g * act'(x)
+  kReluGrad,
+  kSiluGrad,
+  kGeluErfGrad,
+  kGeluTanhGrad,
+};
+
+constexpr float kInvSqrt2 = 0.70710678118654752440f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+
+// exp(-2z) for tanh-GELU's z = sqrt(2/pi) (x + 0.044715 x^3), with z formed
+// in double and its rounding error carried to first order: in the negative
+// tail the result is ~e^(2z), and a rounded 2z would cost |2z| ulp.
+__device__ __forceinline__ float expMinus2z(float x, float &dz) {
+  double xd = x;
+  double z = 0.79788456080286535588 * (xd + 0.044715 * xd * xd * xd);
+  dz = float(0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * xd * xd));
+  float hi = float(-2.0 * z);
+  float lo = float(-2.0 * z - double(hi));
+  float e = expf(hi);
+  return lo == lo ? e + e * lo : e; // x = +-inf: lo is NaN
+}
+
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float unary(UnaryOp op, float x, float g) {
+  float dz;
+  switch (op) {
+  case kNeg:
+    return -x;
+  case kExp:
+    return expf(x);
+  case kLog:
+    return logf(x);
+  case kTanh:
+    return tanhf(x);
+  case kSqrt:
+    return sqrtf(x);
+  case kRsqrt:
+    return 1.0f / sqrtf(x); // not rsqrtf: its 2 ulp would differ from CPU
+  case kRelu:
+    return x > 0 ? x : 0.0f; // NaN maps to 0, like the reference
+  case kSilu:
+    return x / (1.0f + expf(-x));
+  case kGeluErf:
+    return x * 0.5f * erfcf(-x * kInvSqrt2);
+  case kGeluTanh:
+    return x / (1.0f + expMinus2z(x, dz));
+  case kReluGrad:
+    return g * (x > 0 ? 1.0f : 0.0f);
+  case kSiluGrad: {
+    float s = sigmoid(x);
+    return g * (s * (1.0f + x * (1.0f - s)));
+  }
+  case kGeluErfGrad: {
+    float cdf = 0.5f * erfcf(-x * kInvSqrt2);
+    return g * (cdf + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+  }
+  default: { // kGeluTanhGrad: d/dx [x s(2z)] = s + 2 x s (1 - s) z'
+    float s = 1.0f / (1.0f + expMinus2z(x, dz));
+    return g * (s + 2.0f * x * s * (1.0f - s) * dz);
+  }
+  }
+}
+
+template <UnaryOp Op>
+__global__ void unaryKernel(const void *x, Storage sx, const void *g,
+                            Storage sg, void *out, Storage so, int64_t n) {
+  DSC_GRID_STRIDE(i, n) {
+    float gi = g ? load(g, sg, i) : 0.0f;
+    store(out, so, i, unary(Op, load(x, sx, i), gi));
+  }
+}
+
+template <UnaryOp Op> bool unaryBody(const KernelArgs &args, std::string &err) {
+  if (!expectFloatStorage(args, err) || !checkSameShapes(args, err))
+    return false;
+  const TensorRef &x = args.inputs[0], &out = args.outputs[0];
+  const TensorRef *g = args.numInputs > 1 ? &args.inputs[1] : nullptr;
+  const int64_t n = out.numel();
+  if (n == 0)
+    return true;
+  unaryKernel<Op><<<gridFor(n), kBlock, 0, streamOf(args)>>>(
+      x.data, storage(x), g ? g->data : nullptr, g ? storage(*g) : kF32,
+      out.data, storage(out), n);
+  return launched(err);
+}
+
+// x + bias over rows, then GELU: both outputs in one pass. The sum is
+// rounded to its own dtype before GELU reads it, so the fused pair gives
+// exactly what ds.add and ds.gelu give unfused (as the CPU's 16-bit pair).
+template <UnaryOp Op>
+__global__ void biasActivationKernel(const void *x, Storage sx,
+                                     const void *bias, Storage sb, void *sum,
+                                     Storage ss, void *out, Storage so,
+                                     int64_t cols, int64_t n) {
+  DSC_GRID_STRIDE(i, n) {
+    float v = load(x, sx, i) + load(bias, sb, i % cols);
+    store(sum, ss, i, v);
+    store(out, so, i, unary(Op, load(sum, ss, i), 0.0f));
+  }
+}
+
+template <UnaryOp Op>
+bool biasActivation(const KernelArgs &args, std::string &err) {
+  const TensorRef &x = args.inputs[0], &bias = args.inputs[1];
+  const TensorRef &sum = args.outputs[0], &out = args.outputs[1];
+  int64_t rows = 0, cols = 0;
+  if (!expectFloatStorage(args, err) ||
+      !checkBiasRows(err, x, bias, sum, out, rows, cols))
+    return false;
+  const int64_t n = rows * cols;
+  if (n == 0)
+    return true;
+  biasActivationKernel<Op><<<gridFor(n), kBlock, 0, streamOf(args)>>>(
+      x.data, storage(x), bias.data, storage(bias), sum.data, storage(sum),
+      out.data, storage(out), cols, n);
+  return launched(err);
+}
+
+__global__ void overflowGuardKernel(const void *scale, Storage ss,
+                                    const void *norm, Storage sn, void *out,
+                                    Storage so) {
+  float s = load(scale, ss, 0), nv = load(norm, sn, 0);
+  store(out, so, 0, isfinite(nv) ? s : __int_as_float(0x7fc00000));
+}
+
+bool scalarShape(std::string &err, const TensorRef &t, const char *role) {
+  if (t.numel() != 1)
+    return fail(err, role, " must hold one value, got shape ", shapeStr(t));
+  return true;
+}
+
+} // namespace
+
+bool addBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kAdd>(a, e);
+}
+bool subBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kSub>(a, e);
+}
+bool mulBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kMul>(a, e);
+}
+bool divBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kDiv>(a, e);
+}
+bool minimumBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kMinimum>(a, e);
+}
+bool maximumBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kMaximum>(a, e);
+}
+bool equalBody(const KernelArgs &a, std::string &e) {
+  return binaryBody<kEqual>(a, e);
+}
+bool negBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kNeg>(a, e);
+}
+bool expBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kExp>(a, e);
+}
+bool logBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kLog>(a, e);
+}
+bool tanhBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kTanh>(a, e);
+}
+bool sqrtBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kSqrt>(a, e);
+}
+bool rsqrtBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kRsqrt>(a, e);
+}
+bool reluBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kRelu>(a, e);
+}
+bool siluBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kSilu>(a, e);
+}
+bool geluBody(const KernelArgs &a, std::string &e) {
+  bool tanhForm = false;
+  if (!checkGeluApprox(e, a.intAttrs[0], tanhForm))
+    return false;
+  return tanhForm ? unaryBody<kGeluTanh>(a, e) : unaryBody<kGeluErf>(a, e);
+}
+bool reluGradBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kReluGrad>(a, e);
+}
+bool siluGradBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kSiluGrad>(a, e);
+}
+bool geluGradBody(const KernelArgs &a, std::string &e) {
+  bool tanhForm = false;
+  if (!checkGeluApprox(e, a.intAttrs[0], tanhForm))
+    return false;
+  return tanhForm ? unaryBody<kGeluTanhGrad>(a, e)
+                  : unaryBody<kGeluErfGrad>(a, e);
+}
+bool biasGeluBody(const KernelArgs &a, std::string &e) {
+  bool tanhForm = false;
+  if (!checkGeluApprox(e, a.intAttrs[0], tanhForm))
+    return false;
+  return tanhForm ? biasActivation<kGeluTanh>(a, e)
+                  : biasActivation<kGeluErf>(a, e);
+}
+
+bool overflowGuardBody(const KernelArgs &a, std::string &e) {
+  if (!expectFloatStorage(a, e) || !scalarShape(e, a.inputs[0], "scale") ||
+      !scalarShape(e, a.inputs[1], "norm") ||
+      !scalarShape(e, a.outputs[0], "the output"))
+    return false;
+  overflowGuardKernel<<<1, 1, 0, streamOf(a)>>>(
+      a.inputs[0].data, storage(a.inputs[0]), a.inputs[1].data,
+      storage(a.inputs[1]), a.outputs[0].data, storage(a.outputs[0]));
+  return launched(e);
+}
+
+} // namespace dsc::rt::cuda
