@@ -109,6 +109,25 @@ bool checkBiasRows(std::string &err, const TensorRef &x, const TensorRef &bias,
                    const TensorRef &sum, const TensorRef &out, int64_t &rows,
                    int64_t &cols);
 
+//===--- Row-wise kernels (RowKernelChecks.cpp) ---------------------------===//
+
+// x [..., C] as rows x cols, per-channel operands [C], every other operand
+// of x's shape, eps finite and >= 0; dtypes are the backend's to check.
+bool checkLayerNorm(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                    std::string &err);
+bool checkAddLayerNorm(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                       std::string &err);
+bool checkLayerNormGrad(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                        std::string &err);
+bool checkRmsNorm(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                  std::string &err);
+bool checkRmsNormGrad(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                      std::string &err);
+bool checkSoftmax(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                  std::string &err);
+bool checkSoftmaxGrad(const KernelArgs &a, int64_t &rows, int64_t &cols,
+                      std::string &err);
+
 //===--- ds.matmul --------------------------------------------------------===//
 
 /// ds.matmul's operands resolved: a [..., M, K] ([..., K, M] transposed), b

@@ -13,7 +13,19 @@
 
 #include "runtime/backends/cpu/CpuCommon.h"
 
+#if DSC_NO_CBLAS_H
+// No OpenBLAS headers at build time: CBLAS's row-major sgemm as the LP64
+// OpenBLAS library exports it (the values are CBLAS's).
+enum CBLAS_ORDER { CblasRowMajor = 101 };
+enum CBLAS_TRANSPOSE { CblasNoTrans = 111, CblasTrans = 112 };
+using blasint = int;
+extern "C" void cblas_sgemm(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
+                            blasint, blasint, blasint, float, const float *,
+                            blasint, const float *, blasint, float, float *,
+                            blasint);
+#else
 #include <cblas.h>
+#endif
 #include <climits>
 #include <cstdlib>
 #include <dlfcn.h>

@@ -32,37 +32,6 @@ RowBlocks rowBlocks(int64_t rows) {
   return {(rows + size - 1) / size, size};
 }
 
-bool checkEps(std::string &err, double eps) {
-  if (!(eps >= 0) || std::isinf(eps))
-    return fail(err, "eps must be finite and >= 0, got ", eps);
-  return true;
-}
-
-// x [..., C] with per-channel `w` (and optional `b`) of shape [C]; every
-// output in `outs` of x's shape.
-bool checkRowsOp(std::string &err, const KernelArgs &a, int64_t &rows,
-                 int64_t &cols) {
-  if (!expectAllF32(a, err) || !lastDimRows(err, a.inputs[0], "x", rows, cols))
-    return false;
-  return true;
-}
-
-bool checkChannel(std::string &err, const TensorRef &w, const char *role,
-                  int64_t cols) {
-  if (w.rank != 1 || w.shape[0] != cols)
-    return fail(err, role, " has shape ", shapeStr(w), " but needs [", cols,
-                "] (the last dim of x)");
-  return true;
-}
-
-bool checkLike(std::string &err, const TensorRef &t, const char *role,
-               const TensorRef &x) {
-  if (!sameShape(t, x))
-    return fail(err, role, " has shape ", shapeStr(t), " but x has shape ",
-                shapeStr(x));
-  return true;
-}
-
 struct Stats {
   double mean, rstd;
 };
@@ -96,14 +65,8 @@ void sumBlocks(const std::vector<double> &part, int64_t count, int64_t stride,
 } // namespace
 
 bool layerNormBody(const KernelArgs &a, std::string &err) {
-  if (a.numInputs != 2 && a.numInputs != 3)
-    return fail(err, "expects 2 or 3 inputs (x, w[, b]), got ", a.numInputs);
   int64_t rows, cols;
-  if (!checkRowsOp(err, a, rows, cols) ||
-      !checkChannel(err, a.inputs[1], "w", cols) ||
-      (a.numInputs == 3 && !checkChannel(err, a.inputs[2], "b", cols)) ||
-      !checkLike(err, a.outputs[0], "the output", a.inputs[0]) ||
-      !checkEps(err, a.floatAttrs[0]))
+  if (!expectAllF32(a, err) || !checkLayerNorm(a, rows, cols, err))
     return false;
   const double eps = a.floatAttrs[0];
   const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32();
@@ -127,17 +90,8 @@ bool layerNormBody(const KernelArgs &a, std::string &err) {
 }
 
 bool addLayerNormBody(const KernelArgs &a, std::string &err) {
-  if (a.numInputs != 3 && a.numInputs != 4)
-    return fail(err, "expects 3 or 4 inputs (x, residual, w[, b]), got ",
-                a.numInputs);
   int64_t rows, cols;
-  if (!checkRowsOp(err, a, rows, cols) ||
-      !checkLike(err, a.inputs[1], "residual", a.inputs[0]) ||
-      !checkChannel(err, a.inputs[2], "w", cols) ||
-      (a.numInputs == 4 && !checkChannel(err, a.inputs[3], "b", cols)) ||
-      !checkLike(err, a.outputs[0], "sum", a.inputs[0]) ||
-      !checkLike(err, a.outputs[1], "the output", a.inputs[0]) ||
-      !checkEps(err, a.floatAttrs[0]))
+  if (!expectAllF32(a, err) || !checkAddLayerNorm(a, rows, cols, err))
     return false;
   const double eps = a.floatAttrs[0];
   const float *x = a.inputs[0].f32(), *res = a.inputs[1].f32(),
@@ -163,13 +117,7 @@ bool addLayerNormBody(const KernelArgs &a, std::string &err) {
 
 bool layerNormGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
-  if (!checkRowsOp(err, a, rows, cols) ||
-      !checkChannel(err, a.inputs[1], "w", cols) ||
-      !checkLike(err, a.inputs[2], "g", a.inputs[0]) ||
-      !checkLike(err, a.outputs[0], "dx", a.inputs[0]) ||
-      !checkChannel(err, a.outputs[1], "dw", cols) ||
-      !checkChannel(err, a.outputs[2], "db", cols) ||
-      !checkEps(err, a.floatAttrs[0]))
+  if (!expectAllF32(a, err) || !checkLayerNormGrad(a, rows, cols, err))
     return false;
   const double eps = a.floatAttrs[0];
   const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32(),
@@ -210,10 +158,7 @@ bool layerNormGradBody(const KernelArgs &a, std::string &err) {
 
 bool rmsNormBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
-  if (!checkRowsOp(err, a, rows, cols) ||
-      !checkChannel(err, a.inputs[1], "w", cols) ||
-      !checkLike(err, a.outputs[0], "the output", a.inputs[0]) ||
-      !checkEps(err, a.floatAttrs[0]))
+  if (!expectAllF32(a, err) || !checkRmsNorm(a, rows, cols, err))
     return false;
   const double eps = a.floatAttrs[0];
   const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32();
@@ -232,12 +177,7 @@ bool rmsNormBody(const KernelArgs &a, std::string &err) {
 
 bool rmsNormGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
-  if (!checkRowsOp(err, a, rows, cols) ||
-      !checkChannel(err, a.inputs[1], "w", cols) ||
-      !checkLike(err, a.inputs[2], "g", a.inputs[0]) ||
-      !checkLike(err, a.outputs[0], "dx", a.inputs[0]) ||
-      !checkChannel(err, a.outputs[1], "dw", cols) ||
-      !checkEps(err, a.floatAttrs[0]))
+  if (!expectAllF32(a, err) || !checkRmsNormGrad(a, rows, cols, err))
     return false;
   const double eps = a.floatAttrs[0];
   const float *x = a.inputs[0].f32(), *w = a.inputs[1].f32(),
@@ -271,8 +211,7 @@ bool rmsNormGradBody(const KernelArgs &a, std::string &err) {
 
 bool softmaxBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
-  if (!checkRowsOp(err, a, rows, cols) ||
-      !checkLike(err, a.outputs[0], "the output", a.inputs[0]))
+  if (!expectAllF32(a, err) || !checkSoftmax(a, rows, cols, err))
     return false;
   const float *x = a.inputs[0].f32();
   float *y = a.outputs[0].f32();
@@ -294,10 +233,7 @@ bool softmaxBody(const KernelArgs &a, std::string &err) {
 
 bool softmaxGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
-  if (!expectAllF32(a, err) ||
-      !lastDimRows(err, a.inputs[0], "y", rows, cols) ||
-      !checkLike(err, a.inputs[1], "g", a.inputs[0]) ||
-      !checkLike(err, a.outputs[0], "the output", a.inputs[0]))
+  if (!expectAllF32(a, err) || !checkSoftmaxGrad(a, rows, cols, err))
     return false;
   const float *y = a.inputs[0].f32(), *g = a.inputs[1].f32();
   float *dx = a.outputs[0].f32();

@@ -102,6 +102,77 @@ inline unsigned gridFor(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(gridDim.x) * blockDim.x)
 
+//===--- Block reductions -------------------------------------------------===//
+
+/// Sum over the block, the same value in every thread. `scratch` is 33
+/// entries of shared memory; blockDim.x is a multiple of 32, at most 1024.
+/// The order of the additions depends on blockDim only, so results are
+/// reproducible, and one thread computes the total that all of them get
+/// (in a butterfly each lane associates differently).
+template <typename T> __device__ T blockSum(T v, T *scratch) {
+  for (int off = 16; off > 0; off /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads(); // scratch may still be read after a previous call
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < int(blockDim.x / 32) ? scratch[lane] : T(0);
+    for (int off = 16; off > 0; off /= 2)
+      w += __shfl_xor_sync(0xffffffffu, w, off);
+    if (lane == 0)
+      scratch[32] = w;
+  }
+  __syncthreads();
+  return scratch[32];
+}
+
+/// Largest value over the block, NaN skipped as std::max skips it (-inf
+/// when every value is NaN or the block holds none).
+__device__ inline float blockMax(float v, float *scratch) {
+  for (int off = 16; off > 0; off /= 2) {
+    float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  v = lane < warps ? scratch[lane] : -INFINITY;
+  for (int off = 16; off > 0; off /= 2) {
+    float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+
+/// Threads per block for a row of `cols` elements: a multiple of 32
+/// between 64 and 1024, about one element per thread for short rows.
+inline int rowThreads(int64_t cols) {
+  int64_t t = (cols + 31) / 32 * 32;
+  return int(t < 64 ? 64 : t > 1024 ? 1024 : t);
+}
+
+/// Scratch device memory for a kernel's partial results: the stream's
+/// cuBLASLt workspace, which nothing else on the stream uses while the
+/// kernel runs (work on one stream is ordered). False with err when it is
+/// missing or too small.
+inline bool scratchOf(const KernelArgs &args, size_t bytes, void *&scratch,
+                      std::string &err) {
+  const CudaHandles *h =
+      args.ctx ? static_cast<const CudaHandles *>(args.ctx->handles) : nullptr;
+  if (!h || !h->workspace)
+    return fail(err, "needs the CUDA backend's stream workspace");
+  if (bytes > h->workspaceBytes)
+    return fail(err, "needs ", bytes, " bytes of scratch, more than the ",
+                h->workspaceBytes, "-byte stream workspace");
+  scratch = h->workspace;
+  return true;
+}
+
 inline cudaStream_t streamOf(const KernelArgs &args) {
   return args.ctx ? static_cast<cudaStream_t>(args.ctx->stream) : nullptr;
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GPU machine's check (docs/cuda.md): builds the runtime there with the
+# CUDA backend (no MLIR, MPI, OpenBLAS or network there: scripts/
+# device-prepare.sh put what the build needs and the plans under device/),
+# runs the CUDA conformance suite, the CUDA-vs-CPU equivalence runs and the
+# GPU benchmark, and writes everything with a summary to $OUT.
+#
+#   (here)   bash scripts/device-prepare.sh
+#   (device) run command="bash scripts/device-check.sh" carry=["device"]
+#
+# Budget: under 8 minutes on 16 cores. Each stage records its own result;
+# a failing stage does not stop the later ones.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dev=$root/device
+out=${OUT:-$root/out/device-check}
+build=${DEVICE_BUILD_DIR:-$root/build-gpu}
+mkdir -p "$out"
+summary=$out/summary.md
+start=$(date +%s)
+note() { echo "$*" | tee -a "$summary"; }
+lap() { note "- $1 ($(( $(date +%s) - start )) s)"; }
+
+[ -d "$dev/plans" ] || { echo "device-check: no $dev (run scripts/device-prepare.sh and carry device/)" >&2; exit 2; }
+: > "$summary"
+note "# device check $(date -u +%Y-%m-%dT%H:%MZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2; } > "$out/machine.txt" 2>&1
+note "- GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+
+# 1. Build: the runtime only, CUDA for this machine's GPU.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+case "$arch" in 90) arch=90a ;; "") arch="80;90a" ;; esac
+cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DDSC_BUILD_COMPILER=OFF -DDSC_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
+  -DDSC_REQUIRE_MPI=OFF -DDSC_REQUIRE_OPENBLAS=OFF \
+  -DDSC_GTEST_SOURCE_DIR="$dev/googletest" \
+  -DDSC_PLAN_GENERATED_HEADER="$dev/plan_generated.h" \
+  -DCMAKE_PREFIX_PATH="$dev" \
+  -DCMAKE_CXX_FLAGS="-isystem $dev/include" \
+  -DCMAKE_CUDA_FLAGS="-isystem $dev/include" ${DEVICE_CMAKE_ARGS:-} > "$out/configure.log" 2>&1 &&
+ninja -C "$build" -j "$(nproc)" dsrun KernelConformanceTest > "$out/build.log" 2>&1
+status=$?
+lap "build (sm_$arch): $([ $status = 0 ] && echo ok || echo "FAILED, see build.log")"
+[ $status = 0 ] || { tail -30 "$out/configure.log" "$out/build.log" 2>/dev/null; exit 1; }
+
+# 2. The conformance suite's CUDA instance, and the table checks.
+"$build/test/unit/KernelConformanceTest" --gtest_filter='*/cuda:BackendKernelTables.*:CudaHostChecks.*' \
+  --gtest_output="xml:$out/conformance.xml" > "$out/conformance.txt" 2>&1
+lap "conformance: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+|tests? from .* ran' "$out/conformance.txt" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]' "$out/conformance.txt" | head -20 | sed 's/^/  /' | tee -a "$summary"
+
+# 3. Equivalence: the plans dsc compiled on the development machine, 20
+# steps on CUDA against the CPU backend's losses for the same runs.
+dsrun=$build/tools/dsrun
+while read -r name steps cfg; do
+  plan=$dev/plans/$name.dsplan
+  "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" --steps "$steps" \
+    --seed 7 --metrics "$out/$name.cuda.jsonl" > "$out/$name.cuda.log" 2>&1
+  rc=$?
+  result=$(python3 "$root/scripts/compare_losses.py" "$dev/plans/$name.cpu.jsonl" \
+             "$out/$name.cuda.jsonl" "$cfg" 2>&1)
+  lap "equivalence $name: exit $rc; $result$([ $rc = 0 ] || echo "; $(tail -1 "$out/$name.cuda.log")")"
+done < "$dev/plans/runs.txt"
+
+# 4. The benchmark: GPT-2 124M bf16, block 1024, micro-batch 16, dsrun
+# against PyTorch eager and torch.compile on this GPU.
+"$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$dev/plans/corpus.txt" \
+  --steps 30 --metrics "$out/bench.dsrun.jsonl" --trace "$out/bench.trace.json" > "$out/bench.dsrun.log" 2>&1
+lap "dsrun gpt2-124m bf16: exit $?; $(tail -1 "$out/bench.dsrun.log")"
+for mode in "" --compile; do
+  timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch 16 $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
+  lap "torch ${mode:-eager}: $(tail -1 "$out/bench.torch$mode.json" 2>/dev/null || tail -1 "$out/bench.torch$mode.log")"
+done
+note "- total $(( $(date +%s) - start )) s"

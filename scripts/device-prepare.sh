@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Prepares what scripts/device-check.sh needs on the GPU machine, which has
+# CUDA, CMake, ninja and PyTorch but no MLIR, flatc, OpenMPI, OpenBLAS,
+# GoogleTest or network: into device/ (git-ignored; `run` carries it with
+# carry=["device"]) go the headers and sources the runtime build needs, the
+# plans compiled here by dsc, the data, and the CPU backend's losses for the
+# same runs (the equivalence references).
+# Usage: scripts/device-prepare.sh [BUILD_DIR]   (after scripts/build.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+out=$root/device
+dsc=$build/tools/dsc
+dsrun=$build/tools/dsrun
+[ -x "$dsc" ] && [ -x "$dsrun" ] || {
+  echo "device-prepare: no dsc/dsrun in $build (run scripts/build.sh)" >&2
+  exit 2
+}
+rm -rf "$out"
+mkdir -p "$out/include" "$out/share/cmake" "$out/plans"
+
+# Build inputs: FlatBuffers' headers with the plan_generated.h their flatc
+# wrote, nlohmann/json (headers and CMake package), GoogleTest's sources.
+cp -r /usr/include/flatbuffers /usr/include/nlohmann "$out/include/"
+cp -r /usr/share/cmake/nlohmann_json "$out/share/cmake/"
+cp -r /usr/src/googletest "$out/googletest"
+cp "$build/runtime/schema/plan_generated.h" "$out/plan_generated.h"
+
+# The data: the main job's text (README), 200 KB of it.
+licenses=/usr/share/common-licenses
+cat "$licenses"/GPL-3 "$licenses"/GPL-2 "$licenses"/LGPL-2.1 \
+    "$licenses"/Apache-2.0 | head -c 200000 > "$out/plans/corpus.txt"
+
+config() { # micro-batch, extra JSON members
+  echo "{\"train_micro_batch_size_per_gpu\": $1, \"gradient_clipping\": 1.0,
+  \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3,
+  \"betas\": [0.9, 0.95], \"weight_decay\": 0.1}}$2}"
+}
+config 8 "" > "$out/plans/fp32.json"
+config 8 ', "bf16": {"enabled": true}' > "$out/plans/bf16.json"
+
+gpt2=gpt2:n_layer=2,n_head=4,n_embd=128,block_size=128,vocab_size=256
+llama=llama:dim=128,n_layer=2,n_head=4,vocab_size=256,block_size=128
+# name | model | config
+runs=(
+  "gpt2-fp32|$gpt2,dropout=0|fp32"
+  "gpt2-dropout-fp32|$gpt2,dropout=0.1|fp32"
+  "llama-fp32|$llama|fp32"
+  "gpt2-bf16|$gpt2,dropout=0|bf16"
+  "llama-bf16|$llama|bf16"
+)
+steps=20
+for r in "${runs[@]}"; do
+  IFS='|' read -r name model cfg <<< "$r"
+  "$dsc" --model "$model" --config "$out/plans/$cfg.json" \
+         -o "$out/plans/$name.dsplan"
+  echo "$name $steps $cfg" >> "$out/plans/runs.txt"
+  "$dsrun" "$out/plans/$name.dsplan" --data "$out/plans/corpus.txt" \
+           --steps "$steps" --seed 7 --metrics "$out/plans/$name.cpu.jsonl" \
+           > /dev/null
+done
+
+# The benchmark's plan: GPT-2 124M, bf16, block 1024 (micro-batch 16).
+config 16 ', "bf16": {"enabled": true}' > "$out/plans/bench.json"
+"$dsc" --model gpt2:n_layer=12,n_head=12,n_embd=768,block_size=1024,vocab_size=50304,dropout=0 \
+       --config "$out/plans/bench.json" -o "$out/plans/gpt2-124m-bf16.dsplan"
+
+du -sh "$out"
+echo "device-prepare: $out ready (carry it: run ... carry=[\"device\"])"
