@@ -64,6 +64,13 @@ constexpr Spec kSpecs[] = {
     {"ds.sqrt",           UNARY,                  1, 1, 0, 0, Alias::AnyInput, sqrtBody},
     {"ds.sub",            BINARY,                 2, 1, 0, 0, Alias::AnyInput, subBody},
     {"ds.tanh",           UNARY,                  1, 1, 0, 0, Alias::AnyInput, tanhBody},
+    {"ds.add_layer_norm",   FP "*->" FP "," FP,     -1, 2, 0, 1, Alias::AnyInput, addLayerNormBody},
+    {"ds.layer_norm",       FP "*->" FP,            -1, 1, 0, 1, Alias::AnyInput, layerNormBody},
+    {"ds.layer_norm_grad",  FP "," FP "," FP "->" FP "," FP "," FP, 3, 3, 0, 1, Alias::None, layerNormGradBody},
+    {"ds.rms_norm",         BINARY,                 2, 1, 0, 1, Alias::AnyInput, rmsNormBody},
+    {"ds.rms_norm_grad",    FP "," FP "," FP "->" FP "," FP, 3, 2, 0, 1, Alias::None, rmsNormGradBody},
+    {"ds.softmax",          UNARY,                  1, 1, 0, 0, Alias::AnyInput, softmaxBody},
+    {"ds.softmax_grad",     BINARY,                 2, 1, 0, 0, Alias::AnyInput, softmaxGradBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);

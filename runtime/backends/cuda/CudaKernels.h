@@ -50,6 +50,14 @@ bool copyBody(const KernelArgs &, std::string &);
 bool fillBody(const KernelArgs &, std::string &);
 // Random.cu
 bool dropoutBody(const KernelArgs &, std::string &);
+// Norms.cu
+bool layerNormBody(const KernelArgs &, std::string &);
+bool addLayerNormBody(const KernelArgs &, std::string &);
+bool layerNormGradBody(const KernelArgs &, std::string &);
+bool rmsNormBody(const KernelArgs &, std::string &);
+bool rmsNormGradBody(const KernelArgs &, std::string &);
+bool softmaxBody(const KernelArgs &, std::string &);
+bool softmaxGradBody(const KernelArgs &, std::string &);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 
