@@ -102,6 +102,13 @@ public:
     return true;
   }
 
+  /// The error a kernel flagged on the device since the last call (or the
+  /// last setRunContext): a device kernel that meets bad data (a token id
+  /// outside the table) cannot fail its call, so it records the datum and
+  /// this returns the line the CPU backend's kernel would have failed with.
+  /// Empty when none; always empty by default.
+  virtual std::string takeKernelError() { return {}; }
+
   /// `bytes` of zeroed memory in `space`, 64-byte aligned (bytes may be 0).
   /// Null and one line in `error` when it cannot be had.
   virtual void *allocate(MemorySpace space, uint64_t bytes,

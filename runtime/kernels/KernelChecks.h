@@ -128,6 +128,26 @@ bool checkSoftmax(const KernelArgs &a, int64_t &rows, int64_t &cols,
 bool checkSoftmaxGrad(const KernelArgs &a, int64_t &rows, int64_t &cols,
                       std::string &err);
 
+//===--- Lookups and rotary (LookupKernelChecks.cpp) ----------------------===//
+
+/// ds.embedding: table [V, C], out = indices' shape + [C].
+bool checkEmbeddingShapes(std::string &err, const TensorRef &table,
+                          const TensorRef &idx, const TensorRef &out,
+                          int64_t &V, int64_t &C);
+/// ds.embedding_grad: g = indices' shape + [C], out [V, C].
+bool checkEmbeddingGradShapes(std::string &err, const TensorRef &idx,
+                              const TensorRef &g, const TensorRef &out,
+                              int64_t &V, int64_t &C);
+/// Cross-entropy: logits [..., V] and targets [...].
+bool checkTargetShapes(std::string &err, const TensorRef &logits,
+                       const TensorRef &targets);
+/// "<role> must hold one value, got shape ..." unless t has one element.
+bool checkOneValue(std::string &err, const TensorRef &t, const char *role);
+/// ds.rotary: x [..., T, D] with D even, out of x's shape, inverse 0 or 1,
+/// theta positive and finite.
+bool checkRotary(const KernelArgs &a, bool &inverse, double &theta,
+                 std::string &err);
+
 //===--- ds.matmul --------------------------------------------------------===//
 
 /// ds.matmul's operands resolved: a [..., M, K] ([..., K, M] transposed), b

@@ -239,17 +239,10 @@ bool rotaryBody(const KernelArgs &a, std::string &err) {
   if (!expectAllF32(a, err))
     return false;
   const TensorRef &x = a.inputs[0], &y = a.outputs[0];
-  if (x.rank < 2 || x.dim(-1) % 2 != 0)
-    return fail(err, "x must be [..., T, D] with D even, got ", shapeStr(x));
-  if (!sameShape(x, y))
-    return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
-                shapeStr(x));
-  int64_t inverse = a.intAttrs[0];
-  double theta = a.floatAttrs[0];
-  if (inverse != 0 && inverse != 1)
-    return fail(err, "inverse must be 0 or 1, got ", inverse);
-  if (!(theta > 0) || std::isinf(theta))
-    return fail(err, "theta must be positive and finite, got ", theta);
+  bool inverse = false;
+  double theta = 0;
+  if (!checkRotary(a, inverse, theta, err))
+    return false;
   const int64_t T = x.dim(-2), D = x.dim(-1), half = D / 2;
   if (x.numel() == 0)
     return true;

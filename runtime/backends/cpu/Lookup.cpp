@@ -36,11 +36,8 @@ bool checkTargets(std::string &err, const TensorRef &logits,
   if (!expectDType(err, logits, "logits", DType::f32) ||
       !expectIndexDType(err, targets, "targets"))
     return false;
-  if (logits.rank < 1 || targets.rank != logits.rank - 1 ||
-      !std::equal(targets.shape, targets.shape + targets.rank, logits.shape))
-    return fail(err, "targets of shape ", shapeStr(targets),
-                " do not match logits of shape ", shapeStr(logits),
-                " (need logits [..., V] and targets [...])");
+  if (!checkTargetShapes(err, logits, targets))
+    return false;
   const int64_t V = logits.dim(-1), n = targets.numel();
   count = 0;
   for (int64_t r = 0; r < n; ++r) {
@@ -76,16 +73,9 @@ bool embeddingBody(const KernelArgs &a, std::string &err) {
       !expectIndexDType(err, idx, "indices") ||
       !expectDType(err, out, "the output", DType::f32))
     return false;
-  if (table.rank != 2)
-    return fail(err, "table must be [V, C], got ", shapeStr(table));
-  const int64_t V = table.shape[0], C = table.shape[1];
-  std::vector<int64_t> want = shapeOf(idx);
-  want.push_back(C);
-  if (out.rank != int(want.size()) ||
-      !std::equal(want.begin(), want.end(), out.shape))
-    return fail(err, "output has shape ", shapeStr(out), " but needs ",
-                listStr(want.data(), want.size()), " (indices + [C])");
-  if (!checkIndices(err, idx, V))
+  int64_t V, C;
+  if (!checkEmbeddingShapes(err, table, idx, out, V, C) ||
+      !checkIndices(err, idx, V))
     return false;
   const float *tp = table.f32();
   float *op = out.f32();
@@ -106,16 +96,9 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
       !expectDType(err, g, "g", DType::f32) ||
       !expectDType(err, out, "the output", DType::f32))
     return false;
-  if (g.rank != idx.rank + 1 ||
-      !std::equal(idx.shape, idx.shape + idx.rank, g.shape))
-    return fail(err, "g has shape ", shapeStr(g), " but indices have shape ",
-                shapeStr(idx), " (need g = indices + [C])");
-  const int64_t C = g.dim(-1);
-  if (out.rank != 2 || out.shape[1] != C)
-    return fail(err, "output has shape ", shapeStr(out), " but needs [V, ", C,
-                "]");
-  const int64_t V = out.shape[0];
-  if (!checkIndices(err, idx, V))
+  int64_t V, C;
+  if (!checkEmbeddingGradShapes(err, idx, g, out, V, C) ||
+      !checkIndices(err, idx, V))
     return false;
   float *op = out.f32();
   const float *gp = g.f32();
@@ -140,11 +123,9 @@ bool crossEntropyBody(const KernelArgs &a, std::string &err) {
   const int64_t ignoreIndex = a.intAttrs[0];
   int64_t count;
   if (!checkTargets(err, logits, targets, ignoreIndex, count) ||
-      !expectDType(err, loss, "the loss", DType::f32))
+      !expectDType(err, loss, "the loss", DType::f32) ||
+      !checkOneValue(err, loss, "the loss"))
     return false;
-  if (loss.numel() != 1)
-    return fail(err, "the loss must hold one value, got shape ",
-                shapeStr(loss));
   const int64_t V = logits.dim(-1), rows = targets.numel();
   const float *x = logits.f32();
   // Per fixed block of rows, then blocks in order: the same sum for any

@@ -49,8 +49,15 @@ public:
             const_cast<cuda::CudaHandles *>(&device_.handles[size_t(stream)])};
   }
   bool setRunContext(const KernelContext &ctx, std::string &error) override {
-    cuda::RunContext values{ctx.seed, ctx.sampleOffset, ctx.step, 0};
+    cuda::RunContext values{ctx.seed, ctx.sampleOffset, ctx.step, 0, 0, 0, 0,
+                            0};
     return device_.writeRunContext(values, error);
+  }
+  std::string takeKernelError() override {
+    std::string message, error;
+    if (!device_.takeRunError(message, error))
+      return error;
+    return message;
   }
 
   void *allocate(MemorySpace space, uint64_t bytes,

@@ -127,12 +127,40 @@ bool CudaDevice::writeRunContext(const RunContext &values, std::string &err) {
          cudaOk(cudaStreamSynchronize(s), err, "writing the run context");
 }
 
-bool CudaDevice::readErrorBits(uint32_t &bits, std::string &err) {
+bool CudaDevice::takeRunError(std::string &message, std::string &err) {
   cudaStream_t s = streams[0];
-  return cudaOk(cudaMemcpyAsync(&bits, &run->errorBits, sizeof bits,
-                                cudaMemcpyDeviceToHost, s),
-                err, "reading the run's error bits") &&
-         cudaOk(cudaStreamSynchronize(s), err, "reading the run's error bits");
+  RunContext ctx;
+  if (!cudaOk(cudaMemcpyAsync(&ctx, run, sizeof ctx, cudaMemcpyDeviceToHost, s),
+              err, "reading the run context") ||
+      !cudaOk(cudaStreamSynchronize(s), err, "reading the run context"))
+    return false;
+  message.clear();
+  if (ctx.errorBits == 0)
+    return true;
+  const std::string v = std::to_string(ctx.badValue),
+                    at = std::to_string(ctx.badPosition),
+                    n = std::to_string(ctx.badLimit);
+  switch (ctx.errorBits) {
+  case kEmbeddingIndex:
+  case kEmbeddingGradIndex:
+    message =
+        std::string(ctx.errorBits == kEmbeddingIndex ? "ds.embedding"
+                                                     : "ds.embedding_grad") +
+        ": index " + v + " at position " + at + " is outside [0, " + n +
+        "): the table has V = " + n + " rows";
+    break;
+  default:
+    message = std::string(ctx.errorBits == kCrossEntropyTarget
+                              ? "ds.cross_entropy"
+                              : "ds.cross_entropy_grad") +
+              ": target " + v + " at position " + at + " is outside [0, " + n +
+              ") and is not the ignore index " + std::to_string(ctx.badIgnore);
+  }
+  uint32_t zero = 0;
+  return cudaOk(cudaMemcpyAsync(&run->errorBits, &zero, sizeof zero,
+                                cudaMemcpyHostToDevice, s),
+                err, "clearing the run's error") &&
+         cudaOk(cudaStreamSynchronize(s), err, "clearing the run's error");
 }
 
 bool CudaDevice::synchronize(std::string &err) {

@@ -39,8 +39,11 @@ struct CudaDevice {
   /// Writes the run context (and clears its error bits); blocks until the
   /// device has it.
   bool writeRunContext(const RunContext &values, std::string &err);
-  /// The error bits the last run's kernels set.
-  bool readErrorBits(uint32_t &bits, std::string &err);
+  /// What the last run's kernels flagged: `message` is the CPU backend's
+  /// line for the same bad datum ("ds.embedding: index 5 at position 1 is
+  /// outside [0, 5): ..."), empty when nothing was flagged. False with
+  /// `err` when the device could not be read. Clears the flag.
+  bool takeRunError(std::string &message, std::string &err);
   /// Waits for every plan stream.
   bool synchronize(std::string &err);
 };

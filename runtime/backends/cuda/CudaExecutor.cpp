@@ -191,19 +191,14 @@ bool CudaExecutor::capture(const PreparedProgram &program,
 
 bool CudaExecutor::finish(const PreparedProgram &program,
                           const std::string &what, std::string &error) {
-  std::string err;
-  uint32_t bits = 0;
-  if (!dev_.synchronize(err) || !dev_.readErrorBits(bits, err)) {
+  std::string err, bad;
+  if (!dev_.synchronize(err) || !dev_.takeRunError(bad, err)) {
     error = what + ": program '" + std::string(program.name) +
             "' failed on the GPU: " + err;
     return false;
   }
-  if (bits) {
-    error = what + ": program '" + std::string(program.name) + "': " +
-            (bits & kEmbeddingIndex
-                 ? "a token id is outside the embedding table (ds.embedding)"
-                 : "a target is outside [0, vocabulary) and not the ignore "
-                   "index (ds.cross_entropy)");
+  if (!bad.empty()) {
+    error = what + ": program '" + std::string(program.name) + "': " + bad;
     return false;
   }
   for (const PreparedInstr &in : program.instrs)
@@ -235,7 +230,8 @@ void CudaExecutor::collectTrace(const PreparedProgram &program,
 bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
                        const std::string &what, std::string &error) {
   std::string err;
-  if (!dev_.writeRunContext({ctx.seed, ctx.sampleOffset, ctx.step, 0}, err)) {
+  if (!dev_.writeRunContext(
+          {ctx.seed, ctx.sampleOffset, ctx.step, 0, 0, 0, 0, 0}, err)) {
     error = what + ": " + err;
     return false;
   }

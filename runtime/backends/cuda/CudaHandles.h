@@ -23,16 +23,20 @@ struct RunContext {
   uint64_t seed;
   uint64_t sampleOffset;
   uint32_t step;
-  /// Bits a kernel sets when its data is bad (an index out of range), which
-  /// the executor reads after the run: a device kernel cannot return an
-  /// error. Cleared before each run.
+  /// The first bad datum a kernel met (an index out of range), which the
+  /// executor reports after the run: a device kernel cannot return an
+  /// error. The kernel that wins errorBits (0 -> its RunError) fills the
+  /// rest. Cleared before each run.
   uint32_t errorBits;
+  int64_t badValue, badPosition, badLimit, badIgnore;
 };
 
-/// errorBits: which check failed.
+/// errorBits: which kernel met bad data.
 enum RunError : uint32_t {
-  kEmbeddingIndex = 1u << 0,     ///< ds.embedding(_grad): id outside [0, V)
-  kCrossEntropyTarget = 1u << 1, ///< ds.cross_entropy(_grad): bad target
+  kEmbeddingIndex = 1,         ///< ds.embedding: an id outside [0, V)
+  kEmbeddingGradIndex = 2,     ///< ds.embedding_grad: an id outside [0, V)
+  kCrossEntropyTarget = 3,     ///< ds.cross_entropy: a bad target
+  kCrossEntropyGradTarget = 4, ///< ds.cross_entropy_grad: a bad target
 };
 
 /// One plan stream's library handles.

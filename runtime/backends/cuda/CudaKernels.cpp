@@ -71,6 +71,10 @@ constexpr Spec kSpecs[] = {
     {"ds.rms_norm_grad",    FP "," FP "," FP "->" FP "," FP, 3, 2, 0, 1, Alias::None, rmsNormGradBody},
     {"ds.softmax",          UNARY,                  1, 1, 0, 0, Alias::AnyInput, softmaxBody},
     {"ds.softmax_grad",     BINARY,                 2, 1, 0, 0, Alias::AnyInput, softmaxGradBody},
+    {"ds.cross_entropy",    FP ",idx->" FP,         2, 1, 1, 0, Alias::None,     crossEntropyBody},
+    {"ds.cross_entropy_grad", FP ",idx," FP "->" FP, 3, 1, 1, 0, Alias::AnyInput, crossEntropyGradBody},
+    {"ds.embedding",        FP ",idx->" FP,         2, 1, 0, 0, Alias::None,     embeddingBody},
+    {"ds.embedding_grad",   "idx," FP "->" FP,      2, 1, 0, 0, Alias::None,     embeddingGradBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);

@@ -58,6 +58,11 @@ bool rmsNormBody(const KernelArgs &, std::string &);
 bool rmsNormGradBody(const KernelArgs &, std::string &);
 bool softmaxBody(const KernelArgs &, std::string &);
 bool softmaxGradBody(const KernelArgs &, std::string &);
+// Lookup.cu
+bool embeddingBody(const KernelArgs &, std::string &);
+bool embeddingGradBody(const KernelArgs &, std::string &);
+bool crossEntropyBody(const KernelArgs &, std::string &);
+bool crossEntropyGradBody(const KernelArgs &, std::string &);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 

@@ -102,6 +102,20 @@ inline unsigned gridFor(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(gridDim.x) * blockDim.x)
 
+/// Records the first bad datum of a run (RunContext): the first kernel to
+/// flag wins, the rest of the run computes on (with the bad element read as
+/// a zero row) and the executor reports the winner afterwards.
+__device__ inline void flagBad(RunContext *run, RunError what, int64_t value,
+                               int64_t position, int64_t limit,
+                               int64_t ignore = 0) {
+  if (atomicCAS(&run->errorBits, 0u, uint32_t(what)) == 0u) {
+    run->badValue = value;
+    run->badPosition = position;
+    run->badLimit = limit;
+    run->badIgnore = ignore;
+  }
+}
+
 //===--- Block reductions -------------------------------------------------===//
 
 /// Sum over the block, the same value in every thread. `scratch` is 33

@@ -105,7 +105,8 @@ __global__ void rmsNormKernel(Row x, Row w, OutRow y, int64_t rows,
   }
 }
 
-//===--- Gradients: rows in fixed blocks, weight partials per block --------===//
+//===--- Gradients: rows in fixed blocks, weight partials per block
+//--------===//
 
 struct RowBlocks {
   int64_t count, size;
@@ -160,9 +161,9 @@ __global__ void layerNormGradKernel(Row x, Row w, Row g, OutRow dx,
   }
 }
 
-__global__ void rmsNormGradKernel(Row x, Row w, Row g, OutRow dx,
-                                  double *part, int64_t rows, int64_t cols,
-                                  int64_t blockRows, double eps) {
+__global__ void rmsNormGradKernel(Row x, Row w, Row g, OutRow dx, double *part,
+                                  int64_t rows, int64_t cols, int64_t blockRows,
+                                  double eps) {
   __shared__ double red[33];
   double *pdw = part + int64_t(blockIdx.x) * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
@@ -202,7 +203,8 @@ __global__ void sumPartials(const double *part, int64_t count, int64_t stride,
   }
 }
 
-//===--- Softmax -----------------------------------------------------------===//
+//===--- Softmax
+//-----------------------------------------------------------===//
 
 __global__ void softmaxKernel(Row x, OutRow y, int64_t rows, int64_t cols) {
   __shared__ double red[33];
@@ -248,8 +250,9 @@ bool gradWithPartials(const KernelArgs &a, Kernel kernel, int outputs,
   size_t available = h ? h->workspaceBytes : 0;
   RowBlocks blocks = rowBlocks(rows, cols, outputs, available);
   void *scratch = nullptr;
-  if (!scratchOf(a, size_t(blocks.count) * size_t(outputs) * size_t(cols) *
-                        sizeof(double),
+  if (!scratchOf(a,
+                 size_t(blocks.count) * size_t(outputs) * size_t(cols) *
+                     sizeof(double),
                  scratch, err))
     return false;
   auto *part = static_cast<double *>(scratch);
@@ -277,8 +280,8 @@ bool layerNormBody(const KernelArgs &a, std::string &err) {
   const bool bias = a.numInputs == 3;
   layerNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
       rowOf(a.inputs[0]), rowOf(a.inputs[1]),
-      bias ? rowOf(a.inputs[2]) : Row{nullptr, kF32}, bias,
-      outOf(a.outputs[0]), rows, cols, a.floatAttrs[0]);
+      bias ? rowOf(a.inputs[2]) : Row{nullptr, kF32}, bias, outOf(a.outputs[0]),
+      rows, cols, a.floatAttrs[0]);
   return launched(err);
 }
 
@@ -291,8 +294,8 @@ bool addLayerNormBody(const KernelArgs &a, std::string &err) {
   const bool bias = a.numInputs == 4;
   addLayerNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
       rowOf(a.inputs[0]), rowOf(a.inputs[1]), rowOf(a.inputs[2]),
-      bias ? rowOf(a.inputs[3]) : Row{nullptr, kF32}, bias,
-      outOf(a.outputs[0]), outOf(a.outputs[1]), rows, cols, a.floatAttrs[0]);
+      bias ? rowOf(a.inputs[3]) : Row{nullptr, kF32}, bias, outOf(a.outputs[0]),
+      outOf(a.outputs[1]), rows, cols, a.floatAttrs[0]);
   return launched(err);
 }
 
@@ -340,8 +343,7 @@ bool softmaxGradBody(const KernelArgs &a, std::string &err) {
   if (rows == 0 || cols == 0)
     return true;
   softmaxGradKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
-      rowOf(a.inputs[0]), rowOf(a.inputs[1]), outOf(a.outputs[0]), rows,
-      cols);
+      rowOf(a.inputs[0]), rowOf(a.inputs[1]), outOf(a.outputs[0]), rows, cols);
   return launched(err);
 }
 

@@ -209,10 +209,6 @@ inline const std::map<std::string, std::set<std::string>> kPendingKernels = {
       "ds.attention_grad",
       "ds.broadcast",
       "ds.concat",
-      "ds.cross_entropy",
-      "ds.cross_entropy_grad",
-      "ds.embedding",
-      "ds.embedding_grad",
       "ds.iota",
       "ds.pad",
       "ds.reduce_max",
@@ -300,8 +296,10 @@ inline std::string run(const std::string &name, std::vector<Buf *> ins,
   for (Buf *b : outs)
     be.copyFromArena(b->words.data(), staged[b], b->words.size() * 8);
   releaseAll();
-  if (ok)
-    return err.empty() ? "" : "succeeded but set error: " + err;
+  if (ok && !err.empty())
+    return "succeeded but set error: " + err;
+  if (ok) // bad data a device kernel flagged, as the CPU's would fail
+    return be.takeKernelError();
   return err.empty() ? "failed with an empty error" : err;
 }
 

@@ -1,0 +1,367 @@
+//===- Lookup.cu - embedding and cross-entropy, with their gradients ------===//
+//
+// Ids and targets are validated on the device as the kernels read them:
+// the first bad position (atomicMin over a scratch word) is recorded in the
+// run context with its value, and the executor fails the run with the CPU
+// backend's line for it; the bad element itself reads as a zero row.
+//
+// ds.embedding_grad is deterministic without atomics on floats: the ids are
+// sorted stably with their positions (CUB's radix sort), and one thread per
+// (id, column) sums its tokens' gradients in token order, in f32, which is
+// exactly the CPU backend's order and precision. Cross-entropy and its
+// gradient are fused with the softmax: one block per row, no probabilities
+// stored; the gradient is written straight from the logits.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/DeviceSupport.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
+
+namespace dsc::rt::cuda {
+namespace {
+
+struct Index {
+  const void *p;
+  bool wide; ///< i64, else i32
+  __device__ int64_t at(int64_t i) const {
+    return wide ? static_cast<const int64_t *>(p)[i]
+                : int64_t(static_cast<const int32_t *>(p)[i]);
+  }
+};
+
+Index indexOf(const TensorRef &t) { return {t.data, t.dtype == DType::i64}; }
+
+/// The scratch layout of a validated call: the first bad position, then
+/// whatever the kernel needs.
+constexpr size_t kFlagBytes = 256; // keeps what follows aligned
+
+__device__ bool badId(int64_t v, int64_t limit, int64_t ignore, bool ignores) {
+  return !(ignores && v == ignore) && (v < 0 || v >= limit);
+}
+
+__global__ void findFirstBad(Index idx, int64_t n, int64_t limit,
+                             int64_t ignore, bool ignores,
+                             unsigned long long *first) {
+  DSC_GRID_STRIDE(i, n) {
+    if (badId(idx.at(i), limit, ignore, ignores))
+      atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
+__global__ void reportFirstBad(Index idx, const unsigned long long *first,
+                               RunContext *run, RunError what, int64_t limit,
+                               int64_t ignore) {
+  if (*first != ~0ull) {
+    int64_t at = int64_t(*first);
+    flagBad(run, what, idx.at(at), at, limit, ignore);
+  }
+}
+
+// Records the first bad id of `idx` (none are bad when limit > every id).
+bool validate(const KernelArgs &a, const TensorRef &idx, int64_t limit,
+              int64_t ignore, bool ignores, RunError what, void *scratch,
+              std::string &err) {
+  const CudaHandles *h = handlesOf(a);
+  if (!h || !h->run)
+    return fail(err, "needs the CUDA backend's run context");
+  auto *first = static_cast<unsigned long long *>(scratch);
+  cudaStream_t s = streamOf(a);
+  const int64_t n = idx.numel();
+  cudaMemsetAsync(first, 0xff, sizeof *first, s);
+  if (n > 0)
+    findFirstBad<<<gridFor(n), kBlock, 0, s>>>(indexOf(idx), n, limit, ignore,
+                                               ignores, first);
+  reportFirstBad<<<1, 1, 0, s>>>(indexOf(idx), first, h->run, what, limit,
+                                 ignore);
+  return launched(err);
+}
+
+bool floatOperands(std::string &err, const TensorRef &t, const char *role) {
+  Storage s;
+  if (storageOf(t.dtype, s))
+    return true;
+  return fail(err, "unsupported dtype ", dtypeName(t.dtype), " for ", role,
+              " (expected f32, f16 or bf16)");
+}
+
+//===--- Embedding
+//---------------------------------------------------------===//
+
+__global__ void embeddingKernel(const void *table, Storage st, Index idx,
+                                void *out, Storage so, int64_t V, int64_t C,
+                                int64_t n) {
+  DSC_GRID_STRIDE(e, n * C) {
+    int64_t i = e / C, c = e % C, v = idx.at(i);
+    store(out, so, e, v >= 0 && v < V ? load(table, st, v * C + c) : 0.0f);
+  }
+}
+
+__global__ void sortKeys(Index idx, int64_t n, int64_t V, uint32_t *keys,
+                         uint32_t *positions) {
+  DSC_GRID_STRIDE(i, n) {
+    int64_t v = idx.at(i);
+    keys[i] = uint32_t(v >= 0 && v < V ? v : V); // bad ids sort last, unused
+    positions[i] = uint32_t(i);
+  }
+}
+
+// Thread (i, c) of the sorted order: the first of its id's run sums the run.
+__global__ void sumRuns(const uint32_t *keys, const uint32_t *positions,
+                        const void *g, Storage sg, void *out, Storage so,
+                        int64_t V, int64_t C, int64_t n) {
+  DSC_GRID_STRIDE(e, n * C) {
+    int64_t i = e / C, c = e % C;
+    uint32_t key = keys[i];
+    if (key >= V || (i > 0 && keys[i - 1] == key))
+      continue;
+    float acc = 0.0f;
+    for (int64_t j = i; j < n && keys[j] == key; ++j)
+      acc += load(g, sg, int64_t(positions[j]) * C + c);
+    store(out, so, int64_t(key) * C + c, acc);
+  }
+}
+
+int bitsFor(int64_t v) {
+  int bits = 1;
+  while (bits < 32 && (int64_t(1) << bits) <= v)
+    ++bits;
+  return bits;
+}
+
+//===--- Cross-entropy
+//-----------------------------------------------------===//
+
+// Per row: the loss term, or nothing for an ignored target; the partials
+// then sum in row order (one block), divided by the count.
+__global__ void crossEntropyRows(const void *x, Storage sx, Index targets,
+                                 int64_t rows, int64_t V, int64_t ignore,
+                                 double *rowLoss, int *counted) {
+  __shared__ double red[33];
+  __shared__ float redMax[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t t = targets.at(r), base = r * V;
+    if (t == ignore || t < 0 || t >= V) { // bad ones are reported apart
+      if (threadIdx.x == 0) {
+        rowLoss[r] = 0;
+        counted[r] = 0;
+      }
+      continue;
+    }
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      float v = load(x, sx, base + j);
+      m = v > m ? v : m;
+    }
+    const float mx = blockMax(m, redMax);
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+      s += expf(load(x, sx, base + j) - mx);
+    s = blockSum(s, red);
+    if (threadIdx.x == 0) {
+      rowLoss[r] = double(mx) + log(s) - double(load(x, sx, base + t));
+      counted[r] = 1;
+    }
+  }
+}
+
+__global__ void crossEntropyTotal(const double *rowLoss, const int *counted,
+                                  int64_t rows, void *loss, Storage sl) {
+  __shared__ double red[33];
+  double total = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    total += rowLoss[r];
+    count += counted[r];
+  }
+  total = blockSum(total, red);
+  count = blockSum(count, red);
+  if (threadIdx.x == 0)
+    store(loss, sl, 0, count > 0 ? float(total / count) : 0.0f);
+}
+
+__global__ void countTargets(Index targets, int64_t rows, int64_t V,
+                             int64_t ignore, double *count) {
+  __shared__ double red[33];
+  double c = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    int64_t t = targets.at(r);
+    c += t != ignore && t >= 0 && t < V;
+  }
+  c = blockSum(c, red);
+  if (threadIdx.x == 0)
+    *count = c;
+}
+
+// dx = coef (softmax - onehot), coef = g / count, from the logits alone
+// (dx may be the logits: each row is read whole before it is written).
+__global__ void crossEntropyGradRows(const void *x, Storage sx, Index targets,
+                                     const void *g, Storage sg,
+                                     const double *count, void *dx, Storage sd,
+                                     int64_t rows, int64_t V, int64_t ignore) {
+  __shared__ double red[33];
+  __shared__ float redMax[33];
+  const double n = *count;
+  const double coef = n > 0 ? double(load(g, sg, 0)) / n : 0.0;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t t = targets.at(r), base = r * V;
+    if (t == ignore || t < 0 || t >= V) {
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+        store(dx, sd, base + j, 0.0f);
+      continue;
+    }
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      float v = load(x, sx, base + j);
+      m = v > m ? v : m;
+    }
+    const float mx = blockMax(m, redMax);
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+      s += expf(load(x, sx, base + j) - mx);
+    const double sum = blockSum(s, red);
+    const double et = expf(load(x, sx, base + t) - mx);
+    const float scale = float(coef / sum);
+    __syncthreads(); // every read of the row is done before dx overwrites it
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      // p_t - 1 = -(sum - e_t) / sum, without cancellation.
+      float v = j == t ? float(-coef * ((sum - et) / sum))
+                       : expf(load(x, sx, base + j) - mx) * scale;
+      store(dx, sd, base + j, v);
+    }
+  }
+}
+
+} // namespace
+
+bool embeddingBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &table = a.inputs[0], &idx = a.inputs[1];
+  const TensorRef &out = a.outputs[0];
+  int64_t V, C;
+  void *scratch = nullptr;
+  if (!floatOperands(err, table, "table") ||
+      !expectIndexDType(err, idx, "indices") ||
+      !floatOperands(err, out, "the output") ||
+      !checkEmbeddingShapes(err, table, idx, out, V, C) ||
+      !scratchOf(a, kFlagBytes, scratch, err) ||
+      !validate(a, idx, V, 0, false, kEmbeddingIndex, scratch, err))
+    return false;
+  const int64_t n = idx.numel();
+  if (n * C == 0)
+    return true;
+  embeddingKernel<<<gridFor(n * C), kBlock, 0, streamOf(a)>>>(
+      table.data, storage(table), indexOf(idx), out.data, storage(out), V, C,
+      n);
+  return launched(err);
+}
+
+bool embeddingGradBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &idx = a.inputs[0], &g = a.inputs[1];
+  const TensorRef &out = a.outputs[0];
+  int64_t V, C;
+  if (!expectIndexDType(err, idx, "indices") || !floatOperands(err, g, "g") ||
+      !floatOperands(err, out, "the output") ||
+      !checkEmbeddingGradShapes(err, idx, g, out, V, C))
+    return false;
+  const int64_t n = idx.numel();
+  if (n > int64_t(UINT32_MAX) || V >= int64_t(UINT32_MAX))
+    return fail(err, n, " ids into a table of ", V,
+                " rows is more than this kernel sorts (2^32)");
+  cudaStream_t s = streamOf(a);
+  // Scratch: the flag, keys and positions in and out, then CUB's temp.
+  const size_t words = size_t(n) * sizeof(uint32_t);
+  const int bits = bitsFor(V);
+  size_t sortBytes = 0;
+  cub::DeviceRadixSort::SortPairs(
+      nullptr, sortBytes, static_cast<uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), static_cast<uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), int(n), 0, bits, s);
+  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  void *scratch = nullptr;
+  if (!scratchOf(a, kFlagBytes + 4 * align(words) + sortBytes, scratch, err) ||
+      !validate(a, idx, V, 0, false, kEmbeddingGradIndex, scratch, err))
+    return false;
+  cudaError_t status = cudaMemsetAsync(
+      out.data, 0, size_t(V * C) * dtypeSize(out.dtype), s); // +0 bits
+  if (status != cudaSuccess)
+    return fail(err, "cudaMemsetAsync: ", cudaGetErrorString(status));
+  if (n == 0 || C == 0)
+    return true;
+  char *base = static_cast<char *>(scratch) + kFlagBytes;
+  auto *keysIn = reinterpret_cast<uint32_t *>(base);
+  auto *keysOut = reinterpret_cast<uint32_t *>(base + align(words));
+  auto *posIn = reinterpret_cast<uint32_t *>(base + 2 * align(words));
+  auto *posOut = reinterpret_cast<uint32_t *>(base + 3 * align(words));
+  void *temp = base + 4 * align(words);
+  sortKeys<<<gridFor(n), kBlock, 0, s>>>(indexOf(idx), n, V, keysIn, posIn);
+  status = cub::DeviceRadixSort::SortPairs(temp, sortBytes, keysIn, keysOut,
+                                           posIn, posOut, int(n), 0, bits, s);
+  if (status != cudaSuccess)
+    return fail(err, "cub::DeviceRadixSort: ", cudaGetErrorString(status));
+  sumRuns<<<gridFor(n * C), kBlock, 0, s>>>(keysOut, posOut, g.data, storage(g),
+                                            out.data, storage(out), V, C, n);
+  return launched(err);
+}
+
+bool crossEntropyBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &loss = a.outputs[0];
+  const int64_t ignore = a.intAttrs[0];
+  void *scratch = nullptr;
+  if (!floatOperands(err, logits, "logits") ||
+      !expectIndexDType(err, targets, "targets") ||
+      !checkTargetShapes(err, logits, targets) ||
+      !floatOperands(err, loss, "the loss") ||
+      !checkOneValue(err, loss, "the loss"))
+    return false;
+  const int64_t V = logits.dim(-1), rows = targets.numel();
+  const size_t lossBytes = (size_t(rows) * sizeof(double) + 255) / 256 * 256;
+  if (!scratchOf(a, kFlagBytes + lossBytes + size_t(rows) * sizeof(int),
+                 scratch, err) ||
+      !validate(a, targets, V, ignore, true, kCrossEntropyTarget, scratch, err))
+    return false;
+  auto *rowLoss =
+      reinterpret_cast<double *>(static_cast<char *>(scratch) + kFlagBytes);
+  auto *counted = reinterpret_cast<int *>(static_cast<char *>(scratch) +
+                                          kFlagBytes + lossBytes);
+  cudaStream_t s = streamOf(a);
+  if (rows > 0 && V > 0)
+    crossEntropyRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
+                       rowThreads(V), 0, s>>>(logits.data, storage(logits),
+                                              indexOf(targets), rows, V, ignore,
+                                              rowLoss, counted);
+  crossEntropyTotal<<<1, 1024, 0, s>>>(rowLoss, counted, V > 0 ? rows : 0,
+                                       loss.data, storage(loss));
+  return launched(err);
+}
+
+bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &g = a.inputs[2], &out = a.outputs[0];
+  const int64_t ignore = a.intAttrs[0];
+  void *scratch = nullptr;
+  if (!floatOperands(err, logits, "logits") ||
+      !expectIndexDType(err, targets, "targets") ||
+      !checkTargetShapes(err, logits, targets) || !floatOperands(err, g, "g") ||
+      !checkOneValue(err, g, "g") || !floatOperands(err, out, "the output"))
+    return false;
+  if (!sameShape(out, logits))
+    return fail(err, "output has shape ", shapeStr(out),
+                " but logits have shape ", shapeStr(logits));
+  const int64_t V = logits.dim(-1), rows = targets.numel();
+  if (!scratchOf(a, kFlagBytes + sizeof(double), scratch, err) ||
+      !validate(a, targets, V, ignore, true, kCrossEntropyGradTarget, scratch,
+                err))
+    return false;
+  auto *count =
+      reinterpret_cast<double *>(static_cast<char *>(scratch) + kFlagBytes);
+  cudaStream_t s = streamOf(a);
+  countTargets<<<1, 1024, 0, s>>>(indexOf(targets), rows, V, ignore, count);
+  if (rows > 0 && V > 0)
+    crossEntropyGradRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
+                           rowThreads(V), 0, s>>>(
+        logits.data, storage(logits), indexOf(targets), g.data, storage(g),
+        count, out.data, storage(out), rows, V, ignore);
+  return launched(err);
+}
+
+} // namespace dsc::rt::cuda

@@ -1,0 +1,81 @@
+//===- LookupKernelChecks.cpp - shapes of embedding, cross-entropy, rotary ===//
+//
+// The shape and attribute checks (KernelChecks.h) of the kernels that
+// index by data; the data itself (ids, targets) is each backend's to check:
+// the CPU backend before it writes anything, a device backend as its
+// kernels meet it (Backend::takeKernelError).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/KernelChecks.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dsc::rt {
+
+bool checkEmbeddingShapes(std::string &err, const TensorRef &table,
+                          const TensorRef &idx, const TensorRef &out,
+                          int64_t &V, int64_t &C) {
+  if (table.rank != 2)
+    return fail(err, "table must be [V, C], got ", shapeStr(table));
+  V = table.shape[0];
+  C = table.shape[1];
+  std::vector<int64_t> want = shapeOf(idx);
+  want.push_back(C);
+  if (out.rank != int(want.size()) ||
+      !std::equal(want.begin(), want.end(), out.shape))
+    return fail(err, "output has shape ", shapeStr(out), " but needs ",
+                listStr(want.data(), want.size()), " (indices + [C])");
+  return true;
+}
+
+bool checkEmbeddingGradShapes(std::string &err, const TensorRef &idx,
+                              const TensorRef &g, const TensorRef &out,
+                              int64_t &V, int64_t &C) {
+  if (g.rank != idx.rank + 1 ||
+      !std::equal(idx.shape, idx.shape + idx.rank, g.shape))
+    return fail(err, "g has shape ", shapeStr(g), " but indices have shape ",
+                shapeStr(idx), " (need g = indices + [C])");
+  C = g.dim(-1);
+  if (out.rank != 2 || out.shape[1] != C)
+    return fail(err, "output has shape ", shapeStr(out), " but needs [V, ", C,
+                "]");
+  V = out.shape[0];
+  return true;
+}
+
+bool checkTargetShapes(std::string &err, const TensorRef &logits,
+                       const TensorRef &targets) {
+  if (logits.rank < 1 || targets.rank != logits.rank - 1 ||
+      !std::equal(targets.shape, targets.shape + targets.rank, logits.shape))
+    return fail(err, "targets of shape ", shapeStr(targets),
+                " do not match logits of shape ", shapeStr(logits),
+                " (need logits [..., V] and targets [...])");
+  return true;
+}
+
+bool checkOneValue(std::string &err, const TensorRef &t, const char *role) {
+  if (t.numel() != 1)
+    return fail(err, role, " must hold one value, got shape ", shapeStr(t));
+  return true;
+}
+
+bool checkRotary(const KernelArgs &a, bool &inverse, double &theta,
+                 std::string &err) {
+  const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  if (x.rank < 2 || x.dim(-1) % 2 != 0)
+    return fail(err, "x must be [..., T, D] with D even, got ", shapeStr(x));
+  if (!sameShape(x, y))
+    return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
+                shapeStr(x));
+  const int64_t inv = a.intAttrs[0];
+  theta = a.floatAttrs[0];
+  if (inv != 0 && inv != 1)
+    return fail(err, "inverse must be 0 or 1, got ", inv);
+  if (!(theta > 0) || std::isinf(theta))
+    return fail(err, "theta must be positive and finite, got ", theta);
+  inverse = inv == 1;
+  return true;
+}
+
+} // namespace dsc::rt
