@@ -148,6 +148,43 @@ bool checkOneValue(std::string &err, const TensorRef &t, const char *role);
 bool checkRotary(const KernelArgs &a, bool &inverse, double &theta,
                  std::string &err);
 
+//===--- Data movement (ShapeKernelPlans.cpp) -----------------------------===//
+
+/// A shape kernel as one strided copy of `total` elements of `elemSize`
+/// bytes: the walking side is contiguous from its base, the other side is
+/// at layout.strides[0] from its base. Gather walks the destination (it
+/// reads src at the strides); scatter walks the source.
+struct StridedCopy {
+  BroadcastLayout layout;
+  int64_t total = 0;
+  int64_t srcBase = 0, dstBase = 0; ///< in elements
+  bool scatter = false;
+  size_t elemSize = 0;
+};
+/// ds.transpose, ds.slice, ds.broadcast (gathers) and ds.pad (a scatter of
+/// x into an output the backend first zeroes).
+bool planTranspose(const KernelArgs &a, StridedCopy &plan, std::string &err);
+bool planSlice(const KernelArgs &a, StridedCopy &plan, std::string &err);
+bool planPad(const KernelArgs &a, StridedCopy &plan, std::string &err);
+bool planBroadcast(const KernelArgs &a, StridedCopy &plan, std::string &err);
+
+/// ds.concat and ds.split along an axis: `outer` blocks, each operand
+/// contributing its dim along the axis times `innerBytes` per block.
+struct AxisBlocks {
+  int64_t outer = 0, innerBytes = 0;
+};
+bool checkConcat(const KernelArgs &a, AxisBlocks &blocks, std::string &err);
+bool checkSplit(const KernelArgs &a, AxisBlocks &blocks, std::string &err);
+/// ds.iota: element i is (i / inner) % size; the dtype is f32, f64, i32 or
+/// i64.
+bool checkIota(const KernelArgs &a, int64_t &size, int64_t &inner,
+               std::string &err);
+/// The reductions: `reduced` marks x's reduced dims (axes strictly
+/// increasing), `count` is how many elements each output sums, the output
+/// is x without those dims or with them as 1.
+bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
+                 std::string &err);
+
 //===--- ds.matmul --------------------------------------------------------===//
 
 /// ds.matmul's operands resolved: a [..., M, K] ([..., K, M] transposed), b

@@ -30,25 +30,30 @@ namespace dsc::rt::cpu {
 
 // The checks every backend shares (runtime/kernels/KernelChecks.h), under
 // the names the CPU kernels have always used.
+using rt::AxisBlocks;
 using rt::broadcastLayout;
 using rt::BroadcastLayout;
 using rt::broadcastsTo;
 using rt::checkAddLayerNorm;
 using rt::checkBiasRows;
 using rt::checkBroadcastBinary;
+using rt::checkConcat;
 using rt::checkEmbeddingGradShapes;
 using rt::checkEmbeddingShapes;
 using rt::checkGeluApprox;
+using rt::checkIota;
 using rt::checkLayerNorm;
 using rt::checkLayerNormGrad;
 using rt::checkMatmul;
 using rt::checkOneValue;
+using rt::checkReduce;
 using rt::checkRmsNorm;
 using rt::checkRmsNormGrad;
 using rt::checkRotary;
 using rt::checkSameShapes;
 using rt::checkSoftmax;
 using rt::checkSoftmaxGrad;
+using rt::checkSplit;
 using rt::checkTargetShapes;
 using rt::dimProduct;
 using rt::expectAllF32;
@@ -60,10 +65,15 @@ using rt::kMaxRank;
 using rt::lastDimRows;
 using rt::listStr;
 using rt::MatmulShape;
+using rt::planBroadcast;
+using rt::planPad;
+using rt::planSlice;
+using rt::planTranspose;
 using rt::sameBuffer;
 using rt::sameShape;
 using rt::shapeOf;
 using rt::shapeStr;
+using rt::StridedCopy;
 
 /// A kernel body; `err` is set without the kernel-name prefix.
 using Body = bool (*)(const KernelArgs &args, std::string &err);

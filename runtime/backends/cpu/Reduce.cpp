@@ -44,32 +44,10 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
   if (!expectAllF32(a, err))
     return false;
   const TensorRef &x = a.inputs[0], &y = a.outputs[0];
-  const int64_t *axes = a.intAttrs;
-  const size_t numAxes = a.numIntAttrs;
-  bool reduced[kMaxRank] = {};
-  for (size_t i = 0; i < numAxes; ++i) {
-    if (axes[i] < 0 || axes[i] >= x.rank || (i > 0 && axes[i] <= axes[i - 1]))
-      return fail(err, "axes ", listStr(axes, numAxes),
-                  " must be strictly increasing and within rank ", x.rank);
-    reduced[axes[i]] = true;
-  }
-  // The output is x's shape without the reduced dims, or with them as 1.
-  const bool keepdim = y.rank == x.rank;
-  std::vector<int64_t> want;
-  int64_t count = 1;
-  for (int d = 0; d < x.rank; ++d) {
-    if (reduced[d])
-      count *= x.shape[d];
-    if (!reduced[d])
-      want.push_back(x.shape[d]);
-    else if (keepdim)
-      want.push_back(1);
-  }
-  if (y.rank != int(want.size()) ||
-      !std::equal(want.begin(), want.end(), y.shape))
-    return fail(err, "output has shape ", shapeStr(y), " but reducing ",
-                shapeStr(x), " over ", listStr(axes, numAxes), " gives ",
-                listStr(want.data(), want.size()), " (or with kept dims)");
+  bool reduced[kMaxRank];
+  int64_t count;
+  if (!checkReduce(a, reduced, count, err))
+    return false;
   const float *xp = x.f32();
   float *yp = y.f32();
   const int64_t outN = y.numel();

@@ -75,6 +75,16 @@ constexpr Spec kSpecs[] = {
     {"ds.cross_entropy_grad", FP ",idx," FP "->" FP, 3, 1, 1, 0, Alias::AnyInput, crossEntropyGradBody},
     {"ds.embedding",        FP ",idx->" FP,         2, 1, 0, 0, Alias::None,     embeddingBody},
     {"ds.embedding_grad",   "idx," FP "->" FP,      2, 1, 0, 0, Alias::None,     embeddingGradBody},
+    {"ds.broadcast",        "T->T",                 1, 1, 0, 0, Alias::None,     broadcastBody},
+    {"ds.concat",           "T*->T",               -1, 1, 1, 0, Alias::None,     concatBody},
+    {"ds.iota",             "->f32|f64|i32|i64",    0, 1, 1, 0, Alias::None,     iotaBody},
+    {"ds.pad",              "T->T",                 1, 1, -1, 0, Alias::None,    padBody},
+    {"ds.reduce_max",       UNARY,                  1, 1, -1, 0, Alias::None,    reduceMaxBody},
+    {"ds.reduce_mean",      UNARY,                  1, 1, -1, 0, Alias::None,    reduceMeanBody},
+    {"ds.reduce_sum",       UNARY,                  1, 1, -1, 0, Alias::None,    reduceSumBody},
+    {"ds.slice",            "T->T",                 1, 1, -1, 0, Alias::None,    sliceBody},
+    {"ds.split",            "T->T*",                1, -1, 1, 0, Alias::None,    splitBody},
+    {"ds.transpose",        "T->T",                 1, 1, -1, 0, Alias::None,    transposeBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);

@@ -63,6 +63,18 @@ bool embeddingBody(const KernelArgs &, std::string &);
 bool embeddingGradBody(const KernelArgs &, std::string &);
 bool crossEntropyBody(const KernelArgs &, std::string &);
 bool crossEntropyGradBody(const KernelArgs &, std::string &);
+// Shape.cu
+bool transposeBody(const KernelArgs &, std::string &);
+bool sliceBody(const KernelArgs &, std::string &);
+bool padBody(const KernelArgs &, std::string &);
+bool broadcastBody(const KernelArgs &, std::string &);
+bool concatBody(const KernelArgs &, std::string &);
+bool splitBody(const KernelArgs &, std::string &);
+bool iotaBody(const KernelArgs &, std::string &);
+// Reduce.cu
+bool reduceSumBody(const KernelArgs &, std::string &);
+bool reduceMeanBody(const KernelArgs &, std::string &);
+bool reduceMaxBody(const KernelArgs &, std::string &);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 

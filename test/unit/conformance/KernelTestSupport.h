@@ -203,26 +203,9 @@ inline rt::Backend &backend() {
 /// a listed one appears in the backend's table (so the list only shrinks).
 inline const std::map<std::string, std::set<std::string>> kPendingKernels = {
     {"cuda",
-     {"ds.adamw",
-      "ds.adamw_round",
-      "ds.attention",
-      "ds.attention_grad",
-      "ds.broadcast",
-      "ds.concat",
-      "ds.iota",
-      "ds.pad",
-      "ds.reduce_max",
-      "ds.reduce_mean",
-      "ds.reduce_sum",
-      "ds.rotary",
-      "ds.slice",
-      "ds.split",
-      "ds.transpose",
-      "comm.all_gather",
-      "comm.all_reduce",
-      "comm.broadcast",
-      "comm.reduce_scatter",
-      "dist.shard"}},
+     {"ds.adamw", "ds.adamw_round", "ds.attention", "ds.attention_grad",
+      "ds.rotary", "comm.all_gather", "comm.all_reduce", "comm.broadcast",
+      "comm.reduce_scatter", "dist.shard"}},
 };
 inline bool isPending(std::string_view backend, const std::string &kernel) {
   auto it = kPendingKernels.find(std::string(backend));

@@ -1,0 +1,156 @@
+//===- Reduce.cu - reduce_sum, reduce_mean, reduce_max --------------------===//
+//
+// Each output element reduces its `count` elements of x, addressed by the
+// kept dims' and the reduced dims' strides (the same checks as the CPU
+// backend, runtime/kernels/ShapeKernelPlans.cpp). Sums accumulate in
+// double; max propagates NaN, as on the CPU. Short reductions take a
+// thread per output, long ones a block per output with a fixed-order
+// block reduction, so results do not vary from run to run.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/DeviceSupport.cuh"
+
+#include <cmath>
+
+namespace dsc::rt::cuda {
+namespace {
+
+enum Kind : int { kSum, kMean, kMax };
+
+/// Kept and reduced dims of x with their element strides in x.
+struct Walk {
+  int kept = 0, red = 0;
+  int64_t keptShape[kMaxRank], keptStride[kMaxRank];
+  int64_t redShape[kMaxRank], redStride[kMaxRank];
+};
+
+__device__ int64_t offsetOf(int64_t i, int rank, const int64_t *shape,
+                            const int64_t *stride) {
+  int64_t off = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    off += (i % shape[d]) * stride[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
+__device__ __forceinline__ float maxNan(float acc, float v) {
+  return (v > acc || v != v) ? v : acc;
+}
+
+// One output per thread.
+__global__ void reduceThreads(const void *x, Storage sx, void *y, Storage sy,
+                              Walk w, int64_t outN, int64_t count, Kind kind,
+                              double scale) {
+  DSC_GRID_STRIDE(o, outN) {
+    const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
+    double sum = 0;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < count; ++j) {
+      float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
+      if (kind == kMax)
+        mx = maxNan(mx, v);
+      else
+        sum += v;
+    }
+    store(y, sy, o, kind == kMax ? mx : float(sum * scale));
+  }
+}
+
+// One output per block.
+__global__ void reduceBlocks(const void *x, Storage sx, void *y, Storage sy,
+                             Walk w, int64_t outN, int64_t count, Kind kind,
+                             double scale) {
+  __shared__ double red[33];
+  __shared__ float redMax[32];
+  for (int64_t o = blockIdx.x; o < outN; o += gridDim.x) {
+    const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
+    double sum = 0;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+      float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
+      if (kind == kMax)
+        mx = maxNan(mx, v);
+      else
+        sum += v;
+    }
+    if (kind == kMax) {
+      for (int off = 16; off > 0; off /= 2)
+        mx = maxNan(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      __syncthreads();
+      if (threadIdx.x % 32 == 0)
+        redMax[threadIdx.x / 32] = mx;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float m = -INFINITY;
+        for (int k = 0; k < int(blockDim.x / 32); ++k)
+          m = maxNan(m, redMax[k]);
+        store(y, sy, o, m);
+      }
+    } else {
+      sum = blockSum(sum, red);
+      if (threadIdx.x == 0)
+        store(y, sy, o, float(sum * scale));
+    }
+  }
+}
+
+__global__ void fillValue(void *y, Storage sy, float v, int64_t n) {
+  DSC_GRID_STRIDE(i, n) { store(y, sy, i, v); }
+}
+
+bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
+  bool reduced[kMaxRank];
+  int64_t count;
+  if (!expectFloatStorage(a, err) || !checkReduce(a, reduced, count, err))
+    return false;
+  const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  const int64_t outN = y.numel();
+  if (outN == 0)
+    return true;
+  cudaStream_t s = streamOf(a);
+  if (count == 0) { // an empty reduction: the identity (mean: 0/0)
+    float v = kind == kMax ? -INFINITY : kind == kSum ? 0.0f : NAN;
+    fillValue<<<gridFor(outN), kBlock, 0, s>>>(y.data, storage(y), v, outN);
+    return launched(err);
+  }
+  Walk w;
+  int64_t stride = 1;
+  int64_t strides[kMaxRank];
+  for (int d = x.rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= x.shape[d];
+  }
+  for (int d = 0; d < x.rank; ++d) {
+    if (reduced[d]) {
+      w.redShape[w.red] = x.shape[d];
+      w.redStride[w.red++] = strides[d];
+    } else {
+      w.keptShape[w.kept] = x.shape[d];
+      w.keptStride[w.kept++] = strides[d];
+    }
+  }
+  const double scale = kind == kMean ? 1.0 / double(count) : 1.0;
+  if (count < 2048)
+    reduceThreads<<<gridFor(outN), kBlock, 0, s>>>(
+        x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
+  else
+    reduceBlocks<<<unsigned(outN < (1 << 20) ? outN : (1 << 20)), 256, 0, s>>>(
+        x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
+  return launched(err);
+}
+
+} // namespace
+
+bool reduceSumBody(const KernelArgs &a, std::string &e) {
+  return reduceBody(kSum, a, e);
+}
+bool reduceMeanBody(const KernelArgs &a, std::string &e) {
+  return reduceBody(kMean, a, e);
+}
+bool reduceMaxBody(const KernelArgs &a, std::string &e) {
+  return reduceBody(kMax, a, e);
+}
+
+} // namespace dsc::rt::cuda

@@ -1,0 +1,174 @@
+//===- Shape.cu - transpose, slice, pad, broadcast, concat, split, iota ---===//
+//
+// Each kernel's arguments become the same StridedCopy plan as on the CPU
+// backend (runtime/kernels/ShapeKernelPlans.cpp), executed here as one
+// gather or scatter with a thread per element, moving 2-, 4- or 8-byte
+// words; concat and split are one 2-D copy per operand
+// (cudaMemcpy2DAsync), which the copy engines do at full bandwidth.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/DeviceSupport.cuh"
+
+namespace dsc::rt::cuda {
+namespace {
+
+template <typename W>
+__global__ void stridedCopyKernel(const W *src, W *dst, BroadcastLayout l,
+                                  int64_t total, bool scatter) {
+  DSC_GRID_STRIDE(i, total) {
+    int64_t off = 0, rem = i;
+    for (int d = l.rank - 1; d >= 0; --d) {
+      off += (rem % l.shape[d]) * l.strides[0][d];
+      rem /= l.shape[d];
+    }
+    if (scatter)
+      dst[off] = src[i];
+    else
+      dst[i] = src[off];
+  }
+}
+
+bool runPlan(const KernelArgs &a, const StridedCopy &p, const void *src,
+             void *dst, std::string &err) {
+  if (p.total == 0)
+    return true;
+  cudaStream_t s = streamOf(a);
+  const unsigned grid = gridFor(p.total);
+  switch (p.elemSize) {
+  case 2:
+    stridedCopyKernel<<<grid, kBlock, 0, s>>>(
+        static_cast<const uint16_t *>(src) + p.srcBase,
+        static_cast<uint16_t *>(dst) + p.dstBase, p.layout, p.total, p.scatter);
+    break;
+  case 4:
+    stridedCopyKernel<<<grid, kBlock, 0, s>>>(
+        static_cast<const uint32_t *>(src) + p.srcBase,
+        static_cast<uint32_t *>(dst) + p.dstBase, p.layout, p.total, p.scatter);
+    break;
+  case 8:
+    stridedCopyKernel<<<grid, kBlock, 0, s>>>(
+        static_cast<const uint64_t *>(src) + p.srcBase,
+        static_cast<uint64_t *>(dst) + p.dstBase, p.layout, p.total, p.scatter);
+    break;
+  default:
+    return fail(err, "unsupported element size ", p.elemSize);
+  }
+  return launched(err);
+}
+
+bool copy2d(const KernelArgs &a, void *dst, int64_t dpitch, const void *src,
+            int64_t spitch, int64_t width, int64_t height, std::string &err) {
+  if (width == 0 || height == 0)
+    return true;
+  cudaError_t status =
+      cudaMemcpy2DAsync(dst, size_t(dpitch), src, size_t(spitch), size_t(width),
+                        size_t(height), cudaMemcpyDeviceToDevice, streamOf(a));
+  return status == cudaSuccess ||
+         fail(err, "cudaMemcpy2DAsync: ", cudaGetErrorString(status));
+}
+
+template <typename T>
+__global__ void iotaKernel(T *y, int64_t size, int64_t inner, int64_t n) {
+  DSC_GRID_STRIDE(i, n) { y[i] = T((i / inner) % size); }
+}
+
+} // namespace
+
+bool transposeBody(const KernelArgs &a, std::string &err) {
+  StridedCopy p;
+  return planTranspose(a, p, err) &&
+         runPlan(a, p, a.inputs[0].data, a.outputs[0].data, err);
+}
+
+bool sliceBody(const KernelArgs &a, std::string &err) {
+  StridedCopy p;
+  return planSlice(a, p, err) &&
+         runPlan(a, p, a.inputs[0].data, a.outputs[0].data, err);
+}
+
+bool broadcastBody(const KernelArgs &a, std::string &err) {
+  StridedCopy p;
+  return planBroadcast(a, p, err) &&
+         runPlan(a, p, a.inputs[0].data, a.outputs[0].data, err);
+}
+
+bool padBody(const KernelArgs &a, std::string &err) {
+  StridedCopy p;
+  if (!planPad(a, p, err))
+    return false;
+  const TensorRef &y = a.outputs[0];
+  if (y.numel() > 0) {
+    cudaError_t status = cudaMemsetAsync(
+        y.data, 0, size_t(y.numel()) * dtypeSize(y.dtype), streamOf(a));
+    if (status != cudaSuccess)
+      return fail(err, "cudaMemsetAsync: ", cudaGetErrorString(status));
+  }
+  return runPlan(a, p, a.inputs[0].data, y.data, err);
+}
+
+bool concatBody(const KernelArgs &a, std::string &err) {
+  AxisBlocks b;
+  if (!checkConcat(a, b, err))
+    return false;
+  const int64_t axis = a.intAttrs[0];
+  const int64_t row = a.outputs[0].shape[axis] * b.innerBytes;
+  int64_t at = 0;
+  for (size_t i = 0; i < a.numInputs; ++i) {
+    const int64_t chunk = a.inputs[i].shape[axis] * b.innerBytes;
+    if (!copy2d(a, static_cast<char *>(a.outputs[0].data) + at, row,
+                a.inputs[i].data, chunk, chunk, b.outer, err))
+      return false;
+    at += chunk;
+  }
+  return true;
+}
+
+bool splitBody(const KernelArgs &a, std::string &err) {
+  AxisBlocks b;
+  if (!checkSplit(a, b, err))
+    return false;
+  const int64_t axis = a.intAttrs[0];
+  const int64_t row = a.inputs[0].shape[axis] * b.innerBytes;
+  int64_t at = 0;
+  for (size_t i = 0; i < a.numOutputs; ++i) {
+    const int64_t chunk = a.outputs[i].shape[axis] * b.innerBytes;
+    if (!copy2d(a, a.outputs[i].data, chunk,
+                static_cast<const char *>(a.inputs[0].data) + at, row, chunk,
+                b.outer, err))
+      return false;
+    at += chunk;
+  }
+  return true;
+}
+
+bool iotaBody(const KernelArgs &a, std::string &err) {
+  int64_t size, inner;
+  if (!checkIota(a, size, inner, err))
+    return false;
+  const TensorRef &y = a.outputs[0];
+  const int64_t n = y.numel();
+  if (n == 0)
+    return true;
+  cudaStream_t s = streamOf(a);
+  switch (y.dtype) {
+  case DType::f32:
+    iotaKernel<<<gridFor(n), kBlock, 0, s>>>(static_cast<float *>(y.data), size,
+                                             inner, n);
+    break;
+  case DType::f64:
+    iotaKernel<<<gridFor(n), kBlock, 0, s>>>(static_cast<double *>(y.data),
+                                             size, inner, n);
+    break;
+  case DType::i32:
+    iotaKernel<<<gridFor(n), kBlock, 0, s>>>(static_cast<int32_t *>(y.data),
+                                             size, inner, n);
+    break;
+  default:
+    iotaKernel<<<gridFor(n), kBlock, 0, s>>>(static_cast<int64_t *>(y.data),
+                                             size, inner, n);
+  }
+  return launched(err);
+}
+
+} // namespace dsc::rt::cuda
