@@ -185,6 +185,31 @@ bool checkIota(const KernelArgs &a, int64_t &size, int64_t &inner,
 bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
                  std::string &err);
 
+//===--- AdamW (OptimizerKernelChecks.cpp) --------------------------------===//
+
+/// ds.adamw and ds.adamw_round: p, m, v and the outputs p', m', v' f32 of
+/// p's shape, g of p's shape; lr, step and scale one f32 value each; betas
+/// in [0, 1), eps and weight decay finite and >= 0.
+bool checkAdamw(const KernelArgs &args, std::string &err);
+/// ds.adamw_round's own operands, checked before checkAdamw's: g f32, f16 or
+/// bf16, and p16 f16 or bf16 of p's shape.
+bool checkAdamwRound(const KernelArgs &args, std::string &err);
+
+//===--- Attention (AttentionKernelChecks.cpp) ----------------------------===//
+
+struct AttentionDims {
+  int64_t B, H, Tq, Tk, D, Dv;
+};
+/// q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv]; causal 0 or 1; a
+/// finite scale.
+bool checkAttention(const KernelArgs &a, AttentionDims &d, bool &causal,
+                    double &scale, std::string &err);
+/// ds.attention's output [B, H, Tq, Dv] (after checkAttention).
+bool checkAttentionOutput(const KernelArgs &a, std::string &err);
+/// ds.attention_grad's g [B, H, Tq, Dv] and dq, dk, dv of q's, k's and
+/// v's shapes (after checkAttention).
+bool checkAttentionGrad(const KernelArgs &a, std::string &err);
+
 //===--- ds.matmul --------------------------------------------------------===//
 
 /// ds.matmul's operands resolved: a [..., M, K] ([..., K, M] transposed), b

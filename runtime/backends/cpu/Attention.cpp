@@ -31,36 +31,14 @@ bool attentionDims(std::string &err, const KernelArgs &a, Dims &d, bool &causal,
                    float &scale) {
   if (!expectAllF32(a, err))
     return false;
-  const TensorRef &q = a.inputs[0], &k = a.inputs[1], &v = a.inputs[2];
-  if (q.rank != 4 || k.rank != 4 || v.rank != 4)
-    return fail(err, "q, k, v must be rank 4 [B, H, T, D], got ", shapeStr(q),
-                ", ", shapeStr(k), ", ", shapeStr(v));
-  d = {q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
-  if (k.shape[0] != d.B || k.shape[1] != d.H || k.shape[3] != d.D ||
-      v.shape[0] != d.B || v.shape[1] != d.H || v.shape[2] != d.Tk)
-    return fail(err, "incompatible shapes q ", shapeStr(q), ", k ", shapeStr(k),
-                ", v ", shapeStr(v),
-                " (need k [B, H, Tk, D] and v [B, H, Tk, Dv])");
-  int64_t causalAttr = a.intAttrs[0];
-  if (causalAttr != 0 && causalAttr != 1)
-    return fail(err, "causal must be 0 or 1, got ", causalAttr);
-  causal = causalAttr == 1;
-  double s = a.floatAttrs[0];
-  if (!std::isfinite(s))
-    return fail(err, "scale must be finite, got ", s);
+  AttentionDims dims;
+  double s;
+  if (!checkAttention(a, dims, causal, s, err))
+    return false;
+  d = {dims.B, dims.H, dims.Tq, dims.Tk, dims.D, dims.Dv};
   scale = float(s);
   if (std::max({d.Tq, d.Tk, d.D, d.Dv}) > blasIntMax())
     return fail(err, "dims exceed the BLAS index range");
-  return true;
-}
-
-bool expectShape(std::string &err, const TensorRef &t, const char *role,
-                 std::initializer_list<int64_t> dims) {
-  std::vector<int64_t> want(dims);
-  if (t.rank != int(want.size()) ||
-      !std::equal(want.begin(), want.end(), t.shape))
-    return fail(err, role, " has shape ", shapeStr(t), " but needs ",
-                listStr(want.data(), want.size()));
   return true;
 }
 
@@ -146,8 +124,7 @@ bool attentionBody(const KernelArgs &a, std::string &err) {
   Dims d;
   bool causal;
   float scale;
-  if (!attentionDims(err, a, d, causal, scale) ||
-      !expectShape(err, a.outputs[0], "the output", {d.B, d.H, d.Tq, d.Dv}))
+  if (!attentionDims(err, a, d, causal, scale) || !checkAttentionOutput(a, err))
     return false;
   if (a.outputs[0].numel() == 0)
     return true;
@@ -178,11 +155,7 @@ bool attentionGradBody(const KernelArgs &a, std::string &err) {
   Dims d;
   bool causal;
   float scale;
-  if (!attentionDims(err, a, d, causal, scale) ||
-      !expectShape(err, a.inputs[3], "g", {d.B, d.H, d.Tq, d.Dv}) ||
-      !expectShape(err, a.outputs[0], "dq", {d.B, d.H, d.Tq, d.D}) ||
-      !expectShape(err, a.outputs[1], "dk", {d.B, d.H, d.Tk, d.D}) ||
-      !expectShape(err, a.outputs[2], "dv", {d.B, d.H, d.Tk, d.Dv}))
+  if (!attentionDims(err, a, d, causal, scale) || !checkAttentionGrad(a, err))
     return false;
   float *dq = a.outputs[0].f32(), *dk = a.outputs[1].f32(),
         *dv = a.outputs[2].f32();

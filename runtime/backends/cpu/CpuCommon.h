@@ -30,11 +30,17 @@ namespace dsc::rt::cpu {
 
 // The checks every backend shares (runtime/kernels/KernelChecks.h), under
 // the names the CPU kernels have always used.
+using rt::AttentionDims;
 using rt::AxisBlocks;
 using rt::broadcastLayout;
 using rt::BroadcastLayout;
 using rt::broadcastsTo;
+using rt::checkAdamw;
+using rt::checkAdamwRound;
 using rt::checkAddLayerNorm;
+using rt::checkAttention;
+using rt::checkAttentionGrad;
+using rt::checkAttentionOutput;
 using rt::checkBiasRows;
 using rt::checkBroadcastBinary;
 using rt::checkConcat;

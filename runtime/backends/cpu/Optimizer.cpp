@@ -49,35 +49,15 @@ void adamwRange(const AdamConsts &k, const float *__restrict p,
   }
 }
 
-/// The checks both AdamW kernels share (p, m, v and the 3 outputs f32 of
-/// p's shape; g of p's shape; lr, step, scale scalars) and the step's
-/// constants. `skip`: the scale is not finite (ds.overflow_guard).
+/// The checks both AdamW kernels share (KernelChecks.h: checkAdamw), the
+/// step number, and the step's constants. `skip`: the scale is not finite
+/// (ds.overflow_guard).
 bool prepare(const KernelArgs &args, AdamConsts &k, bool &skip,
              std::string &err) {
-  const TensorRef *in = args.inputs, *out = args.outputs;
-  const char *names[] = {"p", "g", "m", "v"};
-  for (int i = 0; i < 4; ++i)
-    if (i != 1 && in[i].dtype != DType::f32)
-      return fail(err, names[i], " is ", dtypeName(in[i].dtype),
-                  ", expected f32");
-  for (int i = 1; i < 4; ++i)
-    if (!sameShape(in[i], in[0]))
-      return fail(err, names[i], " has shape ", shapeStr(in[i]),
-                  " but p has shape ", shapeStr(in[0]));
-  const char *outNames[] = {"p'", "m'", "v'"};
-  for (int i = 0; i < 3; ++i) {
-    if (out[i].dtype != DType::f32)
-      return fail(err, "output ", outNames[i], " is ", dtypeName(out[i].dtype),
-                  ", expected f32");
-    if (!sameShape(out[i], in[0]))
-      return fail(err, "output ", outNames[i], " has shape ", shapeStr(out[i]),
-                  " but p has shape ", shapeStr(in[0]));
-  }
-  float lr, stepF, scale;
-  if (!scalarOperand(err, in[4], "lr", lr) ||
-      !scalarOperand(err, in[5], "step", stepF) ||
-      !scalarOperand(err, in[6], "scale", scale))
+  if (!checkAdamw(args, err))
     return false;
+  const TensorRef *in = args.inputs;
+  const float lr = *in[4].f32(), stepF = *in[5].f32(), scale = *in[6].f32();
   skip = !std::isfinite(scale);
   if (skip) // the step number need not be valid then: nothing reads it
     return true;
@@ -85,11 +65,6 @@ bool prepare(const KernelArgs &args, AdamConsts &k, bool &skip,
     return fail(err, "step must be an integer >= 1, got ", stepF);
   const double beta1 = args.floatAttrs[0], beta2 = args.floatAttrs[1];
   const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-    return fail(err, "betas must be in [0, 1), got (", beta1, ", ", beta2, ")");
-  if (!(eps >= 0) || !(wd >= 0) || std::isinf(eps) || std::isinf(wd))
-    return fail(err, "eps and weight_decay must be finite and >= 0, got ", eps,
-                " and ", wd);
   const double c1 = 1.0 - std::pow(beta1, double(stepF));
   const double c2 = 1.0 - std::pow(beta2, double(stepF));
   k = AdamConsts{
@@ -139,14 +114,9 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
 // conversions the widened ds.adamw and ds.cast use, so the bits are theirs.
 bool adamwRoundBody(const KernelArgs &args, std::string &err) {
   const TensorRef *in = args.inputs, *out = args.outputs;
+  if (!checkAdamwRound(args, err))
+    return false;
   const DType gt = in[1].dtype, pt = out[3].dtype;
-  if (gt != DType::f32 && gt != DType::f16 && gt != DType::bf16)
-    return fail(err, "g is ", dtypeName(gt), ", expected f32, f16 or bf16");
-  if (pt != DType::f16 && pt != DType::bf16)
-    return fail(err, "output p16 is ", dtypeName(pt), ", expected f16 or bf16");
-  if (!sameShape(out[3], in[0]))
-    return fail(err, "output p16 has shape ", shapeStr(out[3]),
-                " but p has shape ", shapeStr(in[0]));
   AdamConsts k{};
   bool skip = false;
   if (!prepare(args, k, skip, err))

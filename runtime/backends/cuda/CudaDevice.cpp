@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 namespace dsc::rt::cuda {
 namespace {
@@ -149,6 +150,17 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
         ": index " + v + " at position " + at + " is outside [0, " + n +
         "): the table has V = " + n + " rows";
     break;
+  case kAdamwStep:
+  case kAdamwRoundStep: {
+    float step;
+    uint32_t bits = uint32_t(ctx.badValue);
+    std::memcpy(&step, &bits, sizeof step);
+    std::ostringstream os; // as the CPU kernel prints it
+    os << (ctx.errorBits == kAdamwStep ? "ds.adamw" : "ds.adamw_round")
+       << ": step must be an integer >= 1, got " << step;
+    message = os.str();
+    break;
+  }
   default:
     message = std::string(ctx.errorBits == kCrossEntropyTarget
                               ? "ds.cross_entropy"

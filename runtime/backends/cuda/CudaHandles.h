@@ -37,6 +37,9 @@ enum RunError : uint32_t {
   kEmbeddingGradIndex = 2,     ///< ds.embedding_grad: an id outside [0, V)
   kCrossEntropyTarget = 3,     ///< ds.cross_entropy: a bad target
   kCrossEntropyGradTarget = 4, ///< ds.cross_entropy_grad: a bad target
+  kAdamwStep = 5,      ///< ds.adamw: step not an integer >= 1 (badValue:
+                       ///< the float's bits)
+  kAdamwRoundStep = 6, ///< ds.adamw_round: the same
 };
 
 /// One plan stream's library handles.

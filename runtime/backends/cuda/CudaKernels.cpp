@@ -85,6 +85,11 @@ constexpr Spec kSpecs[] = {
     {"ds.slice",            "T->T",                 1, 1, -1, 0, Alias::None,    sliceBody},
     {"ds.split",            "T->T*",                1, -1, 1, 0, Alias::None,    splitBody},
     {"ds.transpose",        "T->T",                 1, 1, -1, 0, Alias::None,    transposeBody},
+    {"ds.adamw",            "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32", 7, 3, 0, 4, Alias::AdamW, adamwBody},
+    {"ds.adamw_round",      "f32," FP ",f32,f32,f32,f32,f32->f32,f32,f32,f16|bf16", 7, 4, 0, 4, Alias::AdamW, adamwRoundBody},
+    {"ds.attention",        FP "," FP "," FP "->" FP, 3, 1, 1, 1, Alias::None,   attentionBody},
+    {"ds.attention_grad",   FP "," FP "," FP "," FP "->" FP "," FP "," FP, 4, 3, 1, 1, Alias::None, attentionGradBody},
+    {"ds.rotary",           UNARY,                  1, 1, 1, 1, Alias::AnyInput, rotaryBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);

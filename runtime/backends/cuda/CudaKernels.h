@@ -75,6 +75,13 @@ bool iotaBody(const KernelArgs &, std::string &);
 bool reduceSumBody(const KernelArgs &, std::string &);
 bool reduceMeanBody(const KernelArgs &, std::string &);
 bool reduceMaxBody(const KernelArgs &, std::string &);
+// Optimizer.cu
+bool adamwBody(const KernelArgs &, std::string &);
+bool adamwRoundBody(const KernelArgs &, std::string &);
+// Attention.cu
+bool attentionBody(const KernelArgs &, std::string &);
+bool attentionGradBody(const KernelArgs &, std::string &);
+bool rotaryBody(const KernelArgs &, std::string &);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 

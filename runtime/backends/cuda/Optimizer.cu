@@ -1,0 +1,114 @@
+//===- Optimizer.cu - ds.adamw and ds.adamw_round -------------------------===//
+//
+// PyTorch's AdamW over flat buffers, the CPU backend's formula and float
+// operations (cpu/Optimizer.cpp). lr, step and scale are device scalars:
+// one thread turns them into the step's constants (bias corrections in
+// double) in the stream's scratch, checking the step number on the way,
+// and the element kernel reads them, so a captured graph replays with the
+// current values. A non-finite scale (ds.overflow_guard) leaves p, m and v
+// as they were; ds.adamw_round also rounds the new fp32 master into the
+// 16-bit parameter in the same pass, reading a 16-bit gradient directly.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/DeviceSupport.cuh"
+
+namespace dsc::rt::cuda {
+namespace {
+
+struct AdamConsts {
+  float beta1, oneMinusBeta1, beta2, oneMinusBeta2, eps;
+  float decay;    // 1 - lr * weight_decay
+  float stepSize; // lr / (1 - beta1^step)
+  float invC2;    // 1 / (1 - beta2^step)
+  float scale;
+  int skip;
+};
+
+struct Attrs {
+  double beta1, beta2, eps, wd;
+};
+
+__global__ void adamSetup(const float *lr, const float *step,
+                          const float *scale, Attrs a, AdamConsts *k,
+                          RunContext *run, RunError what) {
+  const float s = *scale, t = *step;
+  k->skip = !isfinite(s);
+  if (k->skip)
+    return; // the step number need not be valid then: nothing reads it
+  if (!(t >= 1) || t != floorf(t) || isinf(t)) {
+    flagBad(run, what, int64_t(__float_as_uint(t)), 0, 0);
+    k->skip = 1; // leave the state alone; the run fails afterwards
+    return;
+  }
+  const double c1 = 1.0 - pow(a.beta1, double(t));
+  const double c2 = 1.0 - pow(a.beta2, double(t));
+  k->beta1 = float(a.beta1);
+  k->oneMinusBeta1 = float(1.0 - a.beta1);
+  k->beta2 = float(a.beta2);
+  k->oneMinusBeta2 = float(1.0 - a.beta2);
+  k->eps = float(a.eps);
+  k->decay = float(1.0 - double(*lr) * a.wd);
+  k->stepSize = float(double(*lr) / c1);
+  k->invC2 = float(1.0 / c2);
+  k->scale = s;
+}
+
+__global__ void adamKernel(const AdamConsts *kp, const float *p, const void *g,
+                           Storage sg, const float *m, const float *v,
+                           float *pOut, float *mOut, float *vOut, void *p16,
+                           Storage s16, int64_t n) {
+  const AdamConsts k = *kp;
+  DSC_GRID_STRIDE(i, n) {
+    float pi = p[i], mi = m[i], vi = v[i];
+    if (!k.skip) {
+      float gs = load(g, sg, i) * k.scale;
+      mi = k.beta1 * mi + k.oneMinusBeta1 * gs;
+      vi = k.beta2 * vi + k.oneMinusBeta2 * gs * gs;
+      float denom = sqrtf(vi * k.invC2) + k.eps;
+      pi = pi * k.decay - k.stepSize * mi / denom;
+    }
+    pOut[i] = pi;
+    mOut[i] = mi;
+    vOut[i] = vi;
+    if (p16)
+      store(p16, s16, i, pi);
+  }
+}
+
+bool adam(const KernelArgs &args, bool round, std::string &err) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const CudaHandles *h = handlesOf(args);
+  void *scratch = nullptr;
+  if (!h || !h->run)
+    return fail(err, "needs the CUDA backend's run context");
+  if (!scratchOf(args, sizeof(AdamConsts), scratch, err))
+    return false;
+  auto *k = static_cast<AdamConsts *>(scratch);
+  cudaStream_t s = streamOf(args);
+  Attrs attrs{args.floatAttrs[0], args.floatAttrs[1], args.floatAttrs[2],
+              args.floatAttrs[3]};
+  adamSetup<<<1, 1, 0, s>>>(in[4].f32(), in[5].f32(), in[6].f32(), attrs, k,
+                            h->run, round ? kAdamwRoundStep : kAdamwStep);
+  const int64_t n = in[0].numel();
+  if (n > 0)
+    adamKernel<<<gridFor(n), kBlock, 0, s>>>(
+        k, in[0].f32(), in[1].data, storage(in[1]), in[2].f32(), in[3].f32(),
+        out[0].f32(), out[1].f32(), out[2].f32(), round ? out[3].data : nullptr,
+        round ? storage(out[3]) : kF32, n);
+  return launched(err);
+}
+
+} // namespace
+
+bool adamwBody(const KernelArgs &args, std::string &err) {
+  return expectAllF32(args, err) && checkAdamw(args, err) &&
+         adam(args, false, err);
+}
+
+bool adamwRoundBody(const KernelArgs &args, std::string &err) {
+  return checkAdamwRound(args, err) && checkAdamw(args, err) &&
+         adam(args, true, err);
+}
+
+} // namespace dsc::rt::cuda
