@@ -210,6 +210,24 @@ bool checkAttentionOutput(const KernelArgs &a, std::string &err);
 /// v's shapes (after checkAttention).
 bool checkAttentionGrad(const KernelArgs &a, std::string &err);
 
+//===--- Collectives (CommKernelChecks.cpp) -------------------------------===//
+
+/// The run's communicator (KernelContext::comm), of the run's world size.
+bool checkCommunicator(const KernelArgs &args, std::string &err,
+                       Communicator *&comm);
+/// comm.all_reduce's and comm.reduce_scatter's scale: finite.
+bool checkCollectiveScale(const KernelArgs &args, std::string &err,
+                          float &scale);
+/// x and out of one dtype; a float one for sums.
+bool checkCollectiveDTypes(std::string &err, const TensorRef &x,
+                           const TensorRef &out, bool sum);
+/// How x's and out's element counts relate.
+enum class Counts { Same, XHoldsAll, OutHoldsAll };
+bool checkCollectiveCounts(std::string &err, const TensorRef &x,
+                           const TensorRef &out, Counts relation, int ranks);
+/// dist.shard: compiled for the run's world size, x = ranks x out.
+bool checkShard(const KernelArgs &args, std::string &err);
+
 //===--- ds.matmul --------------------------------------------------------===//
 
 /// ds.matmul's operands resolved: a [..., M, K] ([..., K, M] transposed), b

@@ -143,3 +143,26 @@ bool fillBody(const KernelArgs &args, std::string &err) {
 }
 
 } // namespace dsc::rt::cuda
+
+namespace dsc::rt::cuda {
+namespace {
+
+__global__ void scaleKernel(void *data, DType t, int64_t n, double scale) {
+  DSC_GRID_STRIDE(i, n) { storeWide(data, t, i, loadWide(data, t, i) * scale); }
+}
+
+} // namespace
+
+bool scaleOnStream(void *data, DType dtype, int64_t n, float scale,
+                   void *stream, std::string &err) {
+  if (scale == 1.0f || n == 0)
+    return true;
+  // f32: float(v * scale) from doubles equals the CPU's float product;
+  // 16-bit: through float and rounded once, as the CPU's scaleInPlace.
+  const double s = dtype == DType::f64 ? double(scale) : double(scale);
+  scaleKernel<<<gridFor(n), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+      data, dtype, n, s);
+  return launched(err);
+}
+
+} // namespace dsc::rt::cuda

@@ -3,9 +3,11 @@
 
 #include "runtime/backends/cuda/CublasLt.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 namespace dsc::rt::cuda {
 namespace {
@@ -79,6 +81,7 @@ bool CudaDevice::open(int device, std::string &err) {
     h.device = device;
     h.run = run;
     h.allowTf32 = tf32;
+    h.owner = this;
     cublasLtHandle_t handle = nullptr;
     if (!cudaOk(cudaStreamCreateWithFlags(&streams[size_t(s)],
                                           cudaStreamNonBlocking),
@@ -100,6 +103,7 @@ bool CudaDevice::open(int device, std::string &err) {
 void CudaDevice::close() {
   std::string unused;
   synchronize(unused);
+  nccl.reset();
   for (int s = 0; s < kNumStreams; ++s) {
     CudaHandles &h = handles[size_t(s)];
     std::string ignored;
@@ -173,6 +177,54 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
                                 cudaMemcpyHostToDevice, s),
                 err, "clearing the run's error") &&
          cudaOk(cudaStreamSynchronize(s), err, "clearing the run's error");
+}
+
+NcclCommunicator *CudaDevice::ncclFor(Communicator *host, std::string &err) {
+  if (!host) {
+    err = "no communicator (collectives run inside a Session)";
+    return nullptr;
+  }
+  if (nccl && ncclHost == host)
+    return nccl.get();
+  nccl = NcclCommunicator::create(*host, err);
+  ncclHost = nccl ? host : nullptr;
+  if (!nccl)
+    err = "cannot start NCCL: " + err;
+  return nccl.get();
+}
+
+bool CudaDevice::finishCollectives(std::string &err) {
+  if (!nccl)
+    return synchronize(err);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    bool done = true;
+    for (cudaStream_t s : streams) {
+      cudaError_t q = s ? cudaStreamQuery(s) : cudaSuccess;
+      if (q == cudaErrorNotReady)
+        done = false;
+      else if (!cudaOk(q, err, "cudaStreamQuery"))
+        return false;
+    }
+    if (done)
+      return true;
+    std::string why = nccl->asyncError();
+    double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (why.empty() && waited > nccl->timeout()) {
+      std::ostringstream os;
+      os << "a collective timed out after " << nccl->timeout()
+         << " s (a rank stopped answering)";
+      why = os.str();
+    }
+    if (!why.empty()) {
+      err = "rank " + std::to_string(nccl->rank()) + ": NCCL: " + why;
+      nccl->abort("an earlier collective");
+      synchronize(why); // the aborted kernels return
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 bool CudaDevice::synchronize(std::string &err) {

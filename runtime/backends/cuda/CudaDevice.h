@@ -10,10 +10,12 @@
 
 #include "runtime/backends/StreamExecutor.h"
 #include "runtime/backends/cuda/CudaHandles.h"
+#include "runtime/backends/cuda/Nccl.h"
 
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <memory>
 #include <string>
 
 namespace dsc::rt::cuda {
@@ -30,6 +32,18 @@ struct CudaDevice {
   std::array<cudaStream_t, kNumStreams> streams{};
   std::array<CudaHandles, kNumStreams> handles{};
   RunContext *run = nullptr; ///< device memory
+  /// The NCCL communicator over the run's ranks, made at the first
+  /// collective from the run's host communicator (ncclFor).
+  std::unique_ptr<NcclCommunicator> nccl;
+  Communicator *ncclHost = nullptr;
+
+  /// The NCCL communicator for `host`'s ranks, made on first use (every
+  /// rank makes it at the same collective); null with one line.
+  NcclCommunicator *ncclFor(Communicator *host, std::string &err);
+  /// Waits for every plan stream; with an NCCL communicator, polls, and
+  /// past its timeout or on an NCCL error aborts it and fails with one
+  /// line naming the rank.
+  bool finishCollectives(std::string &err);
 
   /// Sets up the device, streams and handles; false with one line.
   bool open(int ordinal, std::string &err);

@@ -192,7 +192,11 @@ bool CudaExecutor::capture(const PreparedProgram &program,
 bool CudaExecutor::finish(const PreparedProgram &program,
                           const std::string &what, std::string &error) {
   std::string err, bad;
-  if (!dev_.synchronize(err) || !dev_.takeRunError(bad, err)) {
+  if (!dev_.finishCollectives(err)) {
+    error = what + ": program '" + std::string(program.name) + "': " + err;
+    return false;
+  }
+  if (!dev_.takeRunError(bad, err)) {
     error = what + ": program '" + std::string(program.name) +
             "' failed on the GPU: " + err;
     return false;

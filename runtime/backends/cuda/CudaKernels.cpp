@@ -90,6 +90,17 @@ constexpr Spec kSpecs[] = {
     {"ds.attention",        FP "," FP "," FP "->" FP, 3, 1, 1, 1, Alias::None,   attentionBody},
     {"ds.attention_grad",   FP "," FP "," FP "," FP "->" FP "," FP "," FP, 4, 3, 1, 1, Alias::None, attentionGradBody},
     {"ds.rotary",           UNARY,                  1, 1, 1, 1, Alias::AnyInput, rotaryBody},
+    {"comm.all_gather",     "T->T",                 1, 1, 0, 0, Alias::None,     commAllGatherBody},
+    {"comm.all_reduce",     "f32->f32",             1, 1, 0, 1, Alias::AnyInput, commAllReduceBody},
+    {"comm.all_reduce",     "f64->f64",             1, 1, 0, 1, Alias::AnyInput, commAllReduceBody},
+    {"comm.all_reduce",     "f16->f16",             1, 1, 0, 1, Alias::AnyInput, commAllReduceBody},
+    {"comm.all_reduce",     "bf16->bf16",           1, 1, 0, 1, Alias::AnyInput, commAllReduceBody},
+    {"comm.broadcast",      "T->T",                 1, 1, 1, 0, Alias::AnyInput, commBroadcastBody},
+    {"comm.reduce_scatter", "f32->f32",             1, 1, 0, 1, Alias::None,     commReduceScatterBody},
+    {"comm.reduce_scatter", "f64->f64",             1, 1, 0, 1, Alias::None,     commReduceScatterBody},
+    {"comm.reduce_scatter", "f16->f16",             1, 1, 0, 1, Alias::None,     commReduceScatterBody},
+    {"comm.reduce_scatter", "bf16->bf16",           1, 1, 0, 1, Alias::None,     commReduceScatterBody},
+    {"dist.shard",          "T->T",                 1, 1, 1, 0, Alias::None,     distShardBody},
     // clang-format on
 };
 constexpr size_t kNumSpecs = sizeof(kSpecs) / sizeof(kSpecs[0]);

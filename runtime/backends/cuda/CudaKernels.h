@@ -82,6 +82,15 @@ bool adamwRoundBody(const KernelArgs &, std::string &);
 bool attentionBody(const KernelArgs &, std::string &);
 bool attentionGradBody(const KernelArgs &, std::string &);
 bool rotaryBody(const KernelArgs &, std::string &);
+// Comm.cpp
+bool commAllReduceBody(const KernelArgs &, std::string &);
+bool commReduceScatterBody(const KernelArgs &, std::string &);
+bool commAllGatherBody(const KernelArgs &, std::string &);
+bool commBroadcastBody(const KernelArgs &, std::string &);
+bool distShardBody(const KernelArgs &, std::string &);
+/// data[i] *= scale on `stream` (Cast.cu), rounding once in the dtype.
+bool scaleOnStream(void *data, DType dtype, int64_t n, float scale,
+                   void *stream, std::string &err);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 

@@ -1,0 +1,206 @@
+//===- Nccl.cpp - the ranks' collectives on the GPU through NCCL ----------===//
+#include "runtime/backends/cuda/Nccl.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+namespace dsc::rt::cuda {
+namespace {
+
+struct NcclApi {
+  decltype(&ncclGetUniqueId) getUniqueId;
+  decltype(&ncclCommInitRank) commInitRank;
+  decltype(&ncclCommDestroy) commDestroy;
+  decltype(&ncclCommAbort) commAbort;
+  decltype(&ncclCommGetAsyncError) commGetAsyncError;
+  decltype(&ncclGetErrorString) errorString;
+  decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclReduceScatter) reduceScatter;
+  decltype(&ncclAllGather) allGather;
+  decltype(&ncclBroadcast) broadcast;
+  std::string error;
+};
+
+template <typename Fn>
+bool bind(void *lib, const char *symbol, Fn &fn, std::string &error) {
+  fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
+  if (!fn)
+    error = std::string("NCCL has no ") + symbol;
+  return fn != nullptr;
+}
+
+NcclApi loadNccl() {
+  NcclApi a{};
+  void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    a.error = std::string("cannot load NCCL: ") + dlerror();
+    return a;
+  }
+  std::string &e = a.error;
+  (void)(bind(lib, "ncclGetUniqueId", a.getUniqueId, e) &&
+         bind(lib, "ncclCommInitRank", a.commInitRank, e) &&
+         bind(lib, "ncclCommDestroy", a.commDestroy, e) &&
+         bind(lib, "ncclCommAbort", a.commAbort, e) &&
+         bind(lib, "ncclCommGetAsyncError", a.commGetAsyncError, e) &&
+         bind(lib, "ncclGetErrorString", a.errorString, e) &&
+         bind(lib, "ncclAllReduce", a.allReduce, e) &&
+         bind(lib, "ncclReduceScatter", a.reduceScatter, e) &&
+         bind(lib, "ncclAllGather", a.allGather, e) &&
+         bind(lib, "ncclBroadcast", a.broadcast, e));
+  return a;
+}
+
+const NcclApi &nccl() {
+  static const NcclApi api = loadNccl();
+  return api;
+}
+
+bool ncclType(DType t, ncclDataType_t &out) {
+  switch (t) {
+  case DType::f32:
+    out = ncclFloat32;
+    return true;
+  case DType::f64:
+    out = ncclFloat64;
+    return true;
+  case DType::f16:
+    out = ncclFloat16;
+    return true;
+  case DType::bf16:
+    out = ncclBfloat16;
+    return true;
+  case DType::i32:
+    out = ncclInt32;
+    return true;
+  case DType::i64:
+    out = ncclInt64;
+    return true;
+  }
+  return false;
+}
+
+class Impl final : public NcclCommunicator {
+public:
+  Impl(ncclComm_t comm, int rank, int size, double timeout)
+      : comm_(comm), rank_(rank), size_(size) {
+    setTimeout(timeout);
+  }
+  ~Impl() override {
+    if (comm_)
+      (aborted_ ? nccl().commAbort : nccl().commDestroy)(comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char *kind() const override { return "nccl"; }
+  bool barrier(std::string &error) override {
+    error = "the NCCL communicator has no barrier (use the host's)";
+    return false;
+  }
+  std::string asyncError() override {
+    ncclResult_t async = ncclSuccess;
+    if (nccl().commGetAsyncError(comm_, &async) != ncclSuccess)
+      return "ncclCommGetAsyncError failed";
+    return async == ncclSuccess || async == ncclInProgress
+               ? std::string()
+               : nccl().errorString(async);
+  }
+  void abort(const std::string &why) override {
+    if (!aborted_) {
+      nccl().commAbort(comm_);
+      comm_ = nullptr;
+      aborted_ = true;
+      markFailed(why.c_str());
+    }
+  }
+
+protected:
+  bool doAllReduceSum(const void *in, void *out, size_t count, DType dtype,
+                      void *stream, std::string &error) override {
+    return issue("all_reduce", error, in, out, count, 0, dtype, stream,
+                 [&](ncclDataType_t t, cudaStream_t s) {
+                   return nccl().allReduce(in, out, count, t, ncclSum, comm_,
+                                           s);
+                 });
+  }
+  bool doReduceScatterSum(const void *in, void *out, size_t count, DType dtype,
+                          void *stream, std::string &error) override {
+    return issue("reduce_scatter", error, in, out, count, 0, dtype, stream,
+                 [&](ncclDataType_t t, cudaStream_t s) {
+                   return nccl().reduceScatter(in, out, count, t, ncclSum,
+                                               comm_, s);
+                 });
+  }
+  bool doAllGather(const void *in, void *out, size_t count, DType dtype,
+                   void *stream, std::string &error) override {
+    return issue("all_gather", error, in, out, count, 0, dtype, stream,
+                 [&](ncclDataType_t t, cudaStream_t s) {
+                   return nccl().allGather(in, out, count, t, comm_, s);
+                 });
+  }
+  bool doBroadcast(void *data, size_t count, DType dtype, int root,
+                   void *stream, std::string &error) override {
+    return issue("broadcast", error, data, data, count, root, dtype, stream,
+                 [&](ncclDataType_t t, cudaStream_t s) {
+                   return nccl().broadcast(data, data, count, t, root, comm_,
+                                           s);
+                 });
+  }
+
+private:
+  template <typename Call>
+  bool issue(const char *name, std::string &error, const void *in,
+             const void *out, size_t count, int root, DType dtype, void *stream,
+             Call call) {
+    if (!begin(name, error, in, out, count, root, dtype))
+      return false;
+    ncclDataType_t t;
+    if (!stream || !ncclType(dtype, t)) {
+      error = prefix(name) + (stream ? ": no NCCL type for this dtype"
+                                     : ": NCCL needs a CUDA stream");
+      return false;
+    }
+    if (count == 0)
+      return true;
+    ncclResult_t r = call(t, static_cast<cudaStream_t>(stream));
+    if (r == ncclSuccess)
+      return true;
+    error = prefix(name) + " failed: " + nccl().errorString(r);
+    markFailed(name);
+    return false;
+  }
+
+  ncclComm_t comm_;
+  int rank_, size_;
+  bool aborted_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
+                                                           std::string &error) {
+  const NcclApi &api = nccl();
+  if (!api.error.empty()) {
+    error = api.error;
+    return nullptr;
+  }
+  // Rank 0's id, carried to every rank by the host communicator.
+  ncclUniqueId id{};
+  if (host.rank() == 0 && api.getUniqueId(&id) != ncclSuccess) {
+    error = "ncclGetUniqueId failed";
+    return nullptr;
+  }
+  static_assert(sizeof id % sizeof(int32_t) == 0, "id is whole words");
+  if (!host.broadcast(&id, sizeof id / sizeof(int32_t), DType::i32, 0, nullptr,
+                      error))
+    return nullptr;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = api.commInitRank(&comm, host.size(), id, host.rank());
+  if (r != ncclSuccess) {
+    error = std::string("ncclCommInitRank: ") + api.errorString(r);
+    return nullptr;
+  }
+  return std::make_unique<Impl>(comm, host.rank(), host.size(), host.timeout());
+}
+
+} // namespace dsc::rt::cuda
