@@ -49,15 +49,27 @@ public:
   /// them; the Session calls the variant the dtypes select.
   virtual KernelVariants kernelVariants(std::string_view name) const = 0;
 
+  /// The variants for an instruction placed in `where`: a GPU backend runs
+  /// host-placed instructions (offload's CPU optimizer) with the CPU
+  /// backend's kernels. The same table for both spaces by default.
+  virtual KernelVariants kernelVariants(std::string_view name,
+                                        MemorySpace where) const {
+    (void)where;
+    return kernelVariants(name);
+  }
+
   /// The first variant of `name` (enough for its arity), or null.
-  const KernelInfo *findKernel(std::string_view name) const {
-    KernelVariants v = kernelVariants(name);
+  const KernelInfo *
+  findKernel(std::string_view name,
+             MemorySpace where = MemorySpace::device) const {
+    KernelVariants v = kernelVariants(name, where);
     return v.empty() ? nullptr : v.data;
   }
   /// The variant of `name` that takes these operand dtypes, or null.
-  const KernelInfo *findKernel(std::string_view name, DTypeList inputs,
-                               DTypeList outputs) const {
-    for (const KernelInfo &k : kernelVariants(name))
+  const KernelInfo *
+  findKernel(std::string_view name, DTypeList inputs, DTypeList outputs,
+             MemorySpace where = MemorySpace::device) const {
+    for (const KernelInfo &k : kernelVariants(name, where))
       if (signatureMatches(k.dtypes, inputs, outputs))
         return &k;
     return nullptr;

@@ -62,6 +62,9 @@ struct PreparedInstr {
   /// The backend's queue and handles for this instruction's space and
   /// stream (KernelContext::stream and ::handles).
   StreamResources resources;
+  /// Placed in the host space: a GPU executor runs it on the CPU, in its
+  /// plan stream's order.
+  bool host = false;
   /// (arena, end of the output's bytes) for the high-water mark.
   std::vector<std::pair<uint32_t, uint64_t>> writes;
 };

@@ -258,12 +258,13 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     for (uint32_t id : ids(in->outputs()))
       outs.push_back(buffers_[id].ref.dtype);
     // The verifier checked that the backend has a variant for these dtypes.
+    const MemorySpace where = MemorySpace(static_cast<uint8_t>(in->space()));
     const KernelInfo *info = loaded_.backend().findKernel(
         view(in->kernel()), {ins.data(), ins.size()},
-        {outs.data(), outs.size()});
+        {outs.data(), outs.size()}, where);
     pi.fn = info->fn;
-    pi.resources = loaded_.backend().streamResources(
-        MemorySpace(static_cast<uint8_t>(in->space())), int(in->stream()));
+    pi.host = where == MemorySpace::host;
+    pi.resources = loaded_.backend().streamResources(where, int(in->stream()));
     pi.kernel = info->name;
     pi.loc = view(in->loc());
     for (uint32_t id : ids(in->inputs()))

@@ -344,7 +344,9 @@ private:
       std::string at = cat(prog, " instruction ", i);
       if (!in->kernel() || in->kernel()->size() == 0)
         return fail(cat(at, " has no kernel"));
-      const KernelInfo *info = backend_.findKernel(in->kernel()->string_view());
+      const KernelInfo *info = backend_.findKernel(
+          in->kernel()->string_view(),
+          MemorySpace(static_cast<uint8_t>(in->space())));
       if (!info)
         return fail(cat(at, " uses unknown kernel ", quote(in->kernel())));
       std::string what = cat(at, " (", info->name, ")");
@@ -449,10 +451,11 @@ private:
     for (uint32_t id : ids(in.outputs()))
       outs.push_back(dtypeOf(id));
     DTypeList i{ins.data(), ins.size()}, o{outs.data(), outs.size()};
-    if (backend_.findKernel(info.name, i, o))
+    const MemorySpace where = MemorySpace(static_cast<uint8_t>(in.space()));
+    if (backend_.findKernel(info.name, i, o, where))
       return true;
     std::string have;
-    for (const KernelInfo &k : backend_.kernelVariants(info.name))
+    for (const KernelInfo &k : backend_.kernelVariants(info.name, where))
       have += cat(have.empty() ? "" : " or ", k.dtypes);
     return fail(cat(what, " has no variant for dtypes ", dtypeSignature(i, o),
                     " on backend ", backend_.name(), " (it has ", have, ")"));

@@ -2,6 +2,7 @@
 #include "runtime/backends/cuda/CudaBackend.h"
 
 #include "runtime/backends/Registry.h"
+#include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/backends/cuda/CudaDevice.h"
 #include "runtime/backends/cuda/CudaExecutor.h"
 #include "runtime/backends/cuda/CudaKernels.h"
@@ -30,11 +31,19 @@ public:
   KernelVariants kernelVariants(std::string_view name) const override {
     return cuda::cudaKernelVariants(name);
   }
-  bool runsIn(MemorySpace where) const override {
-    return where == MemorySpace::device;
+  // Host-placed instructions (offload's optimizer) run the CPU backend's
+  // kernels, on the CPU, in their plan stream's order (CudaExecutor.h).
+  KernelVariants kernelVariants(std::string_view name,
+                                MemorySpace where) const override {
+    return where == MemorySpace::host ? cpuKernelVariants(name)
+                                      : cuda::cudaKernelVariants(name);
   }
+  bool runsIn(MemorySpace) const override { return true; }
+  // Host arenas are pinned, so device kernels reach them too (through
+  // unified addressing, at the bus's speed); the CPU reaches host arenas
+  // only.
   bool reaches(MemorySpace where, MemorySpace data) const override {
-    return where == MemorySpace::device && data == MemorySpace::device;
+    return where == MemorySpace::device || data == MemorySpace::host;
   }
   std::unique_ptr<StreamExecutor>
   createExecutor(const ExecutorSpec &spec) const override {
@@ -43,10 +52,15 @@ public:
   }
   StreamResources streamResources(MemorySpace where,
                                   int stream) const override {
-    if (where != MemorySpace::device || stream < 0 || stream >= kNumStreams)
+    if (stream < 0 || stream >= kNumStreams)
       return {};
+    // A host instruction gets its plan stream's queue (for its order) but
+    // no device handles: its kernel is the CPU's.
     return {device_.streams[size_t(stream)],
-            const_cast<cuda::CudaHandles *>(&device_.handles[size_t(stream)])};
+            where == MemorySpace::host
+                ? nullptr
+                : const_cast<cuda::CudaHandles *>(
+                      &device_.handles[size_t(stream)])};
   }
   bool setRunContext(const KernelContext &ctx, std::string &error) override {
     cuda::RunContext values{ctx.seed, ctx.sampleOffset, ctx.step, 0, 0, 0, 0,

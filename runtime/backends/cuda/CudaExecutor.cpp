@@ -63,6 +63,18 @@ private:
     bool uncapturable = false;
   };
 
+  /// A host instruction as a host function's argument: where its operands
+  /// are, the run's context (hostCtx_, rewritten each run before any host
+  /// function can run) and its error, read after the run.
+  struct HostJob {
+    const PreparedInstr *instr = nullptr;
+    const KernelContext *ctx = nullptr;
+    bool failed = false;
+    std::string error;
+  };
+  static void CUDART_CB runHostJob(void *arg);
+  HostJob &hostJob(const PreparedInstr &in);
+
   bool enqueue(const PreparedProgram &program, const KernelContext &ctx,
                const std::string &what, std::string &error, bool timed);
   bool capture(const PreparedProgram &program, const KernelContext &ctx,
@@ -83,7 +95,38 @@ private:
   std::vector<cudaEvent_t> timing_; ///< begin/end per instruction, traced
   std::vector<TraceRecord> trace_;
   std::unordered_map<const PreparedProgram *, Program> programs_;
+  KernelContext hostCtx_;
+  /// By instruction; a map node's address stays put, as the graphs need.
+  std::unordered_map<const PreparedInstr *, HostJob> hostJobs_;
 };
+
+void CUDART_CB CudaExecutor::runHostJob(void *arg) {
+  auto *job = static_cast<HostJob *>(arg);
+  const PreparedInstr &in = *job->instr;
+  KernelContext ctx = *job->ctx;
+  ctx.stream = nullptr;
+  ctx.handles = nullptr;
+  KernelArgs args =
+      makeKernelArgs(in.inputs, in.outputs, in.intAttrs, in.floatAttrs, &ctx);
+  std::string err;
+  bool ok = false;
+  try {
+    ok = in.fn(args, err);
+  } catch (const std::exception &ex) {
+    err = ex.what();
+  }
+  if (!ok && !job->failed) {
+    job->failed = true;
+    job->error = err.empty() ? "no message" : err;
+  }
+}
+
+CudaExecutor::HostJob &CudaExecutor::hostJob(const PreparedInstr &in) {
+  HostJob &job = hostJobs_[&in];
+  job.instr = &in;
+  job.ctx = &hostCtx_;
+  return job;
+}
 
 cudaEvent_t CudaExecutor::timingEvent(size_t k) {
   while (timing_.size() <= k) {
@@ -111,7 +154,10 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
     if (ok && timed)
       ok = cudaOk(cudaEventRecord(timingEvent(2 * i), stream), kernelError,
                   "cudaEventRecord");
-    if (ok) {
+    if (ok && in.host) {
+      ok = cudaOk(cudaLaunchHostFunc(stream, runHostJob, &hostJob(in)),
+                  kernelError, "cudaLaunchHostFunc");
+    } else if (ok) {
       KernelContext instrCtx = ctx;
       instrCtx.stream = in.resources.stream;
       instrCtx.handles = in.resources.handles;
@@ -196,6 +242,22 @@ bool CudaExecutor::finish(const PreparedProgram &program,
     error = what + ": program '" + std::string(program.name) + "': " + err;
     return false;
   }
+  for (const PreparedInstr &in : program.instrs) {
+    if (!in.host)
+      continue;
+    HostJob &job = hostJob(in);
+    if (!job.failed)
+      continue;
+    std::string at(in.kernel);
+    if (!in.loc.empty())
+      at += " at " + std::string(in.loc);
+    error = what + ": program '" + std::string(program.name) +
+            "' instruction " + std::to_string(in.index) + " (" + at +
+            ") failed: " + job.error;
+    job.failed = false;
+    job.error.clear();
+    return false;
+  }
   if (!dev_.takeRunError(bad, err)) {
     error = what + ": program '" + std::string(program.name) +
             "' failed on the GPU: " + err;
@@ -239,6 +301,7 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
     error = what + ": " + err;
     return false;
   }
+  hostCtx_ = ctx; // what host functions of this run read
   Program &state = programs_[&program];
   const bool replay =
       graphs_ && !tracing_ && !state.uncapturable && state.runs >= 1;

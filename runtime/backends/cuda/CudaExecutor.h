@@ -12,6 +12,13 @@
 // launch instead of one per kernel. DSC_CUDA_GRAPHS=0 turns capture off;
 // tracing (--trace) also runs kernel by kernel, with timing events.
 //
+// A host-placed instruction (the CPU backend's kernel over pinned host
+// arenas) becomes a host function on its plan stream (cudaLaunchHostFunc,
+// a host node in the graph): it runs on a CUDA-owned thread once what the
+// stream did before it is done, and the stream goes on when it returns, so
+// the plan's events order it like any kernel. Its error is kept and
+// reported after the run.
+//
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BACKENDS_CUDA_CUDAEXECUTOR_H
 #define DSC_RUNTIME_BACKENDS_CUDA_CUDAEXECUTOR_H
