@@ -177,7 +177,14 @@ TEST(DsrunMain, ExitStatuses) {
 // libraries know none (dsrun registers them, as this test does).
 TEST(Backends, Registry) {
   std::string error;
-  EXPECT_EQ(backendNames(), std::vector<std::string>{"cpu"});
+#if DSC_HAVE_CUDA // compiled in wherever the toolkit was found
+  const std::vector<std::string> names = {"cpu", "cuda"};
+  const std::string has = "cpu, cuda";
+#else
+  const std::vector<std::string> names = {"cpu"};
+  const std::string has = "cpu";
+#endif
+  EXPECT_EQ(backendNames(), names);
   std::unique_ptr<Backend> cpu = createBackend("cpu", error);
   ASSERT_TRUE(cpu) << error;
   EXPECT_EQ(cpu->name(), "cpu");
@@ -194,7 +201,7 @@ TEST(Backends, Registry) {
             std::vector<uint8_t>(bytes, bytes + 3));
   cpu->release(block);
   EXPECT_EQ(createBackend("tpu", error), nullptr);
-  EXPECT_EQ(error, "unknown backend 'tpu' (this build has: cpu)");
+  EXPECT_EQ(error, "unknown backend 'tpu' (this build has: " + has + ")");
 }
 
 } // namespace
