@@ -320,11 +320,10 @@ bool attentionGradBody(const KernelArgs &args, std::string &err) {
   cudaStream_t s = streamOf(args);
   if (a.Tq == 0 || a.pairs == 0) { // no queries: no gradient reaches k, v
     for (int o = 1; o < 3; ++o)
-      if (out[o].numel() > 0 &&
-          cudaMemsetAsync(out[o].data, 0,
-                          size_t(out[o].numel()) * dtypeSize(out[o].dtype),
-                          s) != cudaSuccess)
-        return fail(err, "cudaMemsetAsync failed");
+      if (!zeroOnStream(out[o].data,
+                        size_t(out[o].numel()) * dtypeSize(out[o].dtype), s,
+                        err))
+        return false;
     return launched(err);
   }
   const int64_t rows = a.pairs * a.Tq;

@@ -62,8 +62,8 @@ bool copyBytes(const KernelArgs &args, const void *from, void *to,
                int64_t bytes, std::string &err) {
   if (bytes <= 0 || from == to)
     return true;
-  cudaError_t status = cudaMemcpyAsync(
-      to, from, size_t(bytes), cudaMemcpyDeviceToDevice, streamOf(args));
+  cudaError_t status = cudaMemcpyAsync(to, from, size_t(bytes),
+                                       cudaMemcpyDefault, streamOf(args));
   if (status == cudaSuccess)
     return true;
   return fail(err, "cudaMemcpyAsync: ", cudaGetErrorString(status));
@@ -147,8 +147,21 @@ bool fillBody(const KernelArgs &args, std::string &err) {
 namespace dsc::rt::cuda {
 namespace {
 
+// The product in double, rounded to float, then to the dtype (f64: kept),
+// which is the CPU's scaleInPlace to the bit.
 __global__ void scaleKernel(void *data, DType t, int64_t n, double scale) {
-  DSC_GRID_STRIDE(i, n) { storeWide(data, t, i, loadWide(data, t, i) * scale); }
+  DSC_GRID_STRIDE(i, n) {
+    double v = loadWide(data, t, i) * scale;
+    storeWide(data, t, i, t == DType::f64 ? v : double(float(v)));
+  }
+}
+
+__global__ void zeroKernel(uint32_t *words, int64_t n) {
+  DSC_GRID_STRIDE(i, n) { words[i] = 0; }
+}
+
+__global__ void zeroBytesKernel(unsigned char *bytes, int64_t n) {
+  DSC_GRID_STRIDE(i, n) { bytes[i] = 0; }
 }
 
 } // namespace
@@ -157,11 +170,23 @@ bool scaleOnStream(void *data, DType dtype, int64_t n, float scale,
                    void *stream, std::string &err) {
   if (scale == 1.0f || n == 0)
     return true;
-  // f32: float(v * scale) from doubles equals the CPU's float product;
-  // 16-bit: through float and rounded once, as the CPU's scaleInPlace.
-  const double s = dtype == DType::f64 ? double(scale) : double(scale);
   scaleKernel<<<gridFor(n), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
-      data, dtype, n, s);
+      data, dtype, n, double(scale));
+  return launched(err);
+}
+
+bool zeroOnStream(void *data, size_t bytes, void *stream, std::string &err) {
+  if (bytes == 0)
+    return true;
+  auto s = static_cast<cudaStream_t>(stream);
+  // A kernel, not cudaMemsetAsync: the output may be a pinned host arena,
+  // which kernels reach and memset does not promise to.
+  if (reinterpret_cast<uintptr_t>(data) % 4 == 0 && bytes % 4 == 0)
+    zeroKernel<<<gridFor(int64_t(bytes / 4)), kBlock, 0, s>>>(
+        static_cast<uint32_t *>(data), int64_t(bytes / 4));
+  else
+    zeroBytesKernel<<<gridFor(int64_t(bytes)), kBlock, 0, s>>>(
+        static_cast<unsigned char *>(data), int64_t(bytes));
   return launched(err);
 }
 

@@ -31,7 +31,7 @@ bool copyAsync(const KernelArgs &args, void *dst, const void *src, size_t bytes,
   if (bytes == 0 || dst == src)
     return true;
   cudaError_t status =
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
                       static_cast<cudaStream_t>(args.ctx->stream));
   return status == cudaSuccess ||
          fail(err, "cudaMemcpyAsync: ", cudaGetErrorString(status));

@@ -57,12 +57,12 @@ public:
     // A host instruction gets its plan stream's queue (for its order) but
     // no device handles: its kernel is the CPU's.
     return {device_.streams[size_t(stream)],
-            where == MemorySpace::host
-                ? nullptr
-                : const_cast<cuda::CudaHandles *>(
-                      &device_.handles[size_t(stream)])};
+            where == MemorySpace::host ? nullptr
+                                       : const_cast<cuda::CudaHandles *>(
+                                             &device_.handles[size_t(stream)])};
   }
   bool setRunContext(const KernelContext &ctx, std::string &error) override {
+    cudaSetDevice(device_.ordinal);
     cuda::RunContext values{ctx.seed, ctx.sampleOffset, ctx.step, 0, 0, 0, 0,
                             0};
     return device_.writeRunContext(values, error);
@@ -76,6 +76,7 @@ public:
 
   void *allocate(MemorySpace space, uint64_t bytes,
                  std::string &error) override {
+    cudaSetDevice(device_.ordinal); // the calling thread's current device
     void *block = nullptr;
     size_t n = bytes ? size_t(bytes) : 1;
     if (space == MemorySpace::host) {
@@ -90,7 +91,11 @@ public:
     // cudaMalloc aligns to 256 bytes.
     if (!cudaOk(cudaMalloc(&block, n), error, "cudaMalloc"))
       return nullptr;
-    if (!cudaOk(cudaMemset(block, 0, n), error, "cudaMemset")) {
+    // Zeroed on a plan stream and waited for: cudaMemset would run on the
+    // legacy stream, which the non-blocking plan streams do not wait for.
+    cudaStream_t s = device_.streams[0];
+    if (!cudaOk(cudaMemsetAsync(block, 0, n, s), error, "cudaMemsetAsync") ||
+        !cudaOk(cudaStreamSynchronize(s), error, "cudaStreamSynchronize")) {
       cudaFree(block);
       return nullptr;
     }
@@ -105,6 +110,7 @@ public:
       std::lock_guard<std::mutex> lock(mutex_);
       host = hostBlocks_.erase(block) > 0;
     }
+    cudaSetDevice(device_.ordinal);
     std::string ignored;
     device_.synchronize(ignored); // nothing in flight may still use it
     if (host)
@@ -127,6 +133,7 @@ private:
   void copy(void *dst, const void *src, size_t bytes) {
     if (!bytes)
       return;
+    cudaSetDevice(device_.ordinal);
     std::string error;
     cudaStream_t s = device_.streams[0];
     if (!cudaOk(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), error,

@@ -70,7 +70,8 @@ bool CudaDevice::open(int device, std::string &err) {
   }
   if (!cudaOk(cudaMalloc(reinterpret_cast<void **>(&run), sizeof(RunContext)),
               err, "cudaMalloc (run context)") ||
-      !cudaOk(cudaMemset(run, 0, sizeof(RunContext)), err, "cudaMemset"))
+      !cudaOk(cudaMemset(run, 0, sizeof(RunContext)), err, "cudaMemset") ||
+      !cudaOk(cudaDeviceSynchronize(), err, "cudaDeviceSynchronize"))
     return false;
   const CublasLtApi *lt = cublasLt(err);
   if (!lt)

@@ -295,13 +295,19 @@ void CudaExecutor::collectTrace(const PreparedProgram &program,
 
 bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
                        const std::string &what, std::string &error) {
+  // This thread's current device (a Session may run from any thread).
+  cudaSetDevice(dev_.ordinal);
   std::string err;
   if (!dev_.writeRunContext(
           {ctx.seed, ctx.sampleOffset, ctx.step, 0, 0, 0, 0, 0}, err)) {
     error = what + ": " + err;
     return false;
   }
-  hostCtx_ = ctx; // what host functions of this run read
+  hostCtx_ = ctx;                 // what host functions of this run read
+  for (auto &entry : hostJobs_) { // a failed run leaves no stale errors
+    entry.second.failed = false;
+    entry.second.error.clear();
+  }
   Program &state = programs_[&program];
   const bool replay =
       graphs_ && !tracing_ && !state.uncapturable && state.runs >= 1;

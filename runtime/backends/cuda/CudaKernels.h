@@ -91,6 +91,8 @@ bool distShardBody(const KernelArgs &, std::string &);
 /// data[i] *= scale on `stream` (Cast.cu), rounding once in the dtype.
 bool scaleOnStream(void *data, DType dtype, int64_t n, float scale,
                    void *stream, std::string &err);
+/// Zeroes `bytes` at `data` on `stream` (Cast.cu), device or pinned host.
+bool zeroOnStream(void *data, size_t bytes, void *stream, std::string &err);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 

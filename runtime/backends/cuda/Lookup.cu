@@ -263,9 +263,10 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
       !checkEmbeddingGradShapes(err, idx, g, out, V, C))
     return false;
   const int64_t n = idx.numel();
-  if (n > int64_t(UINT32_MAX) || V >= int64_t(UINT32_MAX))
+  // CUB's item count is an int.
+  if (n > int64_t(INT32_MAX) || V >= int64_t(UINT32_MAX))
     return fail(err, n, " ids into a table of ", V,
-                " rows is more than this kernel sorts (2^32)");
+                " rows is more than this kernel sorts (2^31 ids)");
   cudaStream_t s = streamOf(a);
   // Scratch: the flag, keys and positions in and out, then CUB's temp.
   const size_t words = size_t(n) * sizeof(uint32_t);
@@ -280,10 +281,8 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
   if (!scratchOf(a, kFlagBytes + 4 * align(words) + sortBytes, scratch, err) ||
       !validate(a, idx, V, 0, false, kEmbeddingGradIndex, scratch, err))
     return false;
-  cudaError_t status = cudaMemsetAsync(
-      out.data, 0, size_t(V * C) * dtypeSize(out.dtype), s); // +0 bits
-  if (status != cudaSuccess)
-    return fail(err, "cudaMemsetAsync: ", cudaGetErrorString(status));
+  if (!zeroOnStream(out.data, size_t(V * C) * dtypeSize(out.dtype), s, err))
+    return false;
   if (n == 0 || C == 0)
     return true;
   char *base = static_cast<char *>(scratch) + kFlagBytes;
@@ -293,8 +292,8 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
   auto *posOut = reinterpret_cast<uint32_t *>(base + 3 * align(words));
   void *temp = base + 4 * align(words);
   sortKeys<<<gridFor(n), kBlock, 0, s>>>(indexOf(idx), n, V, keysIn, posIn);
-  status = cub::DeviceRadixSort::SortPairs(temp, sortBytes, keysIn, keysOut,
-                                           posIn, posOut, int(n), 0, bits, s);
+  cudaError_t status = cub::DeviceRadixSort::SortPairs(
+      temp, sortBytes, keysIn, keysOut, posIn, posOut, int(n), 0, bits, s);
   if (status != cudaSuccess)
     return fail(err, "cub::DeviceRadixSort: ", cudaGetErrorString(status));
   sumRuns<<<gridFor(n * C), kBlock, 0, s>>>(keysOut, posOut, g.data, storage(g),

@@ -57,11 +57,23 @@ struct Gemm {
   int64_t batch, strideA, strideB, strideC;
   DType in, out;
   bool tf32;
+  /// The operands' alignment in bytes (a power of two, at most 256):
+  /// cuBLASLt assumes 256 unless told, and plan buffers are packed to
+  /// their element size only.
+  uint32_t alignA = 256, alignB = 256, alignC = 256;
   auto key() const {
     return std::make_tuple(transA, transB, m, n, k, lda, ldb, ldc, batch,
-                           strideA, strideB, strideC, int(in), int(out), tf32);
+                           strideA, strideB, strideC, int(in), int(out), tf32,
+                           alignA, alignB, alignC);
   }
 };
+
+/// The largest power of two <= 256 dividing the address and every batch
+/// step's byte offset.
+uint32_t alignmentOf(const void *p, int64_t strideBytes) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | uint64_t(strideBytes) | 256;
+  return uint32_t(bits & (~bits + 1)); // the lowest set bit
+}
 
 /// The descriptors and the chosen algorithm of one Gemm.
 struct Plan {
@@ -134,6 +146,15 @@ private:
       return false;
     api().preferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                  &workspace, sizeof workspace);
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t values[] = {g.alignA, g.alignB, g.alignC, g.alignC};
+    for (int i = 0; i < 4; ++i)
+      api().preferenceSetAttribute(pref, aligns[i], &values[i],
+                                   sizeof values[i]);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status = api().algoGetHeuristic(
@@ -168,8 +189,13 @@ bool dtypesOk(const TensorRef &a, const TensorRef &b, const TensorRef &out,
               "output of theirs or f32)");
 }
 
-bool runGemm(const KernelArgs &args, const Gemm &g, const void *a,
-             const void *b, void *c, std::string &err) {
+bool runGemm(const KernelArgs &args, Gemm g, const void *a, const void *b,
+             void *c, std::string &err) {
+  const int64_t inSize = int64_t(dtypeSize(g.in)),
+                outSize = int64_t(dtypeSize(g.out));
+  g.alignA = alignmentOf(a, g.strideA * inSize);
+  g.alignB = alignmentOf(b, g.strideB * inSize);
+  g.alignC = alignmentOf(c, g.strideC * outSize);
   auto *h = static_cast<const CudaHandles *>(args.ctx->handles);
   auto handle = static_cast<cublasLtHandle_t>(h->lt);
   const Plan *p = planCache().get(handle, g, h->workspaceBytes, err);
@@ -197,11 +223,8 @@ bool matmulBody(const KernelArgs &args, std::string &err) {
     return true;
   const size_t inSize = dtypeSize(a.dtype), outSize = dtypeSize(out.dtype);
   if (s.K == 0) {
-    cudaError_t status =
-        cudaMemsetAsync(out.data, 0, size_t(out.numel()) * outSize,
-                        static_cast<cudaStream_t>(args.ctx->stream));
-    return status == cudaSuccess ||
-           fail(err, "cudaMemsetAsync: ", cudaGetErrorString(status));
+    return zeroOnStream(out.data, size_t(out.numel()) * outSize,
+                        args.ctx->stream, err);
   }
   const bool tf32 =
       static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;

@@ -98,6 +98,8 @@ public:
     return false;
   }
   std::string asyncError() override {
+    if (!comm_)
+      return "the communicator was aborted";
     ncclResult_t async = ncclSuccess;
     if (nccl().commGetAsyncError(comm_, &async) != ncclSuccess)
       return "ncclCommGetAsyncError failed";

@@ -61,11 +61,32 @@ bool copy2d(const KernelArgs &a, void *dst, int64_t dpitch, const void *src,
             int64_t spitch, int64_t width, int64_t height, std::string &err) {
   if (width == 0 || height == 0)
     return true;
-  cudaError_t status =
-      cudaMemcpy2DAsync(dst, size_t(dpitch), src, size_t(spitch), size_t(width),
-                        size_t(height), cudaMemcpyDeviceToDevice, streamOf(a));
-  return status == cudaSuccess ||
-         fail(err, "cudaMemcpy2DAsync: ", cudaGetErrorString(status));
+  cudaStream_t s = streamOf(a);
+  auto check = [&](cudaError_t status, const char *what) {
+    return status == cudaSuccess ||
+           fail(err, what, ": ", cudaGetErrorString(status));
+  };
+  // Default copies: either side may be a pinned host arena.
+  if (height == 1) // one row (concat along axis 0): no pitch limit applies
+    return check(cudaMemcpyAsync(dst, src, size_t(width), cudaMemcpyDefault, s),
+                 "cudaMemcpyAsync");
+  // Pitches above the device's limit (~2 GiB rows): a copy per row.
+  int maxPitch = 0, device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&maxPitch, cudaDevAttrMaxPitch, device);
+  if (dpitch > maxPitch || spitch > maxPitch) {
+    for (int64_t r = 0; r < height; ++r)
+      if (!check(cudaMemcpyAsync(static_cast<char *>(dst) + r * dpitch,
+                                 static_cast<const char *>(src) + r * spitch,
+                                 size_t(width), cudaMemcpyDefault, s),
+                 "cudaMemcpyAsync"))
+        return false;
+    return true;
+  }
+  return check(cudaMemcpy2DAsync(dst, size_t(dpitch), src, size_t(spitch),
+                                 size_t(width), size_t(height),
+                                 cudaMemcpyDefault, s),
+               "cudaMemcpy2DAsync");
 }
 
 template <typename T>
@@ -98,12 +119,9 @@ bool padBody(const KernelArgs &a, std::string &err) {
   if (!planPad(a, p, err))
     return false;
   const TensorRef &y = a.outputs[0];
-  if (y.numel() > 0) {
-    cudaError_t status = cudaMemsetAsync(
-        y.data, 0, size_t(y.numel()) * dtypeSize(y.dtype), streamOf(a));
-    if (status != cudaSuccess)
-      return fail(err, "cudaMemsetAsync: ", cudaGetErrorString(status));
-  }
+  if (!zeroOnStream(y.data, size_t(y.numel()) * dtypeSize(y.dtype), streamOf(a),
+                    err))
+    return false;
   return runPlan(a, p, a.inputs[0].data, y.data, err);
 }
 
