@@ -22,6 +22,11 @@ mkdir -p "$out/include" "$out/share/cmake" "$out/plans"
 # Build inputs: FlatBuffers' headers with the plan_generated.h their flatc
 # wrote, nlohmann/json (headers and CMake package), GoogleTest's sources.
 cp -r /usr/include/flatbuffers /usr/include/nlohmann "$out/include/"
+# NCCL's header (the CUDA toolkit there may not have it; the library is
+# opened at run time, and only by multi-rank runs).
+for nccl in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do
+  if [ -f "$nccl" ]; then cp "$nccl" "$out/include/"; break; fi
+done
 cp -r /usr/share/cmake/nlohmann_json "$out/share/cmake/"
 cp -r /usr/src/googletest "$out/googletest"
 cp "$build/runtime/schema/plan_generated.h" "$out/plan_generated.h"
