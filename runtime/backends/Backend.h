@@ -16,11 +16,13 @@
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelSignature.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dsc::rt {
 
@@ -36,6 +38,26 @@ struct KernelVariants {
   const KernelInfo *end() const { return data + size; }
   bool empty() const { return size == 0; }
 };
+
+/// Sorts a kernel table by name, keeping each name's variants in table
+/// order (for variantsOf).
+inline void sortKernelTable(std::vector<KernelInfo> &table) {
+  std::stable_sort(
+      table.begin(), table.end(),
+      [](const KernelInfo &x, const KernelInfo &y) { return x.name < y.name; });
+}
+
+/// The variants of `name` in a table sorted by sortKernelTable.
+inline KernelVariants variantsOf(const std::vector<KernelInfo> &table,
+                                 std::string_view name) {
+  auto first = std::lower_bound(
+      table.begin(), table.end(), name,
+      [](const KernelInfo &k, std::string_view n) { return k.name < n; });
+  auto last = first;
+  while (last != table.end() && last->name == name)
+    ++last;
+  return {table.data() + (first - table.begin()), size_t(last - first)};
+}
 
 class Backend {
 public:
@@ -59,16 +81,15 @@ public:
   }
 
   /// The first variant of `name` (enough for its arity), or null.
-  const KernelInfo *
-  findKernel(std::string_view name,
-             MemorySpace where = MemorySpace::device) const {
+  const KernelInfo *findKernel(std::string_view name,
+                               MemorySpace where = MemorySpace::device) const {
     KernelVariants v = kernelVariants(name, where);
     return v.empty() ? nullptr : v.data;
   }
   /// The variant of `name` that takes these operand dtypes, or null.
-  const KernelInfo *
-  findKernel(std::string_view name, DTypeList inputs, DTypeList outputs,
-             MemorySpace where = MemorySpace::device) const {
+  const KernelInfo *findKernel(std::string_view name, DTypeList inputs,
+                               DTypeList outputs,
+                               MemorySpace where = MemorySpace::device) const {
     for (const KernelInfo &k : kernelVariants(name, where))
       if (signatureMatches(k.dtypes, inputs, outputs))
         return &k;

@@ -327,4 +327,28 @@ bool checkMatmul(const KernelArgs &args, MatmulShape &m, std::string &err) {
   return true;
 }
 
+bool checkCopyBytes(std::string &err, const TensorRef &x, const TensorRef &y) {
+  int64_t bytes = x.numel() * int64_t(dtypeSize(x.dtype));
+  int64_t outBytes = y.numel() * int64_t(dtypeSize(y.dtype));
+  if (bytes != outBytes)
+    return fail(err, "x holds ", bytes, " bytes (", dtypeName(x.dtype), " ",
+                shapeStr(x), ") but the output holds ", outBytes, " (",
+                dtypeName(y.dtype), " ", shapeStr(y), ")");
+  return true;
+}
+
+bool checkDropout(const KernelArgs &a, std::string &err) {
+  const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  if (!sameShape(x, y))
+    return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
+                shapeStr(x));
+  int64_t id = a.intAttrs[0];
+  double rate = a.floatAttrs[0];
+  if (id < 0 || id > int64_t(UINT32_MAX))
+    return fail(err, "id must be in [0, 2^32), got ", id);
+  if (!(rate >= 0 && rate <= 1))
+    return fail(err, "rate must be in [0, 1], got ", rate);
+  return true;
+}
+
 } // namespace dsc::rt

@@ -243,6 +243,13 @@ struct MatmulShape {
 /// Checks the flags and shapes (output = batch + [M, N]) and fills `m`.
 bool checkMatmul(const KernelArgs &args, MatmulShape &m, std::string &err);
 
+//===--- Data movement and dropout ----------------------------------------===//
+
+/// ds.copy: x and the output hold the same number of bytes.
+bool checkCopyBytes(std::string &err, const TensorRef &x, const TensorRef &y);
+/// ds.dropout: out of x's shape, id in [0, 2^32), rate in [0, 1].
+bool checkDropout(const KernelArgs &a, std::string &err);
+
 //===--- Dtypes -----------------------------------------------------------===//
 
 /// "unsupported dtype f16 for <role> (expected f32)" unless t has `want`.

@@ -48,6 +48,8 @@ using rt::checkCollectiveDTypes;
 using rt::checkCollectiveScale;
 using rt::checkCommunicator;
 using rt::checkConcat;
+using rt::checkCopyBytes;
+using rt::checkDropout;
 using rt::checkEmbeddingGradShapes;
 using rt::checkEmbeddingShapes;
 using rt::checkGeluApprox;

@@ -177,24 +177,14 @@ const std::vector<KernelInfo> &cpuKernels() {
     cpu::prepareBlas();
     std::vector<KernelInfo> t =
         makeTable(std::make_index_sequence<kNumSpecs>());
-    std::stable_sort(t.begin(), t.end(),
-                     [](const KernelInfo &x, const KernelInfo &y) {
-                       return x.name < y.name;
-                     });
+    sortKernelTable(t);
     return t;
   }();
   return table;
 }
 
 KernelVariants cpuKernelVariants(std::string_view name) {
-  const std::vector<KernelInfo> &t = cpuKernels();
-  auto first = std::lower_bound(
-      t.begin(), t.end(), name,
-      [](const KernelInfo &k, std::string_view n) { return k.name < n; });
-  auto last = first;
-  while (last != t.end() && last->name == name)
-    ++last;
-  return {t.data() + (first - t.begin()), size_t(last - first)};
+  return variantsOf(cpuKernels(), name);
 }
 
 const KernelInfo *findCpuKernel(std::string_view name) {

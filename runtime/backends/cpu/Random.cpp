@@ -66,15 +66,10 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   if (!expectAllF32(args, err))
     return false;
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
-  if (!sameShape(x, y))
-    return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
-                shapeStr(x));
-  int64_t id = args.intAttrs[0];
-  double rate = args.floatAttrs[0];
-  if (id < 0 || id > int64_t(UINT32_MAX))
-    return fail(err, "id must be in [0, 2^32), got ", id);
-  if (!(rate >= 0 && rate <= 1))
-    return fail(err, "rate must be in [0, 1], got ", rate);
+  if (!checkDropout(args, err))
+    return false;
+  const int64_t id = args.intAttrs[0];
+  const double rate = args.floatAttrs[0];
   if (!args.ctx)
     return fail(err, "needs a KernelContext (the seed and the step)");
   const int64_t n = x.numel();

@@ -95,12 +95,9 @@ bool castBody(const KernelArgs &args, std::string &err) {
 
 bool copyBody(const KernelArgs &args, std::string &err) {
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
-  int64_t bytes = x.numel() * int64_t(dtypeSize(x.dtype));
-  int64_t outBytes = y.numel() * int64_t(dtypeSize(y.dtype));
-  if (bytes != outBytes)
-    return fail(err, "x holds ", bytes, " bytes (", dtypeName(x.dtype), " ",
-                shapeStr(x), ") but the output holds ", outBytes, " (",
-                dtypeName(y.dtype), " ", shapeStr(y), ")");
+  if (!checkCopyBytes(err, x, y))
+    return false;
+  const int64_t bytes = x.numel() * int64_t(dtypeSize(x.dtype));
   return copyBytes(args, x.data, y.data, bytes, err);
 }
 

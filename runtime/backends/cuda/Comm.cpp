@@ -39,38 +39,42 @@ bool copyAsync(const KernelArgs &args, void *dst, const void *src, size_t bytes,
 
 } // namespace
 
-bool commAllReduceBody(const KernelArgs &args, std::string &err) {
+// all_reduce and reduce_scatter: NCCL's sum, then the scale.
+template <typename Sum>
+static bool scaledSum(const KernelArgs &args, Counts relation, Sum sum,
+                      std::string &err) {
   Communicator *host = nullptr;
   float scale = 1;
   const TensorRef &x = args.inputs[0], &out = args.outputs[0];
   if (!checkCollectiveDTypes(err, x, out, true) ||
       !checkCommunicator(args, err, host) ||
       !checkCollectiveScale(args, err, scale) ||
-      !checkCollectiveCounts(err, x, out, Counts::Same, host->size()))
+      !checkCollectiveCounts(err, x, out, relation, host->size()))
     return false;
   NcclCommunicator *nccl = ncclOf(args, host, err);
-  return nccl &&
-         nccl->allReduceSum(x.data, out.data, size_t(x.numel()), x.dtype,
-                            args.ctx->stream, err) &&
+  return nccl && sum(*nccl, x, out) &&
          scaleOnStream(out.data, out.dtype, out.numel(), scale,
                        args.ctx->stream, err);
 }
 
+bool commAllReduceBody(const KernelArgs &args, std::string &err) {
+  return scaledSum(
+      args, Counts::Same,
+      [&](NcclCommunicator &c, const TensorRef &x, const TensorRef &out) {
+        return c.allReduceSum(x.data, out.data, size_t(x.numel()), x.dtype,
+                              args.ctx->stream, err);
+      },
+      err);
+}
+
 bool commReduceScatterBody(const KernelArgs &args, std::string &err) {
-  Communicator *host = nullptr;
-  float scale = 1;
-  const TensorRef &x = args.inputs[0], &out = args.outputs[0];
-  if (!checkCollectiveDTypes(err, x, out, true) ||
-      !checkCommunicator(args, err, host) ||
-      !checkCollectiveScale(args, err, scale) ||
-      !checkCollectiveCounts(err, x, out, Counts::XHoldsAll, host->size()))
-    return false;
-  NcclCommunicator *nccl = ncclOf(args, host, err);
-  return nccl &&
-         nccl->reduceScatterSum(x.data, out.data, size_t(out.numel()), x.dtype,
-                                args.ctx->stream, err) &&
-         scaleOnStream(out.data, out.dtype, out.numel(), scale,
-                       args.ctx->stream, err);
+  return scaledSum(
+      args, Counts::XHoldsAll,
+      [&](NcclCommunicator &c, const TensorRef &x, const TensorRef &out) {
+        return c.reduceScatterSum(x.data, out.data, size_t(out.numel()),
+                                  x.dtype, args.ctx->stream, err);
+      },
+      err);
 }
 
 bool commAllGatherBody(const KernelArgs &args, std::string &err) {

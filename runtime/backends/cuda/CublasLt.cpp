@@ -1,7 +1,7 @@
 //===- CublasLt.cpp - cuBLASLt, loaded when the backend starts ------------===//
 #include "runtime/backends/cuda/CublasLt.h"
 
-#include <dlfcn.h>
+#include "runtime/backends/cuda/SharedLibrary.h"
 
 #ifndef DSC_CUBLASLT_PATH
 #define DSC_CUBLASLT_PATH "libcublasLt.so"
@@ -15,41 +15,37 @@ struct Loaded {
   std::string error;
 };
 
-template <typename Fn>
-bool bind(void *lib, const char *symbol, Fn &fn, std::string &error) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
-  if (!fn)
-    error = std::string("cuBLASLt has no ") + symbol;
-  return fn != nullptr;
-}
-
 Loaded load() {
   Loaded l;
   // The toolkit's library this was built against first, then the loader's
   // search path (a machine with the runtime libraries only).
-  void *lib = dlopen(DSC_CUBLASLT_PATH, RTLD_NOW | RTLD_LOCAL);
+  void *lib = openLibrary({DSC_CUBLASLT_PATH, "libcublasLt.so." DSC_CUDA_MAJOR},
+                          "cuBLASLt", l.error);
   if (!lib)
-    lib = dlopen("libcublasLt.so." DSC_CUDA_MAJOR, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    l.error = std::string("cannot load cuBLASLt: ") + dlerror();
     return l;
-  }
   CublasLtApi &a = l.api;
   std::string &e = l.error;
-  bool ok =
-      bind(lib, "cublasLtCreate", a.create, e) &&
-      bind(lib, "cublasLtDestroy", a.destroy, e) &&
-      bind(lib, "cublasLtGetStatusString", a.statusString, e) &&
-      bind(lib, "cublasLtMatmulDescCreate", a.descCreate, e) &&
-      bind(lib, "cublasLtMatmulDescSetAttribute", a.descSetAttribute, e) &&
-      bind(lib, "cublasLtMatrixLayoutCreate", a.layoutCreate, e) &&
-      bind(lib, "cublasLtMatrixLayoutSetAttribute", a.layoutSetAttribute, e) &&
-      bind(lib, "cublasLtMatmulPreferenceCreate", a.preferenceCreate, e) &&
-      bind(lib, "cublasLtMatmulPreferenceSetAttribute",
-           a.preferenceSetAttribute, e) &&
-      bind(lib, "cublasLtMatmulPreferenceDestroy", a.preferenceDestroy, e) &&
-      bind(lib, "cublasLtMatmulAlgoGetHeuristic", a.algoGetHeuristic, e) &&
-      bind(lib, "cublasLtMatmul", a.matmul, e);
+  bool ok = bindSymbol(lib, "cublasLtCreate", a.create, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtDestroy", a.destroy, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtGetStatusString", a.statusString,
+                       "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmulDescCreate", a.descCreate,
+                       "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmulDescSetAttribute",
+                       a.descSetAttribute, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatrixLayoutCreate", a.layoutCreate,
+                       "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatrixLayoutSetAttribute",
+                       a.layoutSetAttribute, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmulPreferenceCreate",
+                       a.preferenceCreate, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmulPreferenceSetAttribute",
+                       a.preferenceSetAttribute, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmulPreferenceDestroy",
+                       a.preferenceDestroy, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmulAlgoGetHeuristic",
+                       a.algoGetHeuristic, "cuBLASLt", e) &&
+            bindSymbol(lib, "cublasLtMatmul", a.matmul, "cuBLASLt", e);
   if (!ok)
     a = CublasLtApi{};
   return l;

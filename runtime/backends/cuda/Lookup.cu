@@ -132,6 +132,22 @@ int bitsFor(int64_t v) {
 //===--- Cross-entropy
 //-----------------------------------------------------===//
 
+// A row's max (NaN skipped, as the CPU's maxOf) and sum of e^(x - max), in
+// double, the same in every thread of the block.
+__device__ void rowMaxSum(const void *x, Storage sx, int64_t base, int64_t V,
+                          float *redMax, double *red, float &mx, double &sum) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    float v = load(x, sx, base + j);
+    m = v > m ? v : m;
+  }
+  mx = blockMax(m, redMax);
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+    s += expf(load(x, sx, base + j) - mx);
+  sum = blockSum(s, red);
+}
+
 // Per row: the loss term, or nothing for an ignored target; the partials
 // then sum in row order (one block), divided by the count.
 __global__ void crossEntropyRows(const void *x, Storage sx, Index targets,
@@ -148,16 +164,9 @@ __global__ void crossEntropyRows(const void *x, Storage sx, Index targets,
       }
       continue;
     }
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      float v = load(x, sx, base + j);
-      m = v > m ? v : m;
-    }
-    const float mx = blockMax(m, redMax);
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-      s += expf(load(x, sx, base + j) - mx);
-    s = blockSum(s, red);
+    float mx;
+    double s;
+    rowMaxSum(x, sx, base, V, redMax, red, mx, s);
     if (threadIdx.x == 0) {
       rowLoss[r] = double(mx) + log(s) - double(load(x, sx, base + t));
       counted[r] = 1;
@@ -209,16 +218,9 @@ __global__ void crossEntropyGradRows(const void *x, Storage sx, Index targets,
         store(dx, sd, base + j, 0.0f);
       continue;
     }
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      float v = load(x, sx, base + j);
-      m = v > m ? v : m;
-    }
-    const float mx = blockMax(m, redMax);
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-      s += expf(load(x, sx, base + j) - mx);
-    const double sum = blockSum(s, red);
+    float mx;
+    double sum;
+    rowMaxSum(x, sx, base, V, redMax, red, mx, sum);
     const double et = expf(load(x, sx, base + t) - mx);
     const float scale = float(coef / sum);
     __syncthreads(); // every read of the row is done before dx overwrites it

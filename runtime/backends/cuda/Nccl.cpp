@@ -1,8 +1,8 @@
 //===- Nccl.cpp - the ranks' collectives on the GPU through NCCL ----------===//
 #include "runtime/backends/cuda/Nccl.h"
+#include "runtime/backends/cuda/SharedLibrary.h"
 
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <nccl.h>
 
 namespace dsc::rt::cuda {
@@ -22,32 +22,23 @@ struct NcclApi {
   std::string error;
 };
 
-template <typename Fn>
-bool bind(void *lib, const char *symbol, Fn &fn, std::string &error) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
-  if (!fn)
-    error = std::string("NCCL has no ") + symbol;
-  return fn != nullptr;
-}
-
 NcclApi loadNccl() {
   NcclApi a{};
-  void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    a.error = std::string("cannot load NCCL: ") + dlerror();
+  void *lib = openLibrary({"libnccl.so.2"}, "NCCL", a.error);
+  if (!lib)
     return a;
-  }
   std::string &e = a.error;
-  (void)(bind(lib, "ncclGetUniqueId", a.getUniqueId, e) &&
-         bind(lib, "ncclCommInitRank", a.commInitRank, e) &&
-         bind(lib, "ncclCommDestroy", a.commDestroy, e) &&
-         bind(lib, "ncclCommAbort", a.commAbort, e) &&
-         bind(lib, "ncclCommGetAsyncError", a.commGetAsyncError, e) &&
-         bind(lib, "ncclGetErrorString", a.errorString, e) &&
-         bind(lib, "ncclAllReduce", a.allReduce, e) &&
-         bind(lib, "ncclReduceScatter", a.reduceScatter, e) &&
-         bind(lib, "ncclAllGather", a.allGather, e) &&
-         bind(lib, "ncclBroadcast", a.broadcast, e));
+  (void)(bindSymbol(lib, "ncclGetUniqueId", a.getUniqueId, "NCCL", e) &&
+         bindSymbol(lib, "ncclCommInitRank", a.commInitRank, "NCCL", e) &&
+         bindSymbol(lib, "ncclCommDestroy", a.commDestroy, "NCCL", e) &&
+         bindSymbol(lib, "ncclCommAbort", a.commAbort, "NCCL", e) &&
+         bindSymbol(lib, "ncclCommGetAsyncError", a.commGetAsyncError, "NCCL",
+                    e) &&
+         bindSymbol(lib, "ncclGetErrorString", a.errorString, "NCCL", e) &&
+         bindSymbol(lib, "ncclAllReduce", a.allReduce, "NCCL", e) &&
+         bindSymbol(lib, "ncclReduceScatter", a.reduceScatter, "NCCL", e) &&
+         bindSymbol(lib, "ncclAllGather", a.allGather, "NCCL", e) &&
+         bindSymbol(lib, "ncclBroadcast", a.broadcast, "NCCL", e));
   return a;
 }
 
