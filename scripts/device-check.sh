@@ -8,8 +8,9 @@
 #   (here)   bash scripts/device-prepare.sh
 #   (device) run command="bash scripts/device-check.sh" carry=["device"]
 #
-# Budget: under 8 minutes on 16 cores. Each stage records its own result;
-# a failing stage does not stop the later ones.
+# Budget: under 8 minutes on 16 cores (each GPU stage has a timeout, exit
+# 124 when it hits it). Each stage records its own result; a failing stage
+# does not stop the later ones.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev=$root/device
@@ -54,7 +55,7 @@ grep -E '^\[  FAILED  \]' "$out/conformance.txt" | head -20 | sed 's/^/  /' | te
 dsrun=$build/tools/dsrun
 while read -r name steps cfg; do
   plan=$dev/plans/$name.dsplan
-  "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" --steps "$steps" \
+  timeout 60 "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" --steps "$steps" \
     --seed 7 --metrics "$out/$name.cuda.jsonl" > "$out/$name.cuda.log" 2>&1
   rc=$?
   result=$(python3 "$root/scripts/compare_losses.py" "$dev/plans/$name.cpu.jsonl" \
@@ -64,9 +65,16 @@ done < "$dev/plans/runs.txt"
 
 # 4. The benchmark: GPT-2 124M bf16, block 1024, micro-batch 16, dsrun
 # against PyTorch eager and torch.compile on this GPU.
-"$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$dev/plans/corpus.txt" \
-  --steps 30 --metrics "$out/bench.dsrun.jsonl" --trace "$out/bench.trace.json" > "$out/bench.dsrun.log" 2>&1
-lap "dsrun gpt2-124m bf16: exit $?; $(tail -1 "$out/bench.dsrun.log")"
+timeout 150 "$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$dev/plans/corpus.txt" \
+  --steps 30 --metrics "$out/bench.dsrun.jsonl" > "$out/bench.dsrun.log" 2>&1
+lap "dsrun gpt2-124m bf16 (graphs): exit $?; $(tail -1 "$out/bench.dsrun.log")"
+timeout 60 "$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$dev/plans/corpus.txt" \
+  --steps 4 --trace "$out/bench.trace.json" > "$out/bench.trace.log" 2>&1
+# The GEMM and attention shares and the gaps between kernels (the trace
+# runs kernel by kernel: graphs are off while tracing).
+[ -s "$out/bench.trace.json" ] &&
+  python3 "$root/bench/trace_summary.py" "$out/bench.trace.json" --markdown \
+    > "$out/bench.trace.md" 2>&1 && lap "trace summary: bench.trace.md"
 for mode in "" --compile; do
   timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch 16 $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
   lap "torch ${mode:-eager}: $(tail -1 "$out/bench.torch$mode.json" 2>/dev/null || tail -1 "$out/bench.torch$mode.log")"

@@ -16,7 +16,6 @@
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelSignature.h"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,24 +39,12 @@ struct KernelVariants {
 };
 
 /// Sorts a kernel table by name, keeping each name's variants in table
-/// order (for variantsOf).
-inline void sortKernelTable(std::vector<KernelInfo> &table) {
-  std::stable_sort(
-      table.begin(), table.end(),
-      [](const KernelInfo &x, const KernelInfo &y) { return x.name < y.name; });
-}
+/// order (for variantsOf). Registry.cpp.
+void sortKernelTable(std::vector<KernelInfo> &table);
 
 /// The variants of `name` in a table sorted by sortKernelTable.
-inline KernelVariants variantsOf(const std::vector<KernelInfo> &table,
-                                 std::string_view name) {
-  auto first = std::lower_bound(
-      table.begin(), table.end(), name,
-      [](const KernelInfo &k, std::string_view n) { return k.name < n; });
-  auto last = first;
-  while (last != table.end() && last->name == name)
-    ++last;
-  return {table.data() + (first - table.begin()), size_t(last - first)};
-}
+KernelVariants variantsOf(const std::vector<KernelInfo> &table,
+                          std::string_view name);
 
 class Backend {
 public:

@@ -1,6 +1,7 @@
 //===- Registry.cpp - the backends this process can use -------------------===//
 #include "runtime/backends/Registry.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -32,6 +33,23 @@ std::vector<std::string> backendNames() {
   for (const auto &entry : r.factories)
     names.push_back(entry.first);
   return names;
+}
+
+void sortKernelTable(std::vector<KernelInfo> &table) {
+  std::stable_sort(
+      table.begin(), table.end(),
+      [](const KernelInfo &x, const KernelInfo &y) { return x.name < y.name; });
+}
+
+KernelVariants variantsOf(const std::vector<KernelInfo> &table,
+                          std::string_view name) {
+  auto first = std::lower_bound(
+      table.begin(), table.end(), name,
+      [](const KernelInfo &k, std::string_view n) { return k.name < n; });
+  auto last = first;
+  while (last != table.end() && last->name == name)
+    ++last;
+  return {table.data() + (first - table.begin()), size_t(last - first)};
 }
 
 std::unique_ptr<Backend> createBackend(std::string_view name,

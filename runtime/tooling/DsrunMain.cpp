@@ -754,8 +754,9 @@ int launchDsrun(int argc, char **argv) {
   // ranks, which say why.)
   uint64_t planRanks = 0;
   {
+    // The CPU backend reads any plan: no GPU context for a launcher.
     std::string ignored;
-    std::unique_ptr<Backend> backend = createBackend(options.backend, ignored);
+    std::unique_ptr<Backend> backend = createBackend("cpu", ignored);
     std::unique_ptr<LoadedPlan> plan =
         backend ? LoadedPlan::load(options.plan, ignored, *backend) : nullptr;
     if (plan)
