@@ -3,9 +3,10 @@
 // Each output element reduces its `count` elements of x, addressed by the
 // kept dims' and the reduced dims' strides (the same checks as the CPU
 // backend, runtime/kernels/ShapeKernelPlans.cpp). Sums accumulate in
-// double; max propagates NaN, as on the CPU. Short reductions take a
-// thread per output, long ones a block per output with a fixed-order
-// block reduction, so results do not vary from run to run.
+// double; max propagates NaN, as on the CPU. A thread per output, a block
+// per output, or fixed slices combined in order (reduceBody says which
+// when): every order is fixed by the shapes, so results do not vary from
+// run to run.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
@@ -96,6 +97,67 @@ __global__ void reduceBlocks(const void *x, Storage sx, void *y, Storage sy,
   }
 }
 
+// A few huge reductions (a grad norm's sum of squares over a whole weight):
+// `parts` blocks per output each reduce a fixed slice into a partial, and
+// one thread per output combines its partials in order.
+__global__ void reduceSlices(const void *x, Storage sx, Walk w, int64_t outN,
+                             int64_t count, int64_t parts, Kind kind,
+                             double *partial) {
+  __shared__ double red[33];
+  __shared__ float redMax[32];
+  const int64_t o = blockIdx.x / parts, part = blockIdx.x % parts;
+  if (o >= outN)
+    return;
+  const int64_t slice = (count + parts - 1) / parts;
+  const int64_t begin = part * slice;
+  const int64_t end = begin + slice < count ? begin + slice : count;
+  const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
+  double sum = 0;
+  float mx = -INFINITY;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
+    if (kind == kMax)
+      mx = maxNan(mx, v);
+    else
+      sum += v;
+  }
+  if (kind == kMax) {
+    for (int off = 16; off > 0; off /= 2)
+      mx = maxNan(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    __syncthreads();
+    if (threadIdx.x % 32 == 0)
+      redMax[threadIdx.x / 32] = mx;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float m = -INFINITY;
+      for (int k = 0; k < int(blockDim.x / 32); ++k)
+        m = maxNan(m, redMax[k]);
+      partial[blockIdx.x] = m;
+    }
+  } else {
+    sum = blockSum(sum, red);
+    if (threadIdx.x == 0)
+      partial[blockIdx.x] = sum;
+  }
+}
+
+__global__ void combineSlices(const double *partial, int64_t outN,
+                              int64_t parts, Kind kind, double scale, void *y,
+                              Storage sy) {
+  DSC_GRID_STRIDE(o, outN) {
+    double sum = 0;
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < parts; ++p) {
+      double v = partial[o * parts + p];
+      if (kind == kMax)
+        mx = maxNan(mx, float(v));
+      else
+        sum += v;
+    }
+    store(y, sy, o, kind == kMax ? mx : float(sum * scale));
+  }
+}
+
 __global__ void fillValue(void *y, Storage sy, float v, int64_t n) {
   DSC_GRID_STRIDE(i, n) { store(y, sy, i, v); }
 }
@@ -132,12 +194,32 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
     }
   }
   const double scale = kind == kMean ? 1.0 / double(count) : 1.0;
-  if (count < 2048)
-    reduceThreads<<<gridFor(outN), kBlock, 0, s>>>(
-        x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
-  else
+  // Which walk keeps loads coalesced: a block per output when the reduced
+  // elements are contiguous (a row sum), a thread per output when the
+  // outputs are (a column sum such as a bias gradient: neighbouring
+  // threads read neighbouring columns); a few huge outputs split into
+  // slices. The choice depends on the shapes only.
+  const bool rowContiguous = w.red > 0 && w.redStride[w.red - 1] == 1;
+  constexpr int64_t kSlice = int64_t(1) << 16;
+  if (outN <= 64 && count >= 16 * kSlice) {
+    const int64_t parts = (count + kSlice - 1) / kSlice < 1024
+                              ? (count + kSlice - 1) / kSlice
+                              : 1024;
+    void *scratch = nullptr;
+    if (!scratchOf(a, size_t(outN * parts) * sizeof(double), scratch, err))
+      return false;
+    auto *partial = static_cast<double *>(scratch);
+    reduceSlices<<<unsigned(outN * parts), 256, 0, s>>>(
+        x.data, storage(x), w, outN, count, parts, kind, partial);
+    combineSlices<<<gridFor(outN), kBlock, 0, s>>>(partial, outN, parts, kind,
+                                                   scale, y.data, storage(y));
+  } else if (count >= 2048 && (rowContiguous || outN < 1024)) {
     reduceBlocks<<<unsigned(outN < (1 << 20) ? outN : (1 << 20)), 256, 0, s>>>(
         x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
+  } else {
+    reduceThreads<<<gridFor(outN), kBlock, 0, s>>>(
+        x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
+  }
   return launched(err);
 }
 
