@@ -18,15 +18,10 @@ namespace {
 
 using cuda::cudaOk;
 
-class CudaBackend final : public Backend {
+// What the CUDA backend decides without a device: its kernel tables and
+// where instructions run and reach (createCudaPlanChecker).
+class CudaTables : public Backend {
 public:
-  ~CudaBackend() override { device_.close(); }
-
-  bool open(std::string &error) {
-    int ordinal = 0;
-    return cuda::pickDevice(ordinal, error) && device_.open(ordinal, error);
-  }
-
   std::string_view name() const override { return "cuda"; }
   KernelVariants kernelVariants(std::string_view name) const override {
     return cuda::cudaKernelVariants(name);
@@ -45,6 +40,25 @@ public:
   bool reaches(MemorySpace where, MemorySpace data) const override {
     return where == MemorySpace::device || data == MemorySpace::host;
   }
+  // No memory without a device (the checker's verifier allocates none).
+  void *allocate(MemorySpace, uint64_t, std::string &error) override {
+    error = "the CUDA plan checker has no device memory";
+    return nullptr;
+  }
+  void release(void *) override {}
+  void copyToArena(void *, const void *, size_t) override {}
+  void copyFromArena(void *, const void *, size_t) override {}
+};
+
+class CudaBackend final : public CudaTables {
+public:
+  ~CudaBackend() override { device_.close(); }
+
+  bool open(std::string &error) {
+    int ordinal = 0;
+    return cuda::pickDevice(ordinal, error) && device_.open(ordinal, error);
+  }
+
   std::unique_ptr<StreamExecutor>
   createExecutor(const ExecutorSpec &spec) const override {
     return cuda::createCudaExecutor(const_cast<cuda::CudaDevice &>(device_),
@@ -152,6 +166,10 @@ private:
 };
 
 } // namespace
+
+std::unique_ptr<Backend> createCudaPlanChecker() {
+  return std::make_unique<CudaTables>();
+}
 
 void registerCudaBackend() {
   registerBackend("cuda", [](std::string &error) -> std::unique_ptr<Backend> {

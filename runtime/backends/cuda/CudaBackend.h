@@ -28,6 +28,11 @@ namespace dsc::rt {
 /// on a machine with no usable GPU.
 void registerCudaBackend();
 
+/// The CUDA backend's kernel tables and placement rules without a device:
+/// LoadedPlan verifies a plan against it as `dsrun --backend cuda` would,
+/// where no GPU is (CudaPlansTest). It allocates nothing and runs nothing.
+std::unique_ptr<Backend> createCudaPlanChecker();
+
 namespace cuda {
 
 /// Every CUDA kernel variant, sorted by name (KernelTableTest compares it
