@@ -344,9 +344,9 @@ private:
       std::string at = cat(prog, " instruction ", i);
       if (!in->kernel() || in->kernel()->size() == 0)
         return fail(cat(at, " has no kernel"));
-      const KernelInfo *info = backend_.findKernel(
-          in->kernel()->string_view(),
-          MemorySpace(static_cast<uint8_t>(in->space())));
+      const KernelInfo *info =
+          backend_.findKernel(in->kernel()->string_view(),
+                              MemorySpace(static_cast<uint8_t>(in->space())));
       if (!info)
         return fail(cat(at, " uses unknown kernel ", quote(in->kernel())));
       std::string what = cat(at, " (", info->name, ")");

@@ -79,7 +79,6 @@ bool CudaDevice::open(int device, std::string &err) {
   const bool tf32 = truthyEnv("DSC_CUDA_TF32");
   for (int s = 0; s < kNumStreams; ++s) {
     CudaHandles &h = handles[size_t(s)];
-    h.device = device;
     h.run = run;
     h.allowTf32 = tf32;
     h.owner = this;

@@ -48,7 +48,6 @@ struct CudaHandles {
   void *workspace = nullptr; ///< cuBLASLt workspace, device memory
   size_t workspaceBytes = 0;
   RunContext *run = nullptr; ///< device memory, shared by all streams
-  int device = 0;
   void *owner = nullptr; ///< the CudaDevice (host code: its NCCL communicator)
   /// TF32 tensor cores for f32 GEMMs (DSC_CUDA_TF32=1); off by default, so
   /// f32 plans compute as the CPU backend does.

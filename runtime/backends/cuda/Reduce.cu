@@ -59,6 +59,36 @@ __global__ void reduceThreads(const void *x, Storage sx, void *y, Storage sy,
   }
 }
 
+// Elements [begin, end) of output o's reduction, over the block: the sum
+// (in double) or the NaN-propagating max, valid in thread 0. Fixed order.
+__device__ double reduceRange(const void *x, Storage sx, const Walk &w,
+                              int64_t o, int64_t begin, int64_t end, Kind kind,
+                              double *red, float *redMax) {
+  const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
+  double sum = 0;
+  float mx = -INFINITY;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
+    if (kind == kMax)
+      mx = maxNan(mx, v);
+    else
+      sum += v;
+  }
+  if (kind != kMax)
+    return blockSum(sum, red);
+  for (int off = 16; off > 0; off /= 2)
+    mx = maxNan(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  __syncthreads(); // redMax may still be read after a previous call
+  if (threadIdx.x % 32 == 0)
+    redMax[threadIdx.x / 32] = mx;
+  __syncthreads();
+  float m = -INFINITY;
+  if (threadIdx.x == 0)
+    for (int k = 0; k < int(blockDim.x / 32); ++k)
+      m = maxNan(m, redMax[k]);
+  return m;
+}
+
 // One output per block.
 __global__ void reduceBlocks(const void *x, Storage sx, void *y, Storage sy,
                              Walk w, int64_t outN, int64_t count, Kind kind,
@@ -66,34 +96,9 @@ __global__ void reduceBlocks(const void *x, Storage sx, void *y, Storage sy,
   __shared__ double red[33];
   __shared__ float redMax[32];
   for (int64_t o = blockIdx.x; o < outN; o += gridDim.x) {
-    const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
-    double sum = 0;
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-      float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
-      if (kind == kMax)
-        mx = maxNan(mx, v);
-      else
-        sum += v;
-    }
-    if (kind == kMax) {
-      for (int off = 16; off > 0; off /= 2)
-        mx = maxNan(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      __syncthreads();
-      if (threadIdx.x % 32 == 0)
-        redMax[threadIdx.x / 32] = mx;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        float m = -INFINITY;
-        for (int k = 0; k < int(blockDim.x / 32); ++k)
-          m = maxNan(m, redMax[k]);
-        store(y, sy, o, m);
-      }
-    } else {
-      sum = blockSum(sum, red);
-      if (threadIdx.x == 0)
-        store(y, sy, o, float(sum * scale));
-    }
+    double v = reduceRange(x, sx, w, o, 0, count, kind, red, redMax);
+    if (threadIdx.x == 0)
+      store(y, sy, o, kind == kMax ? float(v) : float(v * scale));
   }
 }
 
@@ -111,34 +116,9 @@ __global__ void reduceSlices(const void *x, Storage sx, Walk w, int64_t outN,
   const int64_t slice = (count + parts - 1) / parts;
   const int64_t begin = part * slice;
   const int64_t end = begin + slice < count ? begin + slice : count;
-  const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
-  double sum = 0;
-  float mx = -INFINITY;
-  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
-    if (kind == kMax)
-      mx = maxNan(mx, v);
-    else
-      sum += v;
-  }
-  if (kind == kMax) {
-    for (int off = 16; off > 0; off /= 2)
-      mx = maxNan(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    __syncthreads();
-    if (threadIdx.x % 32 == 0)
-      redMax[threadIdx.x / 32] = mx;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float m = -INFINITY;
-      for (int k = 0; k < int(blockDim.x / 32); ++k)
-        m = maxNan(m, redMax[k]);
-      partial[blockIdx.x] = m;
-    }
-  } else {
-    sum = blockSum(sum, red);
-    if (threadIdx.x == 0)
-      partial[blockIdx.x] = sum;
-  }
+  double v = reduceRange(x, sx, w, o, begin, end, kind, red, redMax);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = v;
 }
 
 __global__ void combineSlices(const double *partial, int64_t outN,
