@@ -8,7 +8,9 @@ The trace holds one complete ("X") event per executed kernel instruction:
 name = kernel ("ds.matmul"), cat = program ("micro_step" or "apply"),
 args.step = optimizer step, args.loc = the model location. This sums the
 durations per kernel name over the kept steps and reports, per optimizer
-step: the GEMM share (ds.matmul), the attention share (ds.attention and
+step: the GEMM share (ds.matmul and the fused matmuls, whose bias, GELU
+and bias-gradient epilogues count with the GEMM), the attention share
+(ds.attention and
 ds.attention_grad) and the rest; the top kernels; GEMM time per model
 location (layer index dropped); and how much of each step's wall span the
 kernels cover (the remainder is dispatch and waiting between kernels).
@@ -24,7 +26,8 @@ import json
 import re
 import sys
 
-GEMM = ("ds.matmul",)
+GEMM = ("ds.matmul", "ds.matmul_bias", "ds.matmul_bias_gelu",
+        "ds.matmul_gelu_grad")
 ATTENTION = ("ds.attention", "ds.attention_grad")
 
 
@@ -44,7 +47,7 @@ def load_events(path):
 
 def group_of(name):
     if name in GEMM:
-        return "GEMM (ds.matmul)"
+        return "GEMM (ds.matmul*)"
     if name in ATTENTION:
         return "attention (ds.attention[_grad])"
     return "rest"
@@ -121,7 +124,7 @@ def main():
           "(kernels cover %.1f%%; the rest is dispatch/waiting)"
           % (busy, wall, 100.0 * busy / wall if wall else 0.0))
 
-    order = ["GEMM (ds.matmul)", "attention (ds.attention[_grad])", "rest"]
+    order = ["GEMM (ds.matmul*)", "attention (ds.attention[_grad])", "rest"]
     table("time per step by group", ["group", "ms/step", "share"],
           [[g, "%.2f" % (per_group[g] / n), "%.1f%%" % (100 * per_group[g] / n / busy)]
            for g in order])
@@ -144,7 +147,7 @@ def main():
     print("  (other %d kernels: %.2f ms/step, %.1f%%)"
           % (len(per_name) - len(top), rest, 100 * rest / busy))
 
-    table("ds.matmul by location (forward + both backward GEMMs)",
+    table("ds.matmul* by location (forward + both backward GEMMs)",
           ["location", "ms/step", "share of GEMM"],
           [[k, "%.2f" % (v / n), "%.1f%%" % (100 * v / per_group[order[0]])]
            for k, v in gemm_loc.most_common()])

@@ -137,8 +137,14 @@ def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let description = [{
     Phase `fused`: `add` + `gelu` with a bias along the last dimension
     becomes `ds.bias_gelu`; a same-shaped residual `add` feeding a
-    `layer_norm` becomes `ds.add_layer_norm`. Each fused op returns the
-    intermediate too, since the backward pass reads it. (Softmax and
+    `layer_norm` becomes `ds.add_layer_norm`. A `matmul` whose only reader
+    adds a bias becomes `ds.matmul_bias`, and one feeding `ds.bias_gelu`
+    becomes `ds.matmul_bias_gelu`; in the backward a `matmul` read only by
+    `gelu_grad`, whose result is summed over every dim but the last,
+    becomes `ds.matmul_gelu_grad` (cuBLASLt's BIAS, GELU_AUX_BIAS and
+    DGELU_BGRAD epilogues), each at the matmul's place. Each fused op
+    returns the intermediate the backward pass reads (the pre-activation,
+    the residual sum). (Softmax and
     cross-entropy are one op from the start; the AdamW update runs over flat
     buffers after placement.)
   }];

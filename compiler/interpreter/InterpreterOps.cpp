@@ -167,6 +167,69 @@ Outcome biasGelu(BiasGeluOp op, Operands in, const EvalContext &ctx) {
   return results;
 }
 
+// The product rounded like ds.matmul's result, then the bias as ds.add.
+ref::Result<ref::Tensor> matmulPlusBias(Value result, bool ta, bool tb,
+                                        Operands in, const EvalContext &ctx) {
+  auto product = ref::matmul(*in[0], *in[1], ta, tb);
+  if (!product)
+    return product;
+  ref::Tensor p = roundLike(std::move(product.value), result, ctx);
+  return ref::binary(ref::BinaryKind::Add, p, *in[2]);
+}
+
+Outcome matmulBias(MatmulBiasOp op, Operands in, const EvalContext &ctx) {
+  auto sum = matmulPlusBias(op.getResult(), op.getTransposeLhs(),
+                            op.getTransposeRhs(), in, ctx);
+  if (!sum)
+    return ref::Error{sum.error};
+  Tensors results;
+  results.push_back(std::move(sum.value));
+  return results;
+}
+
+Outcome matmulBiasGelu(MatmulBiasGeluOp op, Operands in,
+                       const EvalContext &ctx) {
+  auto sum = matmulPlusBias(op.getResult(), op.getTransposeLhs(),
+                            op.getTransposeRhs(), in, ctx);
+  if (!sum)
+    return ref::Error{sum.error};
+  ref::Tensor s = roundLike(std::move(sum.value), op.getSum(), ctx);
+  auto out = ref::unary(op.getApproximate() == GeluApproximation::tanh
+                            ? ref::UnaryKind::GeluTanh
+                            : ref::UnaryKind::GeluErf,
+                        s);
+  if (!out)
+    return ref::Error{out.error};
+  Tensors results;
+  results.push_back(std::move(s));
+  results.push_back(std::move(out.value));
+  return results;
+}
+
+Outcome matmulGeluGrad(MatmulGeluGradOp op, Operands in,
+                       const EvalContext &ctx) {
+  auto product =
+      ref::matmul(*in[0], *in[1], op.getTransposeLhs(), op.getTransposeRhs());
+  if (!product)
+    return ref::Error{product.error};
+  ref::Tensor p = roundLike(std::move(product.value), op.getGrad(), ctx);
+  auto grad =
+      ref::gelu_grad(*in[2], p, op.getApproximate() == GeluApproximation::tanh);
+  if (!grad)
+    return ref::Error{grad.error};
+  ref::Tensor g = roundLike(std::move(grad.value), op.getGrad(), ctx);
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d + 1 < int64_t(g.shape.size()); ++d)
+    axes.push_back(d);
+  auto dbias = ref::reduce(ref::ReduceKind::Sum, g, axes, false);
+  if (!dbias)
+    return ref::Error{dbias.error};
+  Tensors results;
+  results.push_back(std::move(g));
+  results.push_back(roundLike(std::move(dbias.value), op.getDbias(), ctx));
+  return results;
+}
+
 Outcome addLayerNorm(AddLayerNormOp op, Operands in, const EvalContext &ctx) {
   auto sum = ref::binary(ref::BinaryKind::Add, *in[0], *in[1]);
   if (!sum)
@@ -337,6 +400,9 @@ dsc::evaluateOp(Operation *op, llvm::ArrayRef<const ref::Tensor *> in,
       })
       .Case([&](LayerNormOp o) { return layerNorm(o, in); })
       .Case([&](BiasGeluOp o) { return biasGelu(o, in, ctx); })
+      .Case([&](MatmulBiasOp o) { return matmulBias(o, in, ctx); })
+      .Case([&](MatmulBiasGeluOp o) { return matmulBiasGelu(o, in, ctx); })
+      .Case([&](MatmulGeluGradOp o) { return matmulGeluGrad(o, in, ctx); })
       .Case([&](AddLayerNormOp o) { return addLayerNorm(o, in, ctx); })
       .Case([&](LayerNormGradOp o) { return layerNormGrad(o, in); })
       .Case([&](RmsNormOp o) {

@@ -34,6 +34,13 @@ double attentionFlops(Value q, Value k) {
   return 4.0 * qs[0] * qs[1] * qs[2] * ks[2] * qs[3];
 }
 
+/// 2 M N K per batch: two FLOPs per result element per contracted index.
+double matmulFlops(Value lhs, Value result, bool transposeLhs) {
+  auto a = cast<RankedTensorType>(lhs.getType());
+  int64_t k = a.getShape()[transposeLhs ? a.getRank() - 2 : a.getRank() - 1];
+  return 2.0 * numel(result) * k;
+}
+
 } // namespace
 
 double elementwiseFlops(Operation *op) {
@@ -65,10 +72,35 @@ void MatmulOp::getKernelAttributes(Ints &ints, Floats &) {
   ints.push_back(getTransposeRhs());
 }
 double MatmulOp::getFlops() {
-  auto a = cast<RankedTensorType>(getLhs().getType());
-  int64_t k =
-      a.getShape()[getTransposeLhs() ? a.getRank() - 2 : a.getRank() - 1];
-  return 2.0 * numel(getResult()) * k;
+  return matmulFlops(getLhs(), getResult(), getTransposeLhs());
+}
+// The fused forms: [transpose_a, transpose_b] and then GELU's [approx]; the
+// epilogue counts one FLOP per element for the bias and one for the GELU.
+void MatmulBiasOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getTransposeLhs());
+  ints.push_back(getTransposeRhs());
+}
+double MatmulBiasOp::getFlops() {
+  return matmulFlops(getLhs(), getResult(), getTransposeLhs()) +
+         numel(getResult());
+}
+void MatmulBiasGeluOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getTransposeLhs());
+  ints.push_back(getTransposeRhs());
+  ints.push_back(getApproximate() == GeluApproximation::tanh);
+}
+double MatmulBiasGeluOp::getFlops() {
+  return matmulFlops(getLhs(), getResult(), getTransposeLhs()) +
+         2.0 * numel(getResult());
+}
+void MatmulGeluGradOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getTransposeLhs());
+  ints.push_back(getTransposeRhs());
+  ints.push_back(getApproximate() == GeluApproximation::tanh);
+}
+double MatmulGeluGradOp::getFlops() {
+  return matmulFlops(getLhs(), getGrad(), getTransposeLhs()) +
+         2.0 * numel(getGrad());
 }
 
 // Normalizations: [eps].

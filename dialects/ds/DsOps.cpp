@@ -181,6 +181,64 @@ LogicalResult BiasGeluOp::verify() {
   return verifyNormWeight(*this, getX(), getBias(), "bias");
 }
 
+/// A matmul with a bias epilogue: the result is the matmul's, and the bias
+/// runs along its last dimension.
+static LogicalResult verifyMatmulBias(Operation *op, Value lhs, Value rhs,
+                                      Value bias, Value result, bool ta,
+                                      bool tb) {
+  std::string why;
+  auto type = inferMatmulType(lhs, rhs, ta, tb, why);
+  if (failed(type))
+    return op->emitOpError(why);
+  if (*type != result.getType())
+    return op->emitOpError("result must be ")
+           << *type << " (the matmul's), got " << result.getType();
+  auto bt = tensorOf(bias);
+  int64_t n = type->getShape().back();
+  if (bt.getRank() != 1 || bt.getDimSize(0) != n)
+    return op->emitOpError("bias must be [")
+           << n << "] (the result's last dimension), got "
+           << shapeStr(bt.getShape());
+  if (bt.getElementType() != type->getElementType())
+    return op->emitOpError("bias has element type ")
+           << bt.getElementType() << ", the result has "
+           << type->getElementType();
+  return success();
+}
+
+LogicalResult MatmulBiasOp::verify() {
+  return verifyMatmulBias(*this, getLhs(), getRhs(), getBias(), getResult(),
+                          getTransposeLhs(), getTransposeRhs());
+}
+
+LogicalResult MatmulBiasGeluOp::verify() {
+  if (getSum().getType() != getResult().getType())
+    return emitOpError("sum and result must have the same type, got ")
+           << getSum().getType() << " and " << getResult().getType();
+  return verifyMatmulBias(*this, getLhs(), getRhs(), getBias(), getResult(),
+                          getTransposeLhs(), getTransposeRhs());
+}
+
+LogicalResult MatmulGeluGradOp::verify() {
+  std::string why;
+  auto type = inferMatmulType(getLhs(), getRhs(), getTransposeLhs(),
+                              getTransposeRhs(), why);
+  if (failed(type))
+    return emitOpError(why);
+  for (Value v : {getX(), getGrad()})
+    if (v.getType() != *type)
+      return emitOpError(v == getX() ? "x" : "grad")
+             << " must be " << *type << " (the matmul's), got " << v.getType();
+  auto db = tensorOf(getDbias());
+  int64_t n = type->getShape().back();
+  if (db.getRank() != 1 || db.getDimSize(0) != n ||
+      db.getElementType() != type->getElementType())
+    return emitOpError("dbias must be ")
+           << RankedTensorType::get({n}, type->getElementType())
+           << " (the product's last dimension), got " << getDbias().getType();
+  return success();
+}
+
 LogicalResult AddLayerNormOp::verify() {
   if (failed(verifyNormWeight(*this, getX(), getWeight(), "weight")))
     return failure();

@@ -556,6 +556,72 @@ def DS_BiasGeluOp : DS_Op<"bias_gelu",
   let hasVerifier = 1;
 }
 
+def DS_MatmulBiasOp : DS_Op<"matmul_bias",
+    [DeclareOpInterfaceMethods<DS_KernelOpInterface,
+         ["getKernelAttributes", "getFlops"]>, Pure]> {
+  let summary = "ds.matmul with a bias added to each row of its result";
+  let description = [{
+    result = matmul(lhs, rhs) + bias, `bias` [N] along the last dimension:
+    a linear layer as one kernel (cuBLASLt's BIAS epilogue). The product is
+    rounded to the result type before the bias is added, as unfused; a
+    backend that adds the bias to the f32 accumulator instead differs by
+    that rounding (docs/ds-dialect.md).
+  }];
+  let arguments = (ins DS_FloatTensor:$lhs, DS_FloatTensor:$rhs,
+                       DS_FloatTensor:$bias, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $bias attr-dict `:` type($lhs) `,` type($rhs) `,`
+    type($bias) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_MatmulBiasGeluOp : DS_Op<"matmul_bias_gelu",
+    [DeclareOpInterfaceMethods<DS_KernelOpInterface,
+         ["getKernelAttributes", "getFlops"]>, Pure]> {
+  let summary = "sum = matmul(lhs, rhs) + bias; result = gelu(sum)";
+  let description = [{
+    ds.matmul_bias followed by ds.bias_gelu's GELU, in one kernel
+    (cuBLASLt's GELU_AUX_BIAS epilogue for the tanh form). `sum`, the
+    pre-activation, is kept for the backward pass.
+  }];
+  let arguments = (ins DS_GeluApproximationAttr:$approximate,
+                       DS_FloatTensor:$lhs, DS_FloatTensor:$rhs,
+                       DS_FloatTensor:$bias, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs DS_FloatTensor:$sum, DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $approximate $lhs `,` $rhs `,` $bias attr-dict `:` type($lhs) `,`
+    type($rhs) `,` type($bias) `->` type($sum) `,` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_MatmulGeluGradOp : DS_Op<"matmul_gelu_grad",
+    [DeclareOpInterfaceMethods<DS_KernelOpInterface,
+         ["getKernelAttributes", "getFlops"]>, Pure]> {
+  let summary = "grad = gelu_grad(x, matmul(lhs, rhs)); dbias = its row sum";
+  let description = [{
+    The backward of ds.matmul_bias_gelu's GELU and bias in one kernel
+    (cuBLASLt's DGELU_BGRAD epilogue): the incoming gradient's product
+    with the next layer's weight, times GELU's derivative at the saved
+    pre-activation `x`, and that summed over every dimension but the last
+    (the bias gradient, [N]). Each step rounded to its type, as unfused.
+  }];
+  let arguments = (ins DS_GeluApproximationAttr:$approximate,
+                       DS_FloatTensor:$lhs, DS_FloatTensor:$rhs,
+                       DS_FloatTensor:$x, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs DS_FloatTensor:$grad, DS_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $approximate $lhs `,` $rhs `,` $x attr-dict `:` type($lhs) `,`
+    type($rhs) `,` type($x) `->` type($grad) `,` type($dbias)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "residual", "sum", "result"]>]> {
   let summary = "sum = x + residual; result = layer_norm(sum), in one pass";

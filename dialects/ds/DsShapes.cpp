@@ -71,36 +71,56 @@ DS_BROADCAST_INFERENCE(MaximumOp)
 DS_BROADCAST_INFERENCE(EqualOp)
 #undef DS_BROADCAST_INFERENCE
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &inferred) {
-  auto a = tensorOf(adaptor.getLhs()), b = tensorOf(adaptor.getRhs());
-  if (a.getRank() < 2 || b.getRank() < 2)
-    return emitOptionalError(loc, "operands must have rank >= 2, got ",
-                             shapeStr(a.getShape()), " and ",
-                             shapeStr(b.getShape()));
-  if (a.getElementType() != b.getElementType())
-    return emitOptionalError(loc, "operands have different element types ",
-                             a.getElementType(), " and ", b.getElementType());
+FailureOr<RankedTensorType> mlir::ds::inferMatmulType(Value lhs, Value rhs,
+                                                      bool transposeLhs,
+                                                      bool transposeRhs,
+                                                      std::string &why) {
+  auto a = tensorOf(lhs), b = tensorOf(rhs);
+  llvm::raw_string_ostream os(why);
+  if (a.getRank() < 2 || b.getRank() < 2) {
+    os << "operands must have rank >= 2, got " << shapeStr(a.getShape())
+       << " and " << shapeStr(b.getShape());
+    return failure();
+  }
+  if (a.getElementType() != b.getElementType()) {
+    os << "operands have different element types '" << a.getElementType()
+       << "' and '" << b.getElementType() << "'";
+    return failure();
+  }
   int64_t ra = a.getRank(), rb = b.getRank();
-  bool ta = adaptor.getTransposeLhs(), tb = adaptor.getTransposeRhs();
+  bool ta = transposeLhs, tb = transposeRhs;
   int64_t m = a.getDimSize(ta ? ra - 1 : ra - 2);
   int64_t ka = a.getDimSize(ta ? ra - 2 : ra - 1);
   int64_t kb = b.getDimSize(tb ? rb - 1 : rb - 2);
   int64_t n = b.getDimSize(tb ? rb - 2 : rb - 1);
-  if (ka != kb)
-    return emitOptionalError(loc, "contracting dimensions differ: lhs has ", ka,
-                             ", rhs has ", kb);
+  if (ka != kb) {
+    os << "contracting dimensions differ: lhs has " << ka << ", rhs has " << kb;
+    return failure();
+  }
   auto batch =
       broadcastShapes(a.getShape().drop_back(2), b.getShape().drop_back(2));
-  if (!batch)
-    return emitOptionalError(
-        loc, "batch dimensions ", shapeStr(a.getShape().drop_back(2)), " and ",
-        shapeStr(b.getShape().drop_back(2)), " are not broadcast-compatible");
+  if (!batch) {
+    os << "batch dimensions " << shapeStr(a.getShape().drop_back(2)) << " and "
+       << shapeStr(b.getShape().drop_back(2))
+       << " are not broadcast-compatible";
+    return failure();
+  }
   batch->push_back(m);
   batch->push_back(n);
-  inferred.push_back(RankedTensorType::get(*batch, a.getElementType()));
+  return RankedTensorType::get(*batch, a.getElementType());
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  std::string why;
+  auto type = inferMatmulType(adaptor.getLhs(), adaptor.getRhs(),
+                              adaptor.getTransposeLhs(),
+                              adaptor.getTransposeRhs(), why);
+  if (failed(type))
+    return emitOptionalError(loc, why);
+  inferred.push_back(*type);
   return success();
 }
 

@@ -17,6 +17,13 @@ namespace mlir::ds {
 std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                     ArrayRef<int64_t> b);
 
+/// ds.matmul's result type for these operands and flags, or failure with
+/// `why` (ds.matmul_bias and ds.matmul_bias_gelu share it).
+FailureOr<RankedTensorType> inferMatmulType(Value lhs, Value rhs,
+                                            bool transposeLhs,
+                                            bool transposeRhs,
+                                            std::string &why);
+
 /// "4x3x?": the way MLIR prints a shape, for error messages.
 std::string shapeStr(ArrayRef<int64_t> shape);
 

@@ -17,6 +17,15 @@
 //   ds.cast             (x) -> out (dtype from buffers)                   |
 //   ds.dropout          (x) -> out                  [id] | [rate]
 //   ds.matmul           (a, b) -> out               [transpose_a, transpose_b]
+//   ds.matmul_bias      (a, b, bias) -> out         [transpose_a, transpose_b]
+//                       out = matmul(a, b) + bias along out's last dim
+//   ds.matmul_bias_gelu (a, b, bias) -> sum, out    [transpose_a,
+//                       transpose_b, approx] sum = matmul + bias, out =
+//                       gelu(sum)
+//   ds.matmul_gelu_grad (a, b, x) -> grad, dbias    [transpose_a,
+//                       transpose_b, approx] grad = gelu_grad(x,
+//                       matmul(a, b)), dbias [N] = grad summed over all
+//                       dims but the last
 //   ds.layer_norm       (x, w[, b]) -> out          | [eps]
 //   ds.layer_norm_grad  (x, w, g) -> dx, dw, db     | [eps]
 //   ds.rms_norm         (x, w) -> out               | [eps]

@@ -270,6 +270,84 @@ bool checkBiasRows(std::string &err, const TensorRef &x, const TensorRef &bias,
   return true;
 }
 
+KernelArgs matmulProductArgs(const KernelArgs &args, const TensorRef *out) {
+  KernelArgs product = args;
+  product.numInputs = 2;
+  product.outputs = out;
+  product.numOutputs = 1;
+  product.numIntAttrs = 2;
+  return product;
+}
+
+bool checkMatmulBias(const KernelArgs &args, MatmulShape &m, std::string &err) {
+  const TensorRef &product = args.outputs[0], &bias = args.inputs[2];
+  if (!checkMatmul(matmulProductArgs(args, args.outputs), m, err))
+    return false;
+  if (bias.rank != 1 || bias.shape[0] != m.N)
+    return fail(err, "bias has shape ", shapeStr(bias), " but needs [", m.N,
+                "] (the last dim of the product)");
+  if (args.numOutputs < 2)
+    return true;
+  if (!sameShape(args.outputs[1], product))
+    return fail(err, "the output has shape ", shapeStr(args.outputs[1]),
+                " but the product has shape ", shapeStr(product));
+  bool tanhForm = false;
+  return checkGeluApprox(err, args.intAttrs[2], tanhForm);
+}
+
+bool checkMatmulGeluGrad(const KernelArgs &args, MatmulShape &m,
+                         std::string &err) {
+  const TensorRef &grad = args.outputs[0], &dbias = args.outputs[1];
+  const TensorRef &x = args.inputs[2];
+  if (!checkMatmul(matmulProductArgs(args, args.outputs), m, err))
+    return false;
+  if (!sameShape(x, grad))
+    return fail(err, "x has shape ", shapeStr(x), " but the product has shape ",
+                shapeStr(grad));
+  if (dbias.rank != 1 || dbias.shape[0] != m.N)
+    return fail(err, "dbias has shape ", shapeStr(dbias), " but needs [", m.N,
+                "] (the last dim of the product)");
+  bool tanhForm = false;
+  return checkGeluApprox(err, args.intAttrs[2], tanhForm);
+}
+
+KernelArgs geluGradStepArgs(const KernelArgs &args, TensorRef (&ins)[2]) {
+  ins[0] = args.inputs[2];
+  ins[1] = args.outputs[0];
+  KernelArgs step = args;
+  step.inputs = ins;
+  step.numInputs = 2;
+  step.numOutputs = 1;
+  step.intAttrs = args.intAttrs + 2;
+  step.numIntAttrs = 1;
+  return step;
+}
+
+KernelArgs biasGradStepArgs(const KernelArgs &args, int64_t (&axes)[kMaxRank]) {
+  const TensorRef &grad = args.outputs[0];
+  for (int d = 0; d + 1 < grad.rank; ++d)
+    axes[d] = d;
+  KernelArgs step = args;
+  step.inputs = args.outputs;
+  step.numInputs = 1;
+  step.outputs = args.outputs + 1;
+  step.numOutputs = 1;
+  step.intAttrs = axes;
+  step.numIntAttrs = size_t(grad.rank > 0 ? grad.rank - 1 : 0);
+  return step;
+}
+
+KernelArgs matmulEpilogueArgs(const KernelArgs &args, TensorRef (&ins)[2]) {
+  ins[0] = args.outputs[0];
+  ins[1] = args.inputs[2];
+  KernelArgs rest = args;
+  rest.inputs = ins;
+  rest.numInputs = 2;
+  rest.intAttrs = args.intAttrs + 2;
+  rest.numIntAttrs = args.numIntAttrs - 2;
+  return rest;
+}
+
 bool checkMatmul(const KernelArgs &args, MatmulShape &m, std::string &err) {
   const TensorRef &a = args.inputs[0], &b = args.inputs[1];
   const TensorRef &out = args.outputs[0];

@@ -242,6 +242,27 @@ struct MatmulShape {
 };
 /// Checks the flags and shapes (output = batch + [M, N]) and fills `m`.
 bool checkMatmul(const KernelArgs &args, MatmulShape &m, std::string &err);
+/// ds.matmul_bias(_gelu)'s arguments as ds.matmul's: inputs a and b, the
+/// transpose flags, and `out` as the one output.
+KernelArgs matmulProductArgs(const KernelArgs &args, const TensorRef *out);
+/// ds.matmul_bias(_gelu)'s operands: the product's as checkMatmul checks
+/// them (into the first output), bias [N], ds.matmul_bias_gelu's second
+/// output of the first's shape and its GELU form (approx 0 or 1).
+bool checkMatmulBias(const KernelArgs &args, MatmulShape &m, std::string &err);
+/// ds.matmul_gelu_grad's operands: the product's as checkMatmul checks them
+/// (into the first output), x of the product's shape, dbias [N], approx 0
+/// or 1.
+bool checkMatmulGeluGrad(const KernelArgs &args, MatmulShape &m,
+                         std::string &err);
+/// ds.matmul_gelu_grad's second step, ds.gelu_grad (x, product) -> grad
+/// in place, and its third, ds.reduce_sum (grad) -> dbias over `axes`
+/// (every dim but the last, filled in).
+KernelArgs geluGradStepArgs(const KernelArgs &args, TensorRef (&ins)[2]);
+KernelArgs biasGradStepArgs(const KernelArgs &args, int64_t (&axes)[kMaxRank]);
+/// What finishes ds.matmul_bias(_gelu) once the product is in its first
+/// output: ds.add's arguments (product, bias) -> out, or ds.bias_gelu's
+/// (sum, bias) -> sum, out with [approx]. `ins` holds the new inputs.
+KernelArgs matmulEpilogueArgs(const KernelArgs &args, TensorRef (&ins)[2]);
 
 //===--- Data movement and dropout ----------------------------------------===//
 

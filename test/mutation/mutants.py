@@ -147,13 +147,17 @@ def gelu_erf(plan):
     asks for tanh: the approximate flag dropped in lowering, forward and
     backward alike. The CPU kernels read approximate 1 as tanh, 0 as erf."""
     changes = []
-    fwd = select(plan, ("ds.gelu", "ds.bias_gelu"))
-    bwd = select(plan, "ds.gelu_grad")
-    need(fwd and bwd, "need a forward GELU (ds.gelu/ds.bias_gelu) and ds.gelu_grad")
+    fwd = select(plan, ("ds.gelu", "ds.bias_gelu", "ds.matmul_bias_gelu"))
+    bwd = select(plan, ("ds.gelu_grad", "ds.matmul_gelu_grad"))
+    need(fwd and bwd, "need a forward GELU (ds.gelu/ds.bias_gelu/"
+         "ds.matmul_bias_gelu) and its gradient (ds.gelu_grad/"
+         "ds.matmul_gelu_grad)")
     for prog, i, ins in fwd + bwd:
-        need(vec(ins, "int_attrs")[:1] == [1],
+        # A fused matmul's flag follows the two transpose flags.
+        k = 2 if ins["kernel"].startswith("ds.matmul_") else 0
+        need(vec(ins, "int_attrs")[k:k + 1] == [1],
              f"{pj.describe(prog, i, ins)}: approximate is not 1 (tanh)")
-        set_attr(changes, prog, i, ins, "int_attrs", 0, 0)
+        set_attr(changes, prog, i, ins, "int_attrs", k, 0)
     return changes
 
 
@@ -226,9 +230,12 @@ def stale_activation_view(plan):
     changes, moved = [], set()
     for prog in pj.micro_programs(plan):
         instrs = vec(prog, "instrs")
-        # The forward matmul x @ W: x is the activation the backward saves.
-        fwd = [ins for _, _, ins in select(plan, "ds.matmul", [prog])
-               if vec(ins, "inputs")[1:] == [pbuf] and vec(ins, "int_attrs") == [0, 1]]
+        # The forward matmul x @ W (+ b): x is the activation the backward
+        # saves.
+        fwd = [ins for _, _, ins in
+               select(plan, ("ds.matmul", "ds.matmul_bias"), [prog])
+               if vec(ins, "inputs")[1:2] == [pbuf]
+               and vec(ins, "int_attrs") == [0, 1]]
         need(len(fwd) == 1, f"@{prog['name']}: {len(fwd)} forward matmuls with {param}")
         act = pj.buffer_range(plan, fwd[0]["inputs"][0])
         # grad += dW, dW = dy^T-ish matmul (transposed lhs) of dy and x.

@@ -238,6 +238,9 @@ bool fillBody(const KernelArgs &, std::string &);
 bool dropoutBody(const KernelArgs &, std::string &);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
+bool matmulBiasBody(const KernelArgs &, std::string &);
+bool matmulBiasGeluBody(const KernelArgs &, std::string &);
+bool matmulGeluGradBody(const KernelArgs &, std::string &);
 // Norms.cpp
 bool layerNormBody(const KernelArgs &, std::string &);
 bool layerNormGradBody(const KernelArgs &, std::string &);

@@ -6,6 +6,11 @@
 // no batch (a linear layer), the batch of a is folded into M: one sgemm over
 // all rows. Otherwise one sgemm per output batch; OpenBLAS threads each.
 //
+// ds.matmul_bias and ds.matmul_bias_gelu run the same sgemm and then the
+// bias (and GELU) as ds.add and ds.bias_gelu would, over the result in
+// place: the same bits as unfused. (Folding the bias into sgemm's C with
+// beta = 1 would add it before the K blocks' partial sums, not after.)
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuCommon.h"
@@ -67,6 +72,38 @@ bool matmulBody(const KernelArgs &args, std::string &err) {
     }
   }
   return true;
+}
+
+bool matmulBiasBody(const KernelArgs &args, std::string &err) {
+  MatmulShape m;
+  if (!expectAllF32(args, err) || !checkMatmulBias(args, m, err) ||
+      !matmulBody(matmulProductArgs(args, args.outputs), err))
+    return false;
+  TensorRef ins[2];
+  return addBody(matmulEpilogueArgs(args, ins), err);
+}
+
+bool matmulBiasGeluBody(const KernelArgs &args, std::string &err) {
+  // The product lands in `sum`, which ds.bias_gelu then reads in place.
+  MatmulShape m;
+  if (!expectAllF32(args, err) || !checkMatmulBias(args, m, err) ||
+      !matmulBody(matmulProductArgs(args, args.outputs), err))
+    return false;
+  TensorRef ins[2];
+  return biasGeluBody(matmulEpilogueArgs(args, ins), err);
+}
+
+bool matmulGeluGradBody(const KernelArgs &args, std::string &err) {
+  // The product lands in `grad`; ds.gelu_grad then scales it in place and
+  // ds.reduce_sum sums its rows into dbias.
+  MatmulShape m;
+  if (!expectAllF32(args, err) || !checkMatmulGeluGrad(args, m, err) ||
+      !matmulBody(matmulProductArgs(args, args.outputs), err))
+    return false;
+  TensorRef ins[2];
+  int64_t axes[kMaxRank];
+  return geluGradBody(geluGradStepArgs(args, ins), err) &&
+         reduceSumBody(biasGradStepArgs(args, axes), err);
 }
 
 } // namespace dsc::rt::cpu

@@ -94,11 +94,33 @@ bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
 }
 
 bool isFusedPair(std::string_view kernel) {
-  return kernel == "ds.add_layer_norm" || kernel == "ds.bias_gelu";
+  return kernel == "ds.add_layer_norm" || kernel == "ds.bias_gelu" ||
+         kernel == "ds.matmul_bias" || kernel == "ds.matmul_bias_gelu" ||
+         kernel == "ds.matmul_gelu_grad";
 }
 
 bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
                     std::string &error) {
+  if (kernel == "ds.matmul_gelu_grad") {
+    // The product, the GELU gradient and the row sum, each rounded.
+    TensorRef ins[2];
+    int64_t axes[kMaxRank];
+    return runWidened(&matmulBody, matmulProductArgs(args, args.outputs),
+                      error) &&
+           runWidened(&geluGradBody, geluGradStepArgs(args, ins), error) &&
+           runWidened(&reduceSumBody, biasGradStepArgs(args, axes), error);
+  }
+  if (kernel == "ds.matmul_bias" || kernel == "ds.matmul_bias_gelu") {
+    // The product, rounded into the first output; then the bias (and the
+    // GELU) on it as the pair they are unfused.
+    if (!runWidened(&matmulBody, matmulProductArgs(args, args.outputs), error))
+      return false;
+    TensorRef ins[2];
+    KernelArgs rest = matmulEpilogueArgs(args, ins);
+    return kernel == "ds.matmul_bias"
+               ? runWidened(&addBody, rest, error)
+               : runWidenedPair("ds.bias_gelu", rest, error);
+  }
   // Step one, the add: (x, residual) or (x, bias) -> sum, outputs[0].
   KernelArgs add = args;
   add.numInputs = 2;

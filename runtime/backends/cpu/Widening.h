@@ -29,8 +29,9 @@ std::string widenedSignature(std::string_view f32Signature);
 /// has checked the arity and the aliasing on `args` itself).
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args, std::string &error);
 
-/// Whether `kernel` is a fused pair (ds.add_layer_norm, ds.bias_gelu) that
-/// runWidenedPair computes.
+/// Whether `kernel` is a fused op (ds.add_layer_norm, ds.bias_gelu,
+/// ds.matmul_bias, ds.matmul_bias_gelu, ds.matmul_gelu_grad) that
+/// runWidenedPair computes step by step.
 bool isFusedPair(std::string_view kernel);
 
 /// A fused pair's 16-bit variant, in two widened steps: the intermediate is

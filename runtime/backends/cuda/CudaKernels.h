@@ -95,6 +95,9 @@ bool scaleOnStream(void *data, DType dtype, int64_t n, float scale,
 bool zeroOnStream(void *data, size_t bytes, void *stream, std::string &err);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
+bool matmulBiasBody(const KernelArgs &, std::string &);
+bool matmulBiasGeluBody(const KernelArgs &, std::string &);
+bool matmulGeluGradBody(const KernelArgs &, std::string &);
 
 } // namespace dsc::rt::cuda
 

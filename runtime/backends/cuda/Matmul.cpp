@@ -11,6 +11,21 @@
 // cuBLASLt's algorithm is asked for once per shape (the first, eager run of
 // a program, before it is captured) and kept.
 //
+// ds.matmul_bias and ds.matmul_bias_gelu use cuBLASLt's epilogues where one
+// call computes the whole output: BIAS (the bias is cuBLASLt's per-row
+// vector, rows being our N) and, for the tanh GELU, GELU_AUX_BIAS (D the
+// GELU, the aux matrix the pre-activation `sum`, its leading dimension a
+// multiple of 8). The epilogue adds the bias to the f32 accumulator before
+// rounding, where the CPU rounds the product first: a difference of one
+// rounding in 16-bit plans. Elsewhere (batched products, erf GELU, a shape
+// cuBLASLt has no epilogue algorithm for) the product is written first and
+// ds.add's or ds.bias_gelu's kernel finishes it in place.
+//
+// ds.matmul_gelu_grad is DGELU_BGRAD under the same conditions: D the
+// product times GELU's derivative at the aux matrix (the saved
+// pre-activation), the bias pointer the row sum cuBLASLt writes. Else
+// the product, then ds.gelu_grad's and ds.reduce_sum's kernels.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CublasLt.h"
 #include "runtime/backends/cuda/CudaHandles.h"
@@ -57,15 +72,32 @@ struct Gemm {
   int64_t batch, strideA, strideB, strideC;
   DType in, out;
   bool tf32;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  int64_t auxLd = 0; // the aux matrix's leading dimension, in elements
   /// The operands' alignment in bytes (a power of two, at most 256):
   /// cuBLASLt assumes 256 unless told, and plan buffers are packed to
   /// their element size only.
   uint32_t alignA = 256, alignB = 256, alignC = 256;
+  uint32_t alignBias = 256, alignAux = 256;
   auto key() const {
     return std::make_tuple(transA, transB, m, n, k, lda, ldb, ldc, batch,
                            strideA, strideB, strideC, int(in), int(out), tf32,
-                           alignA, alignB, alignC);
+                           alignA, alignB, alignC, int(epilogue), auxLd,
+                           alignBias, alignAux);
   }
+};
+
+/// Whether the epilogue reads or writes the aux matrix (the GELU's input).
+bool usesAux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+/// The epilogue's operands: bias [m] (cuBLASLt's rows; the bias gradient
+/// it writes for DGELU_BGRAD) and the aux matrix.
+struct EpilogueData {
+  const void *bias = nullptr;
+  void *aux = nullptr;
 };
 
 /// The largest power of two <= 256 dividing the address and every batch
@@ -80,23 +112,36 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool found = false; // false: an epilogue cuBLASLt has no algorithm for
 };
 
 class PlanCache {
 public:
   /// The plan for `g` on `lt` (made on first use); null with err.
-  const Plan *get(cublasLtHandle_t lt, const Gemm &g, size_t workspace,
-                  std::string &err) {
-    std::lock_guard<std::mutex> lock(mutex_);
+  /// The plan for `g` on `lt` (made on first use; its epilogue pointers
+  /// set to `e`'s), or null with err. The plan is the caller's until
+  /// `release`: its descriptor carries this call's pointers.
+  Plan *acquire(cublasLtHandle_t lt, const Gemm &g, const EpilogueData &e,
+                size_t workspace, std::string &err) {
+    mutex_.lock();
     auto key = std::make_tuple(static_cast<void *>(lt), g.key());
     auto it = plans_.find(key);
-    if (it != plans_.end())
-      return &it->second;
-    Plan p;
-    if (!make(lt, g, workspace, p, err))
+    if (it == plans_.end()) {
+      Plan p;
+      if (!make(lt, g, e, workspace, p, err)) {
+        mutex_.unlock();
+        return nullptr;
+      }
+      it = plans_.emplace(key, p).first;
+    }
+    if (it->second.found && g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+        !setPointers(it->second.desc, g, e, err)) {
+      mutex_.unlock();
       return nullptr;
-    return &plans_.emplace(key, p).first->second;
+    }
+    return &it->second;
   }
+  void release() { mutex_.unlock(); }
 
 private:
   static bool layout(cublasLtMatrixLayout_t &l, cudaDataType_t type,
@@ -117,8 +162,41 @@ private:
                 err, "cublasLtMatrixLayoutSetAttribute");
   }
 
-  static bool make(cublasLtHandle_t lt, const Gemm &g, size_t workspace,
-                   Plan &p, std::string &err) {
+  static bool setPointers(cublasLtMatmulDesc_t desc, const Gemm &g,
+                          const EpilogueData &e, std::string &err) {
+    if (!ltOk(api().descSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                     &e.bias, sizeof e.bias),
+              err, "cublasLtMatmulDescSetAttribute"))
+      return false;
+    if (!usesAux(g.epilogue))
+      return true;
+    return ltOk(
+        api().descSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                               &e.aux, sizeof e.aux),
+        err, "cublasLtMatmulDescSetAttribute");
+  }
+
+  static bool setEpilogue(cublasLtMatmulDesc_t desc, const Gemm &g,
+                          const EpilogueData &e, std::string &err) {
+    const cudaDataType_t biasType = cudaTypeOf(g.out);
+    if (!ltOk(api().descSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                     &g.epilogue, sizeof g.epilogue),
+              err, "cublasLtMatmulDescSetAttribute") ||
+        !ltOk(api().descSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                     &biasType, sizeof biasType),
+              err, "cublasLtMatmulDescSetAttribute"))
+      return false;
+    if (usesAux(g.epilogue) &&
+        !ltOk(api().descSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                     &g.auxLd, sizeof g.auxLd),
+              err, "cublasLtMatmulDescSetAttribute"))
+      return false;
+    // The heuristic reads the pointers' alignment.
+    return setPointers(desc, g, e, err);
+  }
+
+  static bool make(cublasLtHandle_t lt, const Gemm &g, const EpilogueData &e,
+                   size_t workspace, Plan &p, std::string &err) {
     cublasComputeType_t compute = g.in == DType::f32 && g.tf32
                                       ? CUBLAS_COMPUTE_32F_FAST_TF32
                                       : CUBLAS_COMPUTE_32F;
@@ -160,11 +238,17 @@ private:
     cublasStatus_t status = api().algoGetHeuristic(
         lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
     api().preferenceDestroy(pref);
+    // An epilogue cuBLASLt cannot do here is not an error: the caller
+    // computes the product plain and finishes it with a kernel of its own.
+    const bool optional = g.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+    if (optional && (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0))
+      return true;
     if (!ltOk(status, err, "cublasLtMatmulAlgoGetHeuristic"))
       return false;
     if (found == 0)
       return fail(err, "cuBLASLt has no algorithm for this shape");
     p.algo = result.algo;
+    p.found = true;
     return true;
   }
 
@@ -189,24 +273,84 @@ bool dtypesOk(const TensorRef &a, const TensorRef &b, const TensorRef &out,
               "output of theirs or f32)");
 }
 
+/// Enqueues `g` on the args' stream; `ran` false (and no error) when `g`
+/// asks for an epilogue cuBLASLt has no algorithm for.
 bool runGemm(const KernelArgs &args, Gemm g, const void *a, const void *b,
-             void *c, std::string &err) {
+             void *c, std::string &err, const EpilogueData &e = {},
+             bool *ran = nullptr) {
   const int64_t inSize = int64_t(dtypeSize(g.in)),
                 outSize = int64_t(dtypeSize(g.out));
   g.alignA = alignmentOf(a, g.strideA * inSize);
   g.alignB = alignmentOf(b, g.strideB * inSize);
   g.alignC = alignmentOf(c, g.strideC * outSize);
+  if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    g.alignBias = alignmentOf(e.bias, 0);
+    g.alignAux = e.aux ? alignmentOf(e.aux, 0) : 256;
+  }
   auto *h = static_cast<const CudaHandles *>(args.ctx->handles);
   auto handle = static_cast<cublasLtHandle_t>(h->lt);
-  const Plan *p = planCache().get(handle, g, h->workspaceBytes, err);
+  Plan *p = planCache().acquire(handle, g, e, h->workspaceBytes, err);
   if (!p)
     return false;
-  const float one = 1.0f, zero = 0.0f;
-  return ltOk(api().matmul(handle, p->desc, &one, a, p->a, b, p->b, &zero, c,
+  if (ran)
+    *ran = p->found;
+  bool ok = true;
+  if (p->found) {
+    const float one = 1.0f, zero = 0.0f;
+    ok = ltOk(api().matmul(handle, p->desc, &one, a, p->a, b, p->b, &zero, c,
                            p->c, c, p->c, &p->algo, h->workspace,
                            h->workspaceBytes,
                            static_cast<cudaStream_t>(args.ctx->stream)),
               err, "cublasLtMatmul");
+  }
+  planCache().release();
+  return ok;
+}
+
+/// Whether one call computes the whole product: no batch, or an
+/// untransposed a against one b (a linear layer).
+bool singleCall(const KernelArgs &args, const MatmulShape &s) {
+  const int64_t numBatchesB = args.inputs[1].numel() / (s.K * s.N);
+  return s.batchRank == 0 || (!s.transA && numBatchesB == 1);
+}
+
+/// The column-major view of one product: cuBLASLt's A is our b (N x K), its
+/// B our a (K x M); n covers a's whole batch when singleCall says so.
+Gemm oneGemm(const KernelArgs &args, const MatmulShape &s) {
+  Gemm g{};
+  g.transA = s.transB;
+  g.transB = s.transA;
+  g.m = s.N;
+  g.n = s.M;
+  g.k = s.K;
+  g.lda = s.transB ? s.K : s.N;
+  g.ldb = s.transA ? s.M : s.K;
+  g.ldc = s.N;
+  g.batch = 1;
+  g.in = args.inputs[0].dtype;
+  g.out = args.outputs[0].dtype;
+  g.tf32 = static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;
+  if (s.batchRank > 0 && singleCall(args, s))
+    g.n = s.M * s.numBatches; // every row of a against the one b
+  return g;
+}
+
+/// The checks ds.matmul_bias(_gelu) share with ds.matmul, the bias's too;
+/// every operand in the product's dtype.
+bool checkFused(const KernelArgs &args, MatmulShape &s, std::string &err) {
+  const TensorRef &product = args.outputs[0];
+  if (!dtypesOk(args.inputs[0], args.inputs[1], product, err))
+    return false;
+  for (const TensorRef *t :
+       {&args.inputs[2], &args.outputs[args.numOutputs - 1]})
+    if (t->dtype != product.dtype)
+      return fail(err, "bias and outputs must share the product's dtype ",
+                  dtypeName(product.dtype));
+  if (!checkMatmulBias(args, s, err))
+    return false;
+  if (!args.ctx || !args.ctx->handles)
+    return fail(err, "needs the CUDA backend's cuBLASLt handle");
+  return true;
 }
 
 } // namespace
@@ -226,29 +370,9 @@ bool matmulBody(const KernelArgs &args, std::string &err) {
     return zeroOnStream(out.data, size_t(out.numel()) * outSize,
                         args.ctx->stream, err);
   }
-  const bool tf32 =
-      static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;
-  // Column-major view: cuBLASLt's A is our b (N x K), its B our a (K x M).
-  Gemm g{};
-  g.transA = s.transB;
-  g.transB = s.transA;
-  g.m = s.N;
-  g.n = s.M;
-  g.k = s.K;
-  g.lda = s.transB ? s.K : s.N;
-  g.ldb = s.transA ? s.M : s.K;
-  g.ldc = s.N;
-  g.batch = 1;
-  g.in = a.dtype;
-  g.out = out.dtype;
-  g.tf32 = tf32;
-  const int64_t numBatchesB = b.numel() / (s.K * s.N);
-  if (s.batchRank == 0)
+  Gemm g = oneGemm(args, s);
+  if (singleCall(args, s))
     return runGemm(args, g, b.data, a.data, out.data, err);
-  if (!s.transA && numBatchesB == 1) {
-    g.n = s.M * s.numBatches; // every row of a against the one b
-    return runGemm(args, g, b.data, a.data, out.data, err);
-  }
   // The batch as (outer calls) x (one strided call over the innermost dim):
   // folding the innermost batch dims while their strides stay uniform.
   int inner = s.batchRank - 1;
@@ -285,6 +409,95 @@ bool matmulBody(const KernelArgs &args, std::string &err) {
     }
   }
   return true;
+}
+
+bool matmulBiasBody(const KernelArgs &args, std::string &err) {
+  const TensorRef &out = args.outputs[0];
+  MatmulShape s;
+  if (!checkFused(args, s, err))
+    return false;
+  if (out.numel() == 0)
+    return true;
+  if (s.K > 0 && singleCall(args, s)) {
+    Gemm g = oneGemm(args, s);
+    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    EpilogueData e;
+    e.bias = args.inputs[2].data;
+    bool ran = false;
+    if (!runGemm(args, g, args.inputs[1].data, args.inputs[0].data, out.data,
+                 err, e, &ran))
+      return false;
+    if (ran)
+      return true;
+  }
+  TensorRef ins[2];
+  return matmulBody(matmulProductArgs(args, &out), err) &&
+         addBody(matmulEpilogueArgs(args, ins), err);
+}
+
+bool matmulBiasGeluBody(const KernelArgs &args, std::string &err) {
+  const TensorRef &sum = args.outputs[0], &out = args.outputs[1];
+  MatmulShape s;
+  if (!checkFused(args, s, err))
+    return false;
+  const bool tanhForm = args.intAttrs[2] == 1;
+  if (out.numel() == 0)
+    return true;
+  // cuBLASLt's GELU is the tanh form; its aux matrix needs ld % 8 == 0.
+  if (tanhForm && s.K > 0 && s.N % 8 == 0 && singleCall(args, s)) {
+    Gemm g = oneGemm(args, s);
+    g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    g.auxLd = s.N;
+    EpilogueData e;
+    e.bias = args.inputs[2].data;
+    e.aux = sum.data;
+    bool ran = false;
+    if (!runGemm(args, g, args.inputs[1].data, args.inputs[0].data, out.data,
+                 err, e, &ran))
+      return false;
+    if (ran)
+      return true;
+  }
+  TensorRef ins[2];
+  return matmulBody(matmulProductArgs(args, &sum), err) &&
+         biasGeluBody(matmulEpilogueArgs(args, ins), err);
+}
+
+bool matmulGeluGradBody(const KernelArgs &args, std::string &err) {
+  const TensorRef &grad = args.outputs[0], &dbias = args.outputs[1];
+  const TensorRef &x = args.inputs[2];
+  MatmulShape s;
+  if (!dtypesOk(args.inputs[0], args.inputs[1], grad, err))
+    return false;
+  for (const TensorRef *t : {&x, &dbias})
+    if (t->dtype != grad.dtype)
+      return fail(err, "x and dbias must share the product's dtype ",
+                  dtypeName(grad.dtype));
+  if (!checkMatmulGeluGrad(args, s, err))
+    return false;
+  if (!args.ctx || !args.ctx->handles)
+    return fail(err, "needs the CUDA backend's cuBLASLt handle");
+  const bool tanhForm = args.intAttrs[2] == 1;
+  if (tanhForm && grad.numel() > 0 && s.K > 0 && s.N % 8 == 0 &&
+      singleCall(args, s)) {
+    Gemm g = oneGemm(args, s);
+    g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    g.auxLd = s.N;
+    EpilogueData e;
+    e.bias = dbias.data;
+    e.aux = const_cast<void *>(x.data); // read, not written, by DGELU
+    bool ran = false;
+    if (!runGemm(args, g, args.inputs[1].data, args.inputs[0].data, grad.data,
+                 err, e, &ran))
+      return false;
+    if (ran)
+      return true;
+  }
+  TensorRef ins[2];
+  int64_t axes[kMaxRank];
+  return matmulBody(matmulProductArgs(args, &grad), err) &&
+         geluGradBody(geluGradStepArgs(args, ins), err) &&
+         reduceSumBody(biasGradStepArgs(args, axes), err);
 }
 
 } // namespace dsc::rt::cuda

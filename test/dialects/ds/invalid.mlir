@@ -407,6 +407,46 @@ func.func @f(%x: tensor<2x8xf32>, %b: tensor<4xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'ds.matmul_bias' op bias must be [4] (the result's last dimension), got 8}}
+  %0 = ds.matmul_bias %x, %w, %b : tensor<2x8xf32>, tensor<8x4xf32>, tensor<8xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ds.matmul_bias' op result must be 'tensor<2x4xf32>' (the matmul's), got 'tensor<4x2xf32>'}}
+  %0 = ds.matmul_bias %x, %w, %b : tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xf32> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xbf16>) {
+  // expected-error @+1 {{'ds.matmul_bias' op bias has element type 'bf16', the result has 'f32'}}
+  %0 = ds.matmul_bias %x, %w, %b : tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xbf16> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<4x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ds.matmul_bias_gelu' op contracting dimensions differ: lhs has 8, rhs has 4}}
+  %0:2 = ds.matmul_bias_gelu tanh %x, %w, %b : tensor<2x8xf32>, tensor<4x4xf32>, tensor<4xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'ds.matmul_bias_gelu' op sum and result must have the same type, got 'tensor<2x4xf32>' and 'tensor<2x4xbf16>'}}
+  %0:2 = ds.matmul_bias_gelu tanh %x, %w, %b : tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xf32> -> tensor<2x4xf32>, tensor<2x4xbf16>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<2xf32>) {
   // expected-error @+1 {{'ds.add_layer_norm' op weight must be [8] (the last dimension of x), got 2}}
   %0:2 = ds.add_layer_norm %x, %x, %w eps 1.0e-5 : tensor<2x8xf32>, tensor<2xf32>
@@ -427,5 +467,21 @@ func.func @f(%x: tensor<2x6xf32>) {
   // expected-error @+2 {{'ds.split' op inferred type(s) 'tensor<2x2xf32>', 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>', 'tensor<2x3xf32>'}}
   // expected-error @+1 {{'ds.split' op failed to infer returned types}}
   %0:2 = "ds.split"(%x) {axis = 1 : i64, sizes = array<i64: 2, 4>} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %p: tensor<2x8xf32>) {
+  // expected-error @+1 {{'ds.matmul_gelu_grad' op x must be 'tensor<2x4xf32>' (the matmul's), got 'tensor<2x8xf32>'}}
+  %0:2 = ds.matmul_gelu_grad tanh %x, %w, %p : tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x8xf32> -> tensor<2x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %p: tensor<2x4xf32>) {
+  // expected-error @+1 {{'ds.matmul_gelu_grad' op dbias must be 'tensor<4xf32>' (the product's last dimension), got 'tensor<2xf32>'}}
+  %0:2 = ds.matmul_gelu_grad tanh %x, %w, %p : tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>, tensor<2xf32>
   return
 }

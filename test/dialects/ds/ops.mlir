@@ -171,6 +171,12 @@ func.func @optimizer(%p: tensor<4x3xf32>, %lr: tensor<f32>) {
 func.func @fused(%x: tensor<2x8xf32>, %b: tensor<8xf32>) {
   // CHECK: ds.bias_gelu tanh %{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<8xf32>
   %0:2 = ds.bias_gelu tanh %x, %b : tensor<2x8xf32>, tensor<8xf32>
+  // CHECK: ds.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} {transpose_lhs} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32> -> tensor<8x8xf32>
+  %mb = ds.matmul_bias %x, %x, %b {transpose_lhs} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32> -> tensor<8x8xf32>
+  // CHECK: ds.matmul_bias_gelu none %{{.*}}, %{{.*}}, %{{.*}} {transpose_lhs} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32> -> tensor<8x8xf32>, tensor<8x8xf32>
+  %mg:2 = ds.matmul_bias_gelu none %x, %x, %b {transpose_lhs} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32> -> tensor<8x8xf32>, tensor<8x8xf32>
+  // CHECK: ds.matmul_gelu_grad tanh %{{.*}}, %{{.*}}, %{{.*}} {transpose_lhs} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>, tensor<8xf32>
+  %gg:2 = ds.matmul_gelu_grad tanh %x, %x, %mb {transpose_lhs} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>, tensor<8xf32>
   // CHECK: ds.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
   %1:2 = ds.add_layer_norm %x, %0#0, %b, %b eps 1.0e-5 : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
   // CHECK: ds.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8xf32>, tensor<8xf32>

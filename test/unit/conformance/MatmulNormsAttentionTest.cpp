@@ -71,6 +71,130 @@ TEST_P(MatmulKernels, ShapeErrors) {
                    "broadcast");
 }
 
+// The epilogues against ds.matmul's reference plus the bias (and GELU), on
+// the shapes a backend runs as one call (a linear layer) and on those it
+// runs batch by batch; the CPU's are the bits of its unfused kernels.
+TEST_P(MatmulKernels, EpiloguesMatchMatmulThenBiasAndGelu) {
+  SEEDED_RNG(rng);
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  const Case cases[] = {
+      {{2, 13, 7}, {16, 7}, false, true}, // a linear layer: one call
+      {{5, 7}, {7, 3}, false, false},     // odd N: no aux epilogue
+      {{64, 33}, {33, 24}, false, false},
+      {{7, 5}, {7, 16}, true, false},
+      {{2, 3, 5, 7}, {2, 3, 7, 8}, false, false}, // batched
+      {{3, 0, 5}, {5, 4}, false, false},
+      {{3, 5, 0}, {0, 8}, false, false}, // K = 0: the bias alone
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(shapeString(c.a) + (c.ta ? "^T" : "") + " x " +
+                 shapeString(c.b) + (c.tb ? "^T" : ""));
+    const int64_t ta = c.ta, tb = c.tb;
+    const int64_t N = c.tb ? c.b[c.b.size() - 2] : c.b.back();
+    Buf a = uniform(rng, c.a), b = uniform(rng, c.b),
+        bias = uniform(rng, {N}, -2, 2);
+    REF_OK(product, ref::matmul(a.toRef(), b.toRef(), c.ta, c.tb));
+    REF_OK(want, ref::binary(ref::BinaryKind::Add, product, bias.toRef()));
+    Buf out = poisoned(want.shape);
+    RUN_OK("ds.matmul_bias", {&a, &b, &bias}, {&out}, {ta, tb});
+    EXPECT_TRUE(close(out, want));
+    for (int64_t approx : {0, 1}) {
+      SCOPED_TRACE(approx ? "tanh" : "erf");
+      REF_OK(gelu, ref::unary(approx ? ref::UnaryKind::GeluTanh
+                                     : ref::UnaryKind::GeluErf,
+                              want));
+      Buf sum = poisoned(want.shape), y = poisoned(want.shape);
+      RUN_OK("ds.matmul_bias_gelu", {&a, &b, &bias}, {&sum, &y},
+             {ta, tb, approx});
+      EXPECT_TRUE(close(sum, want));
+      EXPECT_TRUE(close(y, gelu));
+      if (GetParam() != std::string("cpu"))
+        continue;
+      Buf p = poisoned(want.shape), s2 = poisoned(want.shape),
+          y2 = poisoned(want.shape);
+      RUN_OK("ds.matmul", {&a, &b}, {&p}, {ta, tb});
+      RUN_OK("ds.bias_gelu", {&p, &bias}, {&s2, &y2}, {approx});
+      EXPECT_TRUE(bitwiseEqual(sum, s2));
+      EXPECT_TRUE(bitwiseEqual(y, y2));
+      RUN_OK("ds.add", {&p, &bias}, {&s2});
+      EXPECT_TRUE(bitwiseEqual(out, s2));
+    }
+  }
+  Buf a({3, 4}), b({4, 6}), out({3, 6}), out2({3, 6}), bias({4}), y({3, 5});
+  EXPECT_RUN_ERROR(run("ds.matmul_bias", {&a, &b, &bias}, {&out}, {0, 0}),
+                   "ds.matmul_bias: bias has shape [4] but needs [6] (the "
+                   "last dim of the product)");
+  Buf bias6({6});
+  EXPECT_RUN_ERROR(
+      run("ds.matmul_bias_gelu", {&a, &b, &bias6}, {&out, &y}, {0, 0, 1}),
+      "ds.matmul_bias_gelu: the output has shape [3, 5] but the product has "
+      "shape [3, 6]");
+  EXPECT_RUN_ERROR(
+      run("ds.matmul_bias_gelu", {&a, &b, &bias6}, {&out, &out2}, {0, 0, 2}),
+      "ds.matmul_bias_gelu: approximate must be 0 (erf) or 1 (tanh), got 2");
+}
+
+// The backward epilogue: the product, GELU's derivative at x, and the row
+// sum as the bias gradient; on the CPU the bits of its three kernels.
+TEST_P(MatmulKernels, GeluGradEpilogueMatchesItsThreeSteps) {
+  SEEDED_RNG(rng);
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  const Case cases[] = {
+      {{2, 13, 16}, {16, 8}, false, false}, // a linear layer's backward
+      {{5, 7}, {7, 3}, false, false},
+      {{7, 5}, {16, 7}, true, true},
+      {{2, 3, 5, 7}, {2, 3, 7, 8}, false, false}, // batched
+      {{3, 0, 5}, {5, 8}, false, false},          // no rows: dbias zeros
+      {{3, 5, 0}, {0, 8}, false, false},          // K = 0
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(shapeString(c.a) + (c.ta ? "^T" : "") + " x " +
+                 shapeString(c.b) + (c.tb ? "^T" : ""));
+    const int64_t ta = c.ta, tb = c.tb;
+    Buf a = uniform(rng, c.a), b = uniform(rng, c.b);
+    REF_OK(product, ref::matmul(a.toRef(), b.toRef(), c.ta, c.tb));
+    Buf x = uniform(rng, product.shape, -3, 3);
+    std::vector<int64_t> axes;
+    for (int64_t d = 0; d + 1 < int64_t(product.shape.size()); ++d)
+      axes.push_back(d);
+    for (int64_t approx : {0, 1}) {
+      SCOPED_TRACE(approx ? "tanh" : "erf");
+      REF_OK(want, ref::gelu_grad(x.toRef(), product, approx == 1));
+      REF_OK(wantBias, ref::reduce(ref::ReduceKind::Sum, want, axes, false));
+      Buf grad = poisoned(want.shape), dbias = poisoned(wantBias.shape);
+      RUN_OK("ds.matmul_gelu_grad", {&a, &b, &x}, {&grad, &dbias},
+             {ta, tb, approx});
+      EXPECT_TRUE(close(grad, want));
+      EXPECT_TRUE(close(dbias, wantBias));
+      if (GetParam() != std::string("cpu"))
+        continue;
+      Buf p = poisoned(want.shape), g2 = poisoned(want.shape),
+          db2 = poisoned(wantBias.shape);
+      RUN_OK("ds.matmul", {&a, &b}, {&p}, {ta, tb});
+      RUN_OK("ds.gelu_grad", {&x, &p}, {&g2}, {approx});
+      RUN_OK("ds.reduce_sum", {&g2}, {&db2}, axes);
+      EXPECT_TRUE(bitwiseEqual(grad, g2));
+      EXPECT_TRUE(bitwiseEqual(dbias, db2));
+    }
+  }
+  Buf a({3, 4}), b({4, 6}), x({3, 5}), x6({3, 6}), grad({3, 6}), db({5}),
+      db6({6});
+  EXPECT_RUN_ERROR(
+      run("ds.matmul_gelu_grad", {&a, &b, &x}, {&grad, &db6}, {0, 0, 1}),
+      "ds.matmul_gelu_grad: x has shape [3, 5] but the product has shape "
+      "[3, 6]");
+  EXPECT_RUN_ERROR(
+      run("ds.matmul_gelu_grad", {&a, &b, &x6}, {&grad, &db}, {0, 0, 1}),
+      "ds.matmul_gelu_grad: dbias has shape [5] but needs [6] (the last dim "
+      "of the product)");
+}
+
 //===--- Norms and softmax ------------------------------------------------===//
 
 const Shape kRowShapes[] = {{3, 5, 7}, {13}, {2, 3, 257}, {1, 1}, {300, 64}};

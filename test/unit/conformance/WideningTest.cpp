@@ -284,6 +284,43 @@ TEST(Widening, FusedPairsEqualTheirTwoOps) {
     ASSERT_EQ(e, "");
     expectSameBits(bg[0], biased[0], "bias_gelu's sum");
     expectSameBits(bg[1], gelu[0], "bias_gelu's GELU");
+
+    // The matmul epilogues: the product rounded first, as ds.matmul's
+    // result is, then the bias (and GELU) as above.
+    std::vector<double> a = random(15, 36), wt = random(40, 37);
+    auto product = run("ds.matmul", {{{3, 5}, t, a}, {{8, 5}, t, wt}},
+                       {{{3, 8}, t}}, {0, 1}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto mb =
+        run("ds.matmul_bias", {{{3, 5}, t, a}, {{8, 5}, t, wt}, {{8}, t, bias}},
+            {{{3, 8}, t}}, {0, 1}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto mbAdd = run("ds.add", {{{3, 8}, t, product[0]}, {{8}, t, bias}},
+                     {{{3, 8}, t}}, {}, {}, false, e);
+    ASSERT_EQ(e, "");
+    expectSameBits(mb[0], mbAdd[0], "matmul_bias");
+    auto mbg = run("ds.matmul_bias_gelu",
+                   {{{3, 5}, t, a}, {{8, 5}, t, wt}, {{8}, t, bias}},
+                   {{{3, 8}, t}, {{3, 8}, t}}, {0, 1, 1}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto mbgGelu = run("ds.gelu", {{{3, 8}, t, mbAdd[0]}}, {{{3, 8}, t}}, {1},
+                       {}, false, e);
+    ASSERT_EQ(e, "");
+    expectSameBits(mbg[0], mbAdd[0], "matmul_bias_gelu's sum");
+    expectSameBits(mbg[1], mbgGelu[0], "matmul_bias_gelu's GELU");
+
+    auto mgg = run("ds.matmul_gelu_grad",
+                   {{{3, 5}, t, a}, {{8, 5}, t, wt}, {{3, 8}, t, x}},
+                   {{{3, 8}, t}, {{8}, t}}, {0, 1, 1}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto gg = run("ds.gelu_grad", {{{3, 8}, t, x}, {{3, 8}, t, product[0]}},
+                  {{{3, 8}, t}}, {1}, {}, false, e);
+    ASSERT_EQ(e, "");
+    auto db = run("ds.reduce_sum", {{{3, 8}, t, gg[0]}}, {{{8}, t}}, {0}, {},
+                  false, e);
+    ASSERT_EQ(e, "");
+    expectSameBits(mgg[0], gg[0], "matmul_gelu_grad's gradient");
+    expectSameBits(mgg[1], db[0], "matmul_gelu_grad's bias gradient");
   }
 }
 
