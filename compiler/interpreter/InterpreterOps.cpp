@@ -150,8 +150,9 @@ ref::Tensor roundLike(ref::Tensor t, Value like, const EvalContext &ctx) {
 
 // Fused ops compute exactly what their unfused pair would: the sum first
 // (rounded like any result), then the consumer on it.
-Outcome biasGelu(BiasGeluOp op, Operands in, const EvalContext &ctx) {
-  auto sum = ref::binary(ref::BinaryKind::Add, *in[0], *in[1]);
+template <class Op>
+Outcome sumThenGelu(Op op, ref::Result<ref::Tensor> sum,
+                    const EvalContext &ctx) {
   if (!sum)
     return ref::Error{sum.error};
   ref::Tensor s = roundLike(std::move(sum.value), op.getSum(), ctx);
@@ -165,6 +166,11 @@ Outcome biasGelu(BiasGeluOp op, Operands in, const EvalContext &ctx) {
   results.push_back(std::move(s));
   results.push_back(std::move(out.value));
   return results;
+}
+
+Outcome biasGelu(BiasGeluOp op, Operands in, const EvalContext &ctx) {
+  return sumThenGelu(op, ref::binary(ref::BinaryKind::Add, *in[0], *in[1]),
+                     ctx);
 }
 
 // The product rounded like ds.matmul's result, then the bias as ds.add.
@@ -189,21 +195,10 @@ Outcome matmulBias(MatmulBiasOp op, Operands in, const EvalContext &ctx) {
 
 Outcome matmulBiasGelu(MatmulBiasGeluOp op, Operands in,
                        const EvalContext &ctx) {
-  auto sum = matmulPlusBias(op.getResult(), op.getTransposeLhs(),
-                            op.getTransposeRhs(), in, ctx);
-  if (!sum)
-    return ref::Error{sum.error};
-  ref::Tensor s = roundLike(std::move(sum.value), op.getSum(), ctx);
-  auto out = ref::unary(op.getApproximate() == GeluApproximation::tanh
-                            ? ref::UnaryKind::GeluTanh
-                            : ref::UnaryKind::GeluErf,
-                        s);
-  if (!out)
-    return ref::Error{out.error};
-  Tensors results;
-  results.push_back(std::move(s));
-  results.push_back(std::move(out.value));
-  return results;
+  return sumThenGelu(op,
+                     matmulPlusBias(op.getResult(), op.getTransposeLhs(),
+                                    op.getTransposeRhs(), in, ctx),
+                     ctx);
 }
 
 Outcome matmulGeluGrad(MatmulGeluGradOp op, Operands in,

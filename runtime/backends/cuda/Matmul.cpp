@@ -411,6 +411,26 @@ bool matmulBody(const KernelArgs &args, std::string &err) {
   return true;
 }
 
+/// Runs the whole product with `epilogue` into `d` when one call computes
+/// it and cuBLASLt has an algorithm for it; `done` says whether it ran
+/// (false: the caller finishes with the unfused kernels).
+bool tryEpilogue(const KernelArgs &args, const MatmulShape &s,
+                 cublasLtEpilogue_t epilogue, const EpilogueData &e, void *d,
+                 bool &done, std::string &err) {
+  done = false;
+  if (s.K == 0 || !singleCall(args, s))
+    return true;
+  Gemm g = oneGemm(args, s);
+  g.epilogue = epilogue;
+  if (usesAux(epilogue)) {
+    if (s.N % 8 != 0) // the aux matrix's leading dimension
+      return true;
+    g.auxLd = s.N;
+  }
+  return runGemm(args, g, args.inputs[1].data, args.inputs[0].data, d, err, e,
+                 &done);
+}
+
 bool matmulBiasBody(const KernelArgs &args, std::string &err) {
   const TensorRef &out = args.outputs[0];
   MatmulShape s;
@@ -418,18 +438,13 @@ bool matmulBiasBody(const KernelArgs &args, std::string &err) {
     return false;
   if (out.numel() == 0)
     return true;
-  if (s.K > 0 && singleCall(args, s)) {
-    Gemm g = oneGemm(args, s);
-    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
-    EpilogueData e;
-    e.bias = args.inputs[2].data;
-    bool ran = false;
-    if (!runGemm(args, g, args.inputs[1].data, args.inputs[0].data, out.data,
-                 err, e, &ran))
-      return false;
-    if (ran)
-      return true;
-  }
+  EpilogueData e;
+  e.bias = args.inputs[2].data;
+  bool done = false;
+  if (!tryEpilogue(args, s, CUBLASLT_EPILOGUE_BIAS, e, out.data, done, err))
+    return false;
+  if (done)
+    return true;
   TensorRef ins[2];
   return matmulBody(matmulProductArgs(args, &out), err) &&
          addBody(matmulEpilogueArgs(args, ins), err);
@@ -443,19 +458,16 @@ bool matmulBiasGeluBody(const KernelArgs &args, std::string &err) {
   const bool tanhForm = args.intAttrs[2] == 1;
   if (out.numel() == 0)
     return true;
-  // cuBLASLt's GELU is the tanh form; its aux matrix needs ld % 8 == 0.
-  if (tanhForm && s.K > 0 && s.N % 8 == 0 && singleCall(args, s)) {
-    Gemm g = oneGemm(args, s);
-    g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    g.auxLd = s.N;
+  // cuBLASLt's GELU is the tanh form.
+  if (tanhForm) {
     EpilogueData e;
     e.bias = args.inputs[2].data;
     e.aux = sum.data;
-    bool ran = false;
-    if (!runGemm(args, g, args.inputs[1].data, args.inputs[0].data, out.data,
-                 err, e, &ran))
+    bool done = false;
+    if (!tryEpilogue(args, s, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, e, out.data,
+                     done, err))
       return false;
-    if (ran)
+    if (done)
       return true;
   }
   TensorRef ins[2];
@@ -478,19 +490,15 @@ bool matmulGeluGradBody(const KernelArgs &args, std::string &err) {
   if (!args.ctx || !args.ctx->handles)
     return fail(err, "needs the CUDA backend's cuBLASLt handle");
   const bool tanhForm = args.intAttrs[2] == 1;
-  if (tanhForm && grad.numel() > 0 && s.K > 0 && s.N % 8 == 0 &&
-      singleCall(args, s)) {
-    Gemm g = oneGemm(args, s);
-    g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    g.auxLd = s.N;
+  if (tanhForm && grad.numel() > 0) {
     EpilogueData e;
     e.bias = dbias.data;
     e.aux = const_cast<void *>(x.data); // read, not written, by DGELU
-    bool ran = false;
-    if (!runGemm(args, g, args.inputs[1].data, args.inputs[0].data, grad.data,
-                 err, e, &ran))
+    bool done = false;
+    if (!tryEpilogue(args, s, CUBLASLT_EPILOGUE_DGELU_BGRAD, e, grad.data, done,
+                     err))
       return false;
-    if (ran)
+    if (done)
       return true;
   }
   TensorRef ins[2];
