@@ -55,9 +55,10 @@ const std::vector<Flag> &flagTable() {
                            "ranks, started on this machine through mpirun; "
                            "must match the plan's world size (default 1; "
                            "under mpirun, the job's ranks)"));
-    t.push_back(textFlag("--backend", "NAME", &O::backend,
-                         "where the plan runs: a registered backend "
-                         "(default cpu)"));
+    t.push_back(textFlag("--backend", "NAME[:K=V,...]", &O::backend,
+                         "where the plan runs: a registered backend, with "
+                         "its options (cuda:graphs=off,tf32=on; default "
+                         "cpu)"));
     t.push_back(numberFlag("--seed", "S", Value::Unsigned, &O::seed,
                            "seed for initialization, dropout and data "
                            "sampling (default 1337)"));

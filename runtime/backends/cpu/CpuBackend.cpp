@@ -55,9 +55,13 @@ void CpuBackend::copyFromArena(void *host, const void *arena, size_t bytes) {
 }
 
 void registerCpuBackend() {
-  registerBackend("cpu", [](std::string &) -> std::unique_ptr<Backend> {
-    return std::make_unique<CpuBackend>();
-  });
+  registerBackend("cpu",
+                  [](const BackendOptions &options,
+                     std::string &error) -> std::unique_ptr<Backend> {
+                    if (!checkBackendOptions("cpu", options, {}, error))
+                      return nullptr;
+                    return std::make_unique<CpuBackend>();
+                  });
 }
 
 } // namespace dsc::rt

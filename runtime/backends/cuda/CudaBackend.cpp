@@ -54,9 +54,10 @@ class CudaBackend final : public CudaTables {
 public:
   ~CudaBackend() override { device_.close(); }
 
-  bool open(std::string &error) {
+  bool open(const cuda::CudaDevice::Settings &settings, std::string &error) {
     int ordinal = 0;
-    return cuda::pickDevice(ordinal, error) && device_.open(ordinal, error);
+    return cuda::pickDevice(ordinal, error) &&
+           device_.open(ordinal, settings, error);
   }
 
   std::unique_ptr<StreamExecutor>
@@ -172,12 +173,21 @@ std::unique_ptr<Backend> createCudaPlanChecker() {
 }
 
 void registerCudaBackend() {
-  registerBackend("cuda", [](std::string &error) -> std::unique_ptr<Backend> {
-    auto backend = std::make_unique<CudaBackend>();
-    if (!backend->open(error))
-      return nullptr;
-    return backend;
-  });
+  registerBackend(
+      "cuda",
+      [](const BackendOptions &options,
+         std::string &error) -> std::unique_ptr<Backend> {
+        // Options first: a typo is reported on a machine without a GPU too.
+        cuda::CudaDevice::Settings settings;
+        if (!checkBackendOptions("cuda", options, {"graphs", "tf32"}, error) ||
+            !backendSwitch(options, "graphs", true, settings.graphs, error) ||
+            !backendSwitch(options, "tf32", false, settings.tf32, error))
+          return nullptr;
+        auto backend = std::make_unique<CudaBackend>();
+        if (!backend->open(settings, error))
+          return nullptr;
+        return backend;
+      });
 }
 
 } // namespace dsc::rt

@@ -15,11 +15,6 @@ namespace {
 // cuBLASLt's own guidance for Hopper is 32 MiB; Ampere needs less.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-bool truthyEnv(const char *name) {
-  const char *v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
 int localRank() {
   for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
                           "MPI_LOCALRANKID", "LOCAL_RANK"})
@@ -54,7 +49,8 @@ bool pickDevice(int &ordinal, std::string &err) {
   return true;
 }
 
-bool CudaDevice::open(int device, std::string &err) {
+bool CudaDevice::open(int device, const Settings &chosen, std::string &err) {
+  settings = chosen;
   ordinal = device;
   cudaDeviceProp prop;
   if (!cudaOk(cudaSetDevice(device), err, "cudaSetDevice") ||
@@ -76,7 +72,7 @@ bool CudaDevice::open(int device, std::string &err) {
   const CublasLtApi *lt = cublasLt(err);
   if (!lt)
     return false;
-  const bool tf32 = truthyEnv("DSC_CUDA_TF32");
+  const bool tf32 = settings.tf32;
   for (int s = 0; s < kNumStreams; ++s) {
     CudaHandles &h = handles[size_t(s)];
     h.run = run;

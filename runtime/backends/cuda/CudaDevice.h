@@ -45,8 +45,15 @@ struct CudaDevice {
   /// line naming the rank.
   bool finishCollectives(std::string &err);
 
+  /// What `--backend cuda:...` chose (CudaBackend.cpp).
+  struct Settings {
+    bool tf32 = false;  ///< tf32=on: f32 GEMMs on TF32 tensor cores
+    bool graphs = true; ///< graphs=off: every run kernel by kernel
+  };
+  Settings settings;
+
   /// Sets up the device, streams and handles; false with one line.
-  bool open(int ordinal, std::string &err);
+  bool open(int ordinal, const Settings &chosen, std::string &err);
   /// Waits for the streams and frees everything open() made.
   void close();
 

@@ -17,15 +17,11 @@ namespace {
 constexpr const char *kStreamNames[kNumStreams] = {"compute", "comm", "h2d",
                                                    "d2h"};
 
-bool graphsWanted() {
-  const char *v = std::getenv("DSC_CUDA_GRAPHS");
-  return !(v && std::strcmp(v, "0") == 0);
-}
-
 class CudaExecutor final : public StreamExecutor {
 public:
   CudaExecutor(CudaDevice &device, const ExecutorSpec &spec)
-      : dev_(device), highWater_(spec.numArenas, 0), graphs_(graphsWanted()),
+      : dev_(device), highWater_(spec.numArenas, 0),
+        graphs_(device.settings.graphs),
         epoch_(std::chrono::steady_clock::now()) {
     events_.resize(spec.maxEvents, nullptr);
     for (cudaEvent_t &e : events_)

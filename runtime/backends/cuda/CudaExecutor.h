@@ -9,8 +9,8 @@
 // the host and names the one that fails; from its second run on, the
 // program is captured once as a CUDA graph (the other streams forked from
 // and joined back to the compute stream) and replayed, so a step costs one
-// launch instead of one per kernel. DSC_CUDA_GRAPHS=0 turns capture off;
-// tracing (--trace) also runs kernel by kernel, with timing events.
+// launch instead of one per kernel. `--backend cuda:graphs=off` turns capture
+// off; tracing (--trace) also runs kernel by kernel, with timing events.
 //
 // A host-placed instruction (the CPU backend's kernel over pinned host
 // arenas) becomes a host function on its plan stream (cudaLaunchHostFunc,

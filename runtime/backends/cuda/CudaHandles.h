@@ -49,8 +49,8 @@ struct CudaHandles {
   size_t workspaceBytes = 0;
   RunContext *run = nullptr; ///< device memory, shared by all streams
   void *owner = nullptr; ///< the CudaDevice (host code: its NCCL communicator)
-  /// TF32 tensor cores for f32 GEMMs (DSC_CUDA_TF32=1); off by default, so
-  /// f32 plans compute as the CPU backend does.
+  /// TF32 tensor cores for f32 GEMMs (`--backend cuda:tf32=on`); off by
+  /// default, so f32 plans compute as the CPU backend does.
   bool allowTf32 = false;
 };
 

@@ -202,6 +202,26 @@ TEST(Backends, Registry) {
   cpu->release(block);
   EXPECT_EQ(createBackend("tpu", error), nullptr);
   EXPECT_EQ(error, "unknown backend 'tpu' (this build has: " + has + ")");
+  // Options after a colon: an empty list is none; each item is KEY=VALUE.
+  error.clear();
+  EXPECT_NE(createBackend("cpu:", error), nullptr) << error;
+  EXPECT_EQ(createBackend("cpu:=1", error), nullptr);
+  EXPECT_EQ(error, "option '=1' is not KEY=VALUE");
+  EXPECT_EQ(createBackend("cpu:a=1,", error), nullptr);
+  EXPECT_EQ(error, "option '' is not KEY=VALUE");
+  EXPECT_EQ(createBackend("cpu:k=", error), nullptr);
+  EXPECT_EQ(error, "unknown option 'k' (backend cpu takes none)");
+  BackendOptions options{{"graphs", "on"}, {"tf32", "maybe"}};
+  bool value = false;
+  EXPECT_TRUE(checkBackendOptions("x", options, {"graphs", "tf32"}, error));
+  EXPECT_TRUE(backendSwitch(options, "graphs", false, value, error));
+  EXPECT_TRUE(value);
+  EXPECT_TRUE(backendSwitch(options, "absent", true, value, error));
+  EXPECT_TRUE(value);
+  EXPECT_FALSE(backendSwitch(options, "tf32", false, value, error));
+  EXPECT_EQ(error, "option tf32 must be on or off, got 'maybe'");
+  EXPECT_FALSE(checkBackendOptions("x", options, {"graphs"}, error));
+  EXPECT_EQ(error, "unknown option 'tf32' (backend x takes graphs)");
 }
 
 } // namespace

@@ -246,8 +246,8 @@ TEST(Flags, HelpListsEveryFlag) {
   EXPECT_TRUE(o.help);
   std::string usage = dsrunUsage();
   for (const char *flag :
-       {"--data PATH", "--steps N", "--np N", "--backend NAME", "--seed S",
-        "--device-memory BYTES", "--init-from W.safetensors",
+       {"--data PATH", "--steps N", "--np N", "--backend NAME[:K=V,...]",
+        "--seed S", "--device-memory BYTES", "--init-from W.safetensors",
         "--metrics FILE.jsonl", "--trace FILE.json",
         "--export-weights OUT.safetensors", "--save-dir DIR", "--save-every K",
         "--resume"})
