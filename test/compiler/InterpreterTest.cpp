@@ -156,6 +156,51 @@ TEST(Interpreter, DropoutMaskFollowsSeedAndStep) {
   EXPECT_NE(step4[0].data, step5[0].data);
 }
 
+// Phase fused's matmul ops mean their unfused ops, every intermediate
+// rounded to its type: in bf16 the fused and unfused results are the same
+// doubles.
+TEST(Interpreter, FusedMatmulsEqualTheirUnfusedOps) {
+  MLIRContext ctx;
+  DiagnosticCapture diags(ctx);
+  auto module = parse(ctx, R"mlir(
+    func.func @f(%a: tensor<3x5xbf16>, %w: tensor<4x5xbf16>, %b: tensor<4xbf16>, %x: tensor<3x4xbf16>)
+        -> (tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<4xbf16>,
+            tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<4xbf16>) {
+      %m = ds.matmul %a, %w {transpose_rhs} : tensor<3x5xbf16>, tensor<4x5xbf16> -> tensor<3x4xbf16>
+      %y = ds.add %m, %b : tensor<3x4xbf16>, tensor<4xbf16>
+      %s, %g = ds.bias_gelu tanh %m, %b : tensor<3x4xbf16>, tensor<4xbf16>
+      %d = ds.gelu_grad tanh %x, %m : tensor<3x4xbf16>
+      %db = ds.reduce_sum %d axes [0] : tensor<3x4xbf16> -> tensor<4xbf16>
+      %fy = ds.matmul_bias %a, %w, %b {transpose_rhs} : tensor<3x5xbf16>, tensor<4x5xbf16>, tensor<4xbf16> -> tensor<3x4xbf16>
+      %fs, %fg = ds.matmul_bias_gelu tanh %a, %w, %b {transpose_rhs} : tensor<3x5xbf16>, tensor<4x5xbf16>, tensor<4xbf16> -> tensor<3x4xbf16>, tensor<3x4xbf16>
+      %fd, %fdb = ds.matmul_gelu_grad tanh %a, %w, %x {transpose_rhs} : tensor<3x5xbf16>, tensor<4x5xbf16>, tensor<3x4xbf16> -> tensor<3x4xbf16>, tensor<4xbf16>
+      return %y, %s, %g, %d, %db, %fy, %fs, %fg, %fd, %fdb
+          : tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<4xbf16>,
+            tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<3x4xbf16>, tensor<4xbf16>
+    }
+  )mlir");
+  ASSERT_TRUE(module) << diags.text;
+  Interpreter interp(*module);
+  auto values = [](std::vector<int64_t> shape, double scale) {
+    ref::Tensor t(std::move(shape));
+    for (size_t i = 0; i < t.data.size(); ++i)
+      t.data[i] = scale * (double(i % 7) - 3.0) / 7.0;
+    return t;
+  };
+  std::vector<ref::Tensor> out;
+  ASSERT_TRUE(succeeded(interp.run("f",
+                                   {values({3, 5}, 1.3), values({4, 5}, 0.7),
+                                    values({4}, 0.9), values({3, 4}, 2.1)},
+                                   out)))
+      << diags.text;
+  ASSERT_EQ(out.size(), 10u);
+  const char *names[] = {"matmul_bias", "matmul_bias_gelu's sum",
+                         "matmul_bias_gelu's GELU", "matmul_gelu_grad's grad",
+                         "matmul_gelu_grad's dbias"};
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(out[i + 5].data, out[i].data) << names[i];
+}
+
 TEST(Interpreter, KernelErrorsAreReportedAtTheOp) {
   MLIRContext ctx;
   DiagnosticCapture diags(ctx);

@@ -211,6 +211,12 @@ private:
                                      sizeof opB),
               err, "cublasLtMatmulDescSetAttribute"))
       return false;
+    // A cuBLASLt that refuses the epilogue's attributes: the plain path.
+    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+        !setEpilogue(p.desc, g, e, err)) {
+      err.clear();
+      return true;
+    }
     const cudaDataType_t in = cudaTypeOf(g.in), out = cudaTypeOf(g.out);
     if (!layout(p.a, in, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda,
                 g.batch, g.strideA, err) ||
@@ -239,9 +245,10 @@ private:
         lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
     api().preferenceDestroy(pref);
     // An epilogue cuBLASLt cannot do here is not an error: the caller
-    // computes the product plain and finishes it with a kernel of its own.
+    // computes the product plain and finishes it with kernels of its own.
+    // (Which status a refused epilogue gets varies by version.)
     const bool optional = g.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
-    if (optional && (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0))
+    if (optional && (status != CUBLAS_STATUS_SUCCESS || found == 0))
       return true;
     if (!ltOk(status, err, "cublasLtMatmulAlgoGetHeuristic"))
       return false;
