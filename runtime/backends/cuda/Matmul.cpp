@@ -117,7 +117,6 @@ struct Plan {
 
 class PlanCache {
 public:
-  /// The plan for `g` on `lt` (made on first use); null with err.
   /// The plan for `g` on `lt` (made on first use; its epilogue pointers
   /// set to `e`'s), or null with err. The plan is the caller's until
   /// `release`: its descriptor carries this call's pointers.
