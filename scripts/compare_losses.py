@@ -2,7 +2,8 @@
 """Compares two dsrun metrics files step by step (device-check's
 equivalence): prints the largest relative loss difference and whether it
 is within the bound for the plan's precision (fp32: 1e-5; bf16: 2e-2, the
-precision issue's tolerance against fp32 runs). Exit 0 when within."""
+precision issue's tolerance against fp32 runs; exact: 0, two runs of one
+backend that must agree bitwise). Exit 0 when within."""
 import json
 import sys
 
@@ -14,7 +15,7 @@ def losses(path):
 
 def main():
     ref, got, precision = sys.argv[1], sys.argv[2], sys.argv[3]
-    bound = 1e-5 if precision == "fp32" else 2e-2
+    bound = {"fp32": 1e-5, "exact": 0.0}.get(precision, 2e-2)
     try:
         a, b = losses(ref), losses(got)
     except OSError as e:
@@ -25,7 +26,8 @@ def main():
         return 1
     worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
     ok = worst <= bound
-    print(f"{len(a)} steps, max rel loss diff {worst:.2e} "
+    what = "max rel loss diff" if bound else "max rel diff (must be 0)"
+    print(f"{len(a)} steps, {what} {worst:.2e} "
           f"({'within' if ok else 'OVER'} {bound:g})")
     return 0 if ok else 1
 

@@ -62,6 +62,13 @@ while read -r name steps cfg; do
              "$out/$name.cuda.jsonl" "$cfg" 2>&1)
   lap "equivalence $name: exit $rc; $result$([ $rc = 0 ] || echo "; $(tail -1 "$out/$name.cuda.log")")"
 done < "$dev/plans/runs.txt"
+# Graph replay changes no bit: gpt2 fp32 kernel by kernel equals the run
+# above (eager first run, then the captured graph).
+timeout 60 "$dsrun" "$dev/plans/gpt2-fp32.dsplan" --backend cuda:graphs=off --data "$dev/plans/corpus.txt" \
+  --steps 20 --seed 7 --metrics "$out/gpt2-fp32.nographs.jsonl" > "$out/gpt2-fp32.nographs.log" 2>&1
+rc=$?
+lap "graphs=off vs graphs, gpt2-fp32: exit $rc; $(python3 "$root/scripts/compare_losses.py" \
+  "$out/gpt2-fp32.cuda.jsonl" "$out/gpt2-fp32.nographs.jsonl" exact 2>&1)"
 
 # 4. The benchmark: GPT-2 124M bf16, block 1024, micro-batch 16, dsrun
 # against PyTorch eager and torch.compile on this GPU.
