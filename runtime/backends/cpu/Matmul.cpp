@@ -74,23 +74,25 @@ bool matmulBody(const KernelArgs &args, std::string &err) {
   return true;
 }
 
-bool matmulBiasBody(const KernelArgs &args, std::string &err) {
+namespace {
+/// The product into the first output (ds.matmul_bias_gelu's `sum`), then
+/// `epilogue` (ds.add or ds.bias_gelu) over it in place.
+bool productThen(Body epilogue, const KernelArgs &args, std::string &err) {
   MatmulShape m;
   if (!expectAllF32(args, err) || !checkMatmulBias(args, m, err) ||
       !matmulBody(matmulProductArgs(args, args.outputs), err))
     return false;
   TensorRef ins[2];
-  return addBody(matmulEpilogueArgs(args, ins), err);
+  return epilogue(matmulEpilogueArgs(args, ins), err);
+}
+} // namespace
+
+bool matmulBiasBody(const KernelArgs &args, std::string &err) {
+  return productThen(&addBody, args, err);
 }
 
 bool matmulBiasGeluBody(const KernelArgs &args, std::string &err) {
-  // The product lands in `sum`, which ds.bias_gelu then reads in place.
-  MatmulShape m;
-  if (!expectAllF32(args, err) || !checkMatmulBias(args, m, err) ||
-      !matmulBody(matmulProductArgs(args, args.outputs), err))
-    return false;
-  TensorRef ins[2];
-  return biasGeluBody(matmulEpilogueArgs(args, ins), err);
+  return productThen(&biasGeluBody, args, err);
 }
 
 bool matmulGeluGradBody(const KernelArgs &args, std::string &err) {

@@ -101,7 +101,12 @@ bool isFusedPair(std::string_view kernel) {
 
 bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
                     std::string &error) {
+  // The fused matmuls check their operands first, with the f32 kernel's
+  // lines: the steps below would name a bad bias only after the product.
+  MatmulShape m;
   if (kernel == "ds.matmul_gelu_grad") {
+    if (!checkMatmulGeluGrad(args, m, error))
+      return false;
     // The product, the GELU gradient and the row sum, each rounded.
     TensorRef ins[2];
     int64_t axes[kMaxRank];
@@ -113,7 +118,8 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
   if (kernel == "ds.matmul_bias" || kernel == "ds.matmul_bias_gelu") {
     // The product, rounded into the first output; then the bias (and the
     // GELU) on it as the pair they are unfused.
-    if (!runWidened(&matmulBody, matmulProductArgs(args, args.outputs), error))
+    if (!checkMatmulBias(args, m, error) ||
+        !runWidened(&matmulBody, matmulProductArgs(args, args.outputs), error))
       return false;
     TensorRef ins[2];
     KernelArgs rest = matmulEpilogueArgs(args, ins);

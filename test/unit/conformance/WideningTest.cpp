@@ -321,6 +321,19 @@ TEST(Widening, FusedPairsEqualTheirTwoOps) {
     ASSERT_EQ(e, "");
     expectSameBits(mgg[0], gg[0], "matmul_gelu_grad's gradient");
     expectSameBits(mgg[1], db[0], "matmul_gelu_grad's bias gradient");
+
+    // A bad bias is named as in f32, before any product is computed.
+    run("ds.matmul_bias", {{{3, 5}, t, a}, {{8, 5}, t, wt}, {{5}, t, x}},
+        {{{3, 8}, t}}, {0, 1}, {}, false, e);
+    EXPECT_EQ(e, "ds.matmul_bias: bias has shape [5] but needs [8] (the last "
+                 "dim of the product)");
+    e.clear();
+    run("ds.matmul_gelu_grad",
+        {{{3, 5}, t, a}, {{8, 5}, t, wt}, {{3, 8}, t, x}},
+        {{{3, 8}, t}, {{5}, t}}, {0, 1, 1}, {}, false, e);
+    EXPECT_EQ(e, "ds.matmul_gelu_grad: dbias has shape [5] but needs [8] "
+                 "(the last dim of the product)");
+    e.clear();
   }
 }
 
