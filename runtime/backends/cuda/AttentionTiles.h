@@ -1,0 +1,525 @@
+//===- AttentionTiles.h - tiled attention as block programs ---*- C++ -*-===//
+//
+// Attention on the CUDA backend, flash-attention style: a block of kThreads
+// threads owns a tile of query rows (forward, dQ) or of key rows (dK, dV)
+// of one (batch, head) pair, and walks the other side tile by tile through
+// shared memory. Per pair of tiles it computes the BR x BC scores, the
+// online softmax over the keys (running max and sum per row; what is
+// accumulated so far is rescaled when the max grows) and the products with
+// V, dO, Q or K, accumulated in registers. Nothing larger than one score
+// tile exists; the T x T matrix never does.
+//
+// Each program is a list of phases, and every thread of the block runs a
+// phase before the block meets at a barrier (__syncthreads). A phase reads
+// what earlier phases wrote, never what another thread writes in the same
+// phase. Written so, one text runs on the device (runTiles in Attention.cu)
+// and on the host (emulateTiles below): the tiling, the causal masks, the
+// tails and the absence of races within a phase are tested on machines
+// without a GPU (test/unit/conformance/AttentionTilesTest.cpp runs the
+// threads of each phase in opposite orders and wants the same bits).
+//
+// The gradient adds no floats atomically: the block that owns a key tile
+// sums dK and dV over the query tiles in order, and a second program that
+// owns a query tile sums dQ over the key tiles: the same bits every run.
+// It recomputes instead of storing: the forward program, in its statistics
+// form, gives each query row its log-sum-exp and D_i = dO_i . O_i.
+//
+// The products run on the CUDA cores in f32 from shared memory; tensor
+// cores are the next step (docs/cuda.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONTILES_H
+#define DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONTILES_H
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#if defined(__CUDACC__)
+#define DSC_TILE_FN __host__ __device__ __forceinline__
+#else
+#define DSC_TILE_FN inline
+#endif
+// Loops over a thread's accumulators: unrolled on the device, so the
+// arrays stay in registers (indexed at run time they would be local
+// memory).
+#if defined(__CUDA_ARCH__)
+#define DSC_TILE_UNROLL _Pragma("unroll")
+#else
+#define DSC_TILE_UNROLL
+#endif
+
+namespace dsc::rt::cuda::tiles {
+
+constexpr int kThreads = 256;
+
+/// One ds.attention or ds.attention_grad: q [P, Tq, D], k [P, Tk, D],
+/// v [P, Tk, Dv], g (the output's gradient) [P, Tq, Dv], P = batch * heads,
+/// row-major. Storage codes are cuda::Storage's (the IO policy reads them).
+struct Problem {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr;
+  int sq = 0, sk = 0, sv = 0, sg = 0;
+  int64_t pairs = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
+  bool causal = false;
+  float scale = 1;
+
+  /// Query i sees key j (causal: j <= i + Tk - Tq, the CPU's rule).
+  DSC_TILE_FN bool sees(int64_t i, int64_t j) const {
+    return i < Tq && j < Tk && (!causal || j - i <= Tk - Tq);
+  }
+  /// Keys query i sees are j < keysSeen(i).
+  DSC_TILE_FN int64_t keysSeen(int64_t i) const {
+    if (!causal)
+      return Tk;
+    const int64_t n = i + (Tk - Tq) + 1;
+    return n < 0 ? 0 : n > Tk ? Tk : n;
+  }
+  /// The first query that sees key j (Tq when none does).
+  DSC_TILE_FN int64_t firstQuery(int64_t j) const {
+    const int64_t f = causal ? j - (Tk - Tq) : 0;
+    return f < 0 ? 0 : f > Tq ? Tq : f;
+  }
+};
+
+/// Tile sizes: BR query rows, BC key rows, head dims up to DM.
+template <int BR_, int BC_, int DM_> struct Tiles {
+  static constexpr int BR = BR_, BC = BC_, DM = DM_;
+  static constexpr int W = DM + 1;  // a Q/K/V/G row in shared memory: the
+                                    // pad puts rows on different banks
+  static constexpr int SW = BC + 1; // a score row
+  static_assert(DM % 32 == 0 && (BR * DM) % kThreads == 0 &&
+                    (BC * DM) % kThreads == 0,
+                "a warp's entries share a row; every thread owns as many");
+};
+
+/// Head dims up to 64, 128 and 256 (0: more than any).
+inline int tileWidth(int64_t dim) {
+  return dim <= 64 ? 64 : dim <= 128 ? 128 : dim <= 256 ? 256 : 0;
+}
+using Tiles64 = Tiles<64, 64, 64>;
+using Tiles128 = Tiles<32, 32, 128>;
+using Tiles256 = Tiles<16, 16, 256>;
+
+DSC_TILE_FN int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+DSC_TILE_FN int64_t lesser(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/// dst[r * stride + c] = src row (row0 + r), column c, for r < ROWS and
+/// c < cols; rows at or past `rows` read as zero. Consecutive threads read
+/// consecutive elements.
+template <class IO, int ROWS>
+DSC_TILE_FN void loadTile(const void *src, int s, int64_t row0, int64_t rows,
+                          int64_t cols, float *dst, int stride, int t) {
+  for (int64_t e = t; e < ROWS * cols; e += kThreads) {
+    const int64_t r = e / cols, c = e % cols;
+    dst[r * stride + c] =
+        r < rows ? IO::load(src, s, (row0 + r) * cols + c) : 0;
+  }
+}
+
+/// Per-row statistics of rows row0.. (INFINITY and 0 past `rows`: such a
+/// row's probabilities are zero).
+template <int ROWS>
+DSC_TILE_FN void loadStats(const float *lse, const float *dsum, int64_t row0,
+                           int64_t rows, float *lseTile, float *dsumTile,
+                           int t) {
+  if (t < ROWS) {
+    lseTile[t] = t < rows ? lse[row0 + t] : INFINITY;
+    dsumTile[t] = t < rows ? dsum[row0 + t] : 0.0f;
+  }
+}
+
+DSC_TILE_FN float dot(const float *a, const float *b, int64_t n) {
+  float acc = 0;
+  for (int64_t d = 0; d < n; ++d)
+    acc += a[d] * b[d];
+  return acc;
+}
+
+/// The gradient's scores for query rows i0.. and key rows j0..:
+/// P = exp(scale q.k - lse), dS = scale P (g.v - D); zero where the query
+/// does not see the key. P is skipped when null.
+template <class Cfg>
+DSC_TILE_FN void scoreGrads(const Problem &a, int64_t i0, int64_t j0,
+                            const float *Q, const float *G, const float *K,
+                            const float *V, const float *lse, const float *dsum,
+                            float *P, float *dS, int t) {
+  for (int e = t; e < Cfg::BR * Cfg::BC; e += kThreads) {
+    const int r = e / Cfg::BC, c = e % Cfg::BC;
+    float p = 0, ds = 0;
+    if (a.sees(i0 + r, j0 + c)) {
+      p = expf(a.scale * dot(Q + r * Cfg::W, K + c * Cfg::W, a.D) - lse[r]);
+      const float dp = dot(G + r * Cfg::W, V + c * Cfg::W, a.Dv);
+      ds = a.scale * p * (dp - dsum[r]);
+    }
+    if (P)
+      P[r * Cfg::SW + c] = p;
+    dS[r * Cfg::SW + c] = ds;
+  }
+}
+
+/// The forward program. kStats false: writes the output [P, Tq, Dv].
+/// kStats true: writes, per query row, the log-sum-exp (INFINITY when the
+/// row sees no key) and D_i = sum_j P_ij (g_i . v_j), which the gradient
+/// programs read. D_i is g_i . out_i, but summed from the very products
+/// scoreGrads computes, so dP - D cancels exactly where it should (a row
+/// that sees one key has P = 1 and no gradient reaches its query).
+template <class Cfg, class IO, bool kStats> struct ForwardTiles {
+  static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, W = Cfg::W,
+                       SW = Cfg::SW, kAcc = kStats ? 1 : BR * DM / kThreads;
+  // Shared memory, in floats: Q tile, K tile, V tile, scores, and per row
+  // the running max, the running sum and this step's rescale factor; for
+  // the statistics also the g tile and g . v per score.
+  static constexpr int kQ = 0, kK = kQ + BR * W, kV = kK + BC * W,
+                       kS = kV + BC * W, kM = kS + BR * SW, kL = kM + BR,
+                       kC = kL + BR, kG = kC + BR,
+                       kDP = kG + (kStats ? BR * W : 0),
+                       kSmemFloats = kDP + (kStats ? BR * SW : 0);
+  static constexpr int kPrologue = 1, kBody = kStats ? 3 : 4, kEpilogue = 1;
+
+  Problem a;
+  void *out = nullptr; // kStats false
+  int so = 0;
+  float *lse = nullptr, *dsum = nullptr; // kStats true: [P * Tq] each
+
+  struct Thread {
+    float o[kAcc]; // entries t + k * kThreads of the BR x DM output tile
+    // Statistics: thread r's row's running sum of P (g . v), in double as
+    // the CPU's (dP - D cancels where P is large).
+    double d;
+  };
+
+  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
+  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
+    return tile % queryTiles() * BR;
+  }
+  /// Key tiles the tile's queries see (its last query sees the most).
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    const int64_t i0 = firstRow(tile);
+    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
+  }
+
+  DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), row0 = p * a.Tq + i0;
+    loadTile<IO, BR>(a.q, a.sq, row0, a.Tq - i0, a.D, sm + kQ, W, t);
+    if constexpr (kStats)
+      loadTile<IO, BR>(a.g, a.sg, row0, a.Tq - i0, a.Dv, sm + kG, W, t);
+    DSC_TILE_UNROLL
+    for (int k = 0; k < kAcc; ++k)
+      th.o[k] = 0;
+    th.d = 0;
+    if (t < BR) {
+      sm[kM + t] = -INFINITY;
+      sm[kL + t] = 0;
+    }
+  }
+
+  DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
+                        Thread &th, float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
+    switch (phase) {
+    case 0: // the key tile
+      loadTile<IO, BC>(a.k, a.sk, p * a.Tk + j0, a.Tk - j0, a.D, sm + kK, W, t);
+      loadTile<IO, BC>(a.v, a.sv, p * a.Tk + j0, a.Tk - j0, a.Dv, sm + kV, W,
+                       t);
+      break;
+    case 1: // scores, -inf where the query does not see the key; g . v
+      for (int e = t; e < BR * BC; e += kThreads) {
+        const int r = e / BC, c = e % BC;
+        const bool seen = a.sees(i0 + r, j0 + c);
+        sm[kS + r * SW + c] =
+            seen ? a.scale * dot(sm + kQ + r * W, sm + kK + c * W, a.D)
+                 : -INFINITY;
+        if constexpr (kStats)
+          sm[kDP + r * SW + c] =
+              seen ? dot(sm + kG + r * W, sm + kV + c * W, a.Dv) : 0.0f;
+      }
+      break;
+    case 2: // the online softmax, a thread per row
+      if (t < BR)
+        softmaxStep(sm, t, th);
+      break;
+    default: // rescale, then add this tile's P V
+      DSC_TILE_UNROLL
+      for (int k = 0; k < kAcc; ++k) {
+        const int e = t + k * kThreads, r = e / DM, x = e % DM;
+        if (x >= a.Dv)
+          continue;
+        float acc = th.o[k] * sm[kC + r];
+        for (int c = 0; c < BC; ++c)
+          acc += sm[kS + r * SW + c] * sm[kV + c * W + x];
+        th.o[k] = acc;
+      }
+    }
+  }
+
+  /// Row r's scores become probabilities relative to the new running max;
+  /// the running sums and the factor for what was accumulated follow.
+  DSC_TILE_FN void softmaxStep(float *sm, int r, Thread &th) const {
+    float *s = sm + kS + r * SW;
+    const float m = sm[kM + r];
+    float mNew = m;
+    for (int c = 0; c < BC; ++c)
+      mNew = s[c] > mNew ? s[c] : mNew;
+    float l = sm[kL + r], rescale = 1;
+    if (mNew == -INFINITY) { // nothing seen yet
+      for (int c = 0; c < BC; ++c)
+        s[c] = 0;
+    } else {
+      rescale = expf(m - mNew); // 0 while m is -inf
+      float sum = 0;
+      double dSum = 0;
+      for (int c = 0; c < BC; ++c) {
+        s[c] = expf(s[c] - mNew);
+        sum += s[c];
+        if constexpr (kStats)
+          dSum += double(s[c]) * sm[kDP + r * SW + c];
+      }
+      l = l * rescale + sum;
+      if constexpr (kStats)
+        th.d = th.d * rescale + dSum;
+    }
+    sm[kM + r] = mNew;
+    sm[kL + r] = l;
+    sm[kC + r] = rescale;
+  }
+
+  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile);
+    if constexpr (kStats) {
+      if (t < BR && i0 + t < a.Tq) {
+        const float l = sm[kL + t];
+        const int64_t row = p * a.Tq + i0 + t;
+        lse[row] = l > 0 ? sm[kM + t] + logf(l) : INFINITY;
+        dsum[row] = l > 0 ? float(th.d / l) : 0.0f;
+      }
+    } else {
+      DSC_TILE_UNROLL
+      for (int k = 0; k < kAcc; ++k) {
+        const int e = t + k * kThreads, r = e / DM, x = e % DM;
+        const int64_t i = i0 + r;
+        if (x < a.Dv && i < a.Tq) {
+          const float l = sm[kL + r];
+          IO::store(out, so, (p * a.Tq + i) * a.Dv + x,
+                    l > 0 ? th.o[k] / l : 0.0f);
+        }
+      }
+    }
+  }
+};
+
+/// dQ = sum over keys of dS K, a block per query tile.
+template <class Cfg, class IO> struct GradQTiles {
+  static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, W = Cfg::W,
+                       SW = Cfg::SW, kAcc = BR * DM / kThreads;
+  static constexpr int kQ = 0, kG = kQ + BR * W, kK = kG + BR * W,
+                       kV = kK + BC * W, kDS = kV + BC * W,
+                       kLse = kDS + BR * SW, kDsum = kLse + BR,
+                       kSmemFloats = kDsum + BR;
+  static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
+
+  Problem a;
+  const float *lse = nullptr, *dsum = nullptr;
+  void *dq = nullptr;
+  int sdq = 0;
+
+  struct Thread {
+    float dq[kAcc];
+  };
+
+  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
+  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
+    return tile % queryTiles() * BR;
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    const int64_t i0 = firstRow(tile);
+    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
+  }
+
+  DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), row0 = p * a.Tq + i0;
+    loadTile<IO, BR>(a.q, a.sq, row0, a.Tq - i0, a.D, sm + kQ, W, t);
+    loadTile<IO, BR>(a.g, a.sg, row0, a.Tq - i0, a.Dv, sm + kG, W, t);
+    loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
+    DSC_TILE_UNROLL
+    for (int k = 0; k < kAcc; ++k)
+      th.dq[k] = 0;
+  }
+
+  DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
+                        Thread &th, float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
+    if (phase == 0) {
+      loadTile<IO, BC>(a.k, a.sk, p * a.Tk + j0, a.Tk - j0, a.D, sm + kK, W, t);
+      loadTile<IO, BC>(a.v, a.sv, p * a.Tk + j0, a.Tk - j0, a.Dv, sm + kV, W,
+                       t);
+    } else if (phase == 1) {
+      scoreGrads<Cfg>(a, i0, j0, sm + kQ, sm + kG, sm + kK, sm + kV, sm + kLse,
+                      sm + kDsum, nullptr, sm + kDS, t);
+    } else {
+      DSC_TILE_UNROLL
+      for (int k = 0; k < kAcc; ++k) {
+        const int e = t + k * kThreads, r = e / DM, x = e % DM;
+        if (x >= a.D)
+          continue;
+        float acc = th.dq[k];
+        for (int c = 0; c < BC; ++c)
+          acc += sm[kDS + r * SW + c] * sm[kK + c * W + x];
+        th.dq[k] = acc;
+      }
+    }
+  }
+
+  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+                            float *) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile);
+    DSC_TILE_UNROLL
+    for (int k = 0; k < kAcc; ++k) {
+      const int e = t + k * kThreads, r = e / DM, x = e % DM;
+      if (x < a.D && i0 + r < a.Tq)
+        IO::store(dq, sdq, (p * a.Tq + i0 + r) * a.D + x, th.dq[k]);
+    }
+  }
+};
+
+/// dK = sum over queries of dS^T Q and dV = P^T g, a block per key tile,
+/// from the first query that sees the tile on.
+template <class Cfg, class IO> struct GradKVTiles {
+  static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, W = Cfg::W,
+                       SW = Cfg::SW, kAcc = BC * DM / kThreads;
+  static constexpr int kK = 0, kV = kK + BC * W, kQ = kV + BC * W,
+                       kG = kQ + BR * W, kP = kG + BR * W, kDS = kP + BR * SW,
+                       kLse = kDS + BR * SW, kDsum = kLse + BR,
+                       kSmemFloats = kDsum + BR;
+  static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
+
+  Problem a;
+  const float *lse = nullptr, *dsum = nullptr;
+  void *dk = nullptr, *dv = nullptr;
+  int sdk = 0, sdv = 0;
+
+  struct Thread {
+    float dk[kAcc], dv[kAcc]; // entries of the BC x DM tiles
+  };
+
+  DSC_TILE_FN int64_t keyTiles() const { return ceilDiv(a.Tk, BC); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * keyTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / keyTiles(); }
+  DSC_TILE_FN int64_t firstKey(int64_t tile) const {
+    return tile % keyTiles() * BC;
+  }
+  DSC_TILE_FN int64_t firstQueryOf(int64_t tile) const {
+    return a.firstQuery(firstKey(tile));
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    return ceilDiv(a.Tq - firstQueryOf(tile), BR);
+  }
+
+  DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), j0 = firstKey(tile);
+    loadTile<IO, BC>(a.k, a.sk, p * a.Tk + j0, a.Tk - j0, a.D, sm + kK, W, t);
+    loadTile<IO, BC>(a.v, a.sv, p * a.Tk + j0, a.Tk - j0, a.Dv, sm + kV, W, t);
+    DSC_TILE_UNROLL
+    for (int k = 0; k < kAcc; ++k)
+      th.dk[k] = th.dv[k] = 0;
+  }
+
+  DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
+                        Thread &th, float *sm) const {
+    const int64_t p = pairOf(tile), j0 = firstKey(tile),
+                  i0 = firstQueryOf(tile) + step * BR, row0 = p * a.Tq + i0;
+    if (phase == 0) {
+      loadTile<IO, BR>(a.q, a.sq, row0, a.Tq - i0, a.D, sm + kQ, W, t);
+      loadTile<IO, BR>(a.g, a.sg, row0, a.Tq - i0, a.Dv, sm + kG, W, t);
+      loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
+    } else if (phase == 1) {
+      scoreGrads<Cfg>(a, i0, j0, sm + kQ, sm + kG, sm + kK, sm + kV, sm + kLse,
+                      sm + kDsum, sm + kP, sm + kDS, t);
+    } else {
+      DSC_TILE_UNROLL
+      for (int k = 0; k < kAcc; ++k) {
+        const int e = t + k * kThreads, c = e / DM, x = e % DM;
+        if (x < a.D) {
+          float acc = th.dk[k];
+          for (int r = 0; r < BR; ++r)
+            acc += sm[kDS + r * SW + c] * sm[kQ + r * W + x];
+          th.dk[k] = acc;
+        }
+        if (x < a.Dv) {
+          float acc = th.dv[k];
+          for (int r = 0; r < BR; ++r)
+            acc += sm[kP + r * SW + c] * sm[kG + r * W + x];
+          th.dv[k] = acc;
+        }
+      }
+    }
+  }
+
+  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+                            float *) const {
+    const int64_t p = pairOf(tile), j0 = firstKey(tile);
+    DSC_TILE_UNROLL
+    for (int k = 0; k < kAcc; ++k) {
+      const int e = t + k * kThreads, c = e / DM, x = e % DM;
+      const int64_t row = p * a.Tk + j0 + c;
+      if (j0 + c >= a.Tk)
+        continue;
+      if (x < a.D)
+        IO::store(dk, sdk, row * a.D + x, th.dk[k]);
+      if (x < a.Dv)
+        IO::store(dv, sdv, row * a.Dv + x, th.dv[k]);
+    }
+  }
+};
+
+/// The order in which the host runs a phase's threads.
+enum class ThreadOrder { Ascending, Descending };
+
+/// Runs a program on the host as a device block would, tile after tile:
+/// each phase for every thread in `order`, then the next phase. Shared
+/// memory and the threads' registers start each tile as NaN, so a read of
+/// something no phase wrote shows in the results.
+template <class Prog> void emulateTiles(const Prog &prog, ThreadOrder order) {
+  using Thread = typename Prog::Thread;
+  static_assert(sizeof(Thread) % sizeof(float) == 0, "registers are floats");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> smem(size_t(Prog::kSmemFloats));
+  std::vector<Thread> threads(kThreads);
+  auto eachThread = [&](auto &&run) {
+    for (int n = 0; n < kThreads; ++n) {
+      const int t = order == ThreadOrder::Ascending ? n : kThreads - 1 - n;
+      run(t, threads[size_t(t)]);
+    }
+  };
+  for (int64_t tile = 0; tile < prog.tiles(); ++tile) {
+    std::fill(smem.begin(), smem.end(), nan);
+    std::fill_n(reinterpret_cast<float *>(threads.data()),
+                threads.size() * sizeof(Thread) / sizeof(float), nan);
+    for (int ph = 0; ph < Prog::kPrologue; ++ph)
+      eachThread([&](int t, Thread &th) {
+        prog.prologue(ph, tile, t, th, smem.data());
+      });
+    for (int64_t step = 0, n = prog.steps(tile); step < n; ++step)
+      for (int ph = 0; ph < Prog::kBody; ++ph)
+        eachThread([&](int t, Thread &th) {
+          prog.body(ph, tile, step, t, th, smem.data());
+        });
+    for (int ph = 0; ph < Prog::kEpilogue; ++ph)
+      eachThread([&](int t, Thread &th) {
+        prog.epilogue(ph, tile, t, th, smem.data());
+      });
+  }
+}
+
+} // namespace dsc::rt::cuda::tiles
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONTILES_H

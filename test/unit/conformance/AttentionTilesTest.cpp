@@ -1,0 +1,228 @@
+//===- AttentionTilesTest.cpp - the CUDA attention programs, on the host --===//
+//
+// The CUDA backend's attention is a set of tiled block programs
+// (runtime/backends/cuda/AttentionTiles.h) that run unchanged on the host
+// through emulateTiles. These cases run them here, without a GPU, against
+// the float64 reference: every tile size the backend uses for a head dim,
+// tails in both directions, causal masks with Tq != Tk, rows that see no
+// key. Each program also runs with the threads of every phase in the
+// opposite order and must give the same bits: a phase that reads what
+// another thread of the same phase writes would not.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/AttentionTiles.h"
+#include "test/unit/conformance/KernelTestSupport.h"
+
+using namespace dsc;
+using namespace dsc::conformance;
+namespace tiles = dsc::rt::cuda::tiles;
+
+namespace {
+
+/// f32 global memory (storage code 0); any other code reads NaN.
+struct HostIO {
+  static float load(const void *p, int s, int64_t i) {
+    return s == 0 ? static_cast<const float *>(p)[i]
+                  : std::numeric_limits<float>::quiet_NaN();
+  }
+  static void store(void *p, int s, int64_t i, float v) {
+    if (s == 0)
+      static_cast<float *>(p)[i] = v;
+  }
+};
+
+struct Case {
+  int64_t B, H, Tq, Tk, D, Dv;
+};
+const Case kCases[] = {
+    // the conformance suite's shapes
+    {2, 3, 5, 5, 7, 7},
+    {1, 2, 13, 13, 8, 5},
+    {2, 3, 5, 13, 7, 5},
+    {1, 1, 7, 3, 4, 4},
+    {2, 4, 33, 33, 16, 16},
+    {1, 1, 1, 1, 1, 1},
+    {1, 2, 150, 150, 5, 3},
+    {1, 1, 100, 131, 4, 6},
+    {1, 1, 131, 70, 3, 4},
+    {1, 1, 0, 5, 3, 4},
+    {1, 1, 4, 0, 3, 4},
+    // several tiles of each size; head dims at and past the tile widths.
+    // (Not cases where nearly every row sees no key: the tolerance is
+    // relative to the mean magnitude, which those rows make meaningless.)
+    {2, 1, 129, 129, 64, 64},
+    {1, 1, 65, 61, 64, 65},
+    {1, 2, 70, 100, 100, 30},
+    {1, 1, 40, 37, 130, 200},
+    {1, 1, 70, 20, 8, 8},
+};
+
+struct Inputs {
+  Buf q, k, v, g;
+  double scale;
+  tiles::Problem problem(bool causal) {
+    tiles::Problem a;
+    a.q = q.f32();
+    a.k = k.f32();
+    a.v = v.f32();
+    a.g = g.f32();
+    a.pairs = q.shape[0] * q.shape[1];
+    a.Tq = q.shape[2];
+    a.Tk = k.shape[2];
+    a.D = q.shape[3];
+    a.Dv = v.shape[3];
+    a.causal = causal;
+    a.scale = float(scale);
+    return a;
+  }
+};
+
+Inputs inputsFor(std::mt19937_64 &rng, const Case &c) {
+  Inputs in{uniform(rng, {c.B, c.H, c.Tq, c.D}),
+            uniform(rng, {c.B, c.H, c.Tk, c.D}),
+            uniform(rng, {c.B, c.H, c.Tk, c.Dv}),
+            uniform(rng, {c.B, c.H, c.Tq, c.Dv}), 1.0 / std::sqrt(double(c.D))};
+  return in;
+}
+
+template <class Cfg>
+Buf forward(Inputs &in, bool causal, tiles::ThreadOrder order) {
+  Buf out =
+      poisoned({in.q.shape[0], in.q.shape[1], in.q.shape[2], in.v.shape[3]});
+  tiles::ForwardTiles<Cfg, HostIO, false> prog;
+  prog.a = in.problem(causal);
+  prog.out = out.f32();
+  tiles::emulateTiles(prog, order);
+  return out;
+}
+
+struct Grads {
+  Buf dq, dk, dv;
+};
+
+template <class Cfg>
+Grads backward(Inputs &in, bool causal, tiles::ThreadOrder order) {
+  Grads out{poisoned(in.q.shape), poisoned(in.k.shape), poisoned(in.v.shape)};
+  const tiles::Problem a = in.problem(causal);
+  const size_t rows = size_t(a.pairs * a.Tq);
+  std::vector<float> lse(rows, NAN), dsum(rows, NAN);
+  tiles::ForwardTiles<Cfg, HostIO, true> stats;
+  stats.a = a;
+  stats.lse = lse.data();
+  stats.dsum = dsum.data();
+  tiles::emulateTiles(stats, order);
+  tiles::GradKVTiles<Cfg, HostIO> kv;
+  kv.a = a;
+  kv.lse = lse.data();
+  kv.dsum = dsum.data();
+  kv.dk = out.dk.f32();
+  kv.dv = out.dv.f32();
+  tiles::emulateTiles(kv, order);
+  tiles::GradQTiles<Cfg, HostIO> q;
+  q.a = a;
+  q.lse = lse.data();
+  q.dsum = dsum.data();
+  q.dq = out.dq.f32();
+  tiles::emulateTiles(q, order);
+  if (a.Tq == 0) { // the backend zeroes dk and dv without running a program
+    out.dk = filled(in.k.shape, 0);
+    out.dv = filled(in.v.shape, 0);
+  }
+  return out;
+}
+
+::testing::AssertionResult sameBits(const Buf &a, const Buf &b) {
+  if (a.words == b.words)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "the thread orders disagree";
+}
+
+/// Every case through tile sizes Cfg, when they hold its head dims.
+template <class Cfg> void checkTiles(const char *name) {
+  SEEDED_RNG(rng);
+  int ran = 0;
+  for (const Case &c : kCases) {
+    if (std::max(c.D, c.Dv) > Cfg::DM)
+      continue;
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string(name) + ": B H Tq Tk D Dv " +
+                   shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                   (causal ? " causal" : ""));
+      Inputs in = inputsFor(rng, c);
+      Buf out = forward<Cfg>(in, causal, tiles::ThreadOrder::Ascending);
+      REF_OK(want, ref::attention(in.q.toRef(), in.k.toRef(), in.v.toRef(),
+                                  causal, in.scale));
+      EXPECT_TRUE(close(out, want));
+      EXPECT_TRUE(sameBits(
+          out, forward<Cfg>(in, causal, tiles::ThreadOrder::Descending)));
+
+      Grads got = backward<Cfg>(in, causal, tiles::ThreadOrder::Ascending);
+      REF_OK(grad, ref::attention_grad(in.q.toRef(), in.k.toRef(), in.v.toRef(),
+                                       in.g.toRef(), causal, in.scale));
+      EXPECT_TRUE(close(got.dq, grad.dq, 1e-4));
+      EXPECT_TRUE(close(got.dk, grad.dk, 1e-4));
+      EXPECT_TRUE(close(got.dv, grad.dv, 1e-4));
+      Grads again = backward<Cfg>(in, causal, tiles::ThreadOrder::Descending);
+      EXPECT_TRUE(sameBits(got.dq, again.dq));
+      EXPECT_TRUE(sameBits(got.dk, again.dk));
+      EXPECT_TRUE(sameBits(got.dv, again.dv));
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, 8) << "too few cases reach these tile sizes";
+}
+
+TEST(AttentionTiles, Width64MatchesReference) {
+  checkTiles<tiles::Tiles64>("64");
+}
+TEST(AttentionTiles, Width128MatchesReference) {
+  checkTiles<tiles::Tiles128>("128");
+}
+TEST(AttentionTiles, Width256MatchesReference) {
+  checkTiles<tiles::Tiles256>("256");
+}
+
+TEST(AttentionTiles, WidthsCoverTheHeadDims) {
+  EXPECT_EQ(tiles::tileWidth(1), 64);
+  EXPECT_EQ(tiles::tileWidth(64), 64);
+  EXPECT_EQ(tiles::tileWidth(65), 128);
+  EXPECT_EQ(tiles::tileWidth(128), 128);
+  EXPECT_EQ(tiles::tileWidth(129), 256);
+  EXPECT_EQ(tiles::tileWidth(256), 256);
+  EXPECT_EQ(tiles::tileWidth(257), 0);
+}
+
+/// A program with a race: in one phase each thread reads the slot its
+/// neighbour writes. The two thread orders must tell it apart, or the
+/// order check above could not fail.
+struct RacyProgram {
+  static constexpr int kSmemFloats = tiles::kThreads, kPrologue = 1, kBody = 0,
+                       kEpilogue = 2;
+  float *out;
+  struct Thread {
+    float x;
+  };
+  int64_t tiles() const { return 1; }
+  int64_t steps(int64_t) const { return 0; }
+  void prologue(int, int64_t, int t, Thread &, float *sm) const {
+    sm[t] = float(t);
+  }
+  void body(int, int64_t, int64_t, int, Thread &, float *) const {}
+  void epilogue(int phase, int64_t, int t, Thread &th, float *sm) const {
+    if (phase == 0) {
+      th.x = sm[(t + 1) % tiles::kThreads] + 1; // the neighbour's slot...
+      sm[t] = th.x;                             // ...which it writes now
+    } else {
+      out[t] = sm[t];
+    }
+  }
+};
+
+TEST(AttentionTiles, ThreadOrdersExposeARace) {
+  std::vector<float> up(tiles::kThreads), down(tiles::kThreads);
+  tiles::emulateTiles(RacyProgram{up.data()}, tiles::ThreadOrder::Ascending);
+  tiles::emulateTiles(RacyProgram{down.data()}, tiles::ThreadOrder::Descending);
+  EXPECT_NE(up, down);
+}
+
+} // namespace
