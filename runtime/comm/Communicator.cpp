@@ -3,6 +3,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,6 +14,15 @@ Communicator::~Communicator() = default;
 void Communicator::setTimeout(double seconds) {
   if (seconds > 0 && std::isfinite(seconds))
     timeoutS_ = seconds;
+}
+
+std::string collectiveTimeoutLine(int rank, const char *name, uint64_t sequence,
+                                  double timeoutS) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeoutS);
+  return "rank " + std::to_string(rank) + ": " + name + " #" +
+         std::to_string(sequence) + " timed out after " + seconds +
+         " s (a rank stopped answering)";
 }
 
 std::string Communicator::prefix(const char *name) const {

@@ -185,6 +185,11 @@ bool underMpirun();
 /// line on failure (MPI did not start, a malformed DSC_COMM_TIMEOUT).
 std::unique_ptr<Communicator> createCommunicator(std::string &error);
 
+/// "rank R: NAME #S timed out after T s (a rank stopped answering)": a
+/// collective that timed out, the same line on every backend.
+std::string collectiveTimeoutLine(int rank, const char *name, uint64_t sequence,
+                                  double timeoutS);
+
 /// The MPI communicator over every rank of the job (a duplicate of
 /// MPI_COMM_WORLD, so its traffic never mixes with another's). Each call
 /// returns a new one; MPI is initialized by the first. Null + one line

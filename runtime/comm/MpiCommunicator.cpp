@@ -260,12 +260,6 @@ bool ensureMpi(double timeoutS, std::string &error) {
   return true;
 }
 
-std::string secondsText(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", s);
-  return text;
-}
-
 /// Largest element count of one MPI call (MPI counts are int).
 constexpr size_t kMaxChunk = size_t(1) << 30;
 
@@ -445,8 +439,7 @@ bool MpiCommunicator::finish(const char *name, MPI_Request &request,
       pending_ = request;
       markFailed(name);
       anyFailed = true;
-      error = prefix(name) + " timed out after " + secondsText(timeout()) +
-              " s (a rank stopped answering)";
+      error = collectiveTimeoutLine(rank(), name, sequence(), timeout());
       return false;
     }
     if (polls < 64)

@@ -15,7 +15,7 @@
 // phase. Written so, one text runs on the device (runTiles in Attention.cu)
 // and on the host (emulateTiles below): the tiling, the causal masks, the
 // tails and the absence of races within a phase are tested on machines
-// without a GPU (test/unit/conformance/AttentionTilesTest.cpp runs the
+// without a GPU (test/unit/cuda/AttentionTilesTest.cpp runs the
 // threads of each phase in opposite orders and wants the same bits).
 //
 // The gradient adds no floats atomically: the block that owns a key tile

@@ -4,7 +4,8 @@
 // (f64 -> f16 does not pass through f32, which could round twice), as the
 // CPU backend does. ds.fill writes the bit pattern the CPU's ds.fill gives
 // for one element, so both backends fill with the same bits and refuse the
-// same values (an i32 fill of 2^31, say).
+// same values (an i32 fill of 2^31, say). Also the stream helpers: zeroing,
+// scaling, and writing one word (the NCCL progress markers).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cpu/CpuKernels.h"
@@ -184,6 +185,19 @@ bool zeroOnStream(void *data, size_t bytes, void *stream, std::string &err) {
   else
     zeroBytesKernel<<<gridFor(int64_t(bytes)), kBlock, 0, s>>>(
         static_cast<unsigned char *>(data), int64_t(bytes));
+  return launched(err);
+}
+
+namespace {
+__global__ void writeWordKernel(uint32_t *word, uint32_t value) {
+  *reinterpret_cast<volatile uint32_t *>(word) = value;
+  __threadfence_system(); // seen by the host's polling without delay
+}
+} // namespace
+
+bool writeWordOnStream(uint32_t *word, uint32_t value, void *stream,
+                       std::string &err) {
+  writeWordKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
   return launched(err);
 }
 

@@ -1,5 +1,6 @@
 //===- CudaDevice.cpp - the GPU a CUDA backend drives ---------------------===//
 #include "runtime/backends/cuda/CudaDevice.h"
+#include "runtime/backends/cuda/CollectiveWatch.h"
 
 #include "runtime/backends/cuda/CublasLt.h"
 
@@ -189,11 +190,12 @@ NcclCommunicator *CudaDevice::ncclFor(Communicator *host, std::string &err) {
   return nccl.get();
 }
 
-bool CudaDevice::finishCollectives(std::string &err) {
+bool CudaDevice::finishCollectives(CollectiveFault &fault, std::string &err) {
   if (!nccl)
     return synchronize(err);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
+  CollectiveWatch watch(nccl->timeout(), 0.0);
   for (;;) {
     bool done = true;
     for (cudaStream_t s : streams) {
@@ -205,18 +207,17 @@ bool CudaDevice::finishCollectives(std::string &err) {
     }
     if (done)
       return true;
+    const double now =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    const uint32_t late = watch.observe(nccl->progress(), now);
     std::string why = nccl->asyncError();
-    double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (why.empty() && waited > nccl->timeout()) {
-      std::ostringstream os;
-      os << "a collective timed out after " << nccl->timeout()
-         << " s (a rank stopped answering)";
-      why = os.str();
-    }
-    if (!why.empty()) {
-      err = "rank " + std::to_string(nccl->rank()) + ": NCCL: " + why;
+    if (late || !why.empty()) {
+      fault.collective = late ? late : watch.current();
+      fault.ncclError = why;
+      err = "NCCL: " + (why.empty() ? "a collective timed out" : why);
       nccl->abort("an earlier collective");
-      synchronize(why); // the aborted kernels return
+      std::string ignored;
+      synchronize(ignored); // the aborted kernels return
       return false;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));

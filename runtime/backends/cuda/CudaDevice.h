@@ -40,10 +40,18 @@ struct CudaDevice {
   /// The NCCL communicator for `host`'s ranks, made on first use (every
   /// rank makes it at the same collective); null with one line.
   NcclCommunicator *ncclFor(Communicator *host, std::string &err);
-  /// Waits for every plan stream; with an NCCL communicator, polls, and
-  /// past its timeout or on an NCCL error aborts it and fails with one
-  /// line naming the rank.
-  bool finishCollectives(std::string &err);
+  /// Where a wait for a run with collectives went wrong: collective k of
+  /// the run (1-based; 0 when something else failed) stayed in flight past
+  /// the timeout, or NCCL reported an error (its message).
+  struct CollectiveFault {
+    uint32_t collective = 0;
+    std::string ncclError;
+  };
+  /// Waits for every plan stream; with an NCCL communicator, polls its
+  /// progress word (CollectiveWatch.h), and once a collective has been in
+  /// flight past its timeout or on an NCCL error aborts it and fails,
+  /// saying which collective in `fault`.
+  bool finishCollectives(CollectiveFault &fault, std::string &err);
 
   /// What `--backend cuda:...` chose (CudaBackend.cpp).
   struct Settings {

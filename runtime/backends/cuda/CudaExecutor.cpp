@@ -53,10 +53,18 @@ public:
   std::vector<TraceRecord> takeTrace() override { return std::move(trace_); }
 
 private:
+  /// Collective k of a run (1-based) and the instruction that issued it,
+  /// as the last enqueue of the program recorded them: a replayed graph
+  /// issues nothing, so a timeout is named from this.
+  struct CollectiveSite {
+    const PreparedInstr *instr;
+    const char *name; ///< "all_reduce"
+  };
   struct Program {
     int runs = 0;
     cudaGraphExec_t exec = nullptr;
     bool uncapturable = false;
+    std::vector<CollectiveSite> collectives;
   };
 
   /// A host instruction as a host function's argument: where its operands
@@ -72,11 +80,16 @@ private:
   HostJob &hostJob(const PreparedInstr &in);
 
   bool enqueue(const PreparedProgram &program, const KernelContext &ctx,
-               const std::string &what, std::string &error, bool timed);
+               const std::string &what, Program &state, std::string &error,
+               bool timed);
   bool capture(const PreparedProgram &program, const KernelContext &ctx,
                const std::string &what, Program &state, std::string &error);
-  bool finish(const PreparedProgram &program, const std::string &what,
-              std::string &error);
+  bool finish(const PreparedProgram &program, const Program &state,
+              const std::string &what, std::string &error);
+  std::string collectiveFault(const PreparedProgram &program,
+                              const Program &state, const std::string &what,
+                              const CudaDevice::CollectiveFault &fault,
+                              const std::string &err) const;
   void collectTrace(const PreparedProgram &program, int64_t startNs);
   cudaEvent_t timingEvent(size_t k);
 
@@ -95,6 +108,18 @@ private:
   /// By instruction; a map node's address stays put, as the graphs need.
   std::unordered_map<const PreparedInstr *, HostJob> hostJobs_;
 };
+
+/// "<what>: program 'P' instruction N (<kernel> at <loc>) failed: <why>",
+/// the CPU executor's line.
+std::string instructionError(const std::string &what,
+                             const PreparedProgram &program,
+                             const PreparedInstr &in, const std::string &why) {
+  std::string at(in.kernel);
+  if (!in.loc.empty())
+    at += " at " + std::string(in.loc);
+  return what + ": program '" + std::string(program.name) + "' instruction " +
+         std::to_string(in.index) + " (" + at + ") failed: " + why;
+}
 
 void CUDART_CB CudaExecutor::runHostJob(void *arg) {
   auto *job = static_cast<HostJob *>(arg);
@@ -135,7 +160,8 @@ cudaEvent_t CudaExecutor::timingEvent(size_t k) {
 
 bool CudaExecutor::enqueue(const PreparedProgram &program,
                            const KernelContext &ctx, const std::string &what,
-                           std::string &error, bool timed) {
+                           Program &state, std::string &error, bool timed) {
+  state.collectives.clear();
   for (size_t i = 0; i < program.instrs.size(); ++i) {
     const PreparedInstr &in = program.instrs[i];
     auto stream = static_cast<cudaStream_t>(in.resources.stream);
@@ -159,12 +185,17 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
       instrCtx.handles = in.resources.handles;
       KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
                                        in.floatAttrs, &instrCtx);
+      const uint32_t issuedBefore = dev_.nccl ? dev_.nccl->issued() : 0;
       try {
         ok = in.fn(args, kernelError);
       } catch (const std::exception &ex) {
         ok = false;
         kernelError = ex.what();
       }
+      // (the first collective makes the communicator)
+      for (uint32_t k = issuedBefore + 1; dev_.nccl && k <= dev_.nccl->issued();
+           ++k)
+        state.collectives.push_back({&in, dev_.nccl->issuedName(k)});
     }
     if (ok && timed)
       ok = cudaOk(cudaEventRecord(timingEvent(2 * i + 1), stream), kernelError,
@@ -174,12 +205,8 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
         ok = cudaOk(cudaEventRecord(events_[e], stream), kernelError,
                     "cudaEventRecord");
     if (!ok) {
-      std::string at(in.kernel);
-      if (!in.loc.empty())
-        at += " at " + std::string(in.loc);
-      error = what + ": program '" + std::string(program.name) +
-              "' instruction " + std::to_string(in.index) + " (" + at +
-              ") failed: " + (kernelError.empty() ? "no message" : kernelError);
+      error = instructionError(
+          what, program, in, kernelError.empty() ? "no message" : kernelError);
       return false;
     }
   }
@@ -201,7 +228,7 @@ bool CudaExecutor::capture(const PreparedProgram &program,
     if (!program.perStream[size_t(s)].empty())
       ok = cudaOk(cudaStreamWaitEvent(dev_.streams[size_t(s)], fork_, 0), err,
                   "cudaStreamWaitEvent");
-  ok = ok && enqueue(program, ctx, what, err, false);
+  ok = ok && enqueue(program, ctx, what, state, err, false);
   for (int s = 1; s < kNumStreams && ok; ++s)
     if (!program.perStream[size_t(s)].empty())
       ok = cudaOk(cudaEventRecord(join_[size_t(s)], dev_.streams[size_t(s)]),
@@ -231,11 +258,35 @@ bool CudaExecutor::capture(const PreparedProgram &program,
   return ok;
 }
 
-bool CudaExecutor::finish(const PreparedProgram &program,
+std::string
+CudaExecutor::collectiveFault(const PreparedProgram &program,
+                              const Program &state, const std::string &what,
+                              const CudaDevice::CollectiveFault &fault,
+                              const std::string &err) const {
+  const std::string inProgram =
+      what + ": program '" + std::string(program.name) + "'";
+  const uint32_t k = fault.collective;
+  if (k == 0 || k > state.collectives.size() || !dev_.nccl)
+    return inProgram + ": " + err;
+  const CollectiveSite &site = state.collectives[k - 1];
+  const NcclCommunicator &comm = *dev_.nccl;
+  const uint64_t sequence = comm.completedBefore() + k;
+  // The CPU backend's lines (MpiCommunicator).
+  const std::string line =
+      fault.ncclError.empty()
+          ? collectiveTimeoutLine(comm.rank(), site.name, sequence,
+                                  comm.timeout())
+          : "rank " + std::to_string(comm.rank()) + ": " + site.name + " #" +
+                std::to_string(sequence) + " failed: " + fault.ncclError;
+  return instructionError(what, program, *site.instr, line);
+}
+
+bool CudaExecutor::finish(const PreparedProgram &program, const Program &state,
                           const std::string &what, std::string &error) {
   std::string err, bad;
-  if (!dev_.finishCollectives(err)) {
-    error = what + ": program '" + std::string(program.name) + "': " + err;
+  CudaDevice::CollectiveFault fault;
+  if (!dev_.finishCollectives(fault, err)) {
+    error = collectiveFault(program, state, what, fault, err);
     return false;
   }
   for (const PreparedInstr &in : program.instrs) {
@@ -244,12 +295,7 @@ bool CudaExecutor::finish(const PreparedProgram &program,
     HostJob &job = hostJob(in);
     if (!job.failed)
       continue;
-    std::string at(in.kernel);
-    if (!in.loc.empty())
-      at += " at " + std::string(in.loc);
-    error = what + ": program '" + std::string(program.name) +
-            "' instruction " + std::to_string(in.index) + " (" + at +
-            ") failed: " + job.error;
+    error = instructionError(what, program, in, job.error);
     job.failed = false;
     job.error.clear();
     return false;
@@ -305,6 +351,8 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
     entry.second.error.clear();
   }
   Program &state = programs_[&program];
+  if (dev_.nccl) // number this run's collectives from 1
+    dev_.nccl->startRun();
   const bool replay =
       graphs_ && !tracing_ && !state.uncapturable && state.runs >= 1;
   ++state.runs;
@@ -314,16 +362,16 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
       error = what + ": program '" + std::string(program.name) + "': " + err;
       return false;
     }
-    return finish(program, what, error);
+    return finish(program, state, what, error);
   }
   int64_t startNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - epoch_)
                         .count();
-  if (!enqueue(program, ctx, what, error, tracing_)) {
+  if (!enqueue(program, ctx, what, state, error, tracing_)) {
     dev_.synchronize(err); // let what was enqueued finish before returning
     return false;
   }
-  if (!finish(program, what, error))
+  if (!finish(program, state, what, error))
     return false;
   if (tracing_)
     collectTrace(program, startNs);

@@ -93,6 +93,10 @@ bool scaleOnStream(void *data, DType dtype, int64_t n, float scale,
                    void *stream, std::string &err);
 /// Zeroes `bytes` at `data` on `stream` (Cast.cu), device or pinned host.
 bool zeroOnStream(void *data, size_t bytes, void *stream, std::string &err);
+/// *word = value on `stream` once the work before it is done (Cast.cu);
+/// `word` may be mapped pinned host memory, which the host then reads.
+bool writeWordOnStream(uint32_t *word, uint32_t value, void *stream,
+                       std::string &err);
 // Matmul.cpp
 bool matmulBody(const KernelArgs &, std::string &);
 bool matmulBiasBody(const KernelArgs &, std::string &);

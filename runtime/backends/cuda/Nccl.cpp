@@ -1,9 +1,13 @@
 //===- Nccl.cpp - the ranks' collectives on the GPU through NCCL ----------===//
 #include "runtime/backends/cuda/Nccl.h"
+#include "runtime/backends/cuda/CollectiveWatch.h"
+#include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/SharedLibrary.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+
+#include <vector>
 
 namespace dsc::rt::cuda {
 namespace {
@@ -73,13 +77,14 @@ bool ncclType(DType t, ncclDataType_t &out) {
 
 class Impl final : public NcclCommunicator {
 public:
-  Impl(ncclComm_t comm, int rank, int size, double timeout)
-      : comm_(comm), rank_(rank), size_(size) {
+  Impl(ncclComm_t comm, int rank, int size, double timeout, uint32_t *word)
+      : comm_(comm), rank_(rank), size_(size), word_(word) {
     setTimeout(timeout);
   }
   ~Impl() override {
     if (comm_)
       (aborted_ ? nccl().commAbort : nccl().commDestroy)(comm_);
+    cudaFreeHost(word_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -106,6 +111,20 @@ public:
       markFailed(why.c_str());
     }
   }
+
+  void startRun() override {
+    completedBefore_ += CollectiveWatch::completed(progress());
+    *static_cast<volatile uint32_t *>(word_) = 0; // no run is in flight
+    names_.clear();
+  }
+  uint32_t issued() const override { return uint32_t(names_.size()); }
+  const char *issuedName(uint32_t k) const override {
+    return k >= 1 && k <= names_.size() ? names_[k - 1] : "collective";
+  }
+  uint32_t progress() const override {
+    return *static_cast<const volatile uint32_t *>(word_);
+  }
+  uint64_t completedBefore() const override { return completedBefore_; }
 
 protected:
   bool doAllReduceSum(const void *in, void *out, size_t count, DType dtype,
@@ -153,19 +172,35 @@ private:
                                      : ": NCCL needs a CUDA stream");
       return false;
     }
-    if (count == 0)
-      return true;
-    ncclResult_t r = call(t, static_cast<cudaStream_t>(stream));
-    if (r == ncclSuccess)
-      return true;
-    error = prefix(name) + " failed: " + nccl().errorString(r);
-    markFailed(name);
-    return false;
+    // Numbered whether or not it moves anything, as the CPU counts.
+    names_.push_back(name);
+    const auto k = uint32_t(names_.size());
+    std::string why;
+    if (count > 0) {
+      if (!writeWordOnStream(word_, 2 * k - 1, stream, why)) {
+        error = prefix(name) + ": its start marker: " + why;
+        return false;
+      }
+      ncclResult_t r = call(t, static_cast<cudaStream_t>(stream));
+      if (r != ncclSuccess) {
+        error = prefix(name) + " failed: " + nccl().errorString(r);
+        markFailed(name);
+        return false;
+      }
+    }
+    if (!writeWordOnStream(word_, 2 * k, stream, why)) {
+      error = prefix(name) + ": its end marker: " + why;
+      return false;
+    }
+    return true;
   }
 
   ncclComm_t comm_;
   int rank_, size_;
   bool aborted_ = false;
+  uint32_t *word_;                  ///< the progress word, mapped pinned
+  std::vector<const char *> names_; ///< issued this run (literals)
+  uint64_t completedBefore_ = 0;
 };
 
 } // namespace
@@ -187,13 +222,26 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
   if (!host.broadcast(&id, sizeof id / sizeof(int32_t), DType::i32, 0, nullptr,
                       error))
     return nullptr;
+  // The progress word: pinned, mapped, so kernels write it and the host
+  // reads it while they spin (with unified addressing one pointer serves).
+  void *word = nullptr;
+  cudaError_t allocated =
+      cudaHostAlloc(&word, sizeof(uint32_t), cudaHostAllocMapped);
+  if (allocated != cudaSuccess) {
+    error = std::string("cannot allocate NCCL's progress word: ") +
+            cudaGetErrorString(allocated);
+    return nullptr;
+  }
+  *static_cast<volatile uint32_t *>(word) = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t r = api.commInitRank(&comm, host.size(), id, host.rank());
   if (r != ncclSuccess) {
+    cudaFreeHost(word);
     error = std::string("ncclCommInitRank: ") + api.errorString(r);
     return nullptr;
   }
-  return std::make_unique<Impl>(comm, host.rank(), host.size(), host.timeout());
+  return std::make_unique<Impl>(comm, host.rank(), host.size(), host.timeout(),
+                                static_cast<uint32_t *>(word));
 }
 
 } // namespace dsc::rt::cuda
