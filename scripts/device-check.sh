@@ -45,17 +45,38 @@ lap "build (sm_$arch): $([ $status = 0 ] && echo ok || echo "FAILED, see build.l
 [ $status = 0 ] || { tail -30 "$out/configure.log" "$out/build.log" 2>/dev/null; exit 1; }
 
 # 2. The conformance suite's CUDA instance, and the table checks.
-"$build/test/unit/KernelConformanceTest" --gtest_filter='*/cuda:BackendKernelTables.*:CudaHostChecks.*' \
+conformance=$build/test/unit/KernelConformanceTest
+timeout 120 "$conformance" --gtest_filter='*/cuda:BackendKernelTables.*:CudaHostChecks.*' \
   --gtest_output="xml:$out/conformance.xml" > "$out/conformance.txt" 2>&1
-lap "conformance: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+|tests? from .* ran' "$out/conformance.txt" | tr '\n' ' ')"
+conformance_rc=$?
+lap "conformance: exit $conformance_rc; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+|tests? from .* ran' "$out/conformance.txt" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$out/conformance.txt" | head -20 | sed 's/^/  /' | tee -a "$summary"
+# compute-sanitizer, where the toolkit has it: racecheck on the attention
+# kernels (shared memory shared between phases: a missing barrier shows),
+# and memcheck on the failing suites when the suite failed (an access out
+# of bounds names the kernel and the address).
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$sanitizer" ]; then
+  timeout 90 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
+    --gtest_filter='*AttentionKernels*/cuda' > "$out/racecheck.txt" 2>&1
+  lap "racecheck attention: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/racecheck.txt" | tr '\n' ' ')"
+  if [ "$conformance_rc" != 0 ]; then
+    failing=$(grep -E '^\[  FAILED  \] .*/cuda' "$out/conformance.txt" | sed -E 's/^\[  FAILED  \] ([^ ,]*).*/\1/' | sort -u | head -8 | paste -sd: -)
+    timeout 120 "$sanitizer" --tool memcheck "$conformance" --gtest_filter="${failing:-*/cuda}" \
+      > "$out/memcheck.txt" 2>&1
+    lap "memcheck ${failing:-*/cuda}: exit $?; $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"
+    grep -E '^========= (Invalid|Program hit|  at )' "$out/memcheck.txt" | head -12 | sed 's/^/  /' | tee -a "$summary"
+  fi
+else
+  lap "compute-sanitizer: not on this machine"
+fi
 
 # 3. Equivalence: the plans dsc compiled on the development machine, 20
 # steps on CUDA against the CPU backend's losses for the same runs.
 dsrun=$build/tools/dsrun
 while read -r name steps cfg; do
   plan=$dev/plans/$name.dsplan
-  timeout 60 "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" --steps "$steps" \
+  timeout 45 "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" --steps "$steps" \
     --seed 7 --metrics "$out/$name.cuda.jsonl" > "$out/$name.cuda.log" 2>&1
   rc=$?
   result=$(python3 "$root/scripts/compare_losses.py" "$dev/plans/$name.cpu.jsonl" \
