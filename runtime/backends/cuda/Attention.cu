@@ -2,18 +2,22 @@
 //
 // Attention runs the tiled block programs of AttentionTiles.h (which says
 // how they work and how they are tested without a GPU): runTiles is their
-// device driver, a barrier after every phase. The forward is one program;
+// device driver, a barrier after every phase. The forward is one program
+// (on tensor cores when q, k and v are all bf16 or all f16 and the head
+// dims are at most 128: AttentionMmaTiles.h);
 // the gradient is three: the forward's statistics form (each query row's
 // log-sum-exp and D_i), dK and dV by key tile, dQ by query tile. Causal:
 // query i sees keys j <= i + (Tk - Tq); a row that sees none is zero (CPU
 // semantics, cpu/Attention.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/AttentionMmaTiles.h"
 #include "runtime/backends/cuda/AttentionTiles.h"
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
 
 #include <cmath>
+#include <type_traits>
 
 namespace dsc::rt::cuda {
 namespace {
@@ -33,6 +37,10 @@ struct DeviceIO {
 #ifdef __CUDA_ARCH__
     cuda::store(p, Storage(s), i, v);
 #endif
+  }
+  /// The bits of a 16-bit operand (the tensor-core program's).
+  __host__ __device__ static uint16_t load16(const void *p, int64_t i) {
+    return static_cast<const uint16_t *>(p)[i];
   }
 };
 
@@ -157,6 +165,25 @@ bool attentionBody(const KernelArgs &args, std::string &err) {
   const TensorRef &out = args.outputs[0];
   if (out.numel() == 0)
     return true;
+  // q, k and v all bf16 or all f16: the products on tensor cores.
+  const int mmaWidth = tiles::mmaTileWidth(a.D > a.Dv ? a.D : a.Dv);
+  if (a.sq != kF32 && a.sk == a.sq && a.sv == a.sq && mmaWidth != 0) {
+    auto run = [&](auto cfg, auto bf16) {
+      tiles::ForwardMmaTiles<decltype(cfg), DeviceIO, decltype(bf16)::value>
+          prog;
+      prog.a = a;
+      prog.out = out.data;
+      prog.so = storage(out);
+      return launchTiles(prog, streamOf(args), err);
+    };
+    using BF16 = std::true_type;
+    using F16 = std::false_type;
+    if (mmaWidth == 64)
+      return a.sq == kBF16 ? run(tiles::MmaTiles64{}, BF16{})
+                           : run(tiles::MmaTiles64{}, F16{});
+    return a.sq == kBF16 ? run(tiles::MmaTiles128{}, BF16{})
+                         : run(tiles::MmaTiles128{}, F16{});
+  }
   return byWidth(width, [&](auto cfg) {
     tiles::ForwardTiles<decltype(cfg), DeviceIO, false> prog;
     prog.a = a;

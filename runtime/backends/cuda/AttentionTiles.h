@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -486,12 +487,15 @@ enum class ThreadOrder { Ascending, Descending };
 
 /// Runs a program on the host as a device block would, tile after tile:
 /// each phase for every thread in `order`, then the next phase. Shared
-/// memory and the threads' registers start each tile as NaN, so a read of
-/// something no phase wrote shows in the results.
+/// memory and the threads' registers start each tile as all-ones bits (NaN
+/// as f32, bf16 and f16), so a read of something no phase wrote shows in
+/// the results.
 template <class Prog> void emulateTiles(const Prog &prog, ThreadOrder order) {
   using Thread = typename Prog::Thread;
   static_assert(sizeof(Thread) % sizeof(float) == 0, "registers are floats");
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float nan;
+  const uint32_t ones = ~0u;
+  std::memcpy(&nan, &ones, sizeof nan);
   std::vector<float> smem(size_t(Prog::kSmemFloats));
   std::vector<Thread> threads(kThreads);
   auto eachThread = [&](auto &&run) {

@@ -367,6 +367,8 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
   int64_t startNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - epoch_)
                         .count();
+  if (dev_.nccl) // a failed capture issued (and numbered) collectives
+    dev_.nccl->startRun();
   if (!enqueue(program, ctx, what, state, error, tracing_)) {
     dev_.synchronize(err); // let what was enqueued finish before returning
     return false;

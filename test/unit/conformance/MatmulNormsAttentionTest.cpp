@@ -369,6 +369,37 @@ TEST_P(AttentionKernels, GradMatchesReference) {
       "v [1, 2, 5, 6] (need k [B, H, Tk, D] and v [B, H, Tk, Dv])");
 }
 
+// 16-bit q, k, v (the CUDA backend's tensor-core forward): within the
+// rounding of the probabilities to the operands' type, which the CPU's
+// f32 softmax does not do (its result is closer).
+TEST_P(AttentionKernels, SixteenBitForwardMatchesReference) {
+  SEEDED_RNG(rng);
+  const AttentionCase cases[] = {{2, 3, 70, 70, 64, 64},
+                                 {1, 2, 33, 150, 40, 24},
+                                 {1, 1, 129, 100, 128, 96},
+                                 {1, 1, 5, 5, 7, 7}};
+  for (DType t : {DType::bf16, DType::f16})
+    for (const AttentionCase &c : cases)
+      for (int causal : {0, 1}) {
+        SCOPED_TRACE(std::string(rt::dtypeName(t)) + " B H Tq Tk D Dv " +
+                     shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                     (causal ? " causal" : ""));
+        Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
+            k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
+            v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t);
+        const double scale = 1.0 / std::sqrt(double(c.D));
+        REF_OK(want,
+               ref::attention(q.toRef(), k.toRef(), v.toRef(), causal, scale));
+        const double bound = t == DType::bf16 ? 1e-2 : 2e-3;
+        Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
+        RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal}, {scale});
+        EXPECT_TRUE(close(out, want, bound));
+        Buf out16 = poisoned({c.B, c.H, c.Tq, c.Dv}, t); // plus its rounding
+        RUN_OK("ds.attention", {&q, &k, &v}, {&out16}, {causal}, {scale});
+        EXPECT_TRUE(close(out16, want, 2 * bound));
+      }
+}
+
 TEST_P(AttentionKernels, RotaryMatchesReference) {
   SEEDED_RNG(rng);
   for (const Shape &s : {Shape{2, 3, 5, 8}, Shape{7, 6}, Shape{1, 13, 2}})

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/AttentionTiles.h"
+#include "runtime/backends/cuda/AttentionMmaTiles.h"
+#include "runtime/core/Half.h"
 #include "test/unit/conformance/KernelTestSupport.h"
 
 using namespace dsc;
@@ -19,15 +21,22 @@ namespace tiles = dsc::rt::cuda::tiles;
 
 namespace {
 
-/// f32 global memory (storage code 0); any other code reads NaN.
+/// Global memory by storage code (cuda::Storage: 0 f32, 1 f16, 2 bf16).
 struct HostIO {
   static float load(const void *p, int s, int64_t i) {
-    return s == 0 ? static_cast<const float *>(p)[i]
-                  : std::numeric_limits<float>::quiet_NaN();
+    const uint16_t h = load16(p, s == 0 ? 0 : i);
+    return s == 0   ? static_cast<const float *>(p)[i]
+           : s == 1 ? f16ToFloat(h)
+                    : bf16ToFloat(h);
   }
   static void store(void *p, int s, int64_t i, float v) {
     if (s == 0)
       static_cast<float *>(p)[i] = v;
+    else
+      static_cast<uint16_t *>(p)[i] = s == 1 ? floatToF16(v) : floatToBf16(v);
+  }
+  static uint16_t load16(const void *p, int64_t i) {
+    return static_cast<const uint16_t *>(p)[i];
   }
 };
 
@@ -190,6 +199,75 @@ TEST(AttentionTiles, WidthsCoverTheHeadDims) {
   EXPECT_EQ(tiles::tileWidth(129), 256);
   EXPECT_EQ(tiles::tileWidth(256), 256);
   EXPECT_EQ(tiles::tileWidth(257), 0);
+}
+
+/// The tensor-core forward: q, k, v all bf16 (or f16), output f32, against
+/// the float64 reference on the same 16-bit values. P is rounded to the
+/// operands' type before its product (AttentionMmaTiles.h), so the bound
+/// is that rounding's: 1e-2 for bf16, 2e-3 for f16.
+template <class Cfg, bool kBF16> void checkMmaTiles(const char *name) {
+  SEEDED_RNG(rng);
+  const DType t = kBF16 ? DType::bf16 : DType::f16;
+  const int storageCode = kBF16 ? 2 : 1;
+  tiles::layoutFaults() = 0;
+  int ran = 0;
+  for (const Case &c : kCases) {
+    if (std::max(c.D, c.Dv) > Cfg::DM || c.Tq == 0)
+      continue;
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string(name) + ": B H Tq Tk D Dv " +
+                   shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                   (causal ? " causal" : ""));
+      Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
+          k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
+          v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t);
+      const double scale = 1.0 / std::sqrt(double(c.D));
+      auto forward = [&](tiles::ThreadOrder order) {
+        Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
+        tiles::ForwardMmaTiles<Cfg, HostIO, kBF16> prog;
+        prog.a.q = q.words.data();
+        prog.a.k = k.words.data();
+        prog.a.v = v.words.data();
+        prog.a.sq = prog.a.sk = prog.a.sv = storageCode;
+        prog.a.pairs = c.B * c.H;
+        prog.a.Tq = c.Tq;
+        prog.a.Tk = c.Tk;
+        prog.a.D = c.D;
+        prog.a.Dv = c.Dv;
+        prog.a.causal = causal;
+        prog.a.scale = float(scale);
+        prog.out = out.f32();
+        tiles::emulateTiles(prog, order);
+        return out;
+      };
+      Buf out = forward(tiles::ThreadOrder::Ascending);
+      REF_OK(want,
+             ref::attention(q.toRef(), k.toRef(), v.toRef(), causal, scale));
+      EXPECT_TRUE(close(out, want, kBF16 ? 1e-2 : 2e-3));
+      EXPECT_TRUE(sameBits(out, forward(tiles::ThreadOrder::Descending)));
+      ++ran;
+    }
+  }
+  EXPECT_EQ(tiles::layoutFaults(), 0)
+      << "operand elements the gather placed other than once";
+  EXPECT_GE(ran, 8) << "too few cases reach these tile sizes";
+}
+
+TEST(AttentionTiles, TensorCoreForward64MatchesReference) {
+  checkMmaTiles<tiles::MmaTiles64, true>("mma 64 bf16");
+  checkMmaTiles<tiles::MmaTiles64, false>("mma 64 f16");
+}
+TEST(AttentionTiles, TensorCoreForward128MatchesReference) {
+  checkMmaTiles<tiles::MmaTiles128, true>("mma 128 bf16");
+  checkMmaTiles<tiles::MmaTiles128, false>("mma 128 f16");
+}
+
+TEST(AttentionTiles, MmaWidthsCoverTheHeadDims) {
+  EXPECT_EQ(tiles::mmaTileWidth(1), 64);
+  EXPECT_EQ(tiles::mmaTileWidth(64), 64);
+  EXPECT_EQ(tiles::mmaTileWidth(65), 128);
+  EXPECT_EQ(tiles::mmaTileWidth(128), 128);
+  EXPECT_EQ(tiles::mmaTileWidth(129), 0);
 }
 
 /// A program with a race: in one phase each thread reads the slot its

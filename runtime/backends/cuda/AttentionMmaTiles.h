@@ -1,0 +1,209 @@
+//===- AttentionMmaTiles.h - attention's forward on tensor cores -*- C++
+//-*-===//
+//
+// The forward tile program of AttentionTiles.h for q, k and v all bf16 (or
+// all f16), its two products on tensor cores (WarpMma.h). A block of eight
+// warps owns 128 query rows, a warp 16 of them: the warp computes its rows'
+// scores against a key tile (Q K^T), a thread per row turns them into
+// probabilities with the online softmax and rounds them to the operands'
+// type, as flash attention does, and the warp adds P V into accumulators it
+// keeps in registers, rescaled by row. Head dims are padded with zeros to
+// a multiple of 16 in shared memory.
+//
+// Against the f32 program: P is rounded to 16 bits before its product, and
+// the row sums are of those rounded values, so the weights still sum to
+// one. The output is within a 16-bit rounding of the f32 program's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONMMATILES_H
+#define DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONMMATILES_H
+
+#include "runtime/backends/cuda/AttentionTiles.h"
+#include "runtime/backends/cuda/WarpMma.h"
+
+namespace dsc::rt::cuda::tiles {
+
+/// 128 query rows (16 per warp), BC keys, head dims up to DM.
+template <int BC_, int DM_> struct MmaTiles {
+  static constexpr int BR = 16 * kThreads / 32, BC = BC_, DM = DM_;
+  static_assert(BC % 16 == 0 && DM % 16 == 0, "whole m16n8k16 tiles");
+};
+using MmaTiles64 = MmaTiles<64, 64>;
+using MmaTiles128 = MmaTiles<32, 128>;
+
+/// Head dims up to 64 and 128 on tensor cores (0: more).
+inline int mmaTileWidth(int64_t dim) {
+  return dim <= 64 ? 64 : dim <= 128 ? 128 : 0;
+}
+
+DSC_TILE_FN int64_t roundUp(int64_t n, int64_t to) {
+  return ceilDiv(n, to) * to;
+}
+
+/// dst[r * ld + c] = the 16-bit bits of src row (row0 + r), column c, for
+/// r < ROWS and c < width; rows past `rows` and columns past `cols` zero.
+template <class IO, int ROWS>
+DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
+                            int64_t cols, int64_t width, uint16_t *dst, int ld,
+                            int t) {
+  for (int64_t e = t; e < ROWS * width; e += kThreads) {
+    const int64_t r = e / width, c = e % width;
+    dst[r * ld + c] =
+        r < rows && c < cols ? IO::load16(src, (row0 + r) * cols + c) : 0;
+  }
+}
+
+template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
+  static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM;
+  // Row strides in shared memory, in elements; the pads spread rows over
+  // banks.
+  static constexpr int LQ = DM + 8, LK = DM + 8, LV = BC + 8, LP = BC + 8,
+                       SW = BC + 1;
+  static constexpr int halves(int n) { return (n + 1) / 2; } // in floats
+  // Shared memory, in floats: Q and K tiles (16-bit), V transposed
+  // (16-bit, V^T[x][j]), scores (f32), P (16-bit), and per row the
+  // running max, sum and rescale factor.
+  static constexpr int kQ = 0, kK = kQ + halves(BR * LQ),
+                       kV = kK + halves(BC * LK), kS = kV + halves(DM * LV),
+                       kP = kS + BR * SW, kM = kP + halves(BR * LP),
+                       kL = kM + BR, kC = kL + BR, kSmemFloats = kC + BR;
+  static constexpr int kPrologue = 1, kBody = 4, kEpilogue = 1;
+  static constexpr int kTilesN = DM / 8; // output column tiles per warp
+
+  Problem a;
+  void *out = nullptr;
+  int so = 0;
+
+  struct Thread {
+    float o[kTilesN][4]; // the warp's 16 x DM output, this lane's entries
+  };
+
+  DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
+    return reinterpret_cast<uint16_t *>(sm + offset);
+  }
+  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
+  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
+    return tile % queryTiles() * BR;
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    const int64_t i0 = firstRow(tile);
+    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
+  }
+
+  DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile);
+    loadTile16<IO, BR>(a.q, p * a.Tq + i0, a.Tq - i0, a.D, roundUp(a.D, 16),
+                       half(sm, kQ), LQ, t);
+    DSC_TILE_UNROLL
+    for (int n = 0; n < kTilesN; ++n)
+      for (int i = 0; i < 4; ++i)
+        th.o[n][i] = 0;
+    if (t < BR) {
+      sm[kM + t] = -INFINITY;
+      sm[kL + t] = 0;
+    }
+  }
+
+  DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
+                        Thread &th, float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
+    const int warp = t / 32, lane = t % 32;
+    if (phase == 0) { // K, and V transposed
+      loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
+                         half(sm, kK), LK, t);
+      const int64_t width = roundUp(a.Dv, 8);
+      uint16_t *vt = half(sm, kV);
+      for (int64_t e = t; e < BC * width; e += kThreads) {
+        const int64_t j = e / width, x = e % width;
+        vt[x * LV + j] = j0 + j < a.Tk && x < a.Dv
+                             ? IO::load16(a.v, (p * a.Tk + j0 + j) * a.Dv + x)
+                             : 0;
+      }
+    } else if (phase == 1) { // the warp's scores, Q K^T
+      const uint16_t *q = half(sm, kQ) + 16 * warp * LQ, *k = half(sm, kK);
+      const int64_t chunks = roundUp(a.D, 16) / 16;
+      for (int n = 0; n < BC / 8; ++n) {
+        float acc[4] = {0, 0, 0, 0};
+        for (int64_t kc = 0; kc < chunks; ++kc) // B(k, n) = K[n][k]
+          mmaTile<kBF16>(acc, q + 16 * kc, LQ, 1, k + 8 * n * LK + 16 * kc, 1,
+                         LK, lane);
+        for (int i = 0; i < 4; ++i) {
+          int r, c;
+          accumulatorAt(lane, i, r, c);
+          r += 16 * warp;
+          c += 8 * n;
+          sm[kS + r * SW + c] =
+              a.sees(i0 + r, j0 + c) ? a.scale * acc[i] : -INFINITY;
+        }
+      }
+    } else if (phase == 2) { // probabilities, a thread per row
+      if (t < BR)
+        softmaxStep(sm, t);
+    } else { // rescale, then add P V
+      const uint16_t *pr = half(sm, kP) + 16 * warp * LP, *vt = half(sm, kV);
+      DSC_TILE_UNROLL
+      for (int n = 0; n < kTilesN; ++n) {
+        if (8 * n >= a.Dv)
+          continue;
+        for (int i = 0; i < 4; ++i) {
+          int r, c;
+          accumulatorAt(lane, i, r, c);
+          th.o[n][i] *= sm[kC + 16 * warp + r];
+        }
+        for (int kc = 0; kc < BC / 16; ++kc) // B(k, n) = V^T[n][k]
+          mmaTile<kBF16>(th.o[n], pr + 16 * kc, LP, 1,
+                         vt + 8 * n * LV + 16 * kc, 1, LV, lane);
+      }
+    }
+  }
+
+  DSC_TILE_FN void softmaxStep(float *sm, int r) const {
+    const float *s = sm + kS + r * SW;
+    uint16_t *pr = half(sm, kP) + r * LP;
+    const float m = sm[kM + r];
+    float mNew = m;
+    for (int c = 0; c < BC; ++c)
+      mNew = s[c] > mNew ? s[c] : mNew;
+    float l = sm[kL + r], rescale = 1;
+    if (mNew == -INFINITY) { // nothing seen yet
+      for (int c = 0; c < BC; ++c)
+        pr[c] = 0;
+    } else {
+      rescale = expf(m - mNew); // 0 while m is -inf
+      float sum = 0;
+      for (int c = 0; c < BC; ++c) {
+        pr[c] = to16<kBF16>(expf(s[c] - mNew));
+        sum += from16<kBF16>(pr[c]); // the weights the product uses
+      }
+      l = l * rescale + sum;
+    }
+    sm[kM + r] = mNew;
+    sm[kL + r] = l;
+    sm[kC + r] = rescale;
+  }
+
+  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile);
+    const int warp = t / 32, lane = t % 32;
+    DSC_TILE_UNROLL
+    for (int n = 0; n < kTilesN; ++n)
+      for (int i = 0; i < 4; ++i) {
+        int r, c;
+        accumulatorAt(lane, i, r, c);
+        r += 16 * warp;
+        c += 8 * n;
+        const float l = sm[kL + r];
+        if (i0 + r < a.Tq && c < a.Dv)
+          IO::store(out, so, (p * a.Tq + i0 + r) * a.Dv + c,
+                    l > 0 ? th.o[n][i] / l : 0.0f);
+      }
+  }
+};
+
+} // namespace dsc::rt::cuda::tiles
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONMMATILES_H
