@@ -57,8 +57,8 @@ grep -E '^\[  FAILED  \]' "$out/conformance.txt" | head -20 | sed 's/^/  /' | te
 # of bounds names the kernel and the address).
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$sanitizer" ]; then
-  timeout 60 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
-    --gtest_filter='*AttentionKernels.GradMatchesReference/cuda:*AttentionKernels.SixteenBitForwardMatchesReference/cuda' > "$out/racecheck.txt" 2>&1
+  timeout 90 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
+    --gtest_filter='*AttentionKernels.GradMatchesReference/cuda:*AttentionKernels.SixteenBitForwardMatchesReference/cuda:*AttentionKernels.SixteenBitGradMatchesReference/cuda' > "$out/racecheck.txt" 2>&1
   lap "racecheck attention: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/racecheck.txt" | tr '\n' ' ')"
   if [ "$conformance_rc" != 0 ]; then
     failing=$(grep -E '^\[  FAILED  \] .*/cuda' "$out/conformance.txt" | sed -E 's/^\[  FAILED  \] ([^ ,]*).*/\1/' | sort -u | head -3 | paste -sd: -)

@@ -2,15 +2,17 @@
 //
 // Attention runs the tiled block programs of AttentionTiles.h (which says
 // how they work and how they are tested without a GPU): runTiles is their
-// device driver, a barrier after every phase. The forward is one program
-// (on tensor cores when q, k and v are all bf16 or all f16 and the head
-// dims are at most 128: AttentionMmaTiles.h);
+// device driver, a barrier after every phase. The forward is one program;
 // the gradient is three: the forward's statistics form (each query row's
-// log-sum-exp and D_i), dK and dV by key tile, dQ by query tile. Causal:
+// log-sum-exp and D_i), dK and dV by key tile, dQ by query tile. When the
+// operands are all bf16 or all f16 and the head dims at most 128 they are
+// the tensor-core programs (AttentionMmaTiles.h, AttentionMmaGradTiles.h),
+// else the f32 ones. Causal:
 // query i sees keys j <= i + (Tk - Tq); a row that sees none is zero (CPU
 // semantics, cpu/Attention.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/AttentionMmaGradTiles.h"
 #include "runtime/backends/cuda/AttentionMmaTiles.h"
 #include "runtime/backends/cuda/AttentionTiles.h"
 #include "runtime/backends/cuda/CudaKernels.h"
@@ -217,6 +219,42 @@ bool attentionGradBody(const KernelArgs &args, std::string &err) {
   auto *lse = static_cast<float *>(scratch);
   auto *dsum =
       reinterpret_cast<float *>(static_cast<char *>(scratch) + statBytes);
+  // q, k, v and g all bf16 or all f16: every product on tensor cores.
+  const int mmaWidth = tiles::mmaTileWidth(a.D > a.Dv ? a.D : a.Dv);
+  if (a.sq != kF32 && a.sk == a.sq && a.sv == a.sq && a.sg == a.sq &&
+      mmaWidth != 0) {
+    auto run = [&](auto cfg, auto bf16) {
+      using Cfg = decltype(cfg);
+      constexpr bool kBF16 = decltype(bf16)::value;
+      tiles::ForwardMmaTiles<Cfg, DeviceIO, kBF16, true> stats;
+      stats.a = a;
+      stats.lse = lse;
+      stats.dsum = dsum;
+      tiles::GradKVMmaTiles<Cfg::DM, DeviceIO, kBF16> kv;
+      kv.a = a;
+      kv.lse = lse;
+      kv.dsum = dsum;
+      kv.dk = out[1].data;
+      kv.sdk = storage(out[1]);
+      kv.dv = out[2].data;
+      kv.sdv = storage(out[2]);
+      tiles::GradQMmaTiles<Cfg, DeviceIO, kBF16> q;
+      q.a = a;
+      q.lse = lse;
+      q.dsum = dsum;
+      q.dq = out[0].data;
+      q.sdq = storage(out[0]);
+      return launchTiles(stats, s, err) && launchTiles(kv, s, err) &&
+             launchTiles(q, s, err);
+    };
+    using BF16 = std::true_type;
+    using F16 = std::false_type;
+    if (mmaWidth == 64)
+      return a.sq == kBF16 ? run(tiles::MmaTiles64{}, BF16{})
+                           : run(tiles::MmaTiles64{}, F16{});
+    return a.sq == kBF16 ? run(tiles::MmaTiles128{}, BF16{})
+                         : run(tiles::MmaTiles128{}, F16{});
+  }
   return byWidth(width, [&](auto cfg) {
     using Cfg = decltype(cfg);
     tiles::ForwardTiles<Cfg, DeviceIO, true> stats;

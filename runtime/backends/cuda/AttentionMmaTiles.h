@@ -53,7 +53,11 @@ DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
   }
 }
 
-template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
+/// kStats false: the output. kStats true: each query row's log-sum-exp and
+/// D_i = sum_j P_ij (g_i . v_j) for the gradient (AttentionMmaGradTiles.h),
+/// with the scores and g . v from the same products the gradient computes.
+template <class Cfg, class IO, bool kBF16, bool kStats = false>
+struct ForwardMmaTiles {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM;
   // Row strides in shared memory, in elements; the pads spread rows over
   // banks.
@@ -62,20 +66,25 @@ template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
   static constexpr int halves(int n) { return (n + 1) / 2; } // in floats
   // Shared memory, in floats: Q and K tiles (16-bit), V transposed
   // (16-bit, V^T[x][j]), scores (f32), P (16-bit), and per row the
-  // running max, sum and rescale factor.
+  // running max, sum and rescale factor; for the statistics the g tile
+  // (16-bit) and g . v (f32) instead of P.
   static constexpr int kQ = 0, kK = kQ + halves(BR * LQ),
                        kV = kK + halves(BC * LK), kS = kV + halves(DM * LV),
-                       kP = kS + BR * SW, kM = kP + halves(BR * LP),
-                       kL = kM + BR, kC = kL + BR, kSmemFloats = kC + BR;
-  static constexpr int kPrologue = 1, kBody = 4, kEpilogue = 1;
-  static constexpr int kTilesN = DM / 8; // output column tiles per warp
+                       kP = kS + BR * SW,
+                       kM = kP + (kStats ? BR * SW : halves(BR * LP)),
+                       kL = kM + BR, kC = kL + BR, kG = kC + BR,
+                       kSmemFloats = kG + (kStats ? halves(BR * LQ) : 0);
+  static constexpr int kPrologue = 1, kBody = kStats ? 3 : 4, kEpilogue = 1;
+  static constexpr int kTilesN = kStats ? 1 : DM / 8; // output column tiles
 
   Problem a;
-  void *out = nullptr;
+  void *out = nullptr; // kStats false
   int so = 0;
+  float *lse = nullptr, *dsum = nullptr; // kStats true: [P * Tq] each
 
   struct Thread {
     float o[kTilesN][4]; // the warp's 16 x DM output, this lane's entries
+    double d;            // kStats: the row thread's running sum for D
   };
 
   DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
@@ -97,10 +106,14 @@ template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
     const int64_t p = pairOf(tile), i0 = firstRow(tile);
     loadTile16<IO, BR>(a.q, p * a.Tq + i0, a.Tq - i0, a.D, roundUp(a.D, 16),
                        half(sm, kQ), LQ, t);
+    if constexpr (kStats)
+      loadTile16<IO, BR>(a.g, p * a.Tq + i0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
+                         half(sm, kG), LQ, t);
     DSC_TILE_UNROLL
     for (int n = 0; n < kTilesN; ++n)
       for (int i = 0; i < 4; ++i)
         th.o[n][i] = 0;
+    th.d = 0;
     if (t < BR) {
       sm[kM + t] = -INFINITY;
       sm[kL + t] = 0;
@@ -114,7 +127,7 @@ template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
     if (phase == 0) { // K, and V transposed
       loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
                          half(sm, kK), LK, t);
-      const int64_t width = roundUp(a.Dv, 8);
+      const int64_t width = roundUp(a.Dv, 16);
       uint16_t *vt = half(sm, kV);
       for (int64_t e = t; e < BC * width; e += kThreads) {
         const int64_t j = e / width, x = e % width;
@@ -122,26 +135,36 @@ template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
                              ? IO::load16(a.v, (p * a.Tk + j0 + j) * a.Dv + x)
                              : 0;
       }
-    } else if (phase == 1) { // the warp's scores, Q K^T
-      const uint16_t *q = half(sm, kQ) + 16 * warp * LQ, *k = half(sm, kK);
-      const int64_t chunks = roundUp(a.D, 16) / 16;
+    } else if (phase == 1) { // the warp's scores Q K^T (and g . v: G V^T)
+      const uint16_t *q = half(sm, kQ) + 16 * warp * LQ, *k = half(sm, kK),
+                     *vt = half(sm, kV);
+      const int64_t chunks = roundUp(a.D, 16) / 16,
+                    vChunks = roundUp(a.Dv, 16) / 16;
       for (int n = 0; n < BC / 8; ++n) {
-        float acc[4] = {0, 0, 0, 0};
+        float acc[4] = {0, 0, 0, 0}, dp[4] = {0, 0, 0, 0};
         for (int64_t kc = 0; kc < chunks; ++kc) // B(k, n) = K[n][k]
           mmaTile<kBF16>(acc, q + 16 * kc, LQ, 1, k + 8 * n * LK + 16 * kc, 1,
                          LK, lane);
+        if constexpr (kStats) { // B(k, n) = V[n][k] = V^T[k][n]
+          const uint16_t *g = half(sm, kG) + 16 * warp * LQ;
+          for (int64_t kc = 0; kc < vChunks; ++kc)
+            mmaTile<kBF16>(dp, g + 16 * kc, LQ, 1, vt + 16 * kc * LV + 8 * n,
+                           LV, 1, lane);
+        }
         for (int i = 0; i < 4; ++i) {
           int r, c;
           accumulatorAt(lane, i, r, c);
           r += 16 * warp;
           c += 8 * n;
-          sm[kS + r * SW + c] =
-              a.sees(i0 + r, j0 + c) ? a.scale * acc[i] : -INFINITY;
+          const bool seen = a.sees(i0 + r, j0 + c);
+          sm[kS + r * SW + c] = seen ? a.scale * acc[i] : -INFINITY;
+          if constexpr (kStats)
+            sm[kP + r * SW + c] = seen ? dp[i] : 0.0f;
         }
       }
     } else if (phase == 2) { // probabilities, a thread per row
       if (t < BR)
-        softmaxStep(sm, t);
+        softmaxStep(sm, t, th);
     } else { // rescale, then add P V
       const uint16_t *pr = half(sm, kP) + 16 * warp * LP, *vt = half(sm, kV);
       DSC_TILE_UNROLL
@@ -160,25 +183,43 @@ template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
     }
   }
 
-  DSC_TILE_FN void softmaxStep(float *sm, int r) const {
+  /// Row r's scores become probabilities relative to the new running max
+  /// (rounded to 16 bits for their product; the statistics keep f32 and
+  /// add P (g . v) in double, as the f32 program).
+  DSC_TILE_FN void softmaxStep(float *sm, int r, Thread &th) const {
     const float *s = sm + kS + r * SW;
-    uint16_t *pr = half(sm, kP) + r * LP;
     const float m = sm[kM + r];
     float mNew = m;
     for (int c = 0; c < BC; ++c)
       mNew = s[c] > mNew ? s[c] : mNew;
     float l = sm[kL + r], rescale = 1;
-    if (mNew == -INFINITY) { // nothing seen yet
-      for (int c = 0; c < BC; ++c)
-        pr[c] = 0;
-    } else {
-      rescale = expf(m - mNew); // 0 while m is -inf
-      float sum = 0;
-      for (int c = 0; c < BC; ++c) {
-        pr[c] = to16<kBF16>(expf(s[c] - mNew));
-        sum += from16<kBF16>(pr[c]); // the weights the product uses
+    if constexpr (kStats) {
+      if (mNew != -INFINITY) {
+        rescale = expf(m - mNew); // 0 while m is -inf
+        float sum = 0;
+        double dSum = 0;
+        for (int c = 0; c < BC; ++c) {
+          const float e = expf(s[c] - mNew);
+          sum += e;
+          dSum += double(e) * sm[kP + r * SW + c];
+        }
+        l = l * rescale + sum;
+        th.d = th.d * rescale + dSum;
       }
-      l = l * rescale + sum;
+    } else {
+      uint16_t *pr = half(sm, kP) + r * LP;
+      if (mNew == -INFINITY) { // nothing seen yet
+        for (int c = 0; c < BC; ++c)
+          pr[c] = 0;
+      } else {
+        rescale = expf(m - mNew);
+        float sum = 0;
+        for (int c = 0; c < BC; ++c) {
+          pr[c] = to16<kBF16>(expf(s[c] - mNew));
+          sum += from16<kBF16>(pr[c]); // the weights the product uses
+        }
+        l = l * rescale + sum;
+      }
     }
     sm[kM + r] = mNew;
     sm[kL + r] = l;
@@ -188,19 +229,28 @@ template <class Cfg, class IO, bool kBF16> struct ForwardMmaTiles {
   DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile);
-    const int warp = t / 32, lane = t % 32;
-    DSC_TILE_UNROLL
-    for (int n = 0; n < kTilesN; ++n)
-      for (int i = 0; i < 4; ++i) {
-        int r, c;
-        accumulatorAt(lane, i, r, c);
-        r += 16 * warp;
-        c += 8 * n;
-        const float l = sm[kL + r];
-        if (i0 + r < a.Tq && c < a.Dv)
-          IO::store(out, so, (p * a.Tq + i0 + r) * a.Dv + c,
-                    l > 0 ? th.o[n][i] / l : 0.0f);
+    if constexpr (kStats) {
+      if (t < BR && i0 + t < a.Tq) {
+        const float l = sm[kL + t];
+        const int64_t row = p * a.Tq + i0 + t;
+        lse[row] = l > 0 ? sm[kM + t] + logf(l) : INFINITY;
+        dsum[row] = l > 0 ? float(th.d / l) : 0.0f;
       }
+    } else {
+      const int warp = t / 32, lane = t % 32;
+      DSC_TILE_UNROLL
+      for (int n = 0; n < kTilesN; ++n)
+        for (int i = 0; i < 4; ++i) {
+          int r, c;
+          accumulatorAt(lane, i, r, c);
+          r += 16 * warp;
+          c += 8 * n;
+          const float l = sm[kL + r];
+          if (i0 + r < a.Tq && c < a.Dv)
+            IO::store(out, so, (p * a.Tq + i0 + r) * a.Dv + c,
+                      l > 0 ? th.o[n][i] / l : 0.0f);
+        }
+    }
   }
 };
 

@@ -482,6 +482,14 @@ template <class Cfg, class IO> struct GradKVTiles {
   }
 };
 
+/// Host emulation: which phase is running (emulateTiles counts them), so
+/// an emulated product may be reused within a phase, where no thread
+/// writes its operands.
+inline uint64_t &emulatedPhase() {
+  static uint64_t phase = 0;
+  return phase;
+}
+
 /// The order in which the host runs a phase's threads.
 enum class ThreadOrder { Ascending, Descending };
 
@@ -508,16 +516,16 @@ template <class Prog> void emulateTiles(const Prog &prog, ThreadOrder order) {
     std::fill(smem.begin(), smem.end(), nan);
     std::fill_n(reinterpret_cast<float *>(threads.data()),
                 threads.size() * sizeof(Thread) / sizeof(float), nan);
-    for (int ph = 0; ph < Prog::kPrologue; ++ph)
+    for (int ph = 0; ph < Prog::kPrologue; ++ph, ++emulatedPhase())
       eachThread([&](int t, Thread &th) {
         prog.prologue(ph, tile, t, th, smem.data());
       });
     for (int64_t step = 0, n = prog.steps(tile); step < n; ++step)
-      for (int ph = 0; ph < Prog::kBody; ++ph)
+      for (int ph = 0; ph < Prog::kBody; ++ph, ++emulatedPhase())
         eachThread([&](int t, Thread &th) {
           prog.body(ph, tile, step, t, th, smem.data());
         });
-    for (int ph = 0; ph < Prog::kEpilogue; ++ph)
+    for (int ph = 0; ph < Prog::kEpilogue; ++ph, ++emulatedPhase())
       eachThread([&](int t, Thread &th) {
         prog.epilogue(ph, tile, t, th, smem.data());
       });

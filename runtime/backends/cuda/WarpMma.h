@@ -23,6 +23,10 @@
 #include "runtime/backends/cuda/AttentionTiles.h"
 
 #include <cstdint>
+#if !defined(__CUDA_ARCH__)
+#include <array>
+#include <map>
+#endif
 
 // Under nvcc the conversions are CUDA's (host and device); a plain C++
 // compile (the emulation's tests) uses dsc's.
@@ -97,6 +101,70 @@ inline int &layoutFaults() {
   static int faults = 0;
   return faults;
 }
+
+/// Host emulation: the products computed in the running phase, by operand
+/// addresses and strides (the 32 lanes of a warp ask for each).
+struct EmulatedProducts {
+  uint64_t phase = ~uint64_t(0);
+  std::map<std::array<intptr_t, 6>, std::array<float, 128>> byOperands;
+};
+inline EmulatedProducts &emulatedProducts() {
+  static EmulatedProducts memo;
+  return memo;
+}
+
+/// The 16 x 8 product A B as every lane's gather delivers it.
+template <bool kBF16>
+std::array<float, 128> emulatedProduct(const uint16_t *a, int ai, int ak,
+                                       const uint16_t *b, int bk, int bn) {
+  EmulatedProducts &memo = emulatedProducts();
+  if (memo.phase != emulatedPhase()) {
+    memo.phase = emulatedPhase();
+    memo.byOperands.clear();
+  }
+  const std::array<intptr_t, 6> key = {intptr_t(a), ai, ak,
+                                       intptr_t(b), bk, bn};
+  auto found = memo.byOperands.find(key);
+  if (found != memo.byOperands.end())
+    return found->second;
+  // Every lane's registers, put back where the layout says.
+  float A[16][16], B[16][8];
+  int seenA[16][16] = {}, seenB[16][8] = {};
+  for (int l = 0; l < 32; ++l) {
+    uint32_t ra[4], rb[2];
+    gatherA(a, ai, ak, l, ra);
+    gatherB(b, bk, bn, l, rb);
+    const int g = l / 4, c = 2 * (l % 4);
+    for (int n = 0; n < 4; ++n)
+      for (int h = 0; h < 2; ++h) {
+        const int row = g + 8 * (n & 1), col = c + h + 8 * (n >> 1);
+        A[row][col] = from16<kBF16>(uint16_t(ra[n] >> (16 * h)));
+        ++seenA[row][col];
+      }
+    for (int n = 0; n < 2; ++n)
+      for (int h = 0; h < 2; ++h) {
+        const int k = c + h + 8 * n;
+        B[k][g] = from16<kBF16>(uint16_t(rb[n] >> (16 * h)));
+        ++seenB[k][g];
+      }
+  }
+  for (int k = 0; k < 16; ++k) {
+    for (int i = 0; i < 16; ++i)
+      layoutFaults() += seenA[i][k] != 1;
+    for (int n = 0; n < 8; ++n)
+      layoutFaults() += seenB[k][n] != 1;
+  }
+  std::array<float, 128> product;
+  for (int i = 0; i < 16; ++i)
+    for (int n = 0; n < 8; ++n) {
+      float sum = 0;
+      for (int k = 0; k < 16; ++k)
+        sum += A[i][k] * B[k][n];
+      product[size_t(i * 8 + n)] = sum;
+    }
+  memo.byOperands.emplace(key, product);
+  return product;
+}
 #endif
 
 /// acc += A B (A 16 x 16, B 16 x 8, both 16-bit in shared memory) for the
@@ -128,40 +196,12 @@ DSC_TILE_FN void mmaTile(float (&acc)[4], const uint16_t *a, int ai, int ak,
   for (int i = 0; i < 4; ++i)
     acc[i] = d[i];
 #else
-  // Every lane's registers, put back where the layout says.
-  float A[16][16], B[16][8];
-  int seenA[16][16] = {}, seenB[16][8] = {};
-  for (int l = 0; l < 32; ++l) {
-    uint32_t ra[4], rb[2];
-    gatherA(a, ai, ak, l, ra);
-    gatherB(b, bk, bn, l, rb);
-    const int g = l / 4, c = 2 * (l % 4);
-    for (int n = 0; n < 4; ++n)
-      for (int h = 0; h < 2; ++h) {
-        const int row = g + 8 * (n & 1), col = c + h + 8 * (n >> 1);
-        A[row][col] = from16<kBF16>(uint16_t(ra[n] >> (16 * h)));
-        ++seenA[row][col];
-      }
-    for (int n = 0; n < 2; ++n)
-      for (int h = 0; h < 2; ++h) {
-        const int k = c + h + 8 * n;
-        B[k][g] = from16<kBF16>(uint16_t(rb[n] >> (16 * h)));
-        ++seenB[k][g];
-      }
-  }
-  for (int k = 0; k < 16; ++k) {
-    for (int i = 0; i < 16; ++i)
-      layoutFaults() += seenA[i][k] != 1;
-    for (int n = 0; n < 8; ++n)
-      layoutFaults() += seenB[k][n] != 1;
-  }
+  const std::array<float, 128> product =
+      emulatedProduct<kBF16>(a, ai, ak, b, bk, bn);
   for (int i = 0; i < 4; ++i) {
     int row, col;
     accumulatorAt(lane, i, row, col);
-    float sum = 0;
-    for (int k = 0; k < 16; ++k)
-      sum += A[row][k] * B[k][col];
-    acc[i] += sum;
+    acc[i] += product[size_t(row * 8 + col)];
   }
 #endif
 }

@@ -1,0 +1,275 @@
+//===- AttentionMmaGradTiles.h - attention's gradient on tensor cores -*- C++
+//-*-===//
+//
+// The gradient programs of AttentionTiles.h for q, k, v and g all bf16 (or
+// all f16), every product on tensor cores (WarpMma.h). They read each query
+// row's log-sum-exp and D_i from ForwardMmaTiles' statistics form, whose
+// scores and g . v come from the same products in the same order, so
+// P = exp(scale q.k - lse) is the forward's to the bit and dP - D cancels
+// where it should.
+//
+// dK and dV: a block owns 64 keys and walks the query tiles that see them.
+// Its warps compute the tile's P and dS = scale P (dP - D) in registers and
+// leave them in shared memory rounded to 16 bits (as flash attention does);
+// then warp w accumulates keys 16 (w % 4).. and half w / 4 of the columns
+// of dV += P^T g and dK += dS^T Q. dQ: a block owns 128 query rows, a warp
+// 16, and walks the key tiles they see: dQ += dS K. No atomics, as the f32
+// programs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONMMAGRADTILES_H
+#define DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONMMAGRADTILES_H
+
+#include "runtime/backends/cuda/AttentionMmaTiles.h"
+
+namespace dsc::rt::cuda::tiles {
+
+/// Lane's four entries of the gradient's scores for 16 query rows (Q, G in
+/// shared memory at q, g, row stride lq) against 8 keys (K, V at k, v, row
+/// stride lk): p = P, ds = dS; zero where the query does not see the key.
+/// lse and dsum are the 16 rows'. i0, j0: the first row's and key's
+/// positions.
+template <bool kBF16>
+DSC_TILE_FN void gradScores(const Problem &a, int64_t i0, int64_t j0,
+                            const uint16_t *q, const uint16_t *g, int lq,
+                            const uint16_t *k, const uint16_t *v, int lk,
+                            const float *lse, const float *dsum, int lane,
+                            float (&p)[4], float (&ds)[4]) {
+  float s[4] = {0, 0, 0, 0}, dp[4] = {0, 0, 0, 0};
+  for (int64_t kc = 0; kc < roundUp(a.D, 16) / 16; ++kc) // B(k, n) = K[n][k]
+    mmaTile<kBF16>(s, q + 16 * kc, lq, 1, k + 16 * kc, 1, lk, lane);
+  for (int64_t kc = 0; kc < roundUp(a.Dv, 16) / 16; ++kc) // V[n][k]
+    mmaTile<kBF16>(dp, g + 16 * kc, lq, 1, v + 16 * kc, 1, lk, lane);
+  for (int i = 0; i < 4; ++i) {
+    int r, c;
+    accumulatorAt(lane, i, r, c);
+    p[i] = ds[i] = 0;
+    if (a.sees(i0 + r, j0 + c)) {
+      p[i] = expf(a.scale * s[i] - lse[r]);
+      ds[i] = a.scale * p[i] * (dp[i] - dsum[r]);
+    }
+  }
+}
+
+/// dK and dV, a block per 64 keys; head dims up to DM.
+template <int DM, class IO, bool kBF16> struct GradKVMmaTiles {
+  static constexpr int BR = 64, BC = 64, L = DM + 8, LS = BC + 8;
+  static constexpr int kHalfTiles = DM / 16; // column tiles per warp
+  static constexpr int halves(int n) { return (n + 1) / 2; }
+  // Shared memory, in floats: K, V (the block's keys), Q, g (the query
+  // tile), all 16-bit with rows of L; P and dS (16-bit, BR x LS); lse, D.
+  static constexpr int kK = 0, kV = kK + halves(BC * L),
+                       kQ = kV + halves(BC * L), kG = kQ + halves(BR * L),
+                       kP = kG + halves(BR * L), kDS = kP + halves(BR * LS),
+                       kLse = kDS + halves(BR * LS), kDsum = kLse + BR,
+                       kSmemFloats = kDsum + BR;
+  static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
+  static_assert(kThreads == 256, "eight warps: 4 key groups x 2 halves");
+
+  Problem a;
+  const float *lse = nullptr, *dsum = nullptr;
+  void *dk = nullptr, *dv = nullptr;
+  int sdk = 0, sdv = 0;
+
+  struct Thread {
+    float dk[kHalfTiles][4], dv[kHalfTiles][4];
+  };
+
+  DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
+    return reinterpret_cast<uint16_t *>(sm + offset);
+  }
+  DSC_TILE_FN int64_t keyTiles() const { return ceilDiv(a.Tk, BC); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * keyTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / keyTiles(); }
+  DSC_TILE_FN int64_t firstKey(int64_t tile) const {
+    return tile % keyTiles() * BC;
+  }
+  DSC_TILE_FN int64_t firstQueryOf(int64_t tile) const {
+    return a.firstQuery(firstKey(tile));
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    return ceilDiv(a.Tq - firstQueryOf(tile), BR);
+  }
+
+  DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), j0 = firstKey(tile);
+    loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
+                       half(sm, kK), L, t);
+    loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
+                       half(sm, kV), L, t);
+    DSC_TILE_UNROLL
+    for (int n = 0; n < kHalfTiles; ++n)
+      for (int i = 0; i < 4; ++i)
+        th.dk[n][i] = th.dv[n][i] = 0;
+  }
+
+  DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
+                        Thread &th, float *sm) const {
+    const int64_t p = pairOf(tile), j0 = firstKey(tile),
+                  i0 = firstQueryOf(tile) + step * BR, row0 = p * a.Tq + i0;
+    const int warp = t / 32, lane = t % 32;
+    if (phase == 0) { // the query tile
+      loadTile16<IO, BR>(a.q, row0, a.Tq - i0, a.D, roundUp(a.D, 16),
+                         half(sm, kQ), L, t);
+      loadTile16<IO, BR>(a.g, row0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
+                         half(sm, kG), L, t);
+      loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
+    } else if (phase == 1) { // P and dS: warp w, rows 16 (w % 4), 4 tiles
+      const int rows = 16 * (warp % 4);
+      for (int n = 4 * (warp / 4); n < 4 * (warp / 4) + 4; ++n) {
+        float pr[4], ds[4];
+        gradScores<kBF16>(a, i0 + rows, j0 + 8 * n, half(sm, kQ) + rows * L,
+                          half(sm, kG) + rows * L, L, half(sm, kK) + 8 * n * L,
+                          half(sm, kV) + 8 * n * L, L, sm + kLse + rows,
+                          sm + kDsum + rows, lane, pr, ds);
+        for (int i = 0; i < 4; ++i) {
+          int r, c;
+          accumulatorAt(lane, i, r, c);
+          half(sm, kP)[(rows + r) * LS + 8 * n + c] = to16<kBF16>(pr[i]);
+          half(sm, kDS)[(rows + r) * LS + 8 * n + c] = to16<kBF16>(ds[i]);
+        }
+      }
+    } else { // dV += P^T g, dK += dS^T Q for keys 16 (w % 4).., half w / 4
+      const int keys = 16 * (warp % 4), cols = 8 * kHalfTiles * (warp / 4);
+      DSC_TILE_UNROLL
+      for (int n = 0; n < kHalfTiles; ++n) {
+        const int x = cols + 8 * n;
+        for (int kc = 0; kc < BR / 16; ++kc) {
+          // A(i, k) = P[16 kc + k][keys + i]; B(k, n) = g[16 kc + k][x + n]
+          if (x < a.Dv)
+            mmaTile<kBF16>(th.dv[n], half(sm, kP) + 16 * kc * LS + keys, 1, LS,
+                           half(sm, kG) + 16 * kc * L + x, L, 1, lane);
+          if (x < a.D)
+            mmaTile<kBF16>(th.dk[n], half(sm, kDS) + 16 * kc * LS + keys, 1, LS,
+                           half(sm, kQ) + 16 * kc * L + x, L, 1, lane);
+        }
+      }
+    }
+  }
+
+  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+                            float *) const {
+    const int64_t p = pairOf(tile), j0 = firstKey(tile);
+    const int warp = t / 32, lane = t % 32;
+    const int keys = 16 * (warp % 4), cols = 8 * kHalfTiles * (warp / 4);
+    DSC_TILE_UNROLL
+    for (int n = 0; n < kHalfTiles; ++n)
+      for (int i = 0; i < 4; ++i) {
+        int r, c;
+        accumulatorAt(lane, i, r, c);
+        const int64_t j = j0 + keys + r, x = cols + 8 * n + c;
+        if (j >= a.Tk)
+          continue;
+        if (x < a.D)
+          IO::store(dk, sdk, (p * a.Tk + j) * a.D + x, th.dk[n][i]);
+        if (x < a.Dv)
+          IO::store(dv, sdv, (p * a.Tk + j) * a.Dv + x, th.dv[n][i]);
+      }
+  }
+};
+
+/// dQ, a block per 128 query rows (a warp per 16); tile sizes as the
+/// forward's (MmaTiles).
+template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles {
+  static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, L = DM + 8,
+                       LS = BC + 8, kTilesN = DM / 8;
+  static constexpr int halves(int n) { return (n + 1) / 2; }
+  // Shared memory, in floats: Q, g (the block's rows), K, V (a key tile),
+  // all 16-bit with rows of L; dS (16-bit, BR x LS); lse, D.
+  static constexpr int kQ = 0, kG = kQ + halves(BR * L),
+                       kK = kG + halves(BR * L), kV = kK + halves(BC * L),
+                       kDS = kV + halves(BC * L), kLse = kDS + halves(BR * LS),
+                       kDsum = kLse + BR, kSmemFloats = kDsum + BR;
+  static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
+
+  Problem a;
+  const float *lse = nullptr, *dsum = nullptr;
+  void *dq = nullptr;
+  int sdq = 0;
+
+  struct Thread {
+    float dq[kTilesN][4];
+  };
+
+  DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
+    return reinterpret_cast<uint16_t *>(sm + offset);
+  }
+  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
+  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
+    return tile % queryTiles() * BR;
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    const int64_t i0 = firstRow(tile);
+    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
+  }
+
+  DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), row0 = p * a.Tq + i0;
+    loadTile16<IO, BR>(a.q, row0, a.Tq - i0, a.D, roundUp(a.D, 16),
+                       half(sm, kQ), L, t);
+    loadTile16<IO, BR>(a.g, row0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
+                       half(sm, kG), L, t);
+    loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
+    DSC_TILE_UNROLL
+    for (int n = 0; n < kTilesN; ++n)
+      for (int i = 0; i < 4; ++i)
+        th.dq[n][i] = 0;
+  }
+
+  DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
+                        Thread &th, float *sm) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
+    const int warp = t / 32, lane = t % 32, rows = 16 * warp;
+    if (phase == 0) { // the key tile
+      loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
+                         half(sm, kK), L, t);
+      loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
+                         half(sm, kV), L, t);
+    } else if (phase == 1) { // the warp's dS
+      for (int n = 0; n < BC / 8; ++n) {
+        float pr[4], ds[4];
+        gradScores<kBF16>(a, i0 + rows, j0 + 8 * n, half(sm, kQ) + rows * L,
+                          half(sm, kG) + rows * L, L, half(sm, kK) + 8 * n * L,
+                          half(sm, kV) + 8 * n * L, L, sm + kLse + rows,
+                          sm + kDsum + rows, lane, pr, ds);
+        for (int i = 0; i < 4; ++i) {
+          int r, c;
+          accumulatorAt(lane, i, r, c);
+          half(sm, kDS)[(rows + r) * LS + 8 * n + c] = to16<kBF16>(ds[i]);
+        }
+      }
+    } else { // dQ += dS K: A = dS rows, B(k, n) = K[16 kc + k][8 n' + n]
+      DSC_TILE_UNROLL
+      for (int n = 0; n < kTilesN; ++n) {
+        if (8 * n >= a.D)
+          continue;
+        for (int kc = 0; kc < BC / 16; ++kc)
+          mmaTile<kBF16>(th.dq[n], half(sm, kDS) + rows * LS + 16 * kc, LS, 1,
+                         half(sm, kK) + 16 * kc * L + 8 * n, L, 1, lane);
+      }
+    }
+  }
+
+  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+                            float *) const {
+    const int64_t p = pairOf(tile), i0 = firstRow(tile);
+    const int warp = t / 32, lane = t % 32;
+    DSC_TILE_UNROLL
+    for (int n = 0; n < kTilesN; ++n)
+      for (int i = 0; i < 4; ++i) {
+        int r, c;
+        accumulatorAt(lane, i, r, c);
+        const int64_t i1 = i0 + 16 * warp + r, x = 8 * n + c;
+        if (i1 < a.Tq && x < a.D)
+          IO::store(dq, sdq, (p * a.Tq + i1) * a.D + x, th.dq[n][i]);
+      }
+  }
+};
+
+} // namespace dsc::rt::cuda::tiles
+
+#endif // DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONMMAGRADTILES_H
