@@ -10,6 +10,9 @@ n_layer 12, n_head 12, n_embd 768, block 1024, vocab 50304.
 
     python3 bench/gpu_gpt2.py --batch 16 [--steps 20 --warmup 5 --compile]
 
+A micro-batch that runs out of GPU memory is halved until one fits (the
+JSON says which ran: "batch", and "requested_batch").
+
 Prints one JSON object: tokens/s, median step seconds and MFU, counted as
 in the PaLM paper's appendix B (6 N + 12 L T C FLOPs per token, N the
 parameters without the position table) against a dense bf16 peak of
@@ -82,7 +85,21 @@ def main():
     p.add_argument("--compile", action="store_true")
     p.add_argument("--peak", type=float, default=989e12)
     a = p.parse_args()
+    requested = a.batch
+    while True:
+        try:
+            result = measure(a)
+            break
+        except torch.cuda.OutOfMemoryError:
+            if a.batch == 1:
+                raise
+            a.batch //= 2
+            torch.cuda.empty_cache()
+    result["requested_batch"] = requested
+    print(json.dumps(result))
 
+
+def measure(a):
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
     model = GPT(a.layers, a.heads, a.embd, a.block, a.vocab).cuda()
@@ -114,7 +131,7 @@ def main():
     tokens = a.batch * a.block
     flops_per_token = 6 * n + 12 * a.layers * a.block * a.embd
     median = statistics.median(times)
-    print(json.dumps({
+    return {
         "impl": "torch.compile" if a.compile else "torch eager",
         "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
         "batch": a.batch, "block": a.block, "params": n,
@@ -122,7 +139,7 @@ def main():
         "mfu": tokens / median * flops_per_token / a.peak,
         "peak_flops": a.peak,
         "max_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
-    }))
+    }
 
 
 if __name__ == "__main__":

@@ -91,12 +91,20 @@ rc=$?
 lap "graphs=off vs graphs, gpt2-fp32: exit $rc; $(python3 "$root/scripts/compare_losses.py" \
   "$out/gpt2-fp32.cuda.jsonl" "$out/gpt2-fp32.nographs.jsonl" exact 2>&1)"
 
-# 4. The benchmark: GPT-2 124M bf16, block 1024, micro-batch 16, dsrun
-# against PyTorch eager and torch.compile on this GPU.
-timeout 150 "$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$dev/plans/corpus.txt" \
+# 4. The benchmark: GPT-2 124M bf16, block 1024, at the largest prepared
+# micro-batch whose predicted device memory is under 85% of this GPU's,
+# dsrun against PyTorch eager and torch.compile at the same micro-batch.
+gpu_bytes=$(( $(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 || echo 0) * 1048576 ))
+batch=16
+while read -r b bytes; do
+  [ -n "$bytes" ] && [ $(( bytes * 100 )) -le $(( gpu_bytes * 85 )) ] && batch=$b
+done < "$dev/plans/bench.txt"
+bench_plan=$dev/plans/gpt2-124m-bf16-b$batch.dsplan
+note "- benchmark micro-batch $batch ($(awk -v b="$batch" '$1 == b { printf "%.1f GiB", $2 / 2^30 }' "$dev/plans/bench.txt") predicted, GPU $(( gpu_bytes >> 30 )) GiB)"
+timeout 150 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
   --steps 30 --metrics "$out/bench.dsrun.jsonl" > "$out/bench.dsrun.log" 2>&1
 lap "dsrun gpt2-124m bf16 (graphs): exit $?; $(tail -1 "$out/bench.dsrun.log")"
-timeout 60 "$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$dev/plans/corpus.txt" \
+timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
   --steps 4 --trace "$out/bench.trace.json" > "$out/bench.trace.log" 2>&1
 # The GEMM and attention shares and the gaps between kernels (the trace
 # runs kernel by kernel: graphs are off while tracing).
@@ -104,7 +112,7 @@ timeout 60 "$dsrun" "$dev/plans/gpt2-124m-bf16.dsplan" --backend cuda --data "$d
   python3 "$root/bench/trace_summary.py" "$out/bench.trace.json" --markdown \
     > "$out/bench.trace.md" 2>&1 && lap "trace summary: bench.trace.md"
 for mode in "" --compile; do
-  timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch 16 $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
+  timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch "$batch" $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
   lap "torch ${mode:-eager}: $(tail -1 "$out/bench.torch$mode.json" 2>/dev/null || tail -1 "$out/bench.torch$mode.log")"
 done
 note "- total $(( $(date +%s) - start )) s"

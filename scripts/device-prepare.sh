@@ -65,10 +65,18 @@ for r in "${runs[@]}"; do
            > /dev/null
 done
 
-# The benchmark's plan: GPT-2 124M, bf16, block 1024 (micro-batch 16).
-config 16 ', "bf16": {"enabled": true}' > "$out/plans/bench.json"
-"$dsc" --model gpt2:n_layer=12,n_head=12,n_embd=768,block_size=1024,vocab_size=50304,dropout=0 \
-       --config "$out/plans/bench.json" -o "$out/plans/gpt2-124m-bf16.dsplan"
+# The benchmark's plans: GPT-2 124M, bf16, block 1024, at micro-batches
+# 16 to 128, with the device memory dsc predicts for each (bench.txt:
+# "batch bytes"); the device check runs the largest that fits its GPU.
+: > "$out/plans/bench.txt"
+for batch in 16 32 64 128; do
+  config "$batch" ', "bf16": {"enabled": true}' > "$out/plans/bench.json"
+  "$dsc" --model gpt2:n_layer=12,n_head=12,n_embd=768,block_size=1024,vocab_size=50304,dropout=0 \
+         --config "$out/plans/bench.json" --report \
+         -o "$out/plans/gpt2-124m-bf16-b$batch.dsplan" > "$out/plans/bench-b$batch.report"
+  echo "$batch $(awk '$1 == "total" && $3 == "bytes" { print $2; exit }' "$out/plans/bench-b$batch.report")" \
+    >> "$out/plans/bench.txt"
+done
 
 du -sh "$out"
 echo "device-prepare: $out ready (carry it: run ... carry=[\"device\"])"
