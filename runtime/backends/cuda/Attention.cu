@@ -18,6 +18,7 @@
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
 
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
@@ -47,10 +48,10 @@ struct DeviceIO {
 };
 
 /// A tile program on the device: a block per tile (grid-striding past 2^20
-/// tiles), its shared memory dynamic, a barrier after every phase. At least
-/// two blocks per SM (registers capped at 128 per thread; shared memory is
-/// at most 100 KiB a block): one block's barrier stalls are the other's
-/// turn.
+/// tiles), its shared memory dynamic, a barrier after every phase. Two
+/// blocks per SM where shared memory allows (registers capped at 128 per
+/// thread; the programs take 40 to 124 KiB a block, so the largest run one
+/// per SM): one block's barrier stalls are the other's turn.
 template <class Prog>
 __global__ void __launch_bounds__(tiles::kThreads, 2) runTiles(Prog prog) {
   extern __shared__ float smem[];
@@ -84,14 +85,20 @@ bool launchTiles(const Prog &prog, cudaStream_t s, std::string &err) {
   if (n == 0)
     return true;
   constexpr int bytes = int(sizeof(float)) * Prog::kSmemFloats;
-  // Past 48 KiB a kernel must ask for its shared memory, once per process
-  // (the first run of a program is not captured, so this is never called
-  // inside a graph capture).
-  static const cudaError_t opted = cudaFuncSetAttribute(
-      runTiles<Prog>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (opted != cudaSuccess)
-    return fail(err, "cannot give the attention kernel ", bytes,
-                " bytes of shared memory: ", cudaGetErrorString(opted));
+  // Past 48 KiB a kernel must ask for its shared memory, once per device
+  // (at a program's first run, which is not captured into a graph).
+  static std::atomic<uint64_t> optedIn{0}; // a bit per device ordinal
+  int device = 0;
+  cudaGetDevice(&device);
+  const uint64_t bit = uint64_t(1) << (device & 63);
+  if (!(optedIn.load() & bit)) {
+    const cudaError_t opted = cudaFuncSetAttribute(
+        runTiles<Prog>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (opted != cudaSuccess)
+      return fail(err, "cannot give the attention kernel ", bytes,
+                  " bytes of shared memory: ", cudaGetErrorString(opted));
+    optedIn.fetch_or(bit);
+  }
   const int64_t grid = n < (int64_t(1) << 20) ? n : (int64_t(1) << 20);
   runTiles<Prog><<<unsigned(grid), tiles::kThreads, bytes, s>>>(prog);
   return launched(err);

@@ -45,7 +45,7 @@ DSC_TILE_FN void gradScores(const Problem &a, int64_t i0, int64_t j0,
     accumulatorAt(lane, i, r, c);
     p[i] = ds[i] = 0;
     if (a.sees(i0 + r, j0 + c)) {
-      p[i] = expf(a.scale * s[i] - lse[r]);
+      p[i] = expf(mulRounded(a.scale, s[i]) - lse[r]);
       ds[i] = a.scale * p[i] * (dp[i] - dsum[r]);
     }
   }

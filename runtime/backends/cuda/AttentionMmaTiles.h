@@ -157,7 +157,7 @@ struct ForwardMmaTiles {
           r += 16 * warp;
           c += 8 * n;
           const bool seen = a.sees(i0 + r, j0 + c);
-          sm[kS + r * SW + c] = seen ? a.scale * acc[i] : -INFINITY;
+          sm[kS + r * SW + c] = seen ? mulRounded(a.scale, acc[i]) : -INFINITY;
           if constexpr (kStats)
             sm[kP + r * SW + c] = seen ? dp[i] : 0.0f;
         }

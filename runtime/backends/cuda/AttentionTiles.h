@@ -104,6 +104,17 @@ using Tiles128 = Tiles<32, 32, 128>;
 using Tiles256 = Tiles<16, 16, 256>;
 
 DSC_TILE_FN int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// a * b rounded, never fused into a following add: the forward stores the
+/// scaled score and the gradient subtracts the log-sum-exp from it, and
+/// both must see the same float (nvcc contracts a * b - c into an FMA).
+DSC_TILE_FN float mulRounded(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
 DSC_TILE_FN int64_t lesser(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /// dst[r * stride + c] = src row (row0 + r), column c, for r < ROWS and
@@ -150,7 +161,8 @@ DSC_TILE_FN void scoreGrads(const Problem &a, int64_t i0, int64_t j0,
     const int r = e / Cfg::BC, c = e % Cfg::BC;
     float p = 0, ds = 0;
     if (a.sees(i0 + r, j0 + c)) {
-      p = expf(a.scale * dot(Q + r * Cfg::W, K + c * Cfg::W, a.D) - lse[r]);
+      p = expf(mulRounded(a.scale, dot(Q + r * Cfg::W, K + c * Cfg::W, a.D)) -
+               lse[r]);
       const float dp = dot(G + r * Cfg::W, V + c * Cfg::W, a.Dv);
       ds = a.scale * p * (dp - dsum[r]);
     }
@@ -233,7 +245,8 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles {
         const int r = e / BC, c = e % BC;
         const bool seen = a.sees(i0 + r, j0 + c);
         sm[kS + r * SW + c] =
-            seen ? a.scale * dot(sm + kQ + r * W, sm + kK + c * W, a.D)
+            seen ? mulRounded(a.scale,
+                              dot(sm + kQ + r * W, sm + kK + c * W, a.D))
                  : -INFINITY;
         if constexpr (kStats)
           sm[kDP + r * SW + c] =

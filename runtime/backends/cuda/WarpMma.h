@@ -37,6 +37,10 @@
 #include "runtime/core/Half.h"
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "WarpMma.h: mma.sync.m16n8k16 with bf16 needs sm_80 or newer"
+#endif
+
 namespace dsc::rt::cuda::tiles {
 
 /// 16-bit bits to float and back (round to nearest even), bf16 or f16.
