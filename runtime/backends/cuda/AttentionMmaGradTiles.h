@@ -52,7 +52,7 @@ DSC_TILE_FN void gradScores(const Problem &a, int64_t i0, int64_t j0,
 }
 
 /// dK and dV, a block per 64 keys; head dims up to DM.
-template <int DM, class IO, bool kBF16> struct GradKVMmaTiles {
+template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
   static constexpr int BR = 64, BC = 64, L = DM + 8, LS = BC + 8;
   static constexpr int kHalfTiles = DM / 16; // column tiles per warp
   static constexpr int halves(int n) { return (n + 1) / 2; }
@@ -66,7 +66,7 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles {
   static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
   static_assert(kThreads == 256, "eight warps: 4 key groups x 2 halves");
 
-  Problem a;
+  DSC_TILE_FN GradKVMmaTiles() : KeyTiling{{}, BR, BC} {}
   const float *lse = nullptr, *dsum = nullptr;
   void *dk = nullptr, *dv = nullptr;
   int sdk = 0, sdv = 0;
@@ -77,18 +77,6 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles {
 
   DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
     return reinterpret_cast<uint16_t *>(sm + offset);
-  }
-  DSC_TILE_FN int64_t keyTiles() const { return ceilDiv(a.Tk, BC); }
-  DSC_TILE_FN int64_t tiles() const { return a.pairs * keyTiles(); }
-  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / keyTiles(); }
-  DSC_TILE_FN int64_t firstKey(int64_t tile) const {
-    return tile % keyTiles() * BC;
-  }
-  DSC_TILE_FN int64_t firstQueryOf(int64_t tile) const {
-    return a.firstQuery(firstKey(tile));
-  }
-  DSC_TILE_FN int64_t steps(int64_t tile) const {
-    return ceilDiv(a.Tq - firstQueryOf(tile), BR);
   }
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
@@ -171,7 +159,7 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles {
 
 /// dQ, a block per 128 query rows (a warp per 16); tile sizes as the
 /// forward's (MmaTiles).
-template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles {
+template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, L = DM + 8,
                        LS = BC + 8, kTilesN = DM / 8;
   static constexpr int halves(int n) { return (n + 1) / 2; }
@@ -183,7 +171,7 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles {
                        kDsum = kLse + BR, kSmemFloats = kDsum + BR;
   static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
 
-  Problem a;
+  DSC_TILE_FN GradQMmaTiles() : QueryTiling{{}, BR, BC} {}
   const float *lse = nullptr, *dsum = nullptr;
   void *dq = nullptr;
   int sdq = 0;
@@ -194,16 +182,6 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles {
 
   DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
     return reinterpret_cast<uint16_t *>(sm + offset);
-  }
-  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
-  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
-  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
-  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
-    return tile % queryTiles() * BR;
-  }
-  DSC_TILE_FN int64_t steps(int64_t tile) const {
-    const int64_t i0 = firstRow(tile);
-    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
   }
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,

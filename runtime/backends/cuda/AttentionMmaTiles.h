@@ -57,7 +57,7 @@ DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
 /// D_i = sum_j P_ij (g_i . v_j) for the gradient (AttentionMmaGradTiles.h),
 /// with the scores and g . v from the same products the gradient computes.
 template <class Cfg, class IO, bool kBF16, bool kStats = false>
-struct ForwardMmaTiles {
+struct ForwardMmaTiles : QueryTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM;
   // Row strides in shared memory, in elements; the pads spread rows over
   // banks.
@@ -77,7 +77,7 @@ struct ForwardMmaTiles {
   static constexpr int kPrologue = 1, kBody = kStats ? 3 : 4, kEpilogue = 1;
   static constexpr int kTilesN = kStats ? 1 : DM / 8; // output column tiles
 
-  Problem a;
+  DSC_TILE_FN ForwardMmaTiles() : QueryTiling{{}, BR, BC} {}
   void *out = nullptr; // kStats false
   int so = 0;
   float *lse = nullptr, *dsum = nullptr; // kStats true: [P * Tq] each
@@ -89,16 +89,6 @@ struct ForwardMmaTiles {
 
   DSC_TILE_FN static uint16_t *half(float *sm, int offset) {
     return reinterpret_cast<uint16_t *>(sm + offset);
-  }
-  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
-  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
-  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
-  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
-    return tile % queryTiles() * BR;
-  }
-  DSC_TILE_FN int64_t steps(int64_t tile) const {
-    const int64_t i0 = firstRow(tile);
-    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
   }
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,

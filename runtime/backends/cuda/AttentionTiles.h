@@ -172,13 +172,54 @@ DSC_TILE_FN void scoreGrads(const Problem &a, int64_t i0, int64_t j0,
   }
 }
 
+/// Where a program's tiles lie when a block owns query rows (the forward,
+/// dQ): a tile is tileRows query rows of one (batch, head) pair, and its
+/// steps are the tiles of tileKeys keys those rows see (the last row sees
+/// the most).
+struct QueryTiling {
+  Problem a;
+  int tileRows = 0, tileKeys = 0;
+
+  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, tileRows); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
+  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
+    return tile % queryTiles() * tileRows;
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    const int64_t last = lesser(firstRow(tile) + tileRows, a.Tq) - 1;
+    return ceilDiv(a.keysSeen(last), tileKeys);
+  }
+};
+
+/// When a block owns keys (dK, dV): a tile is tileKeys keys of one pair,
+/// and its steps are the tiles of tileRows query rows from the first query
+/// that sees its first key.
+struct KeyTiling {
+  Problem a;
+  int tileRows = 0, tileKeys = 0;
+
+  DSC_TILE_FN int64_t keyTiles() const { return ceilDiv(a.Tk, tileKeys); }
+  DSC_TILE_FN int64_t tiles() const { return a.pairs * keyTiles(); }
+  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / keyTiles(); }
+  DSC_TILE_FN int64_t firstKey(int64_t tile) const {
+    return tile % keyTiles() * tileKeys;
+  }
+  DSC_TILE_FN int64_t firstQueryOf(int64_t tile) const {
+    return a.firstQuery(firstKey(tile));
+  }
+  DSC_TILE_FN int64_t steps(int64_t tile) const {
+    return ceilDiv(a.Tq - firstQueryOf(tile), tileRows);
+  }
+};
+
 /// The forward program. kStats false: writes the output [P, Tq, Dv].
 /// kStats true: writes, per query row, the log-sum-exp (INFINITY when the
 /// row sees no key) and D_i = sum_j P_ij (g_i . v_j), which the gradient
 /// programs read. D_i is g_i . out_i, but summed from the very products
 /// scoreGrads computes, so dP - D cancels exactly where it should (a row
 /// that sees one key has P = 1 and no gradient reaches its query).
-template <class Cfg, class IO, bool kStats> struct ForwardTiles {
+template <class Cfg, class IO, bool kStats> struct ForwardTiles : QueryTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, W = Cfg::W,
                        SW = Cfg::SW, kAcc = kStats ? 1 : BR * DM / kThreads;
   // Shared memory, in floats: Q tile, K tile, V tile, scores, and per row
@@ -191,7 +232,7 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles {
                        kSmemFloats = kDP + (kStats ? BR * SW : 0);
   static constexpr int kPrologue = 1, kBody = kStats ? 3 : 4, kEpilogue = 1;
 
-  Problem a;
+  DSC_TILE_FN ForwardTiles() : QueryTiling{{}, BR, BC} {}
   void *out = nullptr; // kStats false
   int so = 0;
   float *lse = nullptr, *dsum = nullptr; // kStats true: [P * Tq] each
@@ -202,18 +243,6 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles {
     // the CPU's (dP - D cancels where P is large).
     double d;
   };
-
-  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
-  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
-  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
-  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
-    return tile % queryTiles() * BR;
-  }
-  /// Key tiles the tile's queries see (its last query sees the most).
-  DSC_TILE_FN int64_t steps(int64_t tile) const {
-    const int64_t i0 = firstRow(tile);
-    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
-  }
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
@@ -328,7 +357,7 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles {
 };
 
 /// dQ = sum over keys of dS K, a block per query tile.
-template <class Cfg, class IO> struct GradQTiles {
+template <class Cfg, class IO> struct GradQTiles : QueryTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, W = Cfg::W,
                        SW = Cfg::SW, kAcc = BR * DM / kThreads;
   static constexpr int kQ = 0, kG = kQ + BR * W, kK = kG + BR * W,
@@ -337,7 +366,7 @@ template <class Cfg, class IO> struct GradQTiles {
                        kSmemFloats = kDsum + BR;
   static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
 
-  Problem a;
+  DSC_TILE_FN GradQTiles() : QueryTiling{{}, BR, BC} {}
   const float *lse = nullptr, *dsum = nullptr;
   void *dq = nullptr;
   int sdq = 0;
@@ -345,17 +374,6 @@ template <class Cfg, class IO> struct GradQTiles {
   struct Thread {
     float dq[kAcc];
   };
-
-  DSC_TILE_FN int64_t queryTiles() const { return ceilDiv(a.Tq, BR); }
-  DSC_TILE_FN int64_t tiles() const { return a.pairs * queryTiles(); }
-  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / queryTiles(); }
-  DSC_TILE_FN int64_t firstRow(int64_t tile) const {
-    return tile % queryTiles() * BR;
-  }
-  DSC_TILE_FN int64_t steps(int64_t tile) const {
-    const int64_t i0 = firstRow(tile);
-    return ceilDiv(a.keysSeen(lesser(i0 + BR, a.Tq) - 1), BC);
-  }
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
@@ -406,7 +424,7 @@ template <class Cfg, class IO> struct GradQTiles {
 
 /// dK = sum over queries of dS^T Q and dV = P^T g, a block per key tile,
 /// from the first query that sees the tile on.
-template <class Cfg, class IO> struct GradKVTiles {
+template <class Cfg, class IO> struct GradKVTiles : KeyTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, W = Cfg::W,
                        SW = Cfg::SW, kAcc = BC * DM / kThreads;
   static constexpr int kK = 0, kV = kK + BC * W, kQ = kV + BC * W,
@@ -415,7 +433,7 @@ template <class Cfg, class IO> struct GradKVTiles {
                        kSmemFloats = kDsum + BR;
   static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
 
-  Problem a;
+  DSC_TILE_FN GradKVTiles() : KeyTiling{{}, BR, BC} {}
   const float *lse = nullptr, *dsum = nullptr;
   void *dk = nullptr, *dv = nullptr;
   int sdk = 0, sdv = 0;
@@ -423,19 +441,6 @@ template <class Cfg, class IO> struct GradKVTiles {
   struct Thread {
     float dk[kAcc], dv[kAcc]; // entries of the BC x DM tiles
   };
-
-  DSC_TILE_FN int64_t keyTiles() const { return ceilDiv(a.Tk, BC); }
-  DSC_TILE_FN int64_t tiles() const { return a.pairs * keyTiles(); }
-  DSC_TILE_FN int64_t pairOf(int64_t tile) const { return tile / keyTiles(); }
-  DSC_TILE_FN int64_t firstKey(int64_t tile) const {
-    return tile % keyTiles() * BC;
-  }
-  DSC_TILE_FN int64_t firstQueryOf(int64_t tile) const {
-    return a.firstQuery(firstKey(tile));
-  }
-  DSC_TILE_FN int64_t steps(int64_t tile) const {
-    return ceilDiv(a.Tq - firstQueryOf(tile), BR);
-  }
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
