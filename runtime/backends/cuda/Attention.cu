@@ -147,6 +147,18 @@ template <class Run> bool byWidth(int width, Run &&run) {
   }
 }
 
+/// Calls run(cfg, bf16) with the tensor-core tile sizes for `width` (64 or
+/// 128) and std::true_type for bf16 operands, std::false_type for f16.
+template <class Run> bool byMmaConfig(int width, int storage, Run &&run) {
+  using BF16 = std::true_type;
+  using F16 = std::false_type;
+  if (width == 64)
+    return storage == kBF16 ? run(tiles::MmaTiles64{}, BF16{})
+                            : run(tiles::MmaTiles64{}, F16{});
+  return storage == kBF16 ? run(tiles::MmaTiles128{}, BF16{})
+                          : run(tiles::MmaTiles128{}, F16{});
+}
+
 __global__ void rotaryKernel(const void *x, Storage sx, void *y, Storage sy,
                              int64_t T, int64_t D, double theta, bool inverse,
                              int64_t pairs) {
@@ -185,13 +197,7 @@ bool attentionBody(const KernelArgs &args, std::string &err) {
       prog.so = storage(out);
       return launchTiles(prog, streamOf(args), err);
     };
-    using BF16 = std::true_type;
-    using F16 = std::false_type;
-    if (mmaWidth == 64)
-      return a.sq == kBF16 ? run(tiles::MmaTiles64{}, BF16{})
-                           : run(tiles::MmaTiles64{}, F16{});
-    return a.sq == kBF16 ? run(tiles::MmaTiles128{}, BF16{})
-                         : run(tiles::MmaTiles128{}, F16{});
+    return byMmaConfig(mmaWidth, a.sq, run);
   }
   return byWidth(width, [&](auto cfg) {
     tiles::ForwardTiles<decltype(cfg), DeviceIO, false> prog;
@@ -226,64 +232,38 @@ bool attentionGradBody(const KernelArgs &args, std::string &err) {
   auto *lse = static_cast<float *>(scratch);
   auto *dsum =
       reinterpret_cast<float *>(static_cast<char *>(scratch) + statBytes);
-  // q, k, v and g all bf16 or all f16: every product on tensor cores.
-  const int mmaWidth = tiles::mmaTileWidth(a.D > a.Dv ? a.D : a.Dv);
-  if (a.sq != kF32 && a.sk == a.sq && a.sv == a.sq && a.sg == a.sq &&
-      mmaWidth != 0) {
-    auto run = [&](auto cfg, auto bf16) {
-      using Cfg = decltype(cfg);
-      constexpr bool kBF16 = decltype(bf16)::value;
-      tiles::ForwardMmaTiles<Cfg, DeviceIO, kBF16, true> stats;
-      stats.a = a;
-      stats.lse = lse;
-      stats.dsum = dsum;
-      tiles::GradKVMmaTiles<Cfg::DM, DeviceIO, kBF16> kv;
-      kv.a = a;
-      kv.lse = lse;
-      kv.dsum = dsum;
-      kv.dk = out[1].data;
-      kv.sdk = storage(out[1]);
-      kv.dv = out[2].data;
-      kv.sdv = storage(out[2]);
-      tiles::GradQMmaTiles<Cfg, DeviceIO, kBF16> q;
-      q.a = a;
-      q.lse = lse;
-      q.dsum = dsum;
-      q.dq = out[0].data;
-      q.sdq = storage(out[0]);
-      return launchTiles(stats, s, err) && launchTiles(kv, s, err) &&
-             launchTiles(q, s, err);
-    };
-    using BF16 = std::true_type;
-    using F16 = std::false_type;
-    if (mmaWidth == 64)
-      return a.sq == kBF16 ? run(tiles::MmaTiles64{}, BF16{})
-                           : run(tiles::MmaTiles64{}, F16{});
-    return a.sq == kBF16 ? run(tiles::MmaTiles128{}, BF16{})
-                         : run(tiles::MmaTiles128{}, F16{});
-  }
-  return byWidth(width, [&](auto cfg) {
-    using Cfg = decltype(cfg);
-    tiles::ForwardTiles<Cfg, DeviceIO, true> stats;
-    stats.a = a;
-    stats.lse = lse;
+  // The three programs, bound to this call's operands and statistics.
+  auto launchGrad = [&](auto stats, auto kv, auto q) {
+    stats.a = kv.a = q.a = a;
+    stats.lse = lse; // written by the statistics, read by the other two
     stats.dsum = dsum;
-    tiles::GradKVTiles<Cfg, DeviceIO> kv;
-    kv.a = a;
-    kv.lse = lse;
-    kv.dsum = dsum;
+    kv.lse = q.lse = lse;
+    kv.dsum = q.dsum = dsum;
     kv.dk = out[1].data;
     kv.sdk = storage(out[1]);
     kv.dv = out[2].data;
     kv.sdv = storage(out[2]);
-    tiles::GradQTiles<Cfg, DeviceIO> q;
-    q.a = a;
-    q.lse = lse;
-    q.dsum = dsum;
     q.dq = out[0].data;
     q.sdq = storage(out[0]);
     return launchTiles(stats, s, err) && launchTiles(kv, s, err) &&
            launchTiles(q, s, err);
+  };
+  // q, k, v and g all bf16 or all f16: every product on tensor cores.
+  const int mmaWidth = tiles::mmaTileWidth(a.D > a.Dv ? a.D : a.Dv);
+  if (a.sq != kF32 && a.sk == a.sq && a.sv == a.sq && a.sg == a.sq &&
+      mmaWidth != 0)
+    return byMmaConfig(mmaWidth, a.sq, [&](auto cfg, auto bf16) {
+      using Cfg = decltype(cfg);
+      constexpr bool kBF16 = decltype(bf16)::value;
+      return launchGrad(tiles::ForwardMmaTiles<Cfg, DeviceIO, kBF16, true>{},
+                        tiles::GradKVMmaTiles<Cfg::DM, DeviceIO, kBF16>{},
+                        tiles::GradQMmaTiles<Cfg, DeviceIO, kBF16>{});
+    });
+  return byWidth(width, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    return launchGrad(tiles::ForwardTiles<Cfg, DeviceIO, true>{},
+                      tiles::GradKVTiles<Cfg, DeviceIO>{},
+                      tiles::GradQTiles<Cfg, DeviceIO>{});
   });
 }
 

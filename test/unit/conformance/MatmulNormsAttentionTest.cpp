@@ -369,17 +369,19 @@ TEST_P(AttentionKernels, GradMatchesReference) {
       "v [1, 2, 5, 6] (need k [B, H, Tk, D] and v [B, H, Tk, Dv])");
 }
 
+// Head dims of GPT-2 and llama and odd ones, tails, Tk != Tq.
+const AttentionCase kSixteenBitAttention[] = {{2, 3, 70, 70, 64, 64},
+                                              {1, 2, 33, 150, 40, 24},
+                                              {1, 1, 129, 100, 128, 96},
+                                              {1, 1, 5, 5, 7, 7}};
+
 // 16-bit q, k, v (the CUDA backend's tensor-core forward): within the
 // rounding of the probabilities to the operands' type, which the CPU's
 // f32 softmax does not do (its result is closer).
 TEST_P(AttentionKernels, SixteenBitForwardMatchesReference) {
   SEEDED_RNG(rng);
-  const AttentionCase cases[] = {{2, 3, 70, 70, 64, 64},
-                                 {1, 2, 33, 150, 40, 24},
-                                 {1, 1, 129, 100, 128, 96},
-                                 {1, 1, 5, 5, 7, 7}};
   for (DType t : {DType::bf16, DType::f16})
-    for (const AttentionCase &c : cases)
+    for (const AttentionCase &c : kSixteenBitAttention)
       for (int causal : {0, 1}) {
         SCOPED_TRACE(std::string(rt::dtypeName(t)) + " B H Tq Tk D Dv " +
                      shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
@@ -408,12 +410,8 @@ TEST_P(AttentionKernels, SixteenBitForwardMatchesReference) {
 // measured the worst element at 0.029 of |want| + mean |want| in bf16).
 TEST_P(AttentionKernels, SixteenBitGradMatchesReference) {
   SEEDED_RNG(rng);
-  const AttentionCase cases[] = {{2, 3, 70, 70, 64, 64},
-                                 {1, 2, 33, 150, 40, 24},
-                                 {1, 1, 129, 100, 128, 96},
-                                 {1, 1, 5, 5, 7, 7}};
   for (DType t : {DType::bf16, DType::f16})
-    for (const AttentionCase &c : cases)
+    for (const AttentionCase &c : kSixteenBitAttention)
       for (int causal : {0, 1}) {
         SCOPED_TRACE(std::string(rt::dtypeName(t)) + " B H Tq Tk D Dv " +
                      shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +

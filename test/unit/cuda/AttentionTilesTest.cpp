@@ -67,15 +67,19 @@ const Case kCases[] = {
     {1, 1, 70, 20, 8, 8},
 };
 
+/// q, k, v and g of one case, all of one dtype (f32, f16 or bf16).
 struct Inputs {
   Buf q, k, v, g;
   double scale;
   tiles::Problem problem(bool causal) {
     tiles::Problem a;
-    a.q = q.f32();
-    a.k = k.f32();
-    a.v = v.f32();
-    a.g = g.f32();
+    a.q = q.words.data();
+    a.k = k.words.data();
+    a.v = v.words.data();
+    a.g = g.words.data();
+    a.sq = a.sk = a.sv = a.sg = q.dtype == DType::f32   ? 0
+                                : q.dtype == DType::f16 ? 1
+                                                        : 2;
     a.pairs = q.shape[0] * q.shape[1];
     a.Tq = q.shape[2];
     a.Tk = k.shape[2];
@@ -87,11 +91,12 @@ struct Inputs {
   }
 };
 
-Inputs inputsFor(std::mt19937_64 &rng, const Case &c) {
-  Inputs in{uniform(rng, {c.B, c.H, c.Tq, c.D}),
-            uniform(rng, {c.B, c.H, c.Tk, c.D}),
-            uniform(rng, {c.B, c.H, c.Tk, c.Dv}),
-            uniform(rng, {c.B, c.H, c.Tq, c.Dv}), 1.0 / std::sqrt(double(c.D))};
+Inputs inputsFor(std::mt19937_64 &rng, const Case &c, DType t = DType::f32) {
+  Inputs in{uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
+            uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
+            uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t),
+            uniform(rng, {c.B, c.H, c.Tq, c.Dv}, -2, 2, t),
+            1.0 / std::sqrt(double(c.D))};
   return in;
 }
 
@@ -208,8 +213,6 @@ TEST(AttentionTiles, WidthsCoverTheHeadDims) {
 /// is that rounding's: 1e-2 for bf16, 2e-3 for f16.
 template <class Cfg, bool kBF16> void checkMmaTiles(const char *name) {
   SEEDED_RNG(rng);
-  const DType t = kBF16 ? DType::bf16 : DType::f16;
-  const int storageCode = kBF16 ? 2 : 1;
   tiles::layoutFaults() = 0;
   int ran = 0;
   for (const Case &c : kCases) {
@@ -219,31 +222,18 @@ template <class Cfg, bool kBF16> void checkMmaTiles(const char *name) {
       SCOPED_TRACE(std::string(name) + ": B H Tq Tk D Dv " +
                    shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
                    (causal ? " causal" : ""));
-      Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
-          k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
-          v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t);
-      const double scale = 1.0 / std::sqrt(double(c.D));
+      Inputs in = inputsFor(rng, c, kBF16 ? DType::bf16 : DType::f16);
       auto forward = [&](tiles::ThreadOrder order) {
         Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
         tiles::ForwardMmaTiles<Cfg, HostIO, kBF16> prog;
-        prog.a.q = q.words.data();
-        prog.a.k = k.words.data();
-        prog.a.v = v.words.data();
-        prog.a.sq = prog.a.sk = prog.a.sv = storageCode;
-        prog.a.pairs = c.B * c.H;
-        prog.a.Tq = c.Tq;
-        prog.a.Tk = c.Tk;
-        prog.a.D = c.D;
-        prog.a.Dv = c.Dv;
-        prog.a.causal = causal;
-        prog.a.scale = float(scale);
+        prog.a = in.problem(causal);
         prog.out = out.f32();
         tiles::emulateTiles(prog, order);
         return out;
       };
       Buf out = forward(tiles::ThreadOrder::Ascending);
-      REF_OK(want,
-             ref::attention(q.toRef(), k.toRef(), v.toRef(), causal, scale));
+      REF_OK(want, ref::attention(in.q.toRef(), in.k.toRef(), in.v.toRef(),
+                                  causal, in.scale));
       // Rounding each weight (relative u) moves a weighted mean of v by at
       // most 2 u max |v|, whatever the output's own size: that is the
       // absolute part. max |v| = 2.
@@ -272,8 +262,6 @@ TEST(AttentionTiles, TensorCoreForward128MatchesReference) {
 /// are rounded to the operands' type before their products.
 template <class Cfg, bool kBF16> void checkMmaGradTiles(const char *name) {
   SEEDED_RNG(rng);
-  const DType t = kBF16 ? DType::bf16 : DType::f16;
-  const int storageCode = kBF16 ? 2 : 1;
   tiles::layoutFaults() = 0;
   int ran = 0;
   for (const Case &c : kCases) {
@@ -283,25 +271,11 @@ template <class Cfg, bool kBF16> void checkMmaGradTiles(const char *name) {
       SCOPED_TRACE(std::string(name) + ": B H Tq Tk D Dv " +
                    shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
                    (causal ? " causal" : ""));
-      Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
-          k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
-          v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t),
-          g = uniform(rng, {c.B, c.H, c.Tq, c.Dv}, -2, 2, t);
-      tiles::Problem a;
-      a.q = q.words.data();
-      a.k = k.words.data();
-      a.v = v.words.data();
-      a.g = g.words.data();
-      a.sq = a.sk = a.sv = a.sg = storageCode;
-      a.pairs = c.B * c.H;
-      a.Tq = c.Tq;
-      a.Tk = c.Tk;
-      a.D = c.D;
-      a.Dv = c.Dv;
-      a.causal = causal;
-      a.scale = float(1.0 / std::sqrt(double(c.D)));
+      Inputs in = inputsFor(rng, c, kBF16 ? DType::bf16 : DType::f16);
+      const tiles::Problem a = in.problem(causal);
       auto backward = [&](tiles::ThreadOrder order) {
-        Grads out{poisoned(q.shape), poisoned(k.shape), poisoned(v.shape)};
+        Grads out{poisoned(in.q.shape), poisoned(in.k.shape),
+                  poisoned(in.v.shape)};
         const size_t rows = size_t(a.pairs * a.Tq);
         std::vector<float> lse(rows, NAN), dsum(rows, NAN);
         tiles::ForwardMmaTiles<Cfg, HostIO, kBF16, true> stats;
@@ -325,8 +299,8 @@ template <class Cfg, bool kBF16> void checkMmaGradTiles(const char *name) {
         return out;
       };
       Grads got = backward(tiles::ThreadOrder::Ascending);
-      REF_OK(want, ref::attention_grad(q.toRef(), k.toRef(), v.toRef(),
-                                       g.toRef(), causal, a.scale));
+      REF_OK(want, ref::attention_grad(in.q.toRef(), in.k.toRef(), in.v.toRef(),
+                                       in.g.toRef(), causal, in.scale));
       // Rounding P and dS: over 10 seeds the worst element was 0.029 (bf16)
       // and 0.0045 (f16) of |want| + mean |want|; an indexing error is O(1).
       const double bound = kBF16 ? 5e-2 : 1e-2;
