@@ -51,26 +51,6 @@ timeout 120 "$conformance" --gtest_filter='*/cuda:BackendKernelTables.*:CudaHost
 conformance_rc=$?
 lap "conformance: exit $conformance_rc; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+|tests? from .* ran' "$out/conformance.txt" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$out/conformance.txt" | head -20 | sed 's/^/  /' | tee -a "$summary"
-# compute-sanitizer, where the toolkit has it: racecheck on the attention
-# kernels (shared memory shared between phases: a missing barrier shows),
-# and memcheck on the failing suites when the suite failed (an access out
-# of bounds names the kernel and the address).
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
-if [ -n "$sanitizer" ]; then
-  timeout 90 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
-    --gtest_filter='*AttentionKernels.GradMatchesReference/cuda:*AttentionKernels.SixteenBitForwardMatchesReference/cuda:*AttentionKernels.SixteenBitGradMatchesReference/cuda' > "$out/racecheck.txt" 2>&1
-  lap "racecheck attention: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/racecheck.txt" | tr '\n' ' ')"
-  if [ "$conformance_rc" != 0 ]; then
-    failing=$(grep -E '^\[  FAILED  \] .*/cuda' "$out/conformance.txt" | sed -E 's/^\[  FAILED  \] ([^ ,]*).*/\1/' | sort -u | head -3 | paste -sd: -)
-    timeout 60 "$sanitizer" --tool memcheck "$conformance" --gtest_filter="${failing:-*/cuda}" \
-      > "$out/memcheck.txt" 2>&1
-    lap "memcheck ${failing:-*/cuda}: exit $?; $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"
-    grep -E '^=+ +(Invalid|Program hit|at )' "$out/memcheck.txt" | head -12 | sed 's/^/  /' | tee -a "$summary"
-  fi
-else
-  lap "compute-sanitizer: not on this machine"
-fi
-
 # 3. Equivalence: the plans dsc compiled on the development machine, 20
 # steps on CUDA against the CPU backend's losses for the same runs.
 dsrun=$build/tools/dsrun
@@ -115,4 +95,27 @@ for mode in "" --compile; do
   timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch "$batch" $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
   lap "torch ${mode:-eager}: $(tail -1 "$out/bench.torch$mode.json" 2>/dev/null || tail -1 "$out/bench.torch$mode.log")"
 done
+# 5. compute-sanitizer, where the toolkit has it and time is left (last:
+# the results above matter more): racecheck on the attention kernels
+# (shared memory shared between phases: a missing barrier shows), and
+# memcheck on the failing suites when the suite failed (an access out of
+# bounds names the kernel and the address).
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ $(( $(date +%s) - start )) -gt 400 ]; then
+  lap "compute-sanitizer: skipped, no time left"
+elif [ -n "$sanitizer" ]; then
+  timeout 90 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
+    --gtest_filter='*AttentionKernels.GradMatchesReference/cuda:*AttentionKernels.SixteenBitForwardMatchesReference/cuda:*AttentionKernels.SixteenBitGradMatchesReference/cuda' > "$out/racecheck.txt" 2>&1
+  lap "racecheck attention: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/racecheck.txt" | tr '\n' ' ')"
+  if [ "$conformance_rc" != 0 ]; then
+    failing=$(grep -E '^\[  FAILED  \] .*/cuda' "$out/conformance.txt" | sed -E 's/^\[  FAILED  \] ([^ ,]*).*/\1/' | sort -u | head -3 | paste -sd: -)
+    timeout 60 "$sanitizer" --tool memcheck "$conformance" --gtest_filter="${failing:-*/cuda}" \
+      > "$out/memcheck.txt" 2>&1
+    lap "memcheck ${failing:-*/cuda}: exit $?; $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"
+    grep -E '^=+ +(Invalid|Program hit|at )' "$out/memcheck.txt" | head -12 | sed 's/^/  /' | tee -a "$summary"
+  fi
+else
+  lap "compute-sanitizer: not on this machine"
+fi
+
 note "- total $(( $(date +%s) - start )) s"
