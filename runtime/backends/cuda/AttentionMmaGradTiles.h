@@ -51,6 +51,30 @@ DSC_TILE_FN void gradScores(const Problem &a, int64_t i0, int64_t j0,
   }
 }
 
+/// gradScores for a program's warp: query rows rows.. and keys 8 n.. of
+/// the tiles in shared memory (Prog's kQ, kG, kK, kV, kLse, kDsum, row
+/// stride L), stored 16-bit into dS (and P when not null), rows of ls.
+template <bool kBF16, class Prog>
+DSC_TILE_FN void storeGradScores(const Prog &prog, float *sm, int64_t i0,
+                                 int64_t j0, int rows, int n, int lane,
+                                 uint16_t *P, uint16_t *dS, int ls) {
+  constexpr int L = Prog::L;
+  float pr[4], ds[4];
+  gradScores<kBF16>(
+      prog.a, i0 + rows, j0 + 8 * n, Prog::half(sm, Prog::kQ) + rows * L,
+      Prog::half(sm, Prog::kG) + rows * L, L,
+      Prog::half(sm, Prog::kK) + 8 * n * L,
+      Prog::half(sm, Prog::kV) + 8 * n * L, L, sm + Prog::kLse + rows,
+      sm + Prog::kDsum + rows, lane, pr, ds);
+  for (int i = 0; i < 4; ++i) {
+    int r, c;
+    accumulatorAt(lane, i, r, c);
+    if (P)
+      P[(rows + r) * ls + 8 * n + c] = to16<kBF16>(pr[i]);
+    dS[(rows + r) * ls + 8 * n + c] = to16<kBF16>(ds[i]);
+  }
+}
+
 /// dK and dV, a block per 64 keys; head dims up to DM.
 template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
   static constexpr int BR = 64, BC = 64, L = DM + 8, LS = BC + 8;
@@ -105,19 +129,9 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
       loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
     } else if (phase == 1) { // P and dS: warp w, rows 16 (w % 4), 4 tiles
       const int rows = 16 * (warp % 4);
-      for (int n = 4 * (warp / 4); n < 4 * (warp / 4) + 4; ++n) {
-        float pr[4], ds[4];
-        gradScores<kBF16>(a, i0 + rows, j0 + 8 * n, half(sm, kQ) + rows * L,
-                          half(sm, kG) + rows * L, L, half(sm, kK) + 8 * n * L,
-                          half(sm, kV) + 8 * n * L, L, sm + kLse + rows,
-                          sm + kDsum + rows, lane, pr, ds);
-        for (int i = 0; i < 4; ++i) {
-          int r, c;
-          accumulatorAt(lane, i, r, c);
-          half(sm, kP)[(rows + r) * LS + 8 * n + c] = to16<kBF16>(pr[i]);
-          half(sm, kDS)[(rows + r) * LS + 8 * n + c] = to16<kBF16>(ds[i]);
-        }
-      }
+      for (int n = 4 * (warp / 4); n < 4 * (warp / 4) + 4; ++n)
+        storeGradScores<kBF16>(*this, sm, i0, j0, rows, n, lane, half(sm, kP),
+                               half(sm, kDS), LS);
     } else { // dV += P^T g, dK += dS^T Q for keys 16 (w % 4).., half w / 4
       const int keys = 16 * (warp % 4), cols = 8 * kHalfTiles * (warp / 4);
       DSC_TILE_UNROLL
@@ -208,18 +222,9 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
       loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
                          half(sm, kV), L, t);
     } else if (phase == 1) { // the warp's dS
-      for (int n = 0; n < BC / 8; ++n) {
-        float pr[4], ds[4];
-        gradScores<kBF16>(a, i0 + rows, j0 + 8 * n, half(sm, kQ) + rows * L,
-                          half(sm, kG) + rows * L, L, half(sm, kK) + 8 * n * L,
-                          half(sm, kV) + 8 * n * L, L, sm + kLse + rows,
-                          sm + kDsum + rows, lane, pr, ds);
-        for (int i = 0; i < 4; ++i) {
-          int r, c;
-          accumulatorAt(lane, i, r, c);
-          half(sm, kDS)[(rows + r) * LS + 8 * n + c] = to16<kBF16>(ds[i]);
-        }
-      }
+      for (int n = 0; n < BC / 8; ++n)
+        storeGradScores<kBF16>(*this, sm, i0, j0, rows, n, lane, nullptr,
+                               half(sm, kDS), LS);
     } else { // dQ += dS K: A = dS rows, B(k, n) = K[16 kc + k][8 n' + n]
       DSC_TILE_UNROLL
       for (int n = 0; n < kTilesN; ++n) {

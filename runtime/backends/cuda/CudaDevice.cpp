@@ -214,8 +214,8 @@ bool CudaDevice::finishCollectives(CollectiveFault &fault, std::string &err) {
     if (late || !why.empty()) {
       fault.collective = late ? late : watch.current();
       fault.ncclError = why;
-      err = "rank " + std::to_string(nccl->rank()) + ": NCCL: " +
-            (why.empty() ? "a collective timed out" : why);
+      err = "rank " + std::to_string(nccl->rank()) +
+            ": NCCL: " + (why.empty() ? "a collective timed out" : why);
       nccl->abort("an earlier collective");
       std::string ignored;
       synchronize(ignored); // the aborted kernels return
