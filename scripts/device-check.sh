@@ -11,16 +11,28 @@
 # Budget: under 8 minutes on 16 cores (each GPU stage has a timeout, exit
 # 124 when it hits it). Each stage records its own result; a failing stage
 # does not stop the later ones.
+#
+# The device tool brings back at most 8 files from $OUT, so the logs are
+# written to a work folder and $OUT holds two: summary.md and logs.tar.gz,
+# the work folder packed again after every stage (a run killed at its limit
+# still brings back everything up to the last finished stage). The summary
+# is also printed whole at the end, where the tool's output tail shows it.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev=$root/device
-out=${OUT:-$root/out/device-check}
+final=${OUT:-$root/out/device-check}
+out=${DEVICE_WORK_DIR:-$root/out/device-check-work}
 build=${DEVICE_BUILD_DIR:-$root/build-gpu}
-mkdir -p "$out"
+rm -rf "$out"
+mkdir -p "$out" "$final"
 summary=$out/summary.md
 start=$(date +%s)
+pack() {
+  cp "$summary" "$final/summary.md"
+  tar -czf "$final/logs.tar.gz.part" -C "$out" . && mv -f "$final/logs.tar.gz.part" "$final/logs.tar.gz"
+}
 note() { echo "$*" | tee -a "$summary"; }
-lap() { note "- $1 ($(( $(date +%s) - start )) s)"; }
+lap() { note "- $1 ($(( $(date +%s) - start )) s)"; pack; }
 
 [ -d "$dev/plans" ] || { echo "device-check: no $dev (run scripts/device-prepare.sh and carry device/)" >&2; exit 2; }
 : > "$summary"
@@ -81,9 +93,21 @@ while read -r b bytes; do
 done < "$dev/plans/bench.txt"
 bench_plan=$dev/plans/gpt2-124m-bf16-b$batch.dsplan
 note "- benchmark micro-batch $batch ($(awk -v b="$batch" '$1 == b { printf "%.1f GiB", $2 / 2^30 }' "$dev/plans/bench.txt") predicted, GPU $(( gpu_bytes >> 30 )) GiB)"
+# Device memory in use, sampled every 200 ms while dsrun runs, against
+# dsc's prediction (which counts the plan's arenas; the CUDA context,
+# cuBLASLt, NCCL and the per-stream workspaces come on top).
+used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1; }
+idle_mib=$(used_mib)
+nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/bench.memory.txt" 2>/dev/null &
+sampler=$!
 timeout 150 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
   --steps 30 --metrics "$out/bench.dsrun.jsonl" > "$out/bench.dsrun.log" 2>&1
-lap "dsrun gpt2-124m bf16 (graphs): exit $?; $(tail -1 "$out/bench.dsrun.log")"
+rc=$?
+kill "$sampler" 2> /dev/null; wait "$sampler" 2> /dev/null
+lap "dsrun gpt2-124m bf16 (graphs): exit $rc; $(tail -1 "$out/bench.dsrun.log")"
+peak_mib=$(sort -n "$out/bench.memory.txt" 2> /dev/null | tail -1)
+[ -n "$peak_mib" ] && [ -n "$idle_mib" ] &&
+  note "- device memory: peak $(awk -v p="$peak_mib" -v i="$idle_mib" 'BEGIN { printf "%.2f", (p - i) / 1024 }') GiB in use above idle; dsc predicted $(awk -v b="$batch" '$1 == b { printf "%.2f", $2 / 2^30 }' "$dev/plans/bench.txt") GiB for the plan's buffers"
 timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
   --steps 4 --trace "$out/bench.trace.json" > "$out/bench.trace.log" 2>&1
 # The GEMM and attention shares and the gaps between kernels (the trace
@@ -119,3 +143,5 @@ else
 fi
 
 note "- total $(( $(date +%s) - start )) s"
+pack
+echo; echo "=== summary.md ==="; cat "$summary"
