@@ -4,13 +4,14 @@
 // kept dims' and the reduced dims' strides (the same checks as the CPU
 // backend, runtime/kernels/ShapeKernelPlans.cpp). Sums accumulate in
 // double; max propagates NaN, as on the CPU. A thread per output, a block
-// per output, or fixed slices combined in order (reduceBody says which
-// when): every order is fixed by the shapes, so results do not vary from
-// run to run.
+// per output, or fixed slices of the reduction combined in order (planReduce
+// in ReducePlan.h says which when): every order is fixed by the shapes, so
+// results do not vary from run to run.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
+#include "runtime/backends/cuda/ReducePlan.h"
 
 #include <cmath>
 
@@ -19,7 +20,9 @@ namespace {
 
 enum Kind : int { kSum, kMean, kMax };
 
-/// Kept and reduced dims of x with their element strides in x.
+/// Kept and reduced dims of x with their element strides in x, neighbours
+/// merged where one index walks both (mergeWalkDims), so the common cases are
+/// one kept and one reduced dim and offsetOf divides by nothing.
 struct Walk {
   int kept = 0, red = 0;
   int64_t keptShape[kMaxRank], keptStride[kMaxRank];
@@ -28,6 +31,8 @@ struct Walk {
 
 __device__ int64_t offsetOf(int64_t i, int rank, const int64_t *shape,
                             const int64_t *stride) {
+  if (rank == 1)
+    return i * stride[0];
   int64_t off = 0;
   for (int d = rank - 1; d >= 0; --d) {
     off += (i % shape[d]) * stride[d];
@@ -121,14 +126,43 @@ __global__ void reduceSlices(const void *x, Storage sx, Walk w, int64_t outN,
     partial[blockIdx.x] = v;
 }
 
+// Column sums (the innermost dim kept, so neighbouring threads read
+// neighbouring elements: a bias gradient over B*T rows): block (part, c)
+// gives each of its threads one output of column chunk c and part `part`
+// of that output's reduction, written to partial[part * outN + o].
+__global__ void reduceColumns(const void *x, Storage sx, Walk w, int64_t outN,
+                              int64_t count, int64_t parts, Kind kind,
+                              double *partial) {
+  const int64_t chunks = (outN + blockDim.x - 1) / blockDim.x;
+  const int64_t part = blockIdx.x / chunks;
+  const int64_t o = (blockIdx.x % chunks) * blockDim.x + threadIdx.x;
+  if (part >= parts || o >= outN)
+    return;
+  const int64_t slice = (count + parts - 1) / parts;
+  const int64_t begin = part * slice;
+  const int64_t end = begin + slice < count ? begin + slice : count;
+  const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
+  double sum = 0;
+  float mx = -INFINITY;
+  for (int64_t j = begin; j < end; ++j) {
+    float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
+    if (kind == kMax)
+      mx = maxNan(mx, v);
+    else
+      sum += v;
+  }
+  partial[part * outN + o] = kind == kMax ? double(mx) : sum;
+}
+
+// Output o's partials, partial[o * oStride + p * pStride] for p in order.
 __global__ void combineSlices(const double *partial, int64_t outN,
-                              int64_t parts, Kind kind, double scale, void *y,
-                              Storage sy) {
+                              int64_t parts, int64_t oStride, int64_t pStride,
+                              Kind kind, double scale, void *y, Storage sy) {
   DSC_GRID_STRIDE(o, outN) {
     double sum = 0;
     float mx = -INFINITY;
     for (int64_t p = 0; p < parts; ++p) {
-      double v = partial[o * parts + p];
+      double v = partial[o * oStride + p * pStride];
       if (kind == kMax)
         mx = maxNan(mx, float(v));
       else
@@ -173,32 +207,43 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
       w.keptStride[w.kept++] = strides[d];
     }
   }
+  mergeWalkDims(w.kept, w.keptShape, w.keptStride);
+  mergeWalkDims(w.red, w.redShape, w.redStride);
   const double scale = kind == kMean ? 1.0 / double(count) : 1.0;
-  // Which walk keeps loads coalesced: a block per output when the reduced
-  // elements are contiguous (a row sum), a thread per output when the
-  // outputs are (a column sum such as a bias gradient: neighbouring
-  // threads read neighbouring columns); a few huge outputs split into
-  // slices. The choice depends on the shapes only.
-  const bool rowContiguous = w.red > 0 && w.redStride[w.red - 1] == 1;
-  constexpr int64_t kSlice = int64_t(1) << 16;
-  if (outN <= 64 && count >= 16 * kSlice) {
-    const int64_t parts = (count + kSlice - 1) / kSlice < 1024
-                              ? (count + kSlice - 1) / kSlice
-                              : 1024;
+  const bool innermost = w.red > 0 && w.redStride[w.red - 1] == 1;
+  const CudaHandles *h = handlesOf(a);
+  const ReducePlan plan =
+      planReduce(outN, count, innermost, h ? h->workspaceBytes : 0);
+  const unsigned grid = unsigned(plan.blocks);
+  double *partial = nullptr;
+  if (plan.scratch) {
     void *scratch = nullptr;
-    if (!scratchOf(a, size_t(outN * parts) * sizeof(double), scratch, err))
+    if (!scratchOf(a, plan.scratch, scratch, err))
       return false;
-    auto *partial = static_cast<double *>(scratch);
-    reduceSlices<<<unsigned(outN * parts), 256, 0, s>>>(
-        x.data, storage(x), w, outN, count, parts, kind, partial);
-    combineSlices<<<gridFor(outN), kBlock, 0, s>>>(partial, outN, parts, kind,
-                                                   scale, y.data, storage(y));
-  } else if (count >= 2048 && (rowContiguous || outN < 1024)) {
-    reduceBlocks<<<unsigned(outN < (1 << 20) ? outN : (1 << 20)), 256, 0, s>>>(
+    partial = static_cast<double *>(scratch);
+  }
+  switch (plan.walk) {
+  case ReducePlan::kSlices:
+    reduceSlices<<<grid, plan.threads, 0, s>>>(
+        x.data, storage(x), w, outN, count, plan.parts, kind, partial);
+    combineSlices<<<gridFor(outN), kBlock, 0, s>>>(partial, outN, plan.parts,
+                                                   plan.parts, 1, kind, scale,
+                                                   y.data, storage(y));
+    break;
+  case ReducePlan::kColumns:
+    reduceColumns<<<grid, plan.threads, 0, s>>>(
+        x.data, storage(x), w, outN, count, plan.parts, kind, partial);
+    combineSlices<<<gridFor(outN), kBlock, 0, s>>>(
+        partial, outN, plan.parts, 1, outN, kind, scale, y.data, storage(y));
+    break;
+  case ReducePlan::kBlocks:
+    reduceBlocks<<<grid, plan.threads, 0, s>>>(
         x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
-  } else {
-    reduceThreads<<<gridFor(outN), kBlock, 0, s>>>(
+    break;
+  case ReducePlan::kThreads:
+    reduceThreads<<<grid, plan.threads, 0, s>>>(
         x.data, storage(x), y.data, storage(y), w, outN, count, kind, scale);
+    break;
   }
   return launched(err);
 }

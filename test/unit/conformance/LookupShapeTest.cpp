@@ -266,11 +266,28 @@ TEST_P(ShapeKernels, IotaMatchesReference) {
 TEST_P(ReduceKernels, SumMeanMaxMatchReference) {
   SEEDED_RNG(rng);
   const std::pair<Shape, std::vector<int64_t>> cases[] = {
-      {{3, 5, 7}, {0}},        {{3, 5, 7}, {2}},       {{3, 5, 7}, {0, 1}},
-      {{3, 5, 7}, {1}},        {{3, 5, 7}, {0, 2}},    {{3, 5, 7}, {0, 1, 2}},
-      {{3, 5, 7}, {}},         {{1, 5, 1}, {0, 2}},    {{300, 257}, {0}},
-      {{4, 1, 13, 5}, {1, 2}}, {{2, 3, 4, 5}, {1, 3}}, {{13}, {0}},
+      {{3, 5, 7}, {0}},
+      {{3, 5, 7}, {2}},
+      {{3, 5, 7}, {0, 1}},
+      {{3, 5, 7}, {1}},
+      {{3, 5, 7}, {0, 2}},
+      {{3, 5, 7}, {0, 1, 2}},
+      {{3, 5, 7}, {}},
+      {{1, 5, 1}, {0, 2}},
+      {{300, 257}, {0}},
+      {{4, 1, 13, 5}, {1, 2}},
+      {{2, 3, 4, 5}, {1, 3}},
+      {{13}, {0}},
       {{3, 0, 2}, {1}},
+      // The CUDA backend's other walks (ReducePlanTest pins which reaches
+      // which): column sums over merged and unmerged dims, row sums over
+      // two dims, sliced long rows.
+      {{2, 700, 3, 5}, {0, 1}},
+      {{40, 3, 50, 7}, {0, 2}},
+      {{5, 600}, {1}},
+      {{6, 20, 50}, {0, 2}},
+      {{2, 66000}, {1}},
+      {{2, 66000}, {0, 1}},
   };
   const std::pair<const char *, ref::ReduceKind> kinds[] = {
       {"ds.reduce_sum", ref::ReduceKind::Sum},
@@ -292,6 +309,15 @@ TEST_P(ReduceKernels, SumMeanMaxMatchReference) {
   RUN_OK("ds.reduce_max", {&x}, {&y}, {1});
   EXPECT_EQ(y.get(0), 1.0);
   EXPECT_TRUE(std::isnan(y.get(1)));
+  // NaN through a column walk's partials.
+  Buf cols = filled({300, 4}, 1.0), colMax = poisoned({4});
+  cols.set(250 * 4 + 2, kNaN);
+  cols.set(17 * 4 + 1, 5.0);
+  RUN_OK("ds.reduce_max", {&cols}, {&colMax}, {0});
+  EXPECT_EQ(colMax.get(0), 1.0);
+  EXPECT_EQ(colMax.get(1), 5.0);
+  EXPECT_TRUE(std::isnan(colMax.get(2)));
+  EXPECT_EQ(colMax.get(3), 1.0);
   Buf wrong({3});
   EXPECT_RUN_ERROR(
       run("ds.reduce_sum", {&x}, {&wrong}, {1}),
