@@ -74,6 +74,13 @@ while read -r name steps cfg; do
   result=$(python3 "$root/scripts/compare_losses.py" "$dev/plans/$name.cpu.jsonl" \
              "$out/$name.cuda.jsonl" "$cfg" 2>&1)
   lap "equivalence $name: exit $rc; $result$([ $rc = 0 ] || echo "; $(tail -1 "$out/$name.cuda.log")")"
+  # A kernel fault surfaces at a later launch check; rerun a failure with
+  # every launch synchronous so the instruction named is the one at fault.
+  if [ $rc != 0 ] && [ $rc != 124 ]; then
+    CUDA_LAUNCH_BLOCKING=1 timeout 30 "$dsrun" "$plan" --backend cuda:graphs=off --data "$dev/plans/corpus.txt" \
+      --steps "$steps" --seed 7 > "$out/$name.blocking.log" 2>&1
+    note "  - rerun with CUDA_LAUNCH_BLOCKING=1, graphs off: exit $?; $(tail -1 "$out/$name.blocking.log")"
+  fi
 done < "$dev/plans/runs.txt"
 # Graph replay changes no bit: gpt2 fp32 kernel by kernel equals the run
 # above (eager first run, then the captured graph).
@@ -115,6 +122,9 @@ timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" 
 [ -s "$out/bench.trace.json" ] &&
   python3 "$root/bench/trace_summary.py" "$out/bench.trace.json" --markdown \
     > "$out/bench.trace.md" 2>&1 && lap "trace summary: bench.trace.md"
+# What the runtime noted (a program left uncaptured, an epilogue run
+# unfused): each is a path the results above did not take.
+grep -h 'dsrun: note:' "$out"/*.log 2> /dev/null | sort | uniq -c | head -12 | sed 's/^/  /' | tee -a "$summary"
 for mode in "" --compile; do
   timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch "$batch" $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
   lap "torch ${mode:-eager}: $(tail -1 "$out/bench.torch$mode.json" 2>/dev/null || tail -1 "$out/bench.torch$mode.log")"

@@ -200,9 +200,12 @@ bool CudaDevice::finishCollectives(CollectiveFault &fault, std::string &err) {
     bool done = true;
     for (cudaStream_t s : streams) {
       cudaError_t q = s ? cudaStreamQuery(s) : cudaSuccess;
-      if (q == cudaErrorNotReady)
+      if (q == cudaErrorNotReady) {
+        // "Not ready" is also left as the thread's last error, which the
+        // next kernel's launch check would report as its own.
+        (void)cudaGetLastError();
         done = false;
-      else if (!cudaOk(q, err, "cudaStreamQuery"))
+      } else if (!cudaOk(q, err, "cudaStreamQuery"))
         return false;
     }
     if (done)

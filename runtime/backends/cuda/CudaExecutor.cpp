@@ -186,6 +186,9 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
       KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
                                        in.floatAttrs, &instrCtx);
       const uint32_t issuedBefore = dev_.nccl ? dev_.nccl->issued() : 0;
+      // A launch check reads CUDA's last error: clear what an earlier,
+      // already handled call left there, so it is not blamed on this one.
+      (void)cudaGetLastError();
       try {
         ok = in.fn(args, kernelError);
       } catch (const std::exception &ex) {
@@ -229,17 +232,31 @@ bool CudaExecutor::capture(const PreparedProgram &program,
       ok = cudaOk(cudaStreamWaitEvent(dev_.streams[size_t(s)], fork_, 0), err,
                   "cudaStreamWaitEvent");
   ok = ok && enqueue(program, ctx, what, state, err, false);
-  for (int s = 1; s < kNumStreams && ok; ++s)
-    if (!program.perStream[size_t(s)].empty())
-      ok = cudaOk(cudaEventRecord(join_[size_t(s)], dev_.streams[size_t(s)]),
-                  err, "cudaEventRecord") &&
-           cudaOk(cudaStreamWaitEvent(origin, join_[size_t(s)], 0), err,
-                  "cudaStreamWaitEvent");
+  // Joined and ended whatever happened, or the streams stay in capture
+  // mode; the first failure is the one reported.
+  std::string joinErr;
+  for (int s = 1; s < kNumStreams; ++s)
+    if (!program.perStream[size_t(s)].empty() &&
+        cudaOk(cudaEventRecord(join_[size_t(s)], dev_.streams[size_t(s)]),
+               joinErr, "cudaEventRecord"))
+      cudaOk(cudaStreamWaitEvent(origin, join_[size_t(s)], 0), joinErr,
+             "cudaStreamWaitEvent");
   cudaGraph_t graph = nullptr;
-  // Ending the capture is needed whatever happened, or the stream stays in
-  // capture mode.
-  cudaError_t ended = cudaStreamEndCapture(origin, &graph);
-  ok = ok && cudaOk(ended, err, "cudaStreamEndCapture");
+  std::string endErr;
+  const bool ended = cudaOk(cudaStreamEndCapture(origin, &graph), endErr,
+                            "cudaStreamEndCapture");
+  if (ok && !joinErr.empty()) {
+    ok = false;
+    err = joinErr;
+  }
+  if (ok && !ended) {
+    ok = false;
+    err = endErr;
+  }
+  // A failed capture leaves its (non-sticky) error behind; the kernel by
+  // kernel run that follows must not report it as its first kernel's.
+  if (!ok)
+    (void)cudaGetLastError();
   if (ok)
     ok = cudaOk(cudaGraphInstantiate(&state.exec, graph, 0), err,
                 "cudaGraphInstantiate");
@@ -370,7 +387,10 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
   if (dev_.nccl) // a failed capture issued (and numbered) collectives
     dev_.nccl->startRun();
   if (!enqueue(program, ctx, what, state, error, tracing_)) {
-    dev_.synchronize(err); // let what was enqueued finish before returning
+    // Let what was enqueued finish before returning, under the collective
+    // watch: collectives already issued may wait for a rank that is gone.
+    CudaDevice::CollectiveFault ignored;
+    dev_.finishCollectives(ignored, err);
     return false;
   }
   if (!finish(program, state, what, error))

@@ -34,6 +34,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -107,6 +109,21 @@ uint32_t alignmentOf(const void *p, int64_t strideBytes) {
   return uint32_t(bits & (~bits + 1)); // the lowest set bit
 }
 
+/// Says once per shape that an epilogue runs unfused: a first run on a new
+/// GPU or cuBLASLt should show it, since it costs a pass over the output.
+void noteUnfused(const Gemm &g) {
+  const char *name =
+      g.epilogue == CUBLASLT_EPILOGUE_BIAS            ? "BIAS"
+      : g.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS"
+      : g.epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD   ? "DGELU_BGRAD"
+                                                      : "an";
+  std::fprintf(stderr,
+               "dsrun: note: cuBLASLt has no %s epilogue for the %s product "
+               "m=%lld n=%lld k=%lld (its order); it runs unfused\n",
+               name, dtypeName(g.in), (long long)g.m, (long long)g.n,
+               (long long)g.k);
+}
+
 /// The descriptors and the chosen algorithm of one Gemm.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -132,6 +149,8 @@ public:
         return nullptr;
       }
       it = plans_.emplace(key, p).first;
+      if (!p.found && g.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+        noteUnfused(g);
     }
     if (it->second.found && g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
         !setPointers(it->second.desc, g, e, err)) {
