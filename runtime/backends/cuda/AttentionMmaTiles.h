@@ -46,11 +46,10 @@ template <class IO, int ROWS>
 DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
                             int64_t cols, int64_t width, uint16_t *dst, int ld,
                             int t) {
-  for (int64_t e = t; e < ROWS * width; e += kThreads) {
-    const int64_t r = e / width, c = e % width;
-    dst[r * ld + c] =
-        r < rows && c < cols ? IO::load16(src, (row0 + r) * cols + c) : 0;
-  }
+  for (TileWalk w(width, t); w.r < ROWS; w.next())
+    dst[w.r * ld + w.c] = w.r < rows && w.c < cols
+                              ? IO::load16(src, (row0 + w.r) * cols + w.c)
+                              : 0;
 }
 
 /// kStats false: the output. kStats true: each query row's log-sum-exp and
@@ -119,12 +118,11 @@ struct ForwardMmaTiles : QueryTiling {
                          half(sm, kK), LK, t);
       const int64_t width = roundUp(a.Dv, 16);
       uint16_t *vt = half(sm, kV);
-      for (int64_t e = t; e < BC * width; e += kThreads) {
-        const int64_t j = e / width, x = e % width;
-        vt[x * LV + j] = j0 + j < a.Tk && x < a.Dv
-                             ? IO::load16(a.v, (p * a.Tk + j0 + j) * a.Dv + x)
-                             : 0;
-      }
+      for (TileWalk w(width, t); w.r < BC; w.next()) // w.r: key j
+        vt[w.c * LV + w.r] =
+            j0 + w.r < a.Tk && w.c < a.Dv
+                ? IO::load16(a.v, (p * a.Tk + j0 + w.r) * a.Dv + w.c)
+                : 0;
     } else if (phase == 1) { // the warp's scores Q K^T (and g . v: G V^T)
       const uint16_t *q = half(sm, kQ) + 16 * warp * LQ, *k = half(sm, kK),
                      *vt = half(sm, kV);

@@ -117,17 +117,35 @@ DSC_TILE_FN float mulRounded(float a, float b) {
 }
 DSC_TILE_FN int64_t lesser(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/// Thread t's elements e = t, t + kThreads, ... of a tile `width` (>= 1)
+/// wide, as row r and column c, stepped without dividing per element: the
+/// width is a runtime head dim, and a 64-bit division per element cost
+/// more than the load it addressed.
+struct TileWalk {
+  int r, c;
+  const int width, dr, dc;
+  DSC_TILE_FN TileWalk(int64_t w, int t)
+      : r(t / int(w)), c(t % int(w)), width(int(w)), dr(kThreads / int(w)),
+        dc(kThreads % int(w)) {}
+  DSC_TILE_FN void next() {
+    r += dr;
+    c += dc;
+    if (c >= width) {
+      c -= width;
+      ++r;
+    }
+  }
+};
+
 /// dst[r * stride + c] = src row (row0 + r), column c, for r < ROWS and
 /// c < cols; rows at or past `rows` read as zero. Consecutive threads read
 /// consecutive elements.
 template <class IO, int ROWS>
 DSC_TILE_FN void loadTile(const void *src, int s, int64_t row0, int64_t rows,
                           int64_t cols, float *dst, int stride, int t) {
-  for (int64_t e = t; e < ROWS * cols; e += kThreads) {
-    const int64_t r = e / cols, c = e % cols;
-    dst[r * stride + c] =
-        r < rows ? IO::load(src, s, (row0 + r) * cols + c) : 0;
-  }
+  for (TileWalk w(cols, t); w.r < ROWS; w.next())
+    dst[w.r * stride + w.c] =
+        w.r < rows ? IO::load(src, s, (row0 + w.r) * cols + w.c) : 0;
 }
 
 /// Per-row statistics of rows row0.. (INFINITY and 0 past `rows`: such a

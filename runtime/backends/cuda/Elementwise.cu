@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
+#include "runtime/backends/cuda/IndexMath.h"
 
 #include <cmath>
 
@@ -61,6 +62,18 @@ __global__ void binaryKernel(Operands o, BroadcastLayout l, int64_t n) {
   }
 }
 
+// The same where every index and offset fits in 31 bits (IndexMath.h).
+template <BinaryOp Op>
+__global__ void binaryNarrowKernel(Operands o, NarrowLayout l, uint32_t n) {
+  // n < 2^31 and the stride < 2^29: i cannot wrap.
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
+    uint32_t ia, ib;
+    l.offsets(i, ia, ib);
+    store(o.out, o.so, i, binary(Op, load(o.a, o.sa, ia), load(o.b, o.sb, ib)));
+  }
+}
+
 template <BinaryOp Op>
 bool binaryBody(const KernelArgs &args, std::string &err) {
   if (!expectFloatStorage(args, err))
@@ -73,8 +86,13 @@ bool binaryBody(const KernelArgs &args, std::string &err) {
   if (n == 0)
     return true;
   Operands o{a.data, b.data, out.data, storage(a), storage(b), storage(out)};
-  binaryKernel<Op><<<gridFor(n), kBlock, 0, streamOf(args)>>>(
-      o, broadcastLayout(out, &a, &b), n);
+  const BroadcastLayout l = broadcastLayout(out, &a, &b);
+  NarrowLayout narrow;
+  if (narrowLayout(l, n, narrow))
+    binaryNarrowKernel<Op>
+        <<<gridFor(n), kBlock, 0, streamOf(args)>>>(o, narrow, uint32_t(n));
+  else
+    binaryKernel<Op><<<gridFor(n), kBlock, 0, streamOf(args)>>>(o, l, n);
   return launched(err);
 }
 

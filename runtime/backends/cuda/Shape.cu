@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
+#include "runtime/backends/cuda/IndexMath.h"
 
 namespace dsc::rt::cuda {
 namespace {
@@ -29,27 +30,50 @@ __global__ void stridedCopyKernel(const W *src, W *dst, BroadcastLayout l,
   }
 }
 
+// The same where every index and offset fits in 31 bits (IndexMath.h).
+template <typename W>
+__global__ void stridedCopyNarrowKernel(const W *src, W *dst, NarrowLayout l,
+                                        uint32_t total, bool scatter) {
+  // total < 2^31 and the stride < 2^29: i cannot wrap.
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    uint32_t off, unused;
+    l.offsets(i, off, unused);
+    if (scatter)
+      dst[off] = src[i];
+    else
+      dst[i] = src[off];
+  }
+}
+
+template <typename W>
+void launchCopy(const KernelArgs &a, const StridedCopy &p, const void *src,
+                void *dst) {
+  const W *from = static_cast<const W *>(src) + p.srcBase;
+  W *to = static_cast<W *>(dst) + p.dstBase;
+  const unsigned grid = gridFor(p.total);
+  NarrowLayout narrow;
+  if (narrowLayout(p.layout, p.total, narrow))
+    stridedCopyNarrowKernel<<<grid, kBlock, 0, streamOf(a)>>>(
+        from, to, narrow, uint32_t(p.total), p.scatter);
+  else
+    stridedCopyKernel<<<grid, kBlock, 0, streamOf(a)>>>(from, to, p.layout,
+                                                        p.total, p.scatter);
+}
+
 bool runPlan(const KernelArgs &a, const StridedCopy &p, const void *src,
              void *dst, std::string &err) {
   if (p.total == 0)
     return true;
-  cudaStream_t s = streamOf(a);
-  const unsigned grid = gridFor(p.total);
   switch (p.elemSize) {
   case 2:
-    stridedCopyKernel<<<grid, kBlock, 0, s>>>(
-        static_cast<const uint16_t *>(src) + p.srcBase,
-        static_cast<uint16_t *>(dst) + p.dstBase, p.layout, p.total, p.scatter);
+    launchCopy<uint16_t>(a, p, src, dst);
     break;
   case 4:
-    stridedCopyKernel<<<grid, kBlock, 0, s>>>(
-        static_cast<const uint32_t *>(src) + p.srcBase,
-        static_cast<uint32_t *>(dst) + p.dstBase, p.layout, p.total, p.scatter);
+    launchCopy<uint32_t>(a, p, src, dst);
     break;
   case 8:
-    stridedCopyKernel<<<grid, kBlock, 0, s>>>(
-        static_cast<const uint64_t *>(src) + p.srcBase,
-        static_cast<uint64_t *>(dst) + p.dstBase, p.layout, p.total, p.scatter);
+    launchCopy<uint64_t>(a, p, src, dst);
     break;
   default:
     return fail(err, "unsupported element size ", p.elemSize);
