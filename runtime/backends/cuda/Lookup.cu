@@ -106,19 +106,45 @@ __global__ void sortKeys(Index idx, int64_t n, int64_t V, uint32_t *keys,
   }
 }
 
-// Thread (i, c) of the sorted order: the first of its id's run sums the run.
-__global__ void sumRuns(const uint32_t *keys, const uint32_t *positions,
-                        const void *g, Storage sg, void *out, Storage so,
-                        int64_t V, int64_t C, int64_t n) {
-  DSC_GRID_STRIDE(e, n * C) {
-    int64_t i = e / C, c = e % C;
-    uint32_t key = keys[i];
+// A block per position i of the sorted order; the block of the first
+// position of an id's run sums the run, each thread a channel, in token
+// order (the CPU's order, so the same f32 bits). The run's token positions
+// are staged through shared memory a chunk at a time, so a thread's loads
+// of one chunk are independent and many are in flight: with byte-level
+// data one id (the space) can own a sixth of a batch's tokens, and a loop
+// that found each next token through global memory ran serially.
+constexpr int kRunChunk = 256; // = the block size
+__global__ void __launch_bounds__(kRunChunk)
+    sumRuns(const uint32_t *keys, const uint32_t *positions, const void *g,
+            Storage sg, void *out, Storage so, int64_t V, int64_t C,
+            int64_t n) {
+  __shared__ uint32_t chunk[kRunChunk];
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const uint32_t key = keys[i];
     if (key >= V || (i > 0 && keys[i - 1] == key))
-      continue;
-    float acc = 0.0f;
-    for (int64_t j = i; j < n && keys[j] == key; ++j)
-      acc += load(g, sg, int64_t(positions[j]) * C + c);
-    store(out, so, int64_t(key) * C + c, acc);
+      continue; // the same for the whole block
+    for (int64_t c0 = 0; c0 < C; c0 += blockDim.x) {
+      const int64_t c = c0 + threadIdx.x;
+      float acc = 0.0f;
+      for (int64_t j0 = i;; j0 += kRunChunk) {
+        // The run is contiguous: its members in this chunk are a prefix.
+        const int64_t j = j0 + threadIdx.x;
+        const bool member = j < n && keys[j] == key;
+        __syncthreads(); // the previous chunk has been read
+        if (member)
+          chunk[threadIdx.x] = positions[j];
+        const int len = __syncthreads_count(member);
+        if (c < C) {
+#pragma unroll 8
+          for (int k = 0; k < len; ++k)
+            acc += load(g, sg, int64_t(chunk[k]) * C + c);
+        }
+        if (len < kRunChunk)
+          break;
+      }
+      if (c < C)
+        store(out, so, int64_t(key) * C + c, acc);
+    }
   }
 }
 
@@ -298,8 +324,8 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
       temp, sortBytes, keysIn, keysOut, posIn, posOut, int(n), 0, bits, s);
   if (status != cudaSuccess)
     return fail(err, "cub::DeviceRadixSort: ", cudaGetErrorString(status));
-  sumRuns<<<gridFor(n * C), kBlock, 0, s>>>(keysOut, posOut, g.data, storage(g),
-                                            out.data, storage(out), V, C, n);
+  sumRuns<<<unsigned(n < (1 << 20) ? n : (1 << 20)), kRunChunk, 0, s>>>(
+      keysOut, posOut, g.data, storage(g), out.data, storage(out), V, C, n);
   return launched(err);
 }
 

@@ -27,7 +27,8 @@ TEST_P(LookupKernels, EmbeddingAndGradMatchReference) {
          {std::tuple<int64_t, int64_t, Shape>{7, 5, {3, 13}},
           {13, 3, {5}},
           {3, 257, {2, 5, 7}},
-          {5, 4, {}}}) {
+          {5, 4, {}},
+          {3, 300, {4, 300}}}) { // runs of ~400 ids, over 256 channels
       SCOPED_TRACE(std::string(rt::dtypeName(it)) + " V " + std::to_string(V));
       Buf table = uniform(rng, {V, C}), idx = indices(rng, idxShape, V, it);
       Shape outShape = idxShape;
@@ -41,6 +42,15 @@ TEST_P(LookupKernels, EmbeddingAndGradMatchReference) {
       REF_OK(grad, ref::embedding_grad(idx.toRef(), g.toRef(), V));
       EXPECT_TRUE(close(dt, grad));
     }
+  // Runs of exactly 512 and 256 ids (the CUDA kernel stages a run's
+  // positions 256 at a time), and a row no id names.
+  Buf idx({768}, DType::i32);
+  for (int64_t i = 0; i < 768; ++i)
+    idx.set(i, i % 3 == 2 ? 0.0 : 2.0);
+  Buf g = uniform(rng, {768, 260}), dt = poisoned({3, 260});
+  RUN_OK("ds.embedding_grad", {&idx, &g}, {&dt});
+  REF_OK(grad, ref::embedding_grad(idx.toRef(), g.toRef(), 3));
+  EXPECT_TRUE(close(dt, grad));
 }
 
 TEST_P(LookupKernels, EmbeddingIndexErrorsNameTheValue) {
