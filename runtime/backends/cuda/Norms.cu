@@ -1,16 +1,21 @@
 //===- Norms.cu - layer norm, RMS norm, softmax and their gradients -------===//
 //
-// One block per row of the last dim (rows strided over the grid). Row
-// statistics accumulate in double, as on the CPU backend, through
-// blockSum (DeviceSupport.cuh: an order fixed by the block size); the
-// per-element formulas are the CPU's (cpu/Norms.cpp), so 16-bit operands
-// give what the CPU's widened variants give. The weight gradients sum
-// per fixed block of rows into double partials (in the stream's scratch)
-// and then over blocks in order: no atomics, the same bits every run.
+// Rows of up to 1024 elements (a transformer's widths) take a warp each,
+// the row in the warp's registers and its statistics summed by shuffles
+// (the *Warps kernels); longer rows take a block each, summed through blockSum
+// (DeviceSupport.cuh). Row statistics accumulate in double, as on the CPU
+// backend, in an order fixed by the shapes; the per-element formulas are
+// the CPU's (cpu/Norms.cpp), so 16-bit operands give what the CPU's
+// widened variants give. The weight gradients sum per fixed block of rows
+// into double partials (in the stream's scratch) and then over blocks in
+// order: no atomics, the same bits every run.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
+#include "runtime/backends/cuda/ReducePlan.h"
+
+#include <type_traits>
 
 namespace dsc::rt::cuda {
 namespace {
@@ -105,6 +110,170 @@ __global__ void rmsNormKernel(Row x, Row w, OutRow y, int64_t rows,
   }
 }
 
+//===--- Rows of up to 1024 elements: a warp per row ----------------------===//
+
+constexpr int kRowWarps = 8; // warps per block
+
+/// The warp's sum, the same in every lane: summed down to lane 0 in a
+/// fixed order and broadcast (in a butterfly each lane rounds differently).
+__device__ __forceinline__ double warpSum(double v) {
+  for (int off = 16; off > 0; off /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, off);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+/// Warp w of block b takes row b * kRowWarps + w, then strides on by the
+/// grid's warps (the same row for every lane: shuffles stay convergent).
+#define DSC_FOR_WARP_ROWS(r, rows)                                             \
+  for (int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;         \
+       r < (rows); r += int64_t(gridDim.x) * kRowWarps)
+
+/// Elements per lane for a row of `cols`: 8, 16, 24 or 32 (0: longer than
+/// a warp takes, a block per row instead).
+int warpBucket(int64_t cols) {
+  return cols <= 256    ? 8
+         : cols <= 512  ? 16
+         : cols <= 768  ? 24
+         : cols <= 1024 ? 32
+                        : 0;
+}
+
+unsigned warpRowGrid(int64_t rows) {
+  const int64_t blocks = (rows + kRowWarps - 1) / kRowWarps;
+  return unsigned(blocks < (int64_t(1) << 20) ? (blocks < 1 ? 1 : blocks)
+                                              : (int64_t(1) << 20));
+}
+
+/// Calls f(std::integral_constant<int, P>) for the row's bucket; false for
+/// rows a warp does not take.
+template <class F> bool byWarpBucket(int64_t cols, F &&f) {
+  switch (warpBucket(cols)) {
+  case 8:
+    f(std::integral_constant<int, 8>{});
+    return true;
+  case 16:
+    f(std::integral_constant<int, 16>{});
+    return true;
+  case 24:
+    f(std::integral_constant<int, 24>{});
+    return true;
+  case 32:
+    f(std::integral_constant<int, 32>{});
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// This lane's elements j = lane + 32 k of row `base` (0 past cols).
+template <int P>
+__device__ __forceinline__ void loadRow(Row x, int64_t base, int cols,
+                                        float (&v)[P]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int j = lane + 32 * k;
+    v[k] = j < cols ? x.at(base + j) : 0.0f;
+  }
+}
+
+/// Mean and 1/sqrt(var + eps) of the row in v (two passes, as the CPU).
+template <int P>
+__device__ __forceinline__ void warpMeanRstd(const float (&v)[P], int cols,
+                                             double eps, double &mean,
+                                             double &rstd) {
+  const int lane = threadIdx.x % 32;
+  double s = 0;
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+    s += v[k]; // zero past cols
+  mean = warpSum(s) / double(cols);
+  double q = 0;
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+    if (lane + 32 * k < cols) {
+      const double d = double(v[k]) - mean;
+      q += d * d;
+    }
+  rstd = 1.0 / sqrt(warpSum(q) / double(cols) + eps);
+}
+
+template <int P>
+__device__ __forceinline__ void
+normalizeRow(const float (&v)[P], Row w, Row b, bool hasBias, OutRow y,
+             int64_t base, int cols, double mean, double rstd) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int j = lane + 32 * k;
+    if (j < cols) {
+      const float o = float((double(v[k]) - mean) * rstd) * w.at(j);
+      y.set(base + j, hasBias ? o + b.at(j) : o);
+    }
+  }
+}
+
+template <int P>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layerNormWarps(Row x, Row w, Row b, bool hasBias, OutRow y, int64_t rows,
+                   int cols, double eps) {
+  DSC_FOR_WARP_ROWS(r, rows) {
+    float v[P];
+    loadRow(x, r * cols, cols, v);
+    double mean, rstd;
+    warpMeanRstd(v, cols, eps, mean, rstd);
+    normalizeRow(v, w, b, hasBias, y, r * cols, cols, mean, rstd);
+  }
+}
+
+// As addLayerNormKernel: the sum stored rounded and read back by the lane
+// that wrote it.
+template <int P>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    addLayerNormWarps(Row x, Row res, Row w, Row b, bool hasBias, OutRow sum,
+                      OutRow y, int64_t rows, int cols, double eps) {
+  const int lane = threadIdx.x % 32;
+  const Row stored{sum.p, sum.s};
+  DSC_FOR_WARP_ROWS(r, rows) {
+    const int64_t base = r * cols;
+    float v[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = lane + 32 * k;
+      v[k] = 0.0f;
+      if (j < cols) {
+        sum.set(base + j, x.at(base + j) + res.at(base + j));
+        v[k] = stored.at(base + j);
+      }
+    }
+    double mean, rstd;
+    warpMeanRstd(v, cols, eps, mean, rstd);
+    normalizeRow(v, w, b, hasBias, y, base, cols, mean, rstd);
+  }
+}
+
+template <int P>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    rmsNormWarps(Row x, Row w, OutRow y, int64_t rows, int cols, double eps) {
+  const int lane = threadIdx.x % 32;
+  DSC_FOR_WARP_ROWS(r, rows) {
+    const int64_t base = r * cols;
+    float v[P];
+    loadRow(x, base, cols, v);
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      ss += double(v[k]) * v[k];
+    const double inv = 1.0 / sqrt(warpSum(ss) / double(cols) + eps);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = lane + 32 * k;
+      if (j < cols)
+        y.set(base + j, float(double(v[k]) * inv) * w.at(j));
+    }
+  }
+}
+
 //===--- Gradients: rows in fixed blocks, weight partials per block
 //--------===//
 
@@ -189,6 +358,115 @@ __global__ void rmsNormGradKernel(Row x, Row w, Row g, OutRow dx, double *part,
   }
 }
 
+// The gradients of rows a warp takes run as two kernels: a warp per row
+// computes dx and records the row's statistics (mean and 1/std for layer
+// norm, 1/rms for RMS norm), then a column walk (ReducePlan's kColumns:
+// a thread per column per range of rows) sums the weight gradients from
+// x, g and those statistics into double partials per range. Holding a
+// lane's share of the weight gradients in the row kernel instead took
+// over 200 registers.
+
+struct RowStats {
+  double shift, scale; // layer norm: mean, rstd; RMS norm: 0, 1/rms
+};
+
+template <int P>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layerNormGradWarps(Row x, Row w, Row g, OutRow dx, RowStats *stats,
+                       int64_t rows, int cols, double eps) {
+  const int lane = threadIdx.x % 32;
+  DSC_FOR_WARP_ROWS(r, rows) {
+    const int64_t base = r * cols;
+    float xv[P];
+    loadRow(x, base, cols, xv);
+    double mean, rstd;
+    warpMeanRstd(xv, cols, eps, mean, rstd);
+    double sGy = 0, sGyX = 0;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = lane + 32 * k;
+      if (j < cols) {
+        const double gy = double(g.at(base + j)) * w.at(j);
+        sGy += gy;
+        sGyX += gy * ((double(xv[k]) - mean) * rstd);
+      }
+    }
+    const double meanGy = warpSum(sGy) / double(cols);
+    const double meanGyXhat = warpSum(sGyX) / double(cols);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = lane + 32 * k;
+      if (j < cols) {
+        const double xhat = (double(xv[k]) - mean) * rstd;
+        const double gy = double(g.at(base + j)) * w.at(j);
+        dx.set(base + j, float(rstd * (gy - meanGy - xhat * meanGyXhat)));
+      }
+    }
+    if (lane == 0)
+      stats[r] = {mean, rstd};
+  }
+}
+
+template <int P>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    rmsNormGradWarps(Row x, Row w, Row g, OutRow dx, RowStats *stats,
+                     int64_t rows, int cols, double eps) {
+  const int lane = threadIdx.x % 32;
+  DSC_FOR_WARP_ROWS(r, rows) {
+    const int64_t base = r * cols;
+    float xv[P];
+    loadRow(x, base, cols, xv);
+    double ss = 0, dot = 0;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = lane + 32 * k;
+      ss += double(xv[k]) * xv[k]; // zero past cols
+      if (j < cols)
+        dot += double(g.at(base + j)) * w.at(j) * xv[k];
+    }
+    const double inv = 1.0 / sqrt(warpSum(ss) / double(cols) + eps);
+    // d inv / d x_j = -inv^3 x_j / cols.
+    const double coef = inv * inv * inv * warpSum(dot) / double(cols);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = lane + 32 * k;
+      if (j < cols)
+        dx.set(base + j,
+               float(double(g.at(base + j)) * w.at(j) * inv - xv[k] * coef));
+    }
+    if (lane == 0)
+      stats[r] = {0.0, inv};
+  }
+}
+
+// Weight partials over rows: block (range, c) gives its threads a column
+// each of chunk c and the rows of `range`, and writes
+// part[range][o * cols + j]: o = 0 the sum of g x_hat (x_hat = (x - shift)
+// scale), o = 1 (with bias) the sum of g.
+__global__ void normWeightPartials(Row x, Row g, const RowStats *stats,
+                                   int64_t rows, int64_t cols, int64_t ranges,
+                                   bool withBias, double *part) {
+  const int64_t chunks = (cols + blockDim.x - 1) / blockDim.x;
+  const int64_t range = blockIdx.x / chunks;
+  const int64_t j = (blockIdx.x % chunks) * blockDim.x + threadIdx.x;
+  if (range >= ranges || j >= cols)
+    return;
+  const int64_t size = (rows + ranges - 1) / ranges;
+  const int64_t first = range * size;
+  const int64_t end = first + size < rows ? first + size : rows;
+  double dw = 0, db = 0;
+  for (int64_t r = first; r < end; ++r) {
+    const RowStats st = stats[r];
+    const double gj = g.at(r * cols + j);
+    dw += gj * ((double(x.at(r * cols + j)) - st.shift) * st.scale);
+    db += gj;
+  }
+  const int outputs = withBias ? 2 : 1;
+  part[range * outputs * cols + j] = dw;
+  if (withBias)
+    part[range * outputs * cols + cols + j] = db;
+}
+
 // out_k[j] = sum over blocks b of part[b][k * cols + j], in block order.
 __global__ void sumPartials(const double *part, int64_t count, int64_t stride,
                             int64_t cols, OutRow out0, OutRow out1,
@@ -241,27 +519,59 @@ __global__ void softmaxGradKernel(Row y, Row g, OutRow dx, int64_t rows,
   }
 }
 
-// Launches a weight-gradient kernel over row blocks, then sums its
-// partials into the `outputs` per-channel outputs.
-template <typename Kernel>
-bool gradWithPartials(const KernelArgs &a, Kernel kernel, int outputs,
-                      int64_t rows, int64_t cols, std::string &err) {
+// The gradient kernels, then their weight partials summed into the
+// `outputs` per-channel outputs: for rows a warp takes, warpKernel(P) and
+// normWeightPartials (when the row statistics fit the scratch), else the
+// block kernel's partials per row block.
+template <typename Kernel, typename WarpKernel>
+bool gradWithPartials(const KernelArgs &a, Kernel kernel, WarpKernel warpKernel,
+                      int outputs, int64_t rows, int64_t cols,
+                      std::string &err) {
   const CudaHandles *h = handlesOf(a);
-  size_t available = h ? h->workspaceBytes : 0;
-  RowBlocks blocks = rowBlocks(rows, cols, outputs, available);
-  void *scratch = nullptr;
-  if (!scratchOf(a,
-                 size_t(blocks.count) * size_t(outputs) * size_t(cols) *
-                     sizeof(double),
-                 scratch, err))
-    return false;
-  auto *part = static_cast<double *>(scratch);
+  const size_t available = h ? h->workspaceBytes : 0;
   cudaStream_t s = streamOf(a);
-  if (rows > 0)
-    kernel<<<unsigned(blocks.count), rowThreads(cols), 0, s>>>(
-        rowOf(a.inputs[0]), rowOf(a.inputs[1]), rowOf(a.inputs[2]),
-        outOf(a.outputs[0]), part, rows, cols, blocks.size, a.floatAttrs[0]);
-  const int64_t count = rows > 0 ? blocks.count : 0;
+  const Row x = rowOf(a.inputs[0]), w = rowOf(a.inputs[1]),
+            g = rowOf(a.inputs[2]);
+  const OutRow dx = outOf(a.outputs[0]);
+  const double eps = a.floatAttrs[0];
+  const size_t statsBytes = (size_t(rows) * sizeof(RowStats) + 255) / 256 * 256;
+  double *part = nullptr;
+  int64_t count = 0; // partials per output to sum
+  void *scratch = nullptr;
+  if (rows > 0 && warpBucket(cols) && statsBytes < available) {
+    const ReducePlan plan =
+        planReduce(cols, rows, false, (available - statsBytes) / outputs);
+    const bool ranged = plan.walk == ReducePlan::kColumns;
+    const int64_t ranges = ranged ? plan.parts : 1;
+    const int threads = ranged ? plan.threads : kBlock;
+    if (!scratchOf(
+            a, statsBytes + size_t(ranges * outputs * cols) * sizeof(double),
+            scratch, err))
+      return false;
+    auto *stats = static_cast<RowStats *>(scratch);
+    part =
+        reinterpret_cast<double *>(static_cast<char *>(scratch) + statsBytes);
+    byWarpBucket(cols, [&](auto p) {
+      warpKernel(p)<<<warpRowGrid(rows), kRowWarps * 32, 0, s>>>(
+          x, w, g, dx, stats, rows, int(cols), eps);
+    });
+    const int64_t chunks = (cols + threads - 1) / threads;
+    normWeightPartials<<<unsigned(chunks * ranges), threads, 0, s>>>(
+        x, g, stats, rows, cols, ranges, outputs == 2, part);
+    count = ranges;
+  } else {
+    const RowBlocks blocks = rowBlocks(rows, cols, outputs, available);
+    if (!scratchOf(a,
+                   size_t(blocks.count) * size_t(outputs) * size_t(cols) *
+                       sizeof(double),
+                   scratch, err))
+      return false;
+    part = static_cast<double *>(scratch);
+    if (rows > 0)
+      kernel<<<unsigned(blocks.count), rowThreads(cols), 0, s>>>(
+          x, w, g, dx, part, rows, cols, blocks.size, eps);
+    count = rows > 0 ? blocks.count : 0;
+  }
   if (cols > 0)
     sumPartials<<<gridFor(cols), kBlock, 0, s>>>(
         part, count, int64_t(outputs) * cols, cols, outOf(a.outputs[1]),
@@ -278,10 +588,16 @@ bool layerNormBody(const KernelArgs &a, std::string &err) {
   if (rows == 0 || cols == 0)
     return true;
   const bool bias = a.numInputs == 3;
-  layerNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
-      rowOf(a.inputs[0]), rowOf(a.inputs[1]),
-      bias ? rowOf(a.inputs[2]) : Row{nullptr, kF32}, bias, outOf(a.outputs[0]),
-      rows, cols, a.floatAttrs[0]);
+  const Row b = bias ? rowOf(a.inputs[2]) : Row{nullptr, kF32};
+  if (!byWarpBucket(cols, [&](auto p) {
+        layerNormWarps<decltype(p)::value>
+            <<<warpRowGrid(rows), kRowWarps * 32, 0, streamOf(a)>>>(
+                rowOf(a.inputs[0]), rowOf(a.inputs[1]), b, bias,
+                outOf(a.outputs[0]), rows, int(cols), a.floatAttrs[0]);
+      }))
+    layerNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
+        rowOf(a.inputs[0]), rowOf(a.inputs[1]), b, bias, outOf(a.outputs[0]),
+        rows, cols, a.floatAttrs[0]);
   return launched(err);
 }
 
@@ -292,10 +608,17 @@ bool addLayerNormBody(const KernelArgs &a, std::string &err) {
   if (rows == 0 || cols == 0)
     return true;
   const bool bias = a.numInputs == 4;
-  addLayerNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
-      rowOf(a.inputs[0]), rowOf(a.inputs[1]), rowOf(a.inputs[2]),
-      bias ? rowOf(a.inputs[3]) : Row{nullptr, kF32}, bias, outOf(a.outputs[0]),
-      outOf(a.outputs[1]), rows, cols, a.floatAttrs[0]);
+  const Row b = bias ? rowOf(a.inputs[3]) : Row{nullptr, kF32};
+  if (!byWarpBucket(cols, [&](auto p) {
+        addLayerNormWarps<decltype(p)::value>
+            <<<warpRowGrid(rows), kRowWarps * 32, 0, streamOf(a)>>>(
+                rowOf(a.inputs[0]), rowOf(a.inputs[1]), rowOf(a.inputs[2]), b,
+                bias, outOf(a.outputs[0]), outOf(a.outputs[1]), rows, int(cols),
+                a.floatAttrs[0]);
+      }))
+    addLayerNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
+        rowOf(a.inputs[0]), rowOf(a.inputs[1]), rowOf(a.inputs[2]), b, bias,
+        outOf(a.outputs[0]), outOf(a.outputs[1]), rows, cols, a.floatAttrs[0]);
   return launched(err);
 }
 
@@ -303,7 +626,10 @@ bool layerNormGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
   if (!expectFloatStorage(a, err) || !checkLayerNormGrad(a, rows, cols, err))
     return false;
-  return gradWithPartials(a, layerNormGradKernel, 2, rows, cols, err);
+  return gradWithPartials(
+      a, layerNormGradKernel,
+      [](auto p) { return layerNormGradWarps<decltype(p)::value>; }, 2, rows,
+      cols, err);
 }
 
 bool rmsNormBody(const KernelArgs &a, std::string &err) {
@@ -312,9 +638,15 @@ bool rmsNormBody(const KernelArgs &a, std::string &err) {
     return false;
   if (rows == 0 || cols == 0)
     return true;
-  rmsNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
-      rowOf(a.inputs[0]), rowOf(a.inputs[1]), outOf(a.outputs[0]), rows, cols,
-      a.floatAttrs[0]);
+  if (!byWarpBucket(cols, [&](auto p) {
+        rmsNormWarps<decltype(p)::value>
+            <<<warpRowGrid(rows), kRowWarps * 32, 0, streamOf(a)>>>(
+                rowOf(a.inputs[0]), rowOf(a.inputs[1]), outOf(a.outputs[0]),
+                rows, int(cols), a.floatAttrs[0]);
+      }))
+    rmsNormKernel<<<rowGrid(rows), rowThreads(cols), 0, streamOf(a)>>>(
+        rowOf(a.inputs[0]), rowOf(a.inputs[1]), outOf(a.outputs[0]), rows, cols,
+        a.floatAttrs[0]);
   return launched(err);
 }
 
@@ -322,7 +654,10 @@ bool rmsNormGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;
   if (!expectFloatStorage(a, err) || !checkRmsNormGrad(a, rows, cols, err))
     return false;
-  return gradWithPartials(a, rmsNormGradKernel, 1, rows, cols, err);
+  return gradWithPartials(
+      a, rmsNormGradKernel,
+      [](auto p) { return rmsNormGradWarps<decltype(p)::value>; }, 1, rows,
+      cols, err);
 }
 
 bool softmaxBody(const KernelArgs &a, std::string &err) {

@@ -197,7 +197,12 @@ TEST_P(MatmulKernels, GeluGradEpilogueMatchesItsThreeSteps) {
 
 //===--- Norms and softmax ------------------------------------------------===//
 
-const Shape kRowShapes[] = {{3, 5, 7}, {13}, {2, 3, 257}, {1, 1}, {300, 64}};
+// Row lengths for each of the CUDA backend's warp kernels (up to 256, 512,
+// 768, 1024) and its block kernels (longer); enough rows that a warp takes
+// several and the weight gradients sum over several ranges of rows.
+const Shape kRowShapes[] = {{3, 5, 7}, {13},      {2, 3, 257}, {1, 1},
+                            {300, 64}, {4, 768},  {3, 1000},   {2, 1500},
+                            {9000, 8}, {130, 600}};
 
 TEST_P(NormsKernels, LayerNormMatchesReference) {
   SEEDED_RNG(rng);
