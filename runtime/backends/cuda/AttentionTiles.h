@@ -117,16 +117,16 @@ DSC_TILE_FN float mulRounded(float a, float b) {
 }
 DSC_TILE_FN int64_t lesser(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/// Thread t's elements e = t, t + kThreads, ... of a tile `width` (>= 1)
-/// wide, as row r and column c, stepped without dividing per element: the
-/// width is a runtime head dim, and a 64-bit division per element cost
-/// more than the load it addressed.
+/// Thread t's elements e = t, t + kThreads, ... of a tile `w` wide, as row
+/// r and column c, stepped without dividing per element: the width is a
+/// runtime head dim, and a 64-bit division per element cost more than the
+/// load it addressed. A width of 0 (a head dim of 0) walks nothing.
 struct TileWalk {
   int r, c;
   const int width, dr, dc;
   DSC_TILE_FN TileWalk(int64_t w, int t)
-      : r(t / int(w)), c(t % int(w)), width(int(w)), dr(kThreads / int(w)),
-        dc(kThreads % int(w)) {}
+      : r(w > 0 ? t / int(w) : 1 << 30), c(w > 0 ? t % int(w) : 0),
+        width(w > 0 ? int(w) : 1), dr(kThreads / width), dc(kThreads % width) {}
   DSC_TILE_FN void next() {
     r += dr;
     c += dc;

@@ -163,6 +163,26 @@ __device__ inline float blockMax(float v, float *scratch) {
   return v;
 }
 
+/// This thread's share of a column walk (ReducePlan.h's kColumns): block
+/// (range, chunk) gives its threads a column each of chunk `chunk` and the
+/// rows [first, end) of `range`, one of `ranges` equal ranges of `rows`.
+/// False for a thread past the last column.
+struct ColumnShare {
+  int64_t col, range, first, end;
+};
+__device__ inline bool columnShare(int64_t cols, int64_t rows, int64_t ranges,
+                                   ColumnShare &s) {
+  const int64_t chunks = (cols + blockDim.x - 1) / blockDim.x;
+  s.range = blockIdx.x / chunks;
+  s.col = (blockIdx.x % chunks) * blockDim.x + threadIdx.x;
+  if (s.range >= ranges || s.col >= cols)
+    return false;
+  const int64_t size = (rows + ranges - 1) / ranges;
+  s.first = s.range * size;
+  s.end = s.first + size < rows ? s.first + size : rows;
+  return true;
+}
+
 /// Threads per block for a row of `cols` elements: a multiple of 32
 /// between 64 and 1024, about one element per thread for short rows.
 inline int rowThreads(int64_t cols) {

@@ -128,10 +128,11 @@ __device__ __forceinline__ double warpSum(double v) {
   for (int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;         \
        r < (rows); r += int64_t(gridDim.x) * kRowWarps)
 
-/// Elements per lane for a row of `cols`: 8, 16, 24 or 32 (0: longer than
-/// a warp takes, a block per row instead).
+/// Elements per lane for a row of `cols`: 8, 16, 24 or 32 (0: an empty row,
+/// or one longer than a warp takes: a block per row instead).
 int warpBucket(int64_t cols) {
-  return cols <= 256    ? 8
+  return cols < 1       ? 0
+         : cols <= 256  ? 8
          : cols <= 512  ? 16
          : cols <= 768  ? 24
          : cols <= 1024 ? 32
@@ -362,7 +363,9 @@ __global__ void rmsNormGradKernel(Row x, Row w, Row g, OutRow dx, double *part,
 // computes dx and records the row's statistics (mean and 1/std for layer
 // norm, 1/rms for RMS norm), then a column walk (ReducePlan's kColumns:
 // a thread per column per range of rows) sums the weight gradients from
-// x, g and those statistics into double partials per range. Holding a
+// x, g and those statistics into double partials per range (it reads x and
+// g after dx is written: the kernel table refuses dx aliasing either,
+// CudaKernels.cpp). Holding a
 // lane's share of the weight gradients in the row kernel instead took
 // over 200 registers.
 
@@ -446,16 +449,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 __global__ void normWeightPartials(Row x, Row g, const RowStats *stats,
                                    int64_t rows, int64_t cols, int64_t ranges,
                                    bool withBias, double *part) {
-  const int64_t chunks = (cols + blockDim.x - 1) / blockDim.x;
-  const int64_t range = blockIdx.x / chunks;
-  const int64_t j = (blockIdx.x % chunks) * blockDim.x + threadIdx.x;
-  if (range >= ranges || j >= cols)
+  ColumnShare c;
+  if (!columnShare(cols, rows, ranges, c))
     return;
-  const int64_t size = (rows + ranges - 1) / ranges;
-  const int64_t first = range * size;
-  const int64_t end = first + size < rows ? first + size : rows;
+  const int64_t j = c.col, range = c.range;
   double dw = 0, db = 0;
-  for (int64_t r = first; r < end; ++r) {
+  for (int64_t r = c.first; r < c.end; ++r) {
     const RowStats st = stats[r];
     const double gj = g.at(r * cols + j);
     dw += gj * ((double(x.at(r * cols + j)) - st.shift) * st.scale);
@@ -538,7 +537,9 @@ bool gradWithPartials(const KernelArgs &a, Kernel kernel, WarpKernel warpKernel,
   double *part = nullptr;
   int64_t count = 0; // partials per output to sum
   void *scratch = nullptr;
-  if (rows > 0 && warpBucket(cols) && statsBytes < available) {
+  // (The statistics and at least one range's partials must fit.)
+  if (rows > 0 && warpBucket(cols) &&
+      statsBytes + size_t(outputs * cols) * sizeof(double) <= available) {
     const ReducePlan plan =
         planReduce(cols, rows, false, (available - statsBytes) / outputs);
     const bool ranged = plan.walk == ReducePlan::kColumns;

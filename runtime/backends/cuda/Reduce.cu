@@ -133,25 +133,20 @@ __global__ void reduceSlices(const void *x, Storage sx, Walk w, int64_t outN,
 __global__ void reduceColumns(const void *x, Storage sx, Walk w, int64_t outN,
                               int64_t count, int64_t parts, Kind kind,
                               double *partial) {
-  const int64_t chunks = (outN + blockDim.x - 1) / blockDim.x;
-  const int64_t part = blockIdx.x / chunks;
-  const int64_t o = (blockIdx.x % chunks) * blockDim.x + threadIdx.x;
-  if (part >= parts || o >= outN)
+  ColumnShare c;
+  if (!columnShare(outN, count, parts, c))
     return;
-  const int64_t slice = (count + parts - 1) / parts;
-  const int64_t begin = part * slice;
-  const int64_t end = begin + slice < count ? begin + slice : count;
-  const int64_t base = offsetOf(o, w.kept, w.keptShape, w.keptStride);
+  const int64_t base = offsetOf(c.col, w.kept, w.keptShape, w.keptStride);
   double sum = 0;
   float mx = -INFINITY;
-  for (int64_t j = begin; j < end; ++j) {
+  for (int64_t j = c.first; j < c.end; ++j) {
     float v = load(x, sx, base + offsetOf(j, w.red, w.redShape, w.redStride));
     if (kind == kMax)
       mx = maxNan(mx, v);
     else
       sum += v;
   }
-  partial[part * outN + o] = kind == kMax ? double(mx) : sum;
+  partial[c.range * outN + c.col] = kind == kMax ? double(mx) : sum;
 }
 
 // Output o's partials, partial[o * oStride + p * pStride] for p in order.

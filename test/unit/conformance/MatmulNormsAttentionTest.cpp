@@ -200,9 +200,9 @@ TEST_P(MatmulKernels, GeluGradEpilogueMatchesItsThreeSteps) {
 // Row lengths for each of the CUDA backend's warp kernels (up to 256, 512,
 // 768, 1024) and its block kernels (longer); enough rows that a warp takes
 // several and the weight gradients sum over several ranges of rows.
-const Shape kRowShapes[] = {{3, 5, 7}, {13},      {2, 3, 257}, {1, 1},
-                            {300, 64}, {4, 768},  {3, 1000},   {2, 1500},
-                            {9000, 8}, {130, 600}};
+const Shape kRowShapes[] = {{3, 5, 7}, {13},       {2, 3, 257}, {1, 1},
+                            {300, 64}, {4, 768},   {3, 1000},   {2, 1500},
+                            {9000, 8}, {130, 600}, {5, 0},      {200, 0}};
 
 TEST_P(NormsKernels, LayerNormMatchesReference) {
   SEEDED_RNG(rng);
@@ -315,11 +315,15 @@ TEST_P(NormsKernels, SoftmaxAndGradMatchReference) {
 struct AttentionCase {
   int64_t B, H, Tq, Tk, D, Dv;
 };
+/// 1/sqrt(D), or 1 for a head dim of 0 (whose scores are all 0).
+double scaleFor(int64_t D) { return D > 0 ? 1.0 / std::sqrt(double(D)) : 1.0; }
+
 const AttentionCase kAttention[] = {
     {2, 3, 5, 5, 7, 7},     {1, 2, 13, 13, 8, 5},   {2, 3, 5, 13, 7, 5},
     {1, 1, 7, 3, 4, 4},     {2, 4, 33, 33, 16, 16}, {1, 1, 1, 1, 1, 1},
-    {1, 2, 150, 150, 5, 3}, {1, 1, 100, 131, 4, 6}, {1, 1, 131, 70, 3, 4},
-    {1, 1, 0, 5, 3, 4},     {1, 1, 4, 0, 3, 4},
+    {1, 1, 4, 4, 0, 4},     {1, 1, 4, 4, 3, 0},     {1, 2, 150, 150, 5, 3},
+    {1, 1, 100, 131, 4, 6}, {1, 1, 131, 70, 3, 4},  {1, 1, 0, 5, 3, 4},
+    {1, 1, 4, 0, 3, 4},
 };
 
 TEST_P(AttentionKernels, ForwardMatchesReference) {
@@ -332,7 +336,7 @@ TEST_P(AttentionKernels, ForwardMatchesReference) {
       Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}),
           k = uniform(rng, {c.B, c.H, c.Tk, c.D}),
           v = uniform(rng, {c.B, c.H, c.Tk, c.Dv});
-      double scale = 1.0 / std::sqrt(double(c.D));
+      double scale = scaleFor(c.D);
       Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
       RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal}, {scale});
       REF_OK(want,
@@ -352,7 +356,7 @@ TEST_P(AttentionKernels, GradMatchesReference) {
           k = uniform(rng, {c.B, c.H, c.Tk, c.D}),
           v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}),
           g = uniform(rng, {c.B, c.H, c.Tq, c.Dv});
-      double scale = 1.0 / std::sqrt(double(c.D));
+      double scale = scaleFor(c.D);
       Buf dq = poisoned(q.shape), dk = poisoned(k.shape),
           dv = poisoned(v.shape);
       RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv}, {causal},
@@ -394,7 +398,7 @@ TEST_P(AttentionKernels, SixteenBitForwardMatchesReference) {
         Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
             k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
             v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t);
-        const double scale = 1.0 / std::sqrt(double(c.D));
+        const double scale = scaleFor(c.D);
         REF_OK(want,
                ref::attention(q.toRef(), k.toRef(), v.toRef(), causal, scale));
         const double bound = t == DType::bf16 ? 1e-2 : 2e-3;
@@ -425,7 +429,7 @@ TEST_P(AttentionKernels, SixteenBitGradMatchesReference) {
             k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
             v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t),
             g = uniform(rng, {c.B, c.H, c.Tq, c.Dv}, -2, 2, t);
-        const double scale = 1.0 / std::sqrt(double(c.D));
+        const double scale = scaleFor(c.D);
         REF_OK(want, ref::attention_grad(q.toRef(), k.toRef(), v.toRef(),
                                          g.toRef(), causal, scale));
         const double bound = t == DType::bf16 ? 5e-2 : 1e-2;

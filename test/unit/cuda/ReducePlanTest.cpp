@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 using dsc::rt::cuda::mergeWalkDims;
@@ -93,28 +94,56 @@ TEST(ReducePlan, RowSumsAndNorms) {
             int64_t(1) << 20);
 }
 
-// The shapes of ReduceKernels.SumMeanMaxMatchReference
-// (test/unit/conformance/LookupShapeTest.cpp) as (outputs, count,
-// innermost reduced): together they reach every walk on the GPU.
+/// The walk Reduce.cu takes for x of `shape` reduced over `axes`: kept and
+/// reduced dims with x's strides, merged, as reduceBody builds them.
+ReducePlan::Walk walkFor(const std::vector<int64_t> &shape,
+                         const std::vector<int64_t> &axes) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  Dims kept, red;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const bool reduced =
+        std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
+    (reduced ? red : kept).shape.push_back(shape[d]);
+    (reduced ? red : kept).stride.push_back(strides[d]);
+  }
+  kept = merged(kept);
+  red = merged(red);
+  int64_t outN = 1, count = 1;
+  for (int64_t n : kept.shape)
+    outN *= n;
+  for (int64_t n : red.shape)
+    count *= n;
+  const bool innermost = !red.stride.empty() && red.stride.back() == 1;
+  return planReduce(outN, count, innermost, kWorkspace).walk;
+}
+
+// Shapes of ReduceKernels.SumMeanMaxMatchReference
+// (test/unit/conformance/LookupShapeTest.cpp): together they reach every
+// walk on the GPU.
 TEST(ReducePlan, ConformanceCasesReachEveryWalk) {
   struct Case {
-    int64_t outN, count;
-    bool innermost;
+    std::vector<int64_t> shape, axes;
     ReducePlan::Walk walk;
   } cases[] = {
-      {257, 300, false, ReducePlan::kColumns}, // [300, 257] over {0}
-      {15, 1400, false, ReducePlan::kColumns}, // [2, 700, 3, 5] {0, 1}
-      {21, 2000, false, ReducePlan::kColumns}, // [40, 3, 50, 7] {0, 2}
-      {5, 600, true, ReducePlan::kBlocks},     // [5, 600] over {1}
-      {20, 300, true, ReducePlan::kBlocks},    // [6, 20, 50] {0, 2}
-      {2, 66000, true, ReducePlan::kSlices},   // [2, 66000] over {1}
-      {1, 132000, true, ReducePlan::kSlices},  // [2, 66000] {0, 1}
-      {35, 3, false, ReducePlan::kThreads},    // [3, 5, 7] over {0}
-      {15, 7, true, ReducePlan::kThreads},     // [3, 5, 7] over {2}
+      {{300, 257}, {0}, ReducePlan::kColumns},
+      {{2, 700, 3, 5}, {0, 1}, ReducePlan::kColumns}, // merged dims
+      {{40, 3, 50, 7}, {0, 2}, ReducePlan::kColumns}, // unmerged dims
+      {{5, 600}, {1}, ReducePlan::kBlocks},
+      {{6, 20, 50}, {0, 2}, ReducePlan::kBlocks},
+      {{2, 66000}, {1}, ReducePlan::kSlices},
+      {{2, 66000}, {0, 1}, ReducePlan::kSlices},
+      {{3, 5, 7}, {0}, ReducePlan::kThreads},
+      {{3, 5, 7}, {2}, ReducePlan::kThreads},
   };
   for (const Case &c : cases)
-    EXPECT_EQ(planReduce(c.outN, c.count, c.innermost, kWorkspace).walk, c.walk)
-        << c.outN << " x " << c.count;
+    EXPECT_EQ(walkFor(c.shape, c.axes), c.walk)
+        << ::testing::PrintToString(c.shape) << " over "
+        << ::testing::PrintToString(c.axes);
 }
 
 } // namespace
