@@ -111,10 +111,10 @@ timeout 150 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt"
   --steps 30 --metrics "$out/bench.dsrun.jsonl" > "$out/bench.dsrun.log" 2>&1
 rc=$?
 kill "$sampler" 2> /dev/null; wait "$sampler" 2> /dev/null
-lap "dsrun gpt2-124m bf16 (graphs): exit $rc; $(tail -1 "$out/bench.dsrun.log")"
+lap "dsrun gpt2-124m bf16 (graphs): exit $rc; $(grep -E '^done:|device peak in use' "$out/bench.dsrun.log" | tr '\n' ' ' || true)$([ $rc = 0 ] || tail -1 "$out/bench.dsrun.log")"
 peak_mib=$(sort -n "$out/bench.memory.txt" 2> /dev/null | tail -1)
 [ -n "$peak_mib" ] && [ -n "$idle_mib" ] &&
-  note "- device memory: peak $(awk -v p="$peak_mib" -v i="$idle_mib" 'BEGIN { printf "%.2f", (p - i) / 1024 }') GiB in use above idle; dsc predicted $(awk -v b="$batch" '$1 == b { printf "%.2f", $2 / 2^30 }' "$dev/plans/bench.txt") GiB for the plan's buffers"
+  note "- device memory: peak $(awk -v p="$peak_mib" -v i="$idle_mib" 'BEGIN { printf "%.2f", (p > i ? p - i : 0) / 1024 }') GiB in use above idle; dsc predicted $(awk -v b="$batch" '$1 == b { printf "%.2f", $2 / 2^30 }' "$dev/plans/bench.txt") GiB for the plan's buffers"
 timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
   --steps 4 --trace "$out/bench.trace.json" > "$out/bench.trace.log" 2>&1
 # The GEMM and attention shares and the gaps between kernels (the trace

@@ -46,6 +46,13 @@ void sortKernelTable(std::vector<KernelInfo> &table);
 KernelVariants variantsOf(const std::vector<KernelInfo> &table,
                           std::string_view name);
 
+/// A device's memory in bytes, as its driver reports it: in use on the
+/// whole device (every process), in use when the backend had opened it
+/// (its context, streams and workspaces; before any arena), and its size.
+struct DeviceMemory {
+  uint64_t used = 0, baseline = 0, total = 0;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -128,6 +135,14 @@ public:
   /// this returns the line the CPU backend's kernel would have failed with.
   /// Empty when none; always empty by default.
   virtual std::string takeKernelError() { return {}; }
+
+  /// The device's memory as its driver reports it (for the run's summary
+  /// and metrics, beside the plan's prediction); false where the backend
+  /// has no device memory of its own (the CPU).
+  virtual bool deviceMemory(DeviceMemory &memory) const {
+    (void)memory;
+    return false;
+  }
 
   /// `bytes` of zeroed memory in `space`, 64-byte aligned (bytes may be 0).
   /// Null and one line in `error` when it cannot be had.

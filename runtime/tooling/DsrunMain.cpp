@@ -464,6 +464,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   // What the process holds before any arena exists: libraries, the plan,
   // the data, MPI. The rss_* metrics measure the arenas' real cost on top.
   setup.rssBaselineBytes = readProcessMemory().residentBytes;
+  setup.backend = &p.loaded->backend();
   p.session = Session::create(*p.loaded, sessionOptions, error);
   if (!p.session)
     return kExitBadInput;

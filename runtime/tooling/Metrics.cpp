@@ -79,6 +79,11 @@ std::string metricsJson(const StepRecord &r) {
   j["world_size"] = r.worldSize;
   j["rss_baseline_bytes"] = r.rssBaselineBytes;
   j["rss_peak_bytes"] = r.rssPeakBytes;
+  if (r.hasDevice) {
+    j["device_baseline_bytes"] = r.device.baseline;
+    j["device_peak_bytes"] = r.device.used;
+    j["device_total_bytes"] = r.device.total;
+  }
   j["plan_written_bytes"] =
       sumBy(r.memory, &ArenaUsage::category, &ArenaUsage::writtenBytes);
   j["predicted_bytes"] =
@@ -118,6 +123,7 @@ std::string progressLine(const StepRecord &r, uint64_t totalSteps) {
          (r.hasValLoss ? "  val " + printf1("%.4f", r.valLoss) : "") + "  lr " +
          printf1("%.1e", r.lr) + "  " + formatRate(r.tokensPerS) +
          " tok/s  mem " + formatBytes(totalWritten(r.memory)) +
+         (r.hasDevice ? "  gpu " + formatBytes(r.device.used) : "") +
          (r.lossScale != 1 ? "  scale " + scaleText(r.lossScale) : "") +
          (r.skippedSteps ? "  skipped " + std::to_string(r.skippedSteps) : "");
 }
@@ -178,6 +184,21 @@ std::string summaryText(const RunSummary &s) {
             formatBytes(s.rssBaselineBytes) + " before the arenas + " +
             formatBytes(growth) + " (arenas total " +
             formatBytes(total.predicted) + ")\n";
+  }
+  if (s.hasDevice) {
+    // The driver's view of the whole device (other processes included).
+    uint64_t arenas = 0;
+    for (const ArenaUsage &a : s.memory)
+      if (a.space == "device")
+        arenas += a.predictedBytes;
+    const uint64_t growth = s.device.used > s.device.baseline
+                                ? s.device.used - s.device.baseline
+                                : 0;
+    text += "  device peak in use " + formatBytes(s.device.used) + " of " +
+            formatBytes(s.device.total) + " = " +
+            formatBytes(s.device.baseline) + " before the arenas + " +
+            formatBytes(growth) + " (device arenas " + formatBytes(arenas) +
+            ")\n";
   }
   return text;
 }

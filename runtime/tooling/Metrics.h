@@ -36,6 +36,10 @@ struct StepRecord {
   uint32_t rank = 0, worldSize = 1;
   uint64_t rssBaselineBytes = 0; ///< resident before the arenas existed
   uint64_t rssPeakBytes = 0;     ///< the process's peak resident set so far
+  /// On a backend with device memory: its most in use after any step so
+  /// far (used), what was in use before the arenas, and its size.
+  bool hasDevice = false;
+  DeviceMemory device;
 };
 
 /// One JSON object (no newline):
@@ -43,6 +47,8 @@ struct StepRecord {
 ///    "val_loss" (steps with a held-out evaluation only),
 ///    "tokens_per_s", "step_s", "rank", "world_size",
 ///    "rss_baseline_bytes", "rss_peak_bytes",
+///    "device_baseline_bytes", "device_peak_bytes", "device_total_bytes"
+///    (backends with device memory only),
 ///    "plan_written_bytes": {category: written},
 ///    "predicted_bytes": {category: ...},
 ///    "plan_written_bytes_per_space": {space: written},
@@ -51,7 +57,8 @@ struct StepRecord {
 std::string metricsJson(const StepRecord &record);
 
 /// "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB" (mem:
-/// the process's peak resident set), with "  skipped 3" once a step was
+/// the process's peak resident set), with "  gpu 62.1 GiB" (device memory
+/// in use at most) on a device, "  skipped 3" once a step was
 /// skipped, "  scale 2^15" in fp16 runs and "  val 2.3012" after an
 /// evaluation.
 std::string progressLine(const StepRecord &record, uint64_t totalSteps);
@@ -66,6 +73,8 @@ struct RunSummary {
   uint64_t tokens = 0;
   std::vector<ArenaUsage> memory;
   uint64_t rssBaselineBytes = 0, rssPeakBytes = 0;
+  bool hasDevice = false; ///< as in StepRecord
+  DeviceMemory device;
 };
 
 /// The end-of-run report: steps, final loss, throughput, a table of the

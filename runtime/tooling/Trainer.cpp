@@ -387,6 +387,15 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     record.worldSize = setup.worldSize;
     record.rssBaselineBytes = setup.rssBaselineBytes;
     record.rssPeakBytes = readProcessMemory().peakBytes;
+    DeviceMemory device;
+    if (setup.backend && setup.backend->deviceMemory(device)) {
+      // The most in use after any step (the arenas are fixed; libraries
+      // such as NCCL allocate at first use).
+      if (record.hasDevice)
+        device.used = std::max(device.used, record.device.used);
+      record.device = device;
+      record.hasDevice = true;
+    }
     if (setup.metrics) {
       // Flushed per step: a killed run keeps every finished step. A failed
       // write (a full disk) stops the run rather than leave a torn file
@@ -451,6 +460,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     summary.memory = session.arenaUsage();
     summary.rssBaselineBytes = setup.rssBaselineBytes;
     summary.rssPeakBytes = readProcessMemory().peakBytes;
+    summary.hasDevice = record.hasDevice;
+    summary.device = record.device;
     std::fputs(summaryText(summary).c_str(), setup.out);
     std::fflush(setup.out);
   }

@@ -95,6 +95,9 @@ struct TrainSetup {
   std::FILE *dumpBatch = nullptr; ///< every micro-batch, or null
   /// The process's resident bytes before the Session allocated its arenas.
   uint64_t rssBaselineBytes = 0;
+  /// Where device memory is read after each step (Backend::deviceMemory:
+  /// the device_* metrics), or null.
+  const Backend *backend = nullptr;
 };
 
 /// Exit statuses, as DESIGN.md fixes them for dsrun.

@@ -56,8 +56,26 @@ public:
 
   bool open(const cuda::CudaDevice::Settings &settings, std::string &error) {
     int ordinal = 0;
-    return cuda::pickDevice(ordinal, error) &&
-           device_.open(ordinal, settings, error);
+    if (!cuda::pickDevice(ordinal, error) ||
+        !device_.open(ordinal, settings, error))
+      return false;
+    DeviceMemory now;
+    if (deviceMemory(now)) // before any arena: the context's own cost
+      baseline_ = now.used;
+    return true;
+  }
+
+  bool deviceMemory(DeviceMemory &memory) const override {
+    cudaSetDevice(device_.ordinal);
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError(); // not a kernel's error
+      return false;
+    }
+    memory.used = total - free;
+    memory.baseline = baseline_;
+    memory.total = total;
+    return true;
   }
 
   std::unique_ptr<StreamExecutor>
@@ -162,6 +180,7 @@ private:
   }
 
   cuda::CudaDevice device_;
+  uint64_t baseline_ = 0; // device memory in use once opened
   std::mutex mutex_;
   std::unordered_set<void *> hostBlocks_;
 };

@@ -368,4 +368,36 @@ TEST(Metrics, Formatting) {
             "step 120/500  loss 2.4132  lr 6.0e-04  1.9k tok/s  mem 12.3 MiB");
 }
 
+// A backend with device memory (CUDA) adds the driver's readings: the
+// progress line's "gpu", three metrics and a summary line beside the
+// plan's device arenas. Without one, none of them appears.
+TEST(Metrics, DeviceMemoryReadings) {
+  StepRecord r;
+  r.step = 3;
+  r.memory = {{"params", "device", uint64_t(5) << 30, 0},
+              {"activations", "device", uint64_t(3) << 30, 0},
+              {"optimizer_state", "host", uint64_t(7) << 30, 0}};
+  EXPECT_EQ(metricsJson(r).find("device_"), std::string::npos);
+  EXPECT_EQ(progressLine(r, 10).find("gpu"), std::string::npos);
+  r.hasDevice = true;
+  r.device.used = uint64_t(9) << 30;
+  r.device.baseline = uint64_t(1) << 29;
+  r.device.total = uint64_t(140) << 30;
+  EXPECT_EQ(progressLine(r, 10), "step 3/10  loss 0.0000  lr 0.0e+00  0 "
+                                 "tok/s  mem 0 B  gpu 9.0 GiB");
+  const auto j = nlohmann::json::parse(metricsJson(r));
+  EXPECT_EQ(j["device_peak_bytes"], uint64_t(9) << 30);
+  EXPECT_EQ(j["device_baseline_bytes"], uint64_t(1) << 29);
+  EXPECT_EQ(j["device_total_bytes"], uint64_t(140) << 30);
+  RunSummary s;
+  s.memory = r.memory;
+  s.hasDevice = true;
+  s.device = r.device;
+  const std::string text = summaryText(s);
+  EXPECT_NE(text.find("  device peak in use 9.0 GiB of 140.0 GiB = 512.0 MiB "
+                      "before the arenas + 8.5 GiB (device arenas 8.0 GiB)\n"),
+            std::string::npos)
+      << text;
+}
+
 } // namespace
