@@ -194,6 +194,18 @@ bool SessionImpl::allocateArenas(std::string &error) {
             std::to_string(options_.deviceMemory);
     return false;
   }
+  // Without a budget, the device's own free memory is one: said before any
+  // arena is allocated, in the plan's terms rather than cudaMalloc's.
+  DeviceMemory device;
+  if (options_.deviceMemory == 0 && loaded_.backend().deviceMemory(device) &&
+      device.total >= device.used && deviceBytes > device.total - device.used) {
+    error = what + " needs " + std::to_string(deviceBytes) +
+            " bytes of device memory (" + breakdown + "); the " +
+            std::string(loaded_.backend().name()) + " device has " +
+            std::to_string(device.total - device.used) + " free of " +
+            std::to_string(device.total);
+    return false;
+  }
   for (uint32_t i = 0; i < count(plan_.arenas()); ++i) {
     const fb::Arena *a = plan_.arenas()->Get(i);
     ArenaMemory mem;

@@ -508,6 +508,35 @@ TEST(Session, DeviceMemoryBudget) {
   EXPECT_NE(Session::create(*plan, options, error), nullptr) << error;
 }
 
+// A backend with device memory of its own (CUDA) is its own budget when
+// none is given: the plan's total against what the driver reports free.
+TEST(Session, DeviceMemoryFree) {
+  struct SmallDevice : TestBackend {
+    uint64_t used = 0;
+    bool deviceMemory(rt::DeviceMemory &m) const override {
+      m.used = used;
+      m.baseline = 10;
+      m.total = 100;
+      return true;
+    }
+  } backend;
+  std::string error;
+  auto plan =
+      LoadedPlan::fromBytes(basicPlan().build(), "t.dsplan", error, backend);
+  ASSERT_TRUE(plan) << error;
+  backend.used = 53;
+  EXPECT_EQ(Session::create(*plan, {}, error), nullptr);
+  EXPECT_EQ(error, "t.dsplan needs 48 bytes of device memory (params 16 + "
+                   "grads 16 + activations 16); the cpu device has 47 free "
+                   "of 100");
+  backend.used = 52;
+  EXPECT_NE(Session::create(*plan, {}, error), nullptr) << error;
+  backend.used = 90; // a budget given is the budget
+  SessionOptions options;
+  options.deviceMemory = 48;
+  EXPECT_NE(Session::create(*plan, options, error), nullptr) << error;
+}
+
 TEST(Session, WorldSizeMismatch) {
   PlanSpec p = basicPlan();
   p.worldSize = 2;
