@@ -4,9 +4,10 @@
 // The forward tile program of AttentionTiles.h for q, k and v all bf16 (or
 // all f16), its two products on tensor cores (WarpMma.h). A block of eight
 // warps owns 128 query rows, a warp 16 of them: the warp computes its rows'
-// scores against a key tile (Q K^T), a thread per row turns them into
-// probabilities with the online softmax and rounds them to the operands'
-// type, as flash attention does, and the warp adds P V into accumulators it
+// scores against a key tile (Q K^T), two threads per row (every thread of
+// the block, each over half the tile's keys) turn them into probabilities
+// with the online softmax and round them to the operands' type, as flash
+// attention does, and the warp adds P V into accumulators it
 // keeps in registers, rescaled by row. Head dims are padded with zeros to
 // a multiple of 16 in shared memory.
 //
@@ -65,15 +66,26 @@ struct ForwardMmaTiles : QueryTiling {
   static constexpr int halves(int n) { return (n + 1) / 2; } // in floats
   // Shared memory, in floats: Q and K tiles (16-bit), V transposed
   // (16-bit, V^T[x][j]), scores (f32), P (16-bit), and per row the
-  // running max, sum and rescale factor; for the statistics the g tile
-  // (16-bit) and g . v (f32) instead of P.
+  // running max, sum and rescale factor and the step's new max; per half
+  // row the step's max and sum; for the statistics the g tile (16-bit) and
+  // g . v (f32) instead of P, and per half row the running D (double, at
+  // an even offset).
   static constexpr int kQ = 0, kK = kQ + halves(BR * LQ),
                        kV = kK + halves(BC * LK), kS = kV + halves(DM * LV),
                        kP = kS + BR * SW,
                        kM = kP + (kStats ? BR * SW : halves(BR * LP)),
-                       kL = kM + BR, kC = kL + BR, kG = kC + BR,
-                       kSmemFloats = kG + (kStats ? halves(BR * LQ) : 0);
-  static constexpr int kPrologue = 1, kBody = kStats ? 3 : 4, kEpilogue = 1;
+                       kL = kM + BR, kC = kL + BR, kMN = kC + BR,
+                       kHM = kMN + BR, kHS = kHM + 2 * BR, kG = kHS + 2 * BR,
+                       kD = (kG + (kStats ? halves(BR * LQ) : 0) + 1) / 2 * 2,
+                       kSmemFloats = kD + (kStats ? 4 * BR : 0);
+  // A query row's softmax is two threads', each over half the step's keys
+  // (phases 2 and 3); a row's running max and sum are updated from the
+  // halves in the next phase that has room: the P V phase, or for the
+  // statistics the next step's first phase and the epilogue.
+  static constexpr int kHalf = BC / 2;
+  static_assert(2 * BR == kThreads, "two threads per query row");
+  static constexpr int kPrologue = 1, kBody = kStats ? 4 : 5,
+                       kEpilogue = kStats ? 2 : 1;
   static constexpr int kTilesN = kStats ? 1 : DM / 8; // output column tiles
 
   DSC_TILE_FN ForwardMmaTiles() : QueryTiling{{}, BR, BC} {}
@@ -114,6 +126,8 @@ struct ForwardMmaTiles : QueryTiling {
     const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
     const int warp = t / 32, lane = t % 32;
     if (phase == 0) { // K, and V transposed
+      if (kStats && step > 0 && t < BR)
+        updateRow(sm, t); // the previous step's
       loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
                          half(sm, kK), LK, t);
       const int64_t width = roundUp(a.Dv, 16);
@@ -150,10 +164,17 @@ struct ForwardMmaTiles : QueryTiling {
             sm[kP + r * SW + c] = seen ? dp[i] : 0.0f;
         }
       }
-    } else if (phase == 2) { // probabilities, a thread per row
+    } else if (phase == 2) { // each half row's max
+      const float *s = sm + kS + (t / 2) * SW + (t % 2) * kHalf;
+      float m = -INFINITY;
+      for (int c = 0; c < kHalf; ++c)
+        m = s[c] > m ? s[c] : m;
+      sm[kHM + t] = m;
+    } else if (phase == 3) { // probabilities, two threads per row
+      softmaxHalf(sm, t / 2, t % 2, th);
+    } else { // rescale, then add P V; the rows' running max and sum
       if (t < BR)
-        softmaxStep(sm, t, th);
-    } else { // rescale, then add P V
+        updateRow(sm, t);
       const uint16_t *pr = half(sm, kP) + 16 * warp * LP, *vt = half(sm, kV);
       DSC_TILE_UNROLL
       for (int n = 0; n < kTilesN; ++n) {
@@ -171,58 +192,74 @@ struct ForwardMmaTiles : QueryTiling {
     }
   }
 
-  /// Row r's scores become probabilities relative to the new running max
-  /// (rounded to 16 bits for their product; the statistics keep f32 and
-  /// add P (g . v) in double, as the f32 program).
-  DSC_TILE_FN void softmaxStep(float *sm, int r, Thread &th) const {
-    const float *s = sm + kS + r * SW;
+  /// Half h of row r's scores become probabilities relative to the row's
+  /// new running max (rounded to 16 bits for their product; the statistics
+  /// keep f32 and add P (g . v) in double, as the f32 program). The half's
+  /// sum goes to kHS; thread h = 0 leaves the new max and the rescale
+  /// factor of the row's old sums for updateRow (kM is still read here).
+  DSC_TILE_FN void softmaxHalf(float *sm, int r, int h, Thread &th) const {
+    const float *s = sm + kS + r * SW + h * kHalf;
     const float m = sm[kM + r];
     float mNew = m;
-    for (int c = 0; c < BC; ++c)
-      mNew = s[c] > mNew ? s[c] : mNew;
-    float l = sm[kL + r], rescale = 1;
+    mNew = sm[kHM + 2 * r] > mNew ? sm[kHM + 2 * r] : mNew;
+    mNew = sm[kHM + 2 * r + 1] > mNew ? sm[kHM + 2 * r + 1] : mNew;
+    float sum = 0, rescale = 1; // nothing seen yet: nothing changes
     if constexpr (kStats) {
       if (mNew != -INFINITY) {
         rescale = expf(m - mNew); // 0 while m is -inf
-        float sum = 0;
         double dSum = 0;
-        for (int c = 0; c < BC; ++c) {
+        const float *dp = sm + kP + r * SW + h * kHalf;
+        for (int c = 0; c < kHalf; ++c) {
           const float e = expf(s[c] - mNew);
           sum += e;
-          dSum += double(e) * sm[kP + r * SW + c];
+          dSum += double(e) * dp[c];
         }
-        l = l * rescale + sum;
-        th.d = th.d * rescale + dSum;
+        th.d = th.d * rescale + dSum; // this half's share of D
       }
     } else {
-      uint16_t *pr = half(sm, kP) + r * LP;
-      if (mNew == -INFINITY) { // nothing seen yet
-        for (int c = 0; c < BC; ++c)
+      uint16_t *pr = half(sm, kP) + r * LP + h * kHalf;
+      if (mNew == -INFINITY) {
+        for (int c = 0; c < kHalf; ++c)
           pr[c] = 0;
       } else {
         rescale = expf(m - mNew);
-        float sum = 0;
-        for (int c = 0; c < BC; ++c) {
+        for (int c = 0; c < kHalf; ++c) {
           pr[c] = to16<kBF16>(expf(s[c] - mNew));
           sum += from16<kBF16>(pr[c]); // the weights the product uses
         }
-        l = l * rescale + sum;
       }
     }
-    sm[kM + r] = mNew;
-    sm[kL + r] = l;
-    sm[kC + r] = rescale;
+    sm[kHS + 2 * r + h] = sum;
+    if (h == 0) {
+      sm[kMN + r] = mNew;
+      sm[kC + r] = rescale;
+    }
   }
 
-  DSC_TILE_FN void epilogue(int, int64_t tile, int t, Thread &th,
+  /// Row r's running max and sum after a step's softmaxHalf.
+  DSC_TILE_FN void updateRow(float *sm, int r) const {
+    sm[kM + r] = sm[kMN + r];
+    sm[kL + r] =
+        sm[kL + r] * sm[kC + r] + (sm[kHS + 2 * r] + sm[kHS + 2 * r + 1]);
+  }
+
+  DSC_TILE_FN void epilogue(int phase, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile);
     if constexpr (kStats) {
-      if (t < BR && i0 + t < a.Tq) {
+      // (Doubles in float storage: copied bytewise, not aliased.)
+      if (phase == 0) { // the last step's row update; the halves' D shared
+        if (t < BR && steps(tile) > 0)
+          updateRow(sm, t);
+        memcpy(sm + kD + 2 * t, &th.d, sizeof(double));
+      } else if (t < BR && i0 + t < a.Tq) {
+        double d0, d1;
+        memcpy(&d0, sm + kD + 4 * t, sizeof(double));
+        memcpy(&d1, sm + kD + 4 * t + 2, sizeof(double));
         const float l = sm[kL + t];
         const int64_t row = p * a.Tq + i0 + t;
         lse[row] = l > 0 ? sm[kM + t] + logf(l) : INFINITY;
-        dsum[row] = l > 0 ? float(th.d / l) : 0.0f;
+        dsum[row] = l > 0 ? float((d0 + d1) / l) : 0.0f;
       }
     } else {
       const int warp = t / 32, lane = t % 32;
