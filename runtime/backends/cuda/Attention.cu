@@ -50,7 +50,7 @@ struct DeviceIO {
 /// A tile program on the device: a block per tile (grid-striding past 2^20
 /// tiles), its shared memory dynamic, a barrier after every phase. Two
 /// blocks per SM where shared memory allows (registers capped at 128 per
-/// thread; the programs take 40 to 124 KiB a block, so the largest run one
+/// thread; the programs take 40 to 126 KiB a block, so the largest run one
 /// per SM): one block's barrier stalls are the other's turn.
 template <class Prog>
 __global__ void __launch_bounds__(tiles::kThreads, 2) runTiles(Prog prog) {
