@@ -187,23 +187,22 @@ bool SessionImpl::allocateArenas(std::string &error) {
                  fb::categoryName(a->category()) + " " +
                  std::to_string(a->bytes());
   }
-  if (options_.deviceMemory != 0 && deviceBytes > options_.deviceMemory) {
-    error = what + " needs " + std::to_string(deviceBytes) +
-            " bytes of device memory (" + breakdown +
-            "); --device-memory allows " +
-            std::to_string(options_.deviceMemory);
-    return false;
-  }
-  // Without a budget, the device's own free memory is one: said before any
-  // arena is allocated, in the plan's terms rather than cudaMalloc's.
+  // The budget: --device-memory's, else the device's own free memory
+  // (said before any arena is allocated, in the plan's terms rather than
+  // cudaMalloc's).
+  uint64_t budget = options_.deviceMemory;
+  std::string allows = "--device-memory allows " + std::to_string(budget);
   DeviceMemory device;
-  if (options_.deviceMemory == 0 && loaded_.backend().deviceMemory(device) &&
-      device.total >= device.used && deviceBytes > device.total - device.used) {
+  if (budget == 0 && loaded_.backend().deviceMemory(device) &&
+      device.total > device.used) {
+    budget = device.total - device.used;
+    allows = "the " + std::string(loaded_.backend().name()) + " device has " +
+             std::to_string(budget) + " free of " +
+             std::to_string(device.total);
+  }
+  if (budget != 0 && deviceBytes > budget) {
     error = what + " needs " + std::to_string(deviceBytes) +
-            " bytes of device memory (" + breakdown + "); the " +
-            std::string(loaded_.backend().name()) + " device has " +
-            std::to_string(device.total - device.used) + " free of " +
-            std::to_string(device.total);
+            " bytes of device memory (" + breakdown + "); " + allows;
     return false;
   }
   for (uint32_t i = 0; i < count(plan_.arenas()); ++i) {

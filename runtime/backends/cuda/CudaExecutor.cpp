@@ -234,13 +234,15 @@ bool CudaExecutor::capture(const PreparedProgram &program,
   ok = ok && enqueue(program, ctx, what, state, err, false);
   // Joined and ended whatever happened, or the streams stay in capture
   // mode; the first failure is the one reported.
-  std::string joinErr;
+  std::string joinErr, why;
   for (int s = 1; s < kNumStreams; ++s)
     if (!program.perStream[size_t(s)].empty() &&
-        cudaOk(cudaEventRecord(join_[size_t(s)], dev_.streams[size_t(s)]),
-               joinErr, "cudaEventRecord"))
-      cudaOk(cudaStreamWaitEvent(origin, join_[size_t(s)], 0), joinErr,
-             "cudaStreamWaitEvent");
+        !(cudaOk(cudaEventRecord(join_[size_t(s)], dev_.streams[size_t(s)]),
+                 why, "cudaEventRecord") &&
+          cudaOk(cudaStreamWaitEvent(origin, join_[size_t(s)], 0), why,
+                 "cudaStreamWaitEvent")) &&
+        joinErr.empty())
+      joinErr = why;
   cudaGraph_t graph = nullptr;
   std::string endErr;
   const bool ended = cudaOk(cudaStreamEndCapture(origin, &graph), endErr,
