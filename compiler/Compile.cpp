@@ -14,13 +14,14 @@
 #include "compiler/plan/PlanModel.h"
 #include "models/Models.h"
 #include "runtime/core/ByteCount.h"
+#include "runtime/core/InputFile.h"
+#include "runtime/core/NumberText.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -38,6 +39,24 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitBadInput = 2;
 constexpr int64_t kDefaultMicroBatch = 4;
+/// Beyond the largest jobs run today (~100k GPUs); the plan stores 32 bits.
+constexpr uint64_t kMaxWorldSize = uint64_t(1) << 20;
+constexpr uint64_t kMaxBatch = uint64_t(1) << 31;
+/// Inputs read whole: a ds_config.json is a page of JSON, a model's MLIR
+/// holds no weights. Past these a path is wrong (an image, /dev/zero).
+constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
+constexpr uint64_t kMaxMlirBytes = uint64_t(1) << 30;
+
+/// `path` ("-": standard input) read whole as the runtime reads its inputs
+/// (InputFile.h: a regular file, under `limit`); null + one line naming it.
+std::unique_ptr<llvm::MemoryBuffer>
+readInput(const std::string &path, uint64_t limit, std::string &error) {
+  std::string bytes;
+  if (!rt::readWholeInput(path, bytes, error, limit))
+    return nullptr;
+  return llvm::MemoryBuffer::getMemBufferCopy(bytes,
+                                              path == "-" ? "<stdin>" : path);
+}
 
 /// "file:line:col", a NameLoc's name, or "dsc": where to point the user.
 std::string describe(Location loc) {
@@ -92,10 +111,14 @@ public:
     case DiagnosticSeverity::Error:
       break;
     }
-    sink(CompileMessage::Diagnostic, describe(diag.getLocation()) + ": " +
-                                         severity.str() + ": " + diag.str());
+    // One line per diagnostic: its notes ride along in parentheses, so a
+    // caller that reads the first line of stderr gets the whole story.
+    std::string line = describe(diag.getLocation()) + ": " + severity.str() +
+                       ": " + diag.str();
     for (Diagnostic &note : diag.getNotes())
-      print(note);
+      line +=
+          " (note: " + describe(note.getLocation()) + ": " + note.str() + ")";
+    sink(CompileMessage::Diagnostic, line);
   }
 
 private:
@@ -160,8 +183,14 @@ int compile(const CompileRequest &req, Compilation &out,
       !req.inputPath.empty() + !req.inputText.empty() + !req.model.empty();
   if (sources != 1)
     return fail("give exactly one of MODEL.mlir or --model NAME[:options]");
-  if (req.worldSize < 1)
-    return fail("--world-size: expected a positive integer");
+  if (req.worldSize < 1 || req.worldSize > int64_t(kMaxWorldSize))
+    return fail("--world-size: expected " + expectedCount(1, kMaxWorldSize) +
+                ", got " + std::to_string(req.worldSize));
+  if (req.evalMicroBatch &&
+      (*req.evalMicroBatch < 1 || *req.evalMicroBatch > kMaxBatch))
+    return fail("--eval-micro-batch-size: expected " +
+                expectedCount(1, kMaxBatch) + ", got " +
+                std::to_string(*req.evalMicroBatch));
   uint64_t deviceBudget = 0;
   if (!req.deviceMemory.empty()) {
     if (!parseByteCount(req.deviceMemory, deviceBudget) || deviceBudget == 0)
@@ -181,9 +210,8 @@ int compile(const CompileRequest &req, Compilation &out,
     std::string error;
     std::unique_ptr<llvm::MemoryBuffer> file;
     if (!req.configPath.empty()) {
-      file = openInputFile(req.configPath, &error);
-      if (!file)
-        return fail("cannot read '" + req.configPath + "': " + error);
+      if (!(file = readInput(req.configPath, kMaxConfigBytes, error)))
+        return fail("--config " + error);
     } else {
       file = llvm::MemoryBuffer::getMemBuffer(req.configText, configName);
     }
@@ -264,16 +292,14 @@ int compile(const CompileRequest &req, Compilation &out,
     module = models::buildModel(context, req.model, microBatch, error);
     if (!module)
       return fail("--model " + error);
-    if (req.evalMicroBatch < 0)
-      return fail("--eval-micro-batch-size: expected a positive number");
-    if (req.evalMicroBatch && req.evalMicroBatch != microBatch) {
+    if (req.evalMicroBatch && *req.evalMicroBatch != microBatch) {
       if (StringRef(req.model).contains("batch_size="))
         return fail("--eval-micro-batch-size: --model sets batch_size; give "
                     "the training batch in --config instead");
       // The eval program's graph: the same model at the eval batch, as
       // @forward_eval (ds-eval builds @eval from it).
       OwningOpRef<ModuleOp> other =
-          models::buildModel(context, req.model, req.evalMicroBatch, error);
+          models::buildModel(context, req.model, *req.evalMicroBatch, error);
       if (!other)
         return fail("--model " + error);
       auto forward = other->lookupSymbol<func::FuncOp>("forward");
@@ -290,9 +316,8 @@ int compile(const CompileRequest &req, Compilation &out,
     std::string error;
     std::unique_ptr<llvm::MemoryBuffer> file;
     if (!req.inputPath.empty()) {
-      file = openInputFile(req.inputPath, &error);
-      if (!file)
-        return fail("cannot read '" + req.inputPath + "': " + error);
+      if (!(file = readInput(req.inputPath, kMaxMlirBytes, error)))
+        return fail(error);
     } else {
       file = llvm::MemoryBuffer::getMemBufferCopy(req.inputText, sourceName);
     }
@@ -318,8 +343,10 @@ int compile(const CompileRequest &req, Compilation &out,
     StringRef text = StringRef(req.passPipeline).trim();
     if (text.consume_front("builtin.module(") && text.consume_back(")"))
       text = text.trim();
+    // The parser echoes the pipeline under its message with a caret: the
+    // message line alone says what is wrong.
     if (failed(parsePassPipeline(text, pm, os)))
-      return fail("--pass-pipeline: " + error);
+      return fail("--pass-pipeline: " + StringRef(error).split('\n').first);
     // The plan phases still come after a replayed IR pipeline.
     if (req.phase >= Phase::Plan)
       pm.addPass(createLowerToPlanPass(train.plan, out.plan));

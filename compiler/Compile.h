@@ -36,7 +36,8 @@ struct CompileRequest {
   std::string configText;
   std::string configName = "ds_config.json";
   int64_t worldSize = 1;
-  int64_t evalMicroBatch = 0;
+  /// Rows of the eval program's batch; unset: the training micro-batch.
+  std::optional<int64_t> evalMicroBatch;
   /// Overrides of the config's activation_checkpointing (dsc's flags).
   std::string remat;
   std::optional<int64_t> rematEvery;

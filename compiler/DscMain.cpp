@@ -11,6 +11,7 @@
 #include "compiler/Compile.h"
 #include "compiler/Report.h"
 #include "runtime/core/OutputPath.h"
+#include "runtime/core/PathRules.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -107,9 +108,10 @@ struct Options {
 
 } // namespace
 
-/// MLIR's parser recurses per nesting level: a file of 50000 '[' would
-/// overflow the stack. One pass over the text (strings and comments
-/// skipped) refuses nesting deeper than any model needs, naming the line.
+/// MLIR's parser recurses per nesting level: a file of 50000 '[' (or
+/// "tuple<" types) would overflow the stack. One pass over the text
+/// (strings and comments skipped) refuses nesting deeper than any model
+/// needs, naming the line.
 bool checkNesting(StringRef text, StringRef name, std::string &error) {
   constexpr int kMaxDepth = 1000;
   int depth = 0, line = 1;
@@ -126,18 +128,36 @@ bool checkNesting(StringRef text, StringRef name, std::string &error) {
     } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
       while (i + 1 < text.size() && text[i + 1] != '\n')
         ++i; // a comment: to the end of the line
-    } else if (c == '(' || c == '[' || c == '{') {
+    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
       if (++depth > kMaxDepth) {
         error = (name + ":" + Twine(line) + ": nested more than " +
                  Twine(kMaxDepth) + " levels deep")
                     .str();
         return false;
       }
-    } else if (c == ')' || c == ']' || c == '}') {
+    } else if (c == ')' || c == ']' || c == '}' ||
+               (c == '>' && !(i > 0 && text[i - 1] == '-') &&
+                !(i + 1 < text.size() && text[i + 1] == '='))) {
+      // "->" and ">=" close nothing.
       depth = std::max(0, depth - 1);
     }
   }
   return true;
+}
+
+std::string joinToolLines(StringRef text, StringRef prefix) {
+  std::string joined;
+  SmallVector<StringRef> lines;
+  text.split(lines, '\n');
+  for (StringRef line : lines) {
+    line = line.trim();
+    line.consume_front(prefix);
+    line = line.trim();
+    if (line.empty())
+      continue;
+    joined += (joined.empty() ? "" : "; ") + line.str();
+  }
+  return joined;
 }
 
 /// `--help` lists dsc's own flags and the few MLIR ones for inspecting
@@ -179,10 +199,17 @@ int runDscMain(int argc, char **argv) {
   registerDefaultTimingManagerCLOptions();
   Options opts;
   showOnlyDscFlags();
-  if (!cl::ParseCommandLineOptions(
-          argc, argv, "dsc: compiles a model into a training step\n",
-          &llvm::errs()))
-    return kExitBadInput;
+  {
+    // LLVM reports a bad flag over two lines ("Unknown command line
+    // argument", then "Did you mean"): one line here, as for every error.
+    std::string problems;
+    llvm::raw_string_ostream os(problems);
+    if (!cl::ParseCommandLineOptions(
+            argc, argv, "dsc: compiles a model into a training step\n", &os)) {
+      llvm::errs() << "dsc: " << joinToolLines(problems, "dsc: ") << "\n";
+      return kExitBadInput;
+    }
+  }
 
   auto print = [](CompileMessage kind, const std::string &line) {
     switch (kind) {
@@ -203,6 +230,19 @@ int runDscMain(int argc, char **argv) {
   };
   if (opts.input.empty() == opts.model.empty())
     return fail("give exactly one of MODEL.mlir or --model NAME[:options]");
+  if (opts.output.empty())
+    return fail("-o: expected a file name (or - for standard output)");
+  if (opts.config.getNumOccurrences() && opts.config.empty())
+    return fail("--config: expected a file name");
+  // Before anything is compiled or opened for writing (PathRules.h).
+  std::string error;
+  if (!checkOutputsDistinct(
+          {{"the input", opts.input}, {"--config", opts.config}},
+          {{"-o", opts.output}}, error))
+    return fail(error);
+  OutputPath where; // a FIFO or a directory: refused before compiling
+  if (opts.output != "-" && !classifyOutput(opts.output, where, error))
+    return fail("-o " + error);
   std::optional<Phase> phase = parsePhase(opts.compileTo);
   if (!phase)
     return fail("--compile-to: unknown phase '" + opts.compileTo +
@@ -220,7 +260,8 @@ int runDscMain(int argc, char **argv) {
   req.model = opts.model;
   req.configPath = opts.config;
   req.worldSize = opts.worldSize;
-  req.evalMicroBatch = opts.evalMicroBatch;
+  if (opts.evalMicroBatch.getNumOccurrences())
+    req.evalMicroBatch = opts.evalMicroBatch;
   req.remat = opts.remat;
   if (opts.rematEvery.getNumOccurrences())
     req.rematEvery = opts.rematEvery;
@@ -243,12 +284,18 @@ int runDscMain(int argc, char **argv) {
   OwningOpRef<ModuleOp> &module = compiled.module;
   PlanResult &planResult = *compiled.plan;
 
-  if (opts.report)
+  if (opts.report) {
     printReport(planResult.plan, compiled.remat, llvm::outs());
+    // A failed write (a full disk, /dev/full) is this run's error, not a
+    // "LLVM ERROR" when the stream is destroyed.
+    llvm::outs().flush();
+    if (llvm::outs().has_error()) {
+      llvm::outs().clear_error();
+      return fail("cannot write the report to standard output");
+    }
+  }
   if (opts.report && opts.output == "-")
     return kExitOk;
-
-  std::string error;
   if (emit == "plan" && opts.output == "-" &&
       llvm::sys::Process::StandardOutIsDisplayed())
     return fail("refusing to write a binary plan to a terminal; use -o "

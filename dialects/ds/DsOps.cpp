@@ -5,6 +5,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -22,11 +24,18 @@ static RankedTensorType tensorOf(Value v) {
 LogicalResult VariableOp::verify() {
   if (!getTensorType().hasStaticShape())
     return emitOpError("needs a static shape");
+  // A variable of no elements has nothing to train, and ops built on it in
+  // the backward (an embedding's gradient of a 0-row table) cannot exist.
+  if (getTensorType().getNumElements() == 0)
+    return emitOpError("holds no elements (shape ")
+           << shapeStr(getTensorType().getShape())
+           << "): every dimension must be at least 1";
   if (getInit() == InitKind::normal) {
     if (!getStd())
       return emitOpError("init normal needs a std");
-    if (getStd()->convertToDouble() <= 0)
-      return emitOpError("std must be positive");
+    double std = getStd()->convertToDouble();
+    if (!(std > 0) || !std::isfinite(std))
+      return emitOpError("std must be positive and finite, got ") << std;
   } else if (getStd()) {
     return emitOpError("std is only meaningful with init normal");
   }
@@ -102,7 +111,7 @@ LogicalResult IotaOp::verify() {
 
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
-  if (rate < 0 || rate >= 1)
+  if (!(rate >= 0 && rate < 1)) // NaN too
     return emitOpError("rate must be in [0, 1), got ") << rate;
   return success();
 }
@@ -164,16 +173,18 @@ LogicalResult LayerNormOp::verify() {
     return failure();
   if (getBias() && failed(verifyNormWeight(*this, getX(), getBias(), "bias")))
     return failure();
-  if (getEps().convertToDouble() < 0)
-    return emitOpError("eps must be non-negative");
+  if (!(getEps().convertToDouble() >= 0) ||
+      !std::isfinite(getEps().convertToDouble()))
+    return emitOpError("eps must be non-negative and finite");
   return success();
 }
 
 LogicalResult RmsNormOp::verify() {
   if (failed(verifyNormWeight(*this, getX(), getWeight(), "weight")))
     return failure();
-  if (getEps().convertToDouble() < 0)
-    return emitOpError("eps must be non-negative");
+  if (!(getEps().convertToDouble() >= 0) ||
+      !std::isfinite(getEps().convertToDouble()))
+    return emitOpError("eps must be non-negative and finite");
   return success();
 }
 
@@ -254,8 +265,9 @@ LogicalResult RotaryOp::verify() {
   if (x.getShape().back() % 2)
     return emitOpError("head size ")
            << x.getShape().back() << " must be even to rotate pairs";
-  if (getTheta().convertToDouble() <= 0)
-    return emitOpError("theta must be positive");
+  double theta = getTheta().convertToDouble();
+  if (!(theta > 0) || !std::isfinite(theta))
+    return emitOpError("theta must be positive and finite");
   return success();
 }
 
@@ -282,9 +294,10 @@ LogicalResult AdamWOp::verify() {
            << shapeStr(tensorOf(getParam()).getShape());
   for (double beta :
        {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
-    if (beta < 0 || beta >= 1)
+    if (!(beta >= 0 && beta < 1)) // NaN too
       return emitOpError("betas must be in [0, 1)");
-  if (getEps().convertToDouble() <= 0)
-    return emitOpError("eps must be positive");
+  double eps = getEps().convertToDouble();
+  if (!(eps > 0) || !std::isfinite(eps))
+    return emitOpError("eps must be positive and finite");
   return success();
 }

@@ -21,12 +21,26 @@
 
 namespace dsc::rt {
 
+/// "16 MiB", "2 GiB": a read limit in a message.
+inline std::string sizeLimitText(uint64_t bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + " " + units[u];
+}
+
 /// The bytes of `path`. False + one line: "PATH: cannot open: REASON" or
 /// "PATH: cannot read: REASON" (not a regular file, a read error, a file
 /// that shrank while read).
+/// "PATH: cannot read: larger than the 16 MiB a config may be": a limit
+/// keeps a wrong path (a disk image, /dev/zero through a link) from
+/// exhausting memory. `maxBytes` 0: none.
 template <class Bytes>
-bool readRegularFile(const std::string &path, Bytes &bytes,
-                     std::string &error) {
+bool readRegularFile(const std::string &path, Bytes &bytes, std::string &error,
+                     uint64_t maxBytes = 0) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     error = path + ": cannot open: " + std::strerror(errno);
@@ -38,6 +52,8 @@ bool readRegularFile(const std::string &path, Bytes &bytes,
     problem = std::strerror(errno);
   } else if (!S_ISREG(st.st_mode)) {
     problem = "not a regular file";
+  } else if (maxBytes && uint64_t(st.st_size) > maxBytes) {
+    problem = "larger than " + sizeLimitText(maxBytes);
   } else {
     bytes.resize(size_t(st.st_size));
     size_t done = 0;
@@ -58,6 +74,35 @@ bool readRegularFile(const std::string &path, Bytes &bytes,
     return false;
   }
   return true;
+}
+
+/// `path`, or standard input for "-", read whole by the rules above (a
+/// pipe on standard input is read to its end, up to `maxBytes`).
+template <class Bytes>
+bool readWholeInput(const std::string &path, Bytes &bytes, std::string &error,
+                    uint64_t maxBytes) {
+  if (path != "-")
+    return readRegularFile(path, bytes, error, maxBytes);
+  bytes.clear();
+  char chunk[65536];
+  for (;;) {
+    ssize_t got = ::read(STDIN_FILENO, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      error =
+          std::string("standard input: cannot read: ") + std::strerror(errno);
+      return false;
+    }
+    if (got == 0)
+      return true;
+    if (bytes.size() + size_t(got) > maxBytes) {
+      error =
+          "standard input: cannot read: larger than " + sizeLimitText(maxBytes);
+      return false;
+    }
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  }
 }
 
 } // namespace dsc::rt

@@ -6,18 +6,22 @@
 // regular file may be replaced. A regular file (through a symbolic link to
 // one, the link's target) or nothing: the bytes go to a new temporary file
 // beside it, created exclusively (no existing file is truncated), synced
-// and renamed over it. A character device or FIFO (/dev/null, a pipe): the
-// bytes are written to it as it is; it is never renamed over. Anything
-// else (a directory, a socket, a dangling link): one line, and nothing is
-// touched. Header-only, POSIX.
+// and renamed over it. The null device: the bytes are written to it; it is
+// never renamed over. Anything else (a FIFO, which would block until a
+// reader comes, another device, a directory, a socket, a dangling link):
+// one line, and nothing is touched. Which outputs may share a file with an
+// input is PathRules.h's. Header-only, POSIX.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_CORE_OUTPUTPATH_H
 #define DSC_RUNTIME_CORE_OUTPUTPATH_H
 
+#include "runtime/core/PathRules.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -29,7 +33,7 @@
 namespace dsc {
 
 struct OutputPath {
-  bool direct = false; ///< a device or FIFO: write to `target` as is
+  bool direct = false; ///< the null device: write to `target` as is
   std::string target;  ///< what to write to, or to rename over
 };
 
@@ -51,9 +55,14 @@ inline bool classifyOutput(const std::string &path, OutputPath &out,
     out = {false, path};
     return true;
   }
-  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+  if (isNullDevice(st)) {
     out = {true, path};
     return true;
+  }
+  if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+    error = path + (S_ISFIFO(st.st_mode) ? ": is a FIFO" : ": is a device") +
+            "; outputs must be regular files or /dev/null";
+    return false;
   }
   if (!S_ISREG(st.st_mode)) {
     error =
@@ -155,6 +164,20 @@ private:
   std::string path_, tmp_;
   int fd_ = -1;
 };
+
+/// An output written as the run goes (metrics, traces, batch dumps): the
+/// same kinds of path as above, opened in place (truncated) rather than
+/// through a temporary. Null + one line on error.
+inline std::FILE *openStreamOutput(const std::string &path,
+                                   std::string &error) {
+  OutputPath where;
+  if (!classifyOutput(path, where, error))
+    return nullptr;
+  std::FILE *f = std::fopen(path.c_str(), where.direct ? "a" : "w");
+  if (!f)
+    error = path + ": cannot open for writing: " + std::strerror(errno);
+  return f;
+}
 
 /// Writes `size` bytes to output `path` by the rules above; false + one
 /// line, with the previous contents intact, on failure.

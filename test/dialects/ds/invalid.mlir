@@ -11,8 +11,25 @@ ds.variable param @w : tensor<4xf32> init zeros std 1.0
 
 // -----
 
-// expected-error @+1 {{'ds.variable' op std must be positive}}
+// expected-error @+1 {{'ds.variable' op std must be positive and finite, got 0}}
 ds.variable param @w : tensor<4xf32> init normal std 0.0
+
+// -----
+
+// NaN compared false with "<= 0" and compiled; dsrun then refused the plan.
+// expected-error @+1 {{'ds.variable' op std must be positive and finite, got nan}}
+ds.variable param @w : tensor<4xf32> init normal std 0x7FF8000000000000
+
+// -----
+
+// expected-error @+1 {{'ds.variable' op std must be positive and finite, got INF}}
+ds.variable param @w : tensor<4xf32> init normal std 0x7FF0000000000000
+
+// -----
+
+// A 0-row embedding table aborted in autodiff (EmbeddingGradOp::build).
+// expected-error @+1 {{'ds.variable' op holds no elements (shape 0x8): every dimension must be at least 1}}
+ds.variable param @w : tensor<0x8xf32> init zeros
 
 // -----
 
