@@ -26,8 +26,11 @@ for t in "${targets[@]}"; do
   work=$build/corpus/$t
   mkdir -p "$work"
   log=$build/$t.log
+  # A target's dictionary (test/fuzz/TARGET.dict), where it has one.
+  dict=()
+  [ -f "$root/test/fuzz/$t.dict" ] && dict=(-dict="$root/test/fuzz/$t.dict")
   # Leaks are reported too (LeakSanitizer, on by default with ASan).
-  if "$build/test/fuzz/$t" -max_total_time="$seconds" -timeout=20 \
+  if "$build/test/fuzz/$t" "${dict[@]}" -max_total_time="$seconds" -timeout=20 \
        -rss_limit_mb=2560 -print_final_stats=1 \
        -artifact_prefix="$build/artifacts/$t-" \
        "$work" "$root/test/fuzz/corpus/$t" >"$log" 2>&1; then
