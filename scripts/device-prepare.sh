@@ -20,8 +20,14 @@ rm -rf "$out"
 mkdir -p "$out/include" "$out/share/cmake" "$out/plans"
 
 # Build inputs: FlatBuffers' headers with the plan_generated.h their flatc
-# wrote, nlohmann/json (headers and CMake package), GoogleTest's sources.
+# wrote, nlohmann/json (headers and CMake package), xxHash, GoogleTest's
+# sources.
 cp -r /usr/include/flatbuffers /usr/include/nlohmann "$out/include/"
+# xxHash (checkpoint checksums): its header and static library, which
+# find_library finds under device/lib through CMAKE_PREFIX_PATH.
+mkdir -p "$out/lib"
+cp /usr/include/xxhash.h "$out/include/"
+cp "$(pkg-config --variable=libdir libxxhash)/libxxhash.a" "$out/lib/"
 # NCCL's header (the CUDA toolkit there may not have it; the library is
 # opened at run time, and only by multi-rank runs).
 for nccl in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do

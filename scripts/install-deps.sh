@@ -13,7 +13,7 @@ pkgs=(
   libflatbuffers-dev flatbuffers-compiler-dev
   libgtest-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libboost-dev iproute2
+  nlohmann-json3-dev libboost-dev iproute2 libxxhash-dev
   python3 python3-numpy python3-torch python3-venv python3-dev pybind11-dev time
 )
 missing=()

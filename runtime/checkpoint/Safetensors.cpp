@@ -130,8 +130,13 @@ bool SafetensorsWriter::open(const std::string &path,
   for (int i = 0; i < 8; ++i)
     length[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
   next_ = 0;
-  return out_->write(length, 8, error) &&
-         out_->write(text.data(), text.size(), error);
+  return put(length, 8, error) && put(text.data(), text.size(), error);
+}
+
+bool SafetensorsWriter::put(const void *data, uint64_t size,
+                            std::string &error) {
+  sum_.update(data, size_t(size));
+  return out_->write(data, size_t(size), error);
 }
 
 bool SafetensorsWriter::write(const float *data, uint64_t count,
@@ -142,7 +147,7 @@ bool SafetensorsWriter::write(const float *data, uint64_t count,
     return false;
   }
   ++next_;
-  return out_->write(data, count * sizeof(float), error);
+  return put(data, count * sizeof(float), error);
 }
 
 bool SafetensorsWriter::commit(std::string &error) {
@@ -157,7 +162,7 @@ bool SafetensorsWriter::commit(std::string &error) {
 bool saveSafetensors(const std::string &path,
                      const std::vector<TensorToSave> &tensors,
                      const std::map<std::string, std::string> &metadata,
-                     std::string &error) {
+                     std::string &error, FileChecksum *written) {
   SafetensorsWriter writer;
   if (!writer.open(path, tensors, metadata, error))
     return false;
@@ -167,6 +172,8 @@ bool saveSafetensors(const std::string &path,
     if (!writer.write(t.data, bytes / sizeof(float), error))
       return false;
   }
+  if (written)
+    *written = writer.written();
   return writer.commit(error);
 }
 

@@ -12,6 +12,8 @@
 #ifndef DSC_RUNTIME_CHECKPOINT_SAFETENSORS_H
 #define DSC_RUNTIME_CHECKPOINT_SAFETENSORS_H
 
+#include "runtime/checkpoint/Checksum.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -40,6 +42,8 @@ struct TensorToSave {
 /// tensor at a time: open() writes the header for `tensors` (names and
 /// shapes; their data is not read), write() appends each one's floats in
 /// that order, commit() puts the file in place as saveSafetensors does.
+/// written() is the checksum of the bytes written so far (a checkpoint's
+/// manifest records it without reading the file back).
 class SafetensorsWriter {
 public:
   SafetensorsWriter();
@@ -49,9 +53,13 @@ public:
             std::string &error);
   bool write(const float *data, uint64_t count, std::string &error);
   bool commit(std::string &error);
+  FileChecksum written() const { return sum_.result(); }
 
 private:
+  bool put(const void *data, uint64_t size, std::string &error);
+
   std::unique_ptr<OutputFile> out_;
+  StreamChecksum sum_;
   std::vector<uint64_t> sizes_; ///< floats per tensor
   size_t next_ = 0;
 };
@@ -59,10 +67,11 @@ private:
 /// Writes `tensors` (in this order) and `metadata` to `path`. The bytes go to
 /// `path`.tmp first, which is then renamed over `path`, so a failure never
 /// leaves a truncated file under the final name. False + one line on error.
+/// `written`, if given, receives the file's checksum.
 bool saveSafetensors(const std::string &path,
                      const std::vector<TensorToSave> &tensors,
                      const std::map<std::string, std::string> &metadata,
-                     std::string &error);
+                     std::string &error, FileChecksum *written = nullptr);
 
 /// One tensor of a validated file.
 struct SafetensorsEntry {
@@ -97,6 +106,7 @@ public:
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
   }
+
   /// The entry's bytes (entry.end - entry.begin of them).
   const uint8_t *data(const SafetensorsEntry &entry) const {
     return base_ + dataStart_ + entry.begin;

@@ -1,7 +1,9 @@
 //===- Checkpoint.cpp - training checkpoints: save, find, resume ----------===//
 #include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/CheckpointIndex.h"
+#include "runtime/tooling/CheckpointManifest.h"
 
+#include "runtime/checkpoint/Checksum.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/Fnv1a.h"
@@ -27,7 +29,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Names of step directories that are not (or no longer) checkpoints: a
+// save being written, a checkpoint being replaced by a newer save of its
+// step, one being pruned. None of them ever counts as committed.
 constexpr const char *kPartial = ".partial";
+constexpr const char *kOld = ".old";
+constexpr const char *kPruning = ".pruning";
 
 /// The state a checkpoint holds: everything but the gradient accumulators,
 /// which every step boundary leaves at zero.
@@ -36,27 +43,8 @@ bool checkpointed(const NamedTensor &v) {
          v.kind == StateKind::optState;
 }
 
-std::string stepName(uint64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08llu",
-                static_cast<unsigned long long>(step));
-  return name;
-}
-
 /// The plan identity as the manifest writes it: 16 hex digits.
-std::string hex(uint64_t id) {
-  char text[20];
-  std::snprintf(text, sizeof text, "%016llx",
-                static_cast<unsigned long long>(id));
-  return text;
-}
-
-std::string rankFile(int rank, int worldSize) {
-  char name[64];
-  std::snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", rank,
-                worldSize);
-  return name;
-}
+std::string hex(uint64_t id) { return checksumText(id); }
 
 bool syncDirectory(const std::string &dir, std::string &error) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -86,6 +74,24 @@ bool agree(const CheckpointRun &run, bool ok, std::string &error) {
   return any == 0;
 }
 
+/// Every rank's file checksum, on every rank (rank 0 writes them into the
+/// manifest): each rank hashed its own file as it wrote it.
+bool gatherChecksums(const CheckpointRun &run, const FileChecksum &mine,
+                     std::vector<FileChecksum> &all, std::string &error) {
+  all.assign(size_t(run.worldSize), FileChecksum{});
+  if (!run.comm || run.worldSize == 1) {
+    all[0] = mine;
+    return true;
+  }
+  std::vector<uint64_t> words(2 * size_t(run.worldSize));
+  uint64_t own[2] = {mine.bytes, mine.xxh3};
+  if (!run.comm->allGather(own, words.data(), 2, DType::i64, nullptr, error))
+    return false;
+  for (size_t r = 0; r < all.size(); ++r)
+    all[r] = {words[2 * r], words[2 * r + 1]};
+  return true;
+}
+
 /// Removes a checkpoint directory dsrun made (only the files it writes),
 /// then the directory itself.
 void removeCheckpointDir(const fs::path &dir) {
@@ -99,21 +105,143 @@ void removeCheckpointDir(const fs::path &dir) {
   fs::remove(dir, ec); // fails, harmlessly, if something else is in it
 }
 
-/// Committed checkpoints in `dir`, oldest first, and uncommitted leftovers.
-void listCheckpoints(const fs::path &dir, std::vector<fs::path> &committed,
-                     std::vector<fs::path> &partial, std::error_code &ec) {
+bool endsWith(const std::string &s, const std::string &tail) {
+  return s.size() >= tail.size() &&
+         s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+/// Why a directory named like a committed checkpoint is not one, "" if it
+/// is. A manifest that does not validate still marks a commit: loading it
+/// says what is wrong with it, rather than resuming from an older one.
+std::string notCommitted(const fs::path &dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / kCheckpointManifest, ec))
+    return "no " + std::string(kCheckpointManifest);
+  CheckpointManifest m;
+  std::string ignored;
+  if (!readCheckpointManifest(dir.string(), m, ignored))
+    return "";
+  for (const ShardRecord &s : m.files)
+    if (!fs::exists(dir / s.name, ec))
+      return "no " + s.name;
+  return "";
+}
+
+/// A step directory that is not a checkpoint, and whether dsrun made it
+/// (then the next save removes it).
+struct Leftover {
+  fs::path path;
+  std::string why;
+  bool ours = false;
+};
+
+/// A step directory's name with a suffix: what is left of a save, a
+/// replacement or a prune that did not finish.
+Leftover leftover(const fs::path &path, const std::string &name) {
+  uint64_t step = 0;
+  for (const auto &[suffix, why] :
+       {std::pair<const char *, const char *>{kPartial, "an interrupted save"},
+        {kOld, "a replaced checkpoint not yet removed"},
+        {kPruning, "an interrupted --keep prune"}}) {
+    if (endsWith(name, suffix) &&
+        parseCheckpointStepName(
+            name.substr(0, name.size() - std::strlen(suffix)), step))
+      return {path, "not committed (" + std::string(why) + ")", true};
+  }
+  return {path, "not a step-NNNNNNNN name", false};
+}
+
+/// Committed checkpoints in `dir` by step, oldest first, and leftovers.
+void listCheckpoints(const fs::path &dir,
+                     std::vector<std::pair<uint64_t, fs::path>> &committed,
+                     std::vector<Leftover> &leftovers, std::error_code &ec) {
   for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !e.is_directory())
+    std::error_code typeError;
+    if (name.rfind("step-", 0) != 0 || !e.is_directory(typeError))
       continue;
-    if (name.size() > 8 && name.compare(name.size() - 8, 8, kPartial) == 0)
-      partial.push_back(e.path());
-    else if (fs::exists(e.path() / kCheckpointManifest))
-      committed.push_back(e.path());
+    uint64_t step = 0;
+    if (!parseCheckpointStepName(name, step)) {
+      leftovers.push_back(leftover(e.path(), name));
+      continue;
+    }
+    std::string why = notCommitted(e.path());
+    if (why.empty())
+      committed.push_back({step, e.path()});
     else
-      partial.push_back(e.path()); // a step directory without its manifest
+      leftovers.push_back({e.path(), "not committed (" + why + ")", true});
   }
   std::sort(committed.begin(), committed.end());
+}
+
+/// Puts the whole `partial` directory in place as `final`: the rename is
+/// the commit. A checkpoint already at `final` (its step saved again) is
+/// renamed aside first and removed once the new one is in place.
+bool commitStep(const fs::path &dir, const fs::path &partial,
+                const fs::path &final, std::string &error) {
+  std::error_code ec;
+  const fs::path old = final.string() + kOld;
+  bool replaced = fs::exists(final, ec);
+  if (replaced) {
+    if (fs::exists(old, ec))
+      removeCheckpointDir(old); // from a save killed while replacing
+    fs::rename(final, old, ec);
+  }
+  if (!ec)
+    fs::rename(partial, final, ec);
+  if (ec) {
+    error = "cannot commit '" + final.string() + "': " + ec.message();
+    return false;
+  }
+  if (!syncDirectory(dir.string(), error))
+    return false;
+  if (replaced)
+    removeCheckpointDir(old);
+  return true;
+}
+
+/// --keep: all but the newest `keep` committed checkpoints (never the one
+/// just committed) leave the committed namespace by a rename to
+/// step-N.pruning, synced, and only then are deleted. A kill at any moment
+/// leaves each one whole under its own name, or a .pruning leftover that
+/// resuming ignores and the next save removes: never a step-N with a
+/// manifest and part of its files.
+void pruneCheckpoints(const fs::path &dir, uint64_t keep,
+                      const fs::path &justCommitted) {
+  std::vector<std::pair<uint64_t, fs::path>> committed;
+  std::vector<Leftover> leftovers;
+  std::error_code ec;
+  listCheckpoints(dir, committed, leftovers, ec);
+  std::vector<fs::path> doomed;
+  for (size_t i = 0; !ec && i + keep < committed.size(); ++i) {
+    const fs::path &step = committed[i].second;
+    if (step.filename() == justCommitted.filename())
+      continue;
+    fs::path trash = step.string() + kPruning;
+    if (fs::exists(trash, ec))
+      removeCheckpointDir(trash);
+    fs::rename(step, trash, ec);
+    if (!ec)
+      doomed.push_back(trash);
+  }
+  std::string ignored; // pruning is best effort: the save has committed
+  if (!doomed.empty() && syncDirectory(dir.string(), ignored))
+    for (const fs::path &trash : doomed)
+      removeCheckpointDir(trash);
+}
+
+/// What earlier, interrupted saves and prunes left (dsrun's own names
+/// only; anything else in the directory stays). Safe once this save has
+/// committed: every rank has finished writing, and no leftover is ever
+/// resumed from.
+void removeLeftovers(const fs::path &dir) {
+  std::vector<std::pair<uint64_t, fs::path>> committed;
+  std::vector<Leftover> leftovers;
+  std::error_code ec;
+  listCheckpoints(dir, committed, leftovers, ec);
+  for (const Leftover &l : leftovers)
+    if (l.ours)
+      removeCheckpointDir(l.path);
 }
 
 } // namespace
@@ -125,8 +253,8 @@ uint64_t planIdentity(const std::vector<uint8_t> &bytes) {
 bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
                     const RunState &state, uint64_t keep, std::string &path,
                     std::string &error) {
-  const fs::path final = fs::path(dir) / stepName(state.step);
-  const fs::path partial = fs::path(dir) / (stepName(state.step) + kPartial);
+  const fs::path final = fs::path(dir) / checkpointStepName(state.step);
+  const fs::path partial = final.string() + kPartial;
   bool ok = true;
   std::error_code ec;
   if (run.rank == 0) {
@@ -174,60 +302,41 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     else
       tensors.push_back({v.name, v.shape, piece.data()});
   }
+  // The file records its step, so that one copied into another checkpoint
+  // is named as such, not only as a checksum mismatch.
+  FileChecksum mine;
   if (ok)
     ok = saveSafetensors(
-        (partial / rankFile(run.rank, run.worldSize)).string(), tensors,
-        {{"format", kCheckpointFormat}, {"shapes", shapes.dump()}}, error);
-  if (!agree(run, ok, error))
+        (partial / checkpointRankFile(run.rank, run.worldSize)).string(),
+        tensors,
+        {{"format", kCheckpointFormat},
+         {"shapes", shapes.dump()},
+         {"step", std::to_string(state.step)}},
+        error, &mine);
+  std::vector<FileChecksum> sums;
+  if (!agree(run, ok, error) || !gatherChecksums(run, mine, sums, error))
     return false;
 
-  // The commit: the manifest, then the directory's rename.
+  // The commit: the manifest, then the directory's rename; then --keep's
+  // pruning and what earlier interrupted saves left.
   if (run.rank == 0) {
-    json m;
-    m["format"] = kCheckpointFormat;
-    m["step"] = state.step;
-    m["applied"] = state.applied;
-    m["skipped"] = state.skipped;
-    m["seed"] = run.seed;
-    m["world_size"] = run.worldSize;
-    m["model"] = run.model;
-    m["plan"] = hex(run.planId);
-    if (state.scaler)
-      m["loss_scaler"] = {{"scale", state.scaler->scale},
-                          {"hysteresis", state.scaler->hysteresis},
-                          {"iteration", state.scaler->iteration},
-                          {"last_overflow", state.scaler->lastOverflow}};
-    std::vector<std::string> files;
+    CheckpointManifest m;
+    m.state = state;
+    m.seed = run.seed;
+    m.worldSize = run.worldSize;
+    m.model = run.model;
+    m.plan = hex(run.planId);
     for (int r = 0; r < run.worldSize; ++r)
-      files.push_back(rankFile(r, run.worldSize));
-    m["files"] = files;
-    std::string text = m.dump(2) + "\n";
+      m.files.push_back({checkpointRankFile(r, run.worldSize), sums[r]});
+    std::string text = manifestText(m);
     ok = writeOutput((partial / kCheckpointManifest).string(), text.data(),
                      text.size(), error) &&
-         syncDirectory(partial.string(), error);
-    if (ok && fs::exists(final)) {
-      // The same step saved before (a resumed run): the new one replaces
-      // it only once it is whole.
-      fs::path old = fs::path(dir) / (stepName(state.step) + ".old");
-      fs::rename(final, old, ec);
-      if (!ec)
-        fs::rename(partial, final, ec);
-      if (!ec)
-        removeCheckpointDir(old);
-    } else if (ok) {
-      fs::rename(partial, final, ec);
-    }
-    if (ok && ec) {
-      error = "cannot commit '" + final.string() + "': " + ec.message();
-      ok = false;
-    }
-    ok = ok && syncDirectory(dir, error);
-    if (ok && keep > 0) {
-      std::vector<fs::path> committed, leftovers;
-      listCheckpoints(dir, committed, leftovers, ec);
-      for (size_t i = 0; i + keep < committed.size(); ++i)
-        removeCheckpointDir(committed[i]);
-    }
+         syncDirectory(partial.string(), error) &&
+         commitStep(dir, partial, final, error);
+    if (ok && keep > 0)
+      pruneCheckpoints(dir, keep, final);
+    if (ok)
+      removeLeftovers(dir);
   }
   if (!agree(run, ok, error))
     return false;
@@ -245,17 +354,42 @@ bool findLatestCheckpoint(const std::string &dir, std::string &path,
     error = "--save-dir '" + dir + "' is not a directory";
     return false;
   }
-  std::vector<fs::path> committed, partial;
-  listCheckpoints(dir, committed, partial, ec);
+  std::vector<std::pair<uint64_t, fs::path>> committed;
+  std::vector<Leftover> leftovers;
+  listCheckpoints(dir, committed, leftovers, ec);
   if (ec) {
     error = "cannot read '" + dir + "': " + ec.message();
     return false;
   }
-  for (const fs::path &p : partial)
-    notes.push_back("ignoring '" + p.string() +
-                    "': not committed (an interrupted save)");
+  std::sort(
+      leftovers.begin(), leftovers.end(),
+      [](const Leftover &a, const Leftover &b) { return a.path < b.path; });
+  for (const Leftover &l : leftovers)
+    notes.push_back("ignoring '" + printable(l.path.string(), 4096) +
+                    "': " + l.why);
   if (!committed.empty())
-    path = committed.back().string();
+    path = committed.back().second.string();
+  return true;
+}
+
+bool resumedSeed(const std::string &dir, bool given, uint64_t &seed,
+                 std::string &error) {
+  std::string path;
+  std::vector<std::string> notes; // resuming prints them
+  CheckpointManifest manifest;
+  if (!findLatestCheckpoint(dir, path, notes, error))
+    return false;
+  if (path.empty())
+    return true;
+  if (!readCheckpointManifest(path, manifest, error))
+    return false;
+  if (given && seed != manifest.seed) {
+    error = "--seed " + std::to_string(seed) + ": the checkpoint in " + path +
+            " was trained with --seed " + std::to_string(manifest.seed) +
+            "; resume continues its seed (omit --seed)";
+    return false;
+  }
+  seed = manifest.seed;
   return true;
 }
 
@@ -263,7 +397,7 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
                     RunState &state, std::vector<std::string> &notes,
                     std::string &error) {
   CheckpointIndex index;
-  if (!index.open(path, error))
+  if (!index.open(path, error, run.rank, run.worldSize))
     return false;
   state = index.state();
   if (index.model() != run.model)

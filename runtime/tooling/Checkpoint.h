@@ -6,18 +6,23 @@
 // holds of every parameter, master weight and Adam moment under the variable's
 // logical name (per parameter, also for ZeRO's sharded groups): a whole tensor
 // as NAME (rank 0 only, for state every rank holds), a part as NAME@FIRST (its
-// first element in the flat tensor). The manifest holds the run's
-// counters (steps, applied steps, the loss scaler), the seed and the plan's
-// identity. The ranks write into DIR/step-NNNNNNNN.partial; after a
-// barrier rank 0 writes the manifest there and renames the directory into
-// place, then syncs DIR: that rename is the commit, so a directory named
-// step-NNNNNNNN is always whole, and an interrupted save leaves only a
-// .partial that resuming ignores (and the next save removes).
+// first element in the flat tensor); the file's metadata records the step.
+// The manifest (CheckpointManifest.h) holds the run's counters (steps,
+// applied steps, the loss scaler), the seed, the plan's identity and each
+// rank file's size and XXH3-64. The ranks write into
+// DIR/step-NNNNNNNN.partial, hashing their files as they write them; after an
+// all-gather of the checksums rank 0 writes the manifest there and renames the
+// directory into place, then syncs DIR: that rename is the commit, so a
+// directory named step-NNNNNNNN is always whole. An interrupted save leaves
+// only a .partial that resuming ignores (and the next save removes); --keep
+// renames a checkpoint to step-NNNNNNNN.pruning before deleting it, so a kill
+// during pruning never leaves a step directory with part of its files.
 //
-// Loading reads, for every variable the plan holds on this rank, the
-// elements it needs from whichever rank files have them: the same plan
-// resumes bitwise, and a plan for another world size or ZeRO stage takes
-// the same logical state with no conversion step.
+// Loading verifies the rank files against the manifest, then reads, for every
+// variable the plan holds on this rank, the elements it needs from whichever
+// rank files have them: the same plan resumes bitwise, and a plan for another
+// world size or ZeRO stage takes the same logical state with no conversion
+// step.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_CHECKPOINT_H
@@ -58,24 +63,39 @@ uint64_t planIdentity(const std::vector<uint8_t> &bytes);
 
 /// Writes the checkpoint of `state` into `dir` (created if missing), every
 /// rank its own file, and commits it; then, with keep > 0, removes all but
-/// the newest `keep` committed checkpoints. Collective. Sets `path` to the
-/// committed directory. False + one line on error (the previous
-/// checkpoints are untouched until the commit).
+/// the newest `keep` committed checkpoints (never the one just written), and
+/// removes what interrupted saves and prunes left. Collective. Sets `path` to
+/// the committed directory. False + one line on error (the previous checkpoints
+/// are untouched until the commit).
 bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
                     const RunState &state, uint64_t keep, std::string &path,
                     std::string &error);
 
 /// The newest committed checkpoint in `dir`, "" if there is none; each
-/// uncommitted leftover adds a line to `notes`. False + one line if `dir`
-/// cannot be read (a missing `dir` has no checkpoint: true, "").
+/// uncommitted leftover adds a line to `notes`. Committed: named exactly
+/// step-NNNNNNNN, with a manifest.json and every rank file it lists (a
+/// manifest that does not validate still counts, so that loading names its
+/// fault); never a .partial, .old or .pruning directory. False + one line
+/// if `dir` cannot be read (a missing `dir` has no checkpoint: true, "").
 bool findLatestCheckpoint(const std::string &dir, std::string &path,
                           std::vector<std::string> &notes, std::string &error);
+
+/// --resume continues the run of the newest checkpoint in `dir`, seed
+/// included (batches and dropout masks are drawn by seed and step): sets
+/// `seed` to the manifest's; a `seed` the user gave (`given`) that differs
+/// is refused with one line rather than silently changing the run. No
+/// checkpoint yet: `seed` stays. False + one line (a manifest that does not
+/// validate, too).
+bool resumedSeed(const std::string &dir, bool given, uint64_t &seed,
+                 std::string &error);
 
 /// Loads the checkpoint at `path` into the session and `state`: every
 /// parameter, master and moment of the plan must be there with its shape,
 /// and every one of the checkpoint's must be in the plan (otherwise one
-/// line naming the first that is not and how many more). Local reads;
-/// `notes` says when the plan is not the one that saved it.
+/// line naming the first that is not and how many more). Local reads; each
+/// rank verifies its share of the rank files' checksums
+/// (CheckpointIndex::open). `notes` says when the plan is not the one that
+/// saved it.
 bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
                     RunState &state, std::vector<std::string> &notes,
                     std::string &error);

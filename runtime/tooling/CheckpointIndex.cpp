@@ -1,62 +1,129 @@
 //===- CheckpointIndex.cpp - a committed checkpoint, opened for reading ---===//
 #include "runtime/tooling/CheckpointIndex.h"
 
+#include "runtime/checkpoint/Checksum.h"
 #include "runtime/checkpoint/Safetensors.h"
-#include "runtime/core/InputFile.h"
 #include "runtime/core/Printable.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <set>
 
 namespace dsc::rt {
 
 using nlohmann::json;
 
-const char *const kCheckpointManifest = "manifest.json";
-const char *const kCheckpointFormat = "dsc-checkpoint-1";
+namespace {
 
-bool CheckpointIndex::open(const std::string &path, std::string &error) {
-  path_ = path;
-  std::string text;
-  const std::string where = path + "/" + kCheckpointManifest;
-  if (!readRegularFile(where, text, error))
+/// A rank file's own word on where it belongs: the format and the step it
+/// was written at, against the manifest's.
+bool checkShardMetadata(const SafetensorsFile &file, const std::string &path,
+                        uint64_t step, std::string &error) {
+  const auto &meta = file.metadata();
+  auto format = meta.find("format");
+  if (format == meta.end() || format->second != kCheckpointFormat) {
+    error = path + ": not a " + kCheckpointFormat +
+            " rank file (its metadata's format is " +
+            (format == meta.end() ? "missing"
+                                  : "'" + printable(format->second) + "'") +
+            ")";
     return false;
-  json m = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded() || !m.is_object() ||
-      m.value("format", "") != kCheckpointFormat ||
-      !m["step"].is_number_unsigned() || !m["files"].is_array()) {
+  }
+  auto saved = meta.find("step");
+  if (saved == meta.end() || saved->second != std::to_string(step)) {
     error =
-        where + ": not a dsc checkpoint manifest (" + kCheckpointFormat + ")";
+        path + ": written at step " +
+        (saved == meta.end() ? "(none recorded)" : printable(saved->second)) +
+        ", but the manifest's step is " + std::to_string(step) +
+        " (a file from another checkpoint?)";
     return false;
   }
-  state_ = {};
-  state_.step = m["step"].get<uint64_t>();
-  state_.applied = m.value("applied", state_.step);
-  state_.skipped = m.value("skipped", uint64_t(0));
-  if (m.contains("loss_scaler")) {
-    const json &s = m["loss_scaler"];
-    state_.scaler =
-        LossScaler::State{s.value("scale", 0.0), s.value("hysteresis", 0),
-                          s.value("iteration", int64_t(0)),
-                          s.value("last_overflow", int64_t(-1))};
-  }
-  seed_ = m.value("seed", uint64_t(0));
-  model_ = m.value("model", "");
-  planId_ = m.value("plan", "");
-  worldSize_ = m.value("world_size", 0);
+  return true;
+}
 
-  for (const json &name : m["files"]) {
-    if (!name.is_string() ||
-        name.get<std::string>().find('/') != std::string::npos) {
-      error = where + ": 'files' must name files in the checkpoint";
+/// The file's size against the manifest's: before the file is parsed, so
+/// that a truncated file is named as such.
+bool checkShardSize(const std::string &path, const ShardRecord &shard,
+                    std::string &error) {
+  std::error_code ec;
+  uint64_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size != shard.sum.bytes) {
+    error = path + ": " + std::to_string(size) +
+            " bytes, but the manifest records " +
+            std::to_string(shard.sum.bytes) + " (a damaged or replaced file)";
+    return false;
+  }
+  return true; // a file that cannot be sized is named by the mapping
+}
+
+/// The file's XXH3-64 against the manifest's.
+bool verifyShard(const std::string &path, const ShardRecord &shard,
+                 std::string &error) {
+  FileChecksum sum;
+  if (!checksumFile(path, sum, error))
+    return false;
+  if (sum.bytes != shard.sum.bytes || sum.xxh3 != shard.sum.xxh3) {
+    error = path + ": checksum mismatch: XXH3-64 " + checksumText(sum.xxh3) +
+            ", the manifest records " + checksumText(shard.sum.xxh3) +
+            " (a damaged or replaced file)";
+    return false;
+  }
+  return true;
+}
+
+/// A rank file the manifest does not list: the directory holds another
+/// world size's files (a copy gone wrong).
+bool checkNoStrayRankFiles(const std::string &path, const CheckpointManifest &m,
+                           std::string &error) {
+  std::set<std::string> listed;
+  for (const ShardRecord &s : m.files)
+    listed.insert(s.name);
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator(path, ec)) {
+    std::string name = e.path().filename().string();
+    const std::string ext = ".safetensors";
+    if (name.rfind("rank-", 0) == 0 && name.size() > ext.size() &&
+        name.compare(name.size() - ext.size(), ext.size(), ext) == 0 &&
+        !listed.count(name)) {
+      error = path + "/" + printable(name) +
+              ": a rank file the manifest does not list ($.world_size is " +
+              std::to_string(m.worldSize) + ")";
       return false;
     }
-    const std::string file = path + "/" + name.get<std::string>();
-    // Mapped: a reader touches only the ranges it copies.
+  }
+  return true;
+}
+
+} // namespace
+
+bool CheckpointIndex::open(const std::string &path, std::string &error,
+                           int verifier, int verifiers) {
+  path_ = path;
+  CheckpointManifest m;
+  if (!readCheckpointManifest(path, m, error) ||
+      !checkNoStrayRankFiles(path, m, error))
+    return false;
+  state_ = m.state;
+  seed_ = m.seed;
+  model_ = m.model;
+  planId_ = m.plan;
+  worldSize_ = m.worldSize;
+
+  for (size_t r = 0; r < m.files.size(); ++r) {
+    const std::string file = path + "/" + m.files[r].name;
+    if (!checkShardSize(file, m.files[r], error))
+      return false;
+    // Mapped: a reader touches only the ranges it copies. The header is
+    // read (and validated) first, so that a file from another step is
+    // named as such; then this rank's share of the checksums.
     auto mapped = SafetensorsFile::map(file, error);
-    if (!mapped)
+    if (!mapped || !checkShardMetadata(*mapped, file, m.state.step, error))
+      return false;
+    if (int(r % size_t(std::max(verifiers, 1))) == verifier &&
+        !verifyShard(file, m.files[r], error))
       return false;
     auto it = mapped->metadata().find("shapes");
     json s = it == mapped->metadata().end()

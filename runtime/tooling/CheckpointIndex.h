@@ -1,11 +1,13 @@
 //===- CheckpointIndex.h - a committed checkpoint, opened for reading -*- C++
 //-*-===//
 //
-// What resuming and exporting share: the manifest read and checked, every
-// rank file mapped (runtime/core/MappedFile.h: only the ranges read are read
-// from disk), and every variable's fragments indexed by logical name, so a
-// caller copies any element range of any variable without holding a file
-// or a whole variable in memory. docs/checkpoints.md has the layout.
+// What resuming and exporting share: the manifest read and validated
+// (CheckpointManifest.h), every rank file mapped (runtime/core/MappedFile.h:
+// only the ranges read are read from disk) and checked against it (its
+// format and step, its size and XXH3-64) before anything is read from it,
+// and every variable's fragments indexed by logical name, so a caller
+// copies any element range of any variable without holding a file or a
+// whole variable in memory. docs/checkpoints.md has the layout.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_CHECKPOINTINDEX_H
@@ -13,6 +15,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/tooling/Checkpoint.h"
+#include "runtime/tooling/CheckpointManifest.h"
 
 #include <map>
 #include <memory>
@@ -21,15 +24,17 @@
 
 namespace dsc::rt {
 
-/// The manifest's name in a step directory, and its format.
-extern const char *const kCheckpointManifest;
-extern const char *const kCheckpointFormat;
-
 class CheckpointIndex {
 public:
   /// Opens the committed checkpoint at `path` (a step directory). False +
-  /// one line naming the file on error.
-  bool open(const std::string &path, std::string &error);
+  /// one line naming the file on error. The rank files' checksums are
+  /// verified here, before any weight is read: all of them, or, when the
+  /// ranks of a job open the same checkpoint, rank `verifier` of
+  /// `verifiers` verifies files verifier, verifier + verifiers, ... (each
+  /// file once in the job; a failure on any rank stops every rank before
+  /// training, DsrunMain's agreeToStart).
+  bool open(const std::string &path, std::string &error, int verifier = 0,
+            int verifiers = 1);
 
   const std::string &path() const { return path_; }
   const RunState &state() const { return state_; }
