@@ -2,6 +2,8 @@
 
 #include "runtime/comm/Communicator.h"
 
+#include "runtime/core/NumberText.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -106,11 +108,14 @@ bool LocalCommunicator::barrier(std::string &error) {
 bool underMpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
 bool parseCommTimeout(const char *text, double &seconds, std::string &error) {
-  char *end = nullptr;
-  double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value > 0) || !std::isfinite(value)) {
+  // Up to 30 days: the wait is kept in nanoseconds (a 64-bit count overflows
+  // past ~9.2e9 s), and a stuck collective nobody hears of for longer than
+  // that is a hang, not a timeout.
+  constexpr double kMaxSeconds = 30.0 * 24 * 3600;
+  double value = 0;
+  if (!parseFiniteNumber(text, 0, kMaxSeconds, value) || !(value > 0)) {
     error = std::string("DSC_COMM_TIMEOUT: expected a positive number of "
-                        "seconds, got '") +
+                        "seconds up to 2592000 (30 days), got '") +
             text + "'";
     return false;
   }

@@ -6,7 +6,9 @@
 #include "runtime/backends/Registry.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/core/NumberText.h"
 #include "runtime/core/OutputPath.h"
+#include "runtime/core/PathRules.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/CheckpointIndex.h"
@@ -148,10 +150,11 @@ bool parseStepList(const std::string &text, std::set<uint64_t> &steps,
 
 // Fails early on an output path that cannot be written, instead of after
 // hours of training.
-bool probeWritable(const std::string &path, std::string &error) {
+bool probeWritable(const std::string &flag, const std::string &path,
+                   std::string &error) {
   OutputFile probe; // never committed: whatever is there stays
   if (!probe.open(path, error)) {
-    error = path + ": cannot write here: " + error;
+    error = flag + " " + error;
     return false;
   }
   return true;
@@ -310,12 +313,41 @@ bool resumeFrom(const DsrunOptions &options, Communicator &comm, Prepared &p,
   return true;
 }
 
+/// PathRules.h for this rank's run: no output is an input or another
+/// output. Before anything is opened for writing.
+bool checkRunPaths(const DsrunOptions &options, int rank, std::string &error) {
+  const std::string dumpState =
+      options.dumpState.empty() ? ""
+                                : options.dumpState + ".rank" +
+                                      std::to_string(rank) + ".safetensors";
+  return checkOutputsDistinct(
+      {{"the plan", options.plan},
+       {"--data", options.data},
+       {"--eval-data", options.evalData},
+       {"--init-from", options.initFrom}},
+      {{"--metrics", options.metrics.empty()
+                         ? ""
+                         : rankFileFor(options.metrics, rank, ".jsonl")},
+       {"--trace", options.trace.empty()
+                       ? ""
+                       : rankFileFor(options.trace, rank, ".json")},
+       {"--export-weights", rank == 0 ? options.exportWeights : ""},
+       {"--dump-batch", rank == 0 ? options.dumpBatch : ""},
+       {"--dump-state", dumpState}},
+      error);
+}
+
 int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
             std::string &error) {
   const bool lead = comm.rank() == 0;
+  if (!checkRunPaths(options, comm.rank(), error))
+    return kExitBadInput;
   p.backend = createBackend(options.backend, error);
   if (!p.backend) {
-    error = "--backend " + options.backend + ": " + error;
+    // An environment variable the backend reads (DSC_CPU_THREADS) names
+    // itself; anything else is about the --backend given.
+    if (error.rfind("DSC_", 0) != 0)
+      error = "--backend " + options.backend + ": " + error;
     return kExitBadInput;
   }
   p.loaded = LoadedPlan::load(options.plan, error, *p.backend);
@@ -328,8 +360,8 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   TrainSetup &setup = p.setup;
   if (!LrSchedule::create(info.schedule, setup.schedule, error))
     return kExitBadInput;
-  const bool stepsUnset = options.steps == DsrunOptions::kStepsUnset;
-  setup.steps = stepsUnset ? 0 : options.steps;
+  const bool stepsUnset = !options.wasGiven("--steps");
+  setup.steps = options.steps;
   int64_t total = info.schedule.totalNumSteps;
   if (stepsUnset && !options.evalOnly && !options.sample) {
     if (total <= 0) {
@@ -370,9 +402,8 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
       return kExitBadInput;
   }
   if (!options.evalSplit.empty()) {
-    char *end = nullptr;
-    double f = std::strtod(options.evalSplit.c_str(), &end);
-    if (*end || !(f > 0 && f < 1)) {
+    double f = 0;
+    if (!parseFiniteNumber(options.evalSplit, 0, 1, f) || !(f > 0 && f < 1)) {
       error = "--eval-split: expected a fraction between 0 and 1, got '" +
               options.evalSplit + "'";
       return kExitBadInput;
@@ -416,26 +447,24 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
   OutputFiles &files = p.files;
   if (!options.metrics.empty()) {
     std::string path = rankFileFor(options.metrics, comm.rank(), ".jsonl");
-    files.metrics = std::fopen(path.c_str(), "w");
-    if (!files.metrics) {
-      error = path + ": cannot open for writing: " + std::strerror(errno);
+    if (!(files.metrics = openStreamOutput(path, error))) {
+      error = "--metrics " + error;
       return kExitBadInput;
     }
   }
   if (lead && !options.dumpBatch.empty()) {
-    files.dumpBatch = std::fopen(options.dumpBatch.c_str(), "wb");
-    if (!files.dumpBatch) {
-      error = options.dumpBatch +
-              ": cannot open for writing: " + std::strerror(errno);
+    if (!(files.dumpBatch = openStreamOutput(options.dumpBatch, error))) {
+      error = "--dump-batch " + error;
       return kExitBadInput;
     }
   }
   if (lead && !options.exportWeights.empty() &&
-      !probeWritable(options.exportWeights, error))
+      !probeWritable("--export-weights", options.exportWeights, error))
     return kExitBadInput;
   if (!options.dumpState.empty() &&
-      !probeWritable(options.dumpState + ".rank" + std::to_string(comm.rank()) +
-                         ".safetensors",
+      !probeWritable("--dump-state",
+                     options.dumpState + ".rank" +
+                         std::to_string(comm.rank()) + ".safetensors",
                      error))
     return kExitBadInput;
   if (!options.trace.empty()) {
@@ -576,11 +605,9 @@ int run(const DsrunOptions &options, Communicator &comm,
     };
   }
   if (options.sample) {
-    char *end = nullptr;
-    double temperature = std::strtod(options.temperature.c_str(), &end);
-    if (options.temperature.empty() || *end || !(temperature >= 0) ||
-        !std::isfinite(temperature)) {
-      error = "--temperature: expected a number >= 0, got '" +
+    double temperature = 0;
+    if (!parseFiniteNumber(options.temperature, 0, 1e6, temperature)) {
+      error = "--temperature: expected a number from 0 to 1e6, got '" +
               options.temperature + "'";
       return kExitBadInput;
     }
@@ -589,6 +616,14 @@ int run(const DsrunOptions &options, Communicator &comm,
     so.prompt.assign(options.prompt.begin(), options.prompt.end());
     for (int32_t &c : so.prompt)
       c = int32_t(uint8_t(c)); // bytes, whatever char's signedness
+    // A byte the model has no embedding row for failed in a kernel (exit 1).
+    for (size_t i = 0; i < so.prompt.size(); ++i)
+      if (uint32_t(so.prompt[i]) >= info.vocabSize) {
+        error = "--prompt: byte " + std::to_string(i) + " is " +
+                std::to_string(so.prompt[i]) + ", outside the plan's " +
+                std::to_string(info.vocabSize) + "-token vocabulary";
+        return kExitBadInput;
+      }
     so.temperature = temperature;
     so.topK = uint32_t(options.topK);
     so.seed = options.seed;
@@ -748,30 +783,36 @@ int launchDsrun(int argc, char **argv) {
   if (underMpirun() || !parseDsrunFlags(args, options, error) || options.help ||
       options.np <= 1 || !checkDsrunFlags(options, error))
     return runDsrunMain(argc, argv); // reports any error itself
-  constexpr uint64_t kMaxLocalRanks = 4096;
   int status = kExitBadInput;
   // A plan for another world size is refused here, before mpirun starts a
   // thousand ranks to say so. (A plan that does not load is left to the
   // ranks, which say why.)
-  uint64_t planRanks = 0;
+  uint64_t planRanks = 0, planBytes = 0;
   {
     // The CPU backend reads any plan: no GPU context for a launcher.
     std::string ignored;
     std::unique_ptr<Backend> backend = createBackend("cpu", ignored);
     std::unique_ptr<LoadedPlan> plan =
         backend ? LoadedPlan::load(options.plan, ignored, *backend) : nullptr;
-    if (plan)
+    if (plan) {
       planRanks = plan->plan().world_size();
+      // What a rank holds in this machine's memory: every arena on the
+      // CPU backend, the host arenas beside a GPU.
+      const bool cpu = options.backend.rfind("cpu", 0) == 0;
+      if (const auto *arenas = plan->plan().arenas())
+        for (const fb::Arena *a : *arenas)
+          if (cpu || a->space() == fb::Space::host)
+            planBytes += a->bytes();
+    }
   }
   if (planRanks && planRanks != options.np)
     error = "--np " + std::to_string(options.np) + ": " + options.plan +
             " is compiled for " + std::to_string(planRanks) +
             (planRanks == 1 ? " rank" : " ranks") + " (dsc --world-size " +
             std::to_string(planRanks) + ")";
-  else if (options.np > kMaxLocalRanks)
-    error = "--np " + std::to_string(options.np) + ": at most " +
-            std::to_string(kMaxLocalRanks) +
-            " ranks on one machine; start more with mpirun --hostfile";
+  else if (!options.oversubscribe &&
+           !checkLocalCapacity(options.np, planBytes, error))
+    error = "--np " + std::to_string(options.np) + ": " + error;
   else
     status = relaunchUnderMpirun(withoutDsrunFlag(args, "--np"),
                                  unsigned(options.np), error);

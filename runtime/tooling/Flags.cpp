@@ -2,6 +2,7 @@
 #include "runtime/tooling/Flags.h"
 
 #include "runtime/core/ByteCount.h"
+#include "runtime/core/NumberText.h"
 
 #include <algorithm>
 #include <charconv>
@@ -25,6 +26,11 @@ struct Flag {
   uint64_t DsrunOptions::*number = nullptr;
   bool DsrunOptions::*on = nullptr;
   const char *choices = nullptr; ///< Value::Choice: "a|b"
+  /// Numbers: the largest accepted (NumberText.h's parseCount).
+  uint64_t max = std::numeric_limits<uint64_t>::max();
+  /// Text: whether '' means something (a prompt) rather than a forgotten
+  /// path.
+  bool mayBeEmpty = false;
 };
 
 Flag textFlag(const char *name, const char *metavar,
@@ -35,9 +41,11 @@ Flag textFlag(const char *name, const char *metavar,
 }
 
 Flag numberFlag(const char *name, const char *metavar, Value value,
-                uint64_t DsrunOptions::*dest, const char *help) {
+                uint64_t DsrunOptions::*dest, const char *help,
+                uint64_t max = std::numeric_limits<uint64_t>::max()) {
   Flag f{name, metavar, value, help};
   f.number = dest;
+  f.max = max;
   return f;
 }
 
@@ -48,13 +56,22 @@ const std::vector<Flag> &flagTable() {
     t.push_back(textFlag("--data", "PATH", &O::data,
                          "training data: a nanoGPT .bin (uint16 tokens) or "
                          "any file read as bytes (default: synthetic)"));
+    // Steps are numbered in 32 bits in the plan's programs and the keys of
+    // dropout masks and batches.
     t.push_back(numberFlag("--steps", "N", Value::Unsigned, &O::steps,
                            "optimizer steps (default: the schedule's "
-                           "total_num_steps; 0 with --resume: none)"));
+                           "total_num_steps; 0 with --resume: none)",
+                           std::numeric_limits<uint32_t>::max()));
     t.push_back(numberFlag("--np", "N", Value::Positive, &O::np,
                            "ranks, started on this machine through mpirun; "
                            "must match the plan's world size (default 1; "
-                           "under mpirun, the job's ranks)"));
+                           "under mpirun, the job's ranks)",
+                           kMaxLocalRanks));
+    Flag oversubscribe{"--oversubscribe", nullptr, Value::Switch,
+                       "--np: start more ranks than this machine's cores "
+                       "or memory hold (docs/multi-process.md)"};
+    oversubscribe.on = &O::oversubscribe;
+    t.push_back(oversubscribe);
     t.push_back(textFlag("--backend", "NAME[:K=V,...]", &O::backend,
                          "where the plan runs: a registered backend, with "
                          "its options (cuda:graphs=off,tf32=on; default "
@@ -95,7 +112,8 @@ const std::vector<Flag> &flagTable() {
     t.push_back(numberFlag("--eval-batches", "N", Value::Positive,
                            &O::evalBatches,
                            "held-out micro-batches per evaluation (default "
-                           "20)"));
+                           "20)",
+                           std::numeric_limits<uint32_t>::max()));
     Flag evalOnly{"--eval-only", nullptr, Value::Switch,
                   "evaluate the initial (or --init-from) weights on "
                   "--eval-data and exit"};
@@ -103,14 +121,18 @@ const std::vector<Flag> &flagTable() {
     t.push_back(evalOnly);
     t.push_back(numberFlag("--sample", "N", Value::Positive, &O::sample,
                            "generate N tokens from the initial (or "
-                           "--init-from) weights and exit"));
-    t.push_back(textFlag("--prompt", "TEXT", &O::prompt,
-                         "--sample's context (default: a newline)"));
+                           "--init-from) weights and exit",
+                           std::numeric_limits<uint32_t>::max()));
+    Flag prompt = textFlag("--prompt", "TEXT", &O::prompt,
+                           "--sample's context (default: a newline)");
+    prompt.mayBeEmpty = true;
+    t.push_back(prompt);
     t.push_back(textFlag("--temperature", "T", &O::temperature,
                          "--sample: 0 is greedy (default 1)"));
     t.push_back(numberFlag("--top-k", "K", Value::Unsigned, &O::topK,
                            "--sample: draw from the K likeliest tokens "
-                           "(default: all)"));
+                           "(default: all)",
+                           std::numeric_limits<uint32_t>::max()));
     t.push_back(textFlag("--debug-overflow-at", "STEP[,STEP...]",
                          &O::debugOverflowAt,
                          "debugging mixed precision: make these steps' "
@@ -155,12 +177,6 @@ size_t editDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-bool parseUnsigned(std::string_view text, uint64_t &out) {
-  const char *end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc() && ptr == end && !text.empty();
-}
-
 bool setValue(const Flag &flag, const std::string &value, DsrunOptions &options,
               std::string &error) {
   auto bad = [&](const char *expected) {
@@ -169,8 +185,11 @@ bool setValue(const Flag &flag, const std::string &value, DsrunOptions &options,
     return false;
   };
   uint64_t n = 0;
+  options.given.insert(flag.name);
   switch (flag.value) {
   case Value::Text:
+    if (value.empty() && !flag.mayBeEmpty)
+      return bad(flag.metavar); // '' would silently mean "not given"
     options.*flag.text = value;
     return true;
   case Value::Choice: {
@@ -194,18 +213,20 @@ bool setValue(const Flag &flag, const std::string &value, DsrunOptions &options,
     return bad(expected.c_str());
   }
   case Value::Positive:
-    if (!parseUnsigned(value, n) || n == 0)
-      return bad("a positive integer");
+  case Value::Unsigned: {
+    uint64_t min = flag.value == Value::Positive ? 1 : 0;
+    if (!parseCount(value, min, flag.max, n)) {
+      // The familiar words while the range is the type's.
+      if (flag.max == std::numeric_limits<uint64_t>::max())
+        return bad(min ? "a positive integer" : "a non-negative integer");
+      return bad(expectedCount(min, flag.max).c_str());
+    }
     options.*flag.number = n;
     return true;
-  case Value::Unsigned:
-    if (!parseUnsigned(value, n))
-      return bad("a non-negative integer");
-    options.*flag.number = n;
-    return true;
+  }
   case Value::Bytes:
-    if (!parseByteCount(value, n))
-      return bad("a byte count such as 1073741824 or 8GiB");
+    if (!parseByteCount(value, n) || n == 0)
+      return bad("a positive byte count such as 1073741824 or 8GiB");
     options.*flag.number = n;
     return true;
   case Value::Switch:
@@ -260,6 +281,7 @@ bool parseDsrunFlags(const std::vector<std::string> &args,
         return false;
       }
       options.*flag->on = true;
+      options.given.insert(flag->name);
       continue;
     }
     std::string value;
@@ -276,12 +298,6 @@ bool parseDsrunFlags(const std::vector<std::string> &args,
   }
   if (options.help)
     return true;
-  if (options.steps != DsrunOptions::kStepsUnset &&
-      options.steps > std::numeric_limits<uint32_t>::max()) {
-    error = "--steps: expected a non-negative integer below 2^32, got '" +
-            std::to_string(options.steps) + "'";
-    return false;
-  }
   if (options.plan.empty()) {
     error = "missing the plan file (usage: dsrun PLAN.dsplan [flags]; see "
             "dsrun --help)";
@@ -325,7 +341,13 @@ bool checkDsrunFlags(const DsrunOptions &options, std::string &error) {
   } else if (options.resume && !options.initFrom.empty()) {
     error = "--resume and --init-from both set the weights; give one";
   }
-  if (error.empty() && options.steps == 0 && !options.resume)
+  // Sampling's settings without --sample would be silently ignored.
+  for (const char *flag : {"--prompt", "--temperature", "--top-k"})
+    if (error.empty() && options.wasGiven(flag) && !options.sample)
+      error = std::string(flag) + " is a setting of --sample N (generate N "
+                                  "tokens); give --sample too";
+  if (error.empty() && options.wasGiven("--steps") && options.steps == 0 &&
+      !options.resume)
     error = "--steps 0 trains nothing: it goes with --resume (e.g. to "
             "--export-weights a checkpoint's weights)";
   return error.empty();

@@ -10,21 +10,27 @@
 #define DSC_RUNTIME_TOOLING_FLAGS_H
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace dsc::rt {
 
+/// The most ranks `dsrun --np` starts on one machine (more: mpirun
+/// --hostfile).
+constexpr uint64_t kMaxLocalRanks = 4096;
+
 struct DsrunOptions {
   std::string plan;
   std::string data; ///< empty: synthetic data
-  /// kStepsUnset: the schedule's total_num_steps; 0 (with --resume): none.
-  static constexpr uint64_t kStepsUnset = ~uint64_t(0);
-  uint64_t steps = kStepsUnset;
+  /// Not given: the schedule's total_num_steps; 0 (with --resume): none.
+  uint64_t steps = 0;
   uint64_t np = 1;
+  /// --np may start more ranks than the machine's cores or memory hold.
+  bool oversubscribe = false;
   std::string backend = "cpu";
   uint64_t seed = 1337;
-  uint64_t deviceMemory = 0; ///< 0: unlimited
+  uint64_t deviceMemory = 0; ///< not given: unlimited
   std::string initFrom;
   std::string metrics;
   std::string trace;
@@ -47,6 +53,10 @@ struct DsrunOptions {
   uint64_t keep = 0;
   bool resume = false;
   bool help = false;
+  /// The flags the command line gave (by name, "--seed"), to tell a default
+  /// from a value the user chose.
+  std::set<std::string> given;
+  bool wasGiven(const std::string &flag) const { return given.count(flag); }
 };
 
 /// Parses `args` (argv without the program name) into `options`. False + one

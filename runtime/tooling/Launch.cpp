@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -64,6 +65,21 @@ void onStopSignal(int sig) {
   ::kill(pid_t(childPid), SIGTERM);
 }
 
+/// MemAvailable from /proc/meminfo, in bytes; false where there is none.
+bool readMemAvailable(uint64_t &bytes) {
+  std::FILE *f = std::fopen("/proc/meminfo", "r");
+  if (!f)
+    return false;
+  char line[256];
+  bool found = false;
+  unsigned long long kib = 0;
+  while (!found && std::fgets(line, sizeof line, f))
+    found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  std::fclose(f);
+  bytes = uint64_t(kib) * 1024;
+  return found;
+}
+
 /// This executable's path, for mpirun to start again.
 std::string selfPath() {
   std::vector<char> buffer(4096);
@@ -74,6 +90,29 @@ std::string selfPath() {
 }
 
 } // namespace
+
+bool checkLocalCapacity(uint64_t np, uint64_t planBytes, std::string &error) {
+  const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t byCores = std::max(kMinLocalRanks, kRanksPerCore * cores);
+  if (np > byCores) {
+    error = "this machine has " + std::to_string(cores) + " core" +
+            (cores == 1 ? "" : "s") + ", and dsrun starts at most " +
+            std::to_string(byCores) +
+            " ranks on it (2 per core); pass --oversubscribe to start more, "
+            "or mpirun --hostfile to spread them";
+    return false;
+  }
+  uint64_t available = 0;
+  if (planBytes && readMemAvailable(available) && planBytes > available / np) {
+    error = std::to_string(np) + " ranks of " + std::to_string(planBytes) +
+            " bytes each (the plan's arenas) need more than the " +
+            std::to_string(available) +
+            " bytes of memory available; pass --oversubscribe to start them "
+            "anyway";
+    return false;
+  }
+  return true;
+}
 
 std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                        const std::string &self, unsigned np,

@@ -10,6 +10,7 @@
 #ifndef DSC_RUNTIME_TOOLING_LAUNCH_H
 #define DSC_RUNTIME_TOOLING_LAUNCH_H
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ std::string findOnPath(const std::string &name);
 /// Returns 2 with `error` when mpirun cannot be found or started.
 int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
                         std::string &error);
+
+/// `dsrun --np N` on one machine, without --oversubscribe: at most
+/// kRanksPerCore ranks per core (and never fewer than kMinLocalRanks, the
+/// 3-4 ranks tests run on 2 cores), and no more plans than the memory
+/// available holds (`planBytes` per rank, from the plan's arenas; 0:
+/// unknown). False + one line saying which limit and how to pass it.
+constexpr uint64_t kRanksPerCore = 2;
+constexpr uint64_t kMinLocalRanks = 4;
+bool checkLocalCapacity(uint64_t np, uint64_t planBytes, std::string &error);
 
 /// Under mpirun with several ranks on this machine, sets OPENBLAS_NUM_THREADS
 /// and DSC_CPU_THREADS to this machine's cores / local ranks (at least 1)

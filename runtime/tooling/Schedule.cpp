@@ -34,6 +34,26 @@ bool LrSchedule::create(const ScheduleParams &params, LrSchedule &schedule,
             "' (expected constant, WarmupLR, WarmupDecayLR or WarmupCosineLR)";
     return false;
   }
+  // A NaN rate (a hand-edited plan, its checksum resealed) trained NaN
+  // weights and exported them with exit 0: every rate is a finite number
+  // >= 0, and the ratios are fractions.
+  const std::pair<const char *, double> rates[] = {
+      {"lr", params.lr},
+      {"warmup_min_lr", params.warmupMinLr},
+      {"warmup_max_lr", params.warmupMaxLr},
+      {"cos_min_ratio", params.cosMinRatio},
+      {"warmup_min_ratio", params.warmupMinRatio}};
+  for (const auto &[name, value] : rates)
+    if (!(value >= 0) || !std::isfinite(value)) {
+      error = "plan: schedule " + k + ": " + name +
+              " must be a finite number >= 0, got " + std::to_string(value);
+      return false;
+    }
+  if (params.warmupNumSteps < 0 || params.totalNumSteps < 0) {
+    error = "plan: schedule " + k +
+            ": warmup_num_steps and total_num_steps must be >= 0";
+    return false;
+  }
   // An empty warmup_type is DeepSpeed's default.
   const std::string &type = params.warmupType;
   if (!type.empty() && type != "log" && type != "linear") {

@@ -1,6 +1,8 @@
 //===- Trace.cpp - Chrome trace-event files for --trace -------------------===//
 #include "runtime/tooling/Trace.h"
 
+#include "runtime/core/OutputPath.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -30,9 +32,8 @@ std::string dump(const nlohmann::json &j) {
 std::unique_ptr<TraceWriter>
 TraceWriter::open(const std::string &path, uint32_t rank, std::string &error) {
   std::unique_ptr<TraceWriter> w(new TraceWriter());
-  w->file_ = std::fopen(path.c_str(), "w");
-  if (!w->file_) {
-    error = path + ": cannot open for writing: " + std::strerror(errno);
+  if (!(w->file_ = openStreamOutput(path, error))) {
+    error = "--trace " + error;
     return nullptr;
   }
   w->path_ = path;

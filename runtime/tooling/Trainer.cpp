@@ -199,10 +199,35 @@ bool writeScalar(Session &session, const NamedTensor &t, double value,
   return session.writeTensor(t, &v, sizeof(v), error);
 }
 
+/// Whether a stop was requested (setup.stop), as every rank sees it: on
+/// several ranks one all-reduce of the requests, so that all leave at the
+/// same micro-step or eval batch. Asked between micro-steps and between
+/// eval batches, so a stop waits for at most one of them rather than for
+/// a whole accumulation or evaluation. False + error if the all-reduce
+/// fails.
+bool agreeOnStop(const TrainSetup &setup, int &signal, std::string &error) {
+  signal = setup.stop ? int(*setup.stop) : 0;
+  if (setup.worldSize <= 1 || !setup.stop)
+    return true;
+  if (!setup.comm) {
+    error = "no communicator for " + std::to_string(setup.worldSize) + " ranks";
+    return false;
+  }
+  double local[2] = {double(signal == SIGINT), double(signal == SIGTERM)};
+  double sum[2] = {0, 0};
+  if (!setup.comm->allReduceSum(local, sum, 2, error))
+    return false;
+  signal = sum[1] > 0 ? SIGTERM : sum[0] > 0 ? SIGINT : 0;
+  return true;
+}
+
 } // namespace
 
 bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
-              uint32_t batches, double &loss, std::string &error) {
+              uint32_t batches, double &loss, std::string &error,
+              int *stoppedBy) {
+  if (stoppedBy)
+    *stoppedBy = 0;
   const std::string program(plan::kEvalProgram);
   const uint32_t rows =
       setup.evalMicroBatch ? setup.evalMicroBatch : setup.microBatch;
@@ -221,6 +246,12 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
   const uint32_t rounds = (batches + n - 1) / n;
   double sum = 0;
   for (uint32_t i = 0; i < rounds; ++i) {
+    if (stoppedBy && i > 0) {
+      if (!agreeOnStop(setup, *stoppedBy, error))
+        return false;
+      if (*stoppedBy)
+        return true; // no loss: the caller says the evaluation was cut
+    }
     // Every rank runs as often as the others; a batch past the last one
     // (uneven split) runs for the collectives and is not counted.
     uint32_t b = i * n + setup.rank;
@@ -286,11 +317,45 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     error = "step " + std::to_string(step) + ": " + message;
     return kExitTrainingFailed;
   };
+  // The newest step a checkpoint holds (the one resumed from, or saved).
+  uint64_t savedStep = setup.start.step;
+  // A stop between micro-steps leaves the step unapplied: its partial
+  // gradients are dropped, and the run is as it was after step - 1, which
+  // is saved unless a checkpoint already holds it.
+  auto stopInsideStep = [&](uint64_t step, uint32_t micro, int signal) -> int {
+    if (setup.out && setup.interactive)
+      std::fputc('\n', setup.out);
+    const uint64_t done = step - 1;
+    std::string saved = " (no --save-dir: nothing saved)";
+    if (setup.save && done > savedStep) {
+      RunState state{done, applied, record.skippedSteps, std::nullopt};
+      if (scaler)
+        state.scaler = scaler->state();
+      if (!setup.save(state, error))
+        return fail(step, "saving a checkpoint: " + error);
+      saved = "";
+    } else if (setup.save) {
+      saved = done ? " (step " + std::to_string(done) + " was saved)"
+                   : " (nothing trained: nothing saved)";
+    }
+    error = std::string("stopped by ") + signalName(signal) + " in step " +
+            std::to_string(step) + " after micro-step " +
+            std::to_string(micro) + " of " +
+            std::to_string(setup.accumulationSteps) +
+            "; the step is dropped and the run ends after step " +
+            std::to_string(done) + saved;
+    return 128 + signal;
+  };
   for (uint64_t step = setup.start.step + 1; step <= setup.steps; ++step) {
     Clock::time_point stepStart = Clock::now();
     double lossSum = 0;
     const double lossScale = scaler ? scaler->scale() : 1.0;
     for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
+      int midStep = 0;
+      if (m > 0 && !agreeOnStop(setup, midStep, error))
+        return fail(step, error);
+      if (midStep)
+        return stopInsideStep(step, m, midStep);
       bool last = m + 1 == setup.accumulationSteps;
       const MicroIO &mio = io.hasSync && last ? io.sync : io.micro;
       BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
@@ -375,12 +440,17 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
         record.stepS > 0 ? double(tokensPerStep) / record.stepS : 0;
     // After the step's timing: evaluation is not training throughput.
     record.hasValLoss = false;
+    int cutEvalBy = 0;
     if (setup.evalData && setup.evalEvery &&
         (step % setup.evalEvery == 0 || step == setup.steps)) {
+      int evalStop = 0;
       if (!evaluate(session, *setup.evalData, setup, setup.evalBatches,
-                    record.valLoss, error))
+                    record.valLoss, error, &evalStop))
         return fail(step, "evaluating: " + error);
-      record.hasValLoss = true;
+      // A stop during the evaluation cuts it short; the step itself is
+      // done, so it is saved and the run stops after it, below.
+      record.hasValLoss = evalStop == 0;
+      cutEvalBy = evalStop;
     }
     record.memory = session.arenaUsage();
     record.rank = setup.rank;
@@ -426,6 +496,8 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     }
     if (setup.worldSize == 1 && setup.stop)
       stopSignal = int(*setup.stop); // the latest word, on one rank
+    if (cutEvalBy)
+      stopSignal = cutEvalBy; // agreed on by every rank inside evaluate
     if (callbackStop && !stopSignal)
       stopSignal = SIGINT; // as a Ctrl-C would: finish, save, stop
     if (setup.save && ((setup.saveEvery && step % setup.saveEvery == 0) ||
@@ -435,6 +507,7 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
         state.scaler = scaler->state();
       if (!setup.save(state, error))
         return fail(step, "saving a checkpoint: " + error);
+      savedStep = step;
     }
     if (stopSignal && !last) {
       if (setup.out && setup.interactive)

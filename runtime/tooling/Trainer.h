@@ -78,9 +78,12 @@ struct TrainSetup {
   /// after the last (a collective); false + error stops the run.
   std::function<bool(const RunState &, std::string &)> save;
   uint64_t saveEvery = 0;
-  /// Set to a signal's number to stop after the current step (Interrupt.h):
-  /// the step is finished and saved (with `save`), and train returns 128 +
-  /// the signal. Null: never.
+  /// Set to a signal's number to stop (Interrupt.h): heard between
+  /// micro-steps (the step in progress is dropped; the run ends after the
+  /// step before it, saved with `save` unless a checkpoint holds it), after
+  /// the step's micro-steps (the step is finished and saved) and between
+  /// eval batches (the evaluation is cut short); train returns 128 + the
+  /// signal. Null: never.
   const volatile std::sig_atomic_t *stop = nullptr;
 
   std::FILE *out = nullptr;     ///< progress and summary; null: silent
@@ -109,8 +112,13 @@ enum ExitStatus { kExitOk = 0, kExitTrainingFailed = 1, kExitBadInput = 2 };
 /// evaluates b = r, r + N, ... and the ranks sum (an all-reduce). Every
 /// rank runs `eval` equally often (ZeRO-3 gathers inside it). False + one
 /// line on error; kExitBadInput-worthy problems (no `eval`) say "plan:".
+///
+/// With `stoppedBy`, a stop request (setup.stop, agreed on by every rank)
+/// is heard between batches: evaluate returns true at once with
+/// *stoppedBy set to the signal and no loss.
 bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
-              uint32_t batches, double &loss, std::string &error);
+              uint32_t batches, double &loss, std::string &error,
+              int *stoppedBy = nullptr);
 
 /// Trains for setup.steps steps. Returns kExitOk, 128 + a signal (stopped by
 /// setup.stop, after saving), kExitTrainingFailed (a

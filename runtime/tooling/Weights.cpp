@@ -7,6 +7,7 @@
 #include "runtime/tooling/CheckpointIndex.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <list>
 #include <set>
@@ -61,6 +62,30 @@ WeightsLayout::aliasesOf(const std::string &param) const {
   return names;
 }
 
+namespace {
+
+/// False + "WHAT holds N non-finite values (the first, element I, is nan)".
+bool checkFinite(const std::vector<float> &values, const std::string &what,
+                 std::string &error) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]) && bad++ == 0)
+      first = i;
+  if (!bad)
+    return true;
+  float v = values[first];
+  error = what + " holds " + std::to_string(bad) + " non-finite value" +
+          (bad == 1 ? "" : "s") + " (the first, element " +
+          std::to_string(first) + ", is " +
+          (std::isnan(v) ? "nan"
+           : v > 0       ? "inf"
+                         : "-inf") +
+          ")";
+  return false;
+}
+
+} // namespace
+
 bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
                    std::map<std::string, std::string> metadata, bool write,
@@ -76,6 +101,11 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
     std::vector<float> whole(size_t(v->numel()));
     if (!session.readVariable(*v, whole.data(), error))
       return false;
+    // Every rank holds the whole tensor here, so all refuse together.
+    if (!checkFinite(whole, "the trained parameter '" + name + "'", error)) {
+      error += "; not exporting " + path;
+      return false;
+    }
     if (!write)
       continue; // this rank only takes part in the gathers
     gathered.push_back(std::move(whole));
@@ -262,6 +292,11 @@ bool importWeights(Session &session, const WeightsLayout &layout,
     whole.resize(size_t(v->numel()));
     if (!file->readF32(*e, whole.data(), error))
       return false;
+    // Training from them would only say "loss is nan" steps later.
+    if (!checkFinite(whole, "'" + e->name + "'", error)) {
+      error = path + ": " + error;
+      return false;
+    }
     session.writeVariable(*v, whole.data());
     // Mixed precision: the 16-bit parameter is the master's rounding.
     if (v->name != e->name)

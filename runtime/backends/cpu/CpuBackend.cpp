@@ -1,5 +1,6 @@
 //===- CpuBackend.cpp - the CPU backend -----------------------------------===//
 #include "runtime/backends/cpu/CpuBackend.h"
+#include "runtime/backends/cpu/CpuCommon.h"
 
 #include "runtime/backends/Registry.h"
 #include "runtime/backends/cpu/CpuKernels.h"
@@ -58,7 +59,9 @@ void registerCpuBackend() {
   registerBackend("cpu",
                   [](const BackendOptions &options,
                      std::string &error) -> std::unique_ptr<Backend> {
-                    if (!checkBackendOptions("cpu", options, {}, error))
+                    int threads = 1;
+                    if (!checkBackendOptions("cpu", options, {}, error) ||
+                        !cpu::kernelThreadsFromEnv(threads, error))
                       return nullptr;
                     return std::make_unique<CpuBackend>();
                   });

@@ -2,6 +2,8 @@
 
 #include "runtime/backends/cpu/CpuCommon.h"
 
+#include "runtime/core/NumberText.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -23,15 +25,20 @@ bool scalarOperand(std::string &err, const TensorRef &t, const char *role,
   return true;
 }
 
+bool kernelThreadsFromEnv(int &threads, std::string &error) {
+  unsigned hw = std::thread::hardware_concurrency();
+  uint64_t n = std::clamp(hw, 1u, 8u);
+  if (!envCount("DSC_CPU_THREADS", 1, kMaxKernelThreads, n, error))
+    return false;
+  threads = int(n);
+  return true;
+}
+
 int kernelThreads() {
   static const int threads = [] {
-    if (const char *env = std::getenv("DSC_CPU_THREADS")) {
-      int n = std::atoi(env);
-      if (n >= 1)
-        return std::min(n, 64);
-    }
-    unsigned hw = std::thread::hardware_concurrency();
-    return int(std::clamp(hw, 1u, 8u));
+    int n = 1;
+    std::string ignored; // the backend refused a bad value when created
+    return kernelThreadsFromEnv(n, ignored) ? n : 1;
   }();
   return threads;
 }

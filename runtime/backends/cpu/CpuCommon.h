@@ -197,9 +197,14 @@ public:
   SingleThreadedBlas &operator=(const SingleThreadedBlas &) = delete;
 };
 
-/// Threads the CPU kernels split loops over: DSC_CPU_THREADS if set, else
-/// the hardware concurrency, at most 8.
+/// Threads the CPU kernels split loops over: DSC_CPU_THREADS if set (1 to
+/// kMaxKernelThreads), else the hardware concurrency, at most 8.
 int kernelThreads();
+constexpr uint64_t kMaxKernelThreads = 64;
+/// What kernelThreads() will be; false + "DSC_CPU_THREADS=abc: expected
+/// ..." when the variable is set to anything but a count in range (checked
+/// when the backend is created, so a typo is not silently ignored).
+bool kernelThreadsFromEnv(int &threads, std::string &error);
 /// Runs fn(begin, end) over [0, n) in contiguous chunks of at least `grain`
 /// items, the first chunk on the calling thread. Chunk boundaries depend on
 /// n, grain and kernelThreads() only.

@@ -234,18 +234,22 @@ TEST(Communicator, TimeoutFromEnvironment) {
   EXPECT_EQ(s, 30);
   EXPECT_TRUE(rt::parseCommTimeout("0.5", s, error));
   EXPECT_EQ(s, 0.5);
-  for (const char *bad : {"", "soon", "0", "-3", "inf", "nan", "5s"}) {
+  EXPECT_TRUE(rt::parseCommTimeout("2592000", s, error));
+  // Past 30 days, and 9.3e9 s, which overflowed the wait's nanoseconds.
+  for (const char *bad : {"", "soon", "0", "-3", "inf", "nan", "5s", "2592001",
+                          "9.3e9", "1e400", " 5"}) {
     EXPECT_FALSE(rt::parseCommTimeout(bad, s, error)) << bad;
     EXPECT_EQ(error, std::string("DSC_COMM_TIMEOUT: expected a positive "
-                                 "number of seconds, got '") +
+                                 "number of seconds up to 2592000 (30 "
+                                 "days), got '") +
                          bad + "'");
   }
   // Every rank does the same, so the MPI communicator's creation (a
   // collective) lines up.
   setenv("DSC_COMM_TIMEOUT", "soon", 1);
   EXPECT_EQ(rt::createCommunicator(error), nullptr);
-  EXPECT_EQ(error, "DSC_COMM_TIMEOUT: expected a positive number of seconds, "
-                   "got 'soon'");
+  EXPECT_EQ(error, "DSC_COMM_TIMEOUT: expected a positive number of seconds "
+                   "up to 2592000 (30 days), got 'soon'");
   setenv("DSC_COMM_TIMEOUT", "7.5", 1);
   std::unique_ptr<Communicator> c = rt::createCommunicator(error);
   unsetenv("DSC_COMM_TIMEOUT");

@@ -1,6 +1,10 @@
 //===- FlagsScheduleTest.cpp - schedules, flags, launch and metrics ---===//
 
+#include "runtime/tooling/Launch.h"
 #include "test/unit/dsrun/DsrunTestSupport.h"
+
+#include <algorithm>
+#include <thread>
 
 using namespace dsc::rt;
 using namespace dsc::rt::dsruntest;
@@ -140,7 +144,7 @@ TEST(Flags, Defaults) {
   ASSERT_TRUE(parseDsrunFlags({"p.dsplan"}, o, error)) << error;
   EXPECT_EQ(o.plan, "p.dsplan");
   EXPECT_EQ(o.data, "");
-  EXPECT_EQ(o.steps, DsrunOptions::kStepsUnset);
+  EXPECT_FALSE(o.wasGiven("--steps"));
   EXPECT_EQ(o.np, 1u);
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.seed, 1337u);
@@ -203,31 +207,61 @@ TEST(Flags, EveryFlag) {
 
 TEST(Flags, Errors) {
   EXPECT_EQ(flagError({"p", "--steps", "x"}),
-            "--steps: expected a non-negative integer, got 'x'");
+            "--steps: expected a non-negative integer up to 4294967295, got "
+            "'x'");
   EXPECT_EQ(flagError({"p", "--steps=-3"}),
-            "--steps: expected a non-negative integer, got '-3'");
+            "--steps: expected a non-negative integer up to 4294967295, got "
+            "'-3'");
   EXPECT_EQ(flagError({"p", "--steps", "12abc"}),
-            "--steps: expected a non-negative integer, got '12abc'");
+            "--steps: expected a non-negative integer up to 4294967295, got "
+            "'12abc'");
   EXPECT_EQ(flagError({"p", "--steps", "4294967296"}),
-            "--steps: expected a non-negative integer below 2^32, got "
+            "--steps: expected a non-negative integer up to 4294967295, got "
             "'4294967296'");
+  // 2^64 - 1 was the "not given" marker and read as "--steps is required".
+  EXPECT_EQ(flagError({"p", "--steps", "18446744073709551615"}),
+            "--steps: expected a non-negative integer up to 4294967295, got "
+            "'18446744073709551615'");
+  EXPECT_EQ(flagError({"p", "--steps", "18446744073709551616"}),
+            "--steps: expected a non-negative integer up to 4294967295, got "
+            "'18446744073709551616'");
+  EXPECT_EQ(flagError({"p", "--steps", "+3"}),
+            "--steps: expected a non-negative integer up to 4294967295, got "
+            "'+3'");
+  EXPECT_EQ(flagError({"p", "--np", "4097"}),
+            "--np: expected an integer from 1 to 4096, got '4097'");
+  EXPECT_EQ(flagError({"p", "--np", "0"}),
+            "--np: expected an integer from 1 to 4096, got '0'");
+  // An empty path was silently "not given".
+  EXPECT_EQ(flagError({"p", "--data", ""}), "--data: expected PATH, got ''");
+  EXPECT_EQ(flagError({"p", "--metrics="}),
+            "--metrics: expected FILE.jsonl, got ''");
+  EXPECT_EQ(flagError({"p", "--export-weights", ""}),
+            "--export-weights: expected OUT.safetensors, got ''");
   EXPECT_EQ(flagError({"p", "--steps"}), "--steps: missing value (N)");
   EXPECT_EQ(flagError({"p", "--np", "two"}),
-            "--np: expected a positive integer, got 'two'");
+            "--np: expected an integer from 1 to 4096, got 'two'");
   EXPECT_EQ(flagError({"p", "--seed", "-1"}),
             "--seed: expected a non-negative integer, got '-1'");
   EXPECT_EQ(flagError({"p", "--seed", "99999999999999999999"}),
             "--seed: expected a non-negative integer, got "
             "'99999999999999999999'");
-  EXPECT_EQ(flagError({"p", "--device-memory", "lots"}),
-            "--device-memory: expected a byte count such as 1073741824 or "
-            "8GiB, got 'lots'");
-  EXPECT_EQ(flagError({"p", "--device-memory", "1.5GiB"}),
-            "--device-memory: expected a byte count such as 1073741824 or "
-            "8GiB, got '1.5GiB'");
-  EXPECT_EQ(flagError({"p", "--device-memory", "17179869184TiB"}),
-            "--device-memory: expected a byte count such as 1073741824 or "
-            "8GiB, got '17179869184TiB'");
+  EXPECT_EQ(
+      flagError({"p", "--device-memory", "lots"}),
+      "--device-memory: expected a positive byte count such as 1073741824 or "
+      "8GiB, got 'lots'");
+  EXPECT_EQ(
+      flagError({"p", "--device-memory", "1.5GiB"}),
+      "--device-memory: expected a positive byte count such as 1073741824 or "
+      "8GiB, got '1.5GiB'");
+  EXPECT_EQ(
+      flagError({"p", "--device-memory", "17179869184TiB"}),
+      "--device-memory: expected a positive byte count such as 1073741824 or "
+      "8GiB, got '17179869184TiB'");
+  // dsc refuses a budget of 0; here it meant "unlimited".
+  EXPECT_EQ(flagError({"p", "--device-memory", "0"}),
+            "--device-memory: expected a positive byte count such as "
+            "1073741824 or 8GiB, got '0'");
   EXPECT_EQ(flagError({"p", "--stepz", "3"}),
             "unknown flag '--stepz' (did you mean --steps?)");
   EXPECT_EQ(flagError({"p", "--frobnicate"}), "unknown flag '--frobnicate'");
@@ -275,6 +309,30 @@ TEST(Launch, MpirunCommandLine) {
                "p.dsplan", "--steps", "5"}));
   EXPECT_NE(findOnPath("sh"), "");
   EXPECT_EQ(findOnPath("dsrun-no-such-program"), "");
+}
+
+TEST(Launch, LocalCapacity) {
+  std::string error;
+  // The tests' 3-4 ranks start on any machine.
+  EXPECT_TRUE(checkLocalCapacity(4, 0, error)) << error;
+  const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t most = std::max<uint64_t>(4, 2 * cores);
+  EXPECT_TRUE(checkLocalCapacity(most, 0, error)) << error;
+  ASSERT_FALSE(checkLocalCapacity(most + 1, 0, error));
+  EXPECT_EQ(error, "this machine has " + std::to_string(cores) +
+                       (cores == 1 ? " core" : " cores") +
+                       ", and dsrun starts at most " + std::to_string(most) +
+                       " ranks on it (2 per core); pass --oversubscribe to "
+                       "start more, or mpirun --hostfile to spread them");
+  // Two plans of 2^60 bytes hold more than any machine's memory.
+  ASSERT_FALSE(checkLocalCapacity(2, uint64_t(1) << 60, error));
+  EXPECT_EQ(error.rfind("2 ranks of 1152921504606846976 bytes each (the "
+                        "plan's arenas) need more than the ",
+                        0),
+            0u)
+      << error;
+  EXPECT_NE(error.find("pass --oversubscribe to start them anyway"),
+            std::string::npos);
 }
 
 TEST(Launch, ThreadsPerRank) {
@@ -326,6 +384,13 @@ TEST(Flags, CheckpointFlagsGoTogether) {
   EXPECT_EQ(refused({"p", "--steps", "0"}),
             "--steps 0 trains nothing: it goes with --resume (e.g. to "
             "--export-weights a checkpoint's weights)");
+  // Sampling's settings without --sample were silently ignored.
+  EXPECT_EQ(refused({"p", "--prompt", "Once"}),
+            "--prompt is a setting of --sample N (generate N tokens); give "
+            "--sample too");
+  EXPECT_EQ(refused({"p", "--top-k", "5"}),
+            "--top-k is a setting of --sample N (generate N tokens); give "
+            "--sample too");
   DsrunOptions zero;
   std::string zeroError;
   ASSERT_TRUE(parseDsrunFlags(
