@@ -1,6 +1,7 @@
 # lit configuration for dsc: FileCheck tests of dialects, passes, tools and
 # end-to-end runs. Tests are discovered by suffix; none are listed in CMake.
 import os
+import sys
 
 import lit.formats
 
@@ -15,25 +16,45 @@ config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
 config.environment["PATH"] = os.pathsep.join(
     [config.dsc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%python", config.python_executable))
+# lit itself, for tests of this file (test/torch/lit-config.test).
+config.substitutions.append(
+    ("%lit", config.python_executable + " " + os.path.abspath(sys.argv[0])))
 config.substitutions.append(
     ("%expect-exit", config.python_executable + " " +
      os.path.join(config.test_source_root, "tools", "expect-exit.py")))
 
-# PyTorch from Debian's python3-torch, for the nanoGPT parity test.
 import shutil
 import subprocess
+
+
+def python_lacks(python, modules):
+    """Why `python` cannot import `modules` (None when it can): it may not
+    exist at all, which subprocess would raise as a traceback."""
+    if not os.access(python, os.X_OK):
+        return "no " + python
+    try:
+        status = subprocess.call([python, "-c", "import " + ", ".join(modules)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as e:
+        return python + " cannot run: " + e.strerror
+    if status != 0:
+        return python + " cannot import " + ", ".join(modules)
+    return None
+
+
+# PyTorch from Debian's python3-torch, for the nanoGPT parity test.
 torch_python = "/usr/bin/python3"
-if subprocess.call([torch_python, "-c", "import torch"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-    config.available_features.add("torch")
+why_missing = {"torch": python_lacks(torch_python, ["torch"])}
 config.substitutions.append(("%torch-python", torch_python))
 
 # The PyTorch frontend's virtual environment (scripts/install-python.sh:
 # torch 2.5, transformers, safetensors) with frontends/torch on its path.
 dsc_python = os.path.join(config.dsc_obj_root, "venv", "bin", "python")
-if subprocess.call([dsc_python, "-c", "import torch.export, transformers, safetensors"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-    config.available_features.add("torch2")
+why_missing["torch2"] = python_lacks(
+    dsc_python, ["torch.export", "transformers", "safetensors"])
+for feature, why in why_missing.items():
+    if why is None:
+        config.available_features.add(feature)
 config.substitutions.append(("%dsc-python", dsc_python))
 config.substitutions.append(("%dsc-train", os.path.join(config.dsc_tools_dir, "dsc-train")))
 # The package from the source tree, its native module (_dsc_native) from the
@@ -74,11 +95,15 @@ missing = [f for f in ("torch", "torch2", "mpi") if f not in config.available_fe
 # As root the two hosts must work too (a non-root run cannot build them).
 if os.geteuid() == 0 and "netns" not in config.available_features:
     missing.append("netns")
+how_to_make = {
+    "torch": "apt-get install python3-torch (scripts/install-deps.sh)",
+    "torch2": "scripts/install-python.sh " + os.path.join(config.dsc_obj_root, "venv"),
+    "mpi": "mpirun on PATH: apt-get install openmpi-bin (scripts/install-deps.sh)",
+    "netns": "test/e2e/two_hosts.py probe fails, as root",
+}
 if missing and os.environ.get("DSC_ALLOW_UNSUPPORTED") != "1":
     lit_config.fatal(
-        "missing test dependencies: " + ", ".join(missing) +
-        " (torch: /usr/bin/python3 -c 'import torch'; torch2: "
-        "scripts/install-python.sh BUILD/venv; mpi: mpirun on PATH; "
-        "netns: test/e2e/two_hosts.py probe, as root); "
-        "run scripts/install-deps.sh, or set DSC_ALLOW_UNSUPPORTED=1 to skip "
-        "the tests that need them")
+        "missing test dependencies: " + "; ".join(
+            f + " (" + (why_missing.get(f) + ": " if why_missing.get(f) else "") +
+            how_to_make[f] + ")" for f in missing) +
+        "; or set DSC_ALLOW_UNSUPPORTED=1 to skip the tests that need them")

@@ -11,19 +11,17 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 
+from .files import (CONFIG_LIMIT, MLIR_LIMIT, check_distinct, check_output, read_text,
+                    work_folder, write_outputs)
 from .native import InputError, TrainingError, native
 
 DEFAULT_MICRO_BATCH = 4  # dsc's, when the config gives no batch sizes
 
 
-def _read_file(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+def _excerpt(text, width=40):
+    text = " ".join(text.split())
+    return repr(text if len(text) <= width else text[:width] + "...")
 
 
 def _read_config(config):
@@ -33,9 +31,9 @@ def _read_config(config):
         return {}, None, "ds_config.json"
     if isinstance(config, dict):
         return config, json.dumps(config), "ds_config.json"
-    text, name = str(config), "ds_config.json"
+    text, name = os.fspath(config), "ds_config.json"
     if not text.lstrip().startswith("{"):
-        name, text = text, _read_file(text)
+        name, text = text, read_text(text, CONFIG_LIMIT)
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError:
@@ -78,6 +76,7 @@ class Plan:
         self.config = config
         self.exported = exported
         self.path = None
+        self.config_name = "ds_config.json"  # the config's name in messages
 
     def report(self):
         return json.loads(json.dumps(self._report))  # a copy
@@ -87,7 +86,6 @@ class Plan:
 
     def save(self, path):
         """Writes the plan file (only over a regular file, all or nothing)."""
-        from .files import check_output, write_outputs
         path = os.fspath(path)
         check_output(path, "plan")
 
@@ -123,8 +121,11 @@ def compile(source=None, config=None, *, model=None, block_size=None, loss="modu
         text = os.fspath(source)
         if "\n" in text or re.match(r"\s*module\s*(@|\{|attributes\b)", text):
             name = "model.mlir"
+        elif os.path.lexists(text):
+            name, text = text, read_text(text, MLIR_LIMIT)
         else:
-            name, text = text, _read_file(text)
+            raise InputError(f"{_excerpt(text)}: neither an existing file nor ds MLIR text "
+                             "(a module: 'module @name {...}')")
         is_spec = False
     else:
         import torch
@@ -143,7 +144,9 @@ def compile(source=None, config=None, *, model=None, block_size=None, loss="modu
             activation_memory, device_memory or "")
     except native().InputError as e:
         raise InputError(str(e)) from None
-    return Plan(data, report, report_text, notes, cfg, exported)
+    plan = Plan(data, report, report_text, notes, cfg, exported)
+    plan.config_name = cfg_name or plan.config_name
+    return plan
 
 
 class TrainResult:
@@ -202,7 +205,21 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     from .monitor import Monitors
     exported = plan.exported if isinstance(plan, Plan) else None
     config = plan.config if isinstance(plan, Plan) else {}
-    with tempfile.TemporaryDirectory(prefix="dsc-train-") as tmp:
+    # What this call writes is checked before anything is: the outputs
+    # dsrun writes by its own rule as well (PathRules.h), the monitors'
+    # folders and files by monitor.check_monitors.
+    inputs = [("the plan", plan.path if isinstance(plan, Plan) else plan), ("--data", data),
+              ("--init-from", None if isinstance(init, dict) else init)]
+    outputs = [("--metrics", metrics), ("--trace", trace)]
+    for flag, path in outputs:
+        if path is not None:
+            check_output(path, flag)
+    check_distinct(inputs, outputs)
+    seq_len = plan.report()["seq_len"] if isinstance(plan, Plan) else None
+    config_name = getattr(plan, "config_name", "ds_config.json")
+    monitors = Monitors(config, seq_len, inputs, config_name) if monitor else None
+    with work_folder() as work:
+        tmp = work.path
         if isinstance(plan, Plan):
             plan_path = plan.path or os.path.join(tmp, "plan.dsplan")
             if plan.path is None:
@@ -237,8 +254,6 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
         args += ["--export-weights", final]
 
         history = []
-        seq_len = plan.report()["seq_len"] if isinstance(plan, Plan) else None
-        monitors = Monitors(config, seq_len) if monitor else None
 
         def on_step(record):
             history.append(record)
@@ -273,7 +288,9 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
         if status == 1:
             raise TrainingError(message)
         if status in (130, 143):
-            raise KeyboardInterrupt(message)
+            interrupted = KeyboardInterrupt(message)
+            interrupted.status = status  # 143: SIGTERM
+            raise interrupted
         if status != 0:
             raise TrainingError(message)
         weights = load_file(final) if os.path.exists(final) else {}

@@ -8,8 +8,9 @@ import json
 import os
 import sys
 
-from .files import check_output, write_outputs
+from .files import check_distinct, check_output, write_outputs
 from .native import InputError as _InputError
+from .native import error_lines, one_line
 
 USAGE_ERROR = 2
 
@@ -18,13 +19,49 @@ USAGE_ERROR = 2
 InputError = _InputError
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with dsc's errors: one line, "PROG: MESSAGE (see --help)",
+    exit status 2, instead of a usage block."""
+
+    def error(self, message):
+        print(f"{self.prog}: {one_line(message)} (see --help)", file=sys.stderr)
+        sys.exit(USAGE_ERROR)
+
+
+def print_error(prog, error):
+    """An error as dsc's tools print it: a line per problem, each naming
+    the program."""
+    for line in error_lines(error):
+        print(f"{prog}: {line}", file=sys.stderr)
+
+
+# A micro-batch's token count: dsc's plans index tokens in 32 bits
+# (compiler/Compile.cpp's kMaxBatch).
+MAX_TOKENS = 1 << 31
+
+
+def check_batch(batch_size, block_size):
+    """InputError unless --batch-size x --block-size is a batch dsc can
+    trace and run."""
+    for value, flag in ((batch_size, "--batch-size"), (block_size, "--block-size")):
+        if value <= 0:
+            raise InputError(f"{flag} {value}: must be positive")
+        if value > MAX_TOKENS:
+            raise InputError(f"{flag} {value}: at most {MAX_TOKENS}")
+    if batch_size * block_size > MAX_TOKENS:
+        raise InputError(f"--batch-size {batch_size} x --block-size {block_size}: "
+                         f"{batch_size * block_size} tokens a micro-batch, at most {MAX_TOKENS}")
+
+
 def load_class(spec):
     """'path/to/model.py:ClassName' -> the class."""
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise InputError(f"{spec}: expected FILE.py:ClassName")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
+    if not os.path.isfile(path):  # a FIFO would block the import
+        raise InputError(f"{path}: cannot read: not a regular file")
     module_name = "dsc_user_model_" + os.path.splitext(os.path.basename(path))[0]
     loader = importlib.util.spec_from_file_location(module_name, path)
     if loader is None:
@@ -47,14 +84,15 @@ def parse_model_args(text):
         args = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"--model-args: not JSON: {e.msg} at column {e.colno}") from None
+    except RecursionError:
+        raise InputError("--model-args: nested too deeply for Python's JSON reader") from None
     if not isinstance(args, dict):
         raise InputError("--model-args: expected a JSON object of keyword arguments")
     return args
 
 
 def export_main(argv):
-    ap = argparse.ArgumentParser(prog="python -m dsc export",
-                                 description="Export a PyTorch module to ds MLIR.")
+    ap = ArgumentParser(prog="dsc export", description="Export a PyTorch module to ds MLIR.")
     ap.add_argument("model", help="FILE.py:ClassName")
     ap.add_argument("--model-args", default="{}", help="JSON object of keyword arguments")
     ap.add_argument("--batch-size", type=int, required=True)
@@ -67,14 +105,12 @@ def export_main(argv):
     args = ap.parse_args(argv)
     from .export import ExportError, export
     try:
-        for value, flag in ((args.batch_size, "--batch-size"), (args.block_size, "--block-size")):
-            if value <= 0:
-                raise InputError(f"{flag} {value}: must be positive")
-        check_output(args.output, "-o")
-        if args.weights:
-            check_output(args.weights, "--weights")
-            if os.path.abspath(args.weights) == os.path.abspath(args.output):
-                raise InputError(f"--weights {args.weights}: the same file as -o")
+        check_batch(args.batch_size, args.block_size)
+        outputs = [("-o", args.output), ("--weights", args.weights)]
+        for flag, path in outputs:
+            if path is not None:
+                check_output(path, flag)
+        check_distinct([("the model", model_file(args.model))], outputs)
         module = build_module(args.model, args.model_args)
         exported = export(module, args.batch_size, args.block_size, loss=args.loss)
 
@@ -88,11 +124,16 @@ def export_main(argv):
                 {k: v.detach().contiguous() for k, v in exported.weights.items()}, tmp)))
         write_outputs(writers)
     except (InputError, ExportError) as e:
-        print(f"dsc export: {e}", file=sys.stderr)
+        print_error("dsc export", e)
         return USAGE_ERROR
     print(f"dsc export: {args.output}: {len(exported.weights)} parameters, "
           f"{sum(v.numel() for v in exported.weights.values())} elements", file=sys.stderr)
     return 0
+
+
+def model_file(spec):
+    """The FILE.py of FILE.py:ClassName (an input of the run)."""
+    return spec.rpartition(":")[0] or None
 
 
 def build_module(spec, model_args):
@@ -115,10 +156,9 @@ def build_module(spec, model_args):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in ("export", "train"):
-        print("usage: python -m dsc export FILE.py:Class --batch-size B --block-size T "
-              "-o OUT.mlir [--weights OUT.safetensors]\n"
-              "       python -m dsc train FILE.py:Class --deepspeed_config ds_config.json "
-              "--data FILE [...] (dsc-train)", file=sys.stderr)
+        got = f"'{argv[0]}'" if argv else "nothing"
+        print(f"python -m dsc: expected export or train, got {got} "
+              "(see python -m dsc export --help, python -m dsc train --help)", file=sys.stderr)
         return USAGE_ERROR
     if argv[0] == "train":
         from .train_cli import main as train_main

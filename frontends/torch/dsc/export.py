@@ -9,6 +9,7 @@ become ds.variable symbols under the module's own state-dict names, so the
 weights dsrun writes load back with load_state_dict(strict=True)
 (`Exported.state_dict_from`).
 """
+import inspect
 import operator
 import re
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from . import mlir_text as mt
 from .aten_ops import HANDLERS, Unsupported
 from .emitter import Const, Emitter, Value
+from .native import error_lines, one_line
 from .patterns import fuse_rms_norm, match_rotary
 
 WRAPPED = "module"  # the attribute that holds the user's module in _Step
@@ -39,14 +41,7 @@ class _Step(torch.nn.Module):
     def forward(self, tokens, targets):
         m = getattr(self, WRAPPED)
         if self.loss == "module":
-            out = m(tokens, targets)
-            if isinstance(out, (tuple, list)):
-                scalars = [o for o in out if isinstance(o, torch.Tensor) and o.dim() == 0]
-                if len(scalars) != 1:
-                    raise ExportError("the module returns no single scalar loss; "
-                                      "pass loss='cross_entropy' if it returns logits")
-                return scalars[0]
-            return out
+            return _loss_of(m(tokens, targets))
         out = m(tokens)
         logits = getattr(out, "logits", out)
         if isinstance(logits, (tuple, list)):
@@ -55,6 +50,93 @@ class _Step(torch.nn.Module):
             return torch.nn.functional.cross_entropy(
                 logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         return self.loss(logits, targets)
+
+
+_IF_LOGITS = "; pass loss='cross_entropy' if it returns logits"
+
+
+def _shape(t):
+    return "[" + ", ".join(str(d) for d in t.shape) + "]"
+
+
+def _loss_of(out):
+    """The scalar loss in what module(tokens, targets) returned: the
+    tensor, the one scalar of a tuple (nanoGPT's (logits, loss)) or the
+    `loss` of an object that has one (a ModelOutput)."""
+    if isinstance(out, torch.Tensor):
+        if out.dim() != 0:
+            raise ExportError(f"the module returned a tensor of shape {_shape(out)}, "
+                              f"not a scalar loss{_IF_LOGITS}")
+        return out
+    loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0:
+        return loss
+    if isinstance(out, (tuple, list)):
+        scalars = [o for o in out if isinstance(o, torch.Tensor) and o.dim() == 0]
+        if len(scalars) == 1:
+            return scalars[0]
+        shapes = ", ".join(_shape(o) if isinstance(o, torch.Tensor) else type(o).__name__
+                           for o in out)
+        raise ExportError(f"the module returned a {type(out).__name__} of ({shapes}), "
+                          f"not one scalar loss{_IF_LOGITS}")
+    raise ExportError(f"the module returned a {type(out).__name__} with no scalar loss"
+                      f"{_IF_LOGITS}")
+
+
+def _takes_labels(module):
+    """The name of forward's second parameter when the module wants its
+    targets as labels= (a Hugging Face model) instead; None otherwise."""
+    try:
+        params = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    if "labels" in params and len(params) > 1 and params[1] not in ("labels", "targets"):
+        return params[1]
+    return None
+
+
+# Tokens of a micro-batch: dsc's plans index them in 32 bits
+# (compiler/Compile.cpp's kMaxBatch).
+MAX_TOKENS = 1 << 31
+# A failed trace is run again eagerly for the user's own exception, on
+# the whole batch up to this many tokens, else on one sequence.
+_EAGER_TOKENS = 1 << 16
+
+
+def _example_batch(batch_size, block_size):
+    """Token ids and targets for the trace. torch.export traces with fake
+    tensors and never reads them, so they are left unwritten: a large
+    batch costs address space, not memory."""
+    if batch_size <= 0 or block_size <= 0:
+        raise ExportError(f"batch size {batch_size} x block size {block_size}: "
+                          "both must be positive")
+    if batch_size * block_size > MAX_TOKENS:
+        raise ExportError(f"batch size {batch_size} x block size {block_size}: "
+                          f"{batch_size * block_size} tokens a micro-batch, at most {MAX_TOKENS}")
+    try:
+        return (torch.empty(batch_size, block_size, dtype=torch.long),
+                torch.empty(batch_size, block_size, dtype=torch.long))
+    except (RuntimeError, MemoryError) as e:
+        raise ExportError(f"batch size {batch_size} x block size {block_size}: cannot "
+                          f"allocate the example batch: {one_line(str(e))}") from None
+
+
+def _why_export_failed(step, error, batch_size, block_size):
+    """The ExportError for a failed torch.export: the forward run eagerly
+    (without gradients) shows the user's own exception, which the trace
+    wraps ("Observed exception"); torch.export's first line otherwise."""
+    rows = batch_size if batch_size * block_size <= _EAGER_TOKENS else 1
+    zeros = torch.zeros(rows, block_size, dtype=torch.long)
+    try:
+        with torch.no_grad():
+            step(zeros, zeros.clone())
+    except ExportError as e:
+        return e
+    except Exception as e:  # the user's forward: whatever it raises is the cause
+        message = f": {one_line(str(e))}" if str(e).strip() else ""
+        return ExportError(f"forward raised {type(e).__name__}{message} (tokens of shape "
+                           f"[{batch_size}, {block_size}]: batch size x block size)")
+    return ExportError(f"torch.export failed: {error_lines(error)[0]}")
 
 
 @dataclass
@@ -97,16 +179,19 @@ def export(module, batch_size, block_size, loss="module", dtype=None):
     (module(tokens) returns logits [B, T, V] or an object with `.logits`, as
     Hugging Face models do; the loss is their mean cross-entropy against
     the targets), or a function (logits, targets) -> loss."""
+    if loss == "module" and _takes_labels(module):
+        raise ExportError(
+            f"{type(module).__name__}.forward takes labels= (a Hugging Face model), and "
+            f"loss='module' would pass the targets as its {_takes_labels(module)}: pass "
+            "loss='cross_entropy' (--loss cross_entropy); dsc's targets are the next tokens")
+    tokens, targets = _example_batch(batch_size, block_size)
     step = _Step(module, loss)
-    tokens = torch.zeros(batch_size, block_size, dtype=torch.long)
-    targets = torch.zeros(batch_size, block_size, dtype=torch.long)
     try:
         ep = torch.export.export(step, (tokens, targets))
     except ExportError:
         raise
-    except Exception as e:  # torch.export's own failures are long; keep the gist
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ExportError(f"torch.export failed: {first}") from e
+    except Exception as e:  # torch.export's own failures are long; keep the cause
+        raise _why_export_failed(step, e, batch_size, block_size) from e
     fuse_rms_norm(ep.graph_module)
     return _Lowering(ep, module).run()
 

@@ -11,15 +11,22 @@ the process's peak resident set."""
 import csv
 import os
 
+from .files import check_distinct, check_output_folder
+from .native import InputError, one_line
+
 DEFAULT_JOB = "DeepSpeedJobName"
+
+
+# A record's training scalars: (its key, the tag's last part).
+_SCALARS = (("loss", "train_loss"), ("lr", "lr"), ("loss_scale", "loss_scale"),
+            ("grad_norm", "grad_norm"), ("tokens_per_s", "tokens_per_s"),
+            ("val_loss", "val_loss"))
 
 
 def events(record, samples):
     """(tag, value, x) for one --metrics record."""
     out = []
-    for key, tag in (("loss", "train_loss"), ("lr", "lr"), ("loss_scale", "loss_scale"),
-                     ("grad_norm", "grad_norm"), ("tokens_per_s", "tokens_per_s"),
-                     ("val_loss", "val_loss")):
+    for key, tag in _SCALARS:
         if key in record and record[key] is not None:
             out.append((f"Train/Samples/{tag}", float(record[key]), samples))
     # Each space by category with offload; the device's alone otherwise.
@@ -93,21 +100,95 @@ class Wandb:
         self.run.finish()
 
 
-class Monitors:
-    """Every monitor the config enables; write(record) after each step."""
+def _csv_files(log_dir):
+    """The files the csv monitor may write in `log_dir` (Csv names them
+    after the tags) that a check can name before training: every training
+    scalar's, and the memory files already there (which ones are written
+    depends on the compiled plan)."""
+    files = [os.path.join(log_dir, f"Train_Samples_{tag}.csv") for _, tag in _SCALARS]
+    try:
+        names = sorted(os.listdir(log_dir))
+    except OSError:
+        names = []
+    return files + [os.path.join(log_dir, n) for n in names
+                    if n.startswith("Memory_") and n.endswith(".csv")]
 
-    def __init__(self, config, seq_len=None):
+
+def _check_wandb(what):
+    """Before anything is compiled or trained: W&B can log (an API key
+    found, or offline), else one line saying how to make it."""
+    try:
+        import wandb
+    except ImportError:
+        raise InputError(f"{what}: enabled, but the wandb package is not installed "
+                         "(pip install wandb)") from None
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
+        return
+    if os.environ.get("WANDB_API_KEY"):
+        return
+    try:
+        settings = wandb.setup().settings
+        if getattr(settings, "_offline", False) or getattr(settings, "_noop", False):
+            return  # `wandb offline`, a settings file
+        logged_in = wandb.login(prompt=False, verify=False)
+    except TypeError:
+        return  # an older wandb, without login(prompt=): its own init says
+    except Exception as e:  # wandb's own failures (a malformed key, ...)
+        raise InputError(f"{what}: {type(e).__name__}: {one_line(str(e))}") from None
+    if not logged_in:
+        raise InputError(f"{what}: enabled, but W&B has no API key here: run `wandb login` "
+                         "(or set WANDB_API_KEY), or set WANDB_MODE=offline to log locally")
+
+
+def check_monitors(config, inputs=(), config_name="ds_config.json"):
+    """InputError, before anything is compiled or trained, if a monitor the
+    config enables could not write: its folder cannot be made or take
+    files, a CSV file it writes is one of `inputs` ([(what, path)]), its
+    package is missing or W&B has no credentials."""
+    for key in ("tensorboard", "csv_monitor"):
+        section = config.get(key) or {}
+        if not section.get("enabled"):
+            continue
+        what = f"{config_name}: $.{key}"
+        if key == "tensorboard":
+            try:
+                from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+            except ImportError:
+                raise InputError(f"{what}: enabled, but torch.utils.tensorboard cannot be "
+                                 "imported (pip install tensorboard)") from None
+        log_dir = _log_dir(section)
+        check_output_folder(log_dir, what + " output_path/job_name", parents=True)
+        if key == "csv_monitor":
+            check_distinct(inputs, [(what, p) for p in _csv_files(log_dir)])
+    if (config.get("wandb") or {}).get("enabled"):
+        _check_wandb(f"{config_name}: $.wandb")
+
+
+class Monitors:
+    """Every monitor the config enables; write(record) after each step.
+    Checked when made (check_monitors), opened at the first record, so a
+    run refused before its first step leaves nothing behind."""
+
+    def __init__(self, config, seq_len=None, inputs=(), config_name="ds_config.json"):
+        check_monitors(config, inputs, config_name)
         self.config = config
-        self.monitors = []
+        self.monitors = None
+        self.seq_len = seq_len
+
+    def open(self):
+        """Opens every monitor (at the first record otherwise)."""
+        if self.monitors is not None:
+            return
+        config, self.monitors = self.config, []
         if config.get("tensorboard", {}).get("enabled"):
             self.monitors.append(TensorBoard(config["tensorboard"]))
         if config.get("csv_monitor", {}).get("enabled"):
             self.monitors.append(Csv(config["csv_monitor"]))
         if config.get("wandb", {}).get("enabled"):
             self.monitors.append(Wandb(config["wandb"], config))
-        self.seq_len = seq_len
 
     def write(self, record):
+        self.open()
         if not self.monitors:
             return
         # Samples seen: tokens over the sequence length when known, else
@@ -118,6 +199,6 @@ class Monitors:
             m.write(evs)
 
     def close(self):
-        for m in self.monitors:
+        for m in self.monitors or []:
             m.close()
         self.monitors = []

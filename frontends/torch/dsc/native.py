@@ -28,3 +28,29 @@ def native():
                 "and put BUILD/python on PYTHONPATH") from e
         _module = _dsc_native
     return _module
+
+
+_CONTINUATIONS = ("note:", "did you mean", "(")
+
+
+def error_lines(text):
+    """The problems an error message holds, a line each: a line that only
+    continues the one before it (indented, a note, a "Did you mean")
+    joins it."""
+    lines = []
+    for raw in str(text).splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if lines and (raw[:1].isspace() or line.lower().startswith(_CONTINUATIONS)):
+            lines[-1] += " " + line
+        else:
+            lines.append(line)
+    if not lines:  # an exception raised without a message: its class
+        lines.append(str(text) if isinstance(text, str) else type(text).__name__)
+    return lines
+
+
+def one_line(text):
+    """A message of any number of lines as one: its problems joined."""
+    return "; ".join(error_lines(text))

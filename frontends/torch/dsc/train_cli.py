@@ -13,22 +13,25 @@ with load_state_dict(strict=True)). One rank trains in this process; N > 1
 runs `dsrun --np N`, as DeepSpeed's launcher starts N processes. Bad input
 is one line and exit status 2; a failed run exits 1.
 """
-import argparse
+import contextlib
+import ctypes
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
-from .cli import build_module
-from .files import check_output, write_outputs
+from .cli import ArgumentParser, build_module, model_file, print_error
+from .files import (CONFIG_LIMIT, check_distinct, check_output, check_output_folder, read_input,
+                    work_folder, write_outputs)
+
+USAGE_ERROR = 2
 
 
 def _parser():
-    ap = argparse.ArgumentParser(prog="dsc-train", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="dsc-train", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="FILE.py:ClassName")
     ap.add_argument("--model-args", default="{}", help="JSON object of keyword arguments")
     ap.add_argument("--deepspeed_config", "--deepspeed-config", dest="config", required=True,
@@ -49,65 +52,115 @@ OUTPUTS = ("plan.dsplan", "init.safetensors", "model.safetensors", "metrics.json
            "final.safetensors")
 
 
+class _Terminated(BaseException):
+    """SIGTERM outside training: unwinds through every `finally` (the work
+    folder is removed) to main, which exits 143."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _run(args)
+    except _Terminated:
+        print("dsc-train: SIGTERM: stopped", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print("dsc-train: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a defect here, or the user's module: one line all the same
+        if os.environ.get("DSC_TRACEBACK") == "1":
+            raise
+        print(f"dsc-train: {type(e).__name__}: {' '.join(str(e).split())} "
+              "(DSC_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_inputs_and_outputs(args):
+    """Everything dsc-train will read or write, checked before anything is
+    exported, compiled or written: numbers, input files, the output folder
+    and its files, the monitors. Returns the config as a dict."""
+    import dsc
+
+    from .api import _read_config
+    from .monitor import check_monitors
+    if args.num_gpus < 1:
+        raise dsc.InputError(f"--num_gpus {args.num_gpus}: must be positive")
+    if args.steps < 1:
+        raise dsc.InputError(f"--steps {args.steps}: must be positive")
+    if not os.path.exists(args.data):
+        raise dsc.InputError(f"--data {args.data}: no such file")
+    if not os.path.isfile(args.data):
+        raise dsc.InputError(f"--data {args.data}: cannot read: not a regular file")
+    if not args.config.lstrip().startswith("{"):
+        read_input(args.config, CONFIG_LIMIT)  # a FIFO or /dev/zero: refused, not read
+    config, _, config_name = _read_config(args.config)
+    inputs = [("the model", model_file(args.model)), ("--deepspeed_config", args.config),
+              ("--data", args.data)]
+    out = args.output_dir
+    if out is not None:
+        check_output_folder(out, "--output-dir")
+        outputs = [("--output-dir", os.path.join(out, name)) for name in OUTPUTS]
+        if os.path.isdir(out):
+            for flag, path in outputs:
+                check_output(path, flag)
+        check_distinct(inputs, outputs)
+    check_monitors(config, inputs, config_name)
+    return config
+
+
+def _run(args):
     import dsc
     try:
-        if args.num_gpus < 1:
-            raise dsc.InputError(f"--num_gpus {args.num_gpus}: must be positive")
-        if args.steps < 1:
-            raise dsc.InputError(f"--steps {args.steps}: must be positive")
-        if not os.path.isfile(args.data):
-            raise dsc.InputError(f"--data {args.data}: no such file")
-        out = args.output_dir
-        if out:
-            if os.path.lexists(out) and not os.path.isdir(out):
-                raise dsc.InputError(f"--output-dir {out}: exists and is not a directory")
-            if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-                raise dsc.InputError(f"--output-dir {out}: its parent is not a directory")
-            if os.path.isdir(out):
-                for name in OUTPUTS:
-                    check_output(os.path.join(out, name), "--output-dir")
+        _check_inputs_and_outputs(args)
         module = build_module(args.model, args.model_args)
         print(f"dsc-train: exporting {args.model}", flush=True)
         plan = dsc.compile(module, args.config, block_size=args.block_size, loss=args.loss,
                            world_size=args.num_gpus)
         # Only now, with every input checked, does anything get written.
-        if out:
-            os.makedirs(out, exist_ok=True)
+        if args.output_dir:
+            os.makedirs(args.output_dir, exist_ok=True)
     except (dsc.InputError, dsc.ExportError) as e:
-        print(f"dsc-train: {e}", file=sys.stderr)
-        return 2
+        print_error("dsc-train", e)
+        return USAGE_ERROR
     for note in plan.notes:
         print(f"dsc: note: {note}", file=sys.stderr)
     print(plan.report_text, end="", flush=True)
-
-    work = out or tempfile.mkdtemp(prefix="dsc-train-")
+    out = args.output_dir
     try:
         if args.num_gpus == 1:
             status, weights = _train_here(plan, args)
         else:
-            status, weights = _train_ranks(plan, args, work)
+            with (contextlib.nullcontext() if out else work_folder()) as work:
+                status, weights = _train_ranks(plan, args, out or work.path,
+                                               work.lock_fd if work else None)
         if status != 0:
             return status
         if out:
-            from safetensors.torch import save_file
-            module.load_state_dict(plan.exported.state_dict_from(weights), strict=True)
-            path = os.path.join(out, "model.safetensors")
-            # A file per name: tied entries are written twice, as torch.save
-            # would keep them apart (safetensors refuses shared storage).
-            state = {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
-            write_outputs([(os.path.join(out, "plan.dsplan"), lambda t: _write_bytes(t, plan.data)),
-                           (path, lambda t: save_file(state, t))])
-            print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
-                  flush=True)
+            _write_trained(plan, module, weights, out)
     except dsc.InputError as e:
-        print(f"dsc-train: {e}", file=sys.stderr)
-        return 2
-    finally:
-        if not out:
-            shutil.rmtree(work, ignore_errors=True)
+        print_error("dsc-train", e)
+        return USAGE_ERROR
     return 0
+
+
+def _write_trained(plan, module, weights, out):
+    from safetensors.torch import save_file
+    module.load_state_dict(plan.exported.state_dict_from(weights), strict=True)
+    path = os.path.join(out, "model.safetensors")
+    # A file per name: tied entries are written twice, as torch.save
+    # would keep them apart (safetensors refuses shared storage).
+    state = {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
+    write_outputs([(os.path.join(out, "plan.dsplan"), lambda t: _write_bytes(t, plan.data)),
+                   (path, lambda t: save_file(state, t))])
+    print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
+          flush=True)
 
 
 def _write_bytes(path, data):
@@ -123,22 +176,74 @@ def _train_here(plan, args):
         return 2, None  # dsrun's line is already on stderr
     except dsc.TrainingError:
         return 1, None
-    except KeyboardInterrupt:
-        return 130, None
+    except KeyboardInterrupt as e:  # dsrun stopped after a step: its line is out
+        return getattr(e, "status", 130), None
     return 0, result.weights
 
 
 def _dsrun():
+    import dsc
     tools = os.environ.get("DSC_TOOLS_DIR")
     path = os.path.join(tools, "dsrun") if tools else shutil.which("dsrun")
     if not path or not os.path.exists(path):
-        raise FileNotFoundError("dsrun: not found (set DSC_TOOLS_DIR or put it on PATH)")
+        raise dsc.InputError("--num_gpus: dsrun is not found (set DSC_TOOLS_DIR or put it "
+                             "on PATH)")
     return path
 
 
-def _train_ranks(plan, args, out):
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with_this_process():
+    """A preexec_fn for a child that must not outlive this process, however
+    it ends (a SIGKILL runs no handler here): the kernel sends it SIGTERM
+    when this process dies, which dsrun's launcher takes as a stop (the
+    ranks stop after their step and mpirun cleans up). Resolved before the
+    fork, so the child only makes two system calls."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def preexec():
+        if prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(1)  # or this process is already gone
+    return preexec
+
+
+def _metrics_follower(metrics, monitors, done, failures):
+    """A thread feeding the monitors dsrun's metrics file as the ranks
+    write it, whole lines only; what goes wrong lands in `failures`."""
+
+    def follow():
+        offset = 0
+        try:
+            while True:
+                finished = done.is_set()
+                if os.path.exists(metrics):
+                    with open(metrics) as f:
+                        f.seek(offset)
+                        text = f.read()
+                    # Whole lines only: the ranks may be writing the next one.
+                    complete = text[:text.rfind("\n") + 1]
+                    offset += len(complete.encode())
+                    for line in complete.splitlines():
+                        if line.strip():
+                            monitors.write(json.loads(line))
+                if finished:
+                    return
+                done.wait(0.5)
+        except Exception as e:  # reported once the run ends; training goes on
+            failures.append(e)
+    return threading.Thread(target=follow)
+
+
+def _train_ranks(plan, args, out, lock_fd):
     """`dsrun --np N`, its metrics file followed line by line into the
-    monitors as the ranks write it."""
+    monitors as the ranks write it. The launcher runs in a process group of
+    its own: SIGINT and SIGTERM reach it from here, once (it stops every
+    rank after the step, a second one at once), and it dies with this
+    process (_dies_with_this_process). It holds the work folder's lock, so
+    a next run removes the folder only once the launcher is gone too."""
+    import dsc
     from safetensors.torch import load_file, save_file
 
     from .monitor import Monitors
@@ -149,6 +254,8 @@ def _train_ranks(plan, args, out):
                                                for k, v in plan.exported.weights.items()}, t))])
     metrics = os.path.join(out, "metrics.jsonl")
     final = os.path.join(out, "final.safetensors")
+    if os.path.isfile(metrics):
+        os.unlink(metrics)  # a previous run's lines are not this run's
     cmd = [_dsrun(), plan_path, "--np", str(args.num_gpus), "--data", args.data,
            "--steps", str(args.steps), "--init-from", init, "--metrics", metrics,
            "--export-weights", final]
@@ -156,40 +263,35 @@ def _train_ranks(plan, args, out):
         cmd += ["--print-every", str(plan.config["steps_per_print"])]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
-    monitors = Monitors(plan.config, plan.report()["seq_len"])
-    done = threading.Event()
-
-    def follow():
-        offset = 0
-        while True:
-            finished = done.is_set()
-            if os.path.exists(metrics):
-                with open(metrics) as f:
-                    f.seek(offset)
-                    text = f.read()
-                # Whole lines only: the ranks may be writing the next one.
-                complete = text[:text.rfind("\n") + 1]
-                offset += len(complete.encode())
-                for line in complete.splitlines():
-                    if line.strip():
-                        monitors.write(json.loads(line))
-            if finished:
-                return
-            done.wait(0.5)
-
-    follower = threading.Thread(target=follow)
+    monitors = Monitors(plan.config, plan.report()["seq_len"], config_name=plan.config_name)
+    monitors.open()  # here: wandb.init wants the main thread
+    done, failures = threading.Event(), []
+    follower = _metrics_follower(metrics, monitors, done, failures)
+    try:
+        launcher = subprocess.Popen(cmd, process_group=0, preexec_fn=_dies_with_this_process(),
+                                    pass_fds=(lock_fd,) if lock_fd is not None else ())
+    except OSError as e:
+        raise dsc.InputError(f"--num_gpus {args.num_gpus}: cannot start {cmd[0]}: "
+                             f"{e.strerror}") from None
     follower.start()
-    # Ctrl-C reaches the launcher from the terminal; it stops every rank
-    # after the step (and a second one at once). Here it must not kill it.
-    launcher = subprocess.Popen(cmd)  # before SIG_IGN, which it would inherit
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def forward(signum, frame):
+        launcher.send_signal(signum)
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         status = launcher.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if launcher.poll() is None:  # this process is failing: the job goes with it
+            launcher.terminate()
+            launcher.wait()
         done.set()
         follower.join()
         monitors.close()
+    for e in failures:
+        print(f"dsc-train: monitors: {type(e).__name__}: {' '.join(str(e).split())}",
+              file=sys.stderr)
     if status != 0:
         return status, None
     return 0, load_file(final)
