@@ -543,8 +543,11 @@ private:
 std::unique_ptr<LoadedPlan> LoadedPlan::load(const std::string &path,
                                              std::string &error,
                                              Backend &backend) {
+  // A FlatBuffer cannot exceed 2 GiB (32-bit offsets): a larger file is
+  // not a plan, and is refused before it is read into memory.
+  constexpr uint64_t kMaxPlanBytes = uint64_t(2) << 30;
   std::vector<uint8_t> bytes;
-  if (!readRegularFile(path, bytes, error))
+  if (!readRegularFile(path, bytes, error, kMaxPlanBytes))
     return nullptr;
   return fromBytes(std::move(bytes), path, error, backend);
 }
