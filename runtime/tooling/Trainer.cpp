@@ -280,220 +280,316 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
   return true;
 }
 
-int train(Session &session, const DataLoader &data, const TrainSetup &setup,
-          std::string &error) {
-  ProgramIO io;
-  if (!bindPrograms(session, setup, io, error))
-    return kExitBadInput;
-  std::optional<LossScaler> scaler;
-  if (setup.lossScale)
-    scaler.emplace(*setup.lossScale);
-  if (scaler && setup.start.scaler)
-    scaler->restore(*setup.start.scaler);
-  uint64_t applied = setup.start.applied; // steps that updated the weights
+namespace {
 
-  const std::string micro(plan::kMicroStepProgram);
-  const std::string sync(plan::kMicroStepSyncProgram);
-  const std::string apply(plan::kApplyProgram);
-  const uint64_t tokensPerStep = uint64_t(setup.microBatch) * setup.seqLen *
-                                 setup.accumulationSteps * setup.worldSize;
-  const uint64_t interval = setup.printEvery
-                                ? setup.printEvery
-                                : std::max<uint64_t>(1, setup.steps / 20);
-  if (setup.trace)
-    session.setTracing(true);
+/// One training run (train() below), split by what each part decides: the
+/// micro-steps of a step, the ranks' agreement on its loss, the optimizer
+/// step, what is recorded and printed, and when the run saves and stops.
+/// Each returns kExitOk to go on, or train()'s status with `error` set.
+class TrainLoop {
+public:
+  TrainLoop(Session &session, const DataLoader &data, const TrainSetup &setup,
+            std::string &error)
+      : session(session), data(data), setup(setup), error(error),
+        tokensPerStep(uint64_t(setup.microBatch) * setup.seqLen *
+                      setup.accumulationSteps * setup.worldSize),
+        batchElems(size_t(setup.microBatch) * setup.seqLen), tokens(batchElems),
+        targets(batchElems) {}
 
-  // The micro-batch is drawn into host memory and staged into the plan's
-  // input buffers, which need not be host memory.
-  const size_t batchElems = size_t(setup.microBatch) * setup.seqLen;
-  std::vector<int32_t> tokens(batchElems), targets(batchElems);
-  StepRecord record;
-  record.skippedSteps = setup.start.skipped;
-  Clock::time_point runStart = Clock::now();
-  Clock::time_point lastDraw;
-  auto fail = [&](uint64_t step, const std::string &message) {
+  int run();
+
+private:
+  int fail(uint64_t step, const std::string &message) {
     if (setup.out && setup.interactive && step > 1)
       std::fputc('\n', setup.out); // end the live line before the error
     error = "step " + std::to_string(step) + ": " + message;
     return kExitTrainingFailed;
-  };
-  // The newest step a checkpoint holds (the one resumed from, or saved).
-  uint64_t savedStep = setup.start.step;
-  // A stop between micro-steps leaves the step unapplied: its partial
-  // gradients are dropped, and the run is as it was after step - 1, which
-  // is saved unless a checkpoint already holds it.
-  auto stopInsideStep = [&](uint64_t step, uint32_t micro, int signal) -> int {
-    if (setup.out && setup.interactive)
-      std::fputc('\n', setup.out);
-    const uint64_t done = step - 1;
-    std::string saved = " (no --save-dir: nothing saved)";
-    if (setup.save && done > savedStep) {
-      RunState state{done, applied, record.skippedSteps, std::nullopt};
-      if (scaler)
-        state.scaler = scaler->state();
-      if (!setup.save(state, error))
-        return fail(step, "saving a checkpoint: " + error);
-      saved = "";
-    } else if (setup.save) {
-      saved = done ? " (step " + std::to_string(done) + " was saved)"
-                   : " (nothing trained: nothing saved)";
+  }
+  int microSteps(uint64_t step, double lossScale, double &loss);
+  int stopInsideStep(uint64_t step, uint32_t micro, int signal);
+  int agreeOnLoss(uint64_t step, double &loss, int &stopSignal);
+  int applyStep(uint64_t step, double lossScale);
+  int evaluateAfter(uint64_t step, int &cutBy);
+  void recordMemory();
+  int writeMetrics(uint64_t step);
+  void printProgress(uint64_t step, bool last);
+  int save(uint64_t step);
+  void printSummary();
+
+  Session &session;
+  const DataLoader &data;
+  const TrainSetup &setup;
+  std::string &error;
+  ProgramIO io;
+  std::optional<LossScaler> scaler;
+  uint64_t applied = 0;   ///< steps that updated the weights
+  uint64_t savedStep = 0; ///< the newest step a checkpoint holds
+  const uint64_t tokensPerStep;
+  // The micro-batch is drawn into host memory and staged into the plan's
+  // input buffers, which need not be host memory.
+  const size_t batchElems;
+  std::vector<int32_t> tokens, targets;
+  StepRecord record;
+  Clock::time_point runStart = Clock::now();
+  Clock::time_point lastDraw;
+};
+
+// A stop request between micro-steps drops the step: its partial gradients
+// are never applied (the optimizer runs in `apply`), and the run is as it
+// was after step - 1, which is saved unless a checkpoint already holds it.
+int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
+  const std::string micro(plan::kMicroStepProgram);
+  const std::string sync(plan::kMicroStepSyncProgram);
+  double lossSum = 0;
+  for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
+    int midStep = 0;
+    if (m > 0 && !agreeOnStop(setup, midStep, error))
+      return fail(step, error);
+    if (midStep)
+      return stopInsideStep(step, m, midStep);
+    bool last = m + 1 == setup.accumulationSteps;
+    const MicroIO &mio = io.hasSync && last ? io.sync : io.micro;
+    BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
+    session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
+                            setup.microBatch);
+    data.fill(key, tokens.data(), targets.data());
+    if (setup.dumpBatch) {
+      size_t n = batchElems;
+      if (std::fwrite(tokens.data(), sizeof(int32_t), n, setup.dumpBatch) !=
+              n ||
+          std::fwrite(targets.data(), sizeof(int32_t), n, setup.dumpBatch) !=
+              n ||
+          std::fflush(setup.dumpBatch) != 0)
+        return fail(step, "cannot write the --dump-batch file");
     }
-    error = std::string("stopped by ") + signalName(signal) + " in step " +
-            std::to_string(step) + " after micro-step " +
-            std::to_string(micro) + " of " +
-            std::to_string(setup.accumulationSteps) +
-            "; the step is dropped and the run ends after step " +
-            std::to_string(done) + saved;
-    return 128 + signal;
-  };
+    size_t batchBytes = batchElems * sizeof(int32_t);
+    double microLoss = 0;
+    if (!session.writeTensor(mio.tokens, tokens.data(), batchBytes, error) ||
+        !session.writeTensor(mio.targets, targets.data(), batchBytes, error) ||
+        (scaler && !writeScalar(session, mio.lossScale, lossScale, error)) ||
+        !session.run(io.hasSync && last ? sync : micro, uint32_t(step),
+                     error) ||
+        !readScalar(session, mio.loss, microLoss, error))
+      return fail(step, error);
+    lossSum += microLoss;
+  }
+  loss = lossSum / setup.accumulationSteps;
+  return kExitOk;
+}
+
+int TrainLoop::stopInsideStep(uint64_t step, uint32_t micro, int signal) {
+  if (setup.out && setup.interactive)
+    std::fputc('\n', setup.out);
+  const uint64_t done = step - 1;
+  std::string saved = " (no --save-dir: nothing saved)";
+  if (setup.save && done > savedStep) {
+    if (int status = save(done))
+      return status;
+    saved = "";
+  } else if (setup.save) {
+    saved = done ? " (step " + std::to_string(done) + " was saved)"
+                 : " (nothing trained: nothing saved)";
+  }
+  error = std::string("stopped by ") + signalName(signal) + " in step " +
+          std::to_string(step) + " after micro-step " + std::to_string(micro) +
+          " of " + std::to_string(setup.accumulationSteps) +
+          "; the step is dropped and the run ends after step " +
+          std::to_string(done) + saved;
+  return 128 + signal;
+}
+
+// Read once per step; on several ranks, agreed on with the loss: every
+// rank sees the same mean, so all stop together on a non-finite one; and
+// the same stop request (how many ranks have had a SIGINT, a SIGTERM), so
+// all stop after the same step however late the signal reached some.
+int TrainLoop::agreeOnLoss(uint64_t step, double &loss, int &stopSignal) {
+  stopSignal = setup.stop ? int(*setup.stop) : 0;
+  if (setup.worldSize > 1) {
+    if (!setup.comm)
+      return fail(step, "no communicator for " +
+                            std::to_string(setup.worldSize) + " ranks");
+    double local[3] = {loss, double(stopSignal == SIGINT),
+                       double(stopSignal == SIGTERM)};
+    double sum[3] = {0, 0, 0};
+    if (!setup.comm->allReduceSum(local, sum, 3, error))
+      return fail(step, "averaging the loss over the ranks: " + error);
+    loss = sum[0] / setup.worldSize;
+    stopSignal = sum[2] > 0 ? SIGTERM : sum[1] > 0 ? SIGINT : 0;
+  }
+  // A plan that skips overflowed steps reads a non-finite loss as one (its
+  // gradients are not finite either); others stop.
+  if (!std::isfinite(loss) && !setup.skipsOverflow)
+    return fail(step, std::string("loss is ") + (std::isnan(loss) ? "nan"
+                                                 : loss > 0       ? "inf"
+                                                                  : "-inf"));
+  return kExitOk;
+}
+
+int TrainLoop::applyStep(uint64_t step, double lossScale) {
+  if (setup.injectOverflowAt.count(step) && !injectOverflow(session, error))
+    return fail(step, error);
+  // The schedule and Adam's step count advance only with applied steps.
+  double lr = setup.schedule.lrAt(applied + 1);
+  record.lossScale = lossScale;
+  record.lr = lr;
+  if (!writeScalar(session, io.lr, lr, error) ||
+      !writeScalar(session, io.step, double(applied + 1), error) ||
+      (scaler && !writeScalar(session, io.lossScale, lossScale, error)) ||
+      !session.run(std::string(plan::kApplyProgram), uint32_t(step), error) ||
+      !readScalar(session, io.gradNorm, record.gradNorm, error))
+    return fail(step, error);
+  // The norm is global (all-reduced, or computed from all-reduced
+  // gradients), so every rank takes the same decision.
+  record.skipped = setup.skipsOverflow && !std::isfinite(record.gradNorm);
+  if (record.skipped)
+    ++record.skippedSteps;
+  else
+    ++applied;
+  if (scaler && !scaler->update(record.skipped, error))
+    return fail(step, error);
+  if (setup.trace)
+    setup.trace->add(session.takeTrace(), step);
+  return kExitOk;
+}
+
+// After the step's timing: evaluation is not training throughput. A stop
+// during the evaluation cuts it short (`cutBy`, agreed on by every rank);
+// the step itself is done, so it is saved and the run stops after it.
+int TrainLoop::evaluateAfter(uint64_t step, int &cutBy) {
+  record.hasValLoss = false;
+  cutBy = 0;
+  if (!setup.evalData || !setup.evalEvery ||
+      (step % setup.evalEvery != 0 && step != setup.steps))
+    return kExitOk;
+  if (!evaluate(session, *setup.evalData, setup, setup.evalBatches,
+                record.valLoss, error, &cutBy))
+    return fail(step, "evaluating: " + error);
+  record.hasValLoss = cutBy == 0;
+  return kExitOk;
+}
+
+void TrainLoop::recordMemory() {
+  record.memory = session.arenaUsage();
+  record.rank = setup.rank;
+  record.worldSize = setup.worldSize;
+  record.rssBaselineBytes = setup.rssBaselineBytes;
+  record.rssPeakBytes = readProcessMemory().peakBytes;
+  DeviceMemory device;
+  if (setup.backend && setup.backend->deviceMemory(device)) {
+    // The most in use after any step (the arenas are fixed; libraries such
+    // as NCCL allocate at first use).
+    if (record.hasDevice)
+      device.used = std::max(device.used, record.device.used);
+    record.device = device;
+    record.hasDevice = true;
+  }
+}
+
+// Flushed per step: a killed run keeps every finished step. A failed write
+// (a full disk) stops the run rather than leave a torn file behind an exit
+// status of 0.
+int TrainLoop::writeMetrics(uint64_t step) {
+  if (!setup.metrics)
+    return kExitOk;
+  if (std::fputs((metricsJson(record) + "\n").c_str(), setup.metrics) < 0 ||
+      std::fflush(setup.metrics) != 0)
+    return fail(step, std::string("cannot write the --metrics file: ") +
+                          std::strerror(errno));
+  return kExitOk;
+}
+
+void TrainLoop::printProgress(uint64_t step, bool last) {
+  if (!setup.out)
+    return;
+  if (setup.interactive) {
+    // Redraw at most ten times a second: a terminal is slower than a small
+    // model's steps.
+    if (last || secondsSince(lastDraw) >= 0.1) {
+      std::fprintf(setup.out, "\r%s\x1b[K",
+                   progressLine(record, setup.steps).c_str());
+      std::fflush(setup.out);
+      lastDraw = Clock::now();
+    }
+    if (last)
+      std::fputc('\n', setup.out);
+    return;
+  }
+  const uint64_t interval = setup.printEvery
+                                ? setup.printEvery
+                                : std::max<uint64_t>(1, setup.steps / 20);
+  if (step % interval == 0 || last || record.hasValLoss) {
+    std::fprintf(setup.out, "%s\n", progressLine(record, setup.steps).c_str());
+    std::fflush(setup.out);
+  }
+}
+
+int TrainLoop::save(uint64_t step) {
+  RunState state{step, applied, record.skippedSteps, std::nullopt};
+  if (scaler)
+    state.scaler = scaler->state();
+  if (!setup.save(state, error))
+    return fail(step, "saving a checkpoint: " + error);
+  savedStep = step;
+  return kExitOk;
+}
+
+void TrainLoop::printSummary() {
+  if (!setup.out)
+    return;
+  RunSummary summary;
+  summary.steps = setup.steps - std::min(setup.steps, setup.start.step);
+  summary.skippedSteps = record.skippedSteps;
+  summary.lossScaling = scaler.has_value();
+  summary.finalLossScale = scaler ? scaler->scale() : 1.0;
+  summary.finalLoss = record.loss;
+  summary.seconds = secondsSince(runStart);
+  summary.tokens = record.tokens;
+  summary.memory = session.arenaUsage();
+  summary.rssBaselineBytes = setup.rssBaselineBytes;
+  summary.rssPeakBytes = readProcessMemory().peakBytes;
+  summary.hasDevice = record.hasDevice;
+  summary.device = record.device;
+  std::fputs(summaryText(summary).c_str(), setup.out);
+  std::fflush(setup.out);
+}
+
+int TrainLoop::run() {
+  if (!bindPrograms(session, setup, io, error))
+    return kExitBadInput;
+  if (setup.lossScale)
+    scaler.emplace(*setup.lossScale);
+  if (scaler && setup.start.scaler)
+    scaler->restore(*setup.start.scaler);
+  applied = setup.start.applied;
+  savedStep = setup.start.step;
+  record.skippedSteps = setup.start.skipped;
+  if (setup.trace)
+    session.setTracing(true);
   for (uint64_t step = setup.start.step + 1; step <= setup.steps; ++step) {
     Clock::time_point stepStart = Clock::now();
-    double lossSum = 0;
     const double lossScale = scaler ? scaler->scale() : 1.0;
-    for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
-      int midStep = 0;
-      if (m > 0 && !agreeOnStop(setup, midStep, error))
-        return fail(step, error);
-      if (midStep)
-        return stopInsideStep(step, m, midStep);
-      bool last = m + 1 == setup.accumulationSteps;
-      const MicroIO &mio = io.hasSync && last ? io.sync : io.micro;
-      BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
-      session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
-                              setup.microBatch);
-      data.fill(key, tokens.data(), targets.data());
-      if (setup.dumpBatch) {
-        size_t n = batchElems;
-        if (std::fwrite(tokens.data(), sizeof(int32_t), n, setup.dumpBatch) !=
-                n ||
-            std::fwrite(targets.data(), sizeof(int32_t), n, setup.dumpBatch) !=
-                n ||
-            std::fflush(setup.dumpBatch) != 0)
-          return fail(step, "cannot write the --dump-batch file");
-      }
-      size_t batchBytes = batchElems * sizeof(int32_t);
-      double microLoss = 0;
-      if (!session.writeTensor(mio.tokens, tokens.data(), batchBytes, error) ||
-          !session.writeTensor(mio.targets, targets.data(), batchBytes,
-                               error) ||
-          (scaler && !writeScalar(session, mio.lossScale, lossScale, error)) ||
-          !session.run(io.hasSync && last ? sync : micro, uint32_t(step),
-                       error) ||
-          !readScalar(session, mio.loss, microLoss, error))
-        return fail(step, error);
-      lossSum += microLoss;
-    }
-    double loss = lossSum / setup.accumulationSteps;
-    // Read once per step; on several ranks, agreed on with the loss.
-    int stopSignal = setup.stop ? int(*setup.stop) : 0;
-    if (setup.worldSize > 1) {
-      // Every rank sees the same mean, so all stop together on a non-finite
-      // one; and the same stop request (how many ranks have had a SIGINT,
-      // a SIGTERM), so all stop after the same step however late the
-      // signal reached some of them.
-      if (!setup.comm)
-        return fail(step, "no communicator for " +
-                              std::to_string(setup.worldSize) + " ranks");
-      double local[3] = {loss, double(stopSignal == SIGINT),
-                         double(stopSignal == SIGTERM)};
-      double sum[3] = {0, 0, 0};
-      if (!setup.comm->allReduceSum(local, sum, 3, error))
-        return fail(step, "averaging the loss over the ranks: " + error);
-      loss = sum[0] / setup.worldSize;
-      stopSignal = sum[2] > 0 ? SIGTERM : sum[1] > 0 ? SIGINT : 0;
-    }
-    // A plan that skips overflowed steps reads a non-finite loss as one
-    // (its gradients are not finite either); others stop.
-    if (!std::isfinite(loss) && !setup.skipsOverflow)
-      return fail(step, std::string("loss is ") + (std::isnan(loss) ? "nan"
-                                                   : loss > 0       ? "inf"
-                                                                    : "-inf"));
-    if (setup.injectOverflowAt.count(step) && !injectOverflow(session, error))
-      return fail(step, error);
-    // The schedule and Adam's step count advance only with applied steps.
-    double lr = setup.schedule.lrAt(applied + 1);
-    record.lossScale = lossScale;
-    if (!writeScalar(session, io.lr, lr, error) ||
-        !writeScalar(session, io.step, double(applied + 1), error) ||
-        (scaler && !writeScalar(session, io.lossScale, lossScale, error)) ||
-        !session.run(apply, uint32_t(step), error) ||
-        !readScalar(session, io.gradNorm, record.gradNorm, error))
-      return fail(step, error);
-    // The norm is global (all-reduced, or computed from all-reduced
-    // gradients), so every rank takes the same decision.
-    record.skipped = setup.skipsOverflow && !std::isfinite(record.gradNorm);
-    if (record.skipped)
-      ++record.skippedSteps;
-    else
-      ++applied;
-    if (scaler && !scaler->update(record.skipped, error))
-      return fail(step, error);
-    if (setup.trace)
-      setup.trace->add(session.takeTrace(), step);
-
+    double loss = 0;
+    int stopSignal = 0, cutEvalBy = 0;
+    if (int status = microSteps(step, lossScale, loss))
+      return status;
+    if (int status = agreeOnLoss(step, loss, stopSignal))
+      return status;
+    if (int status = applyStep(step, lossScale))
+      return status;
     record.step = step;
     record.loss = loss;
-    record.lr = lr;
     record.tokens = step * tokensPerStep;
     record.stepS = secondsSince(stepStart);
     record.tokensPerS =
         record.stepS > 0 ? double(tokensPerStep) / record.stepS : 0;
-    // After the step's timing: evaluation is not training throughput.
-    record.hasValLoss = false;
-    int cutEvalBy = 0;
-    if (setup.evalData && setup.evalEvery &&
-        (step % setup.evalEvery == 0 || step == setup.steps)) {
-      int evalStop = 0;
-      if (!evaluate(session, *setup.evalData, setup, setup.evalBatches,
-                    record.valLoss, error, &evalStop))
-        return fail(step, "evaluating: " + error);
-      // A stop during the evaluation cuts it short; the step itself is
-      // done, so it is saved and the run stops after it, below.
-      record.hasValLoss = evalStop == 0;
-      cutEvalBy = evalStop;
-    }
-    record.memory = session.arenaUsage();
-    record.rank = setup.rank;
-    record.worldSize = setup.worldSize;
-    record.rssBaselineBytes = setup.rssBaselineBytes;
-    record.rssPeakBytes = readProcessMemory().peakBytes;
-    DeviceMemory device;
-    if (setup.backend && setup.backend->deviceMemory(device)) {
-      // The most in use after any step (the arenas are fixed; libraries
-      // such as NCCL allocate at first use).
-      if (record.hasDevice)
-        device.used = std::max(device.used, record.device.used);
-      record.device = device;
-      record.hasDevice = true;
-    }
-    if (setup.metrics) {
-      // Flushed per step: a killed run keeps every finished step. A failed
-      // write (a full disk) stops the run rather than leave a torn file
-      // behind an exit status of 0.
-      if (std::fputs((metricsJson(record) + "\n").c_str(), setup.metrics) < 0 ||
-          std::fflush(setup.metrics) != 0)
-        return fail(step, std::string("cannot write the --metrics file: ") +
-                              std::strerror(errno));
-    }
+    if (int status = evaluateAfter(step, cutEvalBy))
+      return status;
+    recordMemory();
+    if (int status = writeMetrics(step))
+      return status;
     bool callbackStop = setup.onStep && !setup.onStep(record);
     bool last = step == setup.steps;
-    if (setup.out && setup.interactive) {
-      // Redraw at most ten times a second: a terminal is slower than a
-      // small model's steps.
-      if (last || secondsSince(lastDraw) >= 0.1) {
-        std::fprintf(setup.out, "\r%s\x1b[K",
-                     progressLine(record, setup.steps).c_str());
-        std::fflush(setup.out);
-        lastDraw = Clock::now();
-      }
-      if (last)
-        std::fputc('\n', setup.out);
-    } else if (setup.out &&
-               (step % interval == 0 || last || record.hasValLoss)) {
-      std::fprintf(setup.out, "%s\n",
-                   progressLine(record, setup.steps).c_str());
-      std::fflush(setup.out);
-    }
+    printProgress(step, last);
     if (setup.worldSize == 1 && setup.stop)
       stopSignal = int(*setup.stop); // the latest word, on one rank
     if (cutEvalBy)
@@ -501,14 +597,9 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
     if (callbackStop && !stopSignal)
       stopSignal = SIGINT; // as a Ctrl-C would: finish, save, stop
     if (setup.save && ((setup.saveEvery && step % setup.saveEvery == 0) ||
-                       last || stopSignal)) {
-      RunState state{step, applied, record.skippedSteps, std::nullopt};
-      if (scaler)
-        state.scaler = scaler->state();
-      if (!setup.save(state, error))
-        return fail(step, "saving a checkpoint: " + error);
-      savedStep = step;
-    }
+                       last || stopSignal))
+      if (int status = save(step))
+        return status;
     if (stopSignal && !last) {
       if (setup.out && setup.interactive)
         std::fputc('\n', setup.out);
@@ -520,25 +611,15 @@ int train(Session &session, const DataLoader &data, const TrainSetup &setup,
       return 128 + stopSignal;
     }
   }
-
-  if (setup.out) {
-    RunSummary summary;
-    summary.steps = setup.steps - std::min(setup.steps, setup.start.step);
-    summary.skippedSteps = record.skippedSteps;
-    summary.lossScaling = scaler.has_value();
-    summary.finalLossScale = scaler ? scaler->scale() : 1.0;
-    summary.finalLoss = record.loss;
-    summary.seconds = secondsSince(runStart);
-    summary.tokens = record.tokens;
-    summary.memory = session.arenaUsage();
-    summary.rssBaselineBytes = setup.rssBaselineBytes;
-    summary.rssPeakBytes = readProcessMemory().peakBytes;
-    summary.hasDevice = record.hasDevice;
-    summary.device = record.device;
-    std::fputs(summaryText(summary).c_str(), setup.out);
-    std::fflush(setup.out);
-  }
+  printSummary();
   return kExitOk;
+}
+
+} // namespace
+
+int train(Session &session, const DataLoader &data, const TrainSetup &setup,
+          std::string &error) {
+  return TrainLoop(session, data, setup, error).run();
 }
 
 } // namespace dsc::rt
