@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from .files import check_distinct, check_output, write_outputs
+from .files import check_distinct, check_output
 from .native import InputError as _InputError
 from .native import error_lines, one_line
 
@@ -113,16 +113,7 @@ def export_main(argv):
         check_distinct([("the model", model_file(args.model))], outputs)
         module = build_module(args.model, args.model_args)
         exported = export(module, args.batch_size, args.block_size, loss=args.loss)
-
-        def write_mlir(tmp):
-            with open(tmp, "w") as f:
-                f.write(exported.mlir)
-        writers = [(args.output, write_mlir)]
-        if args.weights:
-            from safetensors.torch import save_file
-            writers.append((args.weights, lambda tmp: save_file(
-                {k: v.detach().contiguous() for k, v in exported.weights.items()}, tmp)))
-        write_outputs(writers)
+        exported.save(args.output, args.weights)
     except (InputError, ExportError) as e:
         print_error("dsc export", e)
         return USAGE_ERROR
@@ -153,6 +144,23 @@ def build_module(spec, model_args):
     return module
 
 
+def last_resort(prog, run):
+    """run() with what nothing else caught as one line: Ctrl-C (exit
+    130) or an unexpected exception (exit 1; DSC_TRACEBACK=1 raises it,
+    for a bug report)."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a defect here or in the user's module
+        if os.environ.get("DSC_TRACEBACK") == "1":
+            raise
+        print(f"{prog}: {type(e).__name__}: {one_line(str(e))} "
+              "(DSC_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 1
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in ("export", "train"):
@@ -163,4 +171,4 @@ def main(argv=None):
     if argv[0] == "train":
         from .train_cli import main as train_main
         return train_main(argv[1:])
-    return export_main(argv[1:])
+    return last_resort("dsc export", lambda: export_main(argv[1:]))

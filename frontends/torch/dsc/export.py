@@ -152,12 +152,26 @@ class Exported:
     buffers: dict = field(default_factory=dict)
 
     def save(self, mlir_path, weights_path=None):
+        """Writes the MLIR and, given a path, the initial weights: by
+        files.py's rules (regular files or /dev/null, never the same file
+        twice, all or nothing); dsc.InputError otherwise."""
         from safetensors.torch import save_file
-        with open(mlir_path, "w") as f:
-            f.write(self.mlir)
+
+        from .files import check_distinct, check_output, write_outputs
+        outputs = [("mlir_path", mlir_path), ("weights_path", weights_path)]
+        for what, path in outputs:
+            if path is not None:
+                check_output(path, what)
+        check_distinct([], outputs)
+
+        def write_mlir(path):
+            with open(path, "w") as f:
+                f.write(self.mlir)
+        writers = [(mlir_path, write_mlir)]
         if weights_path is not None:
-            save_file({k: v.detach().contiguous() for k, v in self.weights.items()},
-                      weights_path)
+            writers.append((weights_path, lambda path: save_file(
+                {k: v.detach().contiguous() for k, v in self.weights.items()}, path)))
+        write_outputs(writers)
 
     def state_dict_from(self, weights):
         """A state dict for the original module from trained `weights`

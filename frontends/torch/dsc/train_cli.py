@@ -23,9 +23,10 @@ import subprocess
 import sys
 import threading
 
-from .cli import ArgumentParser, build_module, model_file, print_error
+from .cli import ArgumentParser, build_module, last_resort, model_file, print_error
 from .files import (CONFIG_LIMIT, check_distinct, check_output, check_output_folder, read_input,
                     work_folder, write_outputs)
+from .native import one_line
 
 USAGE_ERROR = 2
 
@@ -65,19 +66,10 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _run(args)
+        return last_resort("dsc-train", lambda: _run(args))
     except _Terminated:
         print("dsc-train: SIGTERM: stopped", file=sys.stderr)
         return 143
-    except KeyboardInterrupt:
-        print("dsc-train: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a defect here, or the user's module: one line all the same
-        if os.environ.get("DSC_TRACEBACK") == "1":
-            raise
-        print(f"dsc-train: {type(e).__name__}: {' '.join(str(e).split())} "
-              "(DSC_TRACEBACK=1 shows where)", file=sys.stderr)
-        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -290,7 +282,7 @@ def _train_ranks(plan, args, out, lock_fd):
         follower.join()
         monitors.close()
     for e in failures:
-        print(f"dsc-train: monitors: {type(e).__name__}: {' '.join(str(e).split())}",
+        print(f"dsc-train: monitors: {type(e).__name__}: {one_line(str(e))}",
               file=sys.stderr)
     if status != 0:
         return status, None
