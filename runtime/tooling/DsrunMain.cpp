@@ -531,11 +531,17 @@ int agreeToStart(Communicator &comm, int status, std::string &error) {
   return status;
 }
 
-int run(const DsrunOptions &options, Communicator &comm,
-        const DsrunHooks &hooks, std::string &error) {
+int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
+        std::string &error) {
   const bool lead = comm.rank() == 0;
+  DsrunOptions options = given; // with --resume, the checkpoint's seed
   Prepared p;
-  int status = agreeToStart(comm, prepare(options, comm, p, error), error);
+  int status = !options.resume || options.saveDir.empty() ||
+                       resumedSeed(options.saveDir, options.wasGiven("--seed"),
+                                   options.seed, error)
+                   ? prepare(options, comm, p, error)
+                   : kExitBadInput;
+  status = agreeToStart(comm, status, error);
   if (status != kExitOk || p.exported)
     return status;
   PlanInfo &info = p.info;
