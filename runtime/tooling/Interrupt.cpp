@@ -1,6 +1,7 @@
 //===- Interrupt.cpp - SIGINT and SIGTERM stop a run between steps --------===//
 #include "runtime/tooling/Interrupt.h"
 
+#include <atomic>
 #include <cstring>
 #include <unistd.h>
 
@@ -25,9 +26,22 @@ void onStop(int sig) {
   (void)ignored;
 }
 
+/// A rank's requests so far. Counted atomically: the two user signals can
+/// run their handlers on two threads at once (both pending while the rank
+/// was stopped), and exactly one of them must be the second.
+std::atomic<int> rankRequests{0};
+static_assert(std::atomic<int>::is_always_lock_free,
+              "used in a signal handler");
+
 void onRankStop(int sig) {
-  if (requested == 0)
-    requested = sig == SIGUSR1 ? SIGINT : SIGTERM;
+  const int stop = sig == SIGUSR1 ? SIGINT : SIGTERM;
+  if (rankRequests.fetch_add(1) == 0) {
+    requested = stop;
+    return;
+  }
+  // The launcher's second signal: stop now, as a single process does.
+  // Without MPI_Finalize: mpirun ends the job on this status.
+  ::_exit(128 + stop);
 }
 
 } // namespace
@@ -39,6 +53,7 @@ int rankStopSignal(int launcherSignal) {
 const volatile std::sig_atomic_t *installRankStopHandlers() {
   struct sigaction action {};
   action.sa_handler = onRankStop;
+  action.sa_flags = SA_RESTART; // see installStopHandlers
   sigemptyset(&action.sa_mask);
   sigaction(SIGUSR1, &action, nullptr);
   sigaction(SIGUSR2, &action, nullptr);
@@ -50,6 +65,10 @@ const volatile std::sig_atomic_t *installStopHandlers() {
   requested = 0;
   struct sigaction action {};
   action.sa_handler = onStop;
+  // The run goes on after the first signal: a write it was blocked in (a
+  // progress line to a full pipe, a checkpoint, the metrics) resumes
+  // instead of failing with EINTR.
+  action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);

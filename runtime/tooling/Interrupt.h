@@ -10,7 +10,9 @@
 // Ranks: the `dsrun --np` launcher turns its first SIGINT or SIGTERM into
 // SIGUSR1 or SIGUSR2 to mpirun, which passes those on to every rank; the
 // ranks agree on the step to stop after (Trainer.cpp), save, and exit 0,
-// and the launcher exits 130 or 143 (Launch.cpp).
+// and the launcher exits 130 or 143 (Launch.cpp). A second request (the
+// launcher's second signal, sent as the other user signal) ends the rank at
+// once.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_INTERRUPT_H
@@ -25,7 +27,8 @@ namespace dsc::rt {
 const volatile std::sig_atomic_t *installStopHandlers();
 
 /// A rank's handlers: SIGUSR1 sets the flag to SIGINT, SIGUSR2 to SIGTERM
-/// (the signal the launcher got), silently: the launcher says so.
+/// (the signal the launcher got), silently: the launcher says so. Either
+/// one after the first ends the rank at once (_exit, 130 or 143).
 const volatile std::sig_atomic_t *installRankStopHandlers();
 
 /// The signal a launcher sends mpirun for a stop request, and back.

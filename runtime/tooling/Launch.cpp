@@ -6,11 +6,12 @@
 // the launcher only (mpirun would end the job at once). The launcher's first
 // SIGINT or SIGTERM becomes SIGUSR1 or SIGUSR2 to mpirun, which passes it to
 // every rank: they stop after the same step, save, and exit 0, and the
-// launcher exits 130 or 143 (Interrupt.h). A second one becomes SIGTERM to
-// mpirun (every rank stops at once) and then the signal's own action on the
-// launcher. SIGHUP is passed on. mpirun dies with the launcher
-// (PR_SET_PDEATHSIG: a SIGKILLed launcher cannot pass anything on), and
-// each rank with its mpirun (stopWhenOrphaned).
+// launcher exits 130 or 143 (Interrupt.h). A second one becomes the other
+// user signal to mpirun (every rank stops at once) and then the signal's
+// own action on the launcher; a third, SIGTERM to mpirun. SIGHUP is passed
+// on. mpirun dies with the launcher (PR_SET_PDEATHSIG: a SIGKILLed launcher
+// cannot pass anything on), and each rank with its mpirun
+// (stopWhenOrphaned).
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,8 +62,19 @@ void onStopSignal(int sig) {
                               "this step (again to stop now)\n");
     return;
   }
+  if (killSignal) {
+    ::kill(pid_t(childPid), SIGTERM); // a third: mpirun's own teardown
+    return;
+  }
   killSignal = sig;
-  ::kill(pid_t(childPid), SIGTERM);
+  // Not mpirun's SIGTERM: it ends the job only after a grace period
+  // (SIGCONT, one second, SIGTERM to each rank) in which the ranks would
+  // finish the step and save. Every rank gets a second request, as the
+  // other user signal (two of one kind pending would merge into one), which
+  // a rank that has had one takes as "stop now" (Interrupt.h); mpirun ends
+  // the job as the ranks exit.
+  ::kill(pid_t(childPid),
+         rankStopSignal(int(stopSignal)) == SIGUSR1 ? SIGUSR2 : SIGUSR1);
 }
 
 /// MemAvailable from /proc/meminfo, in bytes; false where there is none.
@@ -186,9 +198,11 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
   const pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
-    // Killed with the launcher, however it dies; and not started at all if
-    // it already has.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher)
+    // Ended with the launcher, however it dies; and not started at all if
+    // it already has. SIGTERM, not SIGKILL: mpirun then ends its ranks and
+    // removes its session folder (ompi.HOST.UID) itself; a rank it cannot
+    // reach still stops on its own (stopWhenOrphaned).
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != launcher)
       ::_exit(1);
     ::setpgid(0, 0); // Ctrl-C is the launcher's to pass on
     sigaction(SIGINT, &oldInt, nullptr);
