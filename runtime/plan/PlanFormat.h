@@ -56,6 +56,7 @@
 #define DSC_RUNTIME_PLAN_PLANFORMAT_H
 
 #include "runtime/core/DType.h"
+#include "runtime/plan/ProgramNames.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstddef>
@@ -75,18 +76,6 @@ constexpr uint32_t kSchemaVersion = 5;
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";
 constexpr std::string_view kFileExtension = "dsplan";
-
-/// Program names. dsrun requires micro_step and apply; init is optional,
-/// and so is micro_step_sync: when present, dsrun runs it instead of
-/// micro_step for the last micro-batch of each step (same inputs and
-/// output; it reduces the accumulated gradients across the ranks).
-constexpr std::string_view kInitProgram = "init";
-constexpr std::string_view kMicroStepProgram = "micro_step";
-constexpr std::string_view kMicroStepSyncProgram = "micro_step_sync";
-constexpr std::string_view kApplyProgram = "apply";
-/// Forward and loss only, dropout off (optional): inputs (tokens, targets),
-/// output 0 the loss, output 1 (when present) the logits [B, T, V] in f32.
-constexpr std::string_view kEvalProgram = "eval";
 
 /// The Philox `step` word of initializer draws: variable element i of a
 /// normal initializer is rng::normalAt(seed, rng_stream, kInitRngStep, i) *

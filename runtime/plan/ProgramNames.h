@@ -1,0 +1,38 @@
+//===- ProgramNames.h - the names compiler and runtime share ----*- C++ -*-===//
+//
+// The functions the compiler's phases build and the programs the plan
+// carries are found by name on both sides: @forward and @micro_step in the
+// IR, "micro_step" and "apply" in the plan dsrun runs. Each name is
+// declared here once, for the passes (as llvm::StringRef converts from
+// std::string_view), the plan lowering and the runtime. Header-only, no
+// dependencies, so the runtime's MLIR-free build can include it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_PLAN_PROGRAMNAMES_H
+#define DSC_RUNTIME_PLAN_PROGRAMNAMES_H
+
+#include <string_view>
+
+namespace dsc::plan {
+
+/// The model's forward graph (the input contract): tokens and targets in,
+/// the loss out; and its copy at the eval batch (dsc
+/// --eval-micro-batch-size), from which the eval program is built.
+constexpr std::string_view kForwardFunction = "forward";
+constexpr std::string_view kForwardEvalFunction = "forward_eval";
+
+/// Program names. dsrun requires micro_step and apply; init is optional,
+/// and so is micro_step_sync: when present, dsrun runs it instead of
+/// micro_step for the last micro-batch of each step (same inputs and
+/// output; it reduces the accumulated gradients across the ranks).
+constexpr std::string_view kInitProgram = "init";
+constexpr std::string_view kMicroStepProgram = "micro_step";
+constexpr std::string_view kMicroStepSyncProgram = "micro_step_sync";
+constexpr std::string_view kApplyProgram = "apply";
+/// Forward and loss only, dropout off (optional): inputs (tokens, targets),
+/// output 0 the loss, output 1 (when present) the logits [B, T, V] in f32.
+constexpr std::string_view kEvalProgram = "eval";
+
+} // namespace dsc::plan
+
+#endif // DSC_RUNTIME_PLAN_PROGRAMNAMES_H
