@@ -16,6 +16,7 @@
 #include "runtime/core/ByteCount.h"
 #include "runtime/core/InputFile.h"
 #include "runtime/core/NumberText.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -168,17 +169,51 @@ std::string checkDeviceBudget(const PlanModel &plan, uint64_t budget) {
 
 } // namespace
 
-int compile(const CompileRequest &req, Compilation &out,
-            const CompileSink &sink) {
-  // One line per problem: a config file reports all of its problems.
-  auto fail = [&](const Twine &message) {
+namespace {
+
+/// One compilation (compile() below), split by what each step decides: the
+/// request's own numbers, the config, the options the passes take, the
+/// module (built or parsed), the pipeline, and the checks on the plan.
+/// Each step returns kExitOk to go on, or compile()'s status after
+/// reporting through `sink`.
+class Compiler {
+public:
+  Compiler(const CompileRequest &req, Compilation &out, const CompileSink &sink)
+      : req(req), out(out), sink(sink),
+        configName(req.configPath.empty() ? req.configName : req.configPath),
+        sourceName(req.inputPath.empty() ? req.inputName : req.inputPath) {}
+
+  int run();
+
+private:
+  /// One line per problem: a config file reports all of its problems.
+  int fail(const Twine &message) {
     std::string text = message.str();
     llvm::SmallVector<StringRef> lines;
     StringRef(text).split(lines, '\n');
     for (StringRef line : lines)
       sink(CompileMessage::Error, line.str());
     return kExitBadInput;
-  };
+  }
+  int checkRequest();
+  int readConfig();
+  int passOptions();
+  int buildModule(MLIRContext &context);
+  int parseModule(MLIRContext &context, llvm::SourceMgr &sourceMgr);
+  int runPipeline(MLIRContext &context);
+  int checkPlan();
+
+  const CompileRequest &req;
+  Compilation &out;
+  const CompileSink &sink;
+  const std::string configName, sourceName;
+  DsConfig config;
+  bool haveConfig = false;
+  TrainOptions train;
+  uint64_t deviceBudget = 0;
+};
+
+int Compiler::checkRequest() {
   int sources =
       !req.inputPath.empty() + !req.inputText.empty() + !req.model.empty();
   if (sources != 1)
@@ -187,11 +222,10 @@ int compile(const CompileRequest &req, Compilation &out,
     return fail("--world-size: expected " + expectedCount(1, kMaxWorldSize) +
                 ", got " + std::to_string(req.worldSize));
   if (req.evalMicroBatch &&
-      (*req.evalMicroBatch < 1 || *req.evalMicroBatch > kMaxBatch))
+      (*req.evalMicroBatch < 1 || *req.evalMicroBatch > int64_t(kMaxBatch)))
     return fail("--eval-micro-batch-size: expected " +
                 expectedCount(1, kMaxBatch) + ", got " +
                 std::to_string(*req.evalMicroBatch));
-  uint64_t deviceBudget = 0;
   if (!req.deviceMemory.empty()) {
     if (!parseByteCount(req.deviceMemory, deviceBudget) || deviceBudget == 0)
       return fail("--device-memory: expected a byte count such as "
@@ -201,39 +235,41 @@ int compile(const CompileRequest &req, Compilation &out,
       return fail("--device-memory is checked against the plan: give "
                   "--compile-to=plan or emit");
   }
+  return kExitOk;
+}
 
-  DsConfig config;
-  bool haveConfig = !req.configPath.empty() || !req.configText.empty();
-  std::string configName =
-      req.configPath.empty() ? req.configName : req.configPath;
-  if (haveConfig) {
-    std::string error;
-    std::unique_ptr<llvm::MemoryBuffer> file;
-    if (!req.configPath.empty()) {
-      if (!(file = readInput(req.configPath, kMaxConfigBytes, error)))
-        return fail("--config " + error);
-    } else {
-      file = llvm::MemoryBuffer::getMemBuffer(req.configText, configName);
-    }
-    if (!parseDsConfig(file->getBuffer(), configName, req.worldSize,
-                       kDefaultMicroBatch, config, error))
-      return fail(error);
-    for (const std::string &note : config.notes)
-      sink(CompileMessage::Note, note);
+int Compiler::readConfig() {
+  haveConfig = !req.configPath.empty() || !req.configText.empty();
+  if (!haveConfig)
+    return kExitOk;
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  if (!req.configPath.empty()) {
+    if (!(file = readInput(req.configPath, kMaxConfigBytes, error)))
+      return fail("--config " + error);
+  } else {
+    file = llvm::MemoryBuffer::getMemBuffer(req.configText, configName);
   }
-  TrainOptions train;
+  if (!parseDsConfig(file->getBuffer(), configName, req.worldSize,
+                     kDefaultMicroBatch, config, error))
+    return fail(error);
+  for (const std::string &note : config.notes)
+    sink(CompileMessage::Note, note);
+  return kExitOk;
+}
+
+// The config's options, then --remat, --remat-every and --activation-memory
+// over them.
+int Compiler::passOptions() {
   train.setWorldSize(req.worldSize);
   if (haveConfig) {
-    const DsConfig::ActivationCheckpointing &ac =
-        config.activationCheckpointing;
-    if (ac.partitionActivations)
+    if (config.activationCheckpointing.partitionActivations)
       return fail(configName +
                   ": activation_checkpointing.partition_activations splits "
                   "activations over tensor-parallel ranks, and dsc has no "
                   "tensor parallelism");
     train = passOptionsFromConfig(config, req.worldSize);
   }
-  // --remat, --remat-every and --activation-memory override the config.
   if (!req.remat.empty()) {
     if (!llvm::is_contained({"none", "layers", "selective", "auto"},
                             StringRef(req.remat)))
@@ -261,76 +297,64 @@ int compile(const CompileRequest &req, Compilation &out,
                 "is the budget of remat \"auto\", but remat is \"" +
                 train.remat.policy + "\"");
   train.input.dsrunInputs = req.phase == Phase::Emit && req.forDsrun;
-  std::string sourceName =
-      req.inputPath.empty() ? req.inputName : req.inputPath;
   train.plan.model = req.model.empty()
                          ? llvm::sys::path::stem(sourceName).str()
                          : StringRef(req.model).split(':').first.str();
+  return kExitOk;
+}
 
-  DialectRegistry registry;
-  registerAll(registry);
-  out.context = std::make_unique<MLIRContext>(registry);
-  MLIRContext &context = *out.context;
-  context.loadAllAvailableDialects();
-  // Diagnostics name the op by location; a dump of the op is noise to users.
-  context.printOpOnDiagnostic(false);
-  DiagnosticPrinter printer(sink);
-  ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
-    printer.print(diag);
-    return success();
-  });
+// A built-in model (--model), with its eval copy at another batch as
+// @forward_eval when --eval-micro-batch-size asks (ds-eval builds @eval
+// from it).
+int Compiler::buildModule(MLIRContext &context) {
+  std::string error;
+  int64_t microBatch = haveConfig ? config.microBatchSize : kDefaultMicroBatch;
+  if (haveConfig && StringRef(req.model).contains("batch_size="))
+    return fail("--model sets batch_size and --config sets "
+                "train_micro_batch_size_per_gpu; give one of them");
+  out.module = models::buildModel(context, req.model, microBatch, error);
+  if (!out.module)
+    return fail("--model " + error);
+  if (!req.evalMicroBatch || *req.evalMicroBatch == microBatch)
+    return kExitOk;
+  if (StringRef(req.model).contains("batch_size="))
+    return fail("--eval-micro-batch-size: --model sets batch_size; give "
+                "the training batch in --config instead");
+  OwningOpRef<ModuleOp> other =
+      models::buildModel(context, req.model, *req.evalMicroBatch, error);
+  if (!other)
+    return fail("--model " + error);
+  auto forward = other->lookupSymbol<func::FuncOp>(plan::kForwardFunction);
+  if (!forward)
+    return fail("--eval-micro-batch-size: the model has no @forward");
+  forward->remove();
+  forward.setSymName(plan::kForwardEvalFunction);
+  out.module->push_back(forward);
+  return kExitOk;
+}
 
-  OwningOpRef<ModuleOp> &module = out.module;
-  llvm::SourceMgr sourceMgr;
-  if (!req.model.empty()) {
-    std::string error;
-    int64_t microBatch =
-        haveConfig ? config.microBatchSize : kDefaultMicroBatch;
-    if (haveConfig && StringRef(req.model).contains("batch_size="))
-      return fail("--model sets batch_size and --config sets "
-                  "train_micro_batch_size_per_gpu; give one of them");
-    module = models::buildModel(context, req.model, microBatch, error);
-    if (!module)
-      return fail("--model " + error);
-    if (req.evalMicroBatch && *req.evalMicroBatch != microBatch) {
-      if (StringRef(req.model).contains("batch_size="))
-        return fail("--eval-micro-batch-size: --model sets batch_size; give "
-                    "the training batch in --config instead");
-      // The eval program's graph: the same model at the eval batch, as
-      // @forward_eval (ds-eval builds @eval from it).
-      OwningOpRef<ModuleOp> other =
-          models::buildModel(context, req.model, *req.evalMicroBatch, error);
-      if (!other)
-        return fail("--model " + error);
-      auto forward = other->lookupSymbol<func::FuncOp>("forward");
-      if (!forward)
-        return fail("--eval-micro-batch-size: the model has no @forward");
-      forward->remove();
-      forward.setSymName("forward_eval");
-      module->push_back(forward);
-    }
-  } else {
-    if (req.evalMicroBatch)
-      return fail("--eval-micro-batch-size: " + sourceName +
-                  " has its batch fixed; only --model builds can change it");
-    std::string error;
-    std::unique_ptr<llvm::MemoryBuffer> file;
-    if (!req.inputPath.empty()) {
-      if (!(file = readInput(req.inputPath, kMaxMlirBytes, error)))
-        return fail(error);
-    } else {
-      file = llvm::MemoryBuffer::getMemBufferCopy(req.inputText, sourceName);
-    }
-    if (!checkNesting(file->getBuffer(), sourceName, error))
+// MLIR from a file or text, read as the runtime reads its inputs and
+// checked for nesting before MLIR's recursive parser sees it.
+int Compiler::parseModule(MLIRContext &context, llvm::SourceMgr &sourceMgr) {
+  if (req.evalMicroBatch)
+    return fail("--eval-micro-batch-size: " + sourceName +
+                " has its batch fixed; only --model builds can change it");
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  if (!req.inputPath.empty()) {
+    if (!(file = readInput(req.inputPath, kMaxMlirBytes, error)))
       return fail(error);
-    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module)
-      return kExitBadInput;
+  } else {
+    file = llvm::MemoryBuffer::getMemBufferCopy(req.inputText, sourceName);
   }
-  if (failed(verify(*module)))
-    return kExitBadInput;
+  if (!checkNesting(file->getBuffer(), sourceName, error))
+    return fail(error);
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  out.module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  return out.module ? kExitOk : kExitBadInput;
+}
 
+int Compiler::runPipeline(MLIRContext &context) {
   PassManager pm(&context);
   out.plan = std::make_shared<PlanResult>();
   if (req.configurePasses && failed(req.configurePasses(pm)))
@@ -355,9 +379,10 @@ int compile(const CompileRequest &req, Compilation &out,
   } else {
     buildPipeline(pm, req.phase, train, out.plan);
   }
-  if (failed(pm.run(*module)))
-    return kExitBadInput;
+  return failed(pm.run(*out.module)) ? kExitBadInput : kExitOk;
+}
 
+int Compiler::checkPlan() {
   const PlanModel &plan = out.plan->plan;
   if (req.phase >= Phase::Plan && haveConfig &&
       plan.microBatch != config.microBatchSize)
@@ -369,9 +394,48 @@ int compile(const CompileRequest &req, Compilation &out,
     if (!refused.empty())
       return fail("--device-memory " + req.deviceMemory + ": " + refused);
   }
-  if (auto remat = module.get()->getAttrOfType<StringAttr>("ds.remat"))
+  if (auto remat = out.module.get()->getAttrOfType<StringAttr>("ds.remat"))
     out.remat = remat.getValue().str();
   return kExitOk;
+}
+
+int Compiler::run() {
+  if (int status = checkRequest())
+    return status;
+  if (int status = readConfig())
+    return status;
+  if (int status = passOptions())
+    return status;
+
+  DialectRegistry registry;
+  registerAll(registry);
+  out.context = std::make_unique<MLIRContext>(registry);
+  MLIRContext &context = *out.context;
+  context.loadAllAvailableDialects();
+  // Diagnostics name the op by location; a dump of the op is noise to users.
+  context.printOpOnDiagnostic(false);
+  DiagnosticPrinter printer(sink);
+  ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
+    printer.print(diag);
+    return success();
+  });
+  llvm::SourceMgr sourceMgr; // outlives the module's parse
+  int status = req.model.empty() ? parseModule(context, sourceMgr)
+                                 : buildModule(context);
+  if (status)
+    return status;
+  if (failed(verify(*out.module)))
+    return kExitBadInput;
+  if (int status = runPipeline(context))
+    return status;
+  return checkPlan();
+}
+
+} // namespace
+
+int compile(const CompileRequest &req, Compilation &out,
+            const CompileSink &sink) {
+  return Compiler(req, out, sink).run();
 }
 
 } // namespace dsc
