@@ -1,0 +1,70 @@
+//===- DsrunLaunch.cpp - dsrun --np: the launcher that starts the ranks ---===//
+//
+// `dsrun --np N` outside mpirun checks what it can before N processes start
+// (the plan's world size, the machine's capacity: Launch.h) and relaunches
+// this executable under mpirun; anything else is one rank's run.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/tooling/DsrunMain.h"
+
+#include "runtime/backends/Registry.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/Session.h"
+#include "runtime/plan/PlanFormat.h"
+#include "runtime/tooling/Flags.h"
+#include "runtime/tooling/Launch.h"
+#include "runtime/tooling/Trainer.h"
+
+#include <cstdio>
+
+namespace dsc::rt {
+
+namespace fb = dsc::plan;
+
+int launchDsrun(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  DsrunOptions options;
+  std::string error;
+  if (underMpirun() || !parseDsrunFlags(args, options, error) || options.help ||
+      options.np <= 1 || !checkDsrunFlags(options, error))
+    return runDsrunMain(argc, argv); // reports any error itself
+  int status = kExitBadInput;
+  // A plan for another world size is refused here, before mpirun starts a
+  // thousand ranks to say so. (A plan that does not load is left to the
+  // ranks, which say why.)
+  uint64_t planRanks = 0, planBytes = 0;
+  {
+    // The CPU backend reads any plan: no GPU context for a launcher.
+    std::string ignored;
+    std::unique_ptr<Backend> backend = createBackend("cpu", ignored);
+    std::unique_ptr<LoadedPlan> plan =
+        backend ? LoadedPlan::load(options.plan, ignored, *backend) : nullptr;
+    if (plan) {
+      planRanks = plan->plan().world_size();
+      // What a rank holds in this machine's memory: every arena on the
+      // CPU backend, the host arenas beside a GPU.
+      const bool cpu = options.backend.rfind("cpu", 0) == 0;
+      if (const auto *arenas = plan->plan().arenas())
+        for (const fb::Arena *a : *arenas)
+          if (cpu || a->space() == fb::Space::host)
+            planBytes += a->bytes();
+    }
+  }
+  if (planRanks && planRanks != options.np)
+    error = "--np " + std::to_string(options.np) + ": " + options.plan +
+            " is compiled for " + std::to_string(planRanks) +
+            (planRanks == 1 ? " rank" : " ranks") + " (dsc --world-size " +
+            std::to_string(planRanks) + ")";
+  else if (!options.oversubscribe &&
+           !checkLocalCapacity(options.np, planBytes, error))
+    error = "--np " + std::to_string(options.np) + ": " + error;
+  else
+    status = relaunchUnderMpirun(withoutDsrunFlag(args, "--np"),
+                                 unsigned(options.np), error);
+  if (!error.empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "dsrun: %s\n", error.c_str());
+  }
+  return status;
+}
+} // namespace dsc::rt
