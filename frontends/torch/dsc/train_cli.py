@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 
-from .cli import ArgumentParser, build_module, last_resort, model_file, print_error
+from .command_line import ArgumentParser, build_module, last_resort, model_file, print_error
 from .files import (CONFIG_LIMIT, check_distinct, check_output, check_output_folder, read_input,
                     work_folder, write_outputs)
 from .native import one_line
