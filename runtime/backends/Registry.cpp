@@ -11,6 +11,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, BackendFactory, std::less<>> factories;
+  HostKernelLookup hostKernels = nullptr;
 };
 
 Registry &registry() {
@@ -24,6 +25,22 @@ void registerBackend(std::string name, BackendFactory factory) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.factories[std::move(name)] = factory;
+}
+
+void registerHostKernels(HostKernelLookup lookup) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.hostKernels = lookup;
+}
+
+KernelVariants hostKernelVariants(std::string_view name) {
+  Registry &r = registry();
+  HostKernelLookup lookup = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    lookup = r.hostKernels;
+  }
+  return lookup ? lookup(name) : KernelVariants{};
 }
 
 std::vector<std::string> backendNames() {

@@ -43,6 +43,14 @@ bool checkBackendOptions(std::string_view backend,
 bool backendSwitch(const BackendOptions &options, std::string_view key,
                    bool fallback, bool &value, std::string &error);
 
+/// The kernels any backend's host-placed instructions run (offload's CPU
+/// optimizer beside a GPU). The CPU backend provides them when it
+/// registers; other backends look them up here rather than include that
+/// backend's headers. Empty when no provider is registered.
+using HostKernelLookup = KernelVariants (*)(std::string_view name);
+void registerHostKernels(HostKernelLookup lookup);
+KernelVariants hostKernelVariants(std::string_view name);
+
 /// Registers (or replaces) the backend `name`.
 void registerBackend(std::string name, BackendFactory factory);
 

@@ -13,6 +13,7 @@
 #if DSC_HAVE_CUDA
 
 #include "compiler/Compile.h"
+#include "runtime/backends/AllBackends.h"
 #include "runtime/backends/cuda/CudaBackend.h"
 #include "runtime/exec/Session.h"
 
@@ -55,6 +56,8 @@ TEST_P(CudaPlans, EveryInstructionHasACudaVariant) {
                             });
   ASSERT_EQ(status, 0) << messages;
   ASSERT_TRUE(out.plan) << messages;
+  // Host-placed instructions find the CPU's kernels through the registry.
+  registerAvailableBackends();
   std::unique_ptr<Backend> cuda = createCudaPlanChecker();
   std::string error;
   auto plan = LoadedPlan::fromBytes(out.plan->bytes, c.name, error, *cuda);

@@ -56,6 +56,7 @@ void CpuBackend::copyFromArena(void *host, const void *arena, size_t bytes) {
 }
 
 void registerCpuBackend() {
+  registerHostKernels(cpuKernelVariants);
   registerBackend("cpu",
                   [](const BackendOptions &options,
                      std::string &error) -> std::unique_ptr<Backend> {

@@ -8,7 +8,7 @@
 // scaling, and writing one word (the NCCL progress markers).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/backends/cpu/CpuKernels.h"
+#include "runtime/backends/Registry.h"
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
 
@@ -110,7 +110,8 @@ bool fillBody(const KernelArgs &args, std::string &err) {
   TensorRef probe{&word, y.dtype, &one, 1};
   KernelArgs hostArgs = args;
   hostArgs.outputs = &probe;
-  const KernelInfo *cpuFill = findCpuKernel("ds.fill");
+  KernelVariants fills = hostKernelVariants("ds.fill");
+  const KernelInfo *cpuFill = fills.empty() ? nullptr : fills.data;
   std::string cpuError;
   if (!cpuFill || !cpuFill->fn(hostArgs, cpuError)) {
     // The CPU table prefixes its errors with the kernel name; ours adds it

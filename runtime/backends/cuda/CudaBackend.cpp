@@ -2,7 +2,6 @@
 #include "runtime/backends/cuda/CudaBackend.h"
 
 #include "runtime/backends/Registry.h"
-#include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/backends/cuda/CudaDevice.h"
 #include "runtime/backends/cuda/CudaExecutor.h"
 #include "runtime/backends/cuda/CudaKernels.h"
@@ -30,7 +29,7 @@ public:
   // kernels, on the CPU, in their plan stream's order (CudaExecutor.h).
   KernelVariants kernelVariants(std::string_view name,
                                 MemorySpace where) const override {
-    return where == MemorySpace::host ? cpuKernelVariants(name)
+    return where == MemorySpace::host ? hostKernelVariants(name)
                                       : cuda::cudaKernelVariants(name);
   }
   bool runsIn(MemorySpace) const override { return true; }
