@@ -2,6 +2,7 @@
 #include "runtime/tooling/CheckpointManifest.h"
 
 #include "runtime/core/InputFile.h"
+#include "runtime/core/JsonSyntax.h"
 #include "runtime/core/Printable.h"
 
 #include <nlohmann/json.hpp>
@@ -28,83 +29,6 @@ constexpr uint64_t kMaxManifestBytes = 16 << 20;
 constexpr uint64_t kMaxWorldSize = 1 << 20;
 /// The manifest nests three levels; more is not a manifest.
 constexpr size_t kMaxDepth = 8;
-
-/// One pass over the text before it is parsed: nlohmann::json keeps the
-/// last of duplicate keys, so `{"step": 3, "step": 9}` would read as step 9
-/// without a word. Finds the first duplicate key (with its JSON path), a
-/// container nested too deep, or the first syntax error (with its byte).
-class SyntaxCheck : public nlohmann::json_sax<Json> {
-public:
-  std::string path, what;
-
-  bool null() override { return value(); }
-  bool boolean(bool) override { return value(); }
-  bool number_integer(number_integer_t) override { return value(); }
-  bool number_unsigned(number_unsigned_t) override { return value(); }
-  bool number_float(number_float_t, const string_t &) override {
-    return value();
-  }
-  bool string(string_t &) override { return value(); }
-  bool binary(binary_t &) override { return value(); }
-  bool start_object(std::size_t) override { return open(true); }
-  bool end_object() override { return close(); }
-  bool start_array(std::size_t) override { return open(false); }
-  bool end_array() override { return close(); }
-  bool key(string_t &k) override {
-    Frame &f = stack_.back();
-    if (!f.keys.insert(k).second) {
-      path = f.path;
-      what = "duplicate key \"" + printable(k) + "\" (which one is meant?)";
-      return false;
-    }
-    f.key = k;
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string &,
-                   const nlohmann::detail::exception &) override {
-    path = "$";
-    // nlohmann counts characters read; the offset of the one at fault is
-    // one less.
-    what = "not valid JSON (at byte " +
-           std::to_string(position ? position - 1 : 0) + ")";
-    return false;
-  }
-
-private:
-  struct Frame {
-    bool object;
-    std::string path, key;
-    size_t index = 0;
-    std::set<std::string> keys;
-  };
-  std::vector<Frame> stack_;
-
-  std::string childPath() const {
-    if (stack_.empty())
-      return "$";
-    const Frame &f = stack_.back();
-    return f.object ? f.path + "." + printable(f.key)
-                    : f.path + "[" + std::to_string(f.index) + "]";
-  }
-  bool value() {
-    if (!stack_.empty() && !stack_.back().object)
-      ++stack_.back().index;
-    return true;
-  }
-  bool open(bool object) {
-    if (stack_.size() >= kMaxDepth) {
-      path = childPath();
-      what = "nested more than " + std::to_string(kMaxDepth) + " levels deep";
-      return false;
-    }
-    stack_.push_back({object, childPath(), "", 0, {}});
-    return true;
-  }
-  bool close() {
-    stack_.pop_back();
-    return value();
-  }
-};
 
 /// A value as a message shows it: JSON, cut short.
 std::string shown(const Json &v) {
@@ -347,10 +271,13 @@ bool parseCheckpointManifest(const std::string &text, const std::string &where,
                              uint64_t dirStep, CheckpointManifest &m,
                              std::string &error) {
   m = {};
-  SyntaxCheck check;
-  Json::sax_parse(text, &check);
-  if (!check.what.empty()) {
-    error = where + ": " + check.path + ": " + check.what;
+  // Duplicate keys and deep nesting first (JsonSyntax.h): nlohmann::json
+  // keeps the last of duplicate keys without a word.
+  JsonSyntaxRules rules;
+  rules.maxDepth = kMaxDepth;
+  std::string path, what;
+  if (!checkJsonSyntax(text, rules, path, what)) {
+    error = where + ": " + path + ": " + what;
     return false;
   }
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);

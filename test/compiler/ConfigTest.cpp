@@ -207,15 +207,22 @@ TEST(ConfigTest, DuplicateKeysAndDeepNesting) {
        "ds_config.json: $.x[1]: duplicate key \"a\" (DeepSpeed refuses "
        "duplicate keys; which one is meant?)"},
   });
+  // The path names the container one level too deep (runtime/core/
+  // JsonSyntax.h, shared with checkpoint manifests).
   std::string deep = std::string(50000, '[') + std::string(50000, ']');
-  EXPECT_EQ(errorOf(deep),
-            "ds_config.json: $: nested more than 64 levels deep");
-  std::string objects;
+  std::string deepPath = "$";
+  for (int i = 0; i < 64; ++i)
+    deepPath += "[0]";
+  EXPECT_EQ(errorOf(deep), "ds_config.json: " + deepPath +
+                               ": nested more than 64 levels deep");
+  std::string objects, objectsPath = "$";
   for (int i = 0; i < 100; ++i)
     objects += "{\"k\": ";
+  for (int i = 0; i < 64; ++i)
+    objectsPath += ".k";
   objects += "1" + std::string(100, '}');
-  EXPECT_EQ(errorOf(objects),
-            "ds_config.json: $: nested more than 64 levels deep");
+  EXPECT_EQ(errorOf(objects), "ds_config.json: " + objectsPath +
+                                  ": nested more than 64 levels deep");
   // The same key in different objects is no duplicate.
   parseOk(R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})");
 }
