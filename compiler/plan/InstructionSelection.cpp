@@ -10,6 +10,7 @@
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -82,262 +83,405 @@ void Lowering::issueAsync(std::vector<Pending> &pend, PlanProgram &prog,
   pend.push_back(std::move(p));
 }
 
-LogicalResult Lowering::lowerProgram(func::FuncOp func) {
+namespace {
+
+/// ds-offload: what an op computes lies where it runs (dist.host), a
+/// copy's result where it copies to.
+Space spaceOf(Operation *op) {
+  return op->hasAttr("dist.host") || isa<dist::CopyToHostOp>(op)
+             ? Space::Host
+             : Space::Device;
+}
+
+} // namespace
+
+/// One program's lowering: its ops, in order, become kernel calls, views
+/// of other buffers, or nothing; then its transients are placed by
+/// liveness and its instructions written. The slots, the buffers and the
+/// streams' bookkeeping (pushCompute, issueAsync) are the Lowering's,
+/// shared by every program.
+class Lowering::ProgramLowering {
+public:
+  ProgramLowering(Lowering &lowering, func::FuncOp func)
+      : lowering(lowering), func(func) {
+    prog.name = func.getSymName().str();
+    for (auto [i, op] : llvm::enumerate(func.front()))
+      position[&op] = i;
+    func.walk([&](LoadOp load) { loads[load.getName()].push_back(load); });
+  }
+
+  LogicalResult run();
+  PlanProgram takeProgram() { return std::move(prog); }
+
+private:
+  Lowering &lowering;
+  func::FuncOp func;
   PlanProgram prog;
-  prog.name = func.getSymName().str();
   std::vector<Pending> pend;
   DenseMap<Value, int> slotOf;
-  DenseMap<Value, uint64_t> viewOffset; // bytes into the slot, for views
-  Block &body = func.front();
+  DenseMap<Value, uint64_t> viewOffset; ///< bytes into the slot, for views
+  DenseMap<Operation *, int> position;  ///< the body's ops in program order
+  llvm::StringMap<SmallVector<LoadOp>> loads; ///< per variable
 
-  DenseMap<Operation *, int> position;
-  llvm::StringMap<SmallVector<LoadOp>> loads;
-  for (auto [i, op] : llvm::enumerate(body))
-    position[&op] = i;
-  func.walk([&](LoadOp l) { loads[l.getName()].push_back(l); });
+  // The storage the program's values live in.
+  void bindArguments();
+  int inputSlot(unsigned index, RankedTensorType type);
+  Ref ref(Value v);
+  void alias(Value view, Value of, uint64_t offset = 0);
+  Ref newSlot(Value v, Operation *op,
+              Category category = Category::Activations);
 
+  // One op each: those that name storage that exists already emit nothing.
+  LogicalResult lowerOp(Operation &op);
+  LogicalResult lowerConstant(ConstantOp c);
+  void lowerViewSlice(SliceOp slice);
+  void lowerWait(dist::WaitOp wait);
+  LogicalResult lowerStore(StoreOp store);
+  void fillWithSplat(StoreOp store, ConstantOp c, int target);
+  bool forwardCopyIntoVariable(StoreOp store, dist::WaitOp wait, int target);
+  LogicalResult copyIntoVariable(StoreOp store, int target);
+  void lowerCopyBetweenSpaces(Operation &op);
+  void lowerCollective(Operation &op);
+  void lowerShard(dist::ShardOp shard);
+  void lowerStoreParams(dist::StoreParamsOp store);
+  LogicalResult lowerKernelCall(Operation &op);
+
+  // Once every op is lowered.
+  void placeProgramTransients();
+  PlanInstr instruction(Pending &p);
+  void writeInstructions();
+};
+
+LogicalResult Lowering::lowerProgram(func::FuncOp func) {
+  ProgramLowering program(*this, func);
+  if (failed(program.run()))
+    return failure();
+  // The streams' bookkeeping starts afresh with each program.
+  returned.clear();
+  producerIndex.clear();
+  lastCompute = -1;
+  commOf.clear();
+  waitsForNext.clear();
+  waited.clear();
+  plan.programs.push_back(program.takeProgram());
+  return success();
+}
+
+LogicalResult Lowering::ProgramLowering::run() {
+  bindArguments();
+  for (Operation &op : func.front())
+    if (failed(lowerOp(op)))
+      return failure();
+  for (size_t c : lowering.waited)
+    pend[c].liveUntil = pend.size();
+  if (prog.name == plan::kApplyProgram)
+    lowering.fuseOptimizer(pend);
+  placeProgramTransients();
+  writeInstructions();
+  return success();
+}
+
+void Lowering::ProgramLowering::bindArguments() {
   for (BlockArgument arg : func.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
-    unsigned i = arg.getArgNumber();
-    bool eval = prog.name == "eval";
-    bool shared =
-        eval && i < microInputs.size() && microInputs[i].first == type;
-    int slot = eval && i < evalInputs.size() ? evalInputs[i]
-               : shared                      ? microInputs[i].second
-                        : fixedSlot(Category::Inputs, bytesOf(type),
-                                    prog.name + ".arg" + std::to_string(i));
-    if (prog.name == "micro_step")
-      microInputs.push_back({type, slot});
+    int slot = inputSlot(arg.getArgNumber(), type);
+    if (prog.name == plan::kMicroStepProgram)
+      lowering.microInputs.push_back({type, slot});
     slotOf[arg] = slot;
-    prog.inputs.push_back(buffer(slot, type));
+    prog.inputs.push_back(lowering.buffer(slot, type));
   }
+}
 
-  auto ref = [&](Value v) {
-    return Ref{slotOf.lookup(v), cast<RankedTensorType>(v.getType()),
-               viewOffset.lookup(v)};
-  };
-  auto alias = [&](Value view, Value of, uint64_t offset = 0) {
-    slotOf[view] = slotOf.lookup(of);
-    viewOffset[view] = viewOffset.lookup(of) + offset;
-  };
-  // ds-offload: what an op computes lies where it runs (dist.host), a
-  // copy's result where it copies to.
-  auto spaceOf = [](Operation *op) {
-    return op->hasAttr("dist.host") || isa<dist::CopyToHostOp>(op)
-               ? Space::Host
-               : Space::Device;
-  };
-  auto newSlot = [&](Value v, Operation *op,
-                     Category category = Category::Activations) {
-    auto type = cast<RankedTensorType>(v.getType());
-    slots.push_back({category, false, 0, alignUp(bytesOf(type)), INT_MAX, -1,
-                     op->getName().stripDialect().str() + "." +
-                         std::to_string(position.lookup(op)),
-                     bytesOf(type)});
-    slots.back().space = spaceOf(op);
-    slotOf[v] = slots.size() - 1;
-    return Ref{static_cast<int>(slots.size() - 1), type};
-  };
+/// @eval reads its batch from @micro_step's input buffers where the types
+/// agree, or from its own (laid out by Lowering::run when its batch
+/// differs); every other program's inputs get slots of their own.
+int Lowering::ProgramLowering::inputSlot(unsigned i, RankedTensorType type) {
+  bool eval = prog.name == plan::kEvalProgram;
+  bool shared = eval && i < lowering.microInputs.size() &&
+                lowering.microInputs[i].first == type;
+  if (eval && i < lowering.evalInputs.size())
+    return lowering.evalInputs[i];
+  if (shared)
+    return lowering.microInputs[i].second;
+  return lowering.fixedSlot(Category::Inputs, bytesOf(type),
+                            prog.name + ".arg" + std::to_string(i));
+}
 
-  for (Operation &op : body) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (Value v : ret.getOperands())
-        returned.push_back(ref(v));
-      continue;
-    }
-    if (auto load = dyn_cast<LoadOp>(op)) {
-      slotOf[load] = varSlot.lookup(load.getName());
-      continue;
-    }
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      bool onlyStored = llvm::all_of(
-          c->getUsers(), [](Operation *u) { return isa<StoreOp>(u); });
-      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-      if (!dense)
-        return c.emitError("plan: constant is not dense");
-      if (!(onlyStored && dense.isSplat()))
-        slotOf[c] = constantSlot(c, spaceOf(c));
-      continue;
-    }
-    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-      alias(reshape, reshape.getX()); // a view, no copy
-      continue;
-    }
-    if (auto slice = dyn_cast<SliceOp>(op); slice && isView(slice)) {
-      auto type = cast<RankedTensorType>(slice.getType());
-      alias(slice, slice.getX(),
-            static_cast<uint64_t>(slice.getOffsets()[0]) *
-                dtypeSize(*dtypeOfElement(type.getElementType())));
-      continue;
-    }
-    if (auto store = dyn_cast<StoreOp>(op)) {
-      int target = varSlot.lookup(store.getName());
-      auto type = cast<RankedTensorType>(store.getValue().getType());
-      Value v = store.getValue();
-      if (auto c = v.getDefiningOp<ConstantOp>(); c && !slotOf.count(v)) {
-        auto dense = cast<DenseElementsAttr>(c.getValue());
-        double value = isa<FloatType>(dense.getElementType())
-                           ? dense.getSplatValue<APFloat>().convertToDouble()
-                           : static_cast<double>(
-                                 dense.getSplatValue<APInt>().getSExtValue());
-        Pending fill{"ds.fill", {}, {Ref{target, type}}, {}, {value}, &op};
-        fill.space = slots[target].space;
-        pushCompute(pend, std::move(fill));
-        continue;
-      }
-      // A copy between the spaces that only this store reads writes the
-      // variable directly, when no op after the copy in program order reads
-      // the variable; what other streams do meanwhile is left to the plan
-      // verifier's hazard check, which refuses a plan that races.
-      if (auto wait = v.getDefiningOp<dist::WaitOp>()) {
-        Operation *copy = wait.getX().getDefiningOp();
-        bool forward =
-            copy && isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(copy) &&
-            wait.getX().hasOneUse() && v.hasOneUse() &&
-            commOf.count(wait.getX()) &&
-            llvm::all_of(readersOf(loads.lookup(store.getName())),
-                         [&](Operation *user) {
-                           return position.lookup(user) < position.lookup(copy);
-                         });
-        if (forward) {
-          pend[commOf.lookup(wait.getX()).first].outs[0].slot = target;
-          slotOf[wait.getX()] = slotOf[v] = target;
-          continue;
-        }
-      }
-      // Only a compute instruction's output can be pointed at the
-      // variable (a collective's result, after its wait, is copied).
-      if (producerIndex.count(v) &&
-          canForward(store, position, loads.lookup(store.getName()))) {
-        // The producer writes the variable directly; its own transient
-        // slot is never referenced again and is not placed.
-        slotOf[v] = target;
-        retarget(pend, v, target);
-        continue;
-      }
-      for (Operation *user : readersOf(loads.lookup(store.getName())))
-        if (position.lookup(user) > position.lookup(store))
-          return store.emitError(
-              "plan: a variable is read after being overwritten in the "
-              "same program; not supported yet");
-      Pending copy{"ds.copy", {ref(v)}, {Ref{target, type}}, {}, {}, &op};
-      copy.space = slots[target].space;
-      pushCompute(pend, std::move(copy));
-      continue;
-    }
-    if (isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(op)) {
-      // On the d2h or h2d stream, after everything compute has issued so
-      // far and the waits before it (its operand may be another stream's).
-      bool toHost = isa<dist::CopyToHostOp>(op);
-      Pending p{
-          "ds.copy",
-          {ref(op.getOperand(0))},
-          {newSlot(op.getResult(0), &op,
-                   op.hasAttr("dist.activation") ? Category::Activations
-                                                 : Category::CommBuffers)},
-          {},
-          {},
-          &op};
-      p.stream = toHost ? 3 : 2;
-      issueAsync(pend, prog, std::move(p));
-      continue;
-    }
-    if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op)) {
-      // On the comm stream, after everything compute has issued so far;
-      // the result is a comm buffer.
-      std::vector<double> floats;
-      if (auto scale = op.getAttrOfType<FloatAttr>("scale"))
-        floats.push_back(scale.getValueAsDouble());
-      std::string kernel = "comm." + op.getName().stripDialect().str();
-      Pending p{kernel,
-                {ref(op.getOperand(0))},
-                {newSlot(op.getResult(0), &op, Category::CommBuffers)},
-                {},
-                std::move(floats),
-                &op};
-      p.stream = 1;
-      prog.commBytes += bytesOf(p.ins[0].type);
-      issueAsync(pend, prog, std::move(p));
-      continue;
-    }
-    if (auto flat = dyn_cast<dist::FlatParamsOp>(op)) {
-      slotOf[flat] = groupParams.lookup(flat.getGroup());
-      continue;
-    }
-    if (auto flat = dyn_cast<dist::FlatGradsOp>(op)) {
-      slotOf[flat] = groupGrads.lookup(flat.getGroup());
-      continue;
-    }
-    if (auto shard = dyn_cast<dist::ShardOp>(op)) {
-      Pending p{"dist.shard",
-                {ref(shard.getX())},
-                {newSlot(shard, &op)},
-                {static_cast<int64_t>(shard.getWorldSize())},
-                {},
-                &op};
-      p.space = spaceOf(&op);
-      pushCompute(pend, std::move(p));
-      continue;
-    }
-    if (auto store = dyn_cast<dist::StoreParamsOp>(op)) {
-      int target = groupParams.lookup(store.getGroup());
-      auto type = cast<RankedTensorType>(store.getValue().getType());
-      // The all-gather writes the parameters in place.
-      auto wait = store.getValue().getDefiningOp<dist::WaitOp>();
-      auto gather = wait ? wait.getX().getDefiningOp<dist::AllGatherOp>()
-                         : dist::AllGatherOp();
-      if (gather && gather->hasOneUse() && commOf.count(gather)) {
-        pend[commOf.lookup(gather).first].outs[0].slot = target;
-        slotOf[gather] = slotOf[wait] = target;
-        continue;
-      }
-      pushCompute(pend, {"ds.copy",
-                         {ref(store.getValue())},
-                         {Ref{target, type}},
-                         {},
-                         {},
-                         &op});
-      continue;
-    }
-    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
-      alias(wait, wait.getX());
-      auto [index, event] = commOf.lookup(wait.getX());
-      waitsForNext.push_back(event);
-      waited.push_back(index);
-      continue;
-    }
-    // Every other op is one kernel call whose facts the op declares.
-    auto kernel = dyn_cast<KernelOpInterface>(op);
-    if (!kernel)
-      return op.emitError("plan: no kernel for '") << op.getName() << "'";
-    Pending p;
-    p.op = &op;
-    p.space = spaceOf(&op);
-    p.kernel = kernel.getKernelName().str();
-    for (Value in : op.getOperands())
-      p.ins.push_back(ref(in));
-    for (Value out : op.getResults())
-      p.outs.push_back(newSlot(out, &op));
-    SmallVector<int64_t> ints;
-    SmallVector<double> floats;
-    kernel.getKernelAttributes(ints, floats);
-    p.ints.assign(ints.begin(), ints.end());
-    p.floats.assign(floats.begin(), floats.end());
-    prog.flops += kernel.getFlops();
-    if (isRecompute(&op))
-      prog.recomputedFlops += kernel.getFlops();
-    pushCompute(pend, std::move(p));
-    for (Value out : op.getResults())
-      producerIndex[out] = pend.size() - 1;
+Ref Lowering::ProgramLowering::ref(Value v) {
+  return Ref{slotOf.lookup(v), cast<RankedTensorType>(v.getType()),
+             viewOffset.lookup(v)};
+}
+
+void Lowering::ProgramLowering::alias(Value view, Value of, uint64_t offset) {
+  slotOf[view] = slotOf.lookup(of);
+  viewOffset[view] = viewOffset.lookup(of) + offset;
+}
+
+/// A transient slot for `v`, named after its op and its position.
+Ref Lowering::ProgramLowering::newSlot(Value v, Operation *op,
+                                       Category category) {
+  auto type = cast<RankedTensorType>(v.getType());
+  std::vector<Slot> &slots = lowering.slots;
+  slots.push_back({category, false, 0, alignUp(bytesOf(type)), INT_MAX, -1,
+                   op->getName().stripDialect().str() + "." +
+                       std::to_string(position.lookup(op)),
+                   bytesOf(type)});
+  slots.back().space = spaceOf(op);
+  slotOf[v] = slots.size() - 1;
+  return Ref{static_cast<int>(slots.size() - 1), type};
+}
+
+LogicalResult Lowering::ProgramLowering::lowerOp(Operation &op) {
+  // Ops that name storage that exists already (or views of it).
+  if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+    for (Value v : ret.getOperands())
+      lowering.returned.push_back(ref(v));
+    return success();
   }
+  if (auto load = dyn_cast<LoadOp>(op)) {
+    slotOf[load] = lowering.varSlot.lookup(load.getName());
+    return success();
+  }
+  if (auto c = dyn_cast<ConstantOp>(op))
+    return lowerConstant(c);
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    alias(reshape, reshape.getX()); // a view, no copy
+    return success();
+  }
+  if (auto slice = dyn_cast<SliceOp>(op); slice && isView(slice)) {
+    lowerViewSlice(slice);
+    return success();
+  }
+  if (auto flat = dyn_cast<dist::FlatParamsOp>(op)) {
+    slotOf[flat] = lowering.groupParams.lookup(flat.getGroup());
+    return success();
+  }
+  if (auto flat = dyn_cast<dist::FlatGradsOp>(op)) {
+    slotOf[flat] = lowering.groupGrads.lookup(flat.getGroup());
+    return success();
+  }
+  if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+    lowerWait(wait);
+    return success();
+  }
+  // Ops that become instructions.
+  if (auto store = dyn_cast<StoreOp>(op))
+    return lowerStore(store);
+  if (isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(op))
+    lowerCopyBetweenSpaces(op);
+  else if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op))
+    lowerCollective(op);
+  else if (auto shard = dyn_cast<dist::ShardOp>(op))
+    lowerShard(shard);
+  else if (auto store = dyn_cast<dist::StoreParamsOp>(op))
+    lowerStoreParams(store);
+  else
+    return lowerKernelCall(op);
+  return success();
+}
 
-  for (size_t c : waited)
-    pend[c].liveUntil = pend.size();
+LogicalResult Lowering::ProgramLowering::lowerConstant(ConstantOp c) {
+  bool onlyStored =
+      llvm::all_of(c->getUsers(), [](Operation *u) { return isa<StoreOp>(u); });
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense)
+    return c.emitError("plan: constant is not dense");
+  // A splat that only stores read needs no buffer: each store is a fill.
+  if (!(onlyStored && dense.isSplat()))
+    slotOf[c] = lowering.constantSlot(c, spaceOf(c));
+  return success();
+}
 
-  if (prog.name == "apply")
-    fuseOptimizer(pend);
+void Lowering::ProgramLowering::lowerViewSlice(SliceOp slice) {
+  auto type = cast<RankedTensorType>(slice.getType());
+  alias(slice, slice.getX(),
+        static_cast<uint64_t>(slice.getOffsets()[0]) *
+            dtypeSize(*dtypeOfElement(type.getElementType())));
+}
 
-  // Liveness and placement of this program's transients.
+/// A wait is its collective's (or copy's) result; the next compute
+/// instruction waits for the event the collective records.
+void Lowering::ProgramLowering::lowerWait(dist::WaitOp wait) {
+  alias(wait, wait.getX());
+  auto [index, event] = lowering.commOf.lookup(wait.getX());
+  lowering.waitsForNext.push_back(event);
+  lowering.waited.push_back(index);
+}
+
+LogicalResult Lowering::ProgramLowering::lowerStore(StoreOp store) {
+  int target = lowering.varSlot.lookup(store.getName());
+  Value v = store.getValue();
+  if (auto c = v.getDefiningOp<ConstantOp>(); c && !slotOf.count(v)) {
+    fillWithSplat(store, c, target);
+    return success();
+  }
+  if (auto wait = v.getDefiningOp<dist::WaitOp>())
+    if (forwardCopyIntoVariable(store, wait, target))
+      return success();
+  // Only a compute instruction's output can be pointed at the
+  // variable (a collective's result, after its wait, is copied).
+  if (lowering.producerIndex.count(v) &&
+      lowering.canForward(store, position, loads.lookup(store.getName()))) {
+    // The producer writes the variable directly; its own transient
+    // slot is never referenced again and is not placed.
+    slotOf[v] = target;
+    lowering.retarget(pend, v, target);
+    return success();
+  }
+  return copyIntoVariable(store, target);
+}
+
+void Lowering::ProgramLowering::fillWithSplat(StoreOp store, ConstantOp c,
+                                              int target) {
+  auto type = cast<RankedTensorType>(store.getValue().getType());
+  auto dense = cast<DenseElementsAttr>(c.getValue());
+  double value =
+      isa<FloatType>(dense.getElementType())
+          ? dense.getSplatValue<APFloat>().convertToDouble()
+          : static_cast<double>(dense.getSplatValue<APInt>().getSExtValue());
+  Pending fill{"ds.fill", {},      {Ref{target, type}},
+               {},        {value}, store.getOperation()};
+  fill.space = lowering.slots[target].space;
+  lowering.pushCompute(pend, std::move(fill));
+}
+
+/// A copy between the spaces that only this store reads writes the
+/// variable directly, when no op after the copy in program order reads
+/// the variable; what other streams do meanwhile is left to the plan
+/// verifier's hazard check, which refuses a plan that races.
+bool Lowering::ProgramLowering::forwardCopyIntoVariable(StoreOp store,
+                                                        dist::WaitOp wait,
+                                                        int target) {
+  Value v = store.getValue();
+  Value copied = wait.getX();
+  Operation *copy = copied.getDefiningOp();
+  bool forward =
+      copy && isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(copy) &&
+      copied.hasOneUse() && v.hasOneUse() && lowering.commOf.count(copied) &&
+      llvm::all_of(readersOf(loads.lookup(store.getName())),
+                   [&](Operation *user) {
+                     return position.lookup(user) < position.lookup(copy);
+                   });
+  if (!forward)
+    return false;
+  pend[lowering.commOf.lookup(copied).first].outs[0].slot = target;
+  slotOf[copied] = slotOf[v] = target;
+  return true;
+}
+
+LogicalResult Lowering::ProgramLowering::copyIntoVariable(StoreOp store,
+                                                          int target) {
+  for (Operation *user : readersOf(loads.lookup(store.getName())))
+    if (position.lookup(user) > position.lookup(store))
+      return store.emitError(
+          "plan: a variable is read after being overwritten in the "
+          "same program; not supported yet");
+  Value v = store.getValue();
+  auto type = cast<RankedTensorType>(v.getType());
+  Pending copy{"ds.copy", {ref(v)}, {Ref{target, type}},
+               {},        {},       store.getOperation()};
+  copy.space = lowering.slots[target].space;
+  lowering.pushCompute(pend, std::move(copy));
+  return success();
+}
+
+/// On the d2h or h2d stream, after everything compute has issued so far
+/// and the waits before it (its operand may be another stream's).
+void Lowering::ProgramLowering::lowerCopyBetweenSpaces(Operation &op) {
+  bool toHost = isa<dist::CopyToHostOp>(op);
+  Pending p{"ds.copy",
+            {ref(op.getOperand(0))},
+            {newSlot(op.getResult(0), &op,
+                     op.hasAttr("dist.activation") ? Category::Activations
+                                                   : Category::CommBuffers)},
+            {},
+            {},
+            &op};
+  p.stream = toHost ? 3 : 2;
+  lowering.issueAsync(pend, prog, std::move(p));
+}
+
+/// On the comm stream, after everything compute has issued so far; the
+/// result is a comm buffer.
+void Lowering::ProgramLowering::lowerCollective(Operation &op) {
+  std::vector<double> floats;
+  if (auto scale = op.getAttrOfType<FloatAttr>("scale"))
+    floats.push_back(scale.getValueAsDouble());
+  std::string kernel = "comm." + op.getName().stripDialect().str();
+  Pending p{kernel,
+            {ref(op.getOperand(0))},
+            {newSlot(op.getResult(0), &op, Category::CommBuffers)},
+            {},
+            std::move(floats),
+            &op};
+  p.stream = 1;
+  prog.commBytes += bytesOf(p.ins[0].type);
+  lowering.issueAsync(pend, prog, std::move(p));
+}
+
+void Lowering::ProgramLowering::lowerShard(dist::ShardOp shard) {
+  Pending p{"dist.shard",
+            {ref(shard.getX())},
+            {newSlot(shard, shard)},
+            {static_cast<int64_t>(shard.getWorldSize())},
+            {},
+            shard.getOperation()};
+  p.space = spaceOf(shard);
+  lowering.pushCompute(pend, std::move(p));
+}
+
+void Lowering::ProgramLowering::lowerStoreParams(dist::StoreParamsOp store) {
+  int target = lowering.groupParams.lookup(store.getGroup());
+  auto type = cast<RankedTensorType>(store.getValue().getType());
+  // The all-gather writes the parameters in place.
+  auto wait = store.getValue().getDefiningOp<dist::WaitOp>();
+  auto gather = wait ? wait.getX().getDefiningOp<dist::AllGatherOp>()
+                     : dist::AllGatherOp();
+  if (gather && gather->hasOneUse() && lowering.commOf.count(gather)) {
+    pend[lowering.commOf.lookup(gather).first].outs[0].slot = target;
+    slotOf[gather] = slotOf[wait] = target;
+    return;
+  }
+  lowering.pushCompute(pend, {"ds.copy",
+                              {ref(store.getValue())},
+                              {Ref{target, type}},
+                              {},
+                              {},
+                              store.getOperation()});
+}
+
+/// Every other op is one kernel call whose facts the op declares.
+LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
+  auto kernel = dyn_cast<KernelOpInterface>(op);
+  if (!kernel)
+    return op.emitError("plan: no kernel for '") << op.getName() << "'";
+  Pending p;
+  p.op = &op;
+  p.space = spaceOf(&op);
+  p.kernel = kernel.getKernelName().str();
+  for (Value in : op.getOperands())
+    p.ins.push_back(ref(in));
+  for (Value out : op.getResults())
+    p.outs.push_back(newSlot(out, &op));
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+  kernel.getKernelAttributes(ints, floats);
+  p.ints.assign(ints.begin(), ints.end());
+  p.floats.assign(floats.begin(), floats.end());
+  prog.flops += kernel.getFlops();
+  if (isRecompute(&op))
+    prog.recomputedFlops += kernel.getFlops();
+  lowering.pushCompute(pend, std::move(p));
+  for (Value out : op.getResults())
+    lowering.producerIndex[out] = pend.size() - 1;
+  return success();
+}
+
+/// Each transient lives from its first to its last instruction; a
+/// returned value to the end, a collective's or a copy's buffers until the
+/// compute instruction that waits for it.
+void Lowering::ProgramLowering::placeProgramTransients() {
+  std::vector<Slot> &slots = lowering.slots;
   std::vector<int> transients;
   for (auto [i, p] : llvm::enumerate(pend))
     for (const Ref &r : llvm::concat<Ref>(p.ins, p.outs)) {
@@ -349,43 +493,40 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
       s.first = std::min<int>(s.first, i);
       s.last = std::max<int>(s.last, i);
     }
-  for (const Ref &r : returned)
+  for (const Ref &r : lowering.returned)
     slots[r.slot].last = pend.size();
   for (const Pending &p : pend)
     if (p.liveUntil >= 0)
       for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
         if (!slots[r.slot].fixed)
           slots[r.slot].last = std::max(slots[r.slot].last, p.liveUntil);
-  prog.activationBytes =
-      placeTransients(transients)[static_cast<int>(Category::Activations)];
+  prog.activationBytes = lowering.placeTransients(
+      transients)[static_cast<int>(Category::Activations)];
+}
 
-  for (Pending &p : pend) {
-    PlanInstr instr;
-    instr.kernel = p.kernel;
-    for (Ref &r : p.ins)
-      instr.inputs.push_back(buffer(r.slot, r.type, r.offset));
-    for (Ref &r : p.outs)
-      instr.outputs.push_back(buffer(r.slot, r.type, r.offset));
-    instr.intAttrs = std::move(p.ints);
-    instr.floatAttrs = std::move(p.floats);
-    instr.op = p.op;
-    instr.stream = p.stream;
-    instr.space = static_cast<uint8_t>(p.space);
-    instr.wait = std::move(p.waits);
-    instr.record = std::move(p.records);
-    instr.loc = p.op ? locString(p.op->getLoc()) : "";
-    prog.instrs.push_back(std::move(instr));
-  }
-  for (Ref &r : returned)
-    prog.outputs.push_back(buffer(r.slot, r.type, r.offset));
-  returned.clear();
-  producerIndex.clear();
-  lastCompute = -1;
-  commOf.clear();
-  waitsForNext.clear();
-  waited.clear();
-  plan.programs.push_back(std::move(prog));
-  return success();
+PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
+  PlanInstr instr;
+  instr.kernel = p.kernel;
+  for (Ref &r : p.ins)
+    instr.inputs.push_back(lowering.buffer(r.slot, r.type, r.offset));
+  for (Ref &r : p.outs)
+    instr.outputs.push_back(lowering.buffer(r.slot, r.type, r.offset));
+  instr.intAttrs = std::move(p.ints);
+  instr.floatAttrs = std::move(p.floats);
+  instr.op = p.op;
+  instr.stream = p.stream;
+  instr.space = static_cast<uint8_t>(p.space);
+  instr.wait = std::move(p.waits);
+  instr.record = std::move(p.records);
+  instr.loc = p.op ? locString(p.op->getLoc()) : "";
+  return instr;
+}
+
+void Lowering::ProgramLowering::writeInstructions() {
+  for (Pending &p : pend)
+    prog.instrs.push_back(instruction(p));
+  for (Ref &r : lowering.returned)
+    prog.outputs.push_back(lowering.buffer(r.slot, r.type, r.offset));
 }
 
 } // namespace dsc::lowering

@@ -181,6 +181,8 @@ private:
 
   static bool readsVariable(Value v, ArrayRef<LoadOp> loads);
 
+  /// One program's walk, its state and its steps (InstructionSelection.cpp).
+  class ProgramLowering;
   LogicalResult lowerProgram(func::FuncOp func);
 
   std::vector<Ref> returned;
