@@ -167,6 +167,8 @@ private:
     return plan.buffers.size() - 1;
   }
 
+  /// The variables' packing, in its steps (VariableLayout.cpp).
+  class VariableLayout;
   LogicalResult layoutVariables();
 
   int constantSlot(ConstantOp c, Space space);
