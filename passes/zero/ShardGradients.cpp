@@ -1,5 +1,4 @@
-//===- ShardGradients.cpp - ZeRO stages 2-3: gradients sharded
-//--------------===//
+//===- ShardGradients.cpp - ZeRO stages 2-3: gradients sharded ------------===//
 //
 // The buckets become the parameter groups. Each micro-step reduce-scatters
 // a bucket's gradients (padded to a multiple of the world size) right after
@@ -14,39 +13,111 @@
 #include "passes/zero/ZeroUtils.h"
 
 #include "dialects/ds/DsUtils.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <array>
+
 namespace mlir::ds::zero {
+namespace {
 
-/// Stage 2: the buckets become the parameter groups. Each micro-step
-/// reduce-scatters a bucket's gradients (padded to a multiple of the
-/// world size) right after its last one and adds this rank's slice into a
-/// shard-sized accumulator; @apply computes the global norm from the
-/// shards (an all-reduce of sums of squares), updates its slice and
-/// all-gathers each group.
-LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
-                             const Options &opts) {
-  FailureOr<SmallVector<Accumulation>> accs = findAccumulations(micro);
-  if (failed(accs))
+/// A bucket's parameter group and the sharded state that replaces its
+/// members'.
+struct Group {
+  dist::GroupOp op;
+  VariableOp grad, m, v;
+  VariableOp param;  ///< stage 3: this rank's shard of the parameters
+  VariableOp master; ///< mixed precision: the fp32 master shard
+  AdamWOp like;      ///< a member's update: the group's hyper-parameters
+  RankedTensorType shard, flat; ///< in the gradients' (and params') type
+  RankedTensorType stateShard;  ///< in the optimizer's fp32
+};
+
+/// The accumulations by class, each bucketed on its own: with weight decay
+/// or without, and at stage 3 whether the parameters are sharded (0-1) or
+/// stay whole as at stage 2, under the persistence threshold (2-3).
+using Classes = std::array<SmallVector<Accumulation>, 4>;
+unsigned classOf(bool decays, bool persistent) {
+  return (decays ? 0 : 1) + (persistent ? 2 : 0);
+}
+bool isShardedClass(unsigned index) { return index < 2; }
+
+/// Stages 2-3 over one module, in steps: the updates, the buckets and
+/// their groups with the micro-step's reduce-scatters, the accumulation of
+/// each shard, @apply's norm and sharded updates, then the per-parameter
+/// state they replace is erased.
+class GradientSharding {
+public:
+  GradientSharding(ModuleOp module, func::FuncOp micro, func::FuncOp apply,
+                   const Options &opts)
+      : module(module), micro(micro), apply(apply), opts(opts), symbols(module),
+        mb(module.getContext()), ranks(mb.getI64IntegerAttr(opts.worldSize)) {
+    mb.setInsertionPointToEnd(module.getBody());
+  }
+
+  LogicalResult run(ArrayRef<Accumulation> accs);
+
+private:
+  ModuleOp module;
+  func::FuncOp micro, apply;
+  const Options &opts;
+  SymbolTable symbols;
+  OpBuilder mb; ///< at the end of the module: groups and their variables
+  IntegerAttr ranks;
+
+  llvm::StringMap<AdamWOp> updateOf; ///< param name -> its update
+  SmallVector<AdamWOp> updates;      ///< @apply's, in order
+  SmallVector<VariableOp> masters;   ///< mixed precision: per parameter
+  SmallVector<Group> groups;
+  SmallVector<Operation *> scatters; ///< one per group
+  SmallVector<Operation *> dead;
+  SmallVector<VariableOp> deadVars;
+
+  LogicalResult findUpdates();
+  FlatSymbolRefAttr paramOf(Accumulation a) {
+    return symbols.lookup<VariableOp>(a.store.getName()).getOfAttr();
+  }
+  FailureOr<Classes> classify(ArrayRef<Accumulation> accs);
+  Group createGroup(ArrayRef<Accumulation> bucket, bool sharded);
+  VariableOp addState(Group &g, VariableKind kind, StringRef suffix,
+                      RankedTensorType type);
+  Operation *scatterBucket(Group &g, MutableArrayRef<Accumulation> bucket);
+  void accumulateShards();
+  LogicalResult normFromShards();
+  void updateShard(OpBuilder &ub, Group &g);
+  void eraseReplaced();
+  void gatherShardedParameters();
+};
+
+LogicalResult GradientSharding::run(ArrayRef<Accumulation> accs) {
+  if (failed(findUpdates()))
     return failure();
-  auto apply = module.lookupSymbol<func::FuncOp>("apply");
-  if (!apply)
-    return module.emitError("ds-zero: no @apply; run ds-adamw first");
-  SymbolTable symbols(module);
-  MLIRContext *ctx = module.getContext();
-  OpBuilder mb(ctx);
-  mb.setInsertionPointToEnd(module.getBody());
-  auto microRet = cast<func::ReturnOp>(micro.front().getTerminator());
-  auto applyRet = cast<func::ReturnOp>(apply.front().getTerminator());
-  auto ranks = mb.getI64IntegerAttr(opts.worldSize);
+  FailureOr<Classes> classes = classify(accs);
+  if (failed(classes))
+    return failure();
+  for (auto [index, list] : llvm::enumerate(*classes))
+    for (SmallVector<Accumulation> &bucket : buckets(list, opts)) {
+      Group g = createGroup(bucket, isShardedClass(index));
+      scatters.push_back(scatterBucket(g, bucket));
+      groups.push_back(g);
+    }
+  accumulateShards();
+  if (failed(normFromShards()))
+    return failure();
+  // One sharded update per group, where the first update was.
+  OpBuilder ub(updates.front());
+  for (Group &g : groups)
+    updateShard(ub, g);
+  eraseReplaced();
+  gatherShardedParameters();
+  return success();
+}
 
-  llvm::StringMap<AdamWOp> updateOf; // param name -> its update
-  SmallVector<VariableOp> masters;   // mixed precision: per parameter
-  SmallVector<AdamWOp> allUpdates;
-  apply.walk([&](AdamWOp op) { allUpdates.push_back(op); });
-  for (AdamWOp op : allUpdates) {
+LogicalResult GradientSharding::findUpdates() {
+  apply.walk([&](AdamWOp op) { updates.push_back(op); });
+  for (AdamWOp op : updates) {
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
       return failure();
@@ -54,114 +125,108 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
     if (target->master)
       masters.push_back(target->master);
   }
-  auto paramOf = [&](Accumulation a) {
-    return symbols.lookup<VariableOp>(a.store.getName()).getOfAttr();
-  };
+  return success();
+}
 
-  // Buckets in completion order, one list per weight-decay class; at
-  // stage 3 the parameters under the persistence threshold form classes
-  // of their own, which stay whole as at stage 2.
-  SmallVector<Accumulation> classes[4];
-  for (Accumulation &a : *accs) {
+/// Buckets in completion order, one list per class.
+FailureOr<Classes> GradientSharding::classify(ArrayRef<Accumulation> accs) {
+  Classes classes;
+  for (Accumulation a : accs) {
     AdamWOp update = updateOf.lookup(paramOf(a).getValue());
     if (!update)
       return a.store.emitError("ds-zero: no AdamW update for ") << paramOf(a);
     int64_t n = cast<RankedTensorType>(a.grad.getType()).getNumElements();
     bool persistent = opts.stage < 3 || n < opts.persistenceThreshold;
-    classes[(update.getWeightDecay().convertToDouble() != 0 ? 0 : 1) +
-            (persistent ? 2 : 0)]
+    classes[classOf(update.getWeightDecay().convertToDouble() != 0, persistent)]
         .push_back(a);
   }
-  struct Group {
-    dist::GroupOp op;
-    VariableOp grad, m, v;
-    VariableOp param;  ///< stage 3: this rank's shard of the parameters
-    VariableOp master; ///< mixed precision: the fp32 master shard
-    AdamWOp like;
-    RankedTensorType shard, flat; ///< in the gradients' (and params') type
-    RankedTensorType stateShard;  ///< in the optimizer's fp32
-  };
-  SmallVector<Group> groups;
-  SmallVector<Operation *> scatters; // one per group
-  SmallVector<Operation *> dead;
-  SmallVector<VariableOp> deadVars;
-  for (auto [index, list] : llvm::enumerate(classes)) {
-    for (SmallVector<Accumulation> &bucket : buckets(list, opts)) {
-      int64_t total = elementsOf(bucket);
+  return classes;
+}
 
-      std::string name = "zero.bucket" + std::to_string(groups.size());
-      SmallVector<Attribute> members;
-      for (Accumulation &a : bucket)
-        members.push_back(paramOf(a));
-      int64_t shard = (total + opts.worldSize - 1) / opts.worldSize;
-      Type elt =
-          cast<RankedTensorType>(bucket[0].grad.getType()).getElementType();
-      Group g;
-      g.shard = RankedTensorType::get({shard}, elt);
-      g.flat = RankedTensorType::get({shard * opts.worldSize}, elt);
-      g.op = mb.create<dist::GroupOp>(
-          module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
-          mb.getI64IntegerAttr(shard * opts.worldSize), UnitAttr());
-      g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
-      g.stateShard = RankedTensorType::get(
-          {shard},
-          cast<ShapedType>(g.like.getParam().getType()).getElementType());
-      auto state = [&](VariableKind kind, StringRef suffix,
-                       RankedTensorType type) {
-        auto var = mb.create<VariableOp>(
-            module.getLoc(), kind, name + suffix.str(),
-            FlatSymbolRefAttr::get(g.op), type, InitKind::zeros, FloatAttr());
-        symbols.insert(var);
-        return var;
-      };
-      g.grad = state(VariableKind::grad, ".grad", g.shard);
-      g.m = state(VariableKind::opt_state, ".exp_avg", g.stateShard);
-      g.v = state(VariableKind::opt_state, ".exp_avg_sq", g.stateShard);
-      if (index < 2) {
-        g.op.setSharded(true);
-        g.param = state(VariableKind::param, ".param", g.shard);
-      }
-      if (!masters.empty())
-        g.master = createMasterShard(mb, symbols, g.op, g.stateShard);
-
-      // Micro-step: pack, reduce-scatter after the last gradient, add
-      // this rank's slice at the end.
-      Value last = bucket.back().grad;
-      OpBuilder b(ctx);
-      if (Operation *def = last.getDefiningOp())
-        b.setInsertionPointAfter(def);
-      else
-        b.setInsertionPointToStart(&micro.front());
-      Location loc =
-          NameLoc::get(b.getStringAttr(name), bucket.back().store.getLoc());
-      SmallVector<Value> flat;
-      for (Accumulation &a : bucket) {
-        auto t = cast<RankedTensorType>(a.grad.getType());
-        flat.push_back(b.create<ReshapeOp>(
-            loc, RankedTensorType::get({t.getNumElements()}, elt), a.grad));
-        dead.push_back(a.store);
-        dead.push_back(a.add);
-        dead.push_back(a.load);
-        deadVars.push_back(symbols.lookup<VariableOp>(a.store.getName()));
-      }
-      if (shard * opts.worldSize > total)
-        flat.push_back(splat(
-            b, loc,
-            RankedTensorType::get({shard * opts.worldSize - total}, elt), 0.0));
-      Value packed = flat.size() == 1
-                         ? flat[0]
-                         : b.create<ConcatOp>(loc, flat, 0).getResult();
-      scatters.push_back(b.create<dist::ReduceScatterOp>(
-          loc, g.shard, packed, b.getF64FloatAttr(1.0), ranks));
-      groups.push_back(g);
-    }
+/// The bucket's group (its size padded to a multiple of the world size)
+/// and its state: gradient and moment shards, at stage 3 the parameters'
+/// shard, under mixed precision the masters'.
+Group GradientSharding::createGroup(ArrayRef<Accumulation> bucket,
+                                    bool sharded) {
+  int64_t total = elementsOf(bucket);
+  std::string name = "zero.bucket" + std::to_string(groups.size());
+  SmallVector<Attribute> members;
+  for (const Accumulation &a : bucket)
+    members.push_back(paramOf(a));
+  int64_t shard = (total + opts.worldSize - 1) / opts.worldSize;
+  Type elt = cast<RankedTensorType>(bucket[0].grad.getType()).getElementType();
+  Group g;
+  g.shard = RankedTensorType::get({shard}, elt);
+  g.flat = RankedTensorType::get({shard * opts.worldSize}, elt);
+  g.op = mb.create<dist::GroupOp>(
+      module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
+      mb.getI64IntegerAttr(shard * opts.worldSize), UnitAttr());
+  g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
+  g.stateShard = RankedTensorType::get(
+      {shard}, cast<ShapedType>(g.like.getParam().getType()).getElementType());
+  g.grad = addState(g, VariableKind::grad, ".grad", g.shard);
+  g.m = addState(g, VariableKind::opt_state, ".exp_avg", g.stateShard);
+  g.v = addState(g, VariableKind::opt_state, ".exp_avg_sq", g.stateShard);
+  if (sharded) {
+    g.op.setSharded(true);
+    g.param = addState(g, VariableKind::param, ".param", g.shard);
   }
+  if (!masters.empty())
+    g.master = createMasterShard(mb, symbols, g.op, g.stateShard);
+  return g;
+}
 
-  // Each group's slice is added into its accumulator once the next
-  // bucket's reduce-scatter has started.
+VariableOp GradientSharding::addState(Group &g, VariableKind kind,
+                                      StringRef suffix, RankedTensorType type) {
+  auto var = mb.create<VariableOp>(
+      module.getLoc(), kind, (g.op.getSymName() + suffix).str(),
+      FlatSymbolRefAttr::get(g.op), type, InitKind::zeros, FloatAttr());
+  symbols.insert(var);
+  return var;
+}
+
+/// Micro-step: packs the bucket's gradients (and zero padding) and
+/// reduce-scatters them right after the last one completes; the
+/// per-parameter accumulations it replaces are marked dead.
+Operation *
+GradientSharding::scatterBucket(Group &g,
+                                MutableArrayRef<Accumulation> bucket) {
+  Value last = bucket.back().grad;
+  OpBuilder b(module.getContext());
+  if (Operation *def = last.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(&micro.front());
+  Location loc =
+      NameLoc::get(g.op.getSymNameAttr(), bucket.back().store.getLoc());
+  Type elt = g.shard.getElementType();
+  SmallVector<Value> flat;
+  for (Accumulation &a : bucket) {
+    auto t = cast<RankedTensorType>(a.grad.getType());
+    flat.push_back(b.create<ReshapeOp>(
+        loc, RankedTensorType::get({t.getNumElements()}, elt), a.grad));
+    dead.push_back(a.store);
+    dead.push_back(a.add);
+    dead.push_back(a.load);
+    deadVars.push_back(symbols.lookup<VariableOp>(a.store.getName()));
+  }
+  int64_t total = elementsOf(bucket), size = g.flat.getNumElements();
+  if (size > total)
+    flat.push_back(
+        splat(b, loc, RankedTensorType::get({size - total}, elt), 0.0));
+  Value packed =
+      flat.size() == 1 ? flat[0] : b.create<ConcatOp>(loc, flat, 0).getResult();
+  return b.create<dist::ReduceScatterOp>(loc, g.shard, packed,
+                                         b.getF64FloatAttr(1.0), ranks);
+}
+
+/// Each group's slice is added into its accumulator once the next
+/// bucket's reduce-scatter has started.
+void GradientSharding::accumulateShards() {
+  auto microRet = cast<func::ReturnOp>(micro.front().getTerminator());
   for (auto [g, scatter, after] :
        llvm::zip(groups, scatters, waitPoints(scatters))) {
-    OpBuilder b(ctx);
+    OpBuilder b(module.getContext());
     if (after)
       b.setInsertionPointAfter(after);
     else
@@ -172,8 +237,11 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
     Value sum = b.create<AddOp>(loc, acc, done);
     markGradAccumulation(b.create<StoreOp>(loc, sum, g.grad.getSymName()));
   }
+}
 
-  // Apply: the global norm from the shards.
+/// Apply: the global norm from the shards, an all-reduce of this rank's
+/// sums of squares in place of the norm op's operand.
+LogicalResult GradientSharding::normFromShards() {
   FailureOr<SqrtOp> norm = findGlobalGradNorm(apply, "ds-zero");
   if (failed(norm))
     return failure();
@@ -192,44 +260,48 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
   Value reduced =
       b.create<dist::AllReduceOp>(loc, total, b.getF64FloatAttr(1.0));
   sqrt.getXMutable().assign(b.create<dist::WaitOp>(loc, reduced));
+  return success();
+}
 
-  // Apply: one sharded update per group, where the first update was.
-  SmallVector<AdamWOp> updates;
-  apply.walk([&](AdamWOp op) { updates.push_back(op); });
-  OpBuilder ub(updates.front());
-  for (Group &g : groups) {
-    Location gl = NameLoc::get(g.op.getSymNameAttr(), g.like.getLoc());
-    auto sym = FlatSymbolRefAttr::get(g.op);
-    Value ps;
-    if (g.master)
-      ps = ub.create<LoadOp>(gl, g.stateShard, g.master.getSymName());
-    else if (g.param)
-      ps = ub.create<LoadOp>(gl, g.shard, g.param.getSymName());
-    else
-      ps = ub.create<dist::ShardOp>(
-          gl, g.shard, ub.create<dist::FlatParamsOp>(gl, g.flat, sym), ranks);
-    Value gs = ub.create<LoadOp>(gl, g.shard, g.grad.getSymName());
-    Value mv = ub.create<LoadOp>(gl, g.stateShard, g.m.getSymName());
-    Value vv = ub.create<LoadOp>(gl, g.stateShard, g.v.getSymName());
-    auto update = ub.create<AdamWOp>(
-        gl, ps, gs, mv, vv, g.like.getLr(), g.like.getStep(), g.like.getScale(),
-        g.like.getBeta1Attr(), g.like.getBeta2Attr(), g.like.getEpsAttr(),
-        g.like.getWeightDecayAttr());
-    ub.create<StoreOp>(gl, update.getNewM(), g.m.getSymName());
-    ub.create<StoreOp>(gl, update.getNewV(), g.v.getSymName());
-    Value newShard = newParamShard(ub, gl, update, g.master, g.shard);
-    if (g.param) { // the shard is the parameters' only copy
-      ub.create<StoreOp>(gl, newShard, g.param.getSymName());
-      ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
-      continue;
-    }
-    Value full = ub.create<dist::AllGatherOp>(gl, g.flat, newShard, ranks);
+/// This rank's slice of the group updated: read from the master shard,
+/// the parameters' shard (stage 3) or a shard of the flat parameters;
+/// written back to the shard, or all-gathered into every member.
+void GradientSharding::updateShard(OpBuilder &ub, Group &g) {
+  Location gl = NameLoc::get(g.op.getSymNameAttr(), g.like.getLoc());
+  auto sym = FlatSymbolRefAttr::get(g.op);
+  Value ps;
+  if (g.master)
+    ps = ub.create<LoadOp>(gl, g.stateShard, g.master.getSymName());
+  else if (g.param)
+    ps = ub.create<LoadOp>(gl, g.shard, g.param.getSymName());
+  else
+    ps = ub.create<dist::ShardOp>(
+        gl, g.shard, ub.create<dist::FlatParamsOp>(gl, g.flat, sym), ranks);
+  Value gs = ub.create<LoadOp>(gl, g.shard, g.grad.getSymName());
+  Value mv = ub.create<LoadOp>(gl, g.stateShard, g.m.getSymName());
+  Value vv = ub.create<LoadOp>(gl, g.stateShard, g.v.getSymName());
+  auto update = ub.create<AdamWOp>(
+      gl, ps, gs, mv, vv, g.like.getLr(), g.like.getStep(), g.like.getScale(),
+      g.like.getBeta1Attr(), g.like.getBeta2Attr(), g.like.getEpsAttr(),
+      g.like.getWeightDecayAttr());
+  ub.create<StoreOp>(gl, update.getNewM(), g.m.getSymName());
+  ub.create<StoreOp>(gl, update.getNewV(), g.v.getSymName());
+  Value newShard = newParamShard(ub, gl, update, g.master, g.shard);
+  if (g.param) { // the shard is the parameters' only copy
+    ub.create<StoreOp>(gl, newShard, g.param.getSymName());
     ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
-    OpBuilder eb(applyRet);
-    Value done = eb.create<dist::WaitOp>(gl, full);
-    eb.create<dist::StoreParamsOp>(gl, done, sym);
+    return;
   }
-  // The per-parameter updates, moments, accumulators and their zeroing.
+  Value full = ub.create<dist::AllGatherOp>(gl, g.flat, newShard, ranks);
+  ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
+  OpBuilder eb(apply.front().getTerminator());
+  Value done = eb.create<dist::WaitOp>(gl, full);
+  eb.create<dist::StoreParamsOp>(gl, done, sym);
+}
+
+/// The per-parameter updates, moments, accumulators and their zeroing,
+/// then whatever only they read.
+void GradientSharding::eraseReplaced() {
   llvm::StringSet<> oldGrads;
   for (VariableOp var : deadVars)
     oldGrads.insert(var.getSymName());
@@ -253,14 +325,39 @@ LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
         op.erase();
   for (VariableOp var : deadVars)
     symbols.erase(var);
+}
+
+/// Stage 3: the programs that run the forward read the sharded groups'
+/// members from all-gathers.
+void GradientSharding::gatherShardedParameters() {
   SmallVector<ShardedGroup> sharded;
   for (Group &g : groups)
     if (g.param)
       sharded.push_back({g.op, g.param, g.shard, g.flat});
   gatherParameters(module, micro, sharded, opts);
-  if (auto eval = module.lookupSymbol<func::FuncOp>("eval"))
+  if (auto eval = module.lookupSymbol<func::FuncOp>(dsc::plan::kEvalProgram))
     gatherParameters(module, eval, sharded, opts);
-  return success();
+}
+
+} // namespace
+
+/// Stage 2: the buckets become the parameter groups. Each micro-step
+/// reduce-scatters a bucket's gradients (padded to a multiple of the
+/// world size) right after its last one and adds this rank's slice into a
+/// shard-sized accumulator; @apply computes the global norm from the
+/// shards (an all-reduce of sums of squares), updates its slice and
+/// all-gathers each group.
+LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
+                             const Options &opts) {
+  FailureOr<SmallVector<Accumulation>> accs = findAccumulations(micro);
+  if (failed(accs))
+    return failure();
+  auto apply = module.lookupSymbol<func::FuncOp>(dsc::plan::kApplyProgram);
+  if (!apply)
+    return module.emitError("ds-zero: no @")
+           << llvm::StringRef(dsc::plan::kApplyProgram)
+           << "; run ds-adamw first";
+  return GradientSharding(module, micro, apply, opts).run(*accs);
 }
 
 } // namespace mlir::ds::zero
