@@ -10,6 +10,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <tuple>
+
 using namespace dsc;
 namespace json = llvm::json;
 
@@ -92,55 +94,58 @@ std::string dsc::toJson(const DsConfig &c) {
   return text;
 }
 
+namespace {
+
+// Each section's values as a tuple of references, compared field by field
+// (C++17 has no defaulted ==). A field added to DsConfig belongs in its
+// section's tuple, as it does in toJson.
+auto topLevelFields(const DsConfig &c) {
+  return std::tie(c.trainBatchSize, c.microBatchSize,
+                  c.gradientAccumulationSteps, c.gradientClipping,
+                  c.communicationDataType);
+}
+
+auto fields(const DsConfig::Optimizer &o) {
+  return std::tie(o.type, o.lr, o.beta1, o.beta2, o.eps, o.weightDecay);
+}
+
+auto fields(const DsConfig::Scheduler &s) {
+  return std::tie(s.type, s.warmupMinLr, s.warmupMaxLr, s.warmupNumSteps,
+                  s.warmupType, s.totalNumSteps, s.cosMinRatio,
+                  s.warmupMinRatio);
+}
+
+auto fields(const DsConfig::Fp16 &f) {
+  return std::tie(f.enabled, f.lossScale, f.initialScalePower,
+                  f.lossScaleWindow, f.hysteresis, f.consecutiveHysteresis,
+                  f.minLossScale);
+}
+
+auto fields(const DsConfig::Bf16 &b) {
+  return std::tie(b.enabled, b.checkGradOverflow);
+}
+
+auto fields(const DsConfig::Zero &z) {
+  return std::tie(z.stage, z.offloadOptimizer, z.offloadParam,
+                  z.reduceBucketSize, z.contiguousGradients, z.overlapComm,
+                  z.stage3PrefetchBucketSize, z.stage3ParamPersistenceThreshold,
+                  z.stage3MaxLiveParameters);
+}
+
+auto fields(const DsConfig::ActivationCheckpointing &a) {
+  return std::tie(a.partitionActivations, a.cpuCheckpointing,
+                  a.contiguousMemoryOptimization, a.numberCheckpoints,
+                  a.synchronizeCheckpointBoundary, a.profile, a.remat,
+                  a.rematEvery, a.activationMemory);
+}
+
+} // namespace
+
 bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
-  const auto &ao = a.optimizer, &bo = b.optimizer;
-  const auto &as = a.scheduler, &bs = b.scheduler;
-  const auto &af = a.fp16, &bf = b.fp16;
-  const auto &az = a.zero, &bz = b.zero;
-  const auto &aa = a.activationCheckpointing, &ba = b.activationCheckpointing;
-  return a.trainBatchSize == b.trainBatchSize &&
-         a.microBatchSize == b.microBatchSize &&
-         a.gradientAccumulationSteps == b.gradientAccumulationSteps &&
-         a.gradientClipping == b.gradientClipping &&
-         // Optimizer
-         ao.type == bo.type && ao.lr == bo.lr && ao.beta1 == bo.beta1 &&
-         ao.beta2 == bo.beta2 && ao.eps == bo.eps &&
-         ao.weightDecay == bo.weightDecay &&
-         // Scheduler
-         as.type == bs.type && as.warmupMinLr == bs.warmupMinLr &&
-         as.warmupMaxLr == bs.warmupMaxLr &&
-         as.warmupNumSteps == bs.warmupNumSteps &&
-         as.warmupType == bs.warmupType &&
-         as.totalNumSteps == bs.totalNumSteps &&
-         as.cosMinRatio == bs.cosMinRatio &&
-         as.warmupMinRatio == bs.warmupMinRatio &&
-         // Precision
-         af.enabled == bf.enabled && af.lossScale == bf.lossScale &&
-         af.initialScalePower == bf.initialScalePower &&
-         af.lossScaleWindow == bf.lossScaleWindow &&
-         af.hysteresis == bf.hysteresis &&
-         af.consecutiveHysteresis == bf.consecutiveHysteresis &&
-         af.minLossScale == bf.minLossScale &&
-         a.bf16.enabled == b.bf16.enabled &&
-         a.bf16.checkGradOverflow == b.bf16.checkGradOverflow &&
-         a.communicationDataType == b.communicationDataType &&
-         // ZeRO
-         az.stage == bz.stage && az.offloadOptimizer == bz.offloadOptimizer &&
-         az.offloadParam == bz.offloadParam &&
-         az.reduceBucketSize == bz.reduceBucketSize &&
-         az.contiguousGradients == bz.contiguousGradients &&
-         az.overlapComm == bz.overlapComm &&
-         az.stage3PrefetchBucketSize == bz.stage3PrefetchBucketSize &&
-         az.stage3ParamPersistenceThreshold ==
-             bz.stage3ParamPersistenceThreshold &&
-         az.stage3MaxLiveParameters == bz.stage3MaxLiveParameters &&
-         // Activation checkpointing
-         aa.partitionActivations == ba.partitionActivations &&
-         aa.cpuCheckpointing == ba.cpuCheckpointing &&
-         aa.contiguousMemoryOptimization == ba.contiguousMemoryOptimization &&
-         aa.numberCheckpoints == ba.numberCheckpoints &&
-         aa.synchronizeCheckpointBoundary == ba.synchronizeCheckpointBoundary &&
-         aa.profile == ba.profile && aa.remat == ba.remat &&
-         aa.rematEvery == ba.rematEvery &&
-         aa.activationMemory == ba.activationMemory;
+  return topLevelFields(a) == topLevelFields(b) &&
+         fields(a.optimizer) == fields(b.optimizer) &&
+         fields(a.scheduler) == fields(b.scheduler) &&
+         fields(a.fp16) == fields(b.fp16) && fields(a.bf16) == fields(b.bf16) &&
+         fields(a.zero) == fields(b.zero) &&
+         fields(a.activationCheckpointing) == fields(b.activationCheckpointing);
 }
