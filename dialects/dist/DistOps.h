@@ -16,4 +16,21 @@
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.h.inc"
 
+namespace mlir::dist {
+
+/// The dialect's discardable attributes (DistOps.td says who sets and who
+/// reads each), by name.
+constexpr llvm::StringLiteral kHostAttr =
+    DistDialect::HostAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kActivationAttr =
+    DistDialect::ActivationAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kWorldSizeAttr =
+    DistDialect::WorldSizeAttrHelper::getNameStr();
+
+/// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
+/// host memory.
+inline bool isOnHost(Operation *op) { return op->hasAttr(kHostAttr); }
+
+} // namespace mlir::dist
+
 #endif // DSC_DIALECTS_DIST_DISTOPS_H

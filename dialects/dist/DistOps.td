@@ -19,6 +19,20 @@ def Dist_Dialect : Dialect {
   let name = "dist";
   let cppNamespace = "::mlir::dist";
   let summary = "collectives, their completion and shards across ranks";
+  // The marks the passes put on ops of other dialects, each read by a later
+  // phase; C++ names them through DistOps.h's constants.
+  //   host         ds-offload: on a ds.variable, the variable lives in host
+  //                memory; on an op, it runs on the host. Read by plan
+  //                lowering (arena and instruction placement).
+  //   activation   ds-offload (cpu_checkpointing): on a copy of a kept
+  //                forward value; plan lowering counts its buffer as an
+  //                activation, not a communication buffer.
+  //   world_size   ds-zero: on the module, the ranks it was compiled for.
+  let discardableAttrs = (ins
+    "::mlir::UnitAttr":$host,
+    "::mlir::UnitAttr":$activation,
+    "::mlir::IntegerAttr":$world_size
+  );
 }
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>

@@ -48,10 +48,28 @@
 
 namespace mlir::ds {
 
-constexpr llvm::StringLiteral kGradAccumulationAttr = "ds.grad_accumulation";
-constexpr llvm::StringLiteral kGlobalGradNormAttr = "ds.global_grad_norm";
-constexpr llvm::StringLiteral kLossSeedAttr = "ds.loss_seed";
-constexpr llvm::StringLiteral kRecomputeAttr = "ds.recompute";
+// The marks are the dialect's discardable attributes (DsBase.td).
+constexpr llvm::StringLiteral kGradAccumulationAttr =
+    DSDialect::GradAccumulationAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kGlobalGradNormAttr =
+    DSDialect::GlobalGradNormAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kLossSeedAttr =
+    DSDialect::LossSeedAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kRecomputeAttr =
+    DSDialect::RecomputeAttrHelper::getNameStr();
+
+// Attributes that carry a value past the passes rather than a contract
+// between them: ds.remat, the policy ds-remat applied (a string on the
+// module, for --report); ds.aliases, the torch exporter's tied state-dict
+// names (a dictionary alias -> parameter on the module, which plan
+// lowering copies into the plan); ds.name, on an argument of @apply or
+// @micro_step, what the runtime feeds it ("lr", "step", "loss_scale").
+constexpr llvm::StringLiteral kRematAttr =
+    DSDialect::RematAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kAliasesAttr =
+    DSDialect::AliasesAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kArgNameAttr =
+    DSDialect::NameAttrHelper::getNameStr();
 
 /// Whether `op` recomputes a forward value (ds.recompute).
 inline bool isRecompute(Operation *op) { return op->hasAttr(kRecomputeAttr); }

@@ -26,6 +26,18 @@ def DS_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let hasConstantMaterializer = 1;
+  // The marks passes leave on ops, arguments and the module for later
+  // phases; dialects/ds/Contracts.h says who sets and who reads each, and
+  // names them in C++.
+  let discardableAttrs = (ins
+    "::mlir::UnitAttr":$grad_accumulation,
+    "::mlir::UnitAttr":$global_grad_norm,
+    "::mlir::UnitAttr":$loss_seed,
+    "::mlir::UnitAttr":$recompute,
+    "::mlir::StringAttr":$remat,
+    "::mlir::DictionaryAttr":$aliases,
+    "::mlir::StringAttr":$name
+  );
 }
 
 //===----------------------------------------------------------------------===//
