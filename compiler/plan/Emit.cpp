@@ -55,7 +55,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
       instrs.push_back(fb::CreateInstrDirect(
           b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.intAttrs,
           &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait, &i.record,
-          i.loc.c_str(), static_cast<fb::Space>(i.space)));
+          i.loc.c_str(),
+          fb::schemaSpace(memorySpace(static_cast<Space>(i.space)))));
     programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
                                                &p.inputs, &p.outputs,
                                                p.numEvents, p.flops));

@@ -10,6 +10,7 @@
 #define DSC_COMPILER_PLAN_PLANMODEL_H
 
 #include "runtime/core/DType.h"
+#include "runtime/core/MemorySpace.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
@@ -35,8 +36,16 @@ enum class Category : uint8_t {
 constexpr int kNumCategories = 8;
 llvm::StringRef categoryName(Category c);
 
-/// plan.fbs's memory spaces.
-enum class Space : uint8_t { Device, Host };
+/// dsc::MemorySpace (runtime/core/MemorySpace.h) in the compiler's
+/// spelling, value for value; memorySpace() converts, and the plan's Space
+/// is plan::schemaSpace of that (runtime/plan/PlanFormat.h).
+enum class Space : uint8_t {
+  Device = static_cast<uint8_t>(MemorySpace::device),
+  Host = static_cast<uint8_t>(MemorySpace::host)
+};
+constexpr MemorySpace memorySpace(Space s) {
+  return MemorySpace(static_cast<uint8_t>(s));
+}
 
 struct PlanBuffer {
   Category arena;
@@ -72,7 +81,7 @@ struct PlanConstant {
 struct PlanInstr {
   std::string kernel;
   uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm, 2 h2d, 3 d2h
-  uint8_t space = 0;  ///< plan.fbs Space it runs in: 0 device, 1 host
+  uint8_t space = 0;  ///< the Space it runs in, as its value
   std::vector<uint32_t> wait, record; ///< events
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;

@@ -13,6 +13,7 @@
 #define DSC_RUNTIME_BACKENDS_BACKEND_H
 
 #include "runtime/backends/StreamExecutor.h"
+#include "runtime/core/MemorySpace.h"
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelSignature.h"
 
@@ -25,9 +26,9 @@
 
 namespace dsc::rt {
 
-/// Where an arena lives and where an instruction runs; the values of
-/// plan.fbs's Space.
-enum class MemorySpace : uint8_t { device = 0, host = 1 };
+/// Where an arena lives and where an instruction runs
+/// (runtime/core/MemorySpace.h).
+using dsc::MemorySpace;
 
 /// The variants of one kernel, contiguous in the backend's table.
 struct KernelVariants {

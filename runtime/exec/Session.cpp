@@ -211,7 +211,7 @@ bool SessionImpl::allocateArenas(std::string &error) {
     mem.bytes = a->bytes();
     std::string why;
     mem.base = static_cast<uint8_t *>(loaded_.backend().allocate(
-        MemorySpace(uint8_t(a->space())), a->bytes(), why));
+        fb::memorySpace(a->space()), a->bytes(), why));
     if (!mem.base) {
       error = what + ": cannot allocate arena " + std::to_string(i) + " (" +
               fb::categoryName(a->category()) + ", " +
@@ -269,7 +269,7 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     for (uint32_t id : ids(in->outputs()))
       outs.push_back(buffers_[id].ref.dtype);
     // The verifier checked that the backend has a variant for these dtypes.
-    const MemorySpace where = MemorySpace(static_cast<uint8_t>(in->space()));
+    const MemorySpace where = fb::memorySpace(in->space());
     const KernelInfo *info = loaded_.backend().findKernel(
         view(in->kernel()), {ins.data(), ins.size()},
         {outs.data(), outs.size()}, where);

@@ -344,9 +344,8 @@ private:
       std::string at = cat(prog, " instruction ", i);
       if (!in->kernel() || in->kernel()->size() == 0)
         return fail(cat(at, " has no kernel"));
-      const KernelInfo *info =
-          backend_.findKernel(in->kernel()->string_view(),
-                              MemorySpace(static_cast<uint8_t>(in->space())));
+      const KernelInfo *info = backend_.findKernel(in->kernel()->string_view(),
+                                                   memorySpace(in->space()));
       if (!info)
         return fail(cat(at, " uses unknown kernel ", quote(in->kernel())));
       std::string what = cat(at, " (", info->name, ")");
@@ -414,15 +413,14 @@ private:
     Space where = in.space();
     if (!isValid(where))
       return fail(cat(what, " is placed in unknown space ", int(where)));
-    auto space = [](Space s) { return MemorySpace(static_cast<uint8_t>(s)); };
-    if (!backend_.runsIn(space(where)))
+    if (!backend_.runsIn(memorySpace(where)))
       return fail(cat(what, " is placed in the ", spaceName(where),
                       " space, where backend ", backend_.name(),
                       " runs nothing"));
     auto reach = [&](uint32_t id, const char *role, uint32_t k) {
       uint32_t a = plan_.buffers()->Get(id)->arena();
       Space data = plan_.arenas()->Get(a)->space();
-      if (backend_.reaches(space(where), space(data)))
+      if (backend_.reaches(memorySpace(where), memorySpace(data)))
         return true;
       return fail(cat(what, " runs in the ", spaceName(where), " space but ",
                       role, " ", k, " is ", bufferName(id), " in arena ", a,
@@ -451,7 +449,7 @@ private:
     for (uint32_t id : ids(in.outputs()))
       outs.push_back(dtypeOf(id));
     DTypeList i{ins.data(), ins.size()}, o{outs.data(), outs.size()};
-    const MemorySpace where = MemorySpace(static_cast<uint8_t>(in.space()));
+    const MemorySpace where = memorySpace(in.space());
     if (backend_.findKernel(info.name, i, o, where))
       return true;
     std::string have;

@@ -56,6 +56,7 @@
 #define DSC_RUNTIME_PLAN_PLANFORMAT_H
 
 #include "runtime/core/DType.h"
+#include "runtime/core/MemorySpace.h"
 #include "runtime/plan/ProgramNames.h"
 #include "runtime/schema/plan_generated.h"
 
@@ -102,6 +103,20 @@ inline bool isValid(VarKind k) {
 }
 inline bool isValid(InitKind k) {
   return k >= InitKind::MIN && k <= InitKind::MAX;
+}
+
+/// The schema's Space and dsc::MemorySpace (runtime/core/MemorySpace.h)
+/// are one enum written twice, value for value; the compiler and the
+/// runtime convert between them here only.
+static_assert(uint8_t(Space::device) == uint8_t(dsc::MemorySpace::device) &&
+                  uint8_t(Space::host) == uint8_t(dsc::MemorySpace::host) &&
+                  Space::MAX == Space::host,
+              "plan.fbs's Space and dsc::MemorySpace must agree");
+constexpr dsc::MemorySpace memorySpace(Space s) {
+  return dsc::MemorySpace(static_cast<uint8_t>(s));
+}
+constexpr Space schemaSpace(dsc::MemorySpace s) {
+  return Space(static_cast<uint8_t>(s));
 }
 
 /// Bytes per element; 0 for a value outside the enum. The schema's DType
