@@ -11,6 +11,7 @@
 #ifndef DSC_RUNTIME_PLAN_PROGRAMNAMES_H
 #define DSC_RUNTIME_PLAN_PROGRAMNAMES_H
 
+#include <string>
 #include <string_view>
 
 namespace dsc::plan {
@@ -32,6 +33,14 @@ constexpr std::string_view kApplyProgram = "apply";
 /// Forward and loss only, dropout off (optional): inputs (tokens, targets),
 /// output 0 the loss, output 1 (when present) the logits [B, T, V] in f32.
 constexpr std::string_view kEvalProgram = "eval";
+
+/// The plan buffer that holds input `index` of `program`, e.g. "eval.arg0".
+inline std::string inputBufferName(std::string_view program, unsigned index) {
+  std::string name(program);
+  name += ".arg";
+  name += std::to_string(index);
+  return name;
+}
 
 } // namespace dsc::plan
 

@@ -6,6 +6,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/PlanFormat.h"
+#include "runtime/plan/VariableNames.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/ProcessMemory.h"
 #include "runtime/tooling/Trace.h"
@@ -149,10 +150,8 @@ bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
 bool injectOverflow(Session &session, std::string &error) {
   const NamedTensor *target = nullptr;
   for (const NamedTensor &v : session.variables()) {
-    std::string_view name = v.name;
-    if (!v.sharded && name.size() > 5 &&
-        name.substr(name.size() - 5) == ".grad" && isFloat(v.ref.dtype) &&
-        (!target || v.numel() < target->numel()))
+    if (!v.sharded && plan::hasStateSuffix(v.name, plan::kGradSuffix) &&
+        isFloat(v.ref.dtype) && (!target || v.numel() < target->numel()))
       target = &v;
   }
   if (!target) {

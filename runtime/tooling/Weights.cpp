@@ -4,6 +4,7 @@
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/core/Half.h"
 #include "runtime/core/Printable.h"
+#include "runtime/plan/VariableNames.h"
 #include "runtime/tooling/CheckpointIndex.h"
 
 #include <algorithm>
@@ -24,7 +25,8 @@ const char *const kTokenEmbedding = "transformer.wte.weight";
 // the optimizer trains; the 16-bit parameter is its rounding).
 NamedTensor *findParam(Session &session, const std::string &name,
                        std::string &error) {
-  if (NamedTensor *master = session.findVariable(name + ".master"))
+  if (NamedTensor *master =
+          session.findVariable(plan::stateName(name, plan::kMasterSuffix)))
     return master;
   NamedTensor *v = session.findVariable(name);
   if (!v)
@@ -136,8 +138,8 @@ bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
   std::vector<Source> sources;
   const auto &shapes = checkpoint.shapes();
   for (const std::string &name : layout.params) {
-    std::string variable =
-        shapes.count(name + ".master") ? name + ".master" : name;
+    std::string master = plan::stateName(name, plan::kMasterSuffix);
+    std::string variable = shapes.count(master) ? master : name;
     auto it = shapes.find(variable);
     if (it == shapes.end()) {
       error = checkpoint.path() + ": the checkpoint has no '" + name +
