@@ -14,12 +14,11 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.adamw.eps = config.optimizer.eps;
   o.adamw.weightDecay = config.optimizer.weightDecay;
   o.adamw.gradClip = config.gradientClipping;
-  // fp16 / bf16: the model in 16 bits; fp16 scales the loss and always
-  // checks for overflow, bf16 when check_grad_overflow says so.
+  // fp16 / bf16: the model in 16 bits; fp16 (which scales the loss)
+  // always checks for overflow, bf16 when check_grad_overflow says so.
   if (config.fp16.enabled || config.bf16.enabled) {
-    mlir::ds::DsPrecisionOptions p;
-    p.dtype = config.fp16.enabled ? "f16" : "bf16";
-    p.lossScaling = config.fp16.enabled;
+    mlir::ds::DsPrecisionOptions p =
+        mlir::ds::precisionOptionsFor(config.fp16.enabled ? "f16" : "bf16");
     p.checkOverflow = config.fp16.enabled || config.bf16.checkGradOverflow;
     o.precision = p;
     o.plan.staticLossScale = config.fp16.lossScale;

@@ -4,6 +4,7 @@
 #include "dialects/ds/DsOps.h"
 #include "passes/Passes.h"
 #include "passes/remat/RematPass.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -54,7 +55,7 @@ void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
     cost.activationPeak =
         result->plan.arenaBytes[static_cast<int>(Category::Activations)];
     for (const PlanProgram &p : result->plan.programs)
-      if (p.name == "micro_step")
+      if (p.name == plan::kMicroStepProgram)
         cost.recomputedFlops = p.recomputedFlops;
     return cost;
   };
@@ -222,11 +223,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.offload.offloadOptimizer = offloadOptimizer;
     o.offload.offloadParam = offloadParam;
     o.offload.persistenceThreshold = persistenceThreshold;
-    if (precision != "fp32") {
-      o.precision.emplace();
-      o.precision->dtype = precision;
-      o.precision->lossScaling = precision == "f16";
-    }
+    if (precision != "fp32")
+      o.precision = ds::precisionOptionsFor(precision);
     o.remat.policy = remat;
     o.remat.every = rematEvery;
     o.remat.activationMemory = activationMemory;

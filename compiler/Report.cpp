@@ -3,6 +3,8 @@
 #include "compiler/Report.h"
 
 #include "compiler/plan/PlanModel.h"
+#include "passes/remat/RematPolicy.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "llvm/Support/Format.h"
 
@@ -62,10 +64,10 @@ void printReport(const PlanModel &plan, StringRef remat,
                        p.commBytes / 1e6, mib(p.activationBytes));
   // What the remat policy costs: the backward's recomputation.
   for (const PlanProgram &p : plan.programs)
-    if (p.name == "micro_step") {
+    if (p.name == plan::kMicroStepProgram) {
       os << llvm::format("remat: %s, %.6g GFLOP recomputed per micro-step "
                          "(%.1f%% of its FLOPs)",
-                         remat.empty() ? "none" : remat.str().c_str(),
+                         mlir::ds::remat::appliedPolicy(remat).str().c_str(),
                          p.recomputedFlops / 1e9,
                          p.flops > 0 ? 100 * p.recomputedFlops / p.flops : 0.0);
       if (plan.options.accumulationSteps > 1)

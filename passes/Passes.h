@@ -4,6 +4,10 @@
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
+// The option defaults of Passes.td.
+#include "passes/remat/RematPolicy.h"
+#include "passes/zero/ZeroDefaults.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -14,6 +18,10 @@ namespace mlir::ds {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// ds-precision's options for training in `dtype` (f16 or bf16): whether
+/// the loss is scaled follows from the dtype, decided here only.
+DsPrecisionOptions precisionOptionsFor(StringRef dtype);
 
 } // namespace mlir::ds
 

@@ -121,7 +121,7 @@ def DsRemat : Pass<"ds-remat", "::mlir::ModuleOp"> {
     `activation-memory` bytes.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", "\"none\"",
+    Option<"policy", "policy", "std::string", "::mlir::ds::remat::kNone.str()",
            "none, layers, selective or auto">,
     Option<"every", "every", "int64_t", "1",
            "layers: transformer blocks per checkpoint">,
@@ -175,7 +175,7 @@ def DsOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
     Option<"offloadParam", "offload-param", "bool", "false",
            "stage 3: parameter shards in host memory">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t",
-           "100000",
+           "::mlir::ds::zero::kDefaultPersistenceThreshold",
            "with one rank (no shards): parameters with fewer elements stay "
            "on the device, as stage 3 keeps them whole">,
     Option<"cpuCheckpointing", "cpu-checkpointing", "bool", "false",
@@ -231,21 +231,22 @@ def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "ranks">,
     Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0-3)">,
-    Option<"bucketSize", "bucket-size", "int64_t", "500000000",
+    Option<"bucketSize", "bucket-size", "int64_t",
+           "::mlir::ds::zero::kDefaultBucketSize",
            "elements per gradient bucket (reduce_bucket_size)">,
     Option<"accumulationSteps", "accumulation-steps", "int64_t", "1",
            "micro-steps per step; at stages 0-1 with more than one, only "
            "@micro_step_sync (the last) reduces, the accumulated sums">,
     Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t",
-           "50000000",
+           "::mlir::ds::zero::kDefaultPrefetchBucketSize",
            "stage 3: largest group gathered ahead of its use "
            "(stage3_prefetch_bucket_size)">,
     Option<"maxLiveParameters", "max-live-parameters", "int64_t",
-           "1000000000",
+           "::mlir::ds::zero::kDefaultMaxLiveParameters",
            "stage 3: gathered elements live at once when prefetching "
            "(stage3_max_live_parameters)">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t",
-           "100000",
+           "::mlir::ds::zero::kDefaultPersistenceThreshold",
            "stage 3: parameters with fewer elements stay whole "
            "(stage3_param_persistence_threshold)">,
     Option<"wideCollectives", "wide-collectives", "bool", "false",

@@ -19,6 +19,8 @@
 #include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
+#include "runtime/plan/VariableNames.h"
 
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/StringSet.h"
@@ -30,6 +32,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -71,8 +74,8 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
     else
       return module.emitError(kPass)
              << ": dtype must be bf16 or f16, got '" << dtype << "'";
-    auto apply = module.lookupSymbol<func::FuncOp>("apply");
-    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    auto apply = module.lookupSymbol<func::FuncOp>(plan::kApplyProgram);
+    auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
     if (!apply || !micro)
       return module.emitError(kPass)
              << ": no @micro_step and @apply; run ds-autodiff and ds-adamw "
@@ -112,7 +115,8 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
           load ? symbols->lookup<VariableOp>(load.getName()) : VariableOp();
       if (!param || param.getKind() != VariableKind::param)
         return op.emitError(kPass) << ": the update does not read a parameter";
-      std::string name = (param.getSymName() + ".master").str();
+      std::string name =
+          plan::stateName(param.getSymName(), plan::kMasterSuffix);
       if (symbols->lookup(name))
         return param.emitError(kPass) << ": @" << name << " exists already";
       mb.setInsertionPointAfter(param);
@@ -209,7 +213,7 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
     MLIRContext *ctx = func.getContext();
     auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
     unsigned index = func.getNumArguments();
-    auto name = NamedAttribute(StringAttr::get(ctx, "ds.name"),
+    auto name = NamedAttribute(StringAttr::get(ctx, kArgNameAttr),
                                StringAttr::get(ctx, kLossScaleName));
     func.insertArgument(index, scalar, DictionaryAttr::get(ctx, {name}),
                         func.getLoc());
@@ -324,3 +328,12 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
 };
 
 } // namespace
+
+DsPrecisionOptions mlir::ds::precisionOptionsFor(StringRef dtype) {
+  DsPrecisionOptions options;
+  options.dtype = dtype.str();
+  // f16's 5-bit exponent flushes small gradients to zero unless the loss is
+  // scaled up first; bf16 has f32's range.
+  options.lossScaling = dtype == "f16";
+  return options;
+}

@@ -589,7 +589,7 @@ bool readActivationCheckpointing(Reader &r, Section &root,
            ac->boolean("synchronize_checkpoint_boundary",
                        a.synchronizeCheckpointBoundary),
            ac->boolean("profile", a.profile),
-           ac->choice("remat", {"none", "layers", "selective", "auto"}, a.remat,
+           ac->choice("remat", mlir::ds::remat::kPolicies, a.remat,
                       /*allowAuto=*/false),
            ac->integer("remat_every", a.rematEvery) &&
                r.atLeast<int64_t>(ac->at("remat_every"), a.rematEvery, 1),

@@ -85,6 +85,9 @@
 #ifndef DSC_COMPILER_CONFIG_CONFIG_H
 #define DSC_COMPILER_CONFIG_CONFIG_H
 
+#include "passes/remat/RematPolicy.h"
+#include "passes/zero/ZeroDefaults.h"
+
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -145,11 +148,14 @@ struct DsConfig {
   struct Zero {
     int64_t stage = 0;
     std::string offloadOptimizer = "none", offloadParam = "none"; // or "cpu"
-    int64_t reduceBucketSize = 500000000;
+    // The passes' defaults (passes/zero/ZeroDefaults.h).
+    int64_t reduceBucketSize = mlir::ds::zero::kDefaultBucketSize;
     bool contiguousGradients = true, overlapComm = false;
-    int64_t stage3PrefetchBucketSize = 50000000;
-    int64_t stage3ParamPersistenceThreshold = 100000;
-    int64_t stage3MaxLiveParameters = 1000000000;
+    int64_t stage3PrefetchBucketSize =
+        mlir::ds::zero::kDefaultPrefetchBucketSize;
+    int64_t stage3ParamPersistenceThreshold =
+        mlir::ds::zero::kDefaultPersistenceThreshold;
+    int64_t stage3MaxLiveParameters = mlir::ds::zero::kDefaultMaxLiveParameters;
   } zero;
 
   struct ActivationCheckpointing {
@@ -159,7 +165,7 @@ struct DsConfig {
     bool synchronizeCheckpointBoundary = false, profile = false;
     // dsc's own (docs/remat.md): the policy, blocks per checkpoint, and
     // auto's activation budget in bytes (0: as small as possible).
-    std::string remat = "none";
+    std::string remat = mlir::ds::remat::kNone.str();
     int64_t rematEvery = 1, activationMemory = 0;
   } activationCheckpointing;
 

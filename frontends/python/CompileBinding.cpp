@@ -9,6 +9,7 @@
 #include "compiler/Report.h"
 #include "compiler/plan/PlanModel.h"
 #include "frontends/python/Bindings.h"
+#include "passes/remat/RematPolicy.h"
 
 #include <pybind11/stl.h>
 
@@ -59,7 +60,7 @@ py::dict reportOf(const PlanModel &plan, const std::string &remat) {
     programs.append(d);
   }
   r["programs"] = programs;
-  r["remat"] = remat.empty() ? "none" : remat;
+  r["remat"] = mlir::ds::remat::appliedPolicy(remat).str();
   return r;
 }
 

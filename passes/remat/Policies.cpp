@@ -1,5 +1,6 @@
 //===- Policies.cpp - ds-remat's hand policies: none, layers, selective ---===//
 #include "passes/remat/Remat.h"
+#include "passes/remat/RematPolicy.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -9,7 +10,7 @@
 namespace mlir::ds::remat {
 
 Choice keepAll(const ForwardGraph &g) {
-  return {llvm::BitVector(g.size(), true), "none"};
+  return {llvm::BitVector(g.size(), true), kNone.str()};
 }
 
 namespace {
@@ -74,8 +75,9 @@ FailureOr<Choice> keepBlockInputs(const ForwardGraph &g, int64_t every) {
         "ds-remat: policy layers found no transformer blocks (parameters "
         "named PREFIX.N.*, as transformer.h.0.attn.c_attn.weight)");
   Choice c{llvm::BitVector(g.size()),
-           every == 1 ? std::string("layers")
-                      : "layers (every " + std::to_string(every) + ")"};
+           every == 1
+               ? kLayers.str()
+               : kLayers.str() + " (every " + std::to_string(every) + ")"};
   for (unsigned i = 0; i < g.size(); ++i) {
     unsigned s = segments.of.lookup(g.ops[g.opOf[i]]);
     bool keep = !segments.block[s];
@@ -103,7 +105,7 @@ SmallVector<int> blockOrdinals(const ForwardGraph &g) {
 }
 
 Choice keepSelective(const ForwardGraph &g) {
-  Choice c{llvm::BitVector(g.size()), "selective"};
+  Choice c{llvm::BitVector(g.size()), kSelective.str()};
   for (unsigned i = 0; i < g.size(); ++i) {
     Operation *def = g.ops[g.opOf[i]];
     if (isa<MatmulOp, EmbeddingOp, CrossEntropyOp>(def))

@@ -1,6 +1,9 @@
 //===- RematPass.cpp - phase `remat`: the policy, and auto's choice -------===//
 #include "passes/remat/RematPass.h"
+#include "dialects/ds/Contracts.h"
 #include "passes/remat/Remat.h"
+#include "passes/remat/RematPolicy.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -17,6 +20,7 @@ namespace mlir::ds {
 using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::remat;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -43,8 +47,7 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!llvm::is_contained({"none", "layers", "selective", "auto"},
-                            StringRef(policy))) {
+    if (!isPolicy(policy)) {
       module.emitError("ds-remat: policy must be none, layers, selective "
                        "or auto, got '")
           << policy << "'";
@@ -54,15 +57,15 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
       module.emitError("ds-remat: every must be at least 1, got ") << every;
       return signalPassFailure();
     }
-    if (activationMemory < 0 || (activationMemory && policy != "auto")) {
+    if (activationMemory < 0 || (activationMemory && policy != kAuto)) {
       module.emitError("ds-remat: activation-memory is the budget of policy "
                        "auto (a number of bytes), got ")
           << activationMemory << " with policy " << policy;
       return signalPassFailure();
     }
-    if (policy == "none")
+    if (policy == kNone)
       return;
-    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
     if (!micro) {
       module.emitError("ds-remat: no @micro_step; run ds-autodiff first");
       return signalPassFailure();
@@ -71,16 +74,16 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
     if (failed(graph))
       return signalPassFailure();
     FailureOr<Choice> choice = failure();
-    if (policy == "layers")
+    if (policy == kLayers)
       choice = keepBlockInputs(*graph, every);
-    else if (policy == "selective")
+    else if (policy == kSelective)
       choice = keepSelective(*graph);
     else
       choice = chooseAuto(module, *graph);
     if (failed(choice))
       return signalPassFailure();
     recompute(*graph, choice->kept);
-    module->setAttr("ds.remat", StringAttr::get(&getContext(), choice->name));
+    module->setAttr(kRematAttr, StringAttr::get(&getContext(), choice->name));
   }
 
   /// The candidates: the hand policies and the minimum cuts over a sweep
@@ -141,7 +144,7 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
     SmallVector<Candidate> measured;
     for (Choice &c : candidates(g)) {
       OwningOpRef<ModuleOp> copy = module.clone();
-      auto micro = copy->lookupSymbol<func::FuncOp>("micro_step");
+      auto micro = copy->lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
       FailureOr<ForwardGraph> cg = ForwardGraph::build(micro);
       if (failed(cg))
         return failure();

@@ -11,6 +11,7 @@
 
 #include "passes/Passes.h"
 #include "passes/zero/ZeroUtils.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -21,6 +22,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -35,11 +37,11 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       return signalPassFailure();
     }
     module->setAttr(
-        "dist.world_size",
+        dist::kWorldSizeAttr,
         IntegerAttr::get(IntegerType::get(&getContext(), 64), worldSize));
     if (worldSize == 1)
       return;
-    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
     if (!micro) {
       module.emitError("ds-zero: no @micro_step; run ds-autodiff first");
       return signalPassFailure();
@@ -85,7 +87,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
   }
 
   LogicalResult run(ModuleOp module, func::FuncOp micro) {
-    zero::Options opts;
+    DsZeroOptions opts;
     opts.worldSize = worldSize;
     opts.stage = stage;
     opts.bucketSize = bucketSize;
@@ -101,7 +103,7 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
       // Accumulate locally; reduce the sums once, in the micro-step that
       // ends the window.
       func::FuncOp sync = micro.clone();
-      sync.setSymName(zero::kSyncName);
+      sync.setSymName(plan::kMicroStepSyncProgram);
       SymbolTable(module).insert(sync, std::next(micro->getIterator()));
       if (failed(zero::allReduceGradients(sync, opts, /*accumulated=*/true)))
         return failure();

@@ -17,31 +17,20 @@
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::ds::zero {
 
-/// The pass options (passes/Passes.td, DsZero), checked by the pass.
-struct Options {
-  int64_t worldSize = 1;
-  int64_t stage = 0;
-  int64_t bucketSize = 1;
-  int64_t accumulationSteps = 1;
-  int64_t prefetchBucketSize = 1;
-  int64_t maxLiveParameters = 1;
-  int64_t persistenceThreshold = 0;
-};
+/// The pass options (passes/Passes.td, DsZero; defaults in
+/// ZeroDefaults.h), checked by the pass.
+using Options = DsZeroOptions;
 
 /// A gradient accumulation and where its gradient %d is complete.
 struct Accumulation : GradAccumulation {
   int64_t position = -1; ///< index in the block of %d's defining op
 };
-
-/// The micro-step that ends an accumulation window, at stages 0-1 with
-/// accumulation (dsrun runs it instead of @micro_step for the window's last
-/// micro-batch; runtime/plan/PlanFormat.h).
-constexpr llvm::StringLiteral kSyncName = "micro_step_sync";
 
 /// `func`'s gradient accumulations in the order their gradients complete.
 FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func);

@@ -1,0 +1,36 @@
+//===- RematPolicy.h - the names of ds-remat's policies ---------*- C++ -*-===//
+//
+// One spelling for dsc --remat, ds_config.json's
+// activation_checkpointing.remat, the pass option and --report. LLVM's ADT
+// only, so the config reader includes it without the passes' libraries.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_PASSES_REMAT_REMATPOLICY_H
+#define DSC_PASSES_REMAT_REMATPOLICY_H
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::ds::remat {
+
+constexpr llvm::StringLiteral kNone = "none";
+constexpr llvm::StringLiteral kLayers = "layers";
+constexpr llvm::StringLiteral kSelective = "selective";
+constexpr llvm::StringLiteral kAuto = "auto";
+
+/// Every policy, in the order messages list them.
+constexpr llvm::StringRef kPolicies[] = {kNone, kLayers, kSelective, kAuto};
+
+inline bool isPolicy(llvm::StringRef name) {
+  return llvm::is_contained(kPolicies, name);
+}
+
+/// The policy a compiled module records (ds.remat), where an absent one
+/// means none ran.
+inline llvm::StringRef appliedPolicy(llvm::StringRef recorded) {
+  return recorded.empty() ? llvm::StringRef(kNone) : recorded;
+}
+
+} // namespace mlir::ds::remat
+
+#endif // DSC_PASSES_REMAT_REMATPOLICY_H
