@@ -10,6 +10,8 @@
 #include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
+#include "runtime/plan/VariableNames.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSADAMW
@@ -18,6 +20,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -42,7 +45,7 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
   }
 
   LogicalResult build(ModuleOp module) {
-    if (module.lookupSymbol("apply"))
+    if (module.lookupSymbol(plan::kApplyProgram))
       return module.emitError("ds-adamw: @apply already exists");
     SmallVector<VariableOp> grads;
     for (auto var : module.getOps<VariableOp>())
@@ -57,11 +60,12 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
-    auto apply = b.create<func::FuncOp>(
-        loc, "apply", b.getFunctionType({scalar, scalar}, {scalar}));
+    auto apply =
+        b.create<func::FuncOp>(loc, plan::kApplyProgram,
+                               b.getFunctionType({scalar, scalar}, {scalar}));
     Block *body = apply.addEntryBlock();
-    apply.setArgAttr(0, "ds.name", b.getStringAttr("lr"));
-    apply.setArgAttr(1, "ds.name", b.getStringAttr("step"));
+    apply.setArgAttr(0, kArgNameAttr, b.getStringAttr("lr"));
+    apply.setArgAttr(1, kArgNameAttr, b.getStringAttr("step"));
     Value lr = body->getArgument(0), step = body->getArgument(1);
     b.setInsertionPointToStart(body);
 
@@ -106,8 +110,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     OpBuilder mb(ctx);
     for (auto [var, g] : updates) {
       auto param = symbols.lookup<VariableOp>(var.getOfAttr().getAttr());
-      VariableOp m = declareMoment(mb, symbols, param, var, ".exp_avg");
-      VariableOp v = declareMoment(mb, symbols, param, m, ".exp_avg_sq");
+      VariableOp m =
+          declareMoment(mb, symbols, param, var, plan::kExpAvgSuffix);
+      VariableOp v =
+          declareMoment(mb, symbols, param, m, plan::kExpAvgSqSuffix);
       Location ploc = param.getLoc();
       Type t = param.getType();
       Value p = b.create<LoadOp>(ploc, t, param.getSymName());

@@ -11,6 +11,8 @@
 #include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
+#include "runtime/plan/VariableNames.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
@@ -23,6 +25,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -63,10 +66,10 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
   }
 
   LogicalResult differentiate(ModuleOp module) {
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(plan::kForwardFunction);
     if (!forward)
       return module.emitError("ds-autodiff: no @forward to differentiate");
-    if (module.lookupSymbol("micro_step"))
+    if (module.lookupSymbol(plan::kMicroStepProgram))
       return module.emitError("ds-autodiff: @micro_step already exists");
     if (accumulationSteps < 1 || worldSize < 1)
       return module.emitError(
@@ -75,7 +78,7 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(forward);
     auto micro = cast<func::FuncOp>(b.clone(*forward));
-    micro.setSymName("micro_step");
+    micro.setSymName(plan::kMicroStepProgram);
     Block &body = micro.front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value loss = ret.getOperand(0);
@@ -150,7 +153,8 @@ struct AutodiffPass : ds::impl::DsAutodiffBase<AutodiffPass> {
     SymbolTable symbols(module);
     for (auto [name, g] : paramGrads) {
       auto param = symbols.lookup<VariableOp>(name);
-      std::string gradName = (name.getValue() + ".grad").str();
+      std::string gradName =
+          plan::stateName(name.getValue(), plan::kGradSuffix);
       if (symbols.lookup(gradName))
         return param.emitError("ds-autodiff: symbol @")
                << gradName << " already exists";

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSEVAL
@@ -19,30 +20,32 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
 struct EvalPass : ds::impl::DsEvalBase<EvalPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(plan::kForwardFunction);
     if (!forward) {
       module.emitError("ds-eval: no @forward");
       return signalPassFailure();
     }
-    if (module.lookupSymbol("eval")) {
+    if (module.lookupSymbol(plan::kEvalProgram)) {
       module.emitError("ds-eval: @eval already exists");
       return signalPassFailure();
     }
     // dsc --eval-micro-batch-size builds the model again at that batch as
     // @forward_eval: that graph becomes @eval.
     func::FuncOp eval;
-    if (auto other = module.lookupSymbol<func::FuncOp>("forward_eval")) {
+    if (auto other =
+            module.lookupSymbol<func::FuncOp>(plan::kForwardEvalFunction)) {
       eval = other;
-      SymbolTable(module).setSymbolName(eval, "eval");
+      SymbolTable(module).setSymbolName(eval, plan::kEvalProgram);
     } else {
       eval = forward.clone();
-      eval.setSymName("eval");
+      eval.setSymName(plan::kEvalProgram);
       SymbolTable(module).insert(eval, std::next(forward->getIterator()));
     }
     eval.walk([](DropoutOp d) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "dialects/ds/Contracts.h"
 
@@ -23,6 +24,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -248,7 +250,7 @@ struct FusePass : ds::impl::DsFuseBase<FusePass> {
     config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
     // @forward stays as written: it is the reference the phases start from.
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.getSymName() == "forward")
+      if (func.getSymName() == StringRef(plan::kForwardFunction))
         continue;
       llvm::StringSet<> stored = storedVariables(func);
       RewritePatternSet patterns(&getContext());

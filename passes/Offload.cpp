@@ -21,6 +21,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/ds/Contracts.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -34,15 +35,15 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
-constexpr llvm::StringLiteral kHost = "dist.host";
-// A copy of a kept activation (cpu_checkpointing): the plan counts its
-// buffers as activations, not communication buffers.
-constexpr llvm::StringLiteral kActivation = "dist.activation";
-
-bool onHost(Operation *op) { return op->hasAttr(kHost); }
+// The marks this pass sets (dialects/dist/DistOps.td): dist.host on what
+// lives or runs on the host; dist.activation on a copy of a kept activation
+// (cpu_checkpointing), whose buffers the plan counts as activations, not
+// communication buffers.
+bool onHost(Operation *op) { return dist::isOnHost(op); }
 
 struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
   using Base::Base;
@@ -53,7 +54,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
     ModuleOp module = getOperation();
     if (cpuCheckpointing)
       for (auto func : module.getOps<func::FuncOp>())
-        if (func.getSymName().starts_with("micro_step") &&
+        if (func.getSymName().starts_with(plan::kMicroStepProgram) &&
             failed(checkpointToHost(func)))
           return signalPassFailure();
     if (!offloadOptimizer && !offloadParam)
@@ -61,7 +62,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
     markVariables(module);
     if (offloadOptimizer)
       for (auto func : module.getOps<func::FuncOp>())
-        markHostOps(func, func.getSymName() == "apply");
+        markHostOps(func, func.getSymName() == StringRef(plan::kApplyProgram));
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(placeCopies(func)))
         return signalPassFailure();
@@ -92,7 +93,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
         break;
       }
       if (host) {
-        var->setAttr(kHost, UnitAttr::get(&getContext()));
+        var->setAttr(dist::kHostAttr, UnitAttr::get(&getContext()));
         hostVars.insert(var.getSymName());
       }
     }
@@ -134,7 +135,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
         host = any && all;
       }
       if (host)
-        op.setAttr(kHost, unit);
+        op.setAttr(dist::kHostAttr, unit);
     }
   }
 
@@ -179,7 +180,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
             first = use->getOwner();
         b.setInsertionPointAfter(def);
         auto out = b.create<dist::CopyToHostOp>(v.getLoc(), v);
-        out->setAttr(kActivation, b.getUnitAttr());
+        out->setAttr(dist::kActivationAttr, b.getUnitAttr());
         // Past the next kernel (loads and views run nothing), which the
         // copy overlaps.
         Operation *next = out->getNextNode();
@@ -193,7 +194,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
         b.setInsertionPoint(ahead && position.lookup(ahead) > backward ? ahead
                                                                        : first);
         auto in = b.create<dist::CopyToDeviceOp>(v.getLoc(), kept.getResult());
-        in->setAttr(kActivation, b.getUnitAttr());
+        in->setAttr(dist::kActivationAttr, b.getUnitAttr());
         b.setInsertionPoint(first);
         auto back = b.create<dist::WaitOp>(v.getLoc(), in.getResult());
         for (OpOperand *use : later)

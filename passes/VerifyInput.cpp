@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "llvm/Support/CheckedArithmetic.h"
 
@@ -22,6 +23,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace plan = dsc::plan;
 
 namespace {
 
@@ -76,7 +78,7 @@ struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
       return signalPassFailure();
     if (!dsrunInputs)
       return;
-    for (StringRef name : {"forward", "forward_eval"})
+    for (StringRef name : {plan::kForwardFunction, plan::kForwardEvalFunction})
       if (auto f = getOperation().lookupSymbol<func::FuncOp>(name);
           f && failed(verifyDsrunInputs(f)))
         return signalPassFailure();
@@ -94,7 +96,7 @@ struct VerifyInputPass : ds::impl::DsVerifyInputBase<VerifyInputPass> {
         ok = false;
       }
 
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(plan::kForwardFunction);
     if (!forward)
       return module.emitError(
           "input contract: no `func.func @forward` (the function that "

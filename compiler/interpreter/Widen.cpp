@@ -3,6 +3,7 @@
 #include "compiler/interpreter/Widen.h"
 
 #include "dialects/ds/DsOps.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -56,7 +57,7 @@ LogicalResult widenToF64(ModuleOp module) {
         cast<ShapedType>(widen(dense.getType())), ArrayRef<double>(values)));
   });
 
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(plan::kForwardFunction);
   if (!forward)
     return failure();
   auto ret = cast<func::ReturnOp>(forward.front().getTerminator());

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/plan/LoweringImpl.h"
+#include "dialects/ds/Contracts.h"
+#include "runtime/plan/ProgramNames.h"
 
 #include <set>
 
@@ -38,15 +40,15 @@ LogicalResult Lowering::run() {
   // training writes the step's every step, and an arena's measured
   // high-water mark is its furthest byte written, so predicted and
   // measured bytes agree whether or not eval runs.
-  auto eval = module.lookupSymbol<func::FuncOp>("eval");
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto eval = module.lookupSymbol<func::FuncOp>(plan::kEvalProgram);
+  auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
   if (eval && micro &&
       eval.getFunctionType().getInputs() != micro.getFunctionType().getInputs())
     for (BlockArgument arg : eval.getArguments())
       evalInputs.push_back(fixedSlot(
           Category::Inputs, bytesOf(cast<RankedTensorType>(arg.getType())),
-          "eval.arg" + std::to_string(arg.getArgNumber())));
-  for (StringRef name : {"micro_step", "apply"}) {
+          plan::inputBufferName(plan::kEvalProgram, arg.getArgNumber())));
+  for (StringRef name : {plan::kMicroStepProgram, plan::kApplyProgram}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       return module.emitError("plan: no @")
@@ -56,7 +58,7 @@ LogicalResult Lowering::run() {
   }
   // Stages 0-1 with accumulation: the micro-step that reduces; the
   // forward-only program for held-out loss and sampling.
-  for (StringRef name : {"micro_step_sync", "eval"})
+  for (StringRef name : {plan::kMicroStepSyncProgram, plan::kEvalProgram})
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       if (failed(lowerProgram(func)))
         return failure();
@@ -93,7 +95,7 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
                           PlanModel &plan) {
   plan = PlanModel();
   plan.options = options;
-  if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step")) {
+  if (auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram)) {
     auto inputs = micro.getFunctionType().getInputs();
     if (!inputs.empty())
       if (auto t = dyn_cast<RankedTensorType>(inputs[0]);
@@ -108,7 +110,7 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
     // ds-precision's loss scale: a third input of the step's programs.
     plan.lossScaling = inputs.size() == 3;
   }
-  if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
+  if (auto apply = module.lookupSymbol<func::FuncOp>(plan::kApplyProgram))
     apply.walk([&](OverflowGuardOp) { plan.skipsOverflow = true; });
   if (failed(Lowering(module, plan).run()))
     return failure();
@@ -119,7 +121,7 @@ LogicalResult lowerAliases(ModuleOp module, PlanModel &plan) {
   // An exported module's tied state-dict names (frontends/torch puts them
   // on the module): each alias is written and read with a parameter's
   // values, so the weights load into the module with strict=True.
-  auto aliases = module->getAttrOfType<DictionaryAttr>("ds.aliases");
+  auto aliases = module->getAttrOfType<DictionaryAttr>(kAliasesAttr);
   if (!aliases)
     return success();
   std::set<std::string> params, names;
@@ -132,11 +134,11 @@ LogicalResult lowerAliases(ModuleOp module, PlanModel &plan) {
     std::string alias = a.getName().str();
     auto of = dyn_cast<StringAttr>(a.getValue());
     if (!of || !params.count(of.str()))
-      return module.emitError() << "ds.aliases: '" << alias
+      return module.emitError() << kAliasesAttr << ": '" << alias
                                 << "' must name a parameter of the model";
     if (names.count(alias))
       return module.emitError()
-             << "ds.aliases: '" << alias << "' is a variable of its own";
+             << kAliasesAttr << ": '" << alias << "' is a variable of its own";
     plan.aliases.push_back({alias, of.str()});
   }
   return success();

@@ -2,6 +2,8 @@
 
 #include "frontends/builder/GraphBuilder.h"
 
+#include "runtime/plan/ProgramNames.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/ErrorHandling.h"
@@ -53,7 +55,7 @@ void GraphBuilder::beginForward(int64_t batch, int64_t seqLen) {
   assert(!forward && "beginForward called twice");
   auto ids = RankedTensorType::get({batch, seqLen}, b.getI32Type());
   auto type = b.getFunctionType({ids, ids}, {tensorType({})});
-  forward = func::FuncOp::create(loc(), "forward", type);
+  forward = func::FuncOp::create(loc(), dsc::plan::kForwardFunction, type);
   module->push_back(forward);
   Block *entry = forward.addEntryBlock();
   tokensArg = entry->getArgument(0);

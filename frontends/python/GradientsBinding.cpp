@@ -13,6 +13,8 @@
 #include "dialects/ds/DsOps.h"
 #include "frontends/python/Bindings.h"
 #include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
+#include "runtime/plan/VariableNames.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -95,13 +97,14 @@ py::tuple gradients(const std::string &mlir, const py::dict &weights,
   // Everything in float64: the comparison is against PyTorch in float64.
   interp.setRounding(false);
   std::vector<ref::Tensor> out;
-  if (failed(interp.run("micro_step", {toTensor(tokens), toTensor(targets)},
-                        out)) ||
+  if (failed(interp.run(plan::kMicroStepProgram,
+                        {toTensor(tokens), toTensor(targets)}, out)) ||
       out.empty())
     throw InputError("interpreting @micro_step failed: " + errors);
   py::dict grads;
   for (const std::string &name : params)
-    grads[py::str(name)] = toArray(interp.variable(name + ".grad"));
+    grads[py::str(name)] =
+        toArray(interp.variable(plan::stateName(name, plan::kGradSuffix)));
   return py::make_tuple(out[0].data[0], grads);
 }
 

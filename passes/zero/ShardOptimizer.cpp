@@ -11,6 +11,8 @@
 #include "passes/zero/ZeroUtils.h"
 
 #include "dialects/ds/DsUtils.h"
+#include "runtime/plan/ProgramNames.h"
+#include "runtime/plan/VariableNames.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -71,7 +73,8 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
     symbols.insert(var);
     return var;
   };
-  VariableOp m = moment(".exp_avg"), v = moment(".exp_avg_sq");
+  VariableOp m = moment(dsc::plan::kExpAvgSuffix),
+             v = moment(dsc::plan::kExpAvgSqSuffix);
   VariableOp master =
       mixed ? createMasterShard(mb, symbols, groupOp, stateShard) : nullptr;
 
@@ -119,7 +122,7 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
 /// of the world size. Each rank keeps Adam's moments for its slice only,
 /// updates that slice of the parameters and all-gathers the group.
 LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
-  auto apply = module.lookupSymbol<func::FuncOp>("apply");
+  auto apply = module.lookupSymbol<func::FuncOp>(dsc::plan::kApplyProgram);
   if (!apply)
     return module.emitError("ds-zero: no @apply; run ds-adamw first");
   SymbolTable symbols(module);

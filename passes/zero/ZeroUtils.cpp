@@ -2,6 +2,8 @@
 
 #include "passes/zero/ZeroUtils.h"
 
+#include "runtime/plan/VariableNames.h"
+
 namespace mlir::ds::zero {
 
 FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func) {
@@ -89,10 +91,10 @@ void collectUpdateUsers(AdamWOp op, SmallVectorImpl<Operation *> &dead) {
 
 VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
                              dist::GroupOp group, RankedTensorType shard) {
-  auto var = mb.create<VariableOp>(group.getLoc(), VariableKind::master,
-                                   (group.getSymName() + ".master").str(),
-                                   FlatSymbolRefAttr::get(group), shard,
-                                   InitKind::zeros, FloatAttr());
+  auto var = mb.create<VariableOp>(
+      group.getLoc(), VariableKind::master,
+      dsc::plan::stateName(group.getSymName(), dsc::plan::kMasterSuffix),
+      FlatSymbolRefAttr::get(group), shard, InitKind::zeros, FloatAttr());
   symbols.insert(var);
   return var;
 }
