@@ -12,7 +12,9 @@
 #include "compiler/PassOptions.h"
 #include "compiler/config/Config.h"
 #include "compiler/plan/PlanModel.h"
+#include "dialects/ds/Contracts.h"
 #include "models/Models.h"
+#include "passes/remat/RematPolicy.h"
 #include "runtime/core/ByteCount.h"
 #include "runtime/core/InputFile.h"
 #include "runtime/core/NumberText.h"
@@ -271,8 +273,7 @@ int Compiler::passOptions() {
     train = passOptionsFromConfig(config, req.worldSize);
   }
   if (!req.remat.empty()) {
-    if (!llvm::is_contained({"none", "layers", "selective", "auto"},
-                            StringRef(req.remat)))
+    if (!ds::remat::isPolicy(req.remat))
       return fail("--remat: expected none, layers, selective or auto, got '" +
                   req.remat + "'");
     train.remat.policy = req.remat;
@@ -280,18 +281,18 @@ int Compiler::passOptions() {
   if (req.rematEvery) {
     if (*req.rematEvery < 1)
       return fail("--remat-every: expected a positive integer");
-    if (train.remat.policy != "layers")
+    if (train.remat.policy != ds::remat::kLayers)
       return fail("--remat-every needs --remat=layers");
     train.remat.every = *req.rematEvery;
   }
   if (req.activationMemory) {
     if (*req.activationMemory < 1)
       return fail("--activation-memory: expected a positive number of bytes");
-    if (train.remat.policy != "auto")
+    if (train.remat.policy != ds::remat::kAuto)
       return fail("--activation-memory is the budget of --remat=auto");
     train.remat.activationMemory = *req.activationMemory;
   }
-  if (train.remat.activationMemory && train.remat.policy != "auto")
+  if (train.remat.activationMemory && train.remat.policy != ds::remat::kAuto)
     return fail(configName +
                 ": activation_checkpointing.activation_memory "
                 "is the budget of remat \"auto\", but remat is \"" +
@@ -394,7 +395,7 @@ int Compiler::checkPlan() {
     if (!refused.empty())
       return fail("--device-memory " + req.deviceMemory + ": " + refused);
   }
-  if (auto remat = out.module.get()->getAttrOfType<StringAttr>("ds.remat"))
+  if (auto remat = out.module.get()->getAttrOfType<StringAttr>(ds::kRematAttr))
     out.remat = remat.getValue().str();
   return kExitOk;
 }

@@ -88,9 +88,8 @@ namespace {
 /// ds-offload: what an op computes lies where it runs (dist.host), a
 /// copy's result where it copies to.
 Space spaceOf(Operation *op) {
-  return op->hasAttr("dist.host") || isa<dist::CopyToHostOp>(op)
-             ? Space::Host
-             : Space::Device;
+  return dist::isOnHost(op) || isa<dist::CopyToHostOp>(op) ? Space::Host
+                                                           : Space::Device;
 }
 
 } // namespace
@@ -204,7 +203,7 @@ int Lowering::ProgramLowering::inputSlot(unsigned i, RankedTensorType type) {
   if (shared)
     return lowering.microInputs[i].second;
   return lowering.fixedSlot(Category::Inputs, bytesOf(type),
-                            prog.name + ".arg" + std::to_string(i));
+                            plan::inputBufferName(prog.name, i));
 }
 
 Ref Lowering::ProgramLowering::ref(Value v) {
@@ -389,14 +388,15 @@ LogicalResult Lowering::ProgramLowering::copyIntoVariable(StoreOp store,
 /// and the waits before it (its operand may be another stream's).
 void Lowering::ProgramLowering::lowerCopyBetweenSpaces(Operation &op) {
   bool toHost = isa<dist::CopyToHostOp>(op);
-  Pending p{"ds.copy",
-            {ref(op.getOperand(0))},
-            {newSlot(op.getResult(0), &op,
-                     op.hasAttr("dist.activation") ? Category::Activations
-                                                   : Category::CommBuffers)},
-            {},
-            {},
-            &op};
+  Pending p{
+      "ds.copy",
+      {ref(op.getOperand(0))},
+      {newSlot(op.getResult(0), &op,
+               op.hasAttr(dist::kActivationAttr) ? Category::Activations
+                                                 : Category::CommBuffers)},
+      {},
+      {},
+      &op};
   p.stream = toHost ? 3 : 2;
   lowering.issueAsync(pend, prog, std::move(p));
 }

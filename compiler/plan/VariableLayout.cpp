@@ -10,6 +10,7 @@
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsUtils.h"
+#include "runtime/plan/VariableNames.h"
 #include "runtime/rng/Philox.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -25,7 +26,7 @@ bool decays(VariableOp p) { return takesWeightDecay(p.getTensorType()); }
 
 /// ds-offload's host variables.
 Space spaceOf(VariableOp var) {
-  return var->hasAttr("dist.host") ? Space::Host : Space::Device;
+  return dist::isOnHost(var) ? Space::Host : Space::Device;
 }
 
 /// `var` as the plan lists it; the caller points it at its buffer.
@@ -53,7 +54,7 @@ PlanVariable describeShare(VariableOp p, VariableOp storage, bool stateShard,
                            StringRef suffix) {
   PlanVariable pv = describe(p, decays(p));
   if (stateShard && storage.getKind() == VariableKind::master) {
-    pv.name += ".master";
+    pv.name += plan::kMasterSuffix;
     pv.kind = static_cast<uint8_t>(VariableKind::master);
     pv.of = p.getSymName().str();
   } else if (stateShard) {
@@ -146,7 +147,7 @@ LogicalResult Lowering::VariableLayout::classify() {
       gradOf[var.getOfAttr().getValue()] = var;
       break;
     case VariableKind::opt_state:
-      (var.getSymName().ends_with(".exp_avg_sq")
+      (plan::hasStateSuffix(var.getSymName(), plan::kExpAvgSqSuffix)
            ? vOf
            : mOf)[var.getOfAttr().getValue()] = var;
       break;
@@ -280,7 +281,8 @@ Space Lowering::VariableLayout::groupSpace(dist::GroupOp group, Category c) {
 void Lowering::VariableLayout::addGradPadding(dist::GroupOp group,
                                               uint64_t bytes, Type elt,
                                               Space space) {
-  std::string name = group.getSymName().str() + ".grad_padding";
+  std::string name =
+      plan::stateName(group.getSymName(), plan::kGradPaddingSuffix);
   int pad =
       lowering.fixedSlot(Category::Grads, bytes, name, /*align=*/false, space);
   PlanVariable pv;

@@ -14,6 +14,7 @@
 
 #include "dialects/ds/DsUtils.h"
 #include "runtime/plan/ProgramNames.h"
+#include "runtime/plan/VariableNames.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringSet.h"
@@ -164,12 +165,15 @@ Group GradientSharding::createGroup(ArrayRef<Accumulation> bucket,
   g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
   g.stateShard = RankedTensorType::get(
       {shard}, cast<ShapedType>(g.like.getParam().getType()).getElementType());
-  g.grad = addState(g, VariableKind::grad, ".grad", g.shard);
-  g.m = addState(g, VariableKind::opt_state, ".exp_avg", g.stateShard);
-  g.v = addState(g, VariableKind::opt_state, ".exp_avg_sq", g.stateShard);
+  g.grad = addState(g, VariableKind::grad, dsc::plan::kGradSuffix, g.shard);
+  g.m = addState(g, VariableKind::opt_state, dsc::plan::kExpAvgSuffix,
+                 g.stateShard);
+  g.v = addState(g, VariableKind::opt_state, dsc::plan::kExpAvgSqSuffix,
+                 g.stateShard);
   if (sharded) {
     g.op.setSharded(true);
-    g.param = addState(g, VariableKind::param, ".param", g.shard);
+    g.param =
+        addState(g, VariableKind::param, dsc::plan::kParamShardSuffix, g.shard);
   }
   if (!masters.empty())
     g.master = createMasterShard(mb, symbols, g.op, g.stateShard);
