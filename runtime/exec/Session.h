@@ -11,6 +11,7 @@
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/StreamExecutor.h"
 #include "runtime/kernels/Kernel.h"
+#include "runtime/plan/LoadedPlan.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -19,41 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dsc::plan {
-struct Plan; // generated from runtime/schema/plan.fbs
-}
-
 namespace dsc::rt {
-
-/// A plan file's bytes, checked by the FlatBuffers verifier and then by the
-/// semantic checks (buffers inside arenas, kernels known with the right
-/// arity, events recorded before they are waited on, schema version). The
-/// world size is checked by Session::create, which knows the run's.
-class LoadedPlan {
-public:
-  /// Returns null and sets `error` to one line naming `path` on failure.
-  /// The plan's kernels are checked against `backend`'s table, and its
-  /// Sessions run on `backend`, which must outlive them.
-  static std::unique_ptr<LoadedPlan> load(const std::string &path,
-                                          std::string &error, Backend &backend);
-  /// Same checks on bytes already in memory (`what` names them in errors).
-  static std::unique_ptr<LoadedPlan> fromBytes(std::vector<uint8_t> bytes,
-                                               const std::string &what,
-                                               std::string &error,
-                                               Backend &backend);
-  const dsc::plan::Plan &plan() const { return *plan_; }
-  const std::vector<uint8_t> &bytes() const { return bytes_; }
-  /// The path or description the plan was loaded from, for messages.
-  const std::string &name() const { return name_; }
-  /// The backend the plan was verified for.
-  Backend &backend() const { return *backend_; }
-
-private:
-  std::vector<uint8_t> bytes_;
-  const dsc::plan::Plan *plan_ = nullptr;
-  std::string name_;
-  Backend *backend_ = nullptr;
-};
 
 struct SessionOptions {
   uint64_t seed = 1337;

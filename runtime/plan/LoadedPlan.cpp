@@ -10,9 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/plan/LoadedPlan.h"
+
+#include "runtime/backends/Backend.h"
 #include "runtime/core/InputFile.h"
 #include "runtime/core/Printable.h"
-#include "runtime/exec/Session.h"
 #include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
 

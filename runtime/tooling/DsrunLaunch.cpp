@@ -9,7 +9,7 @@
 
 #include "runtime/backends/Registry.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/exec/Session.h"
+#include "runtime/plan/LoadedPlan.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/Launch.h"
