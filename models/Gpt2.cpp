@@ -11,7 +11,7 @@
 
 #include "models/Models.h"
 
-#include "frontends/builder/GraphBuilder.h"
+#include "models/builder/GraphBuilder.h"
 
 #include <cmath>
 #include <string>

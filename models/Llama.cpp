@@ -9,7 +9,7 @@
 
 #include "models/Models.h"
 
-#include "frontends/builder/GraphBuilder.h"
+#include "models/builder/GraphBuilder.h"
 
 #include <string>
 

@@ -2,7 +2,7 @@
 
 #include "models/Models.h"
 
-#include "frontends/builder/GraphBuilder.h"
+#include "models/builder/GraphBuilder.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"

@@ -3,7 +3,7 @@
 #include "models/Models.h"
 
 #include "dialects/ds/DsOps.h"
-#include "frontends/builder/GraphBuilder.h"
+#include "models/builder/GraphBuilder.h"
 
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"

@@ -1,5 +1,5 @@
 """The compiled half of the package (_dsc_native, built by CMake from
-frontends/python into <build>/python), loaded on first use so that export
+frontends/torch/native into <build>/python), loaded on first use so that export
 works without it."""
 
 

@@ -8,7 +8,7 @@
 #include "compiler/Compile.h"
 #include "compiler/Report.h"
 #include "compiler/plan/PlanModel.h"
-#include "frontends/python/Bindings.h"
+#include "frontends/torch/native/Bindings.h"
 #include "passes/remat/RematPolicy.h"
 
 #include <pybind11/stl.h>

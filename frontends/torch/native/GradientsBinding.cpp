@@ -11,7 +11,7 @@
 #include "compiler/interpreter/Interpreter.h"
 #include "compiler/interpreter/Widen.h"
 #include "dialects/ds/DsOps.h"
-#include "frontends/python/Bindings.h"
+#include "frontends/torch/native/Bindings.h"
 #include "passes/Passes.h"
 #include "runtime/plan/ProgramNames.h"
 #include "runtime/plan/VariableNames.h"

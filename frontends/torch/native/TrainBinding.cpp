@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "frontends/python/Bindings.h"
+#include "frontends/torch/native/Bindings.h"
 #include "runtime/tooling/DsrunMain.h"
 #include "runtime/tooling/Metrics.h"
 

@@ -1,6 +1,6 @@
 //===- GraphBuilder.cpp - write ds models in C++ --------------------------===//
 
-#include "frontends/builder/GraphBuilder.h"
+#include "models/builder/GraphBuilder.h"
 
 #include "runtime/plan/ProgramNames.h"
 

@@ -1,6 +1,6 @@
 //===- NativeModule.cpp - the _dsc_native Python module -------------------===//
 
-#include "frontends/python/Bindings.h"
+#include "frontends/torch/native/Bindings.h"
 #include "runtime/backends/AllBackends.h"
 
 namespace py = pybind11;
