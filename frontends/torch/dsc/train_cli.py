@@ -41,6 +41,9 @@ def _parser():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--num_gpus", "--num-gpus", dest="num_gpus", type=int, default=1,
                     help="ranks (processes) to train on")
+    ap.add_argument("--oversubscribe", action="store_true",
+                    help="start more ranks than this machine's cores or memory hold "
+                         "(dsrun --oversubscribe)")
     ap.add_argument("--block-size", type=int, help="sequence length (default: the "
                     "module's config.block_size or max_position_embeddings)")
     ap.add_argument("--loss", default="module", choices=("module", "cross_entropy"))
@@ -253,6 +256,8 @@ def _train_ranks(plan, args, out, lock_fd):
            "--export-weights", final]
     if isinstance(plan.config.get("steps_per_print"), int) and plan.config["steps_per_print"] > 0:
         cmd += ["--print-every", str(plan.config["steps_per_print"])]
+    if args.oversubscribe:
+        cmd.append("--oversubscribe")
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
     monitors = Monitors(plan.config, plan.report()["seq_len"], config_name=plan.config_name)
