@@ -123,9 +123,10 @@ def DsRemat : Pass<"ds-remat", "::mlir::ModuleOp"> {
   let options = [
     Option<"policy", "policy", "std::string", "::mlir::ds::remat::kNone.str()",
            "none, layers, selective or auto">,
-    Option<"every", "every", "int64_t", "1",
+    Option<"every", "every", "int64_t", "::mlir::ds::remat::kDefaultEvery",
            "layers: transformer blocks per checkpoint">,
-    Option<"activationMemory", "activation-memory", "int64_t", "0",
+    Option<"activationMemory", "activation-memory", "int64_t",
+           "::mlir::ds::remat::kDefaultActivationMemory",
            "auto: the activation peak's budget in bytes (0: as small as "
            "possible)">
   ];

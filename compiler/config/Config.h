@@ -166,7 +166,8 @@ struct DsConfig {
     // dsc's own (docs/remat.md): the policy, blocks per checkpoint, and
     // auto's activation budget in bytes (0: as small as possible).
     std::string remat = mlir::ds::remat::kNone.str();
-    int64_t rematEvery = 1, activationMemory = 0;
+    int64_t rematEvery = mlir::ds::remat::kDefaultEvery,
+            activationMemory = mlir::ds::remat::kDefaultActivationMemory;
   } activationCheckpointing;
 
   /// One line each, to print: how each "auto" (and each value dsc chose

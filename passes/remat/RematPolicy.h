@@ -11,12 +11,20 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <cstdint>
+
 namespace mlir::ds::remat {
 
 constexpr llvm::StringLiteral kNone = "none";
 constexpr llvm::StringLiteral kLayers = "layers";
 constexpr llvm::StringLiteral kSelective = "selective";
 constexpr llvm::StringLiteral kAuto = "auto";
+
+/// The defaults of ds-remat's options and of the config's
+/// activation_checkpointing: transformer blocks per checkpoint (layers), and
+/// auto's activation budget in bytes (0: as small as possible).
+constexpr int64_t kDefaultEvery = 1;
+constexpr int64_t kDefaultActivationMemory = 0;
 
 /// Every policy, in the order messages list them.
 constexpr llvm::StringRef kPolicies[] = {kNone, kLayers, kSelective, kAuto};
