@@ -155,9 +155,7 @@ class Exported:
         """Writes the MLIR and, given a path, the initial weights: by
         files.py's rules (regular files or /dev/null, never the same file
         twice, all or nothing); dsc.InputError otherwise."""
-        from safetensors.torch import save_file
-
-        from .files import check_distinct, check_output, write_outputs
+        from .files import check_distinct, check_output, write_outputs, write_safetensors
         outputs = [("mlir_path", mlir_path), ("weights_path", weights_path)]
         for what, path in outputs:
             if path is not None:
@@ -169,7 +167,7 @@ class Exported:
                 f.write(self.mlir)
         writers = [(mlir_path, write_mlir)]
         if weights_path is not None:
-            writers.append((weights_path, lambda path: save_file(
+            writers.append((weights_path, lambda path: write_safetensors(
                 {k: v.detach().contiguous() for k, v in self.weights.items()}, path)))
         write_outputs(writers)
 

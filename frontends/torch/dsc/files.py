@@ -218,6 +218,18 @@ def temporary_beside(path):
     return tmp
 
 
+def write_safetensors(tensors, path):
+    """Writes `tensors` to `path` as safetensors, through a plain open().
+    safetensors' own save_file writes a temporary and renames it over its
+    path (0.8 does), which replaced /dev/null itself with a regular file:
+    here the bytes are made in memory and write_outputs' rules (our own
+    temporary beside the target, /dev/null written as it is) hold."""
+    from safetensors.torch import save
+    data = save(tensors)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def write_outputs(writers):
     """writers: [(path, write(path_to_write))]. Each file is written to a
     temporary beside its target first, and all are renamed into place only

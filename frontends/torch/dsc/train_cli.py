@@ -25,7 +25,7 @@ import threading
 
 from .command_line import ArgumentParser, build_module, last_resort, model_file, print_error
 from .files import (CONFIG_LIMIT, check_distinct, check_output, check_output_folder, read_input,
-                    work_folder, write_outputs)
+                    work_folder, write_outputs, write_safetensors)
 from .native import one_line
 
 USAGE_ERROR = 2
@@ -146,14 +146,13 @@ def _run(args):
 
 
 def _write_trained(plan, module, weights, out):
-    from safetensors.torch import save_file
     module.load_state_dict(plan.exported.state_dict_from(weights), strict=True)
     path = os.path.join(out, "model.safetensors")
     # A file per name: tied entries are written twice, as torch.save
     # would keep them apart (safetensors refuses shared storage).
     state = {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
     write_outputs([(os.path.join(out, "plan.dsplan"), lambda t: _write_bytes(t, plan.data)),
-                   (path, lambda t: save_file(state, t))])
+                   (path, lambda t: write_safetensors(state, t))])
     print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
           flush=True)
 
@@ -239,14 +238,15 @@ def _train_ranks(plan, args, out, lock_fd):
     process (_dies_with_this_process). It holds the work folder's lock, so
     a next run removes the folder only once the launcher is gone too."""
     import dsc
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     from .monitor import Monitors
     plan_path = os.path.join(out, "plan.dsplan")
     init = os.path.join(out, "init.safetensors")
     write_outputs([(plan_path, lambda t: _write_bytes(t, plan.data)),
-                   (init, lambda t: save_file({k: v.detach().contiguous()
-                                               for k, v in plan.exported.weights.items()}, t))])
+                   (init, lambda t: write_safetensors(
+                       {k: v.detach().contiguous() for k, v in plan.exported.weights.items()},
+                       t))])
     metrics = os.path.join(out, "metrics.jsonl")
     final = os.path.join(out, "final.safetensors")
     if os.path.isfile(metrics):
