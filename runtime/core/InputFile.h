@@ -35,9 +35,9 @@ inline std::string sizeLimitText(uint64_t bytes) {
 /// The bytes of `path`. False + one line: "PATH: cannot open: REASON" or
 /// "PATH: cannot read: REASON" (not a regular file, a read error, a file
 /// that shrank while read).
-/// "PATH: cannot read: larger than the 16 MiB a config may be": a limit
-/// keeps a wrong path (a disk image, /dev/zero through a link) from
-/// exhausting memory. `maxBytes` 0: none.
+/// With `maxBytes` (0: none), a larger file is "PATH: cannot read: larger
+/// than 16 MiB" before anything is read: a wrong path (a disk image) must
+/// not exhaust memory.
 template <class Bytes>
 bool readRegularFile(const std::string &path, Bytes &bytes, std::string &error,
                      uint64_t maxBytes = 0) {

@@ -5,8 +5,8 @@
 // DSC_COMM_TIMEOUT) goes through one of these parsers, so that "0", "-3",
 // "abc", "1e400" and 2^64 + 1 are refused the same way everywhere instead of
 // wrapping, saturating or being ignored. Each returns false on a bad text;
-// the caller's message names the flag or variable, and `expectedCount` /
-// `expectedSeconds` say what was wanted. Header-only.
+// the caller's message names the flag or variable, and `expectedCount`
+// says what was wanted. Header-only.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_CORE_NUMBERTEXT_H

@@ -5,7 +5,6 @@
 #include "runtime/core/NumberText.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <limits>
 #include <sstream>
