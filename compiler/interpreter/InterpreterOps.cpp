@@ -339,6 +339,205 @@ Outcome adamw(AdamWOp op, Operands in) {
   return out;
 }
 
+//===----------------------------------------------------------------------===//
+// One overload per stateless ds op: evaluateOp's cases
+// (dialects/generated/InterpretedOps.inc, generated from DsOps.td) call
+// them, so an op without one does not compile.
+//===----------------------------------------------------------------------===//
+
+using ref::BinaryKind;
+using ref::ReduceKind;
+using ref::UnaryKind;
+
+// Constants and index generation.
+Outcome evaluate(ConstantOp c, Operands, const EvalContext &) {
+  return constant(c);
+}
+Outcome evaluate(IotaOp o, Operands, const EvalContext &) {
+  return one(ref::iota(shapeOf(o.getResult()), o.getDim()));
+}
+
+// Elementwise.
+Outcome evaluate(AddOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Add, in);
+}
+Outcome evaluate(SubOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Sub, in);
+}
+Outcome evaluate(MulOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Mul, in);
+}
+Outcome evaluate(DivOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Div, in);
+}
+Outcome evaluate(MinimumOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Minimum, in);
+}
+Outcome evaluate(MaximumOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Maximum, in);
+}
+Outcome evaluate(EqualOp, Operands in, const EvalContext &) {
+  return binary(BinaryKind::Equal, in);
+}
+Outcome evaluate(NegOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Neg, in);
+}
+Outcome evaluate(ExpOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Exp, in);
+}
+Outcome evaluate(LogOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Log, in);
+}
+Outcome evaluate(TanhOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Tanh, in);
+}
+Outcome evaluate(SqrtOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Sqrt, in);
+}
+Outcome evaluate(RsqrtOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Rsqrt, in);
+}
+Outcome evaluate(ReluOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Relu, in);
+}
+Outcome evaluate(SiluOp, Operands in, const EvalContext &) {
+  return unary(UnaryKind::Silu, in);
+}
+Outcome evaluate(GeluOp o, Operands in, const EvalContext &) {
+  return unary(o.getApproximate() == GeluApproximation::tanh
+                   ? UnaryKind::GeluTanh
+                   : UnaryKind::GeluErf,
+               in);
+}
+Outcome evaluate(SwigluOp, Operands in, const EvalContext &) {
+  // silu(gate) * up in float64, rounded once by the caller like any result.
+  auto silu = ref::unary(UnaryKind::Silu, *in[0]);
+  if (!silu)
+    return ref::Error{silu.error};
+  return one(ref::binary(BinaryKind::Mul, silu.value, *in[1]));
+}
+Outcome evaluate(ReluGradOp, Operands in, const EvalContext &) {
+  return one(ref::relu_grad(*in[0], *in[1]));
+}
+Outcome evaluate(SiluGradOp, Operands in, const EvalContext &) {
+  return one(ref::silu_grad(*in[0], *in[1]));
+}
+Outcome evaluate(GeluGradOp o, Operands in, const EvalContext &) {
+  return one(ref::gelu_grad(*in[0], *in[1],
+                            o.getApproximate() == GeluApproximation::tanh));
+}
+Outcome evaluate(CastOp o, Operands in, const EvalContext &ctx) {
+  return castOp(o, in, ctx);
+}
+Outcome evaluate(DropoutOp o, Operands in, const EvalContext &ctx) {
+  return dropout(o, in, ctx);
+}
+
+// Contractions and normalizations.
+Outcome evaluate(MatmulOp o, Operands in, const EvalContext &) {
+  return one(
+      ref::matmul(*in[0], *in[1], o.getTransposeLhs(), o.getTransposeRhs()));
+}
+Outcome evaluate(LayerNormOp o, Operands in, const EvalContext &) {
+  return layerNorm(o, in);
+}
+Outcome evaluate(BiasGeluOp o, Operands in, const EvalContext &ctx) {
+  return biasGelu(o, in, ctx);
+}
+Outcome evaluate(MatmulBiasOp o, Operands in, const EvalContext &ctx) {
+  return matmulBias(o, in, ctx);
+}
+Outcome evaluate(MatmulBiasGeluOp o, Operands in, const EvalContext &ctx) {
+  return matmulBiasGelu(o, in, ctx);
+}
+Outcome evaluate(MatmulGeluGradOp o, Operands in, const EvalContext &ctx) {
+  return matmulGeluGrad(o, in, ctx);
+}
+Outcome evaluate(AddLayerNormOp o, Operands in, const EvalContext &ctx) {
+  return addLayerNorm(o, in, ctx);
+}
+Outcome evaluate(LayerNormGradOp o, Operands in, const EvalContext &) {
+  return layerNormGrad(o, in);
+}
+Outcome evaluate(RmsNormOp o, Operands in, const EvalContext &) {
+  return one(ref::rms_norm(*in[0], in[1], o.getEps().convertToDouble()));
+}
+Outcome evaluate(RmsNormGradOp o, Operands in, const EvalContext &) {
+  return rmsNormGrad(o, in);
+}
+Outcome evaluate(SoftmaxOp, Operands in, const EvalContext &) {
+  return one(ref::softmax(*in[0]));
+}
+Outcome evaluate(SoftmaxGradOp, Operands in, const EvalContext &) {
+  return one(ref::softmax_grad(*in[0], *in[1]));
+}
+Outcome evaluate(AttentionOp o, Operands in, const EvalContext &) {
+  return one(ref::attention(*in[0], *in[1], *in[2], o.getCausal(),
+                            o.getScale().convertToDouble()));
+}
+Outcome evaluate(AttentionGradOp o, Operands in, const EvalContext &) {
+  return attentionGrad(o, in);
+}
+Outcome evaluate(RotaryOp o, Operands in, const EvalContext &) {
+  return one(
+      ref::rotary(*in[0], o.getTheta().convertToDouble(), o.getInverse()));
+}
+
+// Lookup and loss.
+Outcome evaluate(EmbeddingOp, Operands in, const EvalContext &) {
+  return one(ref::embedding(*in[0], *in[1]));
+}
+Outcome evaluate(EmbeddingGradOp o, Operands in, const EvalContext &) {
+  return one(ref::embedding_grad(*in[0], *in[1], o.getVocabSize()));
+}
+Outcome evaluate(CrossEntropyOp o, Operands in, const EvalContext &) {
+  return one(ref::cross_entropy(*in[0], *in[1], o.getIgnoreIndex()));
+}
+Outcome evaluate(CrossEntropyGradOp o, Operands in, const EvalContext &) {
+  return crossEntropyGrad(o, in);
+}
+
+// Shape manipulation.
+Outcome evaluate(ReshapeOp o, Operands in, const EvalContext &) {
+  return one(ref::reshape(*in[0], shapeOf(o.getResult())));
+}
+Outcome evaluate(TransposeOp o, Operands in, const EvalContext &) {
+  return one(ref::transpose(*in[0], toVector(o.getPermutation())));
+}
+Outcome evaluate(SliceOp o, Operands in, const EvalContext &) {
+  return one(
+      ref::slice(*in[0], toVector(o.getOffsets()), toVector(o.getSizes())));
+}
+Outcome evaluate(PadOp o, Operands in, const EvalContext &) {
+  return one(ref::pad(*in[0], toVector(o.getLow()), toVector(o.getHigh())));
+}
+Outcome evaluate(ConcatOp o, Operands in, const EvalContext &) {
+  return concat(o, in);
+}
+Outcome evaluate(SplitOp o, Operands in, const EvalContext &) {
+  return split(o, in);
+}
+Outcome evaluate(BroadcastOp o, Operands in, const EvalContext &) {
+  return one(ref::broadcast_to(*in[0], shapeOf(o.getResult())));
+}
+Outcome evaluate(ReduceSumOp o, Operands in, const EvalContext &) {
+  return reduce(o, ReduceKind::Sum, in);
+}
+Outcome evaluate(ReduceMeanOp o, Operands in, const EvalContext &) {
+  return reduce(o, ReduceKind::Mean, in);
+}
+Outcome evaluate(ReduceMaxOp o, Operands in, const EvalContext &) {
+  return reduce(o, ReduceKind::Max, in);
+}
+
+// Optimizer.
+Outcome evaluate(AdamWOp o, Operands in, const EvalContext &) {
+  return adamw(o, in);
+}
+Outcome evaluate(OverflowGuardOp, Operands in, const EvalContext &) {
+  return one(ref::overflow_guard(*in[0], *in[1]));
+}
+
 } // namespace
 
 std::optional<ref::DType> dsc::dtypeOf(Type elementType) {
@@ -349,110 +548,8 @@ std::optional<ref::DType> dsc::dtypeOf(Type elementType) {
 ref::Result<std::vector<ref::Tensor>>
 dsc::evaluateOp(Operation *op, llvm::ArrayRef<const ref::Tensor *> in,
                 const EvalContext &ctx) {
-  using ref::BinaryKind;
-  using ref::ReduceKind;
-  using ref::UnaryKind;
   return llvm::TypeSwitch<Operation *, Outcome>(op)
-      // Constants and index generation.
-      .Case([](ConstantOp c) { return constant(c); })
-      .Case([](IotaOp o) {
-        return one(ref::iota(shapeOf(o.getResult()), o.getDim()));
-      })
-      // Elementwise.
-      .Case([&](AddOp) { return binary(BinaryKind::Add, in); })
-      .Case([&](SubOp) { return binary(BinaryKind::Sub, in); })
-      .Case([&](MulOp) { return binary(BinaryKind::Mul, in); })
-      .Case([&](DivOp) { return binary(BinaryKind::Div, in); })
-      .Case([&](MinimumOp) { return binary(BinaryKind::Minimum, in); })
-      .Case([&](MaximumOp) { return binary(BinaryKind::Maximum, in); })
-      .Case([&](EqualOp) { return binary(BinaryKind::Equal, in); })
-      .Case([&](NegOp) { return unary(UnaryKind::Neg, in); })
-      .Case([&](ExpOp) { return unary(UnaryKind::Exp, in); })
-      .Case([&](LogOp) { return unary(UnaryKind::Log, in); })
-      .Case([&](TanhOp) { return unary(UnaryKind::Tanh, in); })
-      .Case([&](SqrtOp) { return unary(UnaryKind::Sqrt, in); })
-      .Case([&](RsqrtOp) { return unary(UnaryKind::Rsqrt, in); })
-      .Case([&](ReluOp) { return unary(UnaryKind::Relu, in); })
-      .Case([&](SiluOp) { return unary(UnaryKind::Silu, in); })
-      .Case([&](GeluOp o) {
-        return unary(o.getApproximate() == GeluApproximation::tanh
-                         ? UnaryKind::GeluTanh
-                         : UnaryKind::GeluErf,
-                     in);
-      })
-      .Case([&](ReluGradOp) { return one(ref::relu_grad(*in[0], *in[1])); })
-      .Case([&](SiluGradOp) { return one(ref::silu_grad(*in[0], *in[1])); })
-      .Case([&](GeluGradOp o) {
-        return one(ref::gelu_grad(
-            *in[0], *in[1], o.getApproximate() == GeluApproximation::tanh));
-      })
-      .Case([&](CastOp o) { return castOp(o, in, ctx); })
-      .Case([&](DropoutOp o) { return dropout(o, in, ctx); })
-      // Contractions and normalizations.
-      .Case([&](MatmulOp o) {
-        return one(ref::matmul(*in[0], *in[1], o.getTransposeLhs(),
-                               o.getTransposeRhs()));
-      })
-      .Case([&](LayerNormOp o) { return layerNorm(o, in); })
-      .Case([&](BiasGeluOp o) { return biasGelu(o, in, ctx); })
-      .Case([&](MatmulBiasOp o) { return matmulBias(o, in, ctx); })
-      .Case([&](MatmulBiasGeluOp o) { return matmulBiasGelu(o, in, ctx); })
-      .Case([&](MatmulGeluGradOp o) { return matmulGeluGrad(o, in, ctx); })
-      .Case([&](AddLayerNormOp o) { return addLayerNorm(o, in, ctx); })
-      .Case([&](LayerNormGradOp o) { return layerNormGrad(o, in); })
-      .Case([&](RmsNormOp o) {
-        return one(ref::rms_norm(*in[0], in[1], o.getEps().convertToDouble()));
-      })
-      .Case([&](RmsNormGradOp o) { return rmsNormGrad(o, in); })
-      .Case([&](SoftmaxOp) { return one(ref::softmax(*in[0])); })
-      .Case(
-          [&](SoftmaxGradOp) { return one(ref::softmax_grad(*in[0], *in[1])); })
-      .Case([&](AttentionOp o) {
-        return one(ref::attention(*in[0], *in[1], *in[2], o.getCausal(),
-                                  o.getScale().convertToDouble()));
-      })
-      .Case([&](AttentionGradOp o) { return attentionGrad(o, in); })
-      .Case([&](RotaryOp o) {
-        return one(ref::rotary(*in[0], o.getTheta().convertToDouble(),
-                               o.getInverse()));
-      })
-      // Lookup and loss.
-      .Case([&](EmbeddingOp) { return one(ref::embedding(*in[0], *in[1])); })
-      .Case([&](EmbeddingGradOp o) {
-        return one(ref::embedding_grad(*in[0], *in[1], o.getVocabSize()));
-      })
-      .Case([&](CrossEntropyOp o) {
-        return one(ref::cross_entropy(*in[0], *in[1], o.getIgnoreIndex()));
-      })
-      .Case([&](CrossEntropyGradOp o) { return crossEntropyGrad(o, in); })
-      // Shape manipulation.
-      .Case([&](ReshapeOp o) {
-        return one(ref::reshape(*in[0], shapeOf(o.getResult())));
-      })
-      .Case([&](TransposeOp o) {
-        return one(ref::transpose(*in[0], toVector(o.getPermutation())));
-      })
-      .Case([&](SliceOp o) {
-        return one(ref::slice(*in[0], toVector(o.getOffsets()),
-                              toVector(o.getSizes())));
-      })
-      .Case([&](PadOp o) {
-        return one(
-            ref::pad(*in[0], toVector(o.getLow()), toVector(o.getHigh())));
-      })
-      .Case([&](ConcatOp o) { return concat(o, in); })
-      .Case([&](SplitOp o) { return split(o, in); })
-      .Case([&](BroadcastOp o) {
-        return one(ref::broadcast_to(*in[0], shapeOf(o.getResult())));
-      })
-      .Case([&](ReduceSumOp o) { return reduce(o, ReduceKind::Sum, in); })
-      .Case([&](ReduceMeanOp o) { return reduce(o, ReduceKind::Mean, in); })
-      .Case([&](ReduceMaxOp o) { return reduce(o, ReduceKind::Max, in); })
-      // Optimizer.
-      .Case([&](AdamWOp o) { return adamw(o, in); })
-      .Case([&](OverflowGuardOp) {
-        return one(ref::overflow_guard(*in[0], *in[1]));
-      })
+#include "dialects/generated/InterpretedOps.inc"
       .Default([](Operation *o) -> Outcome {
         return error("interpreter: no rule for '" +
                      o->getName().getStringRef() + "'");

@@ -11,6 +11,7 @@
 #define DIST_OPS_TD
 
 include "mlir/IR/OpBase.td"
+include "dialects/ds/DsKernelContract.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -158,5 +159,26 @@ def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// The collectives' kernels (comm stream) and the shard's
+//===----------------------------------------------------------------------===//
+
+class Dist_SumKernel<string aliasing>
+    : DS_Kernel<[], ["scale"], ["f32->f32", "f64->f64"],
+                ["f16->f16", "bf16->bf16"], aliasing>;
+
+def Dist_AllReduceKernel : DS_KernelDef<"comm.all_reduce", ["x"], ["out"],
+                                        Dist_SumKernel<"any_input">>;
+def Dist_ReduceScatterKernel
+    : DS_KernelDef<"comm.reduce_scatter", ["x"], ["out"],
+                   Dist_SumKernel<"none">>;
+def Dist_AllGatherKernel : DS_KernelDef<"comm.all_gather", ["x"], ["out"],
+                                        DS_GenericKernel<[], "T->T">>;
+def Dist_BroadcastKernel
+    : DS_KernelDef<"comm.broadcast", ["x"], ["out"],
+                   DS_GenericKernel<["root"], "T->T", "any_input">>;
+def Dist_ShardKernel : DS_KernelDef<"dist.shard", ["x"], ["out"],
+                                    DS_GenericKernel<["world_size"], "T->T">>;
 
 #endif // DIST_OPS_TD

@@ -9,6 +9,7 @@
 #define DS_BASE_TD
 
 include "mlir/IR/OpBase.td"
+include "dialects/ds/DsKernelContract.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/AttrTypeBase.td"
 
@@ -149,7 +150,10 @@ def DS_InPlaceSafe : NativeOpTrait<"InPlaceSafe"> {
 def DS_KernelWithAttrs
     : DeclareOpInterfaceMethods<DS_KernelOpInterface, ["getKernelAttributes"]>;
 
+/// A ds op; a kernel op declares its kernel's contract (DsKernelContract.td).
 class DS_Op<string mnemonic, list<Trait> traits = []>
-    : Op<DS_Dialect, mnemonic, traits>;
+    : Op<DS_Dialect, mnemonic, traits> {
+  DS_Kernel kernel = ?;
+}
 
 #endif // DS_BASE_TD

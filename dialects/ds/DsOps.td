@@ -78,6 +78,7 @@ def DS_ConstantOp : DS_Op<"constant",
 }
 
 def DS_IotaOp : DS_Op<"iota", [DS_KernelWithAttrs, Pure]> {
+  let kernel = DS_Kernel<["dim"], [], ["->f32|f64|i32|i64"], [], "none">;
   let summary = "indices along one dimension";
   let description = [{
     Each element is its index along `dim`: `ds.iota dim 0 : tensor<4xi32>`
@@ -96,6 +97,7 @@ def DS_IotaOp : DS_Op<"iota", [DS_KernelWithAttrs, Pure]> {
 class DS_BinaryOp<string mnemonic, list<Trait> traits = []>
     : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
                                            DS_KernelOpInterface])> {
+  let kernel = DS_F32Kernel<[], [], "f32,f32->f32", "any_input">;
   let description = [{
     Elementwise with numpy broadcasting: trailing dimensions align and a
     dimension of size 1 expands.
@@ -123,6 +125,7 @@ def DS_MaximumOp : DS_BinaryOp<"maximum", [DS_InPlaceSafe]> {
 }
 def DS_OverflowGuardOp : DS_Op<"overflow_guard",
     [DS_KernelOpInterface, Pure, AllTypesMatch<["scale", "result"]>]> {
+  let kernel = DS_F32Kernel<[], [], "f32,f32->f32", "none">;
   let summary = "the update scale, or NaN when the gradients overflowed";
   let description = [{
     `scale` where `norm` (the global gradient norm) is finite, NaN where it
@@ -142,6 +145,7 @@ def DS_EqualOp : DS_BinaryOp<"equal"> {
 class DS_UnaryOp<string mnemonic, list<Trait> kernel = [DS_KernelOpInterface]>
     : DS_Op<mnemonic, !listconcat(kernel, [Pure, SameOperandsAndResultType,
         DeclareOpInterfaceMethods<DS_VJPOpInterface>, DS_InPlaceSafe])> {
+  let kernel = DS_F32Kernel<[], [], "f32->f32", "any_input">;
   let arguments = (ins DS_FloatTensor:$x);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
@@ -157,6 +161,7 @@ def DS_ReluOp : DS_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
 def DS_SiluOp : DS_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
 
 def DS_GeluOp : DS_UnaryOp<"gelu", [DS_KernelWithAttrs]> {
+  let kernel = DS_F32Kernel<["approximate"], [], "f32->f32", "any_input">;
   let summary = "Gaussian error linear unit";
   let description = [{
     `tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's form);
@@ -171,6 +176,7 @@ class DS_ActivationGradOp<string mnemonic,
                           list<Trait> kernel = [DS_KernelOpInterface]>
     : DS_Op<mnemonic, !listconcat(kernel, [Pure, SameOperandsAndResultType,
                                            DS_InPlaceSafe])> {
+  let kernel = DS_F32Kernel<[], [], "f32,f32->f32", "any_input">;
   let summary = "grad * activation'(x)";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$grad);
   let results = (outs DS_FloatTensor:$result);
@@ -180,14 +186,32 @@ class DS_ActivationGradOp<string mnemonic,
 def DS_ReluGradOp : DS_ActivationGradOp<"relu_grad">;
 def DS_SiluGradOp : DS_ActivationGradOp<"silu_grad">;
 def DS_GeluGradOp : DS_ActivationGradOp<"gelu_grad", [DS_KernelWithAttrs]> {
+  let kernel = DS_F32Kernel<["approximate"], [], "f32,f32->f32", "any_input">;
   let arguments = (ins DS_GeluApproximationAttr:$approximate,
                        DS_FloatTensor:$x, DS_FloatTensor:$grad);
   let assemblyFormat = "$approximate $x `,` $grad attr-dict `:` type($x)";
 }
 
+def DS_SwigluOp : DS_Op<"swiglu",
+    [DS_KernelOpInterface, DS_InPlaceSafe, Pure, SameOperandsAndResultType,
+     DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let summary = "silu(gate) * up: Llama's gated feed-forward activation";
+  let description = [{
+    Hugging Face's `act_fn(gate_proj(x)) * up_proj(x)` in one kernel, so
+    silu(gate) is neither written nor kept for the backward. The VJP reuses
+    the forward's pieces: ds.silu_grad(gate, grad * up) for gate and
+    grad * silu(gate) for up.
+  }];
+  let arguments = (ins DS_FloatTensor:$gate, DS_FloatTensor:$up);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
+  let kernel = DS_F32Kernel<[], [], "f32,f32->f32", "any_input">;
+}
+
 def DS_CastOp : DS_Op<"cast",
     [DS_KernelOpInterface, Pure, SameOperandsAndResultShape,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_Kernel<[], [], ["float->float"], [], "any_input">;
   let summary = "converts between f64, f32, f16 and bf16";
   let description = "Rounds to nearest even when narrowing.";
   let arguments = (ins DS_FloatTensor:$x);
@@ -198,6 +222,7 @@ def DS_CastOp : DS_Op<"cast",
 def DS_DropoutOp : DS_Op<"dropout",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<["id"], ["rate"], "f32->f32", "any_input">;
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
     Element e is kept when uniform(seed, id, step, g) >= rate and then scaled
@@ -224,6 +249,7 @@ def DS_MatmulOp : DS_Op<"matmul",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_Kernel<["transpose_lhs", "transpose_rhs"], [], ["f32,f32->f32"], ["bf16,bf16->bf16|f32", "f16,f16->f16|f32"], "none">;
   let summary = "batched matrix product";
   let description = [{
     lhs is [..., M, K] ([..., K, M] with `transpose_lhs`), rhs is [..., K, N]
@@ -241,6 +267,7 @@ def DS_MatmulOp : DS_Op<"matmul",
 def DS_LayerNormOp : DS_Op<"layer_norm",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "result"]>,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<[], ["eps"], "f32*->f32", "any_input">;
   let summary = "layer normalization over the last dimension";
   let description = [{
     (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance;
@@ -259,6 +286,7 @@ def DS_LayerNormOp : DS_Op<"layer_norm",
 def DS_LayerNormGradOp : DS_Op<"layer_norm_grad",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "grad", "dx"]>,
      AllTypesMatch<["weight", "dweight", "dbias"]>]> {
+  let kernel = DS_F32Kernel<[], ["eps"], "f32,f32,f32->f32,f32,f32", "none">;
   let summary = "cotangents of layer_norm's x, weight and bias";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
                        DS_FloatTensor:$grad, F64Attr:$eps);
@@ -273,6 +301,7 @@ def DS_LayerNormGradOp : DS_Op<"layer_norm_grad",
 def DS_RmsNormOp : DS_Op<"rms_norm",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "result"]>,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<[], ["eps"], "f32,f32->f32", "any_input">;
   let summary = "RMS normalization over the last dimension";
   let description = "x / sqrt(mean(x^2) + eps) * weight";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
@@ -287,6 +316,7 @@ def DS_RmsNormOp : DS_Op<"rms_norm",
 def DS_RmsNormGradOp : DS_Op<"rms_norm_grad",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "grad", "dx"]>,
      AllTypesMatch<["weight", "dweight"]>]> {
+  let kernel = DS_F32Kernel<[], ["eps"], "f32,f32,f32->f32,f32", "none">;
   let summary = "cotangents of rms_norm's x and weight";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$weight,
                        DS_FloatTensor:$grad, F64Attr:$eps);
@@ -300,6 +330,7 @@ def DS_RmsNormGradOp : DS_Op<"rms_norm_grad",
 def DS_SoftmaxOp : DS_Op<"softmax",
     [DS_KernelOpInterface, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<[], [], "f32->f32", "any_input">;
   let summary = "softmax over the last dimension";
   let arguments = (ins DS_FloatTensor:$x);
   let results = (outs DS_FloatTensor:$result);
@@ -308,6 +339,7 @@ def DS_SoftmaxOp : DS_Op<"softmax",
 
 def DS_SoftmaxGradOp : DS_Op<"softmax_grad",
     [DS_KernelOpInterface, Pure, SameOperandsAndResultType]> {
+  let kernel = DS_F32Kernel<[], [], "f32,f32->f32", "any_input">;
   let summary = "y * (grad - sum(grad * y)) over the last dimension";
   let arguments = (ins DS_FloatTensor:$y, DS_FloatTensor:$grad);
   let results = (outs DS_FloatTensor:$result);
@@ -318,6 +350,7 @@ def DS_AttentionOp : DS_Op<"attention",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<["causal"], ["scale"], "f32,f32,f32->f32", "none">;
   let summary = "scaled dot-product attention";
   let description = [{
     q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] -> [B, H, Tq, Dv]:
@@ -337,6 +370,7 @@ def DS_AttentionGradOp : DS_Op<"attention_grad",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure, AllTypesMatch<["q", "dq"]>, AllTypesMatch<["k", "dk"]>,
      AllTypesMatch<["v", "dv"]>]> {
+  let kernel = DS_F32Kernel<["causal"], ["scale"], "f32,f32,f32,f32->f32,f32,f32", "none">;
   let summary = "cotangents of attention's q, k and v";
   let arguments = (ins DS_FloatTensor:$q, DS_FloatTensor:$k,
                        DS_FloatTensor:$v, DS_FloatTensor:$grad,
@@ -352,6 +386,7 @@ def DS_AttentionGradOp : DS_Op<"attention_grad",
 def DS_RotaryOp : DS_Op<"rotary",
     [DS_KernelWithAttrs, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<["inverse"], ["theta"], "f32->f32", "any_input">;
   let summary = "rotary position embedding (Hugging Face rotate_half form)";
   let description = [{
     x is [..., T, D] with D even; position t is the index along dim -2. Pair
@@ -373,6 +408,7 @@ def DS_RotaryOp : DS_Op<"rotary",
 def DS_EmbeddingOp : DS_Op<"embedding",
     [DS_KernelOpInterface, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<[], [], "f32,idx->f32", "none">;
   let summary = "rows of a table gathered by integer indices";
   let description = "table [V, C], indices [...] -> [..., C]";
   let arguments = (ins DS_FloatTensor:$table, DS_IndexTensor:$indices);
@@ -385,6 +421,7 @@ def DS_EmbeddingOp : DS_Op<"embedding",
 
 def DS_EmbeddingGradOp : DS_Op<"embedding_grad",
     [DS_KernelOpInterface, Pure, InferTypeOpAdaptor]> {
+  let kernel = DS_F32Kernel<[], [], "idx,f32->f32", "none">;
   let summary = "scatter-add of row cotangents into a [V, C] table";
   let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$grad,
                        I64Attr:$vocab_size);
@@ -398,6 +435,7 @@ def DS_EmbeddingGradOp : DS_Op<"embedding_grad",
 def DS_CrossEntropyOp : DS_Op<"cross_entropy",
     [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_F32Kernel<["ignore_index"], [], "f32,idx->f32", "none">;
   let summary = "mean softmax cross-entropy of logits against targets";
   let description = [{
     logits [..., V], targets [...] -> scalar: the mean over positions whose
@@ -414,6 +452,7 @@ def DS_CrossEntropyOp : DS_Op<"cross_entropy",
 
 def DS_CrossEntropyGradOp : DS_Op<"cross_entropy_grad",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["logits", "result"]>]> {
+  let kernel = DS_F32Kernel<["ignore_index"], [], "f32,idx,f32->f32", "any_input">;
   let summary = "cotangent of cross_entropy's logits";
   let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$targets,
                        DS_FloatTensor:$grad,
@@ -443,6 +482,7 @@ def DS_ReshapeOp : DS_Op<"reshape",
 def DS_TransposeOp : DS_Op<"transpose",
     [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_GenericKernel<["permutation..."], "T->T">;
   let summary = "permutes dimensions: result dim i is x dim permutation[i]";
   let arguments = (ins DS_AnyTensor:$x, DenseI64ArrayAttr:$permutation);
   let results = (outs DS_AnyTensor:$result);
@@ -454,6 +494,7 @@ def DS_TransposeOp : DS_Op<"transpose",
 def DS_SliceOp : DS_Op<"slice",
     [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_GenericKernel<["offsets..."], "T->T">;
   let summary = "a contiguous box of x";
   let arguments = (ins DS_AnyTensor:$x, DenseI64ArrayAttr:$offsets,
                        DenseI64ArrayAttr:$sizes);
@@ -467,6 +508,7 @@ def DS_SliceOp : DS_Op<"slice",
 def DS_PadOp : DS_Op<"pad",
     [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_GenericKernel<["low..."], "T->T">;
   let summary = "zero padding before (low) and after (high) each dimension";
   let arguments = (ins DS_FloatTensor:$x, DenseI64ArrayAttr:$low,
                        DenseI64ArrayAttr:$high);
@@ -479,6 +521,7 @@ def DS_PadOp : DS_Op<"pad",
 def DS_ConcatOp : DS_Op<"concat",
     [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_GenericKernel<["axis"], "T*->T">;
   let summary = "joins tensors along an axis";
   let arguments = (ins Variadic<DS_AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs DS_AnyTensor:$result);
@@ -490,6 +533,7 @@ def DS_ConcatOp : DS_Op<"concat",
 def DS_SplitOp : DS_Op<"split",
     [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_GenericKernel<["axis"], "T->T*">;
   let summary = "cuts a tensor into consecutive pieces along an axis";
   let arguments = (ins DS_AnyTensor:$x, I64Attr:$axis,
                        DenseI64ArrayAttr:$sizes);
@@ -501,6 +545,7 @@ def DS_SplitOp : DS_Op<"split",
 
 def DS_BroadcastOp : DS_Op<"broadcast",
     [DS_KernelOpInterface, Pure, DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
+  let kernel = DS_GenericKernel<[], "T->T">;
   let summary = "expands x to the result shape with numpy's rules";
   let arguments = (ins DS_AnyTensor:$x);
   let results = (outs DS_AnyTensor:$result);
@@ -511,6 +556,7 @@ def DS_BroadcastOp : DS_Op<"broadcast",
 class DS_ReduceOp<string mnemonic, list<Trait> traits = []>
     : DS_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
                                            DS_KernelWithAttrs])> {
+  let kernel = DS_F32Kernel<["axes..."], [], "f32->f32", "none">;
   let arguments = (ins DS_FloatTensor:$x, DenseI64ArrayAttr:$axes,
                        UnitAttr:$keepdim);
   let results = (outs DS_FloatTensor:$result);
@@ -542,6 +588,7 @@ def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max",
 
 def DS_BiasGeluOp : DS_Op<"bias_gelu",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "sum", "result"]>]> {
+  let kernel = DS_F32Kernel<["approximate"], [], "f32,f32->f32,f32", "any_input">;
   let summary = "sum = x + bias; result = gelu(sum), in one pass";
   let description = [{
     `bias` runs along the last dimension of `x`. Both results are kept
@@ -559,6 +606,7 @@ def DS_BiasGeluOp : DS_Op<"bias_gelu",
 def DS_MatmulBiasOp : DS_Op<"matmul_bias",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure]> {
+  let kernel = DS_Kernel<["transpose_lhs", "transpose_rhs"], [], ["f32,f32,f32->f32"], ["bf16,bf16,bf16->bf16", "f16,f16,f16->f16"], "none">;
   let summary = "ds.matmul with a bias added to each row of its result";
   let description = [{
     result = matmul(lhs, rhs) + bias, `bias` [N] along the last dimension:
@@ -581,6 +629,7 @@ def DS_MatmulBiasOp : DS_Op<"matmul_bias",
 def DS_MatmulBiasGeluOp : DS_Op<"matmul_bias_gelu",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure]> {
+  let kernel = DS_Kernel<["transpose_lhs", "transpose_rhs", "approximate"], [], ["f32,f32,f32->f32,f32"], ["bf16,bf16,bf16->bf16,bf16", "f16,f16,f16->f16,f16"], "none">;
   let summary = "sum = matmul(lhs, rhs) + bias; result = gelu(sum)";
   let description = [{
     ds.matmul_bias followed by ds.bias_gelu's GELU, in one kernel
@@ -602,6 +651,7 @@ def DS_MatmulBiasGeluOp : DS_Op<"matmul_bias_gelu",
 def DS_MatmulGeluGradOp : DS_Op<"matmul_gelu_grad",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure]> {
+  let kernel = DS_Kernel<["transpose_lhs", "transpose_rhs", "approximate"], [], ["f32,f32,f32->f32,f32"], ["bf16,bf16,bf16->bf16,bf16", "f16,f16,f16->f16,f16"], "none">;
   let summary = "grad = gelu_grad(x, matmul(lhs, rhs)); dbias = its row sum";
   let description = [{
     The backward of ds.matmul_bias_gelu's GELU and bias in one kernel
@@ -624,6 +674,7 @@ def DS_MatmulGeluGradOp : DS_Op<"matmul_gelu_grad",
 
 def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
     [DS_KernelWithAttrs, Pure, AllTypesMatch<["x", "residual", "sum", "result"]>]> {
+  let kernel = DS_F32Kernel<[], ["eps"], "f32*->f32,f32", "any_input">;
   let summary = "sum = x + residual; result = layer_norm(sum), in one pass";
   let arguments = (ins DS_FloatTensor:$x, DS_FloatTensor:$residual,
                        DS_FloatTensor:$weight, Optional<DS_FloatTensor>:$bias,
@@ -642,6 +693,7 @@ def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
 
 def DS_AdamWOp : DS_Op<"adamw",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let kernel = DS_F32Kernel<[], ["beta1", "beta2", "eps", "weight_decay"], "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32", "adamw">;
   let summary = "one AdamW step (decoupled weight decay, bias-corrected)";
   let description = [{
     g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
@@ -666,5 +718,27 @@ def DS_AdamWOp : DS_Op<"adamw",
   }];
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Kernels no single op lowers to (plan lowering emits them)
+//===----------------------------------------------------------------------===//
+
+/// Copies a buffer's bytes (between memory spaces, or into a variable).
+def DS_CopyKernel
+    : DS_KernelDef<"ds.copy", ["x"], ["out"],
+                   DS_Kernel<[], [], ["any->any"], [], "any_input">>;
+/// Sets every element to `value` (zeroing accumulators).
+def DS_FillKernel
+    : DS_KernelDef<"ds.fill", [], ["out"],
+                   DS_Kernel<[], ["value"], ["->any"], [], "none">>;
+/// ds.adamw followed by the rounding of p' into its 16-bit copy p16, in one
+/// pass (plan lowering's optimizer fusion).
+def DS_AdamWRoundKernel
+    : DS_KernelDef<"ds.adamw_round",
+                   ["param", "grad", "m", "v", "lr", "step", "scale"],
+                   ["new_param", "new_m", "new_v", "param16"],
+                   DS_Kernel<[], ["beta1", "beta2", "eps", "weight_decay"],
+                             ["f32,f32|f16|bf16,f32,f32,f32,f32,f32->f32,f32,f32,f16|bf16"],
+                             [], "adamw">>;
 
 #endif // DS_OPS_TD

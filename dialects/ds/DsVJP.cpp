@@ -166,6 +166,18 @@ LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
   return success();
 }
 
+LogicalResult SwigluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
+                                 ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  if (needed[0])
+    out[0] = b.create<SiluGradOp>(loc, getGate(),
+                                  b.create<MulOp>(loc, gs[0], getUp()));
+  if (needed[1])
+    out[1] = b.create<MulOp>(loc, gs[0], b.create<SiluOp>(loc, getGate()));
+  return success();
+}
+
 LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
                                SmallVectorImpl<Value> &out) {
   out[0] = b.create<GeluGradOp>(getLoc(), getApproximateAttr(), getX(), gs[0]);

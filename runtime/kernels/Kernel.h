@@ -1,12 +1,14 @@
 //===- Kernel.h - the kernel ABI shared by every backend --------*- C++ -*-===//
 //
 // A plan instruction names a kernel ("ds.matmul"), its input and output
-// buffers and positional attributes. Backends map (name, operand dtypes) to
-// KernelFns: a kernel may have one variant per dtype signature
-// (KernelSignature.h), all with the arity below. The plan verifier checks
-// arity and picks the variant for the buffers' dtypes before anything runs.
+// buffers and positional attributes. Each kernel's arity, attributes,
+// aliasing and dtype variants are its contract, declared once in ODS and
+// generated into KernelContract.h; backends map (name, operand dtypes) to
+// KernelFns built from the contracts, and the plan verifier checks arity
+// and picks the variant for the buffers' dtypes before anything runs.
 //
-// Attribute encoding per kernel (ints | floats), shapes come from buffers:
+// What each kernel computes, with its attributes' meaning (ints | floats;
+// the contract has their names and order; shapes come from buffers):
 //   elementwise binary  ds.add ds.sub ds.mul ds.div ds.minimum ds.maximum
 //                       ds.equal: (a, b) -> out, numpy broadcasting     |
 //   elementwise unary   ds.neg ds.exp ds.log ds.tanh ds.sqrt ds.rsqrt

@@ -64,7 +64,7 @@ bool exactAlias(const TensorRef &a, const TensorRef &b) {
   return a.data == b.data && byteSize(a) == byteSize(b) && a.dtype == b.dtype;
 }
 
-bool checkAliasing(std::string &err, const KernelRules &spec,
+bool checkAliasing(std::string &err, const KernelContract &spec,
                    const KernelArgs &a) {
   for (size_t o = 0; o < a.numOutputs; ++o) {
     for (size_t p = 0; p < o; ++p)
@@ -89,7 +89,7 @@ bool checkAliasing(std::string &err, const KernelRules &spec,
 
 } // namespace
 
-bool checkKernelArgs(const KernelRules &spec, const KernelArgs &a,
+bool checkKernelArgs(const KernelContract &spec, const KernelArgs &a,
                      std::string &err) {
   if (!checkCount(err, plural(spec.numInputs, "input", "inputs"),
                   spec.numInputs, a.numInputs, a.inputs) ||

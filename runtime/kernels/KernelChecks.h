@@ -13,6 +13,7 @@
 #define DSC_RUNTIME_KERNELS_KERNELCHECKS_H
 
 #include "runtime/kernels/Kernel.h"
+#include "runtime/kernels/KernelContract.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -36,24 +37,11 @@ bool fail(std::string &err, const Parts &...parts) {
 
 //===--- The table's checks -----------------------------------------------===//
 
-/// Which outputs may be exactly an input buffer.
-enum class KernelAlias {
-  None,     ///< outputs are disjoint from inputs
-  AnyInput, ///< an output may be exactly any input (elementwise, row-wise)
-  AdamW,    ///< p', m', v' may be p, m, v (inputs 0, 2, 3)
-};
-
-/// A kernel's declared arity (-1: any) and the aliasing it tolerates.
-struct KernelRules {
-  int numInputs, numOutputs, numIntAttrs, numFloatAttrs;
-  KernelAlias alias;
-};
-
 /// Arity, well-formed tensors (known dtype, rank <= kMaxRank, non-negative
 /// dims, a size that fits, data when non-empty) and no overlap between
-/// outputs and inputs beyond what `rules.alias` allows. `err` is set
+/// outputs and inputs beyond what `contract.alias` allows. `err` is set
 /// without the kernel-name prefix.
-bool checkKernelArgs(const KernelRules &rules, const KernelArgs &args,
+bool checkKernelArgs(const KernelContract &contract, const KernelArgs &args,
                      std::string &err);
 
 //===--- Shapes -----------------------------------------------------------===//

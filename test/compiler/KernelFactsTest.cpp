@@ -1,19 +1,20 @@
 //===- KernelFactsTest.cpp - the ops' kernel facts against the CPU table --===//
 //
-// Every ds op that runs as a kernel declares its kernel's name, attribute
-// encoding, FLOPs and in-place safety (KernelOpInterface, DsOps.td); the
-// runtime declares each kernel's arity and dtype variants
-// (runtime/kernels/Kernel.h, the CPU backend's table). Both sides are
-// written by hand, so this test holds them together: each kernel op of
-// test/dialects/ds/ops.mlir (which has every ds op) names a kernel of the
-// CPU table and matches its arity and a dtype variant, and every kernel op
-// the dialect registers appears there.
+// Every ds op that runs as a kernel declares its kernel's contract in ODS
+// (DsOps.td), from which the runtime's contract table is generated, and its
+// attribute encoding, FLOPs and in-place safety in C++ (KernelOpInterface,
+// DsKernelFacts.cpp). This test holds the hand-written half to the
+// contract: each kernel op of test/dialects/ds/ops.mlir (which has every ds
+// op) has a contract whose arity and attribute counts it matches and one of
+// whose dtype variants takes its operands, and every kernel op the dialect
+// registers appears there.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/ds/DsOps.h"
 #include "dialects/ds/DsUtils.h"
-#include "runtime/backends/cpu/CpuKernels.h"
+#include "runtime/kernels/KernelContract.h"
+#include "runtime/kernels/KernelSignature.h"
 #include "test/compiler/TestSupport.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -65,9 +66,9 @@ TEST(KernelFacts, EveryKernelOpMatchesTheCpuTable) {
     std::string name = kernel.getKernelName().str();
     seen.insert(op->getName().getStringRef());
     SCOPED_TRACE(name);
-    dsc::rt::KernelVariants variants = dsc::rt::cpuKernelVariants(name);
-    ASSERT_FALSE(variants.empty()) << "no CPU kernel " << name;
-    const dsc::rt::KernelInfo &k = *variants.data;
+    const dsc::rt::KernelContract *contract = dsc::rt::findKernelContract(name);
+    ASSERT_NE(contract, nullptr) << "no kernel contract " << name;
+    const dsc::rt::KernelContract &k = *contract;
     SmallVector<int64_t> ints;
     SmallVector<double> floats;
     kernel.getKernelAttributes(ints, floats);
@@ -86,9 +87,10 @@ TEST(KernelFacts, EveryKernelOpMatchesTheCpuTable) {
     std::vector<dsc::DType> in = dtypesOf(op->getOperandTypes()),
                             out = dtypesOf(op->getResultTypes());
     bool variant = false;
-    for (const dsc::rt::KernelInfo &v : variants)
-      variant |= dsc::rt::signatureMatches(v.dtypes, {in.data(), in.size()},
-                                           {out.data(), out.size()});
+    for (size_t c = 0; c < dsc::rt::kNumKernelColumns; ++c)
+      for (std::string_view sig : k.columns[c])
+        variant |= dsc::rt::signatureMatches(sig, {in.data(), in.size()},
+                                             {out.data(), out.size()});
     EXPECT_TRUE(variant) << "no variant for "
                          << dsc::rt::dtypeSignature({in.data(), in.size()},
                                                     {out.data(), out.size()});
@@ -103,6 +105,15 @@ TEST(KernelFacts, EveryKernelOpMatchesTheCpuTable) {
           << name.getStringRef().str()
           << " is a kernel op but test/dialects/ds/ops.mlir has none";
     }
+  // A contract named like a ds op belongs to a kernel op (the others are
+  // kernels no single op lowers to: ds.copy, ds.fill, ds.adamw_round).
+  for (const dsc::rt::KernelContract &k : dsc::rt::kKernelContracts) {
+    std::optional<RegisteredOperationName> op =
+        RegisteredOperationName::lookup(k.name, &c->ctx);
+    if (op) {
+      EXPECT_TRUE(op->hasInterface<KernelOpInterface>()) << k.name;
+    }
+  }
 }
 
 // The encodings Kernel.h documents, on a few ops that have several.

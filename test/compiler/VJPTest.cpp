@@ -83,6 +83,11 @@ void addElementwise(std::vector<OpCase> &cases) {
   unary("rsqrt", unaryOp<RsqrtOp>(), Dist::Positive);
   unary("relu", unaryOp<ReluOp>(), Dist::AwayFromZero);
   unary("silu", unaryOp<SiluOp>(), Dist::Normal);
+  // SwiGLU: equal shapes, gate and up both differentiated.
+  for (const ref::Shape &shape : unaryShapes)
+    cases.push_back({"swiglu_" + shapeName(shape),
+                     {param(shape), param(shape)},
+                     binaryOp<SwigluOp>()});
   for (auto [approx, name] : {std::pair{GeluApproximation::tanh, "gelu_tanh"},
                               std::pair{GeluApproximation::none, "gelu_erf"}})
     unary(

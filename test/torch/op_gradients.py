@@ -91,6 +91,11 @@ CASES = {
     "gelu": (lambda m, x: F.gelu(4 * x), {}),
     "gelu_tanh": (lambda m, x: F.gelu(4 * x, approximate="tanh"), {}),
     "silu": (lambda m, x: F.silu(4 * x), {}),
+    # Llama's gated MLP: one ds.swiglu; against a broadcast vector it stays
+    # ds.silu and ds.mul.
+    "swiglu": (lambda m, x: F.silu(x @ m.extra["wg"]) * (x @ m.extra["wu"]),
+               dict(wg=p(C, C, scale=1.5), wu=p(C, C))),
+    "silu_times_vector": (lambda m, x: F.silu(2 * x) * m.extra["v"], dict(v=p(C))),
     "relu": (lambda m, x: F.relu(x + 0.1), {}),
     "tanh": (lambda m, x: torch.tanh(3 * x), {}),
     "sigmoid": (lambda m, x: torch.sigmoid(3 * x), {}),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from . import mlir_text as mt
+from .ds_ops import OPS
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,19 @@ class Const:
         return tuple(self.tensor.shape)
 
 
+def check_op(text, results):
+    """Stops the exporter at an op the ds dialect does not have, or with
+    another number of results: a bug here, not in the user's model."""
+    mnemonic = text.split(" ", 1)[0]
+    info = OPS.get(mnemonic)
+    if info is None:
+        raise AssertionError(f"exporter bug: {mnemonic} is not a ds op")
+    variadic = any(r.endswith("...") for r in info.results)
+    if not variadic and len(info.results) != results:
+        raise AssertionError(f"exporter bug: {mnemonic} has {len(info.results)} "
+                             f"results, not {results}")
+
+
 class Emitter:
     def __init__(self):
         self.lines = []
@@ -54,7 +68,9 @@ class Emitter:
 
     def op(self, text, shape, elt, results=1):
         """Appends `%n = text` and returns the result Value (or a list for
-        several results, `%n:k`)."""
+        several results, `%n:k`). `text` must start with a ds op that has
+        `results` results (ds_ops.py, generated from DsOps.td)."""
+        check_op(text, results)
         name = self.fresh()
         if results == 1:
             self.lines.append(f"{name} = {text}")

@@ -22,7 +22,7 @@ from . import mlir_text as mt
 from .aten_ops import HANDLERS, Unsupported
 from .emitter import Const, Emitter, Value
 from .native import error_lines, one_line
-from .patterns import fuse_rms_norm, match_rotary
+from .patterns import fuse_rms_norm, match_rotary, match_swiglu
 
 WRAPPED = "module"  # the attribute that holds the user's module in _Step
 
@@ -422,6 +422,12 @@ class _Lowering:
                 env[node] = self.em.op(
                     f"ds.rotary {x.name} theta {mt.float_literal(theta)} : {x.type}",
                     x.shape, x.elt)
+                continue
+            swiglu = match_swiglu(node, env, Value)
+            if swiglu is not None:
+                gate, up = env[swiglu[0]], env[swiglu[1]]
+                env[node] = self.em.op(f"ds.swiglu {gate.name}, {up.name} : {gate.type}",
+                                       gate.shape, gate.elt)
                 continue
             handler = HANDLERS.get(op)
             if handler is None:

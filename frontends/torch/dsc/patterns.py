@@ -10,7 +10,11 @@ ones) reaches torch.export as elementwise ops:
 
 fuse_rms_norm replaces `out` by aten.rms_norm(x, [C], weight, eps), which
 lowers to one ds.rms_norm (one kernel forward, one backward) instead of
-six elementwise ops and a reduction."""
+six elementwise ops and a reduction.
+
+The lowering also matches, node by node, Hugging Face's rotary embedding
+(match_rotary: one ds.rotary) and Llama's gated MLP (match_swiglu: one
+ds.swiglu)."""
 import torch
 
 aten = torch.ops.aten
@@ -191,4 +195,31 @@ def _rope_theta(cos, sin, shape):
         if float((cos - want_cos).abs().max()) <= tol and \
                 float((sin - want_sin).abs().max()) <= tol:
             return theta
+    return None
+
+
+# Llama's gated MLP as Hugging Face writes it (LlamaMLP):
+#
+#     down_proj(act_fn(gate_proj(x)) * up_proj(x)),   act_fn = SiLU
+#
+# reaches torch.export as mul(silu(gate), up). When gate and up have one
+# shape and dtype (no broadcasting) this is one ds.swiglu: one kernel, and
+# no silu(gate) tensor kept for the backward.
+
+def match_swiglu(node, env, value_type):
+    """(gate node, up node) when `node` is mul(silu(gate), up), either
+    order, over operands of the result's shape and dtype; else None."""
+    if not _is(node, aten.mul.Tensor) or len(node.args) != 2:
+        return None
+    out = node.meta.get("val")
+    for act, up in (node.args, reversed(node.args)):
+        if not _is(act, aten.silu.default) or not isinstance(up, torch.fx.Node):
+            continue
+        gate = act.args[0]
+        g, u = env.get(gate), env.get(up)
+        if not isinstance(g, value_type) or not isinstance(u, value_type):
+            continue
+        if out is not None and g.shape == u.shape == tuple(out.shape) and \
+                g.elt == u.elt and gate.meta["val"].dtype == out.dtype:
+            return gate, up
     return None

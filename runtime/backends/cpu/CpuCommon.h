@@ -17,6 +17,7 @@
 
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelChecks.h"
+#include "runtime/kernels/KernelContract.h"
 
 #include <algorithm>
 #include <cmath>
@@ -211,79 +212,15 @@ bool kernelThreadsFromEnv(int &threads, std::string &error);
 void parallelFor(int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &fn);
 
-//===--- Kernel bodies (one per file family) ------------------------------===//
+//===--- Kernel bodies ----------------------------------------------------===//
 
-// Elementwise.cpp
-bool addBody(const KernelArgs &, std::string &);
-bool subBody(const KernelArgs &, std::string &);
-bool mulBody(const KernelArgs &, std::string &);
-bool divBody(const KernelArgs &, std::string &);
-bool minimumBody(const KernelArgs &, std::string &);
-bool maximumBody(const KernelArgs &, std::string &);
-bool equalBody(const KernelArgs &, std::string &);
-bool negBody(const KernelArgs &, std::string &);
-bool expBody(const KernelArgs &, std::string &);
-bool logBody(const KernelArgs &, std::string &);
-bool tanhBody(const KernelArgs &, std::string &);
-bool sqrtBody(const KernelArgs &, std::string &);
-bool overflowGuardBody(const KernelArgs &, std::string &);
-bool rsqrtBody(const KernelArgs &, std::string &);
-bool reluBody(const KernelArgs &, std::string &);
-bool siluBody(const KernelArgs &, std::string &);
-bool geluBody(const KernelArgs &, std::string &);
-bool reluGradBody(const KernelArgs &, std::string &);
-bool siluGradBody(const KernelArgs &, std::string &);
-bool geluGradBody(const KernelArgs &, std::string &);
-bool biasGeluBody(const KernelArgs &, std::string &);
-// Cast.cpp (ds.cast, ds.copy, ds.fill)
-bool castBody(const KernelArgs &, std::string &);
-bool copyBody(const KernelArgs &, std::string &);
-bool fillBody(const KernelArgs &, std::string &);
-// Random.cpp
-bool dropoutBody(const KernelArgs &, std::string &);
-// Matmul.cpp
-bool matmulBody(const KernelArgs &, std::string &);
-bool matmulBiasBody(const KernelArgs &, std::string &);
-bool matmulBiasGeluBody(const KernelArgs &, std::string &);
-bool matmulGeluGradBody(const KernelArgs &, std::string &);
-// Norms.cpp
-bool layerNormBody(const KernelArgs &, std::string &);
-bool layerNormGradBody(const KernelArgs &, std::string &);
-bool addLayerNormBody(const KernelArgs &, std::string &);
-bool rmsNormBody(const KernelArgs &, std::string &);
-bool rmsNormGradBody(const KernelArgs &, std::string &);
-bool softmaxBody(const KernelArgs &, std::string &);
-bool softmaxGradBody(const KernelArgs &, std::string &);
-// Attention.cpp
-bool attentionBody(const KernelArgs &, std::string &);
-bool attentionGradBody(const KernelArgs &, std::string &);
-bool rotaryBody(const KernelArgs &, std::string &);
-// Lookup.cpp
-bool embeddingBody(const KernelArgs &, std::string &);
-bool embeddingGradBody(const KernelArgs &, std::string &);
-bool crossEntropyBody(const KernelArgs &, std::string &);
-bool crossEntropyGradBody(const KernelArgs &, std::string &);
-// Shape.cpp
-bool transposeBody(const KernelArgs &, std::string &);
-bool sliceBody(const KernelArgs &, std::string &);
-bool padBody(const KernelArgs &, std::string &);
-bool concatBody(const KernelArgs &, std::string &);
-bool splitBody(const KernelArgs &, std::string &);
-bool broadcastBody(const KernelArgs &, std::string &);
-bool iotaBody(const KernelArgs &, std::string &);
-// Reduce.cpp
-bool reduceSumBody(const KernelArgs &, std::string &);
-bool reduceMeanBody(const KernelArgs &, std::string &);
-bool reduceMaxBody(const KernelArgs &, std::string &);
-// Optimizer.cpp
-bool adamwBody(const KernelArgs &, std::string &);
-bool adamwRoundBody(const KernelArgs &, std::string &);
-// Comm.cpp
-bool commAllReduceBody(const KernelArgs &, std::string &);
-bool commReduceScatterBody(const KernelArgs &, std::string &);
-bool commAllGatherBody(const KernelArgs &, std::string &);
-bool distShardBody(const KernelArgs &, std::string &);
-bool commBroadcastBody(const KernelArgs &, std::string &);
+// One body per kernel of the contracts (runtime/kernels/KernelContract.h),
+// defined in the file of its family: Elementwise, Cast (cast, copy, fill),
+// Random, Matmul, Norms, Attention, Lookup, Shape, Reduce, Optimizer, Comm.
+#define DSC_DECLARE_CPU_BODY(id, body)                                         \
+  bool body##Body(const KernelArgs &, std::string &);
+DSC_FOR_EACH_KERNEL(DSC_DECLARE_CPU_BODY)
+#undef DSC_DECLARE_CPU_BODY
 
 } // namespace dsc::rt::cpu
 

@@ -277,6 +277,20 @@ bool siluBody(const KernelArgs &a, std::string &e) {
   return unaryBody<SiluOp>(a, e);
 }
 
+// silu(gate) * up over equal shapes (Llama's SwiGLU); reads element i of
+// both operands before writing it, so the result may overwrite either.
+bool swigluBody(const KernelArgs &args, std::string &err) {
+  if (!sameShapeF32(args, err))
+    return false;
+  const float *gate = args.inputs[0].f32(), *up = args.inputs[1].f32();
+  float *out = args.outputs[0].f32();
+  parallelFor(args.outputs[0].numel(), kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      out[i] = SiluOp::f(gate[i]) * up[i];
+  });
+  return true;
+}
+
 bool geluBody(const KernelArgs &a, std::string &e) {
   bool tanhForm = false;
   if (!geluApprox(a, e, tanhForm))

@@ -26,29 +26,6 @@ void narrow(const float *in, const TensorRef &t) {
 
 } // namespace
 
-std::string widenedSignature(std::string_view sig) {
-  std::string out;
-  bool any = false;
-  size_t i = 0;
-  while (i < sig.size()) {
-    if (sig.compare(i, 3, "f32") == 0) {
-      out += "f32|f16|bf16";
-      any = true;
-      i += 3;
-    } else if (sig.compare(i, 3, "idx") == 0) {
-      out += "idx";
-      i += 3;
-    } else if (sig[i] == ',' || sig[i] == '*' || sig.compare(i, 2, "->") == 0) {
-      size_t n = sig[i] == '-' ? 2 : 1;
-      out.append(sig.substr(i, n));
-      i += n;
-    } else {
-      return ""; // T, any, a choice: not a plain f32 kernel
-    }
-  }
-  return any ? out : "";
-}
-
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
                 std::string &error) {
   struct Copy {

@@ -1,12 +1,12 @@
 //===- Widening.h - 16-bit variants of the f32 kernels ----------*- C++ -*-===//
 //
-// Internal to runtime/backends/cpu. Every kernel whose signature is f32 (and
-// index) operands also registers a variant that takes f32, f16 or bf16 for
-// each float operand, in any mix: 16-bit storage, f32 compute, as mixed
-// precision trains. The variant widens each 16-bit operand into an f32
-// copy (one copy per buffer, so an exact in-place update stays in place),
-// runs the f32 kernel on the copies and rounds the 16-bit outputs back to
-// nearest even. Its result is therefore exactly the f32 kernel's on the
+// Internal to runtime/backends/cpu. A kernel contract's 16-bit column
+// (KernelContract.h; for an f32 kernel, f32, f16 or bf16 for each float
+// operand, in any mix) is 16-bit storage and f32 compute, as mixed
+// precision trains. The CPU backend runs it by widening each 16-bit operand
+// into an f32 copy (one copy per buffer, so an exact in-place update stays in
+// place), runs the f32 kernel on the copies and rounds the 16-bit outputs back
+// to nearest even. Its result is therefore exactly the f32 kernel's on the
 // widened inputs, rounded once; a fused pair's (runWidenedPair) is its two
 // kernels', each rounded. Not tuned: the copies are made per call.
 //
@@ -20,10 +20,6 @@
 #include <string_view>
 
 namespace dsc::rt::cpu {
-
-/// The 16-bit variant's signature for an f32 kernel's, or "" when the
-/// kernel gets none (its signature has other tokens than f32 and idx).
-std::string widenedSignature(std::string_view f32Signature);
 
 /// Runs `f32Kernel` on f32 copies of `args`' 16-bit operands (the caller
 /// has checked the arity and the aliasing on `args` itself).

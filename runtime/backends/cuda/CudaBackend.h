@@ -19,6 +19,7 @@
 #define DSC_RUNTIME_BACKENDS_CUDA_CUDABACKEND_H
 
 #include "runtime/backends/Backend.h"
+#include "runtime/kernels/KernelContract.h"
 
 #include <memory>
 
@@ -38,6 +39,10 @@ namespace cuda {
 /// Every CUDA kernel variant, sorted by name (KernelTableTest compares it
 /// with the CPU's).
 const std::vector<KernelInfo> &cudaKernels();
+
+/// Whether the CUDA backend leaves out a dtype column its kernel's contract
+/// declares (the gaps, each with its reason, are in CudaKernels.cpp).
+bool isCudaKernelGap(KernelId id, KernelColumn column);
 
 } // namespace cuda
 } // namespace dsc::rt

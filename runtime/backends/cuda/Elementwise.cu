@@ -114,6 +114,8 @@ enum UnaryOp : int {
   kSiluGrad,
   kGeluErfGrad,
   kGeluTanhGrad,
+  // (gate, up) -> silu(gate) * up
+  kSwiglu,
 };
 
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
@@ -161,6 +163,8 @@ __device__ __forceinline__ float unary(UnaryOp op, float x, float g) {
     return x / (1.0f + expMinus2z(x, dz));
   case kReluGrad:
     return g * (x > 0 ? 1.0f : 0.0f);
+  case kSwiglu:
+    return g * (x / (1.0f + expf(-x)));
   case kSiluGrad: {
     float s = sigmoid(x);
     return g * (s * (1.0f + x * (1.0f - s)));
@@ -302,6 +306,9 @@ bool reluGradBody(const KernelArgs &a, std::string &e) {
 }
 bool siluGradBody(const KernelArgs &a, std::string &e) {
   return unaryBody<kSiluGrad>(a, e);
+}
+bool swigluBody(const KernelArgs &a, std::string &e) {
+  return unaryBody<kSwiglu>(a, e);
 }
 bool geluGradBody(const KernelArgs &a, std::string &e) {
   bool tanhForm = false;

@@ -70,6 +70,8 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
   %17 = ds.relu_grad %a, %a : tensor<2x3xf32>
   // CHECK: ds.silu_grad
   %18 = ds.silu_grad %a, %a : tensor<2x3xf32>
+  // CHECK: ds.swiglu %{{.*}}, %{{.*}} : tensor<2x3xf32>
+  %swiglu = ds.swiglu %a, %a : tensor<2x3xf32>
   // CHECK: ds.gelu_grad tanh
   %19 = ds.gelu_grad tanh %a, %a : tensor<2x3xf32>
   // CHECK: ds.cast %{{.*}} : tensor<2x3xf32> -> tensor<2x3xbf16>

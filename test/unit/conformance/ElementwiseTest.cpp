@@ -198,6 +198,30 @@ TEST_P(ElementwiseKernels, UnaryOpsInPlaceMatchOutOfPlace) {
   }
 }
 
+// silu(gate) * up against the float64 reference's two steps, and in place
+// over either operand.
+TEST_P(ElementwiseKernels, SwigluMatchesSiluTimesUp) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : {Shape{3, 5, 7}, Shape{13}, Shape{40001}}) {
+    Buf gate = uniform(rng, s, -12, 12), up = uniform(rng, s),
+        out = poisoned(s);
+    RUN_OK("ds.swiglu", {&gate, &up}, {&out});
+    REF_OK(silu, ref::unary(ref::UnaryKind::Silu, gate.toRef()));
+    REF_OK(want, ref::binary(ref::BinaryKind::Mul, silu, up.toRef()));
+    EXPECT_TRUE(close(out, want));
+    Buf upCopy = up;
+    RUN_OK("ds.swiglu", {&gate, &upCopy}, {&upCopy});
+    EXPECT_TRUE(bitwiseEqual(upCopy, out));
+    RUN_OK("ds.swiglu", {&gate, &up}, {&gate});
+    EXPECT_TRUE(bitwiseEqual(gate, out));
+  }
+  Buf a({2, 3}), b({3, 2}), out({2, 3});
+  EXPECT_RUN_ERROR(
+      run("ds.swiglu", {&a, &b}, {&out}),
+      "ds.swiglu: input 1 has shape [3, 2] but the output has shape "
+      "[2, 3]");
+}
+
 TEST_P(ElementwiseKernels, ActivationGradientsMatchReference) {
   SEEDED_RNG(rng);
   for (const Shape &s : {Shape{3, 5, 7}, Shape{13}, Shape{40001}}) {

@@ -1,12 +1,15 @@
 //===- KernelTableTest.cpp - the CPU kernel table, and coverage -----------===//
 //
-// The CPU backend's table against runtime/kernels/Kernel.h (every contract
-// kernel registered with its arity; junk arguments give one-line errors),
-// and the check that every kernel of every registered backend has a
-// conformance case in this directory.
+// The kernel contracts (generated from ODS, runtime/kernels/KernelContract.h)
+// against every backend's table: each declared dtype variant registered
+// with the contract's arity, nothing undeclared; the CPU table's lookups and
+// one-line errors on junk arguments; and the check that every kernel of
+// every registered backend has a conformance case in this directory.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/kernels/KernelContract.h"
+#include "runtime/kernels/KernelSignature.h"
 #include "test/unit/conformance/KernelTestSupport.h"
 #if DSC_HAVE_CUDA
 #include "runtime/backends/cuda/CudaBackend.h"
@@ -15,7 +18,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 
 using namespace dsc;
@@ -23,130 +25,98 @@ using namespace dsc::conformance;
 
 namespace {
 
-//===--- The kernel table -------------------------------------------------===//
+//===--- The contracts ----------------------------------------------------===//
 
-struct Arity {
-  int in, out, ints, floats;
-};
-
-// Kernel.h's declared arity; -1 = any.
-const std::map<std::string, Arity> kDeclared = {
-    {"ds.add", {2, 1, 0, 0}},
-    {"ds.sub", {2, 1, 0, 0}},
-    {"ds.mul", {2, 1, 0, 0}},
-    {"ds.div", {2, 1, 0, 0}},
-    {"ds.minimum", {2, 1, 0, 0}},
-    {"ds.overflow_guard", {2, 1, 0, 0}},
-    {"ds.maximum", {2, 1, 0, 0}},
-    {"ds.equal", {2, 1, 0, 0}},
-    {"ds.neg", {1, 1, 0, 0}},
-    {"ds.exp", {1, 1, 0, 0}},
-    {"ds.log", {1, 1, 0, 0}},
-    {"ds.tanh", {1, 1, 0, 0}},
-    {"ds.sqrt", {1, 1, 0, 0}},
-    {"ds.rsqrt", {1, 1, 0, 0}},
-    {"ds.relu", {1, 1, 0, 0}},
-    {"ds.silu", {1, 1, 0, 0}},
-    {"ds.gelu", {1, 1, 1, 0}},
-    {"ds.relu_grad", {2, 1, 0, 0}},
-    {"ds.silu_grad", {2, 1, 0, 0}},
-    {"ds.gelu_grad", {2, 1, 1, 0}},
-    {"ds.cast", {1, 1, 0, 0}},
-    {"ds.dropout", {1, 1, 1, 1}},
-    {"ds.matmul", {2, 1, 2, 0}},
-    {"ds.matmul_bias", {3, 1, 2, 0}},
-    {"ds.matmul_bias_gelu", {3, 2, 3, 0}},
-    {"ds.matmul_gelu_grad", {3, 2, 3, 0}},
-    {"ds.layer_norm", {-1, 1, 0, 1}},
-    {"ds.layer_norm_grad", {3, 3, 0, 1}},
-    {"ds.rms_norm", {2, 1, 0, 1}},
-    {"ds.rms_norm_grad", {3, 2, 0, 1}},
-    {"ds.softmax", {1, 1, 0, 0}},
-    {"ds.softmax_grad", {2, 1, 0, 0}},
-    {"ds.attention", {3, 1, 1, 1}},
-    {"ds.attention_grad", {4, 3, 1, 1}},
-    {"ds.rotary", {1, 1, 1, 1}},
-    {"ds.embedding", {2, 1, 0, 0}},
-    {"ds.embedding_grad", {2, 1, 0, 0}},
-    {"ds.cross_entropy", {2, 1, 1, 0}},
-    {"ds.cross_entropy_grad", {3, 1, 1, 0}},
-    {"ds.transpose", {1, 1, -1, 0}},
-    {"ds.slice", {1, 1, -1, 0}},
-    {"ds.pad", {1, 1, -1, 0}},
-    {"ds.concat", {-1, 1, 1, 0}},
-    {"ds.split", {1, -1, 1, 0}},
-    {"ds.broadcast", {1, 1, 0, 0}},
-    {"ds.reduce_sum", {1, 1, -1, 0}},
-    {"ds.reduce_mean", {1, 1, -1, 0}},
-    {"ds.reduce_max", {1, 1, -1, 0}},
-    {"ds.iota", {0, 1, 1, 0}},
-    {"ds.adamw", {7, 3, 0, 4}},
-    {"ds.adamw_round", {7, 4, 0, 4}},
-    {"ds.copy", {1, 1, 0, 0}},
-    {"ds.fill", {0, 1, 0, 1}},
-    {"ds.bias_gelu", {2, 2, 1, 0}},
-    {"ds.add_layer_norm", {-1, 2, 0, 1}},
-    {"comm.all_reduce", {1, 1, 0, 1}},
-    {"comm.reduce_scatter", {1, 1, 0, 1}},
-    {"comm.all_gather", {1, 1, 0, 0}},
-    {"comm.broadcast", {1, 1, 1, 0}},
-    {"dist.shard", {1, 1, 1, 0}},
-};
-
-// The kernel names in Kernel.h's header comment.
-std::set<std::string> namesInKernelHeader(std::string &error) {
-  std::string path = __FILE__;
-  size_t at = path.rfind("test/unit/");
-  if (at == std::string::npos) {
-    error = "cannot locate the source tree from " + path;
-    return {};
-  }
-  path = path.substr(0, at) + "runtime/kernels/Kernel.h";
-  std::ifstream in(path);
-  if (!in) {
-    error = "cannot read " + path;
-    return {};
-  }
-  std::set<std::string> names;
-  std::regex name(R"((ds|comm|dist)\.[a-z_]+)");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("//", 0) != 0)
-      continue;
-    for (std::sregex_iterator it(line.begin(), line.end(), name), end;
-         it != end; ++it)
-      names.insert(it->str());
-  }
-  return names;
+std::string what(const rt::KernelContract &c, rt::KernelColumn column,
+                 std::string_view signature) {
+  return std::string(c.name) + "'s " +
+         std::string(rt::kernelColumnName(column)) + " variant '" +
+         std::string(signature) + "'";
 }
 
-TEST(CpuKernelTable, EveryContractKernelIsRegisteredWithItsArity) {
-  std::string error;
-  std::set<std::string> names = namesInKernelHeader(error);
-  ASSERT_EQ(error, "");
-  ASSERT_FALSE(names.empty());
-  for (const std::string &n : names) {
-    EXPECT_TRUE(kDeclared.count(n)) << n << " is new in Kernel.h";
-    const rt::KernelInfo *k = rt::findCpuKernel(n);
-    ASSERT_NE(k, nullptr) << n << " is not registered";
-    EXPECT_EQ(k->name, n);
-    EXPECT_NE(k->fn, nullptr) << n;
+constexpr rt::KernelColumn kColumns[] = {
+    rt::KernelColumn::Full, rt::KernelColumn::Half, rt::KernelColumn::F8};
+
+// The generated table (runtime/kernels/generated/KernelContracts.inc) is in
+// name order, indexed by KernelId, with well-formed signatures whose fixed
+// operand counts are the kernel's arity.
+TEST(KernelContracts, AreOrderedAndWellFormed) {
+  ASSERT_EQ(std::size(rt::kKernelContracts), rt::kNumKernels);
+  for (size_t i = 0; i < rt::kNumKernels; ++i) {
+    const rt::KernelContract &c = rt::kKernelContracts[i];
+    if (i > 0) {
+      EXPECT_LT(rt::kKernelContracts[i - 1].name, c.name);
+    }
+    EXPECT_EQ(rt::findKernelContract(c.name), &c);
+    EXPECT_EQ(&rt::kernelContract(rt::KernelId(i)), &c);
+    for (rt::KernelColumn column : kColumns)
+      for (std::string_view sig : c.column(column)) {
+        std::string error;
+        EXPECT_TRUE(rt::checkSignature(sig, error))
+            << what(c, column, sig) << ": " << error;
+      }
   }
-  for (const auto &[n, arity] : kDeclared) {
-    EXPECT_TRUE(names.count(n)) << n << " is not in Kernel.h any more";
-    const rt::KernelInfo *k = rt::findCpuKernel(n);
-    ASSERT_NE(k, nullptr) << n;
-    EXPECT_EQ(k->numInputs, arity.in) << n;
-    EXPECT_EQ(k->numOutputs, arity.out) << n;
-    EXPECT_EQ(k->numIntAttrs, arity.ints) << n;
-    EXPECT_EQ(k->numFloatAttrs, arity.floats) << n;
+  EXPECT_EQ(rt::findKernelContract("ds.nonexistent"), nullptr);
+  const rt::KernelContract &mm = rt::kernelContract(rt::KernelId::Matmul);
+  EXPECT_EQ(mm.name, "ds.matmul");
+  EXPECT_EQ(mm.numInputs, 2);
+  EXPECT_EQ(mm.intAttrs, "transpose_lhs, transpose_rhs");
+  EXPECT_EQ(mm.alias, rt::KernelAlias::None);
+  const rt::KernelContract *ln = rt::findKernelContract("ds.layer_norm");
+  ASSERT_NE(ln, nullptr);
+  EXPECT_EQ(ln->numInputs, -1); // the bias is optional
+  EXPECT_EQ(ln->inputs, "x, weight, bias?");
+}
+
+// Every backend takes every variant its kernels' contracts declare, with
+// the contract's arity, and nothing else; a backend leaves a column out
+// only where it declares the gap (isCudaKernelGap).
+TEST(KernelContracts, EveryBackendTakesEveryDeclaredVariant) {
+  struct Table {
+    std::string name;
+    const std::vector<rt::KernelInfo> *kernels;
+    bool (*gap)(rt::KernelId, rt::KernelColumn);
+  };
+  std::vector<Table> tables = {
+      {"cpu", &rt::cpuKernels(),
+       [](rt::KernelId, rt::KernelColumn) { return false; }}};
+#if DSC_HAVE_CUDA
+  tables.push_back(
+      {"cuda", &rt::cuda::cudaKernels(), rt::cuda::isCudaKernelGap});
+#endif
+  for (const Table &t : tables) {
+    std::set<std::pair<std::string_view, std::string_view>> declared;
+    for (size_t i = 0; i < rt::kNumKernels; ++i) {
+      const rt::KernelContract &c = rt::kKernelContracts[i];
+      for (rt::KernelColumn column : kColumns)
+        for (std::string_view sig : c.column(column)) {
+          declared.insert({c.name, sig});
+          const rt::KernelInfo *found = nullptr;
+          for (const rt::KernelInfo &k : *t.kernels)
+            if (k.name == c.name && k.dtypes == sig)
+              found = &k;
+          if (t.gap(rt::KernelId(i), column)) {
+            EXPECT_EQ(found, nullptr)
+                << t.name << " declares a gap at " << what(c, column, sig)
+                << " but has it: take the gap out";
+            continue;
+          }
+          ASSERT_NE(found, nullptr)
+              << t.name << " lacks " << what(c, column, sig);
+          EXPECT_EQ(found->numInputs, c.numInputs) << t.name << " " << c.name;
+          EXPECT_EQ(found->numOutputs, c.numOutputs) << t.name << " " << c.name;
+          EXPECT_EQ(found->numIntAttrs, c.numIntAttrs)
+              << t.name << " " << c.name;
+          EXPECT_EQ(found->numFloatAttrs, c.numFloatAttrs)
+              << t.name << " " << c.name;
+          EXPECT_NE(found->fn, nullptr) << t.name << " " << c.name;
+        }
+    }
+    for (const rt::KernelInfo &k : *t.kernels)
+      EXPECT_TRUE(declared.count({k.name, k.dtypes}))
+          << t.name << " registers " << k.name << " '" << k.dtypes
+          << "', which no contract declares";
   }
-  // Nothing else is registered (a name may have several dtype variants).
-  std::set<std::string_view> registered;
-  for (const rt::KernelInfo &k : rt::cpuKernels())
-    registered.insert(k.name);
-  EXPECT_EQ(registered.size(), kDeclared.size());
-  EXPECT_EQ(rt::findCpuKernel("ds.nonexistent"), nullptr);
-  EXPECT_EQ(rt::findCpuKernel(""), nullptr);
 }
 
 // Every variant declares a well-formed dtype signature, with as many fixed
@@ -198,11 +168,17 @@ TEST(CpuKernelTable, VariantsHaveWellFormedSignaturesAndOneArity) {
   EXPECT_TRUE(cpu->kernelVariants("ds.nope").empty());
   // The f32 matmul, then its 16-bit variant (Widening.h).
   rt::KernelVariants mm = cpu->kernelVariants("ds.matmul");
-  ASSERT_EQ(mm.size, 2u);
+  ASSERT_EQ(mm.size, 3u);
   EXPECT_EQ(mm.data[0].dtypes, "f32,f32->f32");
-  EXPECT_EQ(mm.data[1].dtypes, "f32|f16|bf16,f32|f16|bf16->f32|f16|bf16");
+  EXPECT_EQ(mm.data[1].dtypes, "bf16,bf16->bf16|f32");
+  EXPECT_EQ(mm.data[2].dtypes, "f16,f16->f16|f32");
   EXPECT_EQ(cpu->findKernel("ds.matmul", {bf16x2.data(), 2}, {f32.data(), 1}),
             &mm.data[1]);
+  // The contract declares no mixed-width matmul (CUDA's cuBLASLt takes
+  // one dtype for both operands).
+  std::vector<rt::DType> mixed = {rt::DType::bf16, rt::DType::f32};
+  EXPECT_EQ(cpu->findKernel("ds.matmul", {mixed.data(), 2}, {f32.data(), 1}),
+            nullptr);
 }
 
 // Junk arguments never crash a kernel: each call fails with a line that
@@ -317,45 +293,6 @@ std::map<std::string, const std::vector<rt::KernelInfo> *> otherTables() {
   tables["cuda"] = &rt::cuda::cudaKernels();
 #endif
   return tables;
-}
-
-// A kernel of the CPU backend is on every other backend, with the same
-// arity, or listed as pending there (KernelTestSupport.h); a listed kernel
-// that has arrived must leave the list.
-TEST(BackendKernelTables, EveryCpuKernelHasACounterpart) {
-  for (const auto &[backend, table] : otherTables()) {
-    std::map<std::string_view, const rt::KernelInfo *> theirs;
-    for (const rt::KernelInfo &k : *table)
-      theirs.emplace(k.name, &k);
-    std::set<std::string_view> cpuNames;
-    for (const rt::KernelInfo &k : rt::cpuKernels()) {
-      if (!cpuNames.insert(k.name).second)
-        continue;
-      auto it = theirs.find(k.name);
-      std::string name(k.name);
-      if (it == theirs.end()) {
-        EXPECT_TRUE(isPending(backend, name))
-            << "CPU kernel " << name << " has no " << backend
-            << " counterpart (nor is it listed as pending)";
-        continue;
-      }
-      EXPECT_FALSE(isPending(backend, name))
-          << name << " is in the " << backend
-          << " table now: take it off kPendingKernels";
-      const rt::KernelInfo &o = *it->second;
-      EXPECT_EQ(o.numInputs, k.numInputs) << backend << " " << name;
-      EXPECT_EQ(o.numOutputs, k.numOutputs) << backend << " " << name;
-      EXPECT_EQ(o.numIntAttrs, k.numIntAttrs) << backend << " " << name;
-      EXPECT_EQ(o.numFloatAttrs, k.numFloatAttrs) << backend << " " << name;
-    }
-    for (const auto &[name, info] : theirs) {
-      EXPECT_TRUE(cpuNames.count(name))
-          << backend << " kernel " << name << " is not a CPU kernel";
-      std::string error;
-      EXPECT_TRUE(rt::checkSignature(info->dtypes, error))
-          << backend << " " << name << " '" << info->dtypes << "': " << error;
-    }
-  }
 }
 
 // The CPU backend's f32 signature of each kernel is accepted by a variant

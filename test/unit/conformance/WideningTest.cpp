@@ -12,6 +12,7 @@
 #include "runtime/backends/Registry.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/core/Half.h"
+#include "runtime/kernels/KernelContract.h"
 #include "runtime/reference/RefKernels.h"
 
 #include <gtest/gtest.h>
@@ -175,20 +176,26 @@ void expectExact(const char *kernel, const std::vector<Operand> &ins,
           << ref[o][i];
 }
 
+// Every kernel with a plain f32 signature (f32 and index operands) declares
+// a 16-bit column in its contract, and the CPU backend registers it
+// (KernelTableTest checks every declared column of every backend).
 TEST(Widening, EveryF32KernelHasA16BitVariant) {
-  for (const rt::KernelInfo &k : rt::cpuKernels()) {
-    std::string_view sig = k.dtypes;
-    bool plainF32 = sig.find("f32") != std::string_view::npos &&
-                    sig.find_first_of("T|") == std::string_view::npos &&
-                    sig.find("any") == std::string_view::npos &&
-                    k.name.substr(0, 5) != "comm." &&
-                    k.name.substr(0, 5) != "dist.";
+  for (const rt::KernelContract &c : rt::kKernelContracts) {
+    bool plainF32 = false;
+    for (std::string_view sig : c.column(rt::KernelColumn::Full))
+      plainF32 |= sig.find("f32") != std::string_view::npos &&
+                  sig.find_first_of("T|") == std::string_view::npos &&
+                  sig.find("any") == std::string_view::npos;
     if (!plainF32)
       continue;
-    bool wide = false;
-    for (const rt::KernelInfo &v : rt::cpuKernelVariants(k.name))
-      wide |= v.dtypes.find("f32|f16|bf16") != std::string_view::npos;
-    EXPECT_TRUE(wide) << k.name << " has no 16-bit variant";
+    EXPECT_GT(c.column(rt::KernelColumn::Half).size, 0u)
+        << c.name << " has no 16-bit variant";
+    for (std::string_view sig : c.column(rt::KernelColumn::Half)) {
+      bool registered = false;
+      for (const rt::KernelInfo &v : rt::cpuKernelVariants(c.name))
+        registered |= v.dtypes == sig;
+      EXPECT_TRUE(registered) << c.name << " '" << sig << "'";
+    }
   }
 }
 
