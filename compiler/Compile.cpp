@@ -358,6 +358,8 @@ int Compiler::parseModule(MLIRContext &context, llvm::SourceMgr &sourceMgr) {
 int Compiler::runPipeline(MLIRContext &context) {
   PassManager pm(&context);
   out.plan = std::make_shared<PlanResult>();
+  if (haveConfig)
+    out.plan->config = config;
   if (req.configurePasses && failed(req.configurePasses(pm)))
     return kExitBadInput;
   if (!req.passPipeline.empty()) {

@@ -21,12 +21,6 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
         mlir::ds::precisionOptionsFor(config.fp16.enabled ? "f16" : "bf16");
     p.checkOverflow = config.fp16.enabled || config.bf16.checkGradOverflow;
     o.precision = p;
-    o.plan.staticLossScale = config.fp16.lossScale;
-    o.plan.initialScalePower = config.fp16.initialScalePower;
-    o.plan.lossScaleWindow = config.fp16.lossScaleWindow;
-    o.plan.hysteresis = config.fp16.hysteresis;
-    o.plan.consecutiveHysteresis = config.fp16.consecutiveHysteresis;
-    o.plan.minLossScale = config.fp16.minLossScale;
     o.zero.wideCollectives = config.communicationDataType == "fp32";
   }
   // activation_checkpointing: dsc's policy keys
@@ -43,17 +37,6 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.offload.offloadParam = config.zero.offloadParam == "cpu";
   o.offload.persistenceThreshold = o.zero.persistenceThreshold;
   o.offload.cpuCheckpointing = config.activationCheckpointing.cpuCheckpointing;
-  // What dsrun reads from the plan: the whole config, the LR schedule.
-  o.plan.configJson = toJson(config);
-  o.plan.scheduleKind = config.scheduler.type;
-  o.plan.lr = config.optimizer.lr;
-  o.plan.warmupMinLr = config.scheduler.warmupMinLr;
-  o.plan.warmupMaxLr = config.scheduler.warmupMaxLr;
-  o.plan.warmupNumSteps = config.scheduler.warmupNumSteps;
-  o.plan.warmupType = config.scheduler.warmupType;
-  o.plan.totalNumSteps = config.scheduler.totalNumSteps;
-  o.plan.cosMinRatio = config.scheduler.cosMinRatio;
-  o.plan.warmupMinRatio = config.scheduler.warmupMinRatio;
   return o;
 }
 

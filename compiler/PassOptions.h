@@ -1,8 +1,10 @@
 //===- PassOptions.h - a ds_config.json as pass options ---------*- C++ -*-===//
 //
 // The one mapping from DeepSpeed's configuration keys to the options of
-// dsc's passes. A key that reaches no pass (fp16, offload) is refused by dsc
-// before this is called, or recorded in the plan's config_json for dsrun.
+// dsc's passes. A key that reaches no pass is refused by dsc before this is
+// called, or is a run-time setting (the LR schedule, fp16's loss scaler)
+// that ds-emit-plan writes into the plan's tables straight from the config
+// (compiler/plan/Emit.cpp), as it writes the config itself (config_json).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_COMPILER_PASSOPTIONS_H

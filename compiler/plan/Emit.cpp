@@ -1,6 +1,8 @@
 //===- Emit.cpp - the plan model as a FlatBuffer, or as IR attributes ----===//
 #include "compiler/plan/PlanModel.h"
 
+#include "compiler/config/Config.h"
+
 #include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
 
@@ -11,7 +13,8 @@
 
 namespace dsc {
 
-std::vector<uint8_t> serializePlan(const PlanModel &model) {
+std::vector<uint8_t> serializePlan(const PlanModel &model,
+                                   const DsConfig *config) {
   namespace fb = dsc::plan;
   flatbuffers::FlatBufferBuilder b(1 << 16);
 
@@ -62,28 +65,32 @@ std::vector<uint8_t> serializePlan(const PlanModel &model) {
                                                p.numEvents, p.flops));
   }
 
-  const LrSchedule &s = model.options.schedule;
+  static const DsConfig kDefaults;
+  const DsConfig &c = config ? *config : kDefaults;
+  const DsConfig::Scheduler &s = c.scheduler;
   auto schedule = fb::CreateScheduleDirect(
-      b, s.kind.c_str(), s.lr, s.warmupMinLr, s.warmupMaxLr, s.warmupNumSteps,
-      s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio, s.warmupMinRatio);
+      b, s.type.c_str(), c.optimizer.lr, s.warmupMinLr, s.warmupMaxLr,
+      s.warmupNumSteps, s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio,
+      s.warmupMinRatio);
   flatbuffers::Offset<fb::LossScale> lossScale;
   if (model.lossScaling) {
-    const PlanLossScale &l = model.options.lossScale;
+    const DsConfig::Fp16 &l = c.fp16;
     lossScale = fb::CreateLossScale(
-        b, l.staticScale, int32_t(l.initialScalePower), l.window,
-        int32_t(l.hysteresis), l.consecutiveHysteresis, l.minScale);
+        b, l.lossScale, int32_t(l.initialScalePower), l.lossScaleWindow,
+        int32_t(l.hysteresis), l.consecutiveHysteresis, l.minLossScale);
   }
+  const std::string configJson = config ? toJson(*config) : "{}";
   std::vector<flatbuffers::Offset<fb::Alias>> aliases;
   for (const auto &[name, of] : model.aliases)
     aliases.push_back(fb::CreateAliasDirect(b, name.c_str(), of.c_str()));
 
   auto root = fb::CreatePlanDirect(
       b, fb::kSchemaVersion, model.options.worldSize,
-      model.options.model.c_str(), model.options.configJson.c_str(),
-      model.microBatch, model.seqLen, model.vocabSize,
-      model.options.accumulationSteps, schedule, &arenas, &buffers, &variables,
-      &constants, &programs, lossScale, model.skipsOverflow,
-      plan::kUnsealedChecksum, aliases.empty() ? nullptr : &aliases);
+      model.options.model.c_str(), configJson.c_str(), model.microBatch,
+      model.seqLen, model.vocabSize, model.options.accumulationSteps, schedule,
+      &arenas, &buffers, &variables, &constants, &programs, lossScale,
+      model.skipsOverflow, plan::kUnsealedChecksum,
+      aliases.empty() ? nullptr : &aliases);
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

@@ -22,6 +22,8 @@
 
 namespace dsc {
 
+struct DsConfig; // compiler/config/Config.h
+
 /// The arena categories of plan.fbs, in its order.
 enum class Category : uint8_t {
   Params,
@@ -101,31 +103,10 @@ struct PlanProgram {
   uint32_t numEvents = 0;
 };
 
-struct LrSchedule {
-  std::string kind = "constant";
-  double lr = 1e-3;
-  double warmupMinLr = 0, warmupMaxLr = 1e-3;
-  int64_t warmupNumSteps = 0;
-  std::string warmupType = "log";
-  int64_t totalNumSteps = 0;
-  double cosMinRatio = 1e-4, warmupMinRatio = 0;
-};
-
-/// fp16's loss scale as dsrun runs it (DeepSpeed's fp16 keys).
-struct PlanLossScale {
-  double staticScale = 0; ///< 0: dynamic
-  int64_t initialScalePower = 16, window = 1000, hysteresis = 2;
-  bool consecutiveHysteresis = false;
-  double minScale = 1;
-};
-
 struct PlanOptions {
   int64_t worldSize = 1;
   int64_t accumulationSteps = 1;
   std::string model;
-  std::string configJson = "{}";
-  LrSchedule schedule;
-  PlanLossScale lossScale; ///< used when the programs take a loss scale
 };
 
 struct PlanModel {
@@ -160,8 +141,13 @@ mlir::LogicalResult lowerAliases(mlir::ModuleOp module, PlanModel &plan);
 mlir::LogicalResult lowerToPlan(mlir::ModuleOp module,
                                 const PlanOptions &options, PlanModel &plan);
 
-/// The FlatBuffer bytes of `plan` (runtime/schema/plan.fbs).
-std::vector<uint8_t> serializePlan(const PlanModel &plan);
+/// The FlatBuffer bytes of `plan` (runtime/schema/plan.fbs), with the
+/// run-time settings of `config` (its LR schedule, its fp16 loss scaler
+/// when the programs take a loss scale, and the config itself as
+/// config_json) written into the plan's tables as they are, since no pass
+/// reads them. A null `config` (none given) writes the defaults and "{}".
+std::vector<uint8_t> serializePlan(const PlanModel &plan,
+                                   const DsConfig *config);
 
 /// Writes each lowered op's placement onto it as
 /// `plan.out = ["activations+OFFSET:BYTES", ...]` (outputs) and the arena

@@ -26,20 +26,6 @@ struct LowerToPlanPass : impl::DsLowerToPlanBase<LowerToPlanPass> {
     options.worldSize = worldSize;
     options.accumulationSteps = accumulationSteps;
     options.model = model;
-    options.configJson = configJson;
-    LrSchedule &s = options.schedule;
-    s.kind = scheduleKind;
-    s.lr = lr;
-    s.warmupMinLr = warmupMinLr;
-    s.warmupMaxLr = warmupMaxLr;
-    s.warmupNumSteps = warmupNumSteps;
-    s.warmupType = warmupType;
-    s.totalNumSteps = totalNumSteps;
-    s.cosMinRatio = cosMinRatio;
-    s.warmupMinRatio = warmupMinRatio;
-    options.lossScale = {staticLossScale,       initialScalePower,
-                         lossScaleWindow,       hysteresis,
-                         consecutiveHysteresis, minLossScale};
     if (failed(lowerToPlan(getOperation(), options, result->plan)))
       return signalPassFailure();
     annotatePlan(getOperation(), result->plan);
@@ -64,7 +50,8 @@ struct EmitPlanPass : impl::DsEmitPlanBase<EmitPlanPass> {
           "one pipeline (ds-compile-to-emit)");
       return signalPassFailure();
     }
-    result->bytes = serializePlan(result->plan);
+    result->bytes = serializePlan(result->plan,
+                                  result->config ? &*result->config : nullptr);
     markAllAnalysesPreserved();
     if (planFile.empty())
       return;

@@ -11,11 +11,13 @@
 #ifndef DSC_COMPILER_PLAN_PLANPASSES_H
 #define DSC_COMPILER_PLAN_PLANPASSES_H
 
+#include "compiler/config/Config.h"
 #include "compiler/plan/PlanModel.h"
 
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace dsc {
@@ -23,8 +25,11 @@ namespace dsc {
 #define GEN_PASS_DECL
 #include "compiler/plan/PlanPasses.h.inc"
 
-/// What the plan passes of one pipeline produce.
+/// What the plan passes of one pipeline share with the tool that built it.
 struct PlanResult {
+  /// The ds_config.json whose run-time settings ds-emit-plan writes (set by
+  /// the tool before the pipeline runs; none under ds-opt).
+  std::optional<DsConfig> config;
   bool lowered = false;
   PlanModel plan;             ///< set by ds-lower-to-plan
   std::vector<uint8_t> bytes; ///< set by ds-emit-plan

@@ -13,36 +13,14 @@ def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
     IR with the placement: each lowered op gets `plan.out` (its outputs as
     "CATEGORY+OFFSET:BYTES") and the module `plan.arenas`, so
     --mlir-print-ir-after-all shows where every value lives. The lowered
-    plan goes on to ds-emit-plan in the same pipeline. The schedule options
-    are the run-time hyper-parameters the plan records for dsrun.
+    plan goes on to ds-emit-plan in the same pipeline.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "ranks">,
     Option<"accumulationSteps", "accumulation-steps", "int64_t", "1",
            "micro-batches per optimizer step">,
     Option<"model", "model", "std::string", "\"module\"",
-           "the model's name, recorded in the plan">,
-    Option<"configJson", "config-json", "std::string", "\"{}\"",
-           "the ds_config.json the plan was compiled from, recorded in it">,
-    Option<"scheduleKind", "lr-schedule", "std::string", "\"constant\"",
-           "constant, WarmupLR, WarmupDecayLR or WarmupCosineLR">,
-    Option<"lr", "lr", "double", "1e-3", "the optimizer's (peak) lr">,
-    Option<"warmupMinLr", "warmup-min-lr", "double", "0", "">,
-    Option<"warmupMaxLr", "warmup-max-lr", "double", "1e-3", "">,
-    Option<"warmupNumSteps", "warmup-num-steps", "int64_t", "0", "">,
-    Option<"warmupType", "warmup-type", "std::string", "\"log\"",
-           "log or linear">,
-    Option<"totalNumSteps", "total-num-steps", "int64_t", "0", "">,
-    Option<"cosMinRatio", "cos-min-ratio", "double", "1e-4", "">,
-    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0", "">,
-    Option<"staticLossScale", "static-loss-scale", "double", "0",
-           "fp16 plans: a static loss scale (0: dynamic)">,
-    Option<"initialScalePower", "initial-scale-power", "int64_t", "16", "">,
-    Option<"lossScaleWindow", "loss-scale-window", "int64_t", "1000", "">,
-    Option<"hysteresis", "hysteresis", "int64_t", "2", "">,
-    Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool",
-           "false", "">,
-    Option<"minLossScale", "min-loss-scale", "double", "1", "">
+           "the model's name, recorded in the plan">
   ];
 }
 
@@ -50,7 +28,11 @@ def DsEmitPlan : Pass<"ds-emit-plan", "::mlir::ModuleOp"> {
   let summary = "phase `emit`: the FlatBuffers plan file";
   let description = [{
     Serializes the plan ds-lower-to-plan lowered earlier in the same
-    pipeline (runtime/schema/plan.fbs). With `plan-file` it writes that
+    pipeline (runtime/schema/plan.fbs), with the run-time settings dsrun
+    reads (the LR schedule, fp16's loss scaler, the config itself) taken
+    straight from the ds_config.json the tool that built the pipeline
+    parsed (PlanResult::config; DeepSpeed's defaults under ds-opt). They
+    never touch the IR, so they are not pass options. With `plan-file` it writes that
     file, all or nothing; without, it hands the bytes to the tool that
     built the pipeline (dsc writes its -o). The IR is unchanged.
   }];
