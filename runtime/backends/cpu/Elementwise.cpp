@@ -185,6 +185,9 @@ struct SiluGradOp {
     return s * (1.0f + x * (1.0f - s));
   }
 };
+struct SwigluGate {
+  static float d(float x) { return SiluOp::f(x); }
+};
 // Phi(x) + x phi(x).
 struct GeluErfGradOp {
   static float d(float x) {
@@ -277,18 +280,10 @@ bool siluBody(const KernelArgs &a, std::string &e) {
   return unaryBody<SiluOp>(a, e);
 }
 
-// silu(gate) * up over equal shapes (Llama's SwiGLU); reads element i of
-// both operands before writing it, so the result may overwrite either.
-bool swigluBody(const KernelArgs &args, std::string &err) {
-  if (!sameShapeF32(args, err))
-    return false;
-  const float *gate = args.inputs[0].f32(), *up = args.inputs[1].f32();
-  float *out = args.outputs[0].f32();
-  parallelFor(args.outputs[0].numel(), kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      out[i] = SiluOp::f(gate[i]) * up[i];
-  });
-  return true;
+// silu(gate) * up over equal shapes (Llama's SwiGLU): the activation
+// gradients' loop, g * f(x), with gate as x, up as g and silu as f.
+bool swigluBody(const KernelArgs &a, std::string &e) {
+  return activationGradBody<SwigluGate>(a, e);
 }
 
 bool geluBody(const KernelArgs &a, std::string &e) {
