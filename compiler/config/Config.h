@@ -75,7 +75,9 @@
 // DeepSpeed's keys that dsc does not implement (tensorboard, wandb,
 // csv_monitor, flops_profiler, comms_logger, zero_optimization.cpu_offload,
 // optimizer.params.amsgrad, ...: ConfigUnsupported.cpp) are "not supported
-// yet", with what dsc offers instead, not "unknown key" like a typo.
+// yet", with what dsc offers instead, not "unknown key" like a typo;
+// switched off (`false`, or an object with "enabled": false) they are
+// accepted without a word, as DeepSpeed accepts them.
 // Duplicate keys and nesting beyond 64 levels are refused (ConfigSyntax.h).
 //
 // Integers may be written as integral floats (5e8), as DeepSpeed allows.

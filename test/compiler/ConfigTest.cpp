@@ -597,6 +597,41 @@ TEST(ConfigTest, GradientClippingAndIgnoredKeys) {
   EXPECT_EQ(c, plain);
 }
 
+// DeepSpeed features dsc lacks, switched off: accepted without a word, as
+// DeepSpeed accepts them; switched on (or configured without "enabled":
+// false), refused by name.
+TEST(ConfigTest, SwitchedOffFeaturesAreAccepted) {
+  DsConfig c = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+      "flops_profiler": {"enabled": false, "profile_step": 1},
+      "comms_logger": {"enabled": false}, "memory_breakdown": false,
+      "amp": {"enabled": false, "opt_level": "O1"},
+      "curriculum_learning": {"enabled": false},
+      "comet": {"enabled": false}, "autotuning": {"enabled": false},
+      "zero_optimization": {"stage": 1, "cpu_offload": false,
+                            "zero_quantized_weights": false,
+                            "zero_quantized_gradients": false},
+      "optimizer": {"type": "AdamW", "params": {"amsgrad": false}},
+      "fp16": {"fp16_master_weights_and_grads": false}})");
+  EXPECT_TRUE(c.notes.empty());
+  DsConfig plain = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+      "zero_optimization": {"stage": 1},
+      "optimizer": {"type": "AdamW"}})");
+  EXPECT_EQ(c, plain);
+  EXPECT_EQ(errorOf(R"({"flops_profiler": {"enabled": true}})"),
+            "ds_config.json: $.flops_profiler: not supported yet (dsc "
+            "--report gives each program's FLOPs before launch)");
+  EXPECT_EQ(errorOf(R"({"memory_breakdown": true})"),
+            "ds_config.json: $.memory_breakdown: not supported yet (dsc "
+            "--report gives the bytes per category before launch; dsrun "
+            "--metrics measures them)");
+  EXPECT_EQ(errorOf(R"({"amp": {"opt_level": "O1"}})"),
+            "ds_config.json: $.amp: not supported yet (use bf16 or fp16 "
+            "(docs/precision.md))");
+  EXPECT_EQ(errorOf(R"({"amp": {"enabled": "false"}})"),
+            "ds_config.json: $.amp: not supported yet (use bf16 or fp16 "
+            "(docs/precision.md))");
+}
+
 TEST(ConfigTest, AutoValuesResolveToDefaults) {
   // A Hugging Face style config: "auto" wherever the trainer would fill in.
   DsConfig c = parseOk(R"({
