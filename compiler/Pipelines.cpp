@@ -2,6 +2,7 @@
 #include "compiler/Pipelines.h"
 
 #include "dialects/ds/DsOps.h"
+#include "dialects/plan/PlanOps.h"
 #include "passes/Passes.h"
 #include "passes/remat/RematPass.h"
 #include "runtime/plan/ProgramNames.h"
@@ -236,7 +237,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 } // namespace
 
 void registerAll(DialectRegistry &registry) {
-  registry.insert<ds::DSDialect, dist::DistDialect, func::FuncDialect>();
+  registry.insert<ds::DSDialect, dist::DistDialect, mlir::plan::PlanDialect,
+                  func::FuncDialect>();
   ds::registerDsPasses();
   registerPlanPasses();
   registerCSEPass();

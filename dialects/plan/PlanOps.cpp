@@ -1,0 +1,110 @@
+//===- PlanOps.cpp - the plan dialect and its verifiers -------------------===//
+#include "dialects/plan/PlanOps.h"
+
+#include "runtime/kernels/KernelContract.h"
+#include "runtime/kernels/KernelSignature.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::plan;
+
+#include "dialects/plan/PlanDialect.cpp.inc"
+#include "dialects/plan/PlanEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/plan/PlanAttrs.cpp.inc"
+
+void PlanDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/plan/PlanAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/plan/PlanOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/plan/PlanOps.cpp.inc"
+
+namespace {
+
+/// The runtime's dtype of a buffer's element type (Plan_Buffer allows no
+/// other).
+dsc::DType dtypeOf(Type t) {
+  if (t.isF16())
+    return dsc::DType::f16;
+  if (t.isBF16())
+    return dsc::DType::bf16;
+  if (t.isF64())
+    return dsc::DType::f64;
+  if (t.isInteger(32))
+    return dsc::DType::i32;
+  if (t.isInteger(64))
+    return dsc::DType::i64;
+  return dsc::DType::f32;
+}
+
+std::vector<dsc::DType> dtypesOf(ValueRange buffers) {
+  std::vector<dsc::DType> out;
+  for (Value b : buffers)
+    out.push_back(dtypeOf(cast<MemRefType>(b.getType()).getElementType()));
+  return out;
+}
+
+/// "one input" / "3 inputs".
+std::string count(int n, StringRef what) {
+  return (Twine(n) + " " + what + (n == 1 ? "" : "s")).str();
+}
+
+} // namespace
+
+LogicalResult BufferOp::verify() {
+  MemRefType type = getBuffer().getType();
+  if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+    return emitOpError("needs a static shape and the identity layout, got ")
+           << type;
+  if (IntegerAttr offset = getOffsetAttr(); offset && offset.getInt() < 0)
+    return emitOpError("offset must be >= 0, got ") << offset.getInt();
+  return success();
+}
+
+LogicalResult CallOp::verify() {
+  const dsc::rt::KernelContract *contract =
+      dsc::rt::findKernelContract(getKernel());
+  if (!contract)
+    return emitOpError("no kernel '") << getKernel() << "' is declared";
+  struct Arity {
+    int declared;
+    size_t given;
+    StringRef what;
+  } arities[] = {
+      {contract->numInputs, getIns().size(), "input"},
+      {contract->numOutputs, getOuts().size(), "output"},
+      {contract->numIntAttrs, getInts().size(), "int attribute"},
+      {contract->numFloatAttrs, getFloats().size(), "float attribute"}};
+  for (const Arity &a : arities)
+    if (a.declared >= 0 && size_t(a.declared) != a.given)
+      return emitOpError() << getKernel() << " takes "
+                           << count(a.declared, a.what) << ", got " << a.given;
+  std::vector<dsc::DType> in = dtypesOf(getIns()), out = dtypesOf(getOuts());
+  const dsc::rt::DTypeList ins{in.data(), in.size()},
+      outs{out.data(), out.size()};
+  std::string variants;
+  for (const dsc::rt::SignatureList &column : contract->columns)
+    for (std::string_view sig : column) {
+      if (dsc::rt::signatureMatches(sig, ins, outs))
+        return success();
+      variants += (variants.empty() ? "" : ", ") + std::string(sig);
+    }
+  return emitOpError() << getKernel() << " has no variant for "
+                       << dsc::rt::dtypeSignature(ins, outs) << " (it has "
+                       << variants << ")";
+}

@@ -1,0 +1,27 @@
+//===- PlanOps.h - the plan dialect -----------------------------*- C++ -*-===//
+//
+// Kernel calls over placed buffers (PlanOps.td). The first step of plan
+// lowering as passes (docs/phases.md): the ops and their verifier against
+// the kernel contracts; the lowering still builds its plan in C++.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_DIALECTS_PLAN_PLANOPS_H
+#define DSC_DIALECTS_PLAN_PLANOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/plan/PlanDialect.h.inc"
+#include "dialects/plan/PlanEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/plan/PlanAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/plan/PlanOps.h.inc"
+
+#endif // DSC_DIALECTS_PLAN_PLANOPS_H

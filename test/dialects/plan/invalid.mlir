@@ -1,0 +1,65 @@
+// RUN: ds-opt %s -split-input-file -verify-diagnostics
+
+// A plan.call is held to its kernel's contract (KernelContract.h, generated
+// from the kernel's ODS): the kernel exists, its arity, its attribute
+// counts, and one of its dtype variants.
+
+func.func @f() {
+  %x = plan.buffer "x" <activations> <device> : memref<4xf32>
+  // expected-error @+1 {{'plan.call' op no kernel 'ds.swirl' is declared}}
+  plan.call "ds.swirl"(%x) -> (%x) ints [] floats [] on <compute> : memref<4xf32> -> memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  %x = plan.buffer "x" <activations> <device> : memref<4xf32>
+  // expected-error @+1 {{'plan.call' op ds.add takes 2 inputs, got 1}}
+  plan.call "ds.add"(%x) -> (%x) ints [] floats [] on <compute> : memref<4xf32> -> memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  %x = plan.buffer "x" <activations> <device> : memref<4x4xf32>
+  // expected-error @+1 {{'plan.call' op ds.matmul takes 2 int attributes, got 1}}
+  plan.call "ds.matmul"(%x, %x) -> (%x) ints [0] floats [] on <compute> : memref<4x4xf32>, memref<4x4xf32> -> memref<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  %x = plan.buffer "x" <activations> <device> : memref<4xf32>
+  // expected-error @+1 {{'plan.call' op ds.rms_norm takes 1 float attribute, got 0}}
+  plan.call "ds.rms_norm"(%x, %x) -> (%x) ints [] floats [] on <compute> : memref<4xf32>, memref<4xf32> -> memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  %a = plan.buffer "a" <activations> <device> : memref<4x4xbf16>
+  %b = plan.buffer "b" <activations> <device> : memref<4x4xf32>
+  // expected-error @+1 {{'plan.call' op ds.matmul has no variant for bf16,f32->f32 (it has f32,f32->f32, bf16,bf16->bf16|f32, f16,f16->f16|f32)}}
+  plan.call "ds.matmul"(%a, %b) -> (%b) ints [0, 0] floats [] on <compute> : memref<4x4xbf16>, memref<4x4xf32> -> memref<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'plan.buffer' op offset must be >= 0, got -64}}
+  %x = plan.buffer "x" <params> <device> at -64 : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'plan.buffer' op needs a static shape and the identity layout, got 'memref<?xf32>'}}
+  %x = plan.buffer "x" <params> <device> : memref<?xf32>
+  return
+}
