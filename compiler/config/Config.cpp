@@ -646,6 +646,28 @@ std::string describeParseError(llvm::Error err) {
 // API
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// fp16 and bf16 exclude each other, and a 16-bit communication type needs
+/// its model dtype.
+bool checkPrecisionChoice(Reader &r, Section &root, const DsConfig &c) {
+  bool ok = true;
+  if (c.fp16.enabled && c.bf16.enabled)
+    ok =
+        r.fail(root.at(root.get("bfloat16") ? "bfloat16" : "bf16") + ".enabled",
+               "fp16 and bf16 cannot both be enabled");
+  const std::string &comm = c.communicationDataType;
+  if ((comm == "fp16" && !c.fp16.enabled) ||
+      (comm == "bf16" && !c.bf16.enabled))
+    ok = r.fail(root.at("communication_data_type"),
+                "\"" + comm + "\" needs " + comm +
+                    ".enabled: dsc communicates in the model's dtype or in "
+                    "fp32");
+  return ok;
+}
+
+} // namespace
+
 bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
                         int64_t defaultMicroBatch, DsConfig &out,
                         std::string &error) {
@@ -686,39 +708,34 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
 
   // Every section is read even after a problem, so one run lists them all
   // (a failed optimizer leaves the lr an "auto" warmup_max_lr reads at its
-  // default: the run fails anyway).
-  if (!Reader::all(
-          {keysOk, readBatch(r, root, worldSize, defaultMicroBatch, c),
-           root.number("gradient_clipping", c.gradientClipping) &&
-               r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0),
-           readOptimizer(r, root, c.optimizer),
-           readScheduler(r, root, c.optimizer, c.scheduler),
-           readFp16(r, root, c.fp16), readBf16(r, root, c.bf16),
-           root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
-                       c.communicationDataType, /*allowAuto=*/false),
-           readZero(r, root, c.zero),
-           readActivationCheckpointing(r, root, c.activationCheckpointing),
-           readMonitors(r, root), root.ignoredInteger("steps_per_print"),
-           root.ignoredBoolean("wall_clock_breakdown"),
-           root.ignoredBoolean("dump_state"),
-           root.ignoredBoolean("prescale_gradients"),
-           root.ignoredNumber("gradient_predivide_factor"),
-           root.ignoredBoolean("zero_allow_untested_optimizer"),
-           root.ignoredBoolean("zero_force_ds_cpu_optimizer")}))
+  // default: the run fails anyway). The checks across sections follow,
+  // each once the sections it reads were read.
+  const bool batchOk = readBatch(r, root, worldSize, defaultMicroBatch, c);
+  const bool clipOk =
+      root.number("gradient_clipping", c.gradientClipping) &&
+      r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0);
+  const bool optimizerOk = readOptimizer(r, root, c.optimizer);
+  const bool schedulerOk = readScheduler(r, root, c.optimizer, c.scheduler);
+  const bool fp16Ok = readFp16(r, root, c.fp16);
+  const bool bf16Ok = readBf16(r, root, c.bf16);
+  const bool commOk =
+      root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
+                  c.communicationDataType, /*allowAuto=*/false);
+  bool ok = Reader::all(
+      {keysOk, batchOk, clipOk, optimizerOk, schedulerOk, fp16Ok, bf16Ok,
+       commOk, readZero(r, root, c.zero),
+       readActivationCheckpointing(r, root, c.activationCheckpointing),
+       readMonitors(r, root), root.ignoredInteger("steps_per_print"),
+       root.ignoredBoolean("wall_clock_breakdown"),
+       root.ignoredBoolean("dump_state"),
+       root.ignoredBoolean("prescale_gradients"),
+       root.ignoredNumber("gradient_predivide_factor"),
+       root.ignoredBoolean("zero_allow_untested_optimizer"),
+       root.ignoredBoolean("zero_force_ds_cpu_optimizer")});
+  if (fp16Ok && bf16Ok && commOk)
+    ok &= checkPrecisionChoice(r, root, c);
+  if (!ok)
     return false;
-
-  if (c.fp16.enabled && c.bf16.enabled)
-    return r.fail(root.at(root.get("bfloat16") ? "bfloat16" : "bf16") +
-                      ".enabled",
-                  "fp16 and bf16 cannot both be enabled");
-
-  const std::string &comm = c.communicationDataType;
-  if ((comm == "fp16" && !c.fp16.enabled) ||
-      (comm == "bf16" && !c.bf16.enabled))
-    return r.fail(root.at("communication_data_type"),
-                  "\"" + comm + "\" needs " + comm +
-                      ".enabled: dsc communicates in the model's dtype or in "
-                      "fp32");
 
   out = std::move(c);
   return true;

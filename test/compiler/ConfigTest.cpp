@@ -632,6 +632,27 @@ TEST(ConfigTest, SwitchedOffFeaturesAreAccepted) {
             "(docs/precision.md))");
 }
 
+// The checks across sections report with the others, not after they are
+// fixed: a batch error and fp16 + bf16 in one run.
+TEST(ConfigTest, CrossSectionProblemsComeInTheSameRun) {
+  DsConfig config;
+  std::string error;
+  EXPECT_FALSE(parseDsConfig(
+      R"({"train_batch_size": 7, "train_micro_batch_size_per_gpu": 2,
+          "gradient_accumulation_steps": 2, "fp16": {"enabled": true},
+          "bf16": {"enabled": true}, "communication_data_type": "fp16"})",
+      kFile, 1, 4, config, error));
+  EXPECT_EQ(error,
+            "ds_config.json: $.train_batch_size: 7 != "
+            "train_micro_batch_size_per_gpu 2 * gradient_accumulation_steps "
+            "2 * world size 1 (= 4)\n"
+            "ds_config.json: $.bf16.enabled: fp16 and bf16 cannot both be "
+            "enabled");
+  EXPECT_EQ(errorOf(R"({"communication_data_type": "bf16"})"),
+            "ds_config.json: $.communication_data_type: \"bf16\" needs "
+            "bf16.enabled: dsc communicates in the model's dtype or in fp32");
+}
+
 TEST(ConfigTest, AutoValuesResolveToDefaults) {
   // A Hugging Face style config: "auto" wherever the trainer would fill in.
   DsConfig c = parseOk(R"({
