@@ -263,9 +263,16 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
   bool gradNormOk = !params->get("max_grad_norm") ||
                     r.fail(params->at("max_grad_norm"),
                            "not an optimizer parameter; use gradient_clipping");
-  bool paramKeysOk =
-      params->checkKeys({"lr", "betas", "eps", "weight_decay", "adam_w_mode",
-                         "bias_correction", "torch_adam", "max_grad_norm"});
+  bool paramKeysOk = params->checkKeys(
+      {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "bias_correction",
+       "torch_adam", "max_grad_norm", "fused"});
+  // torch.optim's fused implementation: dsc's AdamW is always one kernel
+  // over flat buffers, so asking for it (or not) changes nothing.
+  bool fusedOk = params->ignoredBoolean("fused");
+  if (fusedOk && params->get("fused"))
+    r.note(params->at("fused"),
+           "has no effect in dsc: its AdamW is always one fused kernel over "
+           "flat buffers");
 
   auto readBetas = [&]() {
     const json::Value *betas = params->get("betas");
@@ -296,7 +303,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
   };
 
   return Reader::all(
-      {keysOk, typeOk, gradNormOk, paramKeysOk,
+      {keysOk, typeOk, gradNormOk, paramKeysOk, fusedOk,
        params->number("lr", o.lr) && r.atLeast(params->at("lr"), o.lr, 0.0),
        // AdamW divides by sqrt(v) + eps: 0 would divide by zero where a
        // gradient is zero (the ds.adamw verifier refuses it too, but not
@@ -648,6 +655,22 @@ std::string describeParseError(llvm::Error err) {
 
 namespace {
 
+/// DeepSpeed's `compile` section configures torch.compile (and DeepCompile)
+/// over the engine's module; dsc compiles the whole step ahead of time
+/// instead, so an object here is accepted with a note, unless it is off.
+bool readCompile(Reader &r, Section &root) {
+  std::optional<Section> compile;
+  if (!root.section("compile", compile))
+    return false;
+  const json::Value *enabled = compile->get("enabled");
+  bool off = enabled && enabled->getAsBoolean() == false;
+  if (compile->present() && !off)
+    r.note(root.at("compile"),
+           "has no effect in dsc: dsc compiles the whole training step "
+           "ahead of time, not through torch.compile");
+  return true;
+}
+
 /// fp16 and bf16 exclude each other, and a 16-bit communication type needs
 /// its model dtype.
 bool checkPrecisionChoice(Reader &r, Section &root, const DsConfig &c) {
@@ -704,7 +727,9 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        "prescale_gradients", "gradient_predivide_factor",
        "zero_allow_untested_optimizer",
        // With offload the host optimizer is always dsc's own CPU AdamW.
-       "zero_force_ds_cpu_optimizer"});
+       "zero_force_ds_cpu_optimizer",
+       // torch.compile's settings: dsc compiles the step itself.
+       "compile"});
 
   // Every section is read even after a problem, so one run lists them all
   // (a failed optimizer leaves the lr an "auto" warmup_max_lr reads at its
@@ -731,7 +756,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        root.ignoredBoolean("prescale_gradients"),
        root.ignoredNumber("gradient_predivide_factor"),
        root.ignoredBoolean("zero_allow_untested_optimizer"),
-       root.ignoredBoolean("zero_force_ds_cpu_optimizer")});
+       root.ignoredBoolean("zero_force_ds_cpu_optimizer"),
+       readCompile(r, root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
   if (!ok)

@@ -67,6 +67,9 @@
 // times or groups communication, not what a step computes):
 //   steps_per_print, wall_clock_breakdown, dump_state, prescale_gradients,
 //   gradient_predivide_factor, zero_allow_untested_optimizer;
+//   with a note saying why: compile (torch.compile's settings; dsc compiles
+//   the step itself), optimizer.params.fused (dsc's AdamW is one fused
+//   kernel);
 //   zero_optimization.allgather_partitions, allgather_bucket_size,
 //   reduce_scatter, round_robin_gradients, sub_group_size,
 //   stage3_max_reuse_distance, stage3_gather_16bit_weights_on_model_save,

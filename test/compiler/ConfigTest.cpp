@@ -653,6 +653,30 @@ TEST(ConfigTest, CrossSectionProblemsComeInTheSameRun) {
             "bf16.enabled: dsc communicates in the model's dtype or in fp32");
 }
 
+// torch.compile's section and torch.optim's `fused` are accepted with a
+// note saying why they change nothing in dsc.
+TEST(ConfigTest, CompileAndFusedAreNotedAsWithoutEffect) {
+  DsConfig c = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+      "compile": {"deepcompile": true},
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "fused": true}}})");
+  ASSERT_EQ(c.notes.size(), 2u);
+  EXPECT_EQ(c.notes[0], "ds_config.json: $.optimizer.params.fused: has no "
+                        "effect in dsc: its AdamW is always one fused kernel "
+                        "over flat buffers");
+  EXPECT_EQ(c.notes[1], "ds_config.json: $.compile: has no effect in dsc: dsc "
+                        "compiles the whole training step ahead of time, not "
+                        "through torch.compile");
+  EXPECT_TRUE(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+                          "compile": {"enabled": false}})")
+                  .notes.empty());
+  EXPECT_EQ(errorOf(R"({"compile": true})"),
+            "ds_config.json: $.compile: expected an object, got a boolean");
+  EXPECT_EQ(errorOf(R"({"optimizer": {"type": "AdamW",
+                                      "params": {"fused": 1}}})"),
+            "ds_config.json: $.optimizer.params.fused: expected a boolean, "
+            "got a number");
+}
+
 TEST(ConfigTest, AutoValuesResolveToDefaults) {
   // A Hugging Face style config: "auto" wherever the trainer would fill in.
   DsConfig c = parseOk(R"({
