@@ -67,7 +67,8 @@
 // times or groups communication, not what a step computes):
 //   steps_per_print, wall_clock_breakdown, dump_state, prescale_gradients,
 //   gradient_predivide_factor, zero_allow_untested_optimizer;
-//   with a note saying why: compile (torch.compile's settings; dsc compiles
+//   with a note saying why: wall_clock_breakdown true (dsrun --trace has
+//   the timings), compile (torch.compile's settings; dsc compiles
 //   the step itself), optimizer.params.fused (dsc's AdamW is one fused
 //   kernel);
 //   zero_optimization.allgather_partitions, allgather_bucket_size,

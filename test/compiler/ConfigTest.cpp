@@ -669,6 +669,13 @@ TEST(ConfigTest, CompileAndFusedAreNotedAsWithoutEffect) {
   EXPECT_TRUE(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
                           "compile": {"enabled": false}})")
                   .notes.empty());
+  EXPECT_EQ(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+                        "wall_clock_breakdown": true})")
+                .notes,
+            std::vector<std::string>{
+                "ds_config.json: $.wall_clock_breakdown: has no effect in dsc "
+                "yet: dsrun --trace records every kernel on its stream's track "
+                "(Chrome trace events)"});
   EXPECT_EQ(errorOf(R"({"compile": true})"),
             "ds_config.json: $.compile: expected an object, got a boolean");
   EXPECT_EQ(errorOf(R"({"optimizer": {"type": "AdamW",
