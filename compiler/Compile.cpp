@@ -276,27 +276,28 @@ int Compiler::passOptions() {
     if (!ds::remat::isPolicy(req.remat))
       return fail("--remat: expected none, layers, selective or auto, got '" +
                   req.remat + "'");
-    train.remat.policy = req.remat;
+    train.remat.policy = ds::remat::policyNamed(req.remat);
   }
   if (req.rematEvery) {
     if (*req.rematEvery < 1)
       return fail("--remat-every: expected a positive integer");
-    if (train.remat.policy != ds::remat::kLayers)
+    if (train.remat.policy != ds::remat::Policy::layers)
       return fail("--remat-every needs --remat=layers");
     train.remat.every = *req.rematEvery;
   }
   if (req.activationMemory) {
     if (*req.activationMemory < 1)
       return fail("--activation-memory: expected a positive number of bytes");
-    if (train.remat.policy != ds::remat::kAuto)
+    if (train.remat.policy != ds::remat::Policy::automatic)
       return fail("--activation-memory is the budget of --remat=auto");
     train.remat.activationMemory = *req.activationMemory;
   }
-  if (train.remat.activationMemory && train.remat.policy != ds::remat::kAuto)
+  if (train.remat.activationMemory &&
+      train.remat.policy != ds::remat::Policy::automatic)
     return fail(configName +
                 ": activation_checkpointing.activation_memory "
                 "is the budget of remat \"auto\", but remat is \"" +
-                train.remat.policy + "\"");
+                ds::remat::policyName(train.remat.policy) + "\"");
   train.input.dsrunInputs = req.phase == Phase::Emit && req.forDsrun;
   train.plan.model = req.model.empty()
                          ? llvm::sys::path::stem(sourceName).str()

@@ -17,14 +17,16 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   // fp16 / bf16: the model in 16 bits; fp16 (which scales the loss)
   // always checks for overflow, bf16 when check_grad_overflow says so.
   if (config.fp16.enabled || config.bf16.enabled) {
-    mlir::ds::DsPrecisionOptions p =
-        mlir::ds::precisionOptionsFor(config.fp16.enabled ? "f16" : "bf16");
+    mlir::ds::DsPrecisionOptions p = mlir::ds::precisionOptionsFor(
+        config.fp16.enabled ? mlir::ds::LowPrecision::f16
+                            : mlir::ds::LowPrecision::bf16);
     p.checkOverflow = config.fp16.enabled || config.bf16.checkGradOverflow;
     o.precision = p;
     o.zero.wideCollectives = config.communicationDataType == "fp32";
   }
   // activation_checkpointing: dsc's policy keys
-  o.remat.policy = config.activationCheckpointing.remat;
+  o.remat.policy =
+      mlir::ds::remat::policyNamed(config.activationCheckpointing.remat);
   o.remat.every = config.activationCheckpointing.rematEvery;
   o.remat.activationMemory = config.activationCheckpointing.activationMemory;
   // zero_optimization

@@ -190,14 +190,18 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::init(defaults.offload.offloadOptimizer)};
   Option<bool> offloadParam{*this, "offload-param",
                             llvm::cl::init(defaults.offload.offloadParam)};
-  Option<std::string> precision{
-      *this, "precision",
-      llvm::cl::desc("fp32, bf16 or f16 (fp16/bf16.enabled; f16 scales the "
-                     "loss)"),
-      llvm::cl::init("fp32")};
-  Option<std::string> remat{*this, "remat",
-                            llvm::cl::desc("none, layers, selective or auto"),
-                            llvm::cl::init(defaults.remat.policy)};
+  /// fp16/bf16.enabled: fp32 runs no ds-precision.
+  enum class Precision { fp32, bf16, f16 };
+  Option<Precision> precision{
+      *this, "precision", llvm::cl::desc("the model's dtype"),
+      llvm::cl::values(
+          clEnumValN(Precision::fp32, "fp32", "no 16-bit model"),
+          clEnumValN(Precision::bf16, "bf16", "bf16.enabled"),
+          clEnumValN(Precision::f16, "f16", "fp16.enabled: scales the loss")),
+      llvm::cl::init(Precision::fp32)};
+  Option<ds::remat::Policy> remat{
+      *this, "remat", llvm::cl::desc("what the backward recomputes"),
+      ds::remat::policyValues(), llvm::cl::init(defaults.remat.policy)};
   Option<int64_t> rematEvery{*this, "remat-every",
                              llvm::cl::init(defaults.remat.every)};
   Option<int64_t> activationMemory{
@@ -224,8 +228,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.offload.offloadOptimizer = offloadOptimizer;
     o.offload.offloadParam = offloadParam;
     o.offload.persistenceThreshold = persistenceThreshold;
-    if (precision != "fp32")
-      o.precision = ds::precisionOptionsFor(precision);
+    if (precision != Precision::fp32)
+      o.precision = ds::precisionOptionsFor(precision == Precision::f16
+                                                ? ds::LowPrecision::f16
+                                                : ds::LowPrecision::bf16);
     o.remat.policy = remat;
     o.remat.every = rematEvery;
     o.remat.activationMemory = activationMemory;

@@ -5,7 +5,7 @@
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
 // The option defaults of Passes.td.
-#include "passes/remat/RematPolicy.h"
+#include "passes/remat/RematPolicyOption.h"
 #include "passes/zero/ZeroDefaults.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -13,15 +13,18 @@
 
 namespace mlir::ds {
 
+/// ds-precision's 16-bit type.
+enum class LowPrecision { bf16, f16 };
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// ds-precision's options for training in `dtype` (f16 or bf16): whether
-/// the loss is scaled follows from the dtype, decided here only.
-DsPrecisionOptions precisionOptionsFor(StringRef dtype);
+/// ds-precision's options for training in `dtype`: whether the loss is
+/// scaled follows from the dtype, decided here only.
+DsPrecisionOptions precisionOptionsFor(LowPrecision dtype);
 
 } // namespace mlir::ds
 

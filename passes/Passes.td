@@ -92,8 +92,13 @@ def DsPrecision : Pass<"ds-precision", "::mlir::ModuleOp"> {
     (ds.overflow_guard), which makes every ds.adamw skip its update.
   }];
   let options = [
-    Option<"dtype", "dtype", "std::string", "\"bf16\"",
-           "the 16-bit type: bf16 or f16">,
+    Option<"dtype", "dtype", "::mlir::ds::LowPrecision",
+           "::mlir::ds::LowPrecision::bf16", "the 16-bit type",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::ds::LowPrecision::bf16, "bf16",
+                        "bfloat16: f32's range"),
+             clEnumValN(::mlir::ds::LowPrecision::f16, "f16",
+                        "IEEE half: the loss is scaled"))}]>,
     Option<"lossScaling", "loss-scaling", "bool", "false",
            "scale the loss by a `loss_scale` input (fp16)">,
     Option<"checkOverflow", "check-overflow", "bool", "true",
@@ -121,8 +126,9 @@ def DsRemat : Pass<"ds-remat", "::mlir::ModuleOp"> {
     `activation-memory` bytes.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", "::mlir::ds::remat::kNone.str()",
-           "none, layers, selective or auto">,
+    Option<"policy", "policy", "::mlir::ds::remat::Policy",
+           "::mlir::ds::remat::Policy::none", "what the backward recomputes",
+           "::mlir::ds::remat::policyValues()">,
     Option<"every", "every", "int64_t", "::mlir::ds::remat::kDefaultEvery",
            "layers: transformer blocks per checkpoint">,
     Option<"activationMemory", "activation-memory", "int64_t",

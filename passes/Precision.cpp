@@ -67,13 +67,8 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
 
   LogicalResult run(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
-    if (dtype == "bf16")
-      low = BFloat16Type::get(ctx);
-    else if (dtype == "f16")
-      low = Float16Type::get(ctx);
-    else
-      return module.emitError(kPass)
-             << ": dtype must be bf16 or f16, got '" << dtype << "'";
+    low = dtype == LowPrecision::bf16 ? Type(BFloat16Type::get(ctx))
+                                      : Type(Float16Type::get(ctx));
     auto apply = module.lookupSymbol<func::FuncOp>(plan::kApplyProgram);
     auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
     if (!apply || !micro)
@@ -329,11 +324,11 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
 
 } // namespace
 
-DsPrecisionOptions mlir::ds::precisionOptionsFor(StringRef dtype) {
+DsPrecisionOptions mlir::ds::precisionOptionsFor(LowPrecision dtype) {
   DsPrecisionOptions options;
-  options.dtype = dtype.str();
+  options.dtype = dtype;
   // f16's 5-bit exponent flushes small gradients to zero unless the loss is
   // scaled up first; bf16 has f32's range.
-  options.lossScaling = dtype == "f16";
+  options.lossScaling = dtype == LowPrecision::f16;
   return options;
 }

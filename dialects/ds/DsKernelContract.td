@@ -1,4 +1,4 @@
-//===- DsKernelContract.td - a kernel's contract, declared once -*- tablegen -*-===//
+//===- DsKernelContract.td - kernel contracts -----------*- tablegen -*-===//
 //
 // Every kernel a plan can call has one contract, written here in ODS: on the
 // op that runs it (`let kernel = DS_Kernel<...>` in DsOps.td), or, for a

@@ -1,6 +1,8 @@
 //===- PlanOps.cpp - the plan dialect and its verifiers -------------------===//
 #include "dialects/plan/PlanOps.h"
 
+#include "dialects/ds/DsUtils.h"
+
 #include "runtime/kernels/KernelContract.h"
 #include "runtime/kernels/KernelSignature.h"
 
@@ -36,26 +38,12 @@ void PlanDialect::initialize() {
 
 namespace {
 
-/// The runtime's dtype of a buffer's element type (Plan_Buffer allows no
-/// other).
-dsc::DType dtypeOf(Type t) {
-  if (t.isF16())
-    return dsc::DType::f16;
-  if (t.isBF16())
-    return dsc::DType::bf16;
-  if (t.isF64())
-    return dsc::DType::f64;
-  if (t.isInteger(32))
-    return dsc::DType::i32;
-  if (t.isInteger(64))
-    return dsc::DType::i64;
-  return dsc::DType::f32;
-}
-
 std::vector<dsc::DType> dtypesOf(ValueRange buffers) {
   std::vector<dsc::DType> out;
   for (Value b : buffers)
-    out.push_back(dtypeOf(cast<MemRefType>(b.getType()).getElementType()));
+    // Plan_Buffer admits only element types dsc has a dtype for.
+    out.push_back(*mlir::ds::dtypeOfElement(
+        cast<MemRefType>(b.getType()).getElementType()));
   return out;
 }
 

@@ -1,4 +1,4 @@
-//===- PlanOps.td - the plan dialect: kernel calls over buffers -*- tablegen -*-===//
+//===- PlanOps.td - the plan dialect -------------------*- tablegen -*-===//
 //
 // The executable schedule before it is serialized: buffers with their arena
 // category and memory space (and, once placed, their offset), and kernel

@@ -47,23 +47,18 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!isPolicy(policy)) {
-      module.emitError("ds-remat: policy must be none, layers, selective "
-                       "or auto, got '")
-          << policy << "'";
-      return signalPassFailure();
-    }
     if (every < 1) {
       module.emitError("ds-remat: every must be at least 1, got ") << every;
       return signalPassFailure();
     }
-    if (activationMemory < 0 || (activationMemory && policy != kAuto)) {
+    if (activationMemory < 0 ||
+        (activationMemory && policy != Policy::automatic)) {
       module.emitError("ds-remat: activation-memory is the budget of policy "
                        "auto (a number of bytes), got ")
-          << activationMemory << " with policy " << policy;
+          << activationMemory << " with policy " << policyName(policy);
       return signalPassFailure();
     }
-    if (policy == kNone)
+    if (policy == Policy::none)
       return;
     auto micro = module.lookupSymbol<func::FuncOp>(plan::kMicroStepProgram);
     if (!micro) {
@@ -74,9 +69,9 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
     if (failed(graph))
       return signalPassFailure();
     FailureOr<Choice> choice = failure();
-    if (policy == kLayers)
+    if (policy == Policy::layers)
       choice = keepBlockInputs(*graph, every);
-    else if (policy == kSelective)
+    else if (policy == Policy::selective)
       choice = keepSelective(*graph);
     else
       choice = chooseAuto(module, *graph);

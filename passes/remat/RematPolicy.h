@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <iterator>
 
 namespace mlir::ds::remat {
 
@@ -31,6 +32,20 @@ constexpr llvm::StringRef kPolicies[] = {kNone, kLayers, kSelective, kAuto};
 
 inline bool isPolicy(llvm::StringRef name) {
   return llvm::is_contained(kPolicies, name);
+}
+
+/// ds-remat's `policy` option, in kPolicies' order (`auto` is a C++
+/// keyword, hence `automatic`).
+enum class Policy { none, layers, selective, automatic };
+
+inline llvm::StringRef policyName(Policy p) {
+  return kPolicies[static_cast<int>(p)];
+}
+
+/// The policy called `name` (isPolicy(name) must hold).
+inline Policy policyNamed(llvm::StringRef name) {
+  return static_cast<Policy>(llvm::find(kPolicies, name) -
+                             std::begin(kPolicies));
 }
 
 /// The policy a compiled module records (ds.remat), where an absent one

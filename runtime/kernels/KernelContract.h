@@ -1,4 +1,4 @@
-//===- KernelContract.h - each kernel's contract, generated from ODS -*- C++
+//===- KernelContract.h - each kernel's contract, from ODS -*- C++ -*-===//
 //-*-===//
 //
 // What every backend implements for each kernel a plan can call: its name,

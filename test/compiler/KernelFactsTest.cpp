@@ -56,7 +56,7 @@ std::unique_ptr<Corpus> parseOpsMlir() {
   return c;
 }
 
-TEST(KernelFacts, EveryKernelOpMatchesTheCpuTable) {
+TEST(KernelFacts, EveryKernelOpMatchesItsContract) {
   std::unique_ptr<Corpus> c = parseOpsMlir();
   ASSERT_TRUE(c->module) << c->diagnostics;
   llvm::StringSet<> seen;
