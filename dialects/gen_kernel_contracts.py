@@ -132,11 +132,11 @@ def contracts(records):
         if in_place and k["alias"] == "none":
             raise ContractError(f"{op}: DS_InPlaceSafe, but its kernel's alias is \"none\"")
         out.append(dict(name=f"{dialect}.{r['opName']}", record=op, op=op, ins=ins, outs=outs,
-                        attrs=op_attributes(records, r["arguments"]), kernel=k))
+                        kernel=k))
     for d in instances.get("DS_KernelDef", []):
         r = records[d]
         out.append(dict(name=r["name"], record=d, op=None, ins=r["ins"], outs=r["outs"],
-                        attrs=[], kernel=records[r["kernel"]["def"]]))
+                        kernel=records[r["kernel"]["def"]]))
     names = [c["name"] for c in out]
     for n in names:
         if names.count(n) > 1:

@@ -15,6 +15,7 @@
 #include "runtime/backends/StreamExecutor.h"
 #include "runtime/core/MemorySpace.h"
 #include "runtime/kernels/Kernel.h"
+#include "runtime/kernels/KernelContract.h"
 #include "runtime/kernels/KernelSignature.h"
 
 #include <cstddef>
@@ -42,6 +43,12 @@ struct KernelVariants {
 /// Sorts a kernel table by name, keeping each name's variants in table
 /// order (for variantsOf). Registry.cpp.
 void sortKernelTable(std::vector<KernelInfo> &table);
+
+/// Appends one variant per signature of `contract`'s `column`, each run by
+/// `fn` (Registry.cpp).
+void addKernelVariants(std::vector<KernelInfo> &table,
+                       const KernelContract &contract, KernelColumn column,
+                       KernelFn fn);
 
 /// The variants of `name` in a table sorted by sortKernelTable.
 KernelVariants variantsOf(const std::vector<KernelInfo> &table,

@@ -58,6 +58,15 @@ void sortKernelTable(std::vector<KernelInfo> &table) {
       [](const KernelInfo &x, const KernelInfo &y) { return x.name < y.name; });
 }
 
+void addKernelVariants(std::vector<KernelInfo> &table,
+                       const KernelContract &contract, KernelColumn column,
+                       KernelFn fn) {
+  for (std::string_view signature : contract.column(column))
+    table.push_back(KernelInfo{contract.name, signature, contract.numInputs,
+                               contract.numOutputs, contract.numIntAttrs,
+                               contract.numFloatAttrs, fn});
+}
+
 KernelVariants variantsOf(const std::vector<KernelInfo> &table,
                           std::string_view name) {
   auto first = std::lower_bound(

@@ -109,6 +109,15 @@ bool checkKernelArgs(const KernelContract &spec, const KernelArgs &a,
   return checkAliasing(err, spec, a);
 }
 
+bool callChecked(const KernelContract &contract, KernelFn body,
+                 const KernelArgs &args, std::string &error) {
+  std::string err;
+  if (checkKernelArgs(contract, args, err) && body(args, err))
+    return true;
+  error = std::string(contract.name) + ": " + err;
+  return false;
+}
+
 std::string listStr(const int64_t *values, size_t count) {
   std::string s = "[";
   for (size_t i = 0; i < count; ++i) {

@@ -44,6 +44,11 @@ bool fail(std::string &err, const Parts &...parts) {
 bool checkKernelArgs(const KernelContract &contract, const KernelArgs &args,
                      std::string &err);
 
+/// A backend's table entry: `body` on `args` once checkKernelArgs passes;
+/// `error` gets the failure, prefixed with the kernel's name.
+bool callChecked(const KernelContract &contract, KernelFn body,
+                 const KernelArgs &args, std::string &error);
+
 //===--- Shapes -----------------------------------------------------------===//
 
 /// "[2, 3]"-style rendering.

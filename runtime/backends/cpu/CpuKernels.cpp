@@ -28,38 +28,28 @@ constexpr Body kBodies[] = {DSC_FOR_EACH_KERNEL(DSC_CPU_BODY)};
 static_assert(sizeof(kBodies) / sizeof(kBodies[0]) == kNumKernels);
 
 template <size_t I> bool entry(const KernelArgs &args, std::string &error) {
-  const KernelContract &contract = kKernelContracts[I];
-  std::string err;
-  if (checkKernelArgs(contract, args, err) && kBodies[I](args, err))
-    return true;
-  error = std::string(contract.name) + ": " + err;
-  return false;
+  return callChecked(kKernelContracts[I], kBodies[I], args, error);
+}
+
+template <size_t I>
+bool widenedPairBody(const KernelArgs &args, std::string &err) {
+  return cpu::runWidenedPair(kKernelContracts[I].name, args, err);
 }
 
 // The 16-bit column of kernel I (Widening.h): checked on the 16-bit
-// operands themselves, then run on their f32 copies.
+// operands themselves, then run on their f32 copies (a fused pair in two
+// rounded steps).
 template <size_t I>
 bool widenedEntry(const KernelArgs &args, std::string &error) {
   const KernelContract &contract = kKernelContracts[I];
+  if (cpu::isFusedPair(contract.name))
+    return callChecked(contract, &widenedPairBody<I>, args, error);
   std::string err;
   if (!checkKernelArgs(contract, args, err)) {
     error = std::string(contract.name) + ": " + err;
     return false;
   }
-  if (cpu::isFusedPair(contract.name)) {
-    if (cpu::runWidenedPair(contract.name, args, err))
-      return true;
-    error = std::string(contract.name) + ": " + err;
-    return false;
-  }
   return cpu::runWidened(&entry<I>, args, error);
-}
-
-void addColumn(std::vector<KernelInfo> &table, const KernelContract &c,
-               KernelColumn column, KernelFn fn) {
-  for (std::string_view signature : c.column(column))
-    table.push_back(KernelInfo{c.name, signature, c.numInputs, c.numOutputs,
-                               c.numIntAttrs, c.numFloatAttrs, fn});
 }
 
 /// Kernels whose bodies compute in 16 bits themselves: the collectives sum
@@ -75,9 +65,9 @@ std::vector<KernelInfo> makeTable(std::index_sequence<I...>) {
   std::vector<KernelInfo> t;
   for (size_t i = 0; i < kNumKernels; ++i) {
     const KernelContract &c = kKernelContracts[i];
-    addColumn(t, c, KernelColumn::Full, full[i]);
-    addColumn(t, c, KernelColumn::Half,
-              halfIsNative(KernelId(i)) ? full[i] : half[i]);
+    addKernelVariants(t, c, KernelColumn::Full, full[i]);
+    addKernelVariants(t, c, KernelColumn::Half,
+                      halfIsNative(KernelId(i)) ? full[i] : half[i]);
   }
   return t;
 }

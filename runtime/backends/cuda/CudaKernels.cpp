@@ -18,37 +18,24 @@
 namespace dsc::rt::cuda {
 namespace {
 
-using Body = bool (*)(const KernelArgs &, std::string &);
-
 // In KernelId order, as DSC_FOR_EACH_KERNEL lists them.
 #define DSC_CUDA_BODY(id, body) &body##Body,
-constexpr Body kBodies[] = {DSC_FOR_EACH_KERNEL(DSC_CUDA_BODY)};
+constexpr KernelFn kBodies[] = {DSC_FOR_EACH_KERNEL(DSC_CUDA_BODY)};
 #undef DSC_CUDA_BODY
 static_assert(sizeof(kBodies) / sizeof(kBodies[0]) == kNumKernels);
 
 template <size_t I> bool entry(const KernelArgs &args, std::string &error) {
-  const KernelContract &contract = kKernelContracts[I];
-  std::string err;
-  if (checkKernelArgs(contract, args, err) && kBodies[I](args, err))
-    return true;
-  error = std::string(contract.name) + ": " + err;
-  return false;
+  return callChecked(kKernelContracts[I], kBodies[I], args, error);
 }
 
 template <size_t... I>
 std::vector<KernelInfo> makeTable(std::index_sequence<I...>) {
   const KernelFn fns[] = {&entry<I>...};
   std::vector<KernelInfo> t;
-  for (size_t i = 0; i < kNumKernels; ++i) {
-    const KernelContract &c = kKernelContracts[i];
-    for (KernelColumn column : {KernelColumn::Full, KernelColumn::Half}) {
-      if (isCudaKernelGap(KernelId(i), column))
-        continue;
-      for (std::string_view signature : c.column(column))
-        t.push_back(KernelInfo{c.name, signature, c.numInputs, c.numOutputs,
-                               c.numIntAttrs, c.numFloatAttrs, fns[i]});
-    }
-  }
+  for (size_t i = 0; i < kNumKernels; ++i)
+    for (KernelColumn column : {KernelColumn::Full, KernelColumn::Half})
+      if (!isCudaKernelGap(KernelId(i), column))
+        addKernelVariants(t, kKernelContracts[i], column, fns[i]);
   return t;
 }
 
