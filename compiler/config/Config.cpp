@@ -675,9 +675,7 @@ bool readCompile(Reader &r, Section &root) {
   std::optional<Section> compile;
   if (!root.section("compile", compile))
     return false;
-  const json::Value *enabled = compile->get("enabled");
-  bool off = enabled && enabled->getAsBoolean() == false;
-  if (compile->present() && !off)
+  if (compile->present() && !isSwitchedOff(*root.get("compile")))
     r.note(root.at("compile"),
            "has no effect in dsc: dsc compiles the whole training step "
            "ahead of time, not through torch.compile");

@@ -206,6 +206,17 @@ private:
   size_t problems = 0;
 };
 
+/// Whether a feature's value switches it off: `false`, or an object with
+/// "enabled": false.
+inline bool isSwitchedOff(const json::Value &v) {
+  if (std::optional<bool> b = v.getAsBoolean())
+    return !*b;
+  const json::Object *o = v.getAsObject();
+  const json::Value *enabled = o ? o->get("enabled") : nullptr;
+  std::optional<bool> on = enabled ? enabled->getAsBoolean() : std::nullopt;
+  return on && !*on;
+}
+
 /// One JSON object of the config (or an absent one, read as all defaults)
 /// at a JSON path. Readers leave their output alone when the key is absent;
 /// that output holds the default on entry.
@@ -237,16 +248,6 @@ public:
   }
 
 private:
-  /// `false`, or an object with "enabled": false.
-  static bool isSwitchedOff(const json::Value &v) {
-    if (std::optional<bool> b = v.getAsBoolean())
-      return !*b;
-    const json::Object *o = v.getAsObject();
-    const json::Value *enabled = o ? o->get("enabled") : nullptr;
-    std::optional<bool> on = enabled ? enabled->getAsBoolean() : std::nullopt;
-    return on && !*on;
-  }
-
   bool checkKey(StringRef key, llvm::ArrayRef<StringRef> known) {
     if (llvm::is_contained(known, key))
       return true;
