@@ -169,7 +169,7 @@ struct FuseMatmulBiasGelu : OpRewritePattern<BiasGeluOp> {
 };
 
 /// reduce_sum(gelu_grad(x, matmul(a, b))) over every dim but the last ->
-/// ds.matmul_gelu_grad (cuBLASLt's DGELU_BGRAD): the backward of a
+/// ds.matmul_gelu_grad: the backward of a
 /// matmul_bias_gelu's GELU and bias. The GELU gradient keeps its other
 /// readers (the two matmuls of the layer below).
 struct FuseMatmulGeluGrad : OpRewritePattern<ReduceSumOp> {

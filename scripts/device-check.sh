@@ -10,7 +10,10 @@
 #
 # Budget: under 8 minutes on 16 cores (each GPU stage has a timeout, exit
 # 124 when it hits it). Each stage records its own result; a failing stage
-# does not stop the later ones.
+# does not stop the later ones. DEVICE_CHECK_TORCH=0 skips the PyTorch
+# runs (a rerun in the same session, when they were measured already);
+# DEVICE_CHECK_NCU=1 adds an Nsight Compute profile of the attention
+# kernels (where the machine lets ncu read the counters).
 #
 # The device tool brings back at most 8 files from $OUT, so the logs are
 # written to a work folder and $OUT holds two: summary.md and logs.tar.gz,
@@ -125,11 +128,27 @@ timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" 
 # What the runtime noted (a program left uncaptured, an epilogue run
 # unfused): each is a path the results above did not take.
 grep -h 'dsrun: note:' "$out"/*.log 2> /dev/null | sort | uniq -c | head -12 | sed 's/^/  /' | tee -a "$summary"
-for mode in "" --compile; do
+for mode in $([ "${DEVICE_CHECK_TORCH:-1}" = 0 ] || echo "eager --compile"); do
+  [ "$mode" = eager ] && mode=
   timeout 240 python3 "$root/bench/gpu_gpt2.py" --batch "$batch" $mode > "$out/bench.torch$mode.json" 2> "$out/bench.torch$mode.log"
   lap "torch ${mode:-eager}: $(tail -1 "$out/bench.torch$mode.json" 2>/dev/null || tail -1 "$out/bench.torch$mode.log")"
 done
-# 5. compute-sanitizer, where the toolkit has it and time is left (last:
+# 5. Nsight Compute on attention at the benchmark's shapes (micro-batch
+# 16, the smallest plan: ncu saves and restores the memory a kernel may
+# write for each of its replays): the last layer's forward, then the
+# gradient's three programs (statistics, dK and dV, dQ), kernel by kernel.
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+if [ "${DEVICE_CHECK_NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
+  timeout 150 "$ncu" --kernel-name regex:runTiles --launch-skip 11 --launch-count 4 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis \
+    "$dsrun" "$dev/plans/gpt2-124m-bf16-b16.dsplan" --backend cuda:graphs=off \
+    --data "$dev/plans/corpus.txt" --steps 1 > "$out/ncu.txt" 2>&1
+  lap "ncu attention: exit $?"
+  grep -E '^  [a-zA-Z_].*runTiles|Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Local Memory Spilling' \
+    "$out/ncu.txt" | cut -c1-160 | head -40 | sed 's/^/  /' | tee -a "$summary"
+fi
+# 6. compute-sanitizer, where the toolkit has it and time is left (last:
 # the results above matter more): racecheck on the attention kernels
 # (shared memory shared between phases: a missing barrier shows), and
 # memcheck on the failing suites when the suite failed (an access out of

@@ -118,7 +118,6 @@ enum UnaryOp : int {
   kSwiglu,
 };
 
-constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 // exp(-2z) for tanh-GELU's z = sqrt(2/pi) (x + 0.044715 x^3), with z formed
@@ -131,7 +130,19 @@ __device__ __forceinline__ float expMinus2z(float x, float &dz) {
   float hi = float(-2.0 * z);
   float lo = float(-2.0 * z - double(hi));
   float e = expf(hi);
-  return lo == lo ? e + e * lo : e; // x = +-inf: lo is NaN
+  // x = +-inf: lo is NaN; e = inf (x below about -9.7): e * lo is NaN or inf
+  return lo == lo && e < INFINITY ? e + e * lo : e;
+}
+
+// e^(-x^2/2) with x^2/2 split as hi + lo, hi exact (xh keeps x's top 12
+// significant bits): a rounded x^2/2 would cost x^2/2 ulp in the tails.
+// |x| is capped at 20, where the result is long zero, as on the CPU.
+__device__ __forceinline__ float gaussian(float x) {
+  const float ax = fminf(fabsf(x), 20.0f);
+  const float xh = __int_as_float(__float_as_int(ax) & int(0xFFFFF000));
+  const float hi = 0.5f * xh * xh, lo = 0.5f * (ax - xh) * (ax + xh);
+  const float e = expf(-hi);
+  return e - e * lo;
 }
 
 __device__ __forceinline__ float sigmoid(float x) {
@@ -157,8 +168,9 @@ __device__ __forceinline__ float unary(UnaryOp op, float x, float g) {
     return x > 0 ? x : 0.0f; // NaN maps to 0, like the reference
   case kSilu:
     return x / (1.0f + expf(-x));
-  case kGeluErf:
-    return x * 0.5f * erfcf(-x * kInvSqrt2);
+  case kGeluErf: // normcdff(x), not erfcf(-x / sqrt 2): the rounded
+    // quotient would cost about x^2 ulp in the negative tail
+    return x * normcdff(x);
   case kGeluTanh:
     return x / (1.0f + expMinus2z(x, dz));
   case kReluGrad:
@@ -169,10 +181,8 @@ __device__ __forceinline__ float unary(UnaryOp op, float x, float g) {
     float s = sigmoid(x);
     return g * (s * (1.0f + x * (1.0f - s)));
   }
-  case kGeluErfGrad: {
-    float cdf = 0.5f * erfcf(-x * kInvSqrt2);
-    return g * (cdf + x * kInvSqrt2Pi * expf(-0.5f * x * x));
-  }
+  case kGeluErfGrad:
+    return g * (normcdff(x) + x * kInvSqrt2Pi * gaussian(x));
   default: { // kGeluTanhGrad: d/dx [x s(2z)] = s + 2 x s (1 - s) z'
     float s = 1.0f / (1.0f + expMinus2z(x, dz));
     return g * (s + 2.0f * x * s * (1.0f - s) * dz);

@@ -2,8 +2,12 @@
 //
 // Each kernel's arguments become the same StridedCopy plan as on the CPU
 // backend (runtime/kernels/ShapeKernelPlans.cpp), executed here as one
-// gather or scatter with a thread per element, moving 2-, 4- or 8-byte
-// words; concat and split are one 2-D copy per operand
+// gather or scatter with a thread per word. A word is an element, or
+// where every run the copy moves is whole words of 4, 8 or 16 bytes (the
+// innermost dim contiguous: a transpose that keeps the head dim, say) the
+// largest such word, so the threads move 16 bytes each rather than 2
+// (measured on the H200: the per-element copy of [128, 1024, 12, 64] bf16
+// ran at 0.46 TB/s). Concat and split are one 2-D copy per operand
 // (cudaMemcpy2DAsync), which the copy engines do at full bandwidth.
 //
 //===----------------------------------------------------------------------===//
@@ -61,11 +65,46 @@ void launchCopy(const KernelArgs &a, const StridedCopy &p, const void *src,
                                                         p.total, p.scatter);
 }
 
-bool runPlan(const KernelArgs &a, const StridedCopy &p, const void *src,
+/// `p` as a copy of words of `bytes` (a multiple of its element size), or
+/// false where a run would split a word: the innermost dim must be
+/// contiguous on the strided side and whole words long, every other
+/// stride and both bases whole words, both pointers aligned to a word.
+bool widened(const StridedCopy &p, const void *src, const void *dst,
+             size_t bytes, StridedCopy &w) {
+  const int64_t k = int64_t(bytes / p.elemSize);
+  const BroadcastLayout &l = p.layout;
+  const int last = l.rank - 1;
+  if (bytes % p.elemSize != 0 || k < 2 || l.strides[0][last] != 1 ||
+      l.shape[last] % k != 0 || p.srcBase % k != 0 || p.dstBase % k != 0 ||
+      reinterpret_cast<uintptr_t>(src) % bytes != 0 ||
+      reinterpret_cast<uintptr_t>(dst) % bytes != 0)
+    return false;
+  for (int d = 0; d < last; ++d)
+    if (l.strides[0][d] % k != 0)
+      return false;
+  w = p;
+  w.layout.shape[last] /= k;
+  for (int d = 0; d < last; ++d)
+    w.layout.strides[0][d] /= k;
+  w.total /= k;
+  w.srcBase /= k;
+  w.dstBase /= k;
+  w.elemSize = bytes;
+  return true;
+}
+
+bool runPlan(const KernelArgs &a, const StridedCopy &plan, const void *src,
              void *dst, std::string &err) {
-  if (p.total == 0)
+  if (plan.total == 0)
     return true;
+  StridedCopy p = plan;
+  for (size_t bytes : {16, 8, 4})
+    if (bytes > plan.elemSize && widened(plan, src, dst, bytes, p))
+      break;
   switch (p.elemSize) {
+  case 16:
+    launchCopy<uint4>(a, p, src, dst);
+    break;
   case 2:
     launchCopy<uint16_t>(a, p, src, dst);
     break;

@@ -148,6 +148,10 @@ TEST_P(ShapeKernels, TransposeMatchesReferenceForAnyDtype) {
       {{2, 3, 5, 7}, {0, 1, 2, 3}},
       {{1, 5, 1, 7}, {3, 1, 2, 0}},
       {{4, 1, 65, 33}, {0, 2, 3, 1}},
+      // Runs of whole words (CUDA moves 16, 8 or 4 bytes a thread): the
+      // head split of attention, runs of 6 elements.
+      {{2, 6, 3, 64}, {0, 2, 1, 3}},
+      {{3, 4, 6}, {1, 0, 2}},
       {{7}, {0}},
       {{}, {}},
   };
