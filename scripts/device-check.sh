@@ -13,7 +13,8 @@
 # does not stop the later ones. DEVICE_CHECK_TORCH=0 skips the PyTorch
 # runs (a rerun in the same session, when they were measured already);
 # DEVICE_CHECK_NCU=1 adds an Nsight Compute profile of the attention
-# kernels (where the machine lets ncu read the counters).
+# kernels (where the machine lets ncu read the counters);
+# DEVICE_CHECK_SANITIZER=0 skips compute-sanitizer (a short last rerun).
 #
 # The device tool brings back at most 8 files from $OUT, so the logs are
 # written to a work folder and $OUT holds two: summary.md and logs.tar.gz,
@@ -154,7 +155,9 @@ fi
 # memcheck on the failing suites when the suite failed (an access out of
 # bounds names the kernel and the address).
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
-if [ $(( $(date +%s) - start )) -gt 400 ]; then
+if [ "${DEVICE_CHECK_SANITIZER:-1}" = 0 ]; then
+  lap "compute-sanitizer: skipped (DEVICE_CHECK_SANITIZER=0)"
+elif [ $(( $(date +%s) - start )) -gt 400 ]; then
   lap "compute-sanitizer: skipped, no time left"
 elif [ -n "$sanitizer" ]; then
   timeout 90 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
