@@ -14,7 +14,9 @@
 # runs (a rerun in the same session, when they were measured already);
 # DEVICE_CHECK_NCU=1 adds an Nsight Compute profile of the attention
 # kernels (where the machine lets ncu read the counters);
-# DEVICE_CHECK_SANITIZER=0 skips compute-sanitizer (a short last rerun).
+# DEVICE_CHECK_SANITIZER=0 skips compute-sanitizer and
+# DEVICE_CHECK_BENCH_STEPS=N times N steps instead of 30 (a short last
+# rerun).
 #
 # The device tool brings back at most 8 files from $OUT, so the logs are
 # written to a work folder and $OUT holds two: summary.md and logs.tar.gz,
@@ -112,7 +114,7 @@ idle_mib=$(used_mib)
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/bench.memory.txt" 2>/dev/null &
 sampler=$!
 timeout 150 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
-  --steps 30 --metrics "$out/bench.dsrun.jsonl" > "$out/bench.dsrun.log" 2>&1
+  --steps "${DEVICE_CHECK_BENCH_STEPS:-30}" --metrics "$out/bench.dsrun.jsonl" > "$out/bench.dsrun.log" 2>&1
 rc=$?
 kill "$sampler" 2> /dev/null; wait "$sampler" 2> /dev/null
 lap "dsrun gpt2-124m bf16 (graphs): exit $rc; $(grep -E '^done:|device peak in use' "$out/bench.dsrun.log" | tr '\n' ' ' || true)$([ $rc = 0 ] || tail -1 "$out/bench.dsrun.log")"
