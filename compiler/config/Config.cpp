@@ -231,7 +231,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
     return false;
   if (!opt->present())
     return true;
-  bool keysOk = opt->checkKeys({"type", "params"});
+  bool keysOk = opt->checkKeys();
 
   // A bad type leaves AdamW's defaults, so params are still checked.
   auto readType = [&]() {
@@ -263,16 +263,8 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
   bool gradNormOk = !params->get("max_grad_norm") ||
                     r.fail(params->at("max_grad_norm"),
                            "not an optimizer parameter; use gradient_clipping");
-  bool paramKeysOk = params->checkKeys(
-      {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "bias_correction",
-       "torch_adam", "max_grad_norm", "fused"});
-  // torch.optim's fused implementation: dsc's AdamW is always one kernel
-  // over flat buffers, so asking for it (or not) changes nothing.
+  bool paramKeysOk = params->checkKeys();
   bool fusedOk = params->ignoredBoolean("fused");
-  if (fusedOk && params->get("fused"))
-    r.note(params->at("fused"),
-           "has no effect in dsc: its AdamW is always one fused kernel over "
-           "flat buffers");
 
   auto readBetas = [&]() {
     const json::Value *betas = params->get("betas");
@@ -333,7 +325,7 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     return false;
   if (!sched->present())
     return true;
-  bool keysOk = sched->checkKeys({"type", "params"});
+  bool keysOk = sched->checkKeys();
 
   static constexpr StringRef kTypeNames[] = {"WarmupLR", "WarmupDecayLR",
                                              "WarmupCosineLR"};
@@ -357,15 +349,6 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
   std::optional<Section> params;
   if (!sched->section("params", params))
     return false;
-  // Each constructor's keyword arguments.
-  std::vector<StringRef> known = {"warmup_num_steps", "warmup_type",
-                                  "last_batch_iteration"};
-  if (needsTotal)
-    known.push_back("total_num_steps");
-  if (cosine)
-    known.insert(known.end(), {"warmup_min_ratio", "cos_min_ratio"});
-  else
-    known.insert(known.end(), {"warmup_min_lr", "warmup_max_lr"});
 
   auto readTotal = [&]() {
     if (!needsTotal)
@@ -394,7 +377,7 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
   };
   int64_t last = -1;
   bool ok = Reader::all(
-      {keysOk, params->checkKeys(known), readTotal(),
+      {keysOk, params->checkKeys(s.type), readTotal(),
        !cosine ||
            (params->number("warmup_min_ratio", s.warmupMinRatio) &&
             r.atLeast(params->at("warmup_min_ratio"), s.warmupMinRatio, 0.0)),
@@ -428,11 +411,7 @@ bool readFp16(Reader &r, Section &root, DsConfig::Fp16 &f) {
   if (!root.section("fp16", fp16))
     return false;
   return Reader::all(
-      {fp16->checkKeys({"enabled", "loss_scale", "initial_scale_power",
-                        "loss_scale_window", "hysteresis",
-                        "consecutive_hysteresis", "min_loss_scale",
-                        "auto_cast"}),
-       fp16->boolean("enabled", f.enabled),
+      {fp16->checkKeys(), fp16->boolean("enabled", f.enabled),
        fp16->number("loss_scale", f.lossScale) &&
            r.atLeast(fp16->at("loss_scale"), f.lossScale, 0.0),
        fp16->integer("initial_scale_power", f.initialScalePower) &&
@@ -466,34 +445,22 @@ bool readBf16(Reader &r, Section &root, DsConfig::Bf16 &b) {
   std::optional<Section> bf16;
   return root.section(key, bf16) &&
          Reader::all(
-             {bf16->checkKeys({"enabled", "check_grad_overflow"}),
-              bf16->boolean("enabled", b.enabled),
+             {bf16->checkKeys(), bf16->boolean("enabled", b.enabled),
               bf16->boolean("check_grad_overflow", b.checkGradOverflow)});
 }
 
 // DeepSpeed's offload keys. dsc offloads to host memory only, all of the
 // optimizer or all of the parameter shards: the NVMe keys have no effect
-// (noted), a partial `ratio` is refused.
+// (checkKeys notes them), a partial `ratio` is refused.
 bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
                  int64_t minStage, std::string &device) {
   std::optional<Section> offload;
   if (!zero.section(key, offload))
     return false;
   bool param = key == "offload_param";
-  std::vector<StringRef> nvmeOnly = {"nvme_path", "buffer_count"};
-  if (param)
-    nvmeOnly.insert(nvmeOnly.end(), {"buffer_size", "max_in_cpu"});
-  else
-    nvmeOnly.insert(nvmeOnly.end(),
-                    {"pipeline_read", "pipeline_write", "fast_init"});
-  std::vector<StringRef> keys = {"device", "pin_memory"};
-  keys.insert(keys.end(), nvmeOnly.begin(), nvmeOnly.end());
-  if (!param)
-    keys.push_back("ratio");
-  std::string given;
   double ratio = 1;
   bool pin = true;
-  if (!Reader::all({offload->checkKeys(keys),
+  if (!Reader::all({offload->checkKeys(),
                     offload->choice("device", {"none", "cpu", "nvme"}, device,
                                     /*allowAuto=*/false),
                     offload->boolean("pin_memory", pin),
@@ -514,10 +481,6 @@ bool readOffload(Reader &r, Section &zero, StringRef key, int64_t stage,
                   formatNumber(ratio) +
                       " is not supported yet: dsc runs the whole optimizer "
                       "on the host (ratio 1)");
-  for (StringRef k : nvmeOnly)
-    if (offload->get(k))
-      r.note(offload->at(k), "has no effect in dsc: it tunes NVMe offload, "
-                             "which dsc does not have");
   if (!pin)
     r.note(offload->at("pin_memory"),
            "false has no effect in dsc: the copies read and write the host "
@@ -529,15 +492,7 @@ bool readZero(Reader &r, Section &root, DsConfig::Zero &z) {
   std::optional<Section> zero;
   if (!root.section("zero_optimization", zero))
     return false;
-  bool keysOk = zero->checkKeys(
-      {"stage", "offload_optimizer", "offload_param", "reduce_bucket_size",
-       "contiguous_gradients", "overlap_comm", "stage3_prefetch_bucket_size",
-       "stage3_param_persistence_threshold", "stage3_max_live_parameters",
-       // Accepted and ignored:
-       "allgather_partitions", "allgather_bucket_size", "reduce_scatter",
-       "round_robin_gradients", "sub_group_size", "stage3_max_reuse_distance",
-       "stage3_gather_16bit_weights_on_model_save",
-       "ignore_unused_parameters"});
+  bool keysOk = zero->checkKeys();
 
   // The offload checks need a valid stage.
   bool stageOk = zero->integer("stage", z.stage) &&
@@ -584,11 +539,7 @@ bool readActivationCheckpointing(Reader &r, Section &root,
   const json::Value *n = ac->get("number_checkpoints");
   const bool numbered = n && n->kind() != json::Value::Null;
   if (!Reader::all(
-          {ac->checkKeys({"partition_activations", "cpu_checkpointing",
-                          "contiguous_memory_optimization",
-                          "number_checkpoints",
-                          "synchronize_checkpoint_boundary", "profile", "remat",
-                          "remat_every", "activation_memory"}),
+          {ac->checkKeys(),
            ac->boolean("partition_activations", a.partitionActivations),
            ac->boolean("cpu_checkpointing", a.cpuCheckpointing),
            ac->boolean("contiguous_memory_optimization",
@@ -609,22 +560,6 @@ bool readActivationCheckpointing(Reader &r, Section &root,
                  r.atLeast<int64_t>(ac->at("number_checkpoints"),
                                     a.numberCheckpoints, 1)))}))
     return false;
-  // DeepSpeed's tuning of its own checkpointing runtime: dsc places every
-  // activation at compile time, so they change nothing; say so.
-  for (auto [key, set] :
-       {std::pair<const char *, bool>{"contiguous_memory_optimization",
-                                      a.contiguousMemoryOptimization},
-        {"synchronize_checkpoint_boundary", a.synchronizeCheckpointBoundary},
-        {"profile", a.profile}})
-    if (set)
-      r.note(ac->at(key), "has no effect in dsc: activations are placed at "
-                          "compile time (--report shows them); the policy "
-                          "is activation_checkpointing.remat");
-  if (!numbered)
-    return true;
-  r.note(ac->at("number_checkpoints"),
-         "has no effect in dsc: the policy (activation_checkpointing.remat) "
-         "decides what is kept");
   return true;
 }
 
@@ -655,31 +590,11 @@ std::string describeParseError(llvm::Error err) {
 
 namespace {
 
-/// DeepSpeed's per-step timing printout: dsc has no printout of its own yet,
-/// so a `true` gets a note pointing at what measures the same times.
-bool readWallClockBreakdown(Reader &r, Section &root) {
-  if (!root.ignoredBoolean("wall_clock_breakdown"))
-    return false;
-  const json::Value *v = root.get("wall_clock_breakdown");
-  if (v && v->getAsBoolean() == true)
-    r.note(root.at("wall_clock_breakdown"),
-           "has no effect in dsc yet: dsrun --trace records every kernel "
-           "on its stream's track (Chrome trace events)");
-  return true;
-}
-
 /// DeepSpeed's `compile` section configures torch.compile (and DeepCompile)
-/// over the engine's module; dsc compiles the whole step ahead of time
-/// instead, so an object here is accepted with a note, unless it is off.
-bool readCompile(Reader &r, Section &root) {
+/// over the engine's module: an object (checkKeys notes it has no effect).
+bool readCompile(Section &root) {
   std::optional<Section> compile;
-  if (!root.section("compile", compile))
-    return false;
-  if (compile->present() && !isSwitchedOff(*root.get("compile")))
-    r.note(root.at("compile"),
-           "has no effect in dsc: dsc compiles the whole training step "
-           "ahead of time, not through torch.compile");
-  return true;
+  return root.section("compile", compile);
 }
 
 /// fp16 and bf16 exclude each other, and a 16-bit communication type needs
@@ -728,19 +643,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
     return r.fail("$", Twine("expected an object, got ") + kindName(*parsed));
 
   Section root(r, object, "$");
-  bool keysOk = root.checkKeys(
-      {kTrainBatch, kMicroBatch, kGradAccum, "gradient_clipping", "optimizer",
-       "scheduler", "fp16", "bf16", "bfloat16", "zero_optimization",
-       "activation_checkpointing", "communication_data_type", "tensorboard",
-       "csv_monitor", "wandb",
-       // Accepted and ignored:
-       "steps_per_print", "wall_clock_breakdown", "dump_state",
-       "prescale_gradients", "gradient_predivide_factor",
-       "zero_allow_untested_optimizer",
-       // With offload the host optimizer is always dsc's own CPU AdamW.
-       "zero_force_ds_cpu_optimizer",
-       // torch.compile's settings: dsc compiles the step itself.
-       "compile"});
+  bool keysOk = root.checkKeys();
 
   // Every section is read even after a problem, so one run lists them all
   // (a failed optimizer leaves the lr an "auto" warmup_max_lr reads at its
@@ -762,12 +665,12 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        commOk, readZero(r, root, c.zero),
        readActivationCheckpointing(r, root, c.activationCheckpointing),
        readMonitors(r, root), root.ignoredInteger("steps_per_print"),
-       readWallClockBreakdown(r, root), root.ignoredBoolean("dump_state"),
+       root.ignoredBoolean("wall_clock_breakdown"),
+       root.ignoredBoolean("dump_state"),
        root.ignoredBoolean("prescale_gradients"),
        root.ignoredNumber("gradient_predivide_factor"),
        root.ignoredBoolean("zero_allow_untested_optimizer"),
-       root.ignoredBoolean("zero_force_ds_cpu_optimizer"),
-       readCompile(r, root)});
+       root.ignoredBoolean("zero_force_ds_cpu_optimizer"), readCompile(root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
   if (!ok)

@@ -12,76 +12,12 @@
 // fp16.min_loss_scale 1000 vs 1, gradient_clipping 1.0 vs 0) the runtime's
 // value is the one used here. Config.cpp lists what it relies on.
 //
-// Accepted keys (defaults in brackets; "auto" is accepted wherever a default
-// exists and is resolved to it, with a note):
-//
-//   train_batch_size, train_micro_batch_size_per_gpu,
-//   gradient_accumulation_steps            integers >= 1 (see below)
-//   gradient_clipping                      number >= 0 [0 = off]
-//   optimizer.type                         "Adam" | "AdamW", any case
-//   optimizer.params.lr                    >= 0 [1e-3]
-//   optimizer.params.betas                 [b1, b2], each in [0, 1)
-//                                          [[0.9, 0.999]]
-//   optimizer.params.eps                   >= 0 [1e-8]
-//   optimizer.params.weight_decay          >= 0 [Adam: 0, AdamW: 0.01]
-//   optimizer.params.adam_w_mode           [true]; false (L2) is rejected
-//   optimizer.params.bias_correction       [true]; false is rejected
-//   optimizer.params.torch_adam            ignored (which kernel runs)
-//   scheduler.type                         "WarmupLR" | "WarmupDecayLR" |
-//                                          "WarmupCosineLR" (absent: the
-//                                          lr stays constant)
-//   scheduler.params (WarmupLR, WarmupDecayLR): warmup_min_lr [0],
-//     warmup_max_lr [1e-3; "auto" = optimizer lr], warmup_num_steps [1000],
-//     warmup_type "log" | "linear" ["log"], total_num_steps (WarmupDecayLR;
-//     required), last_batch_iteration (-1 only)
-//   scheduler.params (WarmupCosineLR): total_num_steps (required),
-//     warmup_min_ratio [0], warmup_num_steps [1000], warmup_type ["log"],
-//     cos_min_ratio [1e-4], last_batch_iteration (-1 only)
-//   fp16.enabled [false], fp16.loss_scale [0 = dynamic],
-//   fp16.initial_scale_power [16], fp16.loss_scale_window [1000],
-//   fp16.hysteresis [2], fp16.consecutive_hysteresis [false],
-//   fp16.min_loss_scale [1], fp16.auto_cast (false only)
-//   bf16.enabled [false] (also spelled "bfloat16"); not with fp16.enabled;
-//   bf16.check_grad_overflow [true]
-//   communication_data_type [null: the model's dtype], "fp32", or the
-//   enabled 16-bit type
-//   zero_optimization.stage 0..3 [0]
-//   zero_optimization.offload_optimizer.device "none" | "cpu" ["none"]
-//     (cpu needs stage >= 1), .pin_memory ignored
-//   zero_optimization.offload_param.device "none" | "cpu" ["none"]
-//     (cpu needs stage 3), .pin_memory ignored
-//   zero_optimization.reduce_bucket_size [5e8], contiguous_gradients [true],
-//     overlap_comm [false], stage3_prefetch_bucket_size [5e7],
-//     stage3_param_persistence_threshold [1e5],
-//     stage3_max_live_parameters [1e9]
-//   activation_checkpointing.partition_activations, cpu_checkpointing,
-//     contiguous_memory_optimization, synchronize_checkpoint_boundary,
-//     profile [all false], number_checkpoints [null = -1]; dsc's own
-//     remat "none" | "layers" | "selective" | "auto" ["none"],
-//     remat_every [1], activation_memory [0] (docs/remat.md).
-//     partition_activations is refused by dsc; cpu_checkpointing keeps
-//     the saved activations in host memory (phase offload); the other
-//     four have no effect on dsc's plans (a note says so).
-//
-// Accepted, type-checked and ignored (they choose how DeepSpeed prints,
-// times or groups communication, not what a step computes):
-//   steps_per_print, wall_clock_breakdown, dump_state, prescale_gradients,
-//   gradient_predivide_factor, zero_allow_untested_optimizer;
-//   with a note saying why: wall_clock_breakdown true (dsrun --trace has
-//   the timings), compile (torch.compile's settings; dsc compiles
-//   the step itself), optimizer.params.fused (dsc's AdamW is one fused
-//   kernel);
-//   zero_optimization.allgather_partitions, allgather_bucket_size,
-//   reduce_scatter, round_robin_gradients, sub_group_size,
-//   stage3_max_reuse_distance, stage3_gather_16bit_weights_on_model_save,
-//   ignore_unused_parameters.
-//
-// DeepSpeed's keys that dsc does not implement (tensorboard, wandb,
-// csv_monitor, flops_profiler, comms_logger, zero_optimization.cpu_offload,
-// optimizer.params.amsgrad, ...: ConfigUnsupported.cpp) are "not supported
-// yet", with what dsc offers instead, not "unknown key" like a typo;
-// switched off (`false`, or an object with "enabled": false) they are
-// accepted without a word, as DeepSpeed accepts them.
+// Every key dsc knows, with its state (works; accepted with a note that it
+// has no effect and why; refused; or DeepSpeed's and "not supported yet",
+// accepted when switched off) and its default, is in one table,
+// ConfigKeys.cpp, from which the reader takes its known keys and
+// docs/config.md its key table. "auto" is accepted wherever a default
+// exists and is resolved to it, with a note.
 // Duplicate keys and nesting beyond 64 levels are refused (ConfigSyntax.h).
 //
 // Integers may be written as integral floats (5e8), as DeepSpeed allows.

@@ -30,11 +30,9 @@ bool readMonitors(Reader &r, Section &root) {
       ok = false;
       continue;
     }
-    std::vector<StringRef> keys = m.strings;
-    keys.push_back("enabled");
     bool enabled = false;
     bool sectionOk =
-        section->checkKeys(keys) && section->boolean("enabled", enabled);
+        section->checkKeys() && section->boolean("enabled", enabled);
     for (StringRef key : m.strings)
       sectionOk &= section->ignoredString(key);
     ok &= sectionOk;

@@ -10,7 +10,7 @@
 #define DSC_COMPILER_CONFIG_CONFIGREADER_H
 
 #include "compiler/config/Config.h"
-#include "compiler/config/ConfigUnsupported.h"
+#include "compiler/config/ConfigKeys.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -231,12 +231,17 @@ public:
   }
   std::string at(StringRef key) const { return childPath(path, key); }
 
-  /// Reports every key (in sorted order) that is not in `known`: one of
-  /// DeepSpeed's that dsc does not implement yet, or an unknown one with
-  /// the closest known key when it is close.
-  bool checkKeys(llvm::ArrayRef<StringRef> known) {
+  /// Checks the section's keys (in sorted order) against the key table
+  /// (ConfigKeys.h; for a scheduler's params, the keys `schedulerType`
+  /// takes): reports a key of DeepSpeed's that dsc does not implement yet
+  /// unless it is switched off, or an unknown one with the closest known
+  /// key when it is close; notes why a key that has no effect in dsc has
+  /// none, unless it is switched off (false, null or "enabled": false) or
+  /// "auto" (whose resolution has a note of its own).
+  bool checkKeys(StringRef schedulerType = {}) {
     if (!object)
       return true;
+    std::vector<StringRef> known = knownConfigKeys(path, schedulerType);
     std::vector<StringRef> keys;
     for (const auto &kv : *object)
       keys.push_back(kv.first);
@@ -249,8 +254,13 @@ public:
 
 private:
   bool checkKey(StringRef key, llvm::ArrayRef<StringRef> known) {
-    if (llvm::is_contained(known, key))
+    if (llvm::is_contained(known, key)) {
+      const json::Value &v = *object->get(key);
+      if (const char *why = noEffectConfigKey(path, key))
+        if (v.kind() != json::Value::Null && !isSwitchedOff(v) && !isAuto(v))
+          r.note(at(key), Twine("has no effect in dsc: ") + why);
       return true;
+    }
     if (const char *instead = unsupportedDeepSpeedKey(path, key)) {
       // A feature switched off asks nothing of dsc: accepted, as DeepSpeed
       // accepts it (configs are shared between runs and tools).

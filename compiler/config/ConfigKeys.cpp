@@ -1,0 +1,339 @@
+//===- ConfigKeys.cpp - every ds_config.json key dsc knows, and its state -===//
+//
+// The keys follow DeepSpeed 0.19's "DeepSpeed Configuration JSON" and the
+// constructors it forwards params to; Config.cpp says where dsc's reading
+// of a value departs from DeepSpeed's docs and why. Keys of one section are
+// listed in the order the documentation table should show them.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/config/ConfigKeys.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace dsc::config {
+namespace {
+
+constexpr KeyState Works = KeyState::Works, NoEffect = KeyState::NoEffect,
+                   Refused = KeyState::Refused,
+                   NotSupported = KeyState::NotSupported;
+
+constexpr const char *kMonitor =
+    "dsc writes tensorboard, csv_monitor and wandb (through dsc-train and "
+    "dsc.train), and dsrun --metrics every step's loss, lr, grad norm, loss "
+    "scale, tokens/s and memory as JSON lines";
+constexpr const char *kMonitorWritten =
+    "written by dsc-train and dsc.train (Python); dsrun alone writes "
+    "--metrics JSON lines";
+constexpr const char *kNvme = "it tunes NVMe offload, which dsc does not have";
+constexpr const char *kPlacedAtCompileTime =
+    "activations are placed at compile time (--report shows them); the "
+    "policy is activation_checkpointing.remat";
+constexpr const char *kCommTuning =
+    "it tunes how DeepSpeed groups its collectives; dsc's plan fixes every "
+    "collective and its buffer at compile time";
+constexpr const char *kAllRanks = "dsc shards over all ranks";
+constexpr const char *kModelDtype = "dsc's collectives carry the model's dtype";
+constexpr const char *kWarmupLrs = "WarmupLR WarmupDecayLR";
+
+constexpr ConfigKey kKeys[] = {
+    // The top level.
+    {"$", "train_batch_size", Works,
+     "micro batch x gradient_accumulation_steps x ranks; any two of the "
+     "three give the third"},
+    {"$", "train_micro_batch_size_per_gpu", Works,
+     "alone: gradient_accumulation_steps 1"},
+    {"$", "gradient_accumulation_steps", Works,
+     "micro-steps summed into one optimizer step"},
+    {"$", "gradient_clipping", Works,
+     "global norm over every rank's shards; 0 (the default) is off"},
+    {"$", "optimizer", Works, "Adam or AdamW (below)"},
+    {"$", "scheduler", Works,
+     "WarmupLR, WarmupDecayLR, WarmupCosineLR; absent: a constant lr"},
+    {"$", "fp16", Works, "loss-scaled fp16 with fp32 master weights"},
+    {"$", "bf16", Works, "bf16 with fp32 master weights"},
+    {"$", "bfloat16", Works, "bf16's older name; not with bf16"},
+    {"$", "zero_optimization", Works, "ZeRO stages 0-3 and offload (below)"},
+    {"$", "activation_checkpointing", Works,
+     "dsc's rematerialization policy (below)"},
+    {"$", "communication_data_type", Works,
+     "null (the model's dtype), \"fp32\", or the enabled 16-bit type"},
+    {"$", "tensorboard", Works, kMonitorWritten},
+    {"$", "csv_monitor", Works, kMonitorWritten},
+    {"$", "wandb", Works, kMonitorWritten},
+    {"$", "steps_per_print", Works,
+     "dsc-train and dsc.train print a line every steps_per_print steps; "
+     "dsrun alone takes --print-every"},
+    {"$", "wall_clock_breakdown", NoEffect,
+     "dsc has no per-step timing printout yet; dsrun --trace records every "
+     "kernel on its stream's track (Chrome trace events)"},
+    {"$", "dump_state", NoEffect,
+     "it prints DeepSpeed's engine state; dsc --report prints the plan's"},
+    {"$", "prescale_gradients", NoEffect, kCommTuning},
+    {"$", "gradient_predivide_factor", NoEffect, kCommTuning},
+    {"$", "zero_allow_untested_optimizer", NoEffect,
+     "dsc's optimizers are its own, each tested under every ZeRO stage"},
+    {"$", "zero_force_ds_cpu_optimizer", NoEffect,
+     "with offload the host optimizer is always dsc's own CPU AdamW"},
+    {"$", "compile", NoEffect,
+     "dsc compiles the whole training step ahead of time, not through "
+     "torch.compile"},
+    {"$", "comet", NotSupported, kMonitor},
+    {"$", "flops_profiler", NotSupported,
+     "dsc --report gives each program's FLOPs before launch"},
+    {"$", "comms_logger", NotSupported,
+     "dsc --report gives the bytes each step hands to collectives; dsrun "
+     "--trace times them"},
+    {"$", "memory_breakdown", NotSupported,
+     "dsc --report gives the bytes per category before launch; dsrun "
+     "--metrics measures them"},
+    {"$", "autotuning", NotSupported,
+     "dsc --report predicts the memory of a configuration without running "
+     "it"},
+    {"$", "elasticity", NotSupported, "a plan is compiled for one world size"},
+    {"$", "pipeline", NotSupported, "dsc has no pipeline parallelism"},
+    {"$", "sparse_attention", NotSupported,
+     "dsc's attention is dense and causal"},
+    {"$", "amp", NotSupported, "use bf16 or fp16 (docs/precision.md)"},
+    {"$", "data_efficiency", NotSupported, "dsrun draws batches uniformly"},
+    {"$", "curriculum_learning", NotSupported, "dsrun draws batches uniformly"},
+    {"$", "compression_training", NotSupported,
+     "dsc trains in fp32, bf16 or fp16"},
+    {"$", "aio", NotSupported, "dsc has no NVMe offload"},
+    {"$", "checkpoint", NotSupported,
+     "dsrun --save-dir checkpoints, in dsc's layout (docs/checkpoints.md)"},
+    {"$", "data_types", NotSupported, "use communication_data_type"},
+
+    {"$.optimizer", "type", Works,
+     "Adam (decoupled decay unless adam_w_mode is false) or AdamW, any "
+     "case"},
+    {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},
+    {"$.optimizer.params", "lr", Works, ">= 0 [1e-3]"},
+    {"$.optimizer.params", "betas", Works, "[b1, b2] in [0, 1) [0.9, 0.999]"},
+    {"$.optimizer.params", "eps", Works, "> 0 [1e-8]"},
+    {"$.optimizer.params", "weight_decay", Works,
+     ">= 0 [Adam 0, AdamW 0.01, as torch.optim]; not on biases and norms"},
+    {"$.optimizer.params", "adam_w_mode", Works,
+     "true only for Adam (false is Adam with L2, not supported); AdamW "
+     "ignores it, as DeepSpeed does"},
+    {"$.optimizer.params", "bias_correction", Works,
+     "true only: dsc's Adam always corrects bias"},
+    {"$.optimizer.params", "torch_adam", NoEffect,
+     "it chooses DeepSpeed's kernel; dsc's AdamW is its own"},
+    {"$.optimizer.params", "fused", NoEffect,
+     "dsc's AdamW is always one fused kernel over flat buffers"},
+    {"$.optimizer.params", "max_grad_norm", Refused,
+     "not an optimizer parameter (in DeepSpeed either): use "
+     "gradient_clipping"},
+    {"$.optimizer.params", "amsgrad", NotSupported,
+     "dsc's AdamW keeps no maximum of the second moments"},
+
+    {"$.scheduler", "type", Works,
+     "WarmupLR, WarmupDecayLR or WarmupCosineLR (case as DeepSpeed's class "
+     "names)"},
+    {"$.scheduler", "params", Works, "the schedule's arguments (below)"},
+    {"$.scheduler.params", "warmup_num_steps", Works, ">= 0 [1000]"},
+    {"$.scheduler.params", "warmup_type", Works,
+     "\"log\" or \"linear\" [\"log\"]"},
+    {"$.scheduler.params", "warmup_min_lr", Works, ">= 0 [0]", kWarmupLrs},
+    {"$.scheduler.params", "warmup_max_lr", Works,
+     ">= 0 [1e-3]; \"auto\" is optimizer.params.lr", kWarmupLrs},
+    {"$.scheduler.params", "total_num_steps", Works, "required, >= 1",
+     "WarmupDecayLR WarmupCosineLR"},
+    {"$.scheduler.params", "warmup_min_ratio", Works, ">= 0 [0]",
+     "WarmupCosineLR"},
+    {"$.scheduler.params", "cos_min_ratio", Works, ">= 0 [1e-4]",
+     "WarmupCosineLR"},
+    {"$.scheduler.params", "last_batch_iteration", Works,
+     "-1 only (start at step 0); dsrun --resume continues a schedule"},
+
+    {"$.fp16", "enabled", Works, "[false]; not with bf16"},
+    {"$.fp16", "loss_scale", Works, "0 = dynamic [0], else a fixed scale"},
+    {"$.fp16", "initial_scale_power", Works,
+     "0..127 [16, DeepSpeed's runtime default]"},
+    {"$.fp16", "loss_scale_window", Works, ">= 1 [1000]"},
+    {"$.fp16", "hysteresis", Works, ">= 1 [2]"},
+    {"$.fp16", "consecutive_hysteresis", Works, "[false]"},
+    {"$.fp16", "min_loss_scale", Works, "> 0 [1]"},
+    {"$.fp16", "auto_cast", Works,
+     "false only: dsc does not cast the model's inputs"},
+    {"$.fp16", "fp16_master_weights_and_grads", NotSupported,
+     "dsc keeps fp32 master weights and 16-bit gradients"},
+
+    {"$.bf16", "enabled", Works, "[false]; not with fp16"},
+    {"$.bf16", "check_grad_overflow", Works,
+     "[true]: a non-finite gradient skips the step"},
+
+    {"$.zero_optimization", "stage", Works, "0, 1, 2 or 3 [0] (docs/zero.md)"},
+    {"$.zero_optimization", "offload_optimizer", Works,
+     "stages 1-3 (docs/offload.md)"},
+    {"$.zero_optimization", "offload_param", Works,
+     "stage 3 (docs/offload.md)"},
+    {"$.zero_optimization", "reduce_bucket_size", Works,
+     ">= 1 [5e8]: elements per gradient bucket"},
+    {"$.zero_optimization", "stage3_prefetch_bucket_size", Works,
+     ">= 0 [5e7]: elements gathered ahead of their layer"},
+    {"$.zero_optimization", "stage3_param_persistence_threshold", Works,
+     ">= 0 [1e5]: smaller parameters stay whole on every rank"},
+    {"$.zero_optimization", "stage3_max_live_parameters", Works,
+     ">= 0 [1e9]: gathered elements held at once"},
+    {"$.zero_optimization", "contiguous_gradients", NoEffect,
+     "dsc's gradients always live in flat buffers placed at compile time"},
+    {"$.zero_optimization", "overlap_comm", NoEffect,
+     "dsc's plan always runs collectives on their own stream, overlapped "
+     "with compute"},
+    {"$.zero_optimization", "allgather_partitions", NoEffect, kCommTuning},
+    {"$.zero_optimization", "allgather_bucket_size", NoEffect, kCommTuning},
+    {"$.zero_optimization", "reduce_scatter", NoEffect, kCommTuning},
+    {"$.zero_optimization", "round_robin_gradients", NoEffect, kCommTuning},
+    {"$.zero_optimization", "sub_group_size", NoEffect,
+     "dsc's optimizer runs over flat buffers in one pass"},
+    {"$.zero_optimization", "stage3_max_reuse_distance", NoEffect,
+     "dsc's plan frees each gathered parameter after its last use"},
+    {"$.zero_optimization", "stage3_gather_16bit_weights_on_model_save",
+     NoEffect, "dsc's checkpoints always hold whole fp32 weights"},
+    {"$.zero_optimization", "ignore_unused_parameters", NoEffect,
+     "dsc's autodiff gives unused parameters zero gradients"},
+    {"$.zero_optimization", "cpu_offload", NotSupported,
+     "DeepSpeed's old name; write offload_optimizer {\"device\": \"cpu\"} "
+     "(docs/offload.md)"},
+    {"$.zero_optimization", "zero_hpz_partition_size", NotSupported, kAllRanks},
+    {"$.zero_optimization", "zero_quantized_weights", NotSupported,
+     kModelDtype},
+    {"$.zero_optimization", "zero_quantized_gradients", NotSupported,
+     kModelDtype},
+    {"$.zero_optimization", "mics_shard_size", NotSupported, kAllRanks},
+
+    {"$.zero_optimization.offload_optimizer", "device", Works,
+     "\"none\" or \"cpu\" (host memory); \"nvme\" is not supported yet"},
+    {"$.zero_optimization.offload_optimizer", "pin_memory", Works,
+     "true: host arenas are page-locked on GPU backends; false gets a note"},
+    {"$.zero_optimization.offload_optimizer", "ratio", Works,
+     "1 only: the whole optimizer runs on the host"},
+    {"$.zero_optimization.offload_optimizer", "nvme_path", NoEffect, kNvme},
+    {"$.zero_optimization.offload_optimizer", "buffer_count", NoEffect, kNvme},
+    {"$.zero_optimization.offload_optimizer", "pipeline_read", NoEffect, kNvme},
+    {"$.zero_optimization.offload_optimizer", "pipeline_write", NoEffect,
+     kNvme},
+    {"$.zero_optimization.offload_optimizer", "fast_init", NoEffect, kNvme},
+    {"$.zero_optimization.offload_param", "device", Works,
+     "\"none\" or \"cpu\" (host memory); \"nvme\" is not supported yet"},
+    {"$.zero_optimization.offload_param", "pin_memory", Works,
+     "true: host arenas are page-locked on GPU backends; false gets a note"},
+    {"$.zero_optimization.offload_param", "nvme_path", NoEffect, kNvme},
+    {"$.zero_optimization.offload_param", "buffer_count", NoEffect, kNvme},
+    {"$.zero_optimization.offload_param", "buffer_size", NoEffect, kNvme},
+    {"$.zero_optimization.offload_param", "max_in_cpu", NoEffect, kNvme},
+
+    {"$.activation_checkpointing", "remat", Works,
+     "dsc's: \"none\", \"layers\", \"selective\" or \"auto\" [\"none\"] "
+     "(docs/remat.md)"},
+    {"$.activation_checkpointing", "remat_every", Works,
+     "dsc's: >= 1 [1], keep every k-th layer's input"},
+    {"$.activation_checkpointing", "activation_memory", Works,
+     "dsc's: >= 0 [0], the \"auto\" policy's byte budget"},
+    {"$.activation_checkpointing", "cpu_checkpointing", Works,
+     "saved activations go to host memory (phase offload)"},
+    {"$.activation_checkpointing", "partition_activations", Refused,
+     "false only: it splits activations over tensor-parallel ranks, which "
+     "dsc does not have yet"},
+    {"$.activation_checkpointing", "contiguous_memory_optimization", NoEffect,
+     kPlacedAtCompileTime},
+    {"$.activation_checkpointing", "synchronize_checkpoint_boundary", NoEffect,
+     kPlacedAtCompileTime},
+    {"$.activation_checkpointing", "profile", NoEffect, kPlacedAtCompileTime},
+    {"$.activation_checkpointing", "number_checkpoints", NoEffect,
+     "the policy (activation_checkpointing.remat) decides what is kept"},
+
+    {"$.tensorboard", "enabled", Works, "[false]"},
+    {"$.tensorboard", "output_path", Works, "the event files' folder"},
+    {"$.tensorboard", "job_name", Works, "a subfolder per job"},
+    {"$.csv_monitor", "enabled", Works, "[false]"},
+    {"$.csv_monitor", "output_path", Works, "the CSV files' folder"},
+    {"$.csv_monitor", "job_name", Works, "a subfolder per job"},
+    {"$.wandb", "enabled", Works, "[false]; needs the wandb package"},
+    {"$.wandb", "group", Works, "the run's group"},
+    {"$.wandb", "team", Works, "the run's entity"},
+    {"$.wandb", "project", Works, "the run's project"},
+};
+
+llvm::StringRef canonicalSection(llvm::StringRef section) {
+  return section == "$.bfloat16" ? llvm::StringRef("$.bf16") : section;
+}
+
+bool takes(const ConfigKey &k, llvm::StringRef schedulerType) {
+  if (!k.only || schedulerType.empty())
+    return true;
+  llvm::SmallVector<llvm::StringRef, 4> types;
+  llvm::StringRef(k.only).split(types, ' ');
+  return llvm::is_contained(types, schedulerType);
+}
+
+const char *stateName(KeyState s) {
+  switch (s) {
+  case KeyState::Works:
+    return "works";
+  case KeyState::NoEffect:
+    return "accepted, no effect (a note says why)";
+  case KeyState::Refused:
+    return "refused with its own message";
+  case KeyState::NotSupported:
+    return "not supported yet (accepted when switched off)";
+  }
+  return "?";
+}
+
+} // namespace
+
+llvm::ArrayRef<ConfigKey> configKeys() { return kKeys; }
+
+std::vector<llvm::StringRef> knownConfigKeys(llvm::StringRef section,
+                                             llvm::StringRef schedulerType) {
+  section = canonicalSection(section);
+  std::vector<llvm::StringRef> keys;
+  for (const ConfigKey &k : kKeys)
+    if (section == k.section && k.state != NotSupported &&
+        takes(k, schedulerType))
+      keys.push_back(k.key);
+  return keys;
+}
+
+namespace {
+const char *noteOf(llvm::StringRef section, llvm::StringRef key,
+                   KeyState state) {
+  section = canonicalSection(section);
+  for (const ConfigKey &k : kKeys)
+    if (section == k.section && key == k.key && k.state == state)
+      return k.note;
+  return nullptr;
+}
+} // namespace
+
+const char *unsupportedDeepSpeedKey(llvm::StringRef section,
+                                    llvm::StringRef key) {
+  return noteOf(section, key, NotSupported);
+}
+
+const char *noEffectConfigKey(llvm::StringRef section, llvm::StringRef key) {
+  return noteOf(section, key, NoEffect);
+}
+
+std::string configKeysMarkdown() {
+  std::string out;
+  llvm::StringRef section;
+  for (const ConfigKey &k : kKeys) {
+    if (section != k.section) {
+      section = k.section;
+      out += (out.empty() ? "" : "\n") + ("### `" + section.str() + "`\n\n");
+      out += "| key | state | what dsc does |\n|---|---|---|\n";
+    }
+    std::string note = k.note;
+    if (k.only)
+      note += " (" + llvm::join(llvm::split(k.only, ' '), ", ") + ")";
+    out += "| `" + std::string(k.key) + "` | " + stateName(k.state) + " | " +
+           note + " |\n";
+  }
+  return out;
+}
+
+} // namespace dsc::config
