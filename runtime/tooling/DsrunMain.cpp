@@ -55,14 +55,14 @@ int agreeToStart(Communicator &comm, int status, std::string &error) {
 
 /// The run's one line on rank 0: the plan, the model, its size, the batch,
 /// the steps and the schedule.
-void describeRun(const DsrunOptions &options, const Communicator &comm,
+void describeRun(const std::string &planName, const Communicator &comm,
                  const Prepared &p) {
   const PlanInfo &info = p.info;
   std::string ranks =
       comm.size() == 1 ? "" : "; " + std::to_string(comm.size()) + " ranks";
   std::printf("dsrun: %s: %s, %llu parameters; %u x %u tokens per "
               "micro-batch, %u micro-step%s per step; %llu steps; %s%s\n",
-              options.plan.c_str(),
+              planName.c_str(),
               info.model.empty() ? "model" : info.model.c_str(),
               (unsigned long long)info.numParams, info.microBatch, info.seqLen,
               info.accumulationSteps, info.accumulationSteps == 1 ? "" : "s",
@@ -161,8 +161,8 @@ int runSample(const DsrunOptions &options, bool lead, Prepared &p,
 /// are gathered; rank 0 writes) and each rank's --dump-state. A rank that
 /// fails here abandons the job, so none waits for it longer than a
 /// collective's timeout.
-int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
-                 std::string &error) {
+int writeResults(const DsrunOptions &options, const DsrunHooks &hooks,
+                 bool lead, Prepared &p, std::string &error) {
   const TrainSetup &setup = p.setup;
   if (!options.exportWeights.empty()) {
     std::map<std::string, std::string> metadata = {
@@ -174,7 +174,7 @@ int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
     if (!exportWeights(*p.session, p.layout, options.exportWeights, metadata,
                        lead, error))
       return kExitTrainingFailed;
-    if (lead)
+    if (lead && !hooks.temporaryExport)
       std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
   }
   if (!options.dumpState.empty()) {
@@ -188,8 +188,8 @@ int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
 
 /// Trains (unless a checkpoint is already past --steps), then writes what
 /// the run produces.
-int trainAndWrite(const DsrunOptions &options, bool lead, Prepared &p,
-                  std::string &error) {
+int trainAndWrite(const DsrunOptions &options, const DsrunHooks &hooks,
+                  bool lead, Prepared &p, std::string &error) {
   TrainSetup &setup = p.setup;
   int status = kExitOk;
   // Ctrl-C finishes the step and saves; a rank hears of it from the
@@ -214,7 +214,7 @@ int trainAndWrite(const DsrunOptions &options, bool lead, Prepared &p,
     traceError.clear();
   if (status != kExitOk && traceError.empty())
     return status;
-  if (int written = writeResults(options, lead, p, error))
+  if (int written = writeResults(options, hooks, lead, p, error))
     return written;
   if (!traceError.empty()) {
     error = traceError;
@@ -247,7 +247,8 @@ int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
     return kExitTrainingFailed;
   }
   if (lead)
-    describeRun(options, comm, p);
+    describeRun(hooks.planName.empty() ? options.plan : hooks.planName, comm,
+                p);
   std::fflush(stdout);
   fillSetup(options, comm, hooks, p);
   if (options.sample)
@@ -263,7 +264,7 @@ int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
                   setup.evalBatches, p.evalData->description().c_str());
     return kExitOk;
   }
-  return trainAndWrite(options, lead, p, error);
+  return trainAndWrite(options, hooks, lead, p, error);
 }
 
 /// This rank's communicator, checked against --np.

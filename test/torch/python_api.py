@@ -146,7 +146,7 @@ def main(work, data):
     again = dsc.train(plan, data, 4, monitor=False, quiet=True)
     expect(len(again.history) == 4, f"the run after a stop trained {len(again.history)} steps")
     try:
-        dsc.train(plan, os.path.join(work, "missing.txt"), 2, quiet=True)
+        dsc.train(plan, os.path.join(work, "missing.txt"), 2, monitor=False, quiet=True)
         problems.append("missing data trained")
     except dsc.InputError as e:
         print(f"bad data: {e}")

@@ -217,11 +217,16 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     check_distinct(inputs, outputs)
     seq_len = plan.report()["seq_len"] if isinstance(plan, Plan) else None
     config_name = getattr(plan, "config_name", "ds_config.json")
-    monitors = Monitors(config, seq_len, inputs, config_name) if monitor else None
+    monitors = Monitors(config, seq_len, inputs, config_name, resume) if monitor else None
     with work_folder() as work:
         tmp = work.path
+        # A plan written here for dsrun is named by its model in dsrun's
+        # messages: its temporary file is gone when they are read.
+        plan_name = ""
         if isinstance(plan, Plan):
             plan_path = plan.path or os.path.join(tmp, "plan.dsplan")
+            if plan.path is None:
+                plan_name = "the compiled plan"
             if plan.path is None:
                 with open(plan_path, "wb") as f:
                     f.write(plan.data)
@@ -269,14 +274,13 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
                 if quiet:
                     stack.enter_context(_fd_into(1, os.devnull))
                 stack.enter_context(_fd_into(2, log))
-                status = native().train(args, on_step)
+                status = native().train(args, on_step, plan_name=plan_name,
+                                        temporary_export=True)
         finally:
             if monitors is not None:
                 monitors.close()
-            # dsrun's lines (less its note about the temporary export file),
-            # also when the callback raised.
-            lines = [line for line in open(log, errors="replace").read().splitlines()
-                     if line and line != f"dsrun: wrote {final}"]
+            # dsrun's lines, also when the callback raised.
+            lines = [line for line in open(log, errors="replace").read().splitlines() if line]
             if not quiet:
                 import sys
                 for line in lines:

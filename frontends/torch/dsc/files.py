@@ -225,7 +225,9 @@ def write_safetensors(tensors, path):
     here the bytes are made in memory and write_outputs' rules (our own
     temporary beside the target, /dev/null written as it is) hold."""
     from safetensors.torch import save
-    data = save(tensors)
+    # {"format": "pt"}: Hugging Face's from_pretrained refuses a file
+    # without it (safetensors' save_file writes none by itself).
+    data = save(tensors, metadata={"format": "pt"})
     with open(path, "wb") as f:
         f.write(data)
 

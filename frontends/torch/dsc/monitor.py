@@ -114,6 +114,20 @@ def _csv_files(log_dir):
                     if n.startswith("Memory_") and n.endswith(".csv")]
 
 
+def _earlier_run_file(key, log_dir):
+    """A file an earlier run's monitor left in `log_dir`, or None: the csv
+    monitor's (it appends) or tensorboard's event files (TensorBoard draws
+    every events file of a folder as one run)."""
+    if key == "csv_monitor":
+        return next((p for p in _csv_files(log_dir) if os.path.exists(p)), None)
+    try:
+        names = sorted(os.listdir(log_dir))
+    except OSError:
+        return None
+    return next((os.path.join(log_dir, n) for n in names
+                 if n.startswith("events.out.tfevents")), None)
+
+
 def _check_wandb(what):
     """Before anything is compiled or trained: W&B can log (an API key
     found, or offline), else one line saying how to make it."""
@@ -140,11 +154,13 @@ def _check_wandb(what):
                          "(or set WANDB_API_KEY), or set WANDB_MODE=offline to log locally")
 
 
-def check_monitors(config, inputs=(), config_name="ds_config.json"):
+def check_monitors(config, inputs=(), config_name="ds_config.json", resume=False):
     """InputError, before anything is compiled or trained, if a monitor the
     config enables could not write: its folder cannot be made or take
     files, a CSV file it writes is one of `inputs` ([(what, path)]), its
-    package is missing or W&B has no credentials."""
+    package is missing or W&B has no credentials; or, unless the run
+    resumes an earlier one, if its folder holds an earlier run's files,
+    which this run's values would be mixed into."""
     for key in ("tensorboard", "csv_monitor"):
         section = config.get(key) or {}
         if not section.get("enabled"):
@@ -160,6 +176,11 @@ def check_monitors(config, inputs=(), config_name="ds_config.json"):
         check_output_folder(log_dir, what + " output_path/job_name", parents=True)
         if key == "csv_monitor":
             check_distinct(inputs, [(what, p) for p in _csv_files(log_dir)])
+        earlier = None if resume else _earlier_run_file(key, log_dir)
+        if earlier:
+            raise InputError(f"{what}: {earlier} holds an earlier run's values, which this "
+                             "run's would be mixed into: set another job_name, or move that "
+                             "run's files away")
     if (config.get("wandb") or {}).get("enabled"):
         _check_wandb(f"{config_name}: $.wandb")
 
@@ -169,8 +190,9 @@ class Monitors:
     Checked when made (check_monitors), opened at the first record, so a
     run refused before its first step leaves nothing behind."""
 
-    def __init__(self, config, seq_len=None, inputs=(), config_name="ds_config.json"):
-        check_monitors(config, inputs, config_name)
+    def __init__(self, config, seq_len=None, inputs=(), config_name="ds_config.json",
+                 resume=False):
+        check_monitors(config, inputs, config_name, resume)
         self.config = config
         self.monitors = None
         self.seq_len = seq_len

@@ -138,23 +138,35 @@ def _run(args):
         if status != 0:
             return status
         if out:
-            _write_trained(plan, module, weights, out)
+            # N ranks wrote the initial weights for dsrun before training.
+            _write_trained(plan, module, weights, out, with_init=args.num_gpus == 1)
     except dsc.InputError as e:
         print_error("dsc-train", e)
         return USAGE_ERROR
     return 0
 
 
-def _write_trained(plan, module, weights, out):
+def _write_trained(plan, module, weights, out, with_init):
     module.load_state_dict(plan.exported.state_dict_from(weights), strict=True)
     path = os.path.join(out, "model.safetensors")
     # A file per name: tied entries are written twice, as torch.save
     # would keep them apart (safetensors refuses shared storage).
     state = {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
-    write_outputs([(os.path.join(out, "plan.dsplan"), lambda t: _write_bytes(t, plan.data)),
-                   (path, lambda t: write_safetensors(state, t))])
+    writers = [(os.path.join(out, "plan.dsplan"), lambda t: _write_bytes(t, plan.data)),
+               (path, lambda t: write_safetensors(state, t))]
+    if with_init:
+        writers.append((os.path.join(out, "init.safetensors"),
+                        lambda t: _write_initial_weights(plan, t)))
+    write_outputs(writers)
     print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
           flush=True)
+
+
+def _write_initial_weights(plan, path):
+    """The plan's initial weights (the exported module's, dsc's names), the
+    --init-from file that replays this run."""
+    write_safetensors({k: v.detach().contiguous() for k, v in plan.exported.weights.items()},
+                      path)
 
 
 def _write_bytes(path, data):
@@ -244,9 +256,7 @@ def _train_ranks(plan, args, out, lock_fd):
     plan_path = os.path.join(out, "plan.dsplan")
     init = os.path.join(out, "init.safetensors")
     write_outputs([(plan_path, lambda t: _write_bytes(t, plan.data)),
-                   (init, lambda t: write_safetensors(
-                       {k: v.detach().contiguous() for k, v in plan.exported.weights.items()},
-                       t))])
+                   (init, lambda t: _write_initial_weights(plan, t))])
     metrics = os.path.join(out, "metrics.jsonl")
     final = os.path.join(out, "final.safetensors")
     if os.path.isfile(metrics):
