@@ -315,6 +315,8 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
            : params->ignoredBoolean("adam_w_mode"),
        params->onlyBoolean("bias_correction", true,
                            "dsc's Adam always corrects bias"),
+       params->onlyBoolean("fp32_optimizer_states", true,
+                           "dsc keeps the moments in fp32"),
        params->ignoredBoolean("torch_adam")});
 }
 
@@ -494,6 +496,23 @@ bool readZero(Reader &r, Section &root, DsConfig::Zero &z) {
     return false;
   bool keysOk = zero->checkKeys();
 
+  // DeepSpeed's field names for three stage-3 keys (pydantic aliases):
+  // either spelling, not both.
+  bool aliasesOk = true;
+  auto either = [&](StringRef name, StringRef alias) {
+    if (!zero->get(alias))
+      return name;
+    if (zero->get(name))
+      aliasesOk = r.fail(zero->at(alias), "duplicates $.zero_optimization." +
+                                              name + " (its other name)");
+    return alias;
+  };
+  const StringRef prefetch =
+      either("stage3_prefetch_bucket_size", "prefetch_bucket_size");
+  const StringRef persistence = either("stage3_param_persistence_threshold",
+                                       "param_persistence_threshold");
+  const StringRef maxLive =
+      either("stage3_max_live_parameters", "max_live_parameters");
   // The offload checks need a valid stage.
   bool stageOk = zero->integer("stage", z.stage) &&
                  ((z.stage >= 0 && z.stage <= 3) ||
@@ -509,18 +528,15 @@ bool readZero(Reader &r, Section &root, DsConfig::Zero &z) {
            r.atLeast<int64_t>(zero->at("reduce_bucket_size"),
                               z.reduceBucketSize, 1),
        zero->boolean("contiguous_gradients", z.contiguousGradients),
-       zero->boolean("overlap_comm", z.overlapComm),
-       zero->integer("stage3_prefetch_bucket_size",
-                     z.stage3PrefetchBucketSize) &&
-           r.atLeast<int64_t>(zero->at("stage3_prefetch_bucket_size"),
-                              z.stage3PrefetchBucketSize, 0),
-       zero->integer("stage3_param_persistence_threshold",
-                     z.stage3ParamPersistenceThreshold) &&
-           r.atLeast<int64_t>(zero->at("stage3_param_persistence_threshold"),
+       zero->boolean("overlap_comm", z.overlapComm), aliasesOk,
+       zero->integer(prefetch, z.stage3PrefetchBucketSize) &&
+           r.atLeast<int64_t>(zero->at(prefetch), z.stage3PrefetchBucketSize,
+                              0),
+       zero->integer(persistence, z.stage3ParamPersistenceThreshold) &&
+           r.atLeast<int64_t>(zero->at(persistence),
                               z.stage3ParamPersistenceThreshold, 0),
-       zero->integer("stage3_max_live_parameters", z.stage3MaxLiveParameters) &&
-           r.atLeast<int64_t>(zero->at("stage3_max_live_parameters"),
-                              z.stage3MaxLiveParameters, 0),
+       zero->integer(maxLive, z.stage3MaxLiveParameters) &&
+           r.atLeast<int64_t>(zero->at(maxLive), z.stage3MaxLiveParameters, 0),
        zero->ignoredBoolean("allgather_partitions"),
        zero->ignoredInteger("allgather_bucket_size"),
        zero->ignoredBoolean("reduce_scatter"),
@@ -597,6 +613,32 @@ bool readCompile(Section &root) {
   return root.section("compile", compile);
 }
 
+/// Keys whose DeepSpeed default is the only behaviour dsc has: that value
+/// is accepted, another is refused by name.
+bool readPinnedValues(Reader &r, Section &root) {
+  std::string op = "mean";
+  int64_t sequence = 1;
+  return Reader::all(
+      {root.onlyBoolean("managed_gradient_accumulation", true,
+                        "the plan runs gradient_accumulation_steps "
+                        "micro-steps per optimizer step"),
+       root.choice("gradient_allreduce_op", {"mean", "sum"}, op,
+                   /*allowAuto=*/false) &&
+           (op == "mean" ||
+            r.fail(root.at("gradient_allreduce_op"),
+                   "\"sum\" is not supported: dsc averages gradients over "
+                   "the ranks")),
+       root.integer("sequence_parallel_size", sequence) &&
+           (sequence == 1 ||
+            r.fail(root.at("sequence_parallel_size"),
+                   formatNumber(sequence) +
+                       " is not supported yet: dsc has no sequence "
+                       "parallelism")),
+       root.ignoredBoolean("disable_allgather"),
+       root.ignoredBoolean("graph_harvesting"),
+       root.ignoredBoolean("dataloader_drop_last")});
+}
+
 /// fp16 and bf16 exclude each other, and a 16-bit communication type needs
 /// its model dtype.
 bool checkPrecisionChoice(Reader &r, Section &root, const DsConfig &c) {
@@ -661,16 +703,26 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
       root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
                   c.communicationDataType, /*allowAuto=*/false);
   bool ok = Reader::all(
-      {keysOk, batchOk, clipOk, optimizerOk, schedulerOk, fp16Ok, bf16Ok,
-       commOk, readZero(r, root, c.zero),
+      {keysOk,
+       batchOk,
+       clipOk,
+       optimizerOk,
+       schedulerOk,
+       fp16Ok,
+       bf16Ok,
+       commOk,
+       readZero(r, root, c.zero),
        readActivationCheckpointing(r, root, c.activationCheckpointing),
-       readMonitors(r, root), root.ignoredInteger("steps_per_print"),
+       readMonitors(r, root),
+       root.ignoredInteger("steps_per_print"),
        root.ignoredBoolean("wall_clock_breakdown"),
        root.ignoredBoolean("dump_state"),
        root.ignoredBoolean("prescale_gradients"),
        root.ignoredNumber("gradient_predivide_factor"),
        root.ignoredBoolean("zero_allow_untested_optimizer"),
-       root.ignoredBoolean("zero_force_ds_cpu_optimizer"), readCompile(root)});
+       root.ignoredBoolean("zero_force_ds_cpu_optimizer"),
+       readCompile(root),
+       readPinnedValues(r, root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
   if (!ok)

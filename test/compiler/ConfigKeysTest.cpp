@@ -83,6 +83,46 @@ TEST(ConfigKeysTest, DeepSpeedKeysDscLacksAreRefusedUnlessOff) {
   EXPECT_GT(checked, 20);
 }
 
+// DeepSpeed's pydantic field names for the stage-3 keys read as them.
+TEST(ConfigKeysTest, ZeroFieldNamesAreTheirKeysOtherNames) {
+  DsConfig c = parseOk(R"({"zero_optimization": {"stage": 3,
+      "prefetch_bucket_size": 1000, "param_persistence_threshold": 10,
+      "max_live_parameters": 2000}})");
+  EXPECT_EQ(c.zero.stage3PrefetchBucketSize, 1000);
+  EXPECT_EQ(c.zero.stage3ParamPersistenceThreshold, 10);
+  EXPECT_EQ(c.zero.stage3MaxLiveParameters, 2000);
+  EXPECT_EQ(
+      errorOf(R"({"zero_optimization": {"max_live_parameters": 1,
+                  "stage3_max_live_parameters": 1}})"),
+      "ds_config.json: $.zero_optimization.max_live_parameters: duplicates "
+      "$.zero_optimization.stage3_max_live_parameters (its other name)");
+}
+
+// Keys whose DeepSpeed default is dsc's only behaviour: that value passes,
+// another is refused by name.
+TEST(ConfigKeysTest, PinnedValuesPassAndOthersAreRefused) {
+  parseOk(R"({"managed_gradient_accumulation": true,
+              "gradient_allreduce_op": "mean", "sequence_parallel_size": 1,
+              "optimizer": {"type": "AdamW",
+                            "params": {"fp32_optimizer_states": true}}})");
+  expectErrors({
+      {R"({"managed_gradient_accumulation": false})",
+       "ds_config.json: $.managed_gradient_accumulation: false is not "
+       "supported: the plan runs gradient_accumulation_steps micro-steps "
+       "per optimizer step"},
+      {R"({"gradient_allreduce_op": "sum"})",
+       "ds_config.json: $.gradient_allreduce_op: \"sum\" is not supported: "
+       "dsc averages gradients over the ranks"},
+      {R"({"sequence_parallel_size": 2})",
+       "ds_config.json: $.sequence_parallel_size: 2 is not supported yet: "
+       "dsc has no sequence parallelism"},
+      {R"({"optimizer": {"type": "AdamW",
+                         "params": {"fp32_optimizer_states": false}}})",
+       "ds_config.json: $.optimizer.params.fp32_optimizer_states: false is "
+       "not supported: dsc keeps the moments in fp32"},
+  });
+}
+
 TEST(ConfigKeysTest, KeysOfOneSectionAreListedOnce) {
   std::set<std::string> seen;
   for (const ConfigKey &k : configKeys())
