@@ -17,7 +17,9 @@
 // accepted when switched off) and its default, is in one table,
 // ConfigKeys.cpp, from which the reader takes its known keys and
 // docs/config.md its key table. "auto" is accepted wherever a default
-// exists and is resolved to it, with a note.
+// exists and is resolved to it, with a note: Hugging Face TrainingArguments'
+// default where its Trainer would fill the key (ConfigKeys.h), else
+// DeepSpeed's.
 // Duplicate keys and nesting beyond 64 levels are refused (ConfigSyntax.h).
 //
 // Integers may be written as integral floats (5e8), as DeepSpeed allows.

@@ -383,6 +383,16 @@ constexpr ConfigKey kKeys[] = {
     {"$.wandb", "project", Works, "the run's project"},
 };
 
+// transformers' TrainingArguments defaults, for the keys its DeepSpeed
+// integration fills from them (HfTrainerDeepSpeedConfig).
+constexpr HuggingFaceAuto kHuggingFaceAuto[] = {
+    {"$.gradient_clipping", 1.0, "max_grad_norm"},
+    {"$.optimizer.params.lr", 5e-5, "learning_rate"},
+    {"$.optimizer.params.weight_decay", 0.0, "weight_decay"},
+    {"$.optimizer.params.eps", 1e-8, "adam_epsilon"},
+    {"$.scheduler.params.warmup_num_steps", 0, "warmup_steps"},
+};
+
 llvm::StringRef canonicalSection(llvm::StringRef section) {
   return section == "$.bfloat16" ? llvm::StringRef("$.bf16") : section;
 }
@@ -442,6 +452,13 @@ const char *unsupportedDeepSpeedKey(llvm::StringRef section,
 
 const char *noEffectConfigKey(llvm::StringRef section, llvm::StringRef key) {
   return noteOf(section, key, NoEffect);
+}
+
+const HuggingFaceAuto *huggingFaceAuto(llvm::StringRef path) {
+  for (const HuggingFaceAuto &h : kHuggingFaceAuto)
+    if (path == h.path)
+      return &h;
+  return nullptr;
 }
 
 std::string configKeysMarkdown() {

@@ -54,6 +54,17 @@ const char *unsupportedDeepSpeedKey(llvm::StringRef section,
 /// Why a key that dsc accepts has no effect in dsc; null for other keys.
 const char *noEffectConfigKey(llvm::StringRef section, llvm::StringRef key);
 
+/// Hugging Face's Trainer fills a config's "auto" values from its
+/// TrainingArguments; without the Trainer, dsc resolves these keys' "auto"
+/// to those arguments' defaults (what an HF user gets by not setting them),
+/// other keys' to DeepSpeed's defaults.
+struct HuggingFaceAuto {
+  const char *path;     ///< the key's JSON path
+  double value;         ///< the TrainingArguments default
+  const char *argument; ///< its name there
+};
+const HuggingFaceAuto *huggingFaceAuto(llvm::StringRef path);
+
 /// docs/config.md's generated part: a table per section.
 std::string configKeysMarkdown();
 

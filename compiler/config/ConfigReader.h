@@ -305,7 +305,7 @@ public:
     if (!v)
       return true;
     if (isAuto(*v)) {
-      noteAuto(key, formatNumber(out));
+      resolveAuto(key, out);
       return true;
     }
     return r.toNumber(at(key), *v, out);
@@ -316,7 +316,7 @@ public:
     if (!v)
       return true;
     if (isAuto(*v)) {
-      noteAuto(key, formatNumber(out));
+      resolveAuto(key, out);
       return true;
     }
     return r.toInteger(at(key), *v, out);
@@ -395,6 +395,19 @@ public:
   }
 
 private:
+  /// "auto" at a number: Hugging Face's TrainingArguments default where its
+  /// Trainer would fill the key (ConfigKeys.h), else `out`'s default.
+  template <class T> void resolveAuto(StringRef key, T &out) {
+    if (const HuggingFaceAuto *hf = huggingFaceAuto(at(key))) {
+      out = T(hf->value);
+      r.note(at(key), "\"auto\" resolved to " + formatNumber(out) +
+                          " (Hugging Face TrainingArguments' default " +
+                          hf->argument + ")");
+      return;
+    }
+    noteAuto(key, formatNumber(out));
+  }
+
   void noteAuto(StringRef key, const Twine &value) {
     r.note(at(key), "\"auto\" resolved to " + value + " (default)");
   }

@@ -123,6 +123,50 @@ TEST(ConfigKeysTest, PinnedValuesPassAndOthersAreRefused) {
   });
 }
 
+// Hugging Face's ZeRO-2 and ZeRO-3 example configs (transformers'
+// DeepSpeed docs), "auto" everywhere its Trainer fills in: they compile, and
+// "auto" takes TrainingArguments' defaults where the Trainer would.
+TEST(ConfigKeysTest, HuggingFaceExampleConfigsParse) {
+  const std::string common = R"(
+      "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000,
+               "initial_scale_power": 16, "hysteresis": 2,
+               "min_loss_scale": 1},
+      "optimizer": {"type": "AdamW", "params": {"lr": "auto",
+                    "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+      "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto",
+                    "warmup_max_lr": "auto", "warmup_num_steps": "auto"}},
+      "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+      "steps_per_print": 2000, "train_batch_size": "auto",
+      "train_micro_batch_size_per_gpu": "auto",
+      "wall_clock_breakdown": false)";
+  DsConfig zero2 = parseOk("{" + common + R"(, "zero_optimization": {
+      "stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+      "allgather_partitions": true, "allgather_bucket_size": 2e8,
+      "overlap_comm": true, "reduce_scatter": true,
+      "reduce_bucket_size": 2e8, "contiguous_gradients": true}})");
+  EXPECT_EQ(zero2.optimizer.lr, 5e-5);
+  EXPECT_EQ(zero2.scheduler.warmupMaxLr, 5e-5);
+  EXPECT_EQ(zero2.scheduler.warmupNumSteps, 0);
+  EXPECT_EQ(zero2.gradientClipping, 1.0);
+  EXPECT_EQ(zero2.optimizer.weightDecay, 0.0);
+  EXPECT_FALSE(zero2.fp16.enabled);
+  EXPECT_EQ(zero2.zero.stage, 2);
+  EXPECT_EQ(zero2.zero.offloadOptimizer, "cpu");
+  EXPECT_EQ(zero2.zero.reduceBucketSize, 200000000);
+  DsConfig zero3 = parseOk("{" + common + R"(, "zero_optimization": {
+      "stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+      "offload_param": {"device": "cpu", "pin_memory": true},
+      "overlap_comm": true, "contiguous_gradients": true,
+      "sub_group_size": 1e9, "reduce_bucket_size": "auto",
+      "stage3_prefetch_bucket_size": "auto",
+      "stage3_param_persistence_threshold": "auto",
+      "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+      "stage3_gather_16bit_weights_on_model_save": true}})");
+  EXPECT_EQ(zero3.zero.stage, 3);
+  EXPECT_EQ(zero3.zero.offloadParam, "cpu");
+  EXPECT_EQ(zero3.optimizer.lr, 5e-5);
+}
+
 TEST(ConfigKeysTest, KeysOfOneSectionAreListedOnce) {
   std::set<std::string> seen;
   for (const ConfigKey &k : configKeys())

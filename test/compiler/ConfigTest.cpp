@@ -710,20 +710,24 @@ TEST(ConfigTest, AutoValuesResolveToDefaults) {
       "bf16": {"enabled": "auto"},
       "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto",
                             "overlap_comm": "auto"}})");
-  EXPECT_EQ(c.gradientClipping, 0.0);
+  // Where Hugging Face's Trainer would fill the key, its TrainingArguments
+  // default (max_grad_norm 1, weight_decay 0, warmup_steps 0); else
+  // DeepSpeed's.
+  EXPECT_EQ(c.gradientClipping, 1.0);
   EXPECT_EQ(c.optimizer.beta2, 0.999);
-  EXPECT_EQ(c.optimizer.weightDecay, 0.01);
+  EXPECT_EQ(c.optimizer.weightDecay, 0.0);
   EXPECT_EQ(c.scheduler.warmupMaxLr, 5e-4); // the optimizer's lr
-  EXPECT_EQ(c.scheduler.warmupNumSteps, 1000);
+  EXPECT_EQ(c.scheduler.warmupNumSteps, 0);
   EXPECT_FALSE(c.fp16.enabled);
   EXPECT_EQ(c.zero.reduceBucketSize, 500000000);
   // The full list, in the order the sections are read.
   std::vector<std::string> expected = {
-      "ds_config.json: $.gradient_clipping: \"auto\" resolved to 0 (default)",
+      "ds_config.json: $.gradient_clipping: \"auto\" resolved to 1 (Hugging "
+      "Face TrainingArguments' default max_grad_norm)",
       "ds_config.json: $.optimizer.params.eps: \"auto\" resolved to 1e-08 "
-      "(default)",
+      "(Hugging Face TrainingArguments' default adam_epsilon)",
       "ds_config.json: $.optimizer.params.weight_decay: \"auto\" resolved to "
-      "0.01 (default)",
+      "0 (Hugging Face TrainingArguments' default weight_decay)",
       "ds_config.json: $.optimizer.params.betas: \"auto\" resolved to [0.9, "
       "0.999] (default)",
       "ds_config.json: $.scheduler.params.warmup_min_lr: \"auto\" resolved "
@@ -731,9 +735,7 @@ TEST(ConfigTest, AutoValuesResolveToDefaults) {
       "ds_config.json: $.scheduler.params.warmup_max_lr: \"auto\" resolved "
       "to 0.0005 (optimizer.params.lr)",
       "ds_config.json: $.scheduler.params.warmup_num_steps: \"auto\" "
-      "resolved to 1000 (default)",
-      "ds_config.json: $.scheduler.params.total_num_steps: 100 is less than "
-      "warmup_num_steps 1000 (DeepSpeed warns too)",
+      "resolved to 0 (Hugging Face TrainingArguments' default warmup_steps)",
       "ds_config.json: $.fp16.enabled: \"auto\" resolved to false (default)",
       "ds_config.json: $.bf16.enabled: \"auto\" resolved to false (default)",
       "ds_config.json: $.zero_optimization.reduce_bucket_size: \"auto\" "
