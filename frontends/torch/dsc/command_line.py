@@ -60,16 +60,34 @@ def load_class(spec):
     return cls
 
 
-def parse_model_args(text):
+def parse_model_args(text, flag="--model-args"):
     try:
         args = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"--model-args: not JSON: {e.msg} at column {e.colno}") from None
+        raise InputError(f"{flag}: not JSON: {e.msg} at column {e.colno}") from None
     except RecursionError:
-        raise InputError("--model-args: nested too deeply for Python's JSON reader") from None
+        raise InputError(f"{flag}: nested too deeply for Python's JSON reader") from None
     if not isinstance(args, dict):
-        raise InputError("--model-args: expected a JSON object of keyword arguments")
+        raise InputError(f"{flag}: expected a JSON object of keyword arguments")
     return args
+
+
+def config_class(cls):
+    """The class of the config object cls's constructor takes, or None:
+    its first argument's annotation, Hugging Face's cls.config_class, or
+    nanoGPT's convention, a class named <cls>Config beside cls."""
+    import inspect
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        params = []
+    annotation = params[0].annotation if params else inspect.Parameter.empty
+    if annotation is not inspect.Parameter.empty and inspect.isclass(annotation):
+        return annotation
+    if inspect.isclass(getattr(cls, "config_class", None)):
+        return cls.config_class
+    named = getattr(sys.modules.get(cls.__module__), cls.__name__ + "Config", None)
+    return named if inspect.isclass(named) else None
 
 
 def model_file(spec):
@@ -77,17 +95,37 @@ def model_file(spec):
     return spec.rpartition(":")[0] or None
 
 
-def build_module(spec, model_args):
-    """The module FILE.py:Class(**json(model_args)) in training mode, seeded
-    for reproducible initial weights; its failures as InputError."""
+def build_module(spec, model_args, model_config=None):
+    """The module FILE.py:Class(**json(model_args)), or with model_config
+    Class(ConfigClass(**json(model_config))) (config_class finds it), in
+    training mode, seeded for reproducible initial weights; its failures
+    as InputError."""
     import torch
     cls = load_class(spec)
     kwargs = parse_model_args(model_args)
+    config = None
+    if model_config is not None:
+        if kwargs:
+            raise InputError("--model-args and --model-config: give one of them")
+        fields = parse_model_args(model_config, "--model-config")
+        made = config_class(cls)
+        if made is None:
+            raise InputError(f"{spec}: --model-config: found no config class (the annotation "
+                             f"of the constructor's first argument, {cls.__name__}.config_class, "
+                             f"or {cls.__name__}Config beside it)")
+        try:
+            config = made(**fields)
+        except Exception as e:
+            raise InputError(f"{spec}: --model-config: {made.__name__}(...) failed: "
+                             f"{type(e).__name__}: {e}") from None
     torch.manual_seed(0)
     try:
-        module = cls(**kwargs)
+        module = cls(config) if config is not None else cls(**kwargs)
     except Exception as e:  # the user's constructor: any failure is bad input
-        raise InputError(f"{spec}: constructing it failed: {type(e).__name__}: {e}") from None
+        hint = ""
+        if config is None and kwargs and isinstance(e, TypeError) and config_class(cls):
+            hint = (f" (it takes a {config_class(cls).__name__}: pass these as --model-config)")
+        raise InputError(f"{spec}: constructing it failed: {type(e).__name__}: {e}{hint}") from None
     if not isinstance(module, torch.nn.Module):
         raise InputError(f"{spec}: not a torch.nn.Module")
     module.train()

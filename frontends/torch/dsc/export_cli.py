@@ -27,6 +27,9 @@ def export_main(argv):
     ap = ArgumentParser(prog="dsc export", description="Export a PyTorch module to ds MLIR.")
     ap.add_argument("model", help="FILE.py:ClassName")
     ap.add_argument("--model-args", default="{}", help="JSON object of keyword arguments")
+    ap.add_argument("--model-config", default=None,
+                    help="JSON object of the fields of the config object the class takes "
+                         "(nanoGPT's GPT(GPTConfig(...)), a Hugging Face model's config_class)")
     ap.add_argument("--batch-size", type=int, required=True)
     ap.add_argument("--block-size", type=int, required=True)
     ap.add_argument("--loss", default="module", choices=("module", "cross_entropy"),
@@ -43,7 +46,7 @@ def export_main(argv):
             if path is not None:
                 check_output(path, flag)
         check_distinct([("the model", model_file(args.model))], outputs)
-        module = build_module(args.model, args.model_args)
+        module = build_module(args.model, args.model_args, args.model_config)
         exported = export(module, args.batch_size, args.block_size, loss=args.loss)
         exported.save(args.output, args.weights)
     except (InputError, ExportError) as e:

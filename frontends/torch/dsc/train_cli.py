@@ -35,6 +35,9 @@ def _parser():
     ap = ArgumentParser(prog="dsc-train", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="FILE.py:ClassName")
     ap.add_argument("--model-args", default="{}", help="JSON object of keyword arguments")
+    ap.add_argument("--model-config", default=None,
+                    help="JSON object of the fields of the config object the class takes "
+                         "(nanoGPT's GPT(GPTConfig(...)), a Hugging Face model's config_class)")
     ap.add_argument("--deepspeed_config", "--deepspeed-config", dest="config", required=True,
                     help="DeepSpeed's ds_config.json")
     ap.add_argument("--data", required=True, help="text or nanoGPT .bin tokens")
@@ -114,7 +117,7 @@ def _run(args):
     import dsc
     try:
         _check_inputs_and_outputs(args)
-        module = build_module(args.model, args.model_args)
+        module = build_module(args.model, args.model_args, args.model_config)
         print(f"dsc-train: exporting {args.model}", flush=True)
         plan = dsc.compile(module, args.config, block_size=args.block_size, loss=args.loss,
                            world_size=args.num_gpus)
