@@ -34,11 +34,29 @@ def print_error(prog, error):
         print(f"{prog}: {line}", file=sys.stderr)
 
 
+def _is_module_name(path):
+    """'transformers' or 'pkg.models': an installed module, not a file."""
+    return (not os.path.exists(path) and not path.endswith(".py")
+            and all(part.isidentifier() for part in path.split(".")))
+
+
 def load_class(spec):
-    """'path/to/model.py:ClassName' -> the class."""
+    """'path/to/model.py:ClassName' or 'module:ClassName' (an installed
+    module: transformers:LlamaForCausalLM) -> the class."""
+    import importlib
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
-        raise InputError(f"{spec}: expected FILE.py:ClassName")
+        raise InputError(f"{spec}: expected FILE.py:ClassName or module:ClassName")
+    if _is_module_name(path):
+        try:
+            mod = importlib.import_module(path)
+        except ImportError as e:
+            raise InputError(f"{path}: no such file, and importing it as a module failed: "
+                             f"{e}") from None
+        cls = getattr(mod, name, None)
+        if cls is None:
+            raise InputError(f"{path}: module defines no {name}")
+        return cls
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
     if not os.path.isfile(path):  # a FIFO would block the import
@@ -91,8 +109,10 @@ def config_class(cls):
 
 
 def model_file(spec):
-    """The FILE.py of FILE.py:ClassName (an input of the run)."""
-    return spec.rpartition(":")[0] or None
+    """The FILE.py of FILE.py:ClassName (an input of the run); None for an
+    installed module's class."""
+    path = spec.rpartition(":")[0]
+    return None if not path or _is_module_name(path) else path
 
 
 def build_module(spec, model_args, model_config=None):

@@ -55,8 +55,8 @@ def _parser():
     return ap
 
 
-OUTPUTS = ("plan.dsplan", "init.safetensors", "model.safetensors", "metrics.jsonl",
-           "final.safetensors")
+OUTPUTS = ("plan.dsplan", "init.safetensors", "model.safetensors", "config.json",
+           "metrics.jsonl", "final.safetensors")
 
 
 class _Terminated(BaseException):
@@ -160,6 +160,12 @@ def _write_trained(plan, module, weights, out, with_init):
     if with_init:
         writers.append((os.path.join(out, "init.safetensors"),
                         lambda t: _write_initial_weights(plan, t)))
+    # A Hugging Face model's config beside its weights: the folder is one
+    # from_pretrained loads.
+    hf_config = getattr(module, "config", None)
+    if hasattr(hf_config, "to_json_string"):
+        text = hf_config.to_json_string()
+        writers.append((os.path.join(out, "config.json"), lambda t: _write_bytes(t, text.encode())))
     write_outputs(writers)
     print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
           flush=True)
