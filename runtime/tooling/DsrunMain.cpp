@@ -161,8 +161,8 @@ int runSample(const DsrunOptions &options, bool lead, Prepared &p,
 /// are gathered; rank 0 writes) and each rank's --dump-state. A rank that
 /// fails here abandons the job, so none waits for it longer than a
 /// collective's timeout.
-int writeResults(const DsrunOptions &options, const DsrunHooks &hooks,
-                 bool lead, Prepared &p, std::string &error) {
+int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
+                 std::string &error) {
   const TrainSetup &setup = p.setup;
   if (!options.exportWeights.empty()) {
     std::map<std::string, std::string> metadata = {
@@ -174,7 +174,7 @@ int writeResults(const DsrunOptions &options, const DsrunHooks &hooks,
     if (!exportWeights(*p.session, p.layout, options.exportWeights, metadata,
                        lead, error))
       return kExitTrainingFailed;
-    if (lead && !hooks.temporaryExport)
+    if (lead && !options.quietExport)
       std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
   }
   if (!options.dumpState.empty()) {
@@ -188,8 +188,8 @@ int writeResults(const DsrunOptions &options, const DsrunHooks &hooks,
 
 /// Trains (unless a checkpoint is already past --steps), then writes what
 /// the run produces.
-int trainAndWrite(const DsrunOptions &options, const DsrunHooks &hooks,
-                  bool lead, Prepared &p, std::string &error) {
+int trainAndWrite(const DsrunOptions &options, bool lead, Prepared &p,
+                  std::string &error) {
   TrainSetup &setup = p.setup;
   int status = kExitOk;
   // Ctrl-C finishes the step and saves; a rank hears of it from the
@@ -214,7 +214,7 @@ int trainAndWrite(const DsrunOptions &options, const DsrunHooks &hooks,
     traceError.clear();
   if (status != kExitOk && traceError.empty())
     return status;
-  if (int written = writeResults(options, hooks, lead, p, error))
+  if (int written = writeResults(options, lead, p, error))
     return written;
   if (!traceError.empty()) {
     error = traceError;
@@ -247,8 +247,8 @@ int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
     return kExitTrainingFailed;
   }
   if (lead)
-    describeRun(hooks.planName.empty() ? options.plan : hooks.planName, comm,
-                p);
+    describeRun(options.planName.empty() ? options.plan : options.planName,
+                comm, p);
   std::fflush(stdout);
   fillSetup(options, comm, hooks, p);
   if (options.sample)
@@ -264,7 +264,7 @@ int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
                   setup.evalBatches, p.evalData->description().c_str());
     return kExitOk;
   }
-  return trainAndWrite(options, hooks, lead, p, error);
+  return trainAndWrite(options, lead, p, error);
 }
 
 /// This rank's communicator, checked against --np.

@@ -25,12 +25,6 @@ struct DsrunHooks {
   /// Each optimizer step's record, on rank 0 (the --metrics line's data);
   /// false stops the run after that step (TrainSetup::onStep).
   std::function<bool(const StepRecord &)> onStep;
-  /// The caller hands dsrun temporary files it removes afterwards (the
-  /// Python API's plan and weights): messages name the plan `planName`
-  /// instead of its path, and --export-weights is written without the
-  /// "wrote" line, so no message names a file that is gone.
-  std::string planName;
-  bool temporaryExport = false;
 };
 
 /// One rank of a run (the only one, or one that mpirun started).

@@ -151,6 +151,14 @@ const std::vector<Flag> &flagTable() {
                 "continue from the latest checkpoint in --save-dir"};
     resume.on = &O::resume;
     t.push_back(resume);
+    t.push_back(textFlag("--plan-name", "NAME", &O::planName,
+                         "what messages call the plan instead of its path "
+                         "(for a caller's temporary copy)"));
+    Flag quietExport{"--quiet-export", nullptr, Value::Switch,
+                     "write --export-weights without saying so (a caller's "
+                     "temporary file)"};
+    quietExport.on = &O::quietExport;
+    t.push_back(quietExport);
     Flag help{"--help", nullptr, Value::Switch, "print this help"};
     help.on = &O::help;
     t.push_back(help);

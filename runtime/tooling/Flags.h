@@ -52,6 +52,11 @@ struct DsrunOptions {
   uint64_t saveEvery = 0;
   uint64_t keep = 0;
   bool resume = false;
+  /// A caller handing dsrun temporary files it removes afterwards (dsc.train,
+  /// dsc-train): the name its messages give the plan instead of its path,
+  /// and --export-weights written without the "wrote" line.
+  std::string planName;
+  bool quietExport = false;
   bool help = false;
   /// The flags the command line gave (by name, "--seed"), to tell a default
   /// from a value the user chose.

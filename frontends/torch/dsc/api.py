@@ -189,7 +189,8 @@ def _fd_into(fd, path):
 
 
 def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
-          eval_split=None, eval_every=None, save_dir=None, save_every=None, resume=False,
+          eval_data=None, eval_split=None, eval_every=None, save_dir=None, save_every=None,
+          resume=False,
           metrics=None, trace=None, monitor=True, backend=None, quiet=False):
     """Trains `plan` (a Plan, or the path of a .dsplan) in this process, as
     `dsrun PLAN --data DATA --steps STEPS ...` does, calling callback(record)
@@ -209,7 +210,8 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     # dsrun writes by its own rule as well (PathRules.h), the monitors'
     # folders and files by monitor.check_monitors.
     inputs = [("the plan", plan.path if isinstance(plan, Plan) else plan), ("--data", data),
-              ("--init-from", None if isinstance(init, dict) else init)]
+              ("--init-from", None if isinstance(init, dict) else init),
+              ("--eval-data", eval_data)]
     outputs = [("--metrics", metrics), ("--trace", trace)]
     for flag, path in outputs:
         if path is not None:
@@ -245,7 +247,8 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
             path = os.path.join(tmp, "init.safetensors")
             save_file({k: v.detach().contiguous() for k, v in exported.weights.items()}, path)
             args += ["--init-from", path]
-        for flag, value in (("--seed", seed), ("--eval-split", eval_split),
+        for flag, value in (("--seed", seed), ("--eval-data", eval_data),
+                            ("--eval-split", eval_split),
                             ("--eval-every", eval_every), ("--save-dir", save_dir),
                             ("--save-every", save_every), ("--metrics", metrics),
                             ("--trace", trace), ("--backend", backend)):
@@ -256,7 +259,9 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
         if isinstance(config.get("steps_per_print"), int) and config["steps_per_print"] > 0:
             args += ["--print-every", str(config["steps_per_print"])]
         final = os.path.join(tmp, "final.safetensors")
-        args += ["--export-weights", final]
+        args += ["--export-weights", final, "--quiet-export"]
+        if plan_name:
+            args += ["--plan-name", plan_name]
 
         history = []
 
@@ -274,8 +279,7 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
                 if quiet:
                     stack.enter_context(_fd_into(1, os.devnull))
                 stack.enter_context(_fd_into(2, log))
-                status = native().train(args, on_step, plan_name=plan_name,
-                                        temporary_export=True)
+                status = native().train(args, on_step)
         finally:
             if monitors is not None:
                 monitors.close()

@@ -3,7 +3,8 @@
     dsc-train path/to/model.py:GPT --model-args '{"n_layer": 4}' \\
         --deepspeed_config ds_config.json --data input.txt --steps 500 \\
         [--num_gpus N] [--block-size T] [--loss module|cross_entropy] \\
-        [--output-dir DIR]
+        [--output-dir DIR] [dsrun's --backend, --init-from, --eval-data,
+        --eval-split, --eval-every, --save-dir, --save-every, --resume]
 
 Exports the module (dsc.export), compiles it for N ranks (dsc.compile),
 prints the report, trains with a progress line every steps_per_print steps
@@ -52,7 +53,38 @@ def _parser():
     ap.add_argument("--loss", default="module", choices=("module", "cross_entropy"))
     ap.add_argument("--seed", type=int)
     ap.add_argument("--output-dir", help="plan, initial and trained weights")
+    # dsrun's flags, passed on (docs/dsrun.md).
+    ap.add_argument("--backend", help="dsrun's backend: cpu or cuda[:K=V,...]")
+    ap.add_argument("--init-from", help="initial weights (safetensors, dsc's or the "
+                    "module's names) instead of the module's own")
+    ap.add_argument("--eval-data", help="held-out data for the validation loss")
+    ap.add_argument("--eval-split", type=float,
+                    help="hold out the last fraction of --data instead")
+    ap.add_argument("--eval-every", type=int, help="evaluate every K steps and after the last")
+    ap.add_argument("--save-dir", help="checkpoints (dsrun --save-dir)")
+    ap.add_argument("--save-every", type=int, help="a checkpoint every K steps")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from the latest checkpoint in --save-dir")
     return ap
+
+
+# dsc-train's flags that dsrun takes as they are: (argparse dest, dsrun flag).
+DSRUN_FLAGS = (("backend", "--backend"), ("init_from", "--init-from"),
+               ("eval_data", "--eval-data"), ("eval_split", "--eval-split"),
+               ("eval_every", "--eval-every"), ("save_dir", "--save-dir"),
+               ("save_every", "--save-every"))
+
+
+def _dsrun_flags(args):
+    """The dsrun flags the run's own dsc-train flags ask for."""
+    flags = []
+    for dest, flag in DSRUN_FLAGS:
+        value = getattr(args, dest)
+        if value is not None:
+            flags += [flag, str(value)]
+    if args.resume:
+        flags.append("--resume")
+    return flags
 
 
 OUTPUTS = ("plan.dsplan", "init.safetensors", "model.safetensors", "config.json",
@@ -100,7 +132,8 @@ def _check_inputs_and_outputs(args):
         read_input(args.config, CONFIG_LIMIT)  # a FIFO or /dev/zero: refused, not read
     config, _, config_name = _read_config(args.config)
     inputs = [("the model", model_file(args.model)), ("--deepspeed_config", args.config),
-              ("--data", args.data)]
+              ("--data", args.data), ("--init-from", args.init_from),
+              ("--eval-data", args.eval_data)]
     out = args.output_dir
     if out is not None:
         check_output_folder(out, "--output-dir")
@@ -109,7 +142,7 @@ def _check_inputs_and_outputs(args):
             for flag, path in outputs:
                 check_output(path, flag)
         check_distinct(inputs, outputs)
-    check_monitors(config, inputs, config_name)
+    check_monitors(config, inputs, config_name, resume=args.resume)
     return config
 
 
@@ -186,7 +219,11 @@ def _write_bytes(path, data):
 def _train_here(plan, args):
     import dsc
     try:
-        result = dsc.train(plan, args.data, args.steps, seed=args.seed)
+        result = dsc.train(plan, args.data, args.steps, seed=args.seed, init=args.init_from,
+                           eval_data=args.eval_data, eval_split=args.eval_split,
+                           eval_every=args.eval_every, save_dir=args.save_dir,
+                           save_every=args.save_every, resume=args.resume,
+                           backend=args.backend)
     except dsc.InputError:
         return 2, None  # dsrun's line is already on stderr
     except dsc.TrainingError:
@@ -271,15 +308,22 @@ def _train_ranks(plan, args, out, lock_fd):
     if os.path.isfile(metrics):
         os.unlink(metrics)  # a previous run's lines are not this run's
     cmd = [_dsrun(), plan_path, "--np", str(args.num_gpus), "--data", args.data,
-           "--steps", str(args.steps), "--init-from", init, "--metrics", metrics,
-           "--export-weights", final]
+           "--steps", str(args.steps), "--metrics", metrics, "--export-weights", final,
+           "--quiet-export"]
+    if not args.output_dir:  # the work folder's plan: gone when the run ends
+        cmd += ["--plan-name", "the compiled plan"]
+    # The module's initial weights, unless the user's or a checkpoint's.
+    if args.init_from is None and not args.resume:
+        cmd += ["--init-from", init]
+    cmd += _dsrun_flags(args)
     if isinstance(plan.config.get("steps_per_print"), int) and plan.config["steps_per_print"] > 0:
         cmd += ["--print-every", str(plan.config["steps_per_print"])]
     if args.oversubscribe:
         cmd.append("--oversubscribe")
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
-    monitors = Monitors(plan.config, plan.report()["seq_len"], config_name=plan.config_name)
+    monitors = Monitors(plan.config, plan.report()["seq_len"], config_name=plan.config_name,
+                        resume=args.resume)
     monitors.open()  # here: wandb.init wants the main thread
     done, failures = threading.Event(), []
     follower = _metrics_follower(metrics, monitors, done, failures)

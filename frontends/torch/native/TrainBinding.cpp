@@ -1,7 +1,6 @@
 //===- TrainBinding.cpp - _dsc_native.train -------------------------------===//
 //
-// train(args, callback, plan_name, temporary_export) -> exit status:
-// dsrun's runDsrun in this process,
+// train(args, callback) -> exit status: dsrun's runDsrun in this process,
 // with `callback` called on every optimizer step with the --metrics
 // record as a dict (the GIL is held only there). A callback that raises
 // stops the run after that step, as SIGINT would, and the exception
@@ -43,13 +42,10 @@ private:
   struct sigaction terminate {};
 };
 
-int train(const std::vector<std::string> &args, py::object callback,
-          const std::string &planName, bool temporaryExport) {
+int train(const std::vector<std::string> &args, py::object callback) {
   py::module_ json = py::module_::import("json");
   std::optional<py::error_already_set> raised;
   rt::DsrunHooks hooks;
-  hooks.planName = planName;
-  hooks.temporaryExport = temporaryExport;
   if (!callback.is_none())
     hooks.onStep = [&](const rt::StepRecord &record) {
       py::gil_scoped_acquire gil;
@@ -77,12 +73,8 @@ int train(const std::vector<std::string> &args, py::object callback,
 
 void bindTrain(py::module_ &m) {
   m.def("train", &train, py::arg("args"), py::arg("callback") = py::none(),
-        py::arg("plan_name") = std::string(),
-        py::arg("temporary_export") = false,
         "Runs dsrun with these flags in this process; returns its exit "
-        "status. callback(record) gets each step's metrics; plan_name names "
-        "the plan in messages (a temporary file's own path: gone "
-        "afterwards), temporary_export leaves --export-weights unannounced.");
+        "status. callback(record) gets each step's metrics.");
 }
 
 } // namespace dsc::python
