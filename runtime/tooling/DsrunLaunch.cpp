@@ -15,11 +15,20 @@
 #include "runtime/tooling/Launch.h"
 #include "runtime/tooling/Trainer.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 namespace dsc::rt {
 
 namespace fb = dsc::plan;
+
+namespace {
+bool isRegularFile(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+} // namespace
 
 int launchDsrun(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -55,12 +64,17 @@ int launchDsrun(int argc, char **argv) {
             " is compiled for " + std::to_string(planRanks) +
             (planRanks == 1 ? " rank" : " ranks") + " (dsc --world-size " +
             std::to_string(planRanks) + ")";
-  else if (!options.oversubscribe &&
+  else if (!options.hostfile.empty() && !isRegularFile(options.hostfile))
+    error = "--hostfile " + options.hostfile + ": no such file";
+  // This machine's capacity says nothing of a hostfile's hosts.
+  else if (!options.oversubscribe && options.hostfile.empty() &&
            !checkLocalCapacity(options.np, planBytes, error))
     error = "--np " + std::to_string(options.np) + ": " + error;
   else
-    status = relaunchUnderMpirun(withoutDsrunFlag(args, "--np"),
-                                 unsigned(options.np), error);
+    // The ranks' flags: --np and --hostfile are the launcher's.
+    status = relaunchUnderMpirun(
+        withoutDsrunFlag(withoutDsrunFlag(args, "--np"), "--hostfile"),
+        unsigned(options.np), options.hostfile, error);
   if (!error.empty()) {
     std::fflush(stdout);
     std::fprintf(stderr, "dsrun: %s\n", error.c_str());

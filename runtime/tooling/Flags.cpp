@@ -71,6 +71,10 @@ const std::vector<Flag> &flagTable() {
                        "or memory hold (docs/multi-process.md)"};
     oversubscribe.on = &O::oversubscribe;
     t.push_back(oversubscribe);
+    t.push_back(textFlag("--hostfile", "FILE", &O::hostfile,
+                         "--np: mpirun's hostfile; the ranks start on its "
+                         "hosts, which need the same paths "
+                         "(docs/multi-process.md)"));
     t.push_back(textFlag("--backend", "NAME[:K=V,...]", &O::backend,
                          "where the plan runs: a registered backend, with "
                          "its options (cuda:graphs=off,tf32=on; default "
@@ -348,6 +352,9 @@ bool checkDsrunFlags(const DsrunOptions &options, std::string &error) {
   } else if (options.resume && !options.initFrom.empty()) {
     error = "--resume and --init-from both set the weights; give one";
   }
+  if (error.empty() && !options.hostfile.empty() && options.np <= 1)
+    error = "--hostfile goes with --np N (N > 1): it says where mpirun "
+            "starts the ranks";
   // Sampling's settings without --sample would be silently ignored.
   for (const char *flag : {"--prompt", "--temperature", "--top-k"})
     if (error.empty() && options.wasGiven(flag) && !options.sample)

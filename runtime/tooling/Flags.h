@@ -28,6 +28,7 @@ struct DsrunOptions {
   uint64_t np = 1;
   /// --np may start more ranks than the machine's cores or memory hold.
   bool oversubscribe = false;
+  std::string hostfile; ///< --np: mpirun's hostfile (the ranks' hosts)
   std::string backend = "cpu";
   uint64_t seed = 1337;
   uint64_t deviceMemory = 0; ///< not given: unlimited

@@ -128,7 +128,8 @@ bool checkLocalCapacity(uint64_t np, uint64_t planBytes, std::string &error) {
 
 std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                        const std::string &self, unsigned np,
-                                       const std::vector<std::string> &args) {
+                                       const std::vector<std::string> &args,
+                                       const std::string &hostfile) {
   // No stdin: mpirun runs in a background process group (Ctrl-C is the
   // launcher's), where reading the terminal would stop it.
   std::vector<std::string> cmd = {mpirun,
@@ -141,6 +142,8 @@ std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                   "-np",
                                   std::to_string(np),
                                   self};
+  if (!hostfile.empty())
+    cmd.insert(cmd.end() - 3, {"--hostfile", hostfile});
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }
@@ -165,7 +168,7 @@ std::string findOnPath(const std::string &name) {
 }
 
 int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
-                        std::string &error) {
+                        const std::string &hostfile, std::string &error) {
   std::string flag = "--np " + std::to_string(np);
   std::string mpirun = findOnPath("mpirun");
   if (mpirun.empty()) {
@@ -178,7 +181,8 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
     error = flag + ": cannot find this dsrun's own path (/proc/self/exe)";
     return 2;
   }
-  std::vector<std::string> cmd = mpirunCommand(mpirun, self, np, args);
+  std::vector<std::string> cmd =
+      mpirunCommand(mpirun, self, np, args, hostfile);
   std::vector<char *> argv;
   for (std::string &a : cmd)
     argv.push_back(a.data());

@@ -16,10 +16,12 @@
 
 namespace dsc::rt {
 
-/// The mpirun command line that starts `np` ranks of `self` with `args`.
+/// The mpirun command line that starts `np` ranks of `self` with `args`,
+/// on the hosts of `hostfile` when one is given.
 std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                        const std::string &self, unsigned np,
-                                       const std::vector<std::string> &args);
+                                       const std::vector<std::string> &args,
+                                       const std::string &hostfile = "");
 
 /// The first executable `name` on PATH; empty if none.
 std::string findOnPath(const std::string &name);
@@ -30,7 +32,7 @@ std::string findOnPath(const std::string &name);
 /// a signal: mpirun exits 128 + the signal) as 1 with a line in `error`.
 /// Returns 2 with `error` when mpirun cannot be found or started.
 int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
-                        std::string &error);
+                        const std::string &hostfile, std::string &error);
 
 /// `dsrun --np N` on one machine, without --oversubscribe: at most
 /// kRanksPerCore ranks per core (and never fewer than kMinLocalRanks, the

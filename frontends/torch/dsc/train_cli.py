@@ -45,6 +45,8 @@ def _parser():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--num_gpus", "--num-gpus", dest="num_gpus", type=int, default=1,
                     help="ranks (processes) to train on")
+    ap.add_argument("--hostfile", help="with --num_gpus N: mpirun's hostfile, the hosts the "
+                    "ranks start on (dsrun --hostfile)")
     ap.add_argument("--oversubscribe", action="store_true",
                     help="start more ranks than this machine's cores or memory hold "
                          "(dsrun --oversubscribe)")
@@ -124,6 +126,9 @@ def _check_inputs_and_outputs(args):
         raise dsc.InputError(f"--num_gpus {args.num_gpus}: must be positive")
     if args.steps < 1:
         raise dsc.InputError(f"--steps {args.steps}: must be positive")
+    if args.hostfile is not None and args.num_gpus == 1:
+        raise dsc.InputError("--hostfile goes with --num_gpus N (N > 1): it says where the "
+                             "ranks start")
     if not os.path.exists(args.data):
         raise dsc.InputError(f"--data {args.data}: no such file")
     if not os.path.isfile(args.data):
@@ -133,7 +138,7 @@ def _check_inputs_and_outputs(args):
     config, _, config_name = _read_config(args.config)
     inputs = [("the model", model_file(args.model)), ("--deepspeed_config", args.config),
               ("--data", args.data), ("--init-from", args.init_from),
-              ("--eval-data", args.eval_data)]
+              ("--eval-data", args.eval_data), ("--hostfile", args.hostfile)]
     out = args.output_dir
     if out is not None:
         check_output_folder(out, "--output-dir")
@@ -320,6 +325,8 @@ def _train_ranks(plan, args, out, lock_fd):
         cmd += ["--print-every", str(plan.config["steps_per_print"])]
     if args.oversubscribe:
         cmd.append("--oversubscribe")
+    if args.hostfile is not None:
+        cmd += ["--hostfile", args.hostfile]
     if args.seed is not None:
         cmd += ["--seed", str(args.seed)]
     monitors = Monitors(plan.config, plan.report()["seq_len"], config_name=plan.config_name,

@@ -307,6 +307,12 @@ TEST(Launch, MpirunCommandLine) {
             (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
                "--bind-to", "none", "--stdin", "none", "-np", "3", "/x/dsrun",
                "p.dsplan", "--steps", "5"}));
+  // A hostfile goes to mpirun, before the program.
+  EXPECT_EQ(mpirunCommand("/usr/bin/mpirun", "/x/dsrun", 3, {"p.dsplan"},
+                          "hosts.txt"),
+            (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
+               "--bind-to", "none", "--stdin", "none", "--hostfile",
+               "hosts.txt", "-np", "3", "/x/dsrun", "p.dsplan"}));
   EXPECT_NE(findOnPath("sh"), "");
   EXPECT_EQ(findOnPath("dsrun-no-such-program"), "");
 }
