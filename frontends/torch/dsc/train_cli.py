@@ -179,8 +179,10 @@ def _run(args):
         if status != 0:
             return status
         if out:
-            # N ranks wrote the initial weights for dsrun before training.
-            _write_trained(plan, module, weights, out, with_init=args.num_gpus == 1)
+            # N ranks wrote the initial weights for dsrun before training;
+            # a run from --init-from or a checkpoint did not start from them.
+            _write_trained(plan, module, weights, out,
+                           with_init=args.num_gpus == 1 and _from_module_weights(args))
     except dsc.InputError as e:
         print_error("dsc-train", e)
         return USAGE_ERROR
@@ -207,6 +209,12 @@ def _write_trained(plan, module, weights, out, with_init):
     write_outputs(writers)
     print(f"dsc-train: {path}: the trained state dict of {type(module).__name__}",
           flush=True)
+
+
+def _from_module_weights(args):
+    """Whether the run starts from the module's own initial weights (not
+    --init-from's, not a checkpoint's)."""
+    return args.init_from is None and not args.resume
 
 
 def _write_initial_weights(plan, path):
@@ -306,8 +314,10 @@ def _train_ranks(plan, args, out, lock_fd):
     from .monitor import Monitors
     plan_path = os.path.join(out, "plan.dsplan")
     init = os.path.join(out, "init.safetensors")
-    write_outputs([(plan_path, lambda t: _write_bytes(t, plan.data)),
-                   (init, lambda t: _write_initial_weights(plan, t))])
+    writers = [(plan_path, lambda t: _write_bytes(t, plan.data))]
+    if _from_module_weights(args):
+        writers.append((init, lambda t: _write_initial_weights(plan, t)))
+    write_outputs(writers)
     metrics = os.path.join(out, "metrics.jsonl")
     final = os.path.join(out, "final.safetensors")
     if os.path.isfile(metrics):
@@ -317,8 +327,7 @@ def _train_ranks(plan, args, out, lock_fd):
            "--quiet-export"]
     if not args.output_dir:  # the work folder's plan: gone when the run ends
         cmd += ["--plan-name", "the compiled plan"]
-    # The module's initial weights, unless the user's or a checkpoint's.
-    if args.init_from is None and not args.resume:
+    if _from_module_weights(args):
         cmd += ["--init-from", init]
     cmd += _dsrun_flags(args)
     if isinstance(plan.config.get("steps_per_print"), int) and plan.config["steps_per_print"] > 0:
