@@ -188,6 +188,37 @@ def _fd_into(fd, path):
         os.close(saved)
 
 
+def _plan_args(plan, tmp):
+    """dsrun's plan argument: a Plan's file, or one written into `tmp`,
+    which dsrun's messages then call "the compiled plan" (the file is gone
+    when they are read)."""
+    if not isinstance(plan, Plan):
+        return [os.fspath(plan)]
+    if plan.path is not None:
+        return [plan.path]
+    path = os.path.join(tmp, "plan.dsplan")
+    with open(path, "wb") as f:
+        f.write(plan.data)
+    return [path, "--plan-name", "the compiled plan"]
+
+
+def _init_args(init, exported, tmp):
+    """--init-from: `init` (a path, or tensors written into `tmp`), else
+    the exported module's own weights (none when `exported` is None)."""
+    from safetensors.torch import save_file
+    if init is not None and not isinstance(init, dict):
+        return ["--init-from", os.fspath(init)]
+    if init is not None:
+        weights = {k: v.detach().float().contiguous() for k, v in init.items()}
+    elif exported is not None:
+        weights = {k: v.detach().contiguous() for k, v in exported.weights.items()}
+    else:
+        return []
+    path = os.path.join(tmp, "init.safetensors")
+    save_file(weights, path)
+    return ["--init-from", path]
+
+
 def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
           eval_data=None, eval_split=None, eval_every=None, save_dir=None, save_every=None,
           resume=False,
@@ -201,7 +232,7 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     InputError (bad input), TrainingError (a failed run) or
     KeyboardInterrupt (SIGINT: the step in flight finishes and, with
     save_dir, is saved first)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     from .monitor import Monitors
     exported = plan.exported if isinstance(plan, Plan) else None
@@ -222,31 +253,10 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     monitors = Monitors(config, seq_len, inputs, config_name, resume) if monitor else None
     with work_folder() as work:
         tmp = work.path
-        # A plan written here for dsrun is named by its model in dsrun's
-        # messages: its temporary file is gone when they are read.
-        plan_name = ""
-        if isinstance(plan, Plan):
-            plan_path = plan.path or os.path.join(tmp, "plan.dsplan")
-            if plan.path is None:
-                plan_name = "the compiled plan"
-            if plan.path is None:
-                with open(plan_path, "wb") as f:
-                    f.write(plan.data)
-        else:
-            plan_path = os.fspath(plan)
-        args = [plan_path, "--steps", str(steps)]
+        args = _plan_args(plan, tmp) + ["--steps", str(steps)]
         if data is not None:
             args += ["--data", os.fspath(data)]
-        if isinstance(init, dict):
-            path = os.path.join(tmp, "init.safetensors")
-            save_file({k: v.detach().float().contiguous() for k, v in init.items()}, path)
-            args += ["--init-from", path]
-        elif init is not None:
-            args += ["--init-from", os.fspath(init)]
-        elif exported is not None and not resume:
-            path = os.path.join(tmp, "init.safetensors")
-            save_file({k: v.detach().contiguous() for k, v in exported.weights.items()}, path)
-            args += ["--init-from", path]
+        args += _init_args(init, None if resume else exported, tmp)
         for flag, value in (("--seed", seed), ("--eval-data", eval_data),
                             ("--eval-split", eval_split),
                             ("--eval-every", eval_every), ("--save-dir", save_dir),
@@ -260,8 +270,6 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
             args += ["--print-every", str(config["steps_per_print"])]
         final = os.path.join(tmp, "final.safetensors")
         args += ["--export-weights", final, "--quiet-export"]
-        if plan_name:
-            args += ["--plan-name", plan_name]
 
         history = []
 
