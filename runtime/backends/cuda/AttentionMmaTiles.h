@@ -9,7 +9,10 @@
 // with the online softmax and round them to the operands' type, as flash
 // attention does, and the warp adds P V into accumulators it
 // keeps in registers, rescaled by row. Head dims are padded with zeros to
-// a multiple of 16 in shared memory.
+// a multiple of 16 in shared memory. Q, K and V sit there row-major as in
+// global memory: each product's operands are then whole 16-byte rows, which
+// the device reads with ldmatrix (WarpMma.h) and, where the head dim is a
+// multiple of 8, fills 16 bytes a thread.
 //
 // Against the f32 program: P is rounded to 16 bits before its product, and
 // the row sums are of those rounded values, so the weights still sum to
@@ -47,6 +50,22 @@ template <class IO, int ROWS>
 DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
                             int64_t cols, int64_t width, uint16_t *dst, int ld,
                             int t) {
+#if defined(__CUDA_ARCH__)
+  // Rows of whole 16-byte words on both sides: a word a thread. (The host
+  // emulation takes the element walk below, which means the same.)
+  if (cols == width && cols % 8 == 0 && ld % 8 == 0 &&
+      ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) &
+       15) == 0) {
+    const int words = int(cols / 8);
+    const uint4 *from = static_cast<const uint4 *>(src);
+    for (int e = t; e < ROWS * words; e += kThreads) {
+      const int r = e / words, w = e % words;
+      *reinterpret_cast<uint4 *>(dst + r * ld + 8 * w) =
+          r < rows ? from[(row0 + r) * words + w] : make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
+#endif
   for (TileWalk w(width, t); w.r < ROWS; w.next())
     dst[w.r * ld + w.c] = w.r < rows && w.c < cols
                               ? IO::load16(src, (row0 + w.r) * cols + w.c)
@@ -61,17 +80,16 @@ struct ForwardMmaTiles : QueryTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM;
   // Row strides in shared memory, in elements; the pads spread rows over
   // banks.
-  static constexpr int LQ = DM + 8, LK = DM + 8, LV = BC + 8, LP = BC + 8,
-                       SW = BC + 1;
+  static constexpr int LQ = DM + 8, LK = DM + 8, LP = BC + 8, SW = BC + 1;
   static constexpr int halves(int n) { return (n + 1) / 2; } // in floats
-  // Shared memory, in floats: Q and K tiles (16-bit), V transposed
-  // (16-bit, V^T[x][j]), scores (f32), P (16-bit), and per row the
+  // Shared memory, in floats: Q, K and V tiles (16-bit, row stride LK for
+  // K and V), scores (f32), P (16-bit), and per row the
   // running max, sum and rescale factor and the step's new max; per half
   // row the step's max and sum; for the statistics the g tile (16-bit) and
   // g . v (f32) instead of P, and per half row the running D (double, at
   // an even offset).
   static constexpr int kQ = 0, kK = kQ + halves(BR * LQ),
-                       kV = kK + halves(BC * LK), kS = kV + halves(DM * LV),
+                       kV = kK + halves(BC * LK), kS = kV + halves(BC * LK),
                        kP = kS + BR * SW,
                        kM = kP + (kStats ? BR * SW : halves(BR * LP)),
                        kL = kM + BR, kC = kL + BR, kMN = kC + BR,
@@ -125,21 +143,16 @@ struct ForwardMmaTiles : QueryTiling {
                         Thread &th, float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
     const int warp = t / 32, lane = t % 32;
-    if (phase == 0) { // K, and V transposed
+    if (phase == 0) { // K and V
       if (kStats && step > 0 && t < BR)
         updateRow(sm, t); // the previous step's
       loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
                          half(sm, kK), LK, t);
-      const int64_t width = roundUp(a.Dv, 16);
-      uint16_t *vt = half(sm, kV);
-      for (TileWalk w(width, t); w.r < BC; w.next()) // w.r: key j
-        vt[w.c * LV + w.r] =
-            j0 + w.r < a.Tk && w.c < a.Dv
-                ? IO::load16(a.v, (p * a.Tk + j0 + w.r) * a.Dv + w.c)
-                : 0;
+      loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
+                         half(sm, kV), LK, t);
     } else if (phase == 1) { // the warp's scores Q K^T (and g . v: G V^T)
       const uint16_t *q = half(sm, kQ) + 16 * warp * LQ, *k = half(sm, kK),
-                     *vt = half(sm, kV);
+                     *v = half(sm, kV);
       const int64_t chunks = roundUp(a.D, 16) / 16,
                     vChunks = roundUp(a.Dv, 16) / 16;
       for (int n = 0; n < BC / 8; ++n) {
@@ -147,11 +160,11 @@ struct ForwardMmaTiles : QueryTiling {
         for (int64_t kc = 0; kc < chunks; ++kc) // B(k, n) = K[n][k]
           mmaTile<kBF16>(acc, q + 16 * kc, LQ, 1, k + 8 * n * LK + 16 * kc, 1,
                          LK, lane);
-        if constexpr (kStats) { // B(k, n) = V[n][k] = V^T[k][n]
+        if constexpr (kStats) { // B(k, n) = V[n][k]
           const uint16_t *g = half(sm, kG) + 16 * warp * LQ;
           for (int64_t kc = 0; kc < vChunks; ++kc)
-            mmaTile<kBF16>(dp, g + 16 * kc, LQ, 1, vt + 16 * kc * LV + 8 * n,
-                           LV, 1, lane);
+            mmaTile<kBF16>(dp, g + 16 * kc, LQ, 1, v + 8 * n * LK + 16 * kc, 1,
+                           LK, lane);
         }
         for (int i = 0; i < 4; ++i) {
           int r, c;
@@ -175,7 +188,7 @@ struct ForwardMmaTiles : QueryTiling {
     } else { // rescale, then add P V; the rows' running max and sum
       if (t < BR)
         updateRow(sm, t);
-      const uint16_t *pr = half(sm, kP) + 16 * warp * LP, *vt = half(sm, kV);
+      const uint16_t *pr = half(sm, kP) + 16 * warp * LP, *v = half(sm, kV);
       DSC_TILE_UNROLL
       for (int n = 0; n < kTilesN; ++n) {
         if (8 * n >= a.Dv)
@@ -185,9 +198,9 @@ struct ForwardMmaTiles : QueryTiling {
           accumulatorAt(lane, i, r, c);
           th.o[n][i] *= sm[kC + 16 * warp + r];
         }
-        for (int kc = 0; kc < BC / 16; ++kc) // B(k, n) = V^T[n][k]
-          mmaTile<kBF16>(th.o[n], pr + 16 * kc, LP, 1,
-                         vt + 8 * n * LV + 16 * kc, 1, LV, lane);
+        for (int kc = 0; kc < BC / 16; ++kc) // B(k, n) = V[k][n]
+          mmaTile<kBF16>(th.o[n], pr + 16 * kc, LP, 1, v + 16 * kc * LK + 8 * n,
+                         LK, 1, lane);
       }
     }
   }

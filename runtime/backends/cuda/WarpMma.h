@@ -171,15 +171,86 @@ std::array<float, 128> emulatedProduct(const uint16_t *a, int ai, int ak,
 }
 #endif
 
+#if defined(__CUDA_ARCH__)
+/// ldmatrix: four (X4) or two 8 x 8 matrices of 16-bit elements whose rows
+/// are 16 contiguous bytes at the addresses lanes 8 m .. 8 m + 7 give for
+/// matrix m; register m of lane l receives row l / 4, elements 2 (l % 4)
+/// and the next of matrix m (transposed first with kTrans).
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrixX4(const uint16_t *row,
+                                           uint32_t (&r)[4]) {
+  const uint32_t at = uint32_t(__cvta_generic_to_shared(row));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(at));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(at));
+}
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrixX2(const uint16_t *row,
+                                           uint32_t (&r)[2]) {
+  const uint32_t at = uint32_t(__cvta_generic_to_shared(row));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 "
+                 "{%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(at));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(at));
+}
+
+/// Whether rows starting at p, stride elements apart, are 16-byte aligned.
+__device__ __forceinline__ bool rowsAligned(const uint16_t *p, int stride) {
+  return ((reinterpret_cast<uintptr_t>(p) | uintptr_t(stride) * 2) & 15) == 0;
+}
+
+/// gatherA's registers in one ldmatrix where A is row- or column-major
+/// with aligned rows (every product of the attention programs): matrix m
+/// is A's rows 8 (m & 1).., columns 8 (m >> 1)..; else gatherA.
+__device__ __forceinline__ void loadA(const uint16_t *a, int ai, int ak,
+                                      int lane, uint32_t (&r)[4]) {
+  const int m = lane / 8, i0 = 8 * (m & 1), k0 = 8 * (m >> 1), row = lane % 8;
+  if (ak == 1 && rowsAligned(a, ai))
+    ldmatrixX4<false>(a + (i0 + row) * ai + k0, r);
+  else if (ai == 1 && rowsAligned(a, ak)) // stored rows are A's columns
+    ldmatrixX4<true>(a + i0 + (k0 + row) * ak, r);
+  else
+    gatherA(a, ai, ak, lane, r);
+}
+
+/// gatherB's registers in one ldmatrix (x2: lanes 0-15 give the rows,
+/// matrix m being B's rows 8 m..), or gatherB.
+__device__ __forceinline__ void loadB(const uint16_t *b, int bk, int bn,
+                                      int lane, uint32_t (&r)[2]) {
+  const int l = lane % 16; // lanes 16-31 repeat 0-15 (their rows unread)
+  if (bk == 1 && rowsAligned(b, bn)) // stored rows are B's columns
+    ldmatrixX2<false>(b + (l % 8) * bn + 8 * (l / 8), r);
+  else if (bn == 1 && rowsAligned(b, bk))
+    ldmatrixX2<true>(b + l * bk, r);
+  else
+    gatherB(b, bk, bn, lane, r);
+}
+#endif
+
 /// acc += A B (A 16 x 16, B 16 x 8, both 16-bit in shared memory) for the
-/// lane's four entries; every lane of the warp calls it together.
+/// lane's four entries; every lane of the warp calls it together. On the
+/// device the operands come by ldmatrix where their rows allow (the
+/// registers gatherA and gatherB would fill, which the host emulation
+/// checks against the PTX layout).
 template <bool kBF16>
 DSC_TILE_FN void mmaTile(float (&acc)[4], const uint16_t *a, int ai, int ak,
                          const uint16_t *b, int bk, int bn, int lane) {
 #if defined(__CUDA_ARCH__)
   uint32_t ra[4], rb[2];
-  gatherA(a, ai, ak, lane, ra);
-  gatherB(b, bk, bn, lane, rb);
+  loadA(a, ai, ak, lane, ra);
+  loadB(b, bk, bn, lane, rb);
   float d[4];
   if constexpr (kBF16)
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
