@@ -376,14 +376,23 @@ int Compiler::runPipeline(MLIRContext &context) {
     if (failed(parsePassPipeline(text, pm, os)))
       return fail("--pass-pipeline: " + StringRef(error).split('\n').first);
     // The plan phases still come after a replayed IR pipeline.
-    if (req.phase >= Phase::Plan)
-      pm.addPass(createLowerToPlanPass(train.plan, out.plan));
+    if (req.phase >= Phase::Plan) {
+      pm.addPass(createLowerToPlanPass(train.plan));
+      pm.addPass(createPlanPlacePass());
+    }
     if (req.phase == Phase::Emit)
       pm.addPass(createEmitPlanPass(train.emit, out.plan));
   } else {
     buildPipeline(pm, req.phase, train, out.plan);
   }
-  return failed(pm.run(*out.module)) ? kExitBadInput : kExitOk;
+  if (failed(pm.run(*out.module)))
+    return kExitBadInput;
+  // ds-emit-plan reads the plan module for the report; at phase `plan`
+  // nothing has yet.
+  if (req.phase == Phase::Plan &&
+      failed(readPlanModule(*out.module, out.plan->plan)))
+    return kExitBadInput;
+  return kExitOk;
 }
 
 int Compiler::checkPlan() {

@@ -50,12 +50,13 @@ void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
     addFused(pm, o, result);
     addScheduled(pm, o, result);
     addPlan(pm, o, result);
-    if (failed(pm.run(candidate)))
+    PlanModel plan;
+    if (failed(pm.run(candidate)) || failed(readPlanModule(candidate, plan)))
       return failure();
     ds::RematCost cost;
     cost.activationPeak =
-        result->plan.arenaBytes[static_cast<int>(Category::Activations)];
-    for (const PlanProgram &p : result->plan.programs)
+        plan.arenaBytes[static_cast<int>(Category::Activations)];
+    for (const PlanProgram &p : plan.programs)
       if (p.name == plan::kMicroStepProgram)
         cost.recomputedFlops = p.recomputedFlops;
     return cost;
@@ -74,8 +75,9 @@ void addFused(OpPassManager &pm, const TrainOptions &, const Result &) {
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsSchedule());
 }
-void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &r) {
-  pm.addPass(createLowerToPlanPass(o.plan, r));
+void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  pm.addPass(createLowerToPlanPass(o.plan));
+  pm.addPass(createPlanPlacePass());
 }
 void addEmit(OpPassManager &pm, const TrainOptions &o, const Result &r) {
   pm.addPass(createEmitPlanPass(o.emit, r));

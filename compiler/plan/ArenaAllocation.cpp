@@ -1,13 +1,19 @@
-//===- ArenaAllocation.cpp - liveness placement of transients -------------===//
+//===- ArenaAllocation.cpp - plan-place: liveness placement of transients -===//
 //
 // Everything a program computes lives in a transient arena (activations,
 // comm buffers), placed by liveness with greedy-by-size first-fit (as
 // TFLite's and XLA's heap simulators): bigger buffers first, each at the
 // lowest offset that does not overlap a placed buffer whose lifetime
-// intersects its own.
+// intersects its own. The pass reads the lifetimes off the plan dialect's
+// calls in program order.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/plan/LoweringImpl.h"
+#include "compiler/plan/PlanPasses.h"
+
+#include "dialects/plan/PlanOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
 #include <array>
@@ -15,7 +21,12 @@
 #include <utility>
 #include <vector>
 
-namespace dsc::lowering {
+namespace dsc {
+
+#define GEN_PASS_DEF_PLANPLACE
+#include "compiler/plan/PlanPasses.h.inc"
+
+using namespace mlir;
 
 namespace {
 
@@ -121,34 +132,158 @@ private:
   std::vector<Chunk> chunks; ///< each non-empty, in address order
 };
 
-} // namespace
+constexpr uint64_t kAlign = 64; // transient storage starts at multiples
 
-std::array<uint64_t, kNumCategories>
-Lowering::placeTransients(const std::vector<int> &ids) {
-  std::array<uint64_t, kNumCategories> own{}; // this program's device peaks
-  std::vector<int> order(ids);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return slots[a].bytes > slots[b].bytes;
-  });
-  // Each (space, category) is an arena of its own.
-  std::array<std::array<PlacedSlots, kNumCategories>, 2> placedByArena;
-  for (int id : order) {
-    Slot &s = slots[id];
-    int space = static_cast<int>(s.space);
-    PlacedSlots &placed = placedByArena[space][static_cast<int>(s.category)];
-    uint64_t offset = placed.firstFit(s.bytes, s.first, s.last);
-    s.offset = offset;
-    // The predicted peak is the last byte written, as the runtime
-    // measures it: alignment padding after the top buffer is not counted.
-    uint64_t &peak = transientPeak[space][static_cast<int>(s.category)];
-    peak = std::max(peak, offset + s.used);
-    if (s.space == Space::Device) {
-      uint64_t &mine = own[static_cast<int>(s.category)];
-      mine = std::max(mine, offset + s.used);
+/// A transient's placement size and lifetime in one program, in calls.
+struct Transient {
+  plan::StorageOp storage;
+  uint64_t bytes = 0; ///< its size rounded up to kAlign
+  int first = INT_MAX, last = -1;
+};
+
+/// One program's transient storage, in the order its calls first touch
+/// it, with each lifetime.
+class Lifetimes {
+public:
+  Lifetimes(func::FuncOp func, SymbolTable &symbols) : symbols(symbols) {
+    for (auto call : func.front().getOps<plan::CallOp>())
+      calls.push_back(call);
+    const int n = calls.size();
+    for (auto [i, call] : llvm::enumerate(calls))
+      for (ValueRange vs : {call.getIns(), call.getOuts()})
+        for (Value v : vs)
+          touch(v, i, i);
+    // A returned value lives to the end of the program.
+    for (auto outputs : func.front().getOps<plan::OutputsOp>())
+      for (Value v : outputs.getBuffers())
+        touch(v, n, n, /*add=*/false);
+    // A collective's or a copy's buffers stay live until the compute call
+    // that waits for the event it records (after its dist.wait), or to the
+    // end when none does.
+    for (auto [i, call] : llvm::enumerate(calls)) {
+      if (call.getStream() == plan::Stream::compute)
+        continue;
+      int until = waiter(call, i);
+      for (ValueRange vs : {call.getIns(), call.getOuts()})
+        for (Value v : vs)
+          touch(v, until, until, /*add=*/false);
     }
-    placed.insert(offset, offset + s.bytes, s.first, s.last);
   }
-  return own;
+
+  std::vector<Transient> transients;
+
+private:
+  SymbolTable &symbols;
+  std::vector<plan::CallOp> calls;
+  llvm::DenseMap<Operation *, size_t> indexOf; ///< storage -> transients
+
+  plan::StorageOp storageOf(Value v) {
+    FlatSymbolRefAttr ref;
+    if (auto b = v.getDefiningOp<plan::BufferOp>())
+      ref = b.getStorageAttr();
+    else if (auto c = v.getDefiningOp<plan::ConstantOp>())
+      ref = c.getStorageAttr();
+    return ref ? symbols.lookup<plan::StorageOp>(ref.getValue())
+               : plan::StorageOp();
+  }
+
+  /// Extends `v`'s storage's lifetime over [first, last] when it is
+  /// transient; with `add`, a transient not seen yet joins the list.
+  void touch(Value v, int first, int last, bool add = true) {
+    plan::StorageOp s = storageOf(v);
+    if (!s || !s.getTransient())
+      return;
+    auto it = indexOf.find(s);
+    if (it == indexOf.end()) {
+      if (!add)
+        return;
+      it = indexOf.insert({s, transients.size()}).first;
+      uint64_t bytes = (uint64_t(s.getSize()) + kAlign - 1) / kAlign * kAlign;
+      transients.push_back({s, bytes});
+    }
+    Transient &t = transients[it->second];
+    t.first = std::min(t.first, first);
+    t.last = std::max(t.last, last);
+  }
+
+  /// The first compute call after `calls[i]` that waits for its last
+  /// recorded event, or the number of calls.
+  int waiter(plan::CallOp async, size_t i) {
+    std::optional<ArrayRef<int32_t>> records = async.getRecord();
+    if (records && !records->empty())
+      for (size_t j = i + 1; j < calls.size(); ++j) {
+        std::optional<ArrayRef<int32_t>> waits = calls[j].getWait();
+        if (calls[j].getStream() == plan::Stream::compute && waits &&
+            llvm::is_contained(*waits, records->back()))
+          return j;
+      }
+    return calls.size();
+  }
+};
+
+struct PlacePass : impl::PlanPlaceBase<PlacePass> {
+  void runOnOperation() override;
+};
+
+void PlacePass::runOnOperation() {
+  ModuleOp module = findPlanModule(getOperation());
+  if (!module) {
+    getOperation().emitError(
+        "plan-place: no module @plan; run ds-lower-to-plan first");
+    return signalPassFailure();
+  }
+  SymbolTable symbols(module);
+  Builder b(module.getContext());
+  constexpr int kActivations = static_cast<int>(plan::Category::activations);
+  // Per space and category, the end of the highest transient placed over
+  // every program: the arena's size.
+  std::array<std::array<uint64_t, 8>, 2> peak{};
+  for (auto func : module.getOps<func::FuncOp>()) {
+    std::vector<Transient> order = Lifetimes(func, symbols).transients;
+    std::stable_sort(order.begin(), order.end(),
+                     [](const Transient &a, const Transient &b) {
+                       return a.bytes > b.bytes;
+                     });
+    std::array<std::array<PlacedSlots, 8>, 2> placed;
+    uint64_t ownActivations = 0; // this program's device activation peak
+    for (Transient &t : order) {
+      int space = static_cast<int>(t.storage.getSpace());
+      int category = static_cast<int>(t.storage.getCategory());
+      PlacedSlots &arena = placed[space][category];
+      uint64_t offset = arena.firstFit(t.bytes, t.first, t.last);
+      t.storage.setOffset(offset);
+      // The predicted peak is the last byte written, as the runtime
+      // measures it: alignment padding after the top buffer is not counted.
+      uint64_t end = offset + uint64_t(t.storage.getSize());
+      peak[space][category] = std::max(peak[space][category], end);
+      if (space == static_cast<int>(plan::Space::device) &&
+          category == kActivations)
+        ownActivations = std::max(ownActivations, end);
+      arena.insert(offset, offset + t.bytes, t.first, t.last);
+    }
+    func->setAttr("plan.activation_bytes", b.getI64IntegerAttr(ownActivations));
+  }
+  // The transient arenas' sizes join the persistent ones lowering wrote.
+  NamedAttrList arenas;
+  if (auto old = module->getAttrOfType<DictionaryAttr>("plan.arenas"))
+    arenas.append(old.getValue());
+  for (plan::Category c :
+       {plan::Category::activations, plan::Category::comm_buffers})
+    for (plan::Space s : {plan::Space::device, plan::Space::host}) {
+      std::string name =
+          (plan::stringifyCategory(c) + (s == plan::Space::host ? "@host" : ""))
+              .str();
+      arenas.erase(name);
+      if (uint64_t bytes = peak[int(s)][int(c)])
+        arenas.set(name, b.getI64IntegerAttr(bytes));
+    }
+  module->setAttr("plan.arenas", arenas.getDictionary(module.getContext()));
 }
 
-} // namespace dsc::lowering
+} // namespace
+
+std::unique_ptr<mlir::Pass> createPlanPlacePass() {
+  return std::make_unique<PlacePass>();
+}
+
+} // namespace dsc

@@ -1,13 +1,10 @@
-//===- Emit.cpp - the plan model as a FlatBuffer, or as IR attributes ----===//
+//===- Emit.cpp - the plan model as a FlatBuffer --------------------------===//
 #include "compiler/plan/PlanModel.h"
 
 #include "compiler/config/Config.h"
 
 #include "runtime/plan/PlanChecksum.h"
 #include "runtime/plan/PlanFormat.h"
-
-#include "mlir/IR/Builders.h"
-#include "llvm/Support/Format.h"
 
 #include <cassert>
 
@@ -98,38 +95,6 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
   assert(sealed && "Plan.checksum is stored");
   (void)sealed;
   return bytes;
-}
-
-void annotatePlan(mlir::ModuleOp module, const PlanModel &model) {
-  mlir::Builder b(module.getContext());
-  auto placement = [&](uint32_t id) {
-    const PlanBuffer &buf = model.buffers[id];
-    return b.getStringAttr(
-        (categoryName(buf.arena) + (buf.space == Space::Host ? "@host" : "") +
-         "+" + llvm::Twine(buf.offset) + ":" + llvm::Twine(buf.bytes()))
-            .str());
-  };
-  for (const PlanProgram &p : model.programs)
-    for (const PlanInstr &i : p.instrs) {
-      if (!i.op)
-        continue;
-      llvm::SmallVector<mlir::Attribute> outs;
-      for (uint32_t o : i.outputs)
-        outs.push_back(placement(o));
-      i.op->setAttr("plan.out", b.getArrayAttr(outs));
-    }
-  llvm::SmallVector<mlir::NamedAttribute> arenas;
-  for (int c = 0; c < kNumCategories; ++c)
-    if (model.arenaBytes[c])
-      arenas.push_back(
-          b.getNamedAttr(categoryName(static_cast<Category>(c)),
-                         b.getI64IntegerAttr(model.arenaBytes[c])));
-  for (int c = 0; c < kNumCategories; ++c)
-    if (model.hostArenaBytes[c])
-      arenas.push_back(b.getNamedAttr(
-          (categoryName(static_cast<Category>(c)) + "@host").str(),
-          b.getI64IntegerAttr(model.hostArenaBytes[c])));
-  module->setAttr("plan.arenas", b.getDictionaryAttr(arenas));
 }
 
 } // namespace dsc

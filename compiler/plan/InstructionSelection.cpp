@@ -146,12 +146,12 @@ private:
   LogicalResult lowerKernelCall(Operation &op);
 
   // Once every op is lowered.
-  void placeProgramTransients();
   PlanInstr instruction(Pending &p);
   void writeInstructions();
 };
 
 LogicalResult Lowering::lowerProgram(func::FuncOp func) {
+  currentProgram = plan.programs.size();
   ProgramLowering program(*this, func);
   if (failed(program.run()))
     return failure();
@@ -171,11 +171,8 @@ LogicalResult Lowering::ProgramLowering::run() {
   for (Operation &op : func.front())
     if (failed(lowerOp(op)))
       return failure();
-  for (size_t c : lowering.waited)
-    pend[c].liveUntil = pend.size();
   if (prog.name == plan::kApplyProgram)
     lowering.fuseOptimizer(pend);
-  placeProgramTransients();
   writeInstructions();
   return success();
 }
@@ -221,11 +218,10 @@ Ref Lowering::ProgramLowering::newSlot(Value v, Operation *op,
                                        Category category) {
   auto type = cast<RankedTensorType>(v.getType());
   std::vector<Slot> &slots = lowering.slots;
-  slots.push_back({category, false, 0, alignUp(bytesOf(type)), INT_MAX, -1,
+  slots.push_back({category, false, 0, bytesOf(type),
                    op->getName().stripDialect().str() + "." +
                        std::to_string(position.lookup(op)),
-                   bytesOf(type)});
-  slots.back().space = spaceOf(op);
+                   spaceOf(op)});
   slotOf[v] = slots.size() - 1;
   return Ref{static_cast<int>(slots.size() - 1), type};
 }
@@ -477,33 +473,6 @@ LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
   return success();
 }
 
-/// Each transient lives from its first to its last instruction; a
-/// returned value to the end, a collective's or a copy's buffers until the
-/// compute instruction that waits for it.
-void Lowering::ProgramLowering::placeProgramTransients() {
-  std::vector<Slot> &slots = lowering.slots;
-  std::vector<int> transients;
-  for (auto [i, p] : llvm::enumerate(pend))
-    for (const Ref &r : llvm::concat<Ref>(p.ins, p.outs)) {
-      Slot &s = slots[r.slot];
-      if (s.fixed)
-        continue;
-      if (s.last < 0)
-        transients.push_back(r.slot);
-      s.first = std::min<int>(s.first, i);
-      s.last = std::max<int>(s.last, i);
-    }
-  for (const Ref &r : lowering.returned)
-    slots[r.slot].last = pend.size();
-  for (const Pending &p : pend)
-    if (p.liveUntil >= 0)
-      for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
-        if (!slots[r.slot].fixed)
-          slots[r.slot].last = std::max(slots[r.slot].last, p.liveUntil);
-  prog.activationBytes = lowering.placeTransients(
-      transients)[static_cast<int>(Category::Activations)];
-}
-
 PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
   PlanInstr instr;
   instr.kernel = p.kernel;
@@ -518,7 +487,6 @@ PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
   instr.space = static_cast<uint8_t>(p.space);
   instr.wait = std::move(p.waits);
   instr.record = std::move(p.records);
-  instr.loc = p.op ? locString(p.op->getLoc()) : "";
   return instr;
 }
 

@@ -62,17 +62,17 @@ LogicalResult Lowering::run() {
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       if (failed(lowerProgram(func)))
         return failure();
-  for (Category c : {Category::Activations, Category::CommBuffers})
-    for (Space s : {Space::Device, Space::Host})
-      arena(c, s) = transientPeak[static_cast<int>(s)][static_cast<int>(c)];
+  // The storage the plan module declares; plan-place places the
+  // transients (and sizes the arenas they live in).
+  for (const Slot &s : slots)
+    plan.storages.push_back(
+        {s.name, s.category, s.space, s.bytes, s.offset, !s.fixed});
   return success();
 }
 
 void Lowering::pushCompute(std::vector<Pending> &pend, Pending p) {
   p.waits = std::move(waitsForNext);
   waitsForNext.clear();
-  for (size_t c : waited)
-    pend[c].liveUntil = pend.size();
   waited.clear();
   lastCompute = pend.size();
   pend.push_back(std::move(p));

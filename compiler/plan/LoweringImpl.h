@@ -42,27 +42,15 @@ inline uint64_t bytesOf(RankedTensorType t) {
          dtypeSize(*dtypeOfElement(t.getElementType()));
 }
 
-inline std::string locString(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().getValue() + ":" + Twine(file.getLine())).str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    return fused.getLocations().empty() ? ""
-                                        : locString(fused.getLocations()[0]);
-  return "";
-}
-
-/// A storage location: fixed (variables, constants, inputs) or a transient
-/// placed by liveness.
+/// A storage location (plan.storage): fixed (variables, constants,
+/// inputs, laid out here) or a transient (what a program computes, placed
+/// by liveness in plan-place).
 struct Slot {
   Category category = Category::Activations;
   bool fixed = false;
-  uint64_t offset = 0;
-  uint64_t bytes = 0; ///< placement size (transients: 64-byte multiple)
-  int first = INT_MAX, last = -1;
+  uint64_t offset = 0; ///< fixed slots only
+  uint64_t bytes = 0;  ///< the bytes the slot holds
   std::string name;
-  uint64_t used = 0; ///< bytes actually written; the arena peak uses this
   Space space = Space::Device;
 };
 
@@ -87,10 +75,6 @@ struct Pending {
   uint8_t stream = 0;          ///< 0 compute, 1 comm, 2 h2d, 3 d2h
   Space space = Space::Device; ///< where it runs (plan.fbs Instr.space)
   std::vector<uint32_t> waits, records;
-  /// A collective's or a copy's buffers stay live until the compute
-  /// instruction that waits for it (after its dist.wait); -1 for compute
-  /// instructions.
-  int liveUntil = -1;
 };
 
 /// Ops whose result is a view of their operand's bytes: reshapes, and
@@ -124,8 +108,8 @@ private:
   std::map<std::tuple<int, const void *, uint64_t>, uint32_t>
       bufferOf; // (slot, type, offset)
   llvm::DenseMap<std::pair<Attribute, int>, int> constSlot; // (value, space)
-  /// Per space and category, the end of the highest transient placed.
-  std::array<std::array<uint64_t, kNumCategories>, 2> transientPeak{};
+  /// The program being lowered (its index in plan.programs), -1 before.
+  int currentProgram = -1;
   /// @micro_step's input slots: @eval, which never runs beside it, reads
   /// its batch from the same buffers (the inputs arena holds what training
   /// writes, so predicted and measured bytes stay equal).
@@ -143,8 +127,7 @@ private:
     uint64_t &end = arena(c, space);
     if (align)
       end = alignUp(end);
-    slots.push_back({c, true, end, bytes, INT_MAX, -1, std::move(name)});
-    slots.back().space = space;
+    slots.push_back({c, true, end, bytes, std::move(name), space});
     end += bytes;
     return slots.size() - 1;
   }
@@ -162,6 +145,9 @@ private:
     b.dtype = *dtypeOfElement(type.getElementType());
     b.shape.assign(type.getShape().begin(), type.getShape().end());
     b.name = s.name;
+    b.storage = slot;
+    b.viewOffset = offset;
+    b.program = currentProgram;
     plan.buffers.push_back(std::move(b));
     bufferOf[key] = plan.buffers.size() - 1;
     return plan.buffers.size() - 1;
@@ -197,7 +183,8 @@ private:
   std::vector<size_t> waited;
 
   /// Appends a compute-stream instruction; it waits for the collectives
-  /// whose dist.wait came before it, which keeps their buffers live so far.
+  /// whose dist.wait came before it (plan-place keeps their buffers live
+  /// until then).
   void pushCompute(std::vector<Pending> &pend, Pending p);
 
   /// Appends a collective or a copy on its own stream: it starts after the
@@ -207,11 +194,6 @@ private:
 
   /// Points the output of `v`'s producing instruction at `target`.
   void retarget(std::vector<Pending> &pend, Value v, int target);
-
-  /// Places a program's transient slots; returns its own device peak per
-  /// category (the arena's is the largest over the programs).
-  std::array<uint64_t, kNumCategories>
-  placeTransients(const std::vector<int> &ids);
 
   /// One ds.adamw over each flat, contiguous run of parameters with equal
   /// hyper-parameters, and one fill over contiguous zeroed accumulators;

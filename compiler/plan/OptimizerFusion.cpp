@@ -143,8 +143,7 @@ Ref FlatMerger::flat(const Ref &first, int64_t elements) {
   Type elt = first.type.getElementType();
   uint64_t bytes = uint64_t(elements) * dtypeSize(*ds::dtypeOfElement(elt));
   slots.push_back(
-      {s.category, true, s.offset, bytes, INT_MAX, -1, s.name + "+flat"});
-  slots.back().space = s.space;
+      {s.category, true, s.offset, bytes, s.name + "+flat", s.space});
   return Ref{static_cast<int>(slots.size() - 1),
              RankedTensorType::get({elements}, elt)};
 }

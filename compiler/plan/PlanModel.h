@@ -1,9 +1,10 @@
 //===- PlanModel.h - the plan in memory, before serialization ---*- C++ -*-===//
 //
 // lowerToPlan turns the training step (phase `train` and later) into a list of
-// kernel calls over buffers placed in arenas. emitPlan serializes it with the
-// runtime's FlatBuffers schema; annotatePlan writes the placement back onto
-// the IR so `dsc --compile-to=plan` can be checked with FileCheck.
+// kernel calls over views of storage; writePlanModule writes that as the
+// plan dialect, where plan-place places transient storage, and
+// readPlanModule reads it back for serializePlan (the runtime's FlatBuffers
+// schema) and the report.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_COMPILER_PLAN_PLANMODEL_H
@@ -57,6 +58,24 @@ struct PlanBuffer {
   std::vector<int64_t> shape;
   std::string name;
   uint64_t bytes() const;
+  /// What ds-lower-to-plan knows before placement: the storage the buffer
+  /// views, the bytes into it, and the program whose lowering made it (-1:
+  /// the variables' layout). `offset` is set only once storage is placed.
+  int storage = -1;
+  uint64_t viewOffset = 0;
+  int program = -1;
+};
+
+/// Bytes in an arena that buffers view (plan.storage): persistent storage
+/// is laid out by lowering; transient storage (what one program computes)
+/// is placed by plan-place.
+struct PlanStorage {
+  std::string name;
+  Category category = Category::Activations;
+  Space space = Space::Device;
+  uint64_t size = 0; ///< bytes written (transient: placed at 64-byte multiples)
+  uint64_t offset = 0; ///< persistent storage only, until placed
+  bool transient = false;
 };
 
 struct PlanVariable {
@@ -89,7 +108,7 @@ struct PlanInstr {
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;
   std::string loc;
-  mlir::Operation *op = nullptr; ///< source op, for annotation
+  mlir::Operation *op = nullptr; ///< source op (its location names the call)
 };
 
 struct PlanProgram {
@@ -127,8 +146,9 @@ struct PlanModel {
   std::vector<std::pair<std::string, std::string>> aliases;
   std::vector<PlanConstant> constants;
   std::vector<PlanProgram> programs;
-  bool lossScaling = false;   ///< micro_step and apply take `loss_scale`
-  bool skipsOverflow = false; ///< apply has ds.overflow_guard
+  std::vector<PlanStorage> storages; ///< lowering's, for the plan IR
+  bool lossScaling = false;          ///< micro_step and apply take `loss_scale`
+  bool skipsOverflow = false;        ///< apply has ds.overflow_guard
 };
 
 /// Lowers @micro_step and @apply of a `train`-phase module. Emits a
@@ -149,10 +169,18 @@ mlir::LogicalResult lowerToPlan(mlir::ModuleOp module,
 std::vector<uint8_t> serializePlan(const PlanModel &plan,
                                    const DsConfig *config);
 
-/// Writes each lowered op's placement onto it as
-/// `plan.out = ["activations+OFFSET:BYTES", ...]` (outputs) and the arena
-/// sizes onto the module as `plan.arenas`.
-void annotatePlan(mlir::ModuleOp module, const PlanModel &plan);
+/// Writes `plan` (as lowered, transient storage not yet placed) into
+/// `module` as the nested module @plan of the plan dialect, replacing one
+/// there (PlanWriter.cpp).
+void writePlanModule(mlir::ModuleOp module, const PlanModel &plan);
+
+/// The nested module @plan of `module`, or null.
+mlir::ModuleOp findPlanModule(mlir::ModuleOp module);
+
+/// Reads the placed plan module of `module` back into a PlanModel, buffers
+/// numbered in the order they are first declared (PlanReader.cpp). Emits
+/// an error and fails when there is none or storage is left unplaced.
+mlir::LogicalResult readPlanModule(mlir::ModuleOp module, PlanModel &plan);
 
 } // namespace dsc
 

@@ -1,6 +1,14 @@
 //===- PlanPasses.cpp - ds-lower-to-plan and ds-emit-plan -----------------===//
+//
+// plan-place is in ArenaAllocation.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "compiler/plan/PlanPasses.h"
+
+#include "dialects/plan/PlanOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "runtime/core/OutputPath.h"
@@ -15,26 +23,16 @@ namespace {
 
 struct LowerToPlanPass : impl::DsLowerToPlanBase<LowerToPlanPass> {
   using Base::Base;
-  LowerToPlanPass(const DsLowerToPlanOptions &options,
-                  std::shared_ptr<PlanResult> result)
-      : Base(options), result(std::move(result)) {}
-
   void runOnOperation() override {
-    if (!result)
-      result = std::make_shared<PlanResult>();
     PlanOptions options;
     options.worldSize = worldSize;
     options.accumulationSteps = accumulationSteps;
     options.model = model;
-    if (failed(lowerToPlan(getOperation(), options, result->plan)))
+    PlanModel lowered;
+    if (failed(lowerToPlan(getOperation(), options, lowered)))
       return signalPassFailure();
-    annotatePlan(getOperation(), result->plan);
-    result->lowered = true;
-    // The IR is annotated, nothing else changed.
-    markAllAnalysesPreserved();
+    writePlanModule(getOperation(), lowered);
   }
-
-  std::shared_ptr<PlanResult> result;
 };
 
 struct EmitPlanPass : impl::DsEmitPlanBase<EmitPlanPass> {
@@ -44,12 +42,10 @@ struct EmitPlanPass : impl::DsEmitPlanBase<EmitPlanPass> {
       : Base(options), result(std::move(result)) {}
 
   void runOnOperation() override {
-    if (!result || !result->lowered) {
-      getOperation().emitError(
-          "ds-emit-plan: no lowered plan; run it after ds-lower-to-plan in "
-          "one pipeline (ds-compile-to-emit)");
+    if (!result)
+      result = std::make_shared<PlanResult>();
+    if (failed(readPlanModule(getOperation(), result->plan)))
       return signalPassFailure();
-    }
     result->bytes = serializePlan(result->plan,
                                   result->config ? &*result->config : nullptr);
     markAllAnalysesPreserved();
@@ -72,9 +68,8 @@ struct EmitPlanPass : impl::DsEmitPlanBase<EmitPlanPass> {
 } // namespace
 
 std::unique_ptr<mlir::Pass>
-createLowerToPlanPass(const DsLowerToPlanOptions &options,
-                      std::shared_ptr<PlanResult> result) {
-  return std::make_unique<LowerToPlanPass>(options, std::move(result));
+createLowerToPlanPass(const DsLowerToPlanOptions &options) {
+  return std::make_unique<LowerToPlanPass>(options);
 }
 
 std::unique_ptr<mlir::Pass>
@@ -85,7 +80,8 @@ createEmitPlanPass(const DsEmitPlanOptions &options,
 
 void registerPlanPasses() {
   mlir::registerPass(
-      [] { return createLowerToPlanPass(DsLowerToPlanOptions(), nullptr); });
+      [] { return createLowerToPlanPass(DsLowerToPlanOptions()); });
+  mlir::registerPass([] { return createPlanPlacePass(); });
   mlir::registerPass(
       [] { return createEmitPlanPass(DsEmitPlanOptions(), nullptr); });
 }

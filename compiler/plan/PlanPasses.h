@@ -1,12 +1,12 @@
 //===- PlanPasses.h - phases `plan` and `emit` as passes --------*- C++ -*-===//
 //
-// ds-lower-to-plan and ds-emit-plan (PlanPasses.td) run plan lowering and
-// emission inside the pass manager, after the IR phases, so the phase
-// table builds every phase as passes and --mlir-print-ir-after-all shows
-// them. The lowered plan is not IR: the two passes of one pipeline share it
-// through a PlanResult, which the tool that built the pipeline reads
-// afterwards (dsc's --report and -o).
-//
+// Phase `plan` (ds-lower-to-plan, then plan-place) and phase `emit`
+// (ds-emit-plan) as passes (PlanPasses.td): lowering writes the plan
+// dialect as a module @plan nested in the compiled module, plan-place packs
+// its transient storage, and emission reads only that module, so
+// --mlir-print-ir-after-all shows each step. What emission hands back (the
+// bytes, the plan as read for dsc's --report) goes through a PlanResult the
+// tool that built the pipeline reads afterwards.
 //===----------------------------------------------------------------------===//
 #ifndef DSC_COMPILER_PLAN_PLANPASSES_H
 #define DSC_COMPILER_PLAN_PLANPASSES_H
@@ -30,21 +30,20 @@ struct PlanResult {
   /// The ds_config.json whose run-time settings ds-emit-plan writes (set by
   /// the tool before the pipeline runs; none under ds-opt).
   std::optional<DsConfig> config;
-  bool lowered = false;
-  PlanModel plan;             ///< set by ds-lower-to-plan
+  PlanModel plan;             ///< set by ds-emit-plan, as it read the IR
   std::vector<uint8_t> bytes; ///< set by ds-emit-plan
 };
 
-/// The passes, sharing `result` (each makes its own when it is null, as
-/// when the registry creates them one by one).
 std::unique_ptr<mlir::Pass>
-createLowerToPlanPass(const DsLowerToPlanOptions &options,
-                      std::shared_ptr<PlanResult> result);
+createLowerToPlanPass(const DsLowerToPlanOptions &options);
+std::unique_ptr<mlir::Pass> createPlanPlacePass();
+/// Emission hands its result to `result` (it makes its own when it is
+/// null, as when the registry creates it).
 std::unique_ptr<mlir::Pass>
 createEmitPlanPass(const DsEmitPlanOptions &options,
                    std::shared_ptr<PlanResult> result);
 
-/// Registers both with the pass registry (ds-opt).
+/// Registers the three with the pass registry (ds-opt).
 void registerPlanPasses();
 
 } // namespace dsc

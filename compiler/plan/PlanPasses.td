@@ -1,19 +1,18 @@
-//===- PlanPasses.td - phases `plan` and `emit` as passes ----*- tablegen
-//-*-===//
+//===- PlanPasses.td - phases `plan` and `emit` as passes -*- tablegen -*-===//
 #ifndef DSC_PLAN_PASSES_TD
 #define DSC_PLAN_PASSES_TD
 
 include "mlir/Pass/PassBase.td"
 
 def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
-  let summary = "phase `plan`: every value placed at an arena offset";
+  let summary = "phase `plan`: the training step as kernel calls over storage";
   let description = [{
-    Lowers @micro_step (and @micro_step_sync), @apply and @init to kernel
-    calls over buffers placed in arenas (compiler/plan), and annotates the
-    IR with the placement: each lowered op gets `plan.out` (its outputs as
-    "CATEGORY+OFFSET:BYTES") and the module `plan.arenas`, so
-    --mlir-print-ir-after-all shows where every value lives. The lowered
-    plan goes on to ds-emit-plan in the same pipeline.
+    Lowers @micro_step (and @micro_step_sync), @apply and @eval to kernel
+    calls (compiler/plan: instruction selection, store forwarding, streams
+    and events, the fused optimizer) and writes them as the plan dialect,
+    a module @plan nested in this one: the storage (persistent storage laid
+    out, transient storage not yet placed), the variables, and one function
+    per program. The `ds` functions stay as they are.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "ranks">,
@@ -22,13 +21,28 @@ def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
     Option<"model", "model", "std::string", "\"module\"",
            "the model's name, recorded in the plan">
   ];
+  let dependentDialects = ["::mlir::plan::PlanDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def PlanPlace : Pass<"plan-place", "::mlir::ModuleOp"> {
+  let summary = "phase `plan`: transient storage packed by liveness";
+  let description = [{
+    Places each program's transient storage in its arena (one per memory
+    space and category) by liveness, greedy by size with first fit: a
+    storage lives from the first to the last call that touches it, an
+    output to the end of its program, and what a collective or a copy on
+    another stream touches until the compute call that waits for its
+    event. Sets each transient's offset, the transient arenas' sizes
+    (`plan.arenas`, the largest over the programs) and each program's own
+    activation peak (`plan.activation_bytes`).
+  }];
 }
 
 def DsEmitPlan : Pass<"ds-emit-plan", "::mlir::ModuleOp"> {
   let summary = "phase `emit`: the FlatBuffers plan file";
   let description = [{
-    Serializes the plan ds-lower-to-plan lowered earlier in the same
-    pipeline (runtime/schema/plan.fbs), with the run-time settings dsrun
+    Serializes the placed module @plan (runtime/schema/plan.fbs), with the run-time settings dsrun
     reads (the LR schedule, fp16's loss scaler, the config itself) taken
     straight from the ds_config.json the tool that built the pipeline
     parsed (PlanResult::config; DeepSpeed's defaults under ds-opt). They

@@ -253,9 +253,7 @@ LogicalResult Lowering::VariableLayout::layoutGroupCategory(dist::GroupOp group,
     addGradPadding(group, bytes - used, elt, space);
   lowering.arena(c, space) = start + bytes;
   std::vector<Slot> &slots = lowering.slots;
-  slots.push_back(
-      {c, true, start, bytes, INT_MAX, -1, group.getSymName().str(), bytes});
-  slots.back().space = space;
+  slots.push_back({c, true, start, bytes, group.getSymName().str(), space});
   (c == Category::Params ? lowering.groupParams
                          : lowering.groupGrads)[group.getSymName()] =
       slots.size() - 1;

@@ -54,14 +54,47 @@ std::string count(int n, StringRef what) {
 
 } // namespace
 
+namespace {
+
+/// The plan.storage `op` names, or an error on `op`.
+LogicalResult checkStorage(Operation *op, FlatSymbolRefAttr storage,
+                           SymbolTableCollection &symbols) {
+  if (!symbols.lookupNearestSymbolFrom<StorageOp>(op, storage))
+    return op->emitOpError("no plan.storage ") << storage;
+  return success();
+}
+
+} // namespace
+
+LogicalResult StorageOp::verify() {
+  // I64Attr reads back unsigned: the signed values are the attributes'.
+  if (int64_t size = getSizeAttr().getInt(); size < 0)
+    return emitOpError("size must be >= 0, got ") << size;
+  if (IntegerAttr offset = getOffsetAttr(); offset && offset.getInt() < 0)
+    return emitOpError("offset must be >= 0, got ") << offset.getInt();
+  return success();
+}
+
 LogicalResult BufferOp::verify() {
   MemRefType type = getBuffer().getType();
   if (!type.hasStaticShape() || !type.getLayout().isIdentity())
     return emitOpError("needs a static shape and the identity layout, got ")
            << type;
-  if (IntegerAttr offset = getOffsetAttr(); offset && offset.getInt() < 0)
-    return emitOpError("offset must be >= 0, got ") << offset.getInt();
+  if (IntegerAttr offset = getViewOffsetAttr(); offset && offset.getInt() < 0)
+    return emitOpError("view offset must be >= 0, got ") << offset.getInt();
   return success();
+}
+
+LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return checkStorage(*this, getStorageAttr(), symbols);
+}
+
+LogicalResult ConstantOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return checkStorage(*this, getStorageAttr(), symbols);
+}
+
+LogicalResult VariableOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return checkStorage(*this, getStorageAttr(), symbols);
 }
 
 LogicalResult CallOp::verify() {

@@ -1,8 +1,8 @@
 //===- PlanOps.h - the plan dialect -----------------------------*- C++ -*-===//
 //
-// Kernel calls over placed buffers (PlanOps.td). The first step of plan
-// lowering as passes (docs/phases.md): the ops and their verifier against
-// the kernel contracts; the lowering still builds its plan in C++.
+// Kernel calls over views of storage placed in arenas (PlanOps.td): what
+// ds-lower-to-plan writes, plan-place places and ds-emit-plan serializes
+// (docs/phases.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_DIALECTS_PLAN_PLANOPS_H
@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/plan/PlanDialect.h.inc"

@@ -14,6 +14,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Plan_Dialect : Dialect {
@@ -59,49 +60,157 @@ def Plan_StreamAttr : EnumAttr<Plan_Dialect, Plan_Stream, "stream"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Plan_VarKind : I32EnumAttr<"VarKind", "what a variable holds", [
+    I32EnumAttrCase<"param", 0>, I32EnumAttrCase<"grad", 1>,
+    I32EnumAttrCase<"opt_state", 2>, I32EnumAttrCase<"master", 3>]> {
+  let cppNamespace = "::mlir::plan";
+  let genSpecializedAttr = 0;
+}
+def Plan_VarKindAttr : EnumAttr<Plan_Dialect, Plan_VarKind, "var_kind"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Plan_InitKind : I32EnumAttr<"InitKind", "how a variable starts", [
+    I32EnumAttrCase<"zeros", 0>, I32EnumAttrCase<"ones", 1>,
+    I32EnumAttrCase<"normal", 2>]> {
+  let cppNamespace = "::mlir::plan";
+  let genSpecializedAttr = 0;
+}
+def Plan_InitKindAttr : EnumAttr<Plan_Dialect, Plan_InitKind, "init_kind"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Plan_Buffer : MemRefOf<[F16, BF16, F32, F64, I32, I64]>;
 
-def Plan_BufferOp : Plan_Op<"buffer", [Pure]> {
-  let summary = "a buffer in an arena of one category and memory space";
+def Plan_StorageOp : Plan_Op<"storage", [Symbol]> {
+  let summary = "bytes in the arena of one category and memory space";
   let description = [{
-    `offset` is its byte offset in the arena once placement ran; before,
-    it is absent.
+    What buffers are views of. Persistent storage (variables, constants,
+    inputs) is laid out by `ds-lower-to-plan` and has its offset from the
+    start; `transient` storage (what a program computes) gets its offset
+    from `plan-place`, which packs it by liveness. `size` is the bytes
+    written; transient storage is placed at 64-byte multiples.
 
     ```mlir
-    %w = plan.buffer "wte" <params> <device> at 0 : memref<64x16xf32>
+    plan.storage @s0 "transformer.wte.weight" <params> <device> size 65536 at 0
+    plan.storage @s41 "matmul.12" <activations> <device> size 4096 transient
     ```
   }];
-  let arguments = (ins StrAttr:$name, Plan_CategoryAttr:$category,
-                       Plan_SpaceAttr:$space, OptionalAttr<I64Attr>:$offset);
-  let results = (outs Plan_Buffer:$buffer);
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$name,
+                       Plan_CategoryAttr:$category, Plan_SpaceAttr:$space,
+                       I64Attr:$size, OptionalAttr<I64Attr>:$offset,
+                       UnitAttr:$transient);
   let assemblyFormat = [{
-    $name $category $space (`at` $offset^)? attr-dict `:` type($buffer)
+    $sym_name $name $category $space `size` $size (`at` $offset^)?
+    (`transient` $transient^)? attr-dict
   }];
   let hasVerifier = 1;
+}
+
+def Plan_BufferOp : Plan_Op<"buffer",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a typed view of storage, `view_offset` bytes into it";
+  let description = [{
+    Buffers are the operands of calls; two buffers of one storage and
+    offset with different types are two views of the same bytes. The
+    plan's buffer table numbers them in the order they first appear.
+
+    ```mlir
+    %w = plan.buffer @s0 : memref<64x16xf32>
+    %b = plan.buffer @s7 + 256 : memref<16xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$storage,
+                       OptionalAttr<I64Attr>:$view_offset);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = [{
+    $storage (`+` $view_offset^)? attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_ConstantOp : Plan_Op<"constant",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a buffer whose storage holds these values when a run starts";
+  let description = [{
+    Declared in the first program that reads it; later programs view the
+    same storage with `plan.buffer`.
+
+    ```mlir
+    %c = plan.constant @s9 = dense<[0, 1]> : tensor<2xi32> : memref<2xi32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$storage, ElementsAttr:$value);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$storage `=` $value attr-dict `:` type($buffer)";
+}
+
+def Plan_VariableOp : Plan_Op<"variable",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a named tensor of the model's state, and where it lives";
+  let description = [{
+    A parameter, gradient, optimizer moment or master weight, as the plan's
+    variable table and checkpoints name it. With ZeRO stage 3, `shard_offset`
+    says the storage holds this rank's shard of a group of variables,
+    starting at that element of the group.
+
+    ```mlir
+    plan.variable "transformer.wte.weight" <param> in @s0 : memref<64x16xf32> init <normal> std 2.000000e-02 rng 7 shape [64, 16] decay
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Plan_VarKindAttr:$kind,
+                       OptionalAttr<StrAttr>:$of, FlatSymbolRefAttr:$storage,
+                       TypeAttrOf<Plan_Buffer>:$type, Plan_InitKindAttr:$init,
+                       F64Attr:$std, I64Attr:$rng, DenseI64ArrayAttr:$shape,
+                       UnitAttr:$decay, OptionalAttr<I64Attr>:$shard_offset);
+  let assemblyFormat = [{
+    $name $kind (`of` $of^)? `in` $storage `:` $type `init` $init `std` $std
+    `rng` $rng `shape` $shape (`decay` $decay^)?
+    (`shard` `at` $shard_offset^)? attr-dict
+  }];
 }
 
 def Plan_CallOp : Plan_Op<"call", [AttrSizedOperandSegments]> {
   let summary = "one kernel call: reads `ins`, writes `outs`";
   let description = [{
     Calls the kernel named `kernel` on a stream with its positional
-    attributes. The verifier holds the call to the kernel's contract
-    (runtime/kernels/KernelContract.h, generated from ODS): the number of
-    inputs, outputs, int and float attributes, and a dtype signature of
-    one of its columns that takes the buffers' element types.
+    attributes, on the device or (`in <host>`, offload) on the host. It
+    waits for the events in `wait` before it starts and records those in
+    `record` when it ends. The verifier holds the call to the kernel's
+    contract (runtime/kernels/KernelContract.h, generated from ODS): the
+    number of inputs, outputs, int and float attributes, and a dtype
+    signature of one of its columns that takes the buffers' element types.
 
     ```mlir
-    plan.call "ds.matmul"(%x, %w) -> (%y) ints [0, 1] floats [] on <compute> : memref<2x16xf32>, memref<16x16xf32> -> memref<2x16xf32>
+    plan.call "ds.matmul"(%x, %w) -> (%y) ints [0, 1] floats [] on <compute> : (memref<2x16xf32>, memref<16x16xf32>) -> memref<2x16xf32>
+    plan.call "comm.all_reduce"(%g) -> (%r) ints [] floats [] on <comm> wait [0] record [1] : (memref<16xf32>) -> memref<16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$kernel, Variadic<Plan_Buffer>:$ins,
                        Variadic<Plan_Buffer>:$outs,
                        DenseI64ArrayAttr:$ints, DenseF64ArrayAttr:$floats,
-                       Plan_StreamAttr:$stream);
+                       Plan_StreamAttr:$stream,
+                       OptionalAttr<Plan_SpaceAttr>:$place,
+                       OptionalAttr<DenseI32ArrayAttr>:$wait,
+                       OptionalAttr<DenseI32ArrayAttr>:$record);
   let assemblyFormat = [{
     $kernel `(` $ins `)` `->` `(` $outs `)` `ints` $ints `floats` $floats
-    `on` $stream attr-dict `:` type($ins) `->` type($outs)
+    `on` $stream (`in` $place^)? (`wait` $wait^)? (`record` $record^)?
+    attr-dict `:` functional-type($ins, $outs)
   }];
   let hasVerifier = 1;
+}
+
+def Plan_InputsOp : Plan_Op<"inputs"> {
+  let summary = "the buffers a program's caller fills (its batch)";
+  let arguments = (ins Variadic<Plan_Buffer>:$buffers);
+  let assemblyFormat = "($buffers^ `:` type($buffers))? attr-dict";
+}
+
+def Plan_OutputsOp : Plan_Op<"outputs"> {
+  let summary = "the buffers a program hands back (its loss, its metrics)";
+  let arguments = (ins Variadic<Plan_Buffer>:$buffers);
+  let assemblyFormat = "($buffers^ `:` type($buffers))? attr-dict";
 }
 
 #endif // PLAN_OPS_TD

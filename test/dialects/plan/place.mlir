@@ -1,0 +1,46 @@
+// RUN: ds-opt %s --plan-place | FileCheck %s
+
+// plan-place packs each program's transient storage by liveness, greedy by
+// size with first fit, one arena per memory space and category. A storage
+// lives from the first to the last call that touches it, an output to the
+// end of its program, and what a call on another stream touches until the
+// compute call that waits for its event (or to the end when none does).
+
+module {
+  // CHECK: module @plan attributes {plan.arenas = {activations = 128 : i64, "activations@host" = 64 : i64, comm_buffers = 64 : i64, params = 64 : i64}}
+  module @plan attributes {plan.arenas = {params = 64 : i64}} {
+    // CHECK: plan.storage @w "w" <params> <device> size 64 at 0
+    plan.storage @w "w" <params> <device> size 64 at 0
+    // c lives from call 0 to call 3, which waits for the all-reduce
+    // reading it: d, from call 2 on, cannot have its bytes.
+    // CHECK: plan.storage @c "c" <activations> <device> size 64 at 0 transient
+    plan.storage @c "c" <activations> <device> size 64 transient
+    // CHECK: plan.storage @g "g" <comm_buffers> <device> size 64 at 0 transient
+    plan.storage @g "g" <comm_buffers> <device> size 64 transient
+    // CHECK: plan.storage @d "d" <activations> <device> size 64 at 64 transient
+    plan.storage @d "d" <activations> <device> size 64 transient
+    // b comes after c's last use: it takes c's bytes.
+    // CHECK: plan.storage @b "b" <activations> <device> size 60 at 0 transient
+    plan.storage @b "b" <activations> <device> size 60 transient
+    // CHECK: plan.storage @h "h" <activations> <host> size 64 at 0 transient
+    plan.storage @h "h" <activations> <host> size 64 transient
+    // CHECK: func.func @step() attributes {plan.activation_bytes = 128 : i64}
+    func.func @step() {
+      %w = plan.buffer @w : memref<16xf32>
+      %c = plan.buffer @c : memref<16xf32>
+      %g = plan.buffer @g : memref<16xf32>
+      %d = plan.buffer @d : memref<16xf32>
+      %b = plan.buffer @b : memref<15xf32>
+      %h = plan.buffer @h : memref<16xf32>
+      plan.inputs
+      plan.call "ds.exp"(%w) -> (%c) ints [] floats [] on <compute> record [0] : (memref<16xf32>) -> memref<16xf32>
+      plan.call "comm.all_reduce"(%c) -> (%g) ints [] floats [1.0] on <comm> wait [0] record [1] : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.exp"(%w) -> (%d) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.add"(%g, %d) -> (%d) ints [] floats [] on <compute> wait [1] : (memref<16xf32>, memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.exp"(%b) -> (%b) ints [] floats [] on <compute> : (memref<15xf32>) -> memref<15xf32>
+      plan.call "ds.copy"(%d) -> (%h) ints [] floats [] on <d2h> record [2] : (memref<16xf32>) -> memref<16xf32>
+      plan.outputs %d : memref<16xf32>
+      return
+    }
+  }
+}
