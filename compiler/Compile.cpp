@@ -376,10 +376,8 @@ int Compiler::runPipeline(MLIRContext &context) {
     if (failed(parsePassPipeline(text, pm, os)))
       return fail("--pass-pipeline: " + StringRef(error).split('\n').first);
     // The plan phases still come after a replayed IR pipeline.
-    if (req.phase >= Phase::Plan) {
-      pm.addPass(createLowerToPlanPass(train.plan));
-      pm.addPass(createPlanPlacePass());
-    }
+    if (req.phase >= Phase::Plan)
+      addPlanPasses(pm, train.plan);
     if (req.phase == Phase::Emit)
       pm.addPass(createEmitPlanPass(train.emit, out.plan));
   } else {

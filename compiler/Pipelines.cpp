@@ -76,8 +76,7 @@ void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsSchedule());
 }
 void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &) {
-  pm.addPass(createLowerToPlanPass(o.plan));
-  pm.addPass(createPlanPlacePass());
+  addPlanPasses(pm, o.plan);
 }
 void addEmit(OpPassManager &pm, const TrainOptions &o, const Result &r) {
   pm.addPass(createEmitPlanPass(o.emit, r));

@@ -171,8 +171,6 @@ LogicalResult Lowering::ProgramLowering::run() {
   for (Operation &op : func.front())
     if (failed(lowerOp(op)))
       return failure();
-  if (prog.name == plan::kApplyProgram)
-    lowering.fuseOptimizer(pend);
   writeInstructions();
   return success();
 }

@@ -2,10 +2,10 @@
 //
 // Private to compiler/plan: the Lowering class behind lowerToPlan, whose
 // jobs live in one file each: Lowering.cpp (driver, streams and events),
-// VariableLayout.cpp (persistent state packed per category),
+// VariableLayout.cpp (persistent state packed per category) and
 // InstructionSelection.cpp (ops to kernel calls, store forwarding,
-// attributes, FLOPs), ArenaAllocation.cpp (liveness placement of
-// transients) and OptimizerFusion.cpp (flat AdamW and zeroing).
+// attributes, FLOPs). The optimizer's fusion and placement are passes over
+// the plan dialect it writes (OptimizerFusion.cpp, ArenaAllocation.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_COMPILER_PLAN_LOWERINGIMPL_H
@@ -194,12 +194,6 @@ private:
 
   /// Points the output of `v`'s producing instruction at `target`.
   void retarget(std::vector<Pending> &pend, Value v, int target);
-
-  /// One ds.adamw over each flat, contiguous run of parameters with equal
-  /// hyper-parameters, and one fill over contiguous zeroed accumulators;
-  /// first, mixed precision's update, copy and cast as one ds.adamw_round.
-  void fuseOptimizer(std::vector<Pending> &pend);
-  void fuseAdamWRounding(std::vector<Pending> &pend);
 };
 
 } // namespace dsc::lowering

@@ -1,75 +1,189 @@
-//===- OptimizerFusion.cpp - flat AdamW, rounding and zeroing -------------===//
+//===- OptimizerFusion.cpp - plan-fuse-optimizer --------------------------===//
 //
-// Mixed precision's update and rounding become one instruction; adjacent
-// per-parameter updates (and zeroings) over contiguous memory with equal
-// hyper-parameters become one instruction over the flat range.
+// Over @apply's calls: mixed precision's update and rounding become one
+// call; adjacent per-parameter updates (and zeroings) over contiguous
+// memory with equal hyper-parameters become one call over the flat range.
+// The calls are read into a list, rewritten there and written back.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/plan/LoweringImpl.h"
+#include "compiler/plan/PlanPasses.h"
 
-namespace dsc::lowering {
+#include "dialects/ds/DsUtils.h"
+#include "dialects/plan/PlanOps.h"
+#include "runtime/plan/ProgramNames.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <optional>
+
+namespace dsc {
+
+#define GEN_PASS_DEF_PLANFUSEOPTIMIZER
+#include "compiler/plan/PlanPasses.h.inc"
+
+using namespace mlir;
+namespace pl = mlir::plan; // dsc::plan is the plan file's names
 
 namespace {
 
-bool same(const Ref &a, const Ref &b) {
-  return a.slot == b.slot && a.offset == b.offset && a.type == b.type;
+/// One plan.call, as the rewrite below edits it.
+struct Pending {
+  std::string kernel;
+  SmallVector<Value> ins, outs;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+  pl::Stream stream = pl::Stream::compute;
+  pl::Space space = pl::Space::device;
+  SmallVector<int32_t> waits, records;
+  std::optional<Location> loc; ///< none for a merged call
+};
+
+/// Where buffers live: each buffer's storage, and new flat storage.
+class Storage {
+public:
+  explicit Storage(ModuleOp module) : module(module), symbols(module) {}
+
+  pl::StorageOp of(Value buffer) {
+    auto [it, inserted] = storageOf.try_emplace(buffer);
+    if (inserted) {
+      FlatSymbolRefAttr ref;
+      if (auto b = buffer.getDefiningOp<pl::BufferOp>())
+        ref = b.getStorageAttr();
+      else if (auto c = buffer.getDefiningOp<pl::ConstantOp>())
+        ref = c.getStorageAttr();
+      it->second = symbols.lookup<pl::StorageOp>(ref.getValue());
+    }
+    return it->second;
+  }
+
+  /// A view of `elements` elements of `first`'s element type over new
+  /// persistent storage at `first`'s storage's offset, declared at the
+  /// start of `func`.
+  Value flat(Value first, int64_t elements, func::FuncOp func);
+
+private:
+  ModuleOp module;
+  SymbolTable symbols;
+  DenseMap<Value, pl::StorageOp> storageOf;
+  int created = 0;
+};
+
+Value Storage::flat(Value first, int64_t elements, func::FuncOp func) {
+  pl::StorageOp s = of(first);
+  Type elt = cast<MemRefType>(first.getType()).getElementType();
+  int64_t bytes = elements * int64_t(dtypeSize(*ds::dtypeOfElement(elt)));
+  OpBuilder b(module.getContext());
+  b.setInsertionPointAfter(s);
+  auto storage = b.create<pl::StorageOp>(
+      s.getLoc(), b.getStringAttr("flat" + std::to_string(created++)),
+      b.getStringAttr(s.getName() + "+flat"), s.getCategoryAttr(),
+      s.getSpaceAttr(), b.getI64IntegerAttr(bytes), s.getOffsetAttr(),
+      UnitAttr());
+  symbols.insert(storage); // renames it if the name is taken
+  b.setInsertionPointToStart(&func.front());
+  Value view = b.create<pl::BufferOp>(
+      s.getLoc(), MemRefType::get({elements}, elt),
+      FlatSymbolRefAttr::get(storage.getSymNameAttr()), IntegerAttr());
+  storageOf[view] = storage;
+  return view;
 }
 
-bool touches(const Pending &p, int slot) {
-  for (const Ref &r : llvm::concat<const Ref>(p.ins, p.outs))
-    if (r.slot == slot)
+/// One storage, one view offset, one type: the writer declares each such
+/// buffer once per program, and flat views are new storage.
+bool same(Value a, Value b) { return a == b; }
+
+bool touches(Storage &storage, const Pending &p, pl::StorageOp slot) {
+  for (Value r : llvm::concat<const Value>(p.ins, p.outs))
+    if (storage.of(r) == slot)
       return true;
   return false;
 }
 
-/// Instructions that synchronize with another stream stay as they are.
+/// Calls that synchronize with another stream stay as they are.
 bool synced(const Pending &p) { return !p.waits.empty() || !p.records.empty(); }
 
-int64_t elementsOf(const Ref &r) {
-  return cast<RankedTensorType>(r.type).getNumElements();
+int64_t elementsOf(Value r) {
+  return cast<MemRefType>(r.getType()).getNumElements();
 }
+
+/// The rewrite of one program's calls; `storage` knows where buffers live.
+class Fusion {
+public:
+  Fusion(Storage &storage, func::FuncOp func) : storage(storage), func(func) {}
+
+  /// Mixed precision's update, copy and cast as one ds.adamw_round.
+  void fuseAdamWRounding(std::vector<Pending> &pend);
+  /// Adjacent same-kind calls merged into one over the flat range.
+  std::vector<Pending> mergeRuns(std::vector<Pending> &pend);
+  /// The gradients' zeroing moved to the end and merged over adjacent
+  /// memory.
+  void mergeGradientFills(std::vector<Pending> &pend);
+
+private:
+  Storage &storage;
+  func::FuncOp func;
+
+  pl::StorageOp slot(Value v) { return storage.of(v); }
+  bool forwarded(const Pending &adam);
+  bool isMasterCopy(const Pending &q, const Pending &adam);
+  bool isRoundingCast(const Pending &q, const Pending &adam);
+  std::optional<std::pair<int, int>>
+  findRounding(const std::vector<Pending> &pend, size_t i,
+               const std::vector<bool> &erased);
+  bool contiguous(Value a, Value b);
+  bool adjacentUpdates(const Pending &last, const Pending &q);
+  std::vector<size_t> extendRun(const std::vector<Pending> &pend, size_t i,
+                                bool isAdam);
+  Pending mergeRun(std::vector<Pending> &pend, const std::vector<size_t> &run,
+                   bool isAdam);
+  bool isGradientFill(const Pending &p);
+};
 
 /// An update that writes its parameter and moments in place (ds.adamw's
 /// outputs: parameter, m, v; its inputs: parameter, gradient, m, v, ...).
-bool forwarded(const Pending &adam) {
-  return adam.outs[0].slot == adam.ins[0].slot &&
-         adam.outs[1].slot == adam.ins[2].slot &&
-         adam.outs[2].slot == adam.ins[3].slot;
+bool Fusion::forwarded(const Pending &adam) {
+  return slot(adam.outs[0]) == slot(adam.ins[0]) &&
+         slot(adam.outs[1]) == slot(adam.ins[2]) &&
+         slot(adam.outs[2]) == slot(adam.ins[3]);
 }
 
 // What mixed precision does with an update's result `tmp`: copies it into
 // the master weights and casts it into the 16-bit parameter, in the
 // update's space and waiting for nothing.
-bool readsOnly(const Pending &q, const Ref &tmp) {
+bool readsOnly(const Pending &q, Value tmp) {
   return q.ins.size() == 1 && same(q.ins[0], tmp);
 }
 
-bool isMasterCopy(const Pending &q, const Pending &adam) {
+bool Fusion::isMasterCopy(const Pending &q, const Pending &adam) {
   return readsOnly(q, adam.outs[0]) && q.kernel == "ds.copy" &&
          same(q.outs[0], adam.ins[0]) && q.waits.empty() &&
          q.space == adam.space;
 }
 
-bool isRoundingCast(const Pending &q, const Pending &adam) {
-  const Ref &tmp = adam.outs[0];
-  return readsOnly(q, tmp) && q.kernel == "ds.cast" && q.waits.empty() &&
-         q.space == adam.space &&
-         q.outs[0].type.getShape() == tmp.type.getShape() &&
-         q.outs[0].type.getElementType().getIntOrFloatBitWidth() == 16;
+bool Fusion::isRoundingCast(const Pending &q, const Pending &adam) {
+  auto tmp = cast<MemRefType>(adam.outs[0].getType());
+  auto out = cast<MemRefType>(q.outs[0].getType());
+  return readsOnly(q, adam.outs[0]) && q.kernel == "ds.cast" &&
+         q.waits.empty() && q.space == adam.space &&
+         out.getShape() == tmp.getShape() &&
+         out.getElementType().getIntOrFloatBitWidth() == 16;
 }
 
 /// The copy and the cast of update `i`'s result, when nothing else touches
 /// the result or the master in between, nor reads the 16-bit parameter's
 /// old value before the cast writes it.
 std::optional<std::pair<int, int>>
-findRounding(const std::vector<Pending> &pend, size_t i,
-             const std::vector<bool> &erased) {
+Fusion::findRounding(const std::vector<Pending> &pend, size_t i,
+                     const std::vector<bool> &erased) {
   const Pending &adam = pend[i];
-  const Ref tmp = adam.outs[0], master = adam.ins[0];
+  pl::StorageOp tmp = slot(adam.outs[0]), master = slot(adam.ins[0]);
   int copy = -1, cast = -1;
   for (size_t j = i + 1; j < pend.size(); ++j) {
     const Pending &q = pend[j];
-    if (erased[j] || (!touches(q, tmp.slot) && !touches(q, master.slot)))
+    if (erased[j] ||
+        (!touches(storage, q, tmp) && !touches(storage, q, master)))
       continue;
     if (copy < 0 && isMasterCopy(q, adam))
       copy = j;
@@ -82,75 +196,40 @@ findRounding(const std::vector<Pending> &pend, size_t i,
   }
   if (copy < 0 || cast < 0)
     return std::nullopt;
-  int p16 = pend[cast].outs[0].slot;
+  pl::StorageOp p16 = slot(pend[cast].outs[0]);
   for (int j = int(i) + 1; j < std::max(copy, cast); ++j)
-    if (!erased[j] && j != copy && touches(pend[j], p16))
+    if (!erased[j] && j != copy && touches(storage, pend[j], p16))
       return std::nullopt;
   return std::make_pair(copy, cast);
 }
 
-/// Slots as flat ranges of an arena: runs of per-variable updates (and
-/// zeroings) over back-to-back memory become one instruction over a slot
-/// that spans them.
-class FlatMerger {
-public:
-  explicit FlatMerger(std::vector<Slot> &slots) : slots(slots) {}
-
-  /// Adjacent same-kind instructions merged into one over the flat range.
-  std::vector<Pending> mergeRuns(std::vector<Pending> &pend);
-  /// The gradients' zeroing moved to the end and merged over adjacent
-  /// memory.
-  void mergeGradientFills(std::vector<Pending> &pend);
-
-private:
-  std::vector<Slot> &slots;
-
-  bool contiguous(const Ref &a, const Ref &b) const;
-  bool adjacentUpdates(const Pending &last, const Pending &q) const;
-  Ref flat(const Ref &first, int64_t elements);
-  std::vector<size_t> extendRun(const std::vector<Pending> &pend, size_t i,
-                                bool isAdam) const;
-  Pending mergeRun(std::vector<Pending> &pend, const std::vector<size_t> &run,
-                   bool isAdam);
-  bool isGradientFill(const Pending &p) const;
-};
-
-bool FlatMerger::contiguous(const Ref &a, const Ref &b) const {
-  const Slot &x = slots[a.slot], &y = slots[b.slot];
-  return x.fixed && y.fixed && x.category == y.category && x.space == y.space &&
-         x.offset + x.bytes == y.offset &&
-         a.type.getElementType() == b.type.getElementType();
+/// `b` starts where `a`'s persistent storage ends, in the same arena and
+/// element type.
+bool Fusion::contiguous(Value a, Value b) {
+  pl::StorageOp x = slot(a), y = slot(b);
+  return !x.getTransient() && !y.getTransient() &&
+         x.getCategory() == y.getCategory() && x.getSpace() == y.getSpace() &&
+         *x.getOffset() + x.getSize() == *y.getOffset() &&
+         cast<MemRefType>(a.getType()).getElementType() ==
+             cast<MemRefType>(b.getType()).getElementType();
 }
 
 /// `q` continues the run that ends in `last`: its parameter, gradient and
 /// moments follow `last`'s, it reads the same scalars (lr, step, scale)
 /// and it was forwarded into its variables.
-bool FlatMerger::adjacentUpdates(const Pending &last, const Pending &q) const {
+bool Fusion::adjacentUpdates(const Pending &last, const Pending &q) {
   for (size_t k = 0; k < 4; ++k)
     if (!contiguous(last.ins[k], q.ins[k]))
       return false;
   for (size_t k = 4; k < 7; ++k)
-    if (last.ins[k].slot != q.ins[k].slot)
+    if (slot(last.ins[k]) != slot(q.ins[k]))
       return false;
   return forwarded(q);
 }
 
-/// `elements` elements from `first` on, in its dtype (a 16-bit gradient
-/// beside an fp32 master covers half the bytes).
-Ref FlatMerger::flat(const Ref &first, int64_t elements) {
-  // A copy: the push below may move the slots.
-  const Slot s = slots[first.slot];
-  Type elt = first.type.getElementType();
-  uint64_t bytes = uint64_t(elements) * dtypeSize(*ds::dtypeOfElement(elt));
-  slots.push_back(
-      {s.category, true, s.offset, bytes, s.name + "+flat", s.space});
-  return Ref{static_cast<int>(slots.size() - 1),
-             RankedTensorType::get({elements}, elt)};
-}
-
-/// The instructions that can merge with `pend[i]`, from `i` on.
-std::vector<size_t> FlatMerger::extendRun(const std::vector<Pending> &pend,
-                                          size_t i, bool isAdam) const {
+/// The calls that can merge with `pend[i]`, from `i` on.
+std::vector<size_t> Fusion::extendRun(const std::vector<Pending> &pend,
+                                      size_t i, bool isAdam) {
   const Pending &p = pend[i];
   std::vector<size_t> run{i};
   for (size_t j = i + 1; j < pend.size(); ++j) {
@@ -169,24 +248,24 @@ std::vector<size_t> FlatMerger::extendRun(const std::vector<Pending> &pend,
   return run;
 }
 
-Pending FlatMerger::mergeRun(std::vector<Pending> &pend,
-                             const std::vector<size_t> &run, bool isAdam) {
+Pending Fusion::mergeRun(std::vector<Pending> &pend,
+                         const std::vector<size_t> &run, bool isAdam) {
   int64_t elements = 0;
   for (size_t j : run)
     elements += elementsOf(isAdam ? pend[j].ins[0] : pend[j].outs[0]);
   Pending merged = std::move(pend[run.front()]);
-  merged.op = nullptr;
+  merged.loc.reset();
   if (isAdam) {
     for (size_t k = 0; k < 4; ++k)
-      merged.ins[k] = flat(merged.ins[k], elements);
+      merged.ins[k] = storage.flat(merged.ins[k], elements, func);
     merged.outs = {merged.ins[0], merged.ins[2], merged.ins[3]};
   } else {
-    merged.outs[0] = flat(merged.outs[0], elements);
+    merged.outs[0] = storage.flat(merged.outs[0], elements, func);
   }
   return merged;
 }
 
-std::vector<Pending> FlatMerger::mergeRuns(std::vector<Pending> &pend) {
+std::vector<Pending> Fusion::mergeRuns(std::vector<Pending> &pend) {
   std::vector<Pending> out;
   for (size_t i = 0; i < pend.size(); ++i) {
     Pending &p = pend[i];
@@ -211,12 +290,12 @@ std::vector<Pending> FlatMerger::mergeRuns(std::vector<Pending> &pend) {
   return out;
 }
 
-bool FlatMerger::isGradientFill(const Pending &p) const {
+bool Fusion::isGradientFill(const Pending &p) {
   return p.kernel == "ds.fill" &&
-         slots[p.outs[0].slot].category == Category::Grads && !synced(p);
+         slot(p.outs[0]).getCategory() == pl::Category::grads && !synced(p);
 }
 
-void FlatMerger::mergeGradientFills(std::vector<Pending> &pend) {
+void Fusion::mergeGradientFills(std::vector<Pending> &pend) {
   std::vector<Pending> fills;
   std::vector<Pending> rest;
   for (Pending &p : pend)
@@ -232,15 +311,13 @@ void FlatMerger::mergeGradientFills(std::vector<Pending> &pend) {
     }
     Pending merged = std::move(fills[i]);
     if (j > i + 1) {
-      merged.outs[0] = flat(merged.outs[0], elements);
-      merged.op = nullptr;
+      merged.outs[0] = storage.flat(merged.outs[0], elements, func);
+      merged.loc.reset();
     }
     pend.push_back(std::move(merged));
     i = j;
   }
 }
-
-} // namespace
 
 // Mixed precision's update is `ds.adamw` into a transient, a copy of it into
 // the master weights and a cast of it into the 16-bit parameter: one
@@ -248,13 +325,13 @@ void FlatMerger::mergeGradientFills(std::vector<Pending> &pend) {
 // the same pass, reading the 16-bit gradient directly. Only when nothing
 // else touches the transient or the master in between, and the copy and
 // the cast wait for nothing (their events are recorded by the fused
-// instruction, which finishes before they would have).
-void Lowering::fuseAdamWRounding(std::vector<Pending> &pend) {
+// call, which finishes before they would have).
+void Fusion::fuseAdamWRounding(std::vector<Pending> &pend) {
   std::vector<bool> erased(pend.size(), false);
   for (size_t i = 0; i < pend.size(); ++i) {
     Pending &adam = pend[i];
-    if (adam.kernel != "ds.adamw" || slots[adam.outs[0].slot].fixed ||
-        !slots[adam.ins[0].slot].fixed)
+    if (adam.kernel != "ds.adamw" || !slot(adam.outs[0]).getTransient() ||
+        slot(adam.ins[0]).getTransient())
       continue;
     auto rounding = findRounding(pend, i, erased);
     if (!rounding)
@@ -264,8 +341,7 @@ void Lowering::fuseAdamWRounding(std::vector<Pending> &pend) {
     adam.outs[0] = adam.ins[0]; // the master, updated in place
     adam.outs.push_back(pend[cast].outs[0]);
     for (int j : {copy, cast}) {
-      adam.records.insert(adam.records.end(), pend[j].records.begin(),
-                          pend[j].records.end());
+      adam.records.append(pend[j].records.begin(), pend[j].records.end());
       erased[j] = true;
     }
   }
@@ -276,18 +352,97 @@ void Lowering::fuseAdamWRounding(std::vector<Pending> &pend) {
   pend = std::move(kept);
 }
 
-void Lowering::fuseOptimizer(std::vector<Pending> &pend) {
-  fuseAdamWRounding(pend);
-  FlatMerger merger(slots);
-  pend = merger.mergeRuns(pend);
+/// The calls of `func` in order, and removed from it.
+std::vector<Pending> takeCalls(func::FuncOp func) {
+  std::vector<Pending> pend;
+  for (auto call :
+       llvm::make_early_inc_range(func.front().getOps<pl::CallOp>())) {
+    Pending p;
+    p.kernel = call.getKernel().str();
+    p.ins.assign(call.getIns().begin(), call.getIns().end());
+    p.outs.assign(call.getOuts().begin(), call.getOuts().end());
+    p.ints.assign(call.getInts().begin(), call.getInts().end());
+    p.floats.assign(call.getFloats().begin(), call.getFloats().end());
+    p.stream = call.getStream();
+    p.space = call.getPlace().value_or(pl::Space::device);
+    if (auto w = call.getWait())
+      p.waits.assign(w->begin(), w->end());
+    if (auto r = call.getRecord())
+      p.records.assign(r->begin(), r->end());
+    p.loc = call.getLoc();
+    pend.push_back(std::move(p));
+    call.erase();
+  }
+  return pend;
+}
+
+/// Writes `pend` back before the program's plan.outputs.
+void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
+  MLIRContext *ctx = func.getContext();
+  OpBuilder b(ctx);
+  b.setInsertionPoint(*func.front().getOps<pl::OutputsOp>().begin());
+  auto events = [&](ArrayRef<int32_t> e) {
+    return e.empty() ? DenseI32ArrayAttr() : b.getDenseI32ArrayAttr(e);
+  };
+  for (const Pending &p : pend)
+    b.create<pl::CallOp>(
+        p.loc.value_or(b.getUnknownLoc()), b.getStringAttr(p.kernel), p.ins,
+        p.outs, b.getDenseI64ArrayAttr(p.ints),
+        b.getDenseF64ArrayAttr(p.floats), pl::StreamAttr::get(ctx, p.stream),
+        p.space == pl::Space::host ? pl::SpaceAttr::get(ctx, p.space)
+                                   : pl::SpaceAttr(),
+        events(p.waits), events(p.records));
+}
+
+struct FuseOptimizerPass : impl::PlanFuseOptimizerBase<FuseOptimizerPass> {
+  void runOnOperation() override;
+};
+
+void FuseOptimizerPass::runOnOperation() {
+  ModuleOp module = findPlanModule(getOperation());
+  if (!module) {
+    getOperation().emitError(
+        "plan-fuse-optimizer: no module @plan; run ds-lower-to-plan first");
+    return signalPassFailure();
+  }
+  auto apply = module.lookupSymbol<func::FuncOp>(plan::kApplyProgram);
+  if (!apply)
+    return;
+  Storage storage(module);
+  Fusion fusion(storage, apply);
+  std::vector<Pending> pend = takeCalls(apply);
+  fusion.fuseAdamWRounding(pend);
+  pend = fusion.mergeRuns(pend);
   // Zeroing the accumulators is the last thing @apply does to them (the
   // norm and the updates read them first), so those fills can move to the
   // end of the program and merge over adjacent memory.
-  bool again = llvm::count_if(pend, [](const Pending &p) {
-                 return p.kernel == "ds.fill";
-               }) > 1;
-  if (again)
-    merger.mergeGradientFills(pend);
+  if (llvm::count_if(
+          pend, [](const Pending &p) { return p.kernel == "ds.fill"; }) > 1)
+    fusion.mergeGradientFills(pend);
+  putCalls(apply, pend);
+  // What the fused calls no longer read: views, then storage nobody views.
+  for (auto view :
+       llvm::make_early_inc_range(apply.front().getOps<pl::BufferOp>()))
+    if (view->use_empty())
+      view.erase();
+  llvm::DenseSet<StringAttr> viewed;
+  module.walk([&](Operation *op) {
+    if (auto b = dyn_cast<pl::BufferOp>(op))
+      viewed.insert(b.getStorageAttr().getAttr());
+    else if (auto c = dyn_cast<pl::ConstantOp>(op))
+      viewed.insert(c.getStorageAttr().getAttr());
+    else if (auto v = dyn_cast<pl::VariableOp>(op))
+      viewed.insert(v.getStorageAttr().getAttr());
+  });
+  for (auto s : llvm::make_early_inc_range(module.getOps<pl::StorageOp>()))
+    if (!viewed.contains(s.getSymNameAttr()))
+      s.erase();
 }
 
-} // namespace dsc::lowering
+} // namespace
+
+std::unique_ptr<mlir::Pass> createPlanFuseOptimizerPass() {
+  return std::make_unique<FuseOptimizerPass>();
+}
+
+} // namespace dsc

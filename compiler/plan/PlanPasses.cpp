@@ -1,6 +1,7 @@
 //===- PlanPasses.cpp - ds-lower-to-plan and ds-emit-plan -----------------===//
 //
-// plan-place is in ArenaAllocation.cpp.
+// plan-fuse-optimizer is in OptimizerFusion.cpp, plan-place in
+// ArenaAllocation.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,7 @@
 #include "dialects/plan/PlanOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "runtime/core/OutputPath.h"
@@ -78,9 +80,17 @@ createEmitPlanPass(const DsEmitPlanOptions &options,
   return std::make_unique<EmitPlanPass>(options, std::move(result));
 }
 
+void addPlanPasses(mlir::OpPassManager &pm,
+                   const DsLowerToPlanOptions &options) {
+  pm.addPass(createLowerToPlanPass(options));
+  pm.addPass(createPlanFuseOptimizerPass());
+  pm.addPass(createPlanPlacePass());
+}
+
 void registerPlanPasses() {
   mlir::registerPass(
       [] { return createLowerToPlanPass(DsLowerToPlanOptions()); });
+  mlir::registerPass([] { return createPlanFuseOptimizerPass(); });
   mlir::registerPass([] { return createPlanPlacePass(); });
   mlir::registerPass(
       [] { return createEmitPlanPass(DsEmitPlanOptions(), nullptr); });

@@ -36,14 +36,19 @@ struct PlanResult {
 
 std::unique_ptr<mlir::Pass>
 createLowerToPlanPass(const DsLowerToPlanOptions &options);
+std::unique_ptr<mlir::Pass> createPlanFuseOptimizerPass();
 std::unique_ptr<mlir::Pass> createPlanPlacePass();
+/// Phase `plan`'s passes, in order: lowering, the optimizer's fusion,
+/// placement.
+void addPlanPasses(mlir::OpPassManager &pm,
+                   const DsLowerToPlanOptions &options);
 /// Emission hands its result to `result` (it makes its own when it is
 /// null, as when the registry creates it).
 std::unique_ptr<mlir::Pass>
 createEmitPlanPass(const DsEmitPlanOptions &options,
                    std::shared_ptr<PlanResult> result);
 
-/// Registers the three with the pass registry (ds-opt).
+/// Registers the four with the pass registry (ds-opt).
 void registerPlanPasses();
 
 } // namespace dsc

@@ -25,6 +25,19 @@ def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def PlanFuseOptimizer : Pass<"plan-fuse-optimizer", "::mlir::ModuleOp"> {
+  let summary = "phase `plan`: @apply's updates and zeroing over flat ranges";
+  let description = [{
+    In @apply: mixed precision's update into a transient, its copy into the
+    master weights and its cast into the 16-bit parameter become one
+    `ds.adamw_round`; runs of `ds.adamw` over back-to-back parameters,
+    gradients and moments with the same hyper-parameters become one call
+    over new flat storage spanning them, and so do the gradients' zeroing
+    fills, moved to the end of the program. Calls that wait for or record
+    an event stay as they are.
+  }];
+}
+
 def PlanPlace : Pass<"plan-place", "::mlir::ModuleOp"> {
   let summary = "phase `plan`: transient storage packed by liveness";
   let description = [{

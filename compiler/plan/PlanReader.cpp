@@ -2,8 +2,8 @@
 //
 // What ds-emit-plan serializes and the report reads: the placed module
 // @plan (PlanWriter.cpp, plan-place) as the runtime's tables. Buffers are
-// numbered in the order the module first declares them: the variables'
-// storage, then each program's plan.buffer and plan.constant ops.
+// numbered in the order they are first used: the variables', then each
+// program's (readProgram says in which order).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/plan/PlanModel.h"
@@ -154,50 +154,58 @@ LogicalResult PlanReader::readProgram(func::FuncOp func) {
   p.commBytes = floatAttr(func, "plan.comm_bytes");
   p.activationBytes = intAttr(func, "plan.activation_bytes");
   p.numEvents = intAttr(func, "plan.events");
+  // Buffers are numbered as the plan has always numbered them: in each
+  // program its inputs, then the constants it declares, then each call's
+  // inputs and outputs in order, then its outputs. A view nothing uses
+  // gets no number.
   DenseMap<Value, uint32_t> bufferOf;
+  bool failedView = false;
+  auto id = [&](Value v) -> uint32_t {
+    if (auto it = bufferOf.find(v); it != bufferOf.end())
+      return it->second;
+    FailureOr<uint32_t> n = failure();
+    if (auto view = v.getDefiningOp<plan::BufferOp>())
+      n = bufferId(view, view.getStorageAttr(), view.getType(),
+                   view.getViewOffset().value_or(0));
+    else if (auto constant = v.getDefiningOp<plan::ConstantOp>())
+      n = bufferId(constant, constant.getStorageAttr(), constant.getType(), 0);
+    failedView |= failed(n);
+    return bufferOf[v] = succeeded(n) ? *n : 0;
+  };
   auto ids = [&](ValueRange values) {
     std::vector<uint32_t> out;
     for (Value v : values)
-      out.push_back(bufferOf.lookup(v));
+      out.push_back(id(v));
     return out;
   };
-  for (Operation &op : func.front()) {
-    if (auto buffer = dyn_cast<plan::BufferOp>(op)) {
-      FailureOr<uint32_t> id =
-          bufferId(buffer, buffer.getStorageAttr(), buffer.getType(),
-                   buffer.getViewOffset().value_or(0));
-      if (failed(id))
-        return failure();
-      bufferOf[buffer] = *id;
-    } else if (auto constant = dyn_cast<plan::ConstantOp>(op)) {
-      FailureOr<uint32_t> id =
-          bufferId(constant, constant.getStorageAttr(), constant.getType(), 0);
-      if (failed(id))
-        return failure();
-      bufferOf[constant] = *id;
-      ArrayRef<char> raw =
-          cast<DenseElementsAttr>(constant.getValue()).getRawData();
-      plan.constants.push_back({*id, {raw.begin(), raw.end()}});
-    } else if (auto inputs = dyn_cast<plan::InputsOp>(op)) {
-      p.inputs = ids(inputs.getBuffers());
-    } else if (auto outputs = dyn_cast<plan::OutputsOp>(op)) {
-      p.outputs = ids(outputs.getBuffers());
-    } else if (auto call = dyn_cast<plan::CallOp>(op)) {
-      PlanInstr i;
-      i.kernel = call.getKernel().str();
-      i.stream = static_cast<uint8_t>(call.getStream());
-      i.space =
-          static_cast<uint8_t>(call.getPlace().value_or(plan::Space::device));
-      i.wait = events(call.getWait());
-      i.record = events(call.getRecord());
-      i.inputs = ids(call.getIns());
-      i.outputs = ids(call.getOuts());
-      i.intAttrs.assign(call.getInts().begin(), call.getInts().end());
-      i.floatAttrs.assign(call.getFloats().begin(), call.getFloats().end());
-      i.loc = locationName(call.getLoc());
-      p.instrs.push_back(std::move(i));
-    }
+  Block &body = func.front();
+  for (auto inputs : body.getOps<plan::InputsOp>())
+    p.inputs = ids(inputs.getBuffers());
+  for (auto constant : body.getOps<plan::ConstantOp>()) {
+    uint32_t buffer = id(constant);
+    ArrayRef<char> raw =
+        cast<DenseElementsAttr>(constant.getValue()).getRawData();
+    plan.constants.push_back({buffer, {raw.begin(), raw.end()}});
   }
+  for (auto call : body.getOps<plan::CallOp>()) {
+    PlanInstr i;
+    i.kernel = call.getKernel().str();
+    i.stream = static_cast<uint8_t>(call.getStream());
+    i.space =
+        static_cast<uint8_t>(call.getPlace().value_or(plan::Space::device));
+    i.wait = events(call.getWait());
+    i.record = events(call.getRecord());
+    i.inputs = ids(call.getIns());
+    i.outputs = ids(call.getOuts());
+    i.intAttrs.assign(call.getInts().begin(), call.getInts().end());
+    i.floatAttrs.assign(call.getFloats().begin(), call.getFloats().end());
+    i.loc = locationName(call.getLoc());
+    p.instrs.push_back(std::move(i));
+  }
+  for (auto outputs : body.getOps<plan::OutputsOp>())
+    p.outputs = ids(outputs.getBuffers());
+  if (failedView)
+    return failure();
   plan.programs.push_back(std::move(p));
   return success();
 }

@@ -3,9 +3,8 @@
 // ds-lower-to-plan's result as IR: a module @plan nested in the compiled
 // module, holding the storage (plan.storage), the variables, and one
 // func.func per program whose body declares its buffers (plan.buffer,
-// plan.constant) in the order the plan's buffer table numbers them, then
-// its inputs, its calls in order and its outputs. plan-place and
-// ds-emit-plan read only this.
+// plan.constant), then its inputs, its calls in order and its outputs.
+// plan-place and ds-emit-plan read only this.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/plan/PlanModel.h"

@@ -1,0 +1,103 @@
+// RUN: ds-opt %s -split-input-file --plan-fuse-optimizer | FileCheck %s
+
+// Updates of back-to-back parameters, gradients and moments with the same
+// hyper-parameters become one ds.adamw over new storage spanning each run;
+// the zeroing of back-to-back gradients becomes one fill (over storage of
+// its own: runs are merged one at a time).
+
+// CHECK: plan.storage @[[PF:.*]] "p0+flat" <params> <device> size 128 at 0
+// CHECK: plan.storage @[[ZF:.*]] "g0+flat" <grads> <device> size 128 at 0
+// CHECK: plan.storage @[[GF:.*]] "g0+flat" <grads> <device> size 128 at 0
+// CHECK: plan.storage @[[MF:.*]] "m0+flat" <optimizer_state> <device> size 128 at 0
+// CHECK: plan.storage @[[VF:.*]] "v0+flat" <optimizer_state> <device> size 128 at 128
+// CHECK-LABEL: func.func @apply
+// CHECK-DAG: %[[P:.*]] = plan.buffer @[[PF]] : memref<32xf32>
+// CHECK-DAG: %[[G:.*]] = plan.buffer @[[GF]] : memref<32xf32>
+// CHECK-DAG: %[[M:.*]] = plan.buffer @[[MF]] : memref<32xf32>
+// CHECK-DAG: %[[V:.*]] = plan.buffer @[[VF]] : memref<32xf32>
+// CHECK-DAG: %[[Z:.*]] = plan.buffer @[[ZF]] : memref<32xf32>
+// CHECK: plan.call "ds.adamw"(%[[P]], %[[G]], %[[M]], %[[V]], %{{.*}}, %{{.*}}, %{{.*}}) -> (%[[P]], %[[M]], %[[V]]) ints [] floats [9.000000e-01, 9.990000e-01, 1.000000e-08, 1.000000e-01] on <compute>
+// CHECK-NEXT: plan.call "ds.fill"() -> (%[[Z]]) ints [] floats [0.000000e+00] on <compute> : () -> memref<32xf32>
+// CHECK-NEXT: plan.outputs
+module {
+  module @plan {
+    plan.storage @p0 "p0" <params> <device> size 64 at 0
+    plan.storage @p1 "p1" <params> <device> size 64 at 64
+    plan.storage @g0 "g0" <grads> <device> size 64 at 0
+    plan.storage @g1 "g1" <grads> <device> size 64 at 64
+    plan.storage @m0 "m0" <optimizer_state> <device> size 64 at 0
+    plan.storage @m1 "m1" <optimizer_state> <device> size 64 at 64
+    plan.storage @v0 "v0" <optimizer_state> <device> size 64 at 128
+    plan.storage @v1 "v1" <optimizer_state> <device> size 64 at 192
+    plan.storage @s "scalars" <inputs> <device> size 12 at 0
+    func.func @apply() {
+      %p0 = plan.buffer @p0 : memref<16xf32>
+      %p1 = plan.buffer @p1 : memref<16xf32>
+      %g0 = plan.buffer @g0 : memref<16xf32>
+      %g1 = plan.buffer @g1 : memref<16xf32>
+      %m0 = plan.buffer @m0 : memref<16xf32>
+      %m1 = plan.buffer @m1 : memref<16xf32>
+      %v0 = plan.buffer @v0 : memref<16xf32>
+      %v1 = plan.buffer @v1 : memref<16xf32>
+      %lr = plan.buffer @s : memref<f32>
+      %step = plan.buffer @s + 4 : memref<f32>
+      %scale = plan.buffer @s + 8 : memref<f32>
+      plan.inputs %lr, %step, %scale : memref<f32>, memref<f32>, memref<f32>
+      plan.call "ds.adamw"(%p0, %g0, %m0, %v0, %lr, %step, %scale) -> (%p0, %m0, %v0) ints [] floats [0.9, 0.999, 1.0e-8, 0.1] on <compute> : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.fill"() -> (%g0) ints [] floats [0.0] on <compute> : () -> memref<16xf32>
+      plan.call "ds.adamw"(%p1, %g1, %m1, %v1, %lr, %step, %scale) -> (%p1, %m1, %v1) ints [] floats [0.9, 0.999, 1.0e-8, 0.1] on <compute> : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.fill"() -> (%g1) ints [] floats [0.0] on <compute> : () -> memref<16xf32>
+      plan.outputs
+      return
+    }
+  }
+}
+
+// -----
+
+// Mixed precision: the update into a transient, its copy into the master
+// and its cast into the 16-bit parameter are one ds.adamw_round, which
+// records the events the copy and the cast recorded; the transient is
+// gone. An update that waits for an event (here for the gradient's
+// collective) is not merged with its neighbour.
+
+// CHECK-NOT: "tmp"
+// CHECK-LABEL: func.func @apply
+// CHECK: plan.call "ds.adamw_round"(%[[MA:[0-9]+]], %[[G16:[0-9]+]], %{{.*}}) -> (%[[MA]], %{{.*}}, %{{.*}}, %[[P16:[0-9]+]]) ints [] floats [9.000000e-01, 9.990000e-01, 1.000000e-08, 0.000000e+00] on <compute> record [3, 4]
+// CHECK-NEXT: plan.call "ds.adamw"{{.*}} wait [7]
+// CHECK-NEXT: plan.call "ds.adamw"{{.*}} : (memref<16xf32>,
+// CHECK-NEXT: plan.outputs
+module {
+  module @plan {
+    plan.storage @master "w.master" <optimizer_state> <device> size 64 at 0
+    plan.storage @p16 "w" <params> <device> size 32 at 0
+    plan.storage @g16 "w.grad" <grads> <device> size 32 at 0
+    plan.storage @m "w.exp_avg" <optimizer_state> <device> size 64 at 64
+    plan.storage @v "w.exp_avg_sq" <optimizer_state> <device> size 64 at 128
+    plan.storage @tmp "tmp" <activations> <device> size 64 transient
+    plan.storage @a0 "a0" <params> <device> size 64 at 64
+    plan.storage @a1 "a1" <params> <device> size 64 at 128
+    plan.storage @s "scalars" <inputs> <device> size 12 at 0
+    func.func @apply() {
+      %master = plan.buffer @master : memref<16xf32>
+      %p16 = plan.buffer @p16 : memref<16xf16>
+      %g16 = plan.buffer @g16 : memref<16xf16>
+      %m = plan.buffer @m : memref<16xf32>
+      %v = plan.buffer @v : memref<16xf32>
+      %tmp = plan.buffer @tmp : memref<16xf32>
+      %a0 = plan.buffer @a0 : memref<16xf32>
+      %a1 = plan.buffer @a1 : memref<16xf32>
+      %lr = plan.buffer @s : memref<f32>
+      %step = plan.buffer @s + 4 : memref<f32>
+      %scale = plan.buffer @s + 8 : memref<f32>
+      plan.inputs %lr, %step, %scale : memref<f32>, memref<f32>, memref<f32>
+      plan.call "ds.adamw"(%master, %g16, %m, %v, %lr, %step, %scale) -> (%tmp, %m, %v) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> : (memref<16xf32>, memref<16xf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp) -> (%master) ints [] floats [] on <compute> record [3] : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp) -> (%p16) ints [] floats [] on <compute> record [4] : (memref<16xf32>) -> memref<16xf16>
+      plan.call "ds.adamw"(%a0, %a0, %a0, %a0, %lr, %step, %scale) -> (%a0, %a0, %a0) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> wait [7] : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.adamw"(%a1, %a1, %a1, %a1, %lr, %step, %scale) -> (%a1, %a1, %a1) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.outputs
+      return
+    }
+  }
+}
