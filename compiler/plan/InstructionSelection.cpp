@@ -64,25 +64,6 @@ bool Lowering::readsVariable(Value v, ArrayRef<LoadOp> loads) {
   return load && llvm::is_contained(loads, load);
 }
 
-void Lowering::issueAsync(std::vector<Pending> &pend, PlanProgram &prog,
-                          Pending p) {
-  if (lastCompute >= 0) {
-    uint32_t ready = prog.numEvents++;
-    pend[lastCompute].records.push_back(ready);
-    p.waits.push_back(ready);
-  }
-  // The waits since the last compute instruction on other streams: a
-  // collective of a copy's result (or a copy of a collective's) starts
-  // after that copy (collective).
-  for (size_t k = 0; k < waited.size(); ++k)
-    if (pend[waited[k]].stream != p.stream)
-      p.waits.push_back(waitsForNext[k]);
-  uint32_t done = prog.numEvents++;
-  p.records.push_back(done);
-  commOf[p.op->getResult(0)] = {pend.size(), done};
-  pend.push_back(std::move(p));
-}
-
 namespace {
 
 /// ds-offload: what an op computes lies where it runs (dist.host), a
@@ -97,7 +78,7 @@ Space spaceOf(Operation *op) {
 /// One program's lowering: its ops, in order, become kernel calls, views
 /// of other buffers, or nothing; then its transients are placed by
 /// liveness and its instructions written. The slots, the buffers and the
-/// streams' bookkeeping (pushCompute, issueAsync) are the Lowering's,
+/// asynchronous instructions by result (push) are the Lowering's,
 /// shared by every program.
 class Lowering::ProgramLowering {
 public:
@@ -155,13 +136,10 @@ LogicalResult Lowering::lowerProgram(func::FuncOp func) {
   ProgramLowering program(*this, func);
   if (failed(program.run()))
     return failure();
-  // The streams' bookkeeping starts afresh with each program.
+  // The per-program bookkeeping starts afresh with each program.
   returned.clear();
   producerIndex.clear();
-  lastCompute = -1;
   commOf.clear();
-  waitsForNext.clear();
-  waited.clear();
   plan.programs.push_back(program.takeProgram());
   return success();
 }
@@ -292,13 +270,13 @@ void Lowering::ProgramLowering::lowerViewSlice(SliceOp slice) {
             dtypeSize(*dtypeOfElement(type.getElementType())));
 }
 
-/// A wait is its collective's (or copy's) result; the next compute
-/// instruction waits for the event the collective records.
+/// A wait is its collective's (or copy's) result, and a marker where the
+/// program needs it (plan.await; plan-insert-events makes it events).
 void Lowering::ProgramLowering::lowerWait(dist::WaitOp wait) {
   alias(wait, wait.getX());
-  auto [index, event] = lowering.commOf.lookup(wait.getX());
-  lowering.waitsForNext.push_back(event);
-  lowering.waited.push_back(index);
+  Pending marker;
+  marker.awaits = lowering.commOf.lookup(wait.getX());
+  pend.push_back(std::move(marker));
 }
 
 LogicalResult Lowering::ProgramLowering::lowerStore(StoreOp store) {
@@ -335,7 +313,7 @@ void Lowering::ProgramLowering::fillWithSplat(StoreOp store, ConstantOp c,
   Pending fill{"ds.fill", {},      {Ref{target, type}},
                {},        {value}, store.getOperation()};
   fill.space = lowering.slots[target].space;
-  lowering.pushCompute(pend, std::move(fill));
+  lowering.push(pend, std::move(fill));
 }
 
 /// A copy between the spaces that only this store reads writes the
@@ -357,7 +335,7 @@ bool Lowering::ProgramLowering::forwardCopyIntoVariable(StoreOp store,
                    });
   if (!forward)
     return false;
-  pend[lowering.commOf.lookup(copied).first].outs[0].slot = target;
+  pend[lowering.commOf.lookup(copied)].outs[0].slot = target;
   slotOf[copied] = slotOf[v] = target;
   return true;
 }
@@ -374,14 +352,12 @@ LogicalResult Lowering::ProgramLowering::copyIntoVariable(StoreOp store,
   Pending copy{"ds.copy", {ref(v)}, {Ref{target, type}},
                {},        {},       store.getOperation()};
   copy.space = lowering.slots[target].space;
-  lowering.pushCompute(pend, std::move(copy));
+  lowering.push(pend, std::move(copy));
   return success();
 }
 
-/// On the d2h or h2d stream, after everything compute has issued so far
-/// and the waits before it (its operand may be another stream's).
+/// Asynchronous: on the d2h or h2d stream (plan-assign-streams).
 void Lowering::ProgramLowering::lowerCopyBetweenSpaces(Operation &op) {
-  bool toHost = isa<dist::CopyToHostOp>(op);
   Pending p{
       "ds.copy",
       {ref(op.getOperand(0))},
@@ -391,12 +367,12 @@ void Lowering::ProgramLowering::lowerCopyBetweenSpaces(Operation &op) {
       {},
       {},
       &op};
-  p.stream = toHost ? 3 : 2;
-  lowering.issueAsync(pend, prog, std::move(p));
+  p.async = true;
+  lowering.push(pend, std::move(p));
 }
 
-/// On the comm stream, after everything compute has issued so far; the
-/// result is a comm buffer.
+/// Asynchronous: on the comm stream (plan-assign-streams); the result is a
+/// comm buffer.
 void Lowering::ProgramLowering::lowerCollective(Operation &op) {
   std::vector<double> floats;
   if (auto scale = op.getAttrOfType<FloatAttr>("scale"))
@@ -408,9 +384,9 @@ void Lowering::ProgramLowering::lowerCollective(Operation &op) {
             {},
             std::move(floats),
             &op};
-  p.stream = 1;
+  p.async = true;
   prog.commBytes += bytesOf(p.ins[0].type);
-  lowering.issueAsync(pend, prog, std::move(p));
+  lowering.push(pend, std::move(p));
 }
 
 void Lowering::ProgramLowering::lowerShard(dist::ShardOp shard) {
@@ -421,7 +397,7 @@ void Lowering::ProgramLowering::lowerShard(dist::ShardOp shard) {
             {},
             shard.getOperation()};
   p.space = spaceOf(shard);
-  lowering.pushCompute(pend, std::move(p));
+  lowering.push(pend, std::move(p));
 }
 
 void Lowering::ProgramLowering::lowerStoreParams(dist::StoreParamsOp store) {
@@ -432,16 +408,16 @@ void Lowering::ProgramLowering::lowerStoreParams(dist::StoreParamsOp store) {
   auto gather = wait ? wait.getX().getDefiningOp<dist::AllGatherOp>()
                      : dist::AllGatherOp();
   if (gather && gather->hasOneUse() && lowering.commOf.count(gather)) {
-    pend[lowering.commOf.lookup(gather).first].outs[0].slot = target;
+    pend[lowering.commOf.lookup(gather)].outs[0].slot = target;
     slotOf[gather] = slotOf[wait] = target;
     return;
   }
-  lowering.pushCompute(pend, {"ds.copy",
-                              {ref(store.getValue())},
-                              {Ref{target, type}},
-                              {},
-                              {},
-                              store.getOperation()});
+  lowering.push(pend, {"ds.copy",
+                       {ref(store.getValue())},
+                       {Ref{target, type}},
+                       {},
+                       {},
+                       store.getOperation()});
 }
 
 /// Every other op is one kernel call whose facts the op declares.
@@ -465,7 +441,7 @@ LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
   prog.flops += kernel.getFlops();
   if (isRecompute(&op))
     prog.recomputedFlops += kernel.getFlops();
-  lowering.pushCompute(pend, std::move(p));
+  lowering.push(pend, std::move(p));
   for (Value out : op.getResults())
     lowering.producerIndex[out] = pend.size() - 1;
   return success();
@@ -481,10 +457,9 @@ PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
   instr.intAttrs = std::move(p.ints);
   instr.floatAttrs = std::move(p.floats);
   instr.op = p.op;
-  instr.stream = p.stream;
+  instr.async = p.async;
+  instr.awaits = p.awaits;
   instr.space = static_cast<uint8_t>(p.space);
-  instr.wait = std::move(p.waits);
-  instr.record = std::move(p.records);
   return instr;
 }
 

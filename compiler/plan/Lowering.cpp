@@ -1,8 +1,7 @@
 //===- Lowering.cpp - training step -> kernel calls over placed buffers ---===//
 //
-// The driver of lowerToPlan: lays out the variables, lowers each program
-// and sizes the transient arenas; streams and events are assigned here as
-// instructions are appended (LoweringImpl.h lists where the other jobs are).
+// The driver of lowerToPlan: lays out the variables and lowers each
+// program (LoweringImpl.h lists where the other jobs are).
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,11 +69,9 @@ LogicalResult Lowering::run() {
   return success();
 }
 
-void Lowering::pushCompute(std::vector<Pending> &pend, Pending p) {
-  p.waits = std::move(waitsForNext);
-  waitsForNext.clear();
-  waited.clear();
-  lastCompute = pend.size();
+void Lowering::push(std::vector<Pending> &pend, Pending p) {
+  if (p.async)
+    commOf[p.op->getResult(0)] = pend.size();
   pend.push_back(std::move(p));
 }
 

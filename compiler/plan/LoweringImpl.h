@@ -1,7 +1,7 @@
 //===- LoweringImpl.h - the state of one plan lowering ----------*- C++ -*-===//
 //
 // Private to compiler/plan: the Lowering class behind lowerToPlan, whose
-// jobs live in one file each: Lowering.cpp (driver, streams and events),
+// jobs live in one file each: Lowering.cpp (driver),
 // VariableLayout.cpp (persistent state packed per category) and
 // InstructionSelection.cpp (ops to kernel calls, store forwarding,
 // attributes, FLOPs). The optimizer's fusion and placement are passes over
@@ -72,9 +72,13 @@ struct Pending {
   std::vector<int64_t> ints;
   std::vector<double> floats;
   Operation *op = nullptr;
-  uint8_t stream = 0;          ///< 0 compute, 1 comm, 2 h2d, 3 d2h
   Space space = Space::Device; ///< where it runs (plan.fbs Instr.space)
-  std::vector<uint32_t> waits, records;
+  /// A collective or a copy between memory spaces: it runs on a stream of
+  /// its own (plan-assign-streams), and a marker waits for it.
+  bool async = false;
+  /// A marker, no kernel: where the program needs the result of the
+  /// asynchronous instruction with this index (its dist.wait).
+  int awaits = -1;
 };
 
 /// Ops whose result is a view of their operand's bytes: reshapes, and
@@ -175,22 +179,14 @@ private:
 
   std::vector<Ref> returned;
   DenseMap<Value, size_t> producerIndex;
-  // Streams: the last compute instruction, the collectives by result, and
-  // the events the next compute instruction must wait for.
-  int lastCompute = -1;
-  DenseMap<Value, std::pair<size_t, uint32_t>> commOf;
-  std::vector<uint32_t> waitsForNext;
-  std::vector<size_t> waited;
+  /// The asynchronous instructions (collectives, copies between spaces) by
+  /// the dist op's result.
+  DenseMap<Value, size_t> commOf;
 
-  /// Appends a compute-stream instruction; it waits for the collectives
-  /// whose dist.wait came before it (plan-place keeps their buffers live
-  /// until then).
-  void pushCompute(std::vector<Pending> &pend, Pending p);
-
-  /// Appends a collective or a copy on its own stream: it starts after the
-  /// compute issued so far and the waits before it, and records the event
-  /// its dist.wait waits on.
-  void issueAsync(std::vector<Pending> &pend, PlanProgram &prog, Pending p);
+  /// Appends an instruction; an asynchronous one (`async`) is recorded in
+  /// commOf. Streams and events are passes over the plan module
+  /// (plan-assign-streams, plan-insert-events).
+  void push(std::vector<Pending> &pend, Pending p);
 
   /// Points the output of `v`'s producing instruction at `target`.
   void retarget(std::vector<Pending> &pend, Value v, int target);

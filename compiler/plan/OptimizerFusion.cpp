@@ -386,8 +386,8 @@ void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
   };
   for (const Pending &p : pend)
     b.create<pl::CallOp>(
-        p.loc.value_or(b.getUnknownLoc()), b.getStringAttr(p.kernel), p.ins,
-        p.outs, b.getDenseI64ArrayAttr(p.ints),
+        p.loc.value_or(b.getUnknownLoc()), Type(), b.getStringAttr(p.kernel),
+        p.ins, p.outs, b.getDenseI64ArrayAttr(p.ints),
         b.getDenseF64ArrayAttr(p.floats), pl::StreamAttr::get(ctx, p.stream),
         p.space == pl::Space::host ? pl::SpaceAttr::get(ctx, p.space)
                                    : pl::SpaceAttr(),

@@ -104,6 +104,11 @@ struct PlanInstr {
   uint8_t stream = 0; ///< plan.fbs Stream: 0 compute, 1 comm, 2 h2d, 3 d2h
   uint8_t space = 0;  ///< the Space it runs in, as its value
   std::vector<uint32_t> wait, record; ///< events
+  /// As lowered, before the stream and event passes: a collective or copy
+  /// between memory spaces (`async`), or a marker with no kernel where the
+  /// program needs the result of instruction `awaits`.
+  bool async = false;
+  int awaits = -1;
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;

@@ -1,7 +1,7 @@
 //===- PlanPasses.cpp - ds-lower-to-plan and ds-emit-plan -----------------===//
 //
-// plan-fuse-optimizer is in OptimizerFusion.cpp, plan-place in
-// ArenaAllocation.cpp.
+// The other passes of phase `plan` have a file each: StreamAssignment.cpp,
+// EventInsertion.cpp, OptimizerFusion.cpp, ArenaAllocation.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +83,8 @@ createEmitPlanPass(const DsEmitPlanOptions &options,
 void addPlanPasses(mlir::OpPassManager &pm,
                    const DsLowerToPlanOptions &options) {
   pm.addPass(createLowerToPlanPass(options));
+  pm.addPass(createPlanAssignStreamsPass());
+  pm.addPass(createPlanInsertEventsPass());
   pm.addPass(createPlanFuseOptimizerPass());
   pm.addPass(createPlanPlacePass());
 }
@@ -90,6 +92,8 @@ void addPlanPasses(mlir::OpPassManager &pm,
 void registerPlanPasses() {
   mlir::registerPass(
       [] { return createLowerToPlanPass(DsLowerToPlanOptions()); });
+  mlir::registerPass([] { return createPlanAssignStreamsPass(); });
+  mlir::registerPass([] { return createPlanInsertEventsPass(); });
   mlir::registerPass([] { return createPlanFuseOptimizerPass(); });
   mlir::registerPass([] { return createPlanPlacePass(); });
   mlir::registerPass(

@@ -36,10 +36,12 @@ struct PlanResult {
 
 std::unique_ptr<mlir::Pass>
 createLowerToPlanPass(const DsLowerToPlanOptions &options);
+std::unique_ptr<mlir::Pass> createPlanAssignStreamsPass();
+std::unique_ptr<mlir::Pass> createPlanInsertEventsPass();
 std::unique_ptr<mlir::Pass> createPlanFuseOptimizerPass();
 std::unique_ptr<mlir::Pass> createPlanPlacePass();
-/// Phase `plan`'s passes, in order: lowering, the optimizer's fusion,
-/// placement.
+/// Phase `plan`'s passes, in order: lowering, streams, events, the
+/// optimizer's fusion, placement.
 void addPlanPasses(mlir::OpPassManager &pm,
                    const DsLowerToPlanOptions &options);
 /// Emission hands its result to `result` (it makes its own when it is
@@ -48,7 +50,7 @@ std::unique_ptr<mlir::Pass>
 createEmitPlanPass(const DsEmitPlanOptions &options,
                    std::shared_ptr<PlanResult> result);
 
-/// Registers the four with the pass registry (ds-opt).
+/// Registers them with the pass registry (ds-opt).
 void registerPlanPasses();
 
 } // namespace dsc

@@ -25,6 +25,28 @@ def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def PlanAssignStreams : Pass<"plan-assign-streams", "::mlir::ModuleOp"> {
+  let summary = "phase `plan`: a stream for each asynchronous call";
+  let description = [{
+    Lowering gives each collective and each copy between memory spaces a
+    token (`async !plan.token`); this pass puts collectives on the comm
+    stream, copies to the host on d2h and copies to the device on h2d.
+    Calls without a token stay on the compute stream.
+  }];
+}
+
+def PlanInsertEvents : Pass<"plan-insert-events", "::mlir::ModuleOp"> {
+  let summary = "phase `plan`: tokens and awaits as events";
+  let description = [{
+    An asynchronous call waits for an event the compute call before it
+    records, and for the calls on other streams awaited since then; it
+    records an event of its own, which the compute call after its
+    `plan.await` waits for. Events are numbered per program in the order
+    they are made (`plan.events` on each program); tokens and awaits are
+    dropped.
+  }];
+}
+
 def PlanFuseOptimizer : Pass<"plan-fuse-optimizer", "::mlir::ModuleOp"> {
   let summary = "phase `plan`: @apply's updates and zeroing over flat ranges";
   let description = [{

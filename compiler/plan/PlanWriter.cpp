@@ -218,21 +218,30 @@ void PlanWriter::writeProgram(int index, const PlanProgram &p) {
   };
 
   b.create<plan::InputsOp>(func.getLoc(), values(p.inputs));
-  for (const PlanInstr &i : p.instrs) {
+  // An asynchronous call's token, by its index, for the markers that await
+  // it.
+  std::vector<Value> tokens(p.instrs.size());
+  Type token = plan::TokenType::get(ctx);
+  for (auto [n, i] : llvm::enumerate(p.instrs)) {
     Location loc = i.op ? i.op->getLoc() : b.getUnknownLoc();
+    if (i.awaits >= 0) {
+      b.create<plan::AwaitOp>(loc, tokens[i.awaits]);
+      continue;
+    }
     auto optional = [&](const std::vector<uint32_t> &events) {
       SmallVector<int32_t> e(events.begin(), events.end());
       return e.empty() ? DenseI32ArrayAttr() : b.getDenseI32ArrayAttr(e);
     };
     auto space = static_cast<Space>(i.space);
-    b.create<plan::CallOp>(
-        loc, b.getStringAttr(i.kernel), values(i.inputs), values(i.outputs),
-        b.getDenseI64ArrayAttr(i.intAttrs),
+    auto call = b.create<plan::CallOp>(
+        loc, i.async ? token : Type(), b.getStringAttr(i.kernel),
+        values(i.inputs), values(i.outputs), b.getDenseI64ArrayAttr(i.intAttrs),
         b.getDenseF64ArrayAttr(i.floatAttrs),
         plan::StreamAttr::get(ctx, plan::Stream(i.stream)),
         space == Space::Host ? plan::SpaceAttr::get(ctx, plan::Space::host)
                              : plan::SpaceAttr(),
         optional(i.wait), optional(i.record));
+    tokens[n] = call.getToken();
   }
   b.create<plan::OutputsOp>(func.getLoc(), values(p.outputs));
   b.create<func::ReturnOp>(func.getLoc());

@@ -22,10 +22,17 @@ using namespace mlir::plan;
 #define GET_ATTRDEF_CLASSES
 #include "dialects/plan/PlanAttrs.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "dialects/plan/PlanTypes.cpp.inc"
+
 void PlanDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "dialects/plan/PlanAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/plan/PlanTypes.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST

@@ -22,6 +22,9 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/plan/PlanAttrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "dialects/plan/PlanTypes.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/plan/PlanOps.h.inc"
 

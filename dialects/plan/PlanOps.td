@@ -12,6 +12,7 @@
 #ifndef PLAN_OPS_TD
 #define PLAN_OPS_TD
 
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
@@ -22,6 +23,7 @@ def Plan_Dialect : Dialect {
   let cppNamespace = "::mlir::plan";
   let summary = "kernel calls over placed buffers, per stream";
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
 }
 
 class Plan_Op<string mnemonic, list<Trait> traits = []>
@@ -58,6 +60,17 @@ def Plan_Stream : I32EnumAttr<"Stream", "an execution stream", [
 }
 def Plan_StreamAttr : EnumAttr<Plan_Dialect, Plan_Stream, "stream"> {
   let assemblyFormat = "`<` $value `>`";
+}
+
+def Plan_TokenType : TypeDef<Plan_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "the completion of a call on another stream";
+  let description = [{
+    What `plan.await` waits for. Lowering gives each collective and each
+    copy between memory spaces a token and puts a `plan.await` where the
+    program needs its result (`dist.wait`); plan-insert-events turns them
+    into events and drops them.
+  }];
 }
 
 def Plan_VarKind : I32EnumAttr<"VarKind", "what a variable holds", [
@@ -193,12 +206,29 @@ def Plan_CallOp : Plan_Op<"call", [AttrSizedOperandSegments]> {
                        OptionalAttr<Plan_SpaceAttr>:$place,
                        OptionalAttr<DenseI32ArrayAttr>:$wait,
                        OptionalAttr<DenseI32ArrayAttr>:$record);
+  let results = (outs Optional<Plan_TokenType>:$token);
   let assemblyFormat = [{
     $kernel `(` $ins `)` `->` `(` $outs `)` `ints` $ints `floats` $floats
     `on` $stream (`in` $place^)? (`wait` $wait^)? (`record` $record^)?
-    attr-dict `:` functional-type($ins, $outs)
+    attr-dict `:` functional-type($ins, $outs) (`async` type($token)^)?
   }];
   let hasVerifier = 1;
+}
+
+def Plan_AwaitOp : Plan_Op<"await"> {
+  let summary = "where the program needs an asynchronous call's result";
+  let description = [{
+    The next compute call waits for the call that made `token`, and so does
+    a call on another stream issued after this point (a copy of a
+    collective's result). plan-insert-events turns it into events.
+
+    ```mlir
+    %t = plan.call "comm.all_reduce"(%g) -> (%r) ints [] floats [1.0] on <comm> : (memref<16xf32>) -> memref<16xf32> async !plan.token
+    plan.await %t
+    ```
+  }];
+  let arguments = (ins Plan_TokenType:$token);
+  let assemblyFormat = "$token attr-dict";
 }
 
 def Plan_InputsOp : Plan_Op<"inputs"> {

@@ -43,6 +43,11 @@ func.func @step() {
   plan.call "ds.copy"(%ids) -> (%ids) ints [] floats [] on <h2d> wait [1] record [2, 3] : (memref<2xi32>) -> memref<2xi32>
   // CHECK: plan.call "ds.fill"() -> (%{{.*}}) ints [] floats [0.000000e+00] on <compute> in <host>
   plan.call "ds.fill"() -> (%ids) ints [] floats [0.0] on <compute> in <host> : () -> memref<2xi32>
+  // Before plan-insert-events: an asynchronous call's token and its await.
+  // CHECK: %[[T:.*]] = plan.call "comm.all_gather"{{.*}} on <comm> : (memref<16xf32>) -> memref<2x16xf32> async !plan.token
+  // CHECK-NEXT: plan.await %[[T]]
+  %t = plan.call "comm.all_gather"(%wrow) -> (%y) ints [] floats [] on <comm> : (memref<16xf32>) -> memref<2x16xf32> async !plan.token
+  plan.await %t
   // CHECK: plan.outputs %{{.*}}, %{{.*}} : memref<2x16xf32>, memref<2xi32>
   plan.outputs %y, %c : memref<2x16xf32>, memref<2xi32>
   return
