@@ -320,6 +320,74 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
        params->ignoredBoolean("torch_adam")});
 }
 
+/// last_batch_iteration: only a schedule that starts at step 0.
+bool readFirstIteration(Reader &r, Section &params) {
+  int64_t last = -1;
+  return params.integer("last_batch_iteration", last) &&
+         (last == -1 || r.fail(params.at("last_batch_iteration"),
+                               "only -1 (start at step 0) is supported, got " +
+                                   formatNumber(last)));
+}
+
+/// LRRangeTest's and OneCycle's params (deepspeed/runtime/lr_schedules.py:
+/// its defaults, and OneCycle's second half and stairs defaulting to the
+/// first's).
+bool readCyclicParams(Reader &r, Section &p, DsConfig::Scheduler &s) {
+  auto atLeast = [&](StringRef key, auto value, decltype(value) min) {
+    return r.atLeast(p.at(key), value, min);
+  };
+  if (s.type == "LRRangeTest")
+    return Reader::all(
+        {p.number("lr_range_test_min_lr", s.rangeMinLr) &&
+             atLeast("lr_range_test_min_lr", s.rangeMinLr, 0.0),
+         p.integer("lr_range_test_step_size", s.rangeStepSize) &&
+             atLeast("lr_range_test_step_size", s.rangeStepSize, int64_t(1)),
+         p.number("lr_range_test_step_rate", s.rangeStepRate) &&
+             atLeast("lr_range_test_step_rate", s.rangeStepRate, 0.0),
+         p.boolean("lr_range_test_staircase", s.rangeStaircase)});
+  auto required = [&](StringRef key, double &out) {
+    if (!p.get(key))
+      return r.fail(p.at(key), "required by OneCycle but missing");
+    return p.number(key, out) && atLeast(key, out, 0.0);
+  };
+  bool cycleMomentum = true; // DeepSpeed's default
+  bool hasSecond = p.get("cycle_second_step_size"),
+       hasSecondStairs = p.get("cycle_second_stair_count");
+  bool ok = Reader::all(
+      {required("cycle_min_lr", s.cycleMinLr),
+       required("cycle_max_lr", s.cycleMaxLr),
+       p.number("decay_lr_rate", s.decayLrRate) &&
+           atLeast("decay_lr_rate", s.decayLrRate, 0.0),
+       p.number("cycle_first_step_size", s.cycleFirstStepSize) &&
+           (s.cycleFirstStepSize > 0 ||
+            r.fail(p.at("cycle_first_step_size"),
+                   "must be > 0, got " + formatNumber(s.cycleFirstStepSize))),
+       p.number("cycle_second_step_size", s.cycleSecondStepSize) &&
+           atLeast("cycle_second_step_size", s.cycleSecondStepSize, 0.0),
+       p.integer("cycle_first_stair_count", s.cycleFirstStairCount) &&
+           atLeast("cycle_first_stair_count", s.cycleFirstStairCount,
+                   int64_t(0)),
+       p.integer("cycle_second_stair_count", s.cycleSecondStairCount) &&
+           atLeast("cycle_second_stair_count", s.cycleSecondStairCount,
+                   int64_t(0)),
+       p.number("decay_step_size", s.decayStepSize) &&
+           atLeast("decay_step_size", s.decayStepSize, 0.0),
+       p.boolean("cycle_momentum", cycleMomentum) &&
+           (!cycleMomentum ||
+            r.fail(p.at("cycle_momentum"),
+                   "true (DeepSpeed's default) is not supported yet: it "
+                   "moves AdamW's beta1 every step, which dsc compiles "
+                   "into the update; set \"cycle_momentum\": false to "
+                   "cycle the learning rate alone")),
+       p.ignoredNumber("cycle_min_mom"), p.ignoredNumber("cycle_max_mom"),
+       p.ignoredNumber("decay_mom_rate")});
+  if (!hasSecond)
+    s.cycleSecondStepSize = s.cycleFirstStepSize;
+  if (!hasSecondStairs)
+    s.cycleSecondStairCount = s.cycleFirstStairCount;
+  return ok;
+}
+
 bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
                    DsConfig::Scheduler &s) {
   std::optional<Section> sched;
@@ -329,8 +397,8 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     return true;
   bool keysOk = sched->checkKeys();
 
-  static constexpr StringRef kTypeNames[] = {"WarmupLR", "WarmupDecayLR",
-                                             "WarmupCosineLR"};
+  static constexpr StringRef kTypeNames[] = {
+      "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "LRRangeTest", "OneCycle"};
   llvm::ArrayRef<StringRef> types(kTypeNames);
   const json::Value *type = sched->get("type");
   if (!type)
@@ -351,6 +419,10 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
   std::optional<Section> params;
   if (!sched->section("params", params))
     return false;
+  if (s.type == "LRRangeTest" || s.type == "OneCycle")
+    return Reader::all({keysOk, params->checkKeys(s.type),
+                        readCyclicParams(r, *params, s),
+                        readFirstIteration(r, *params)});
 
   auto readTotal = [&]() {
     if (!needsTotal)
@@ -377,7 +449,6 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     return params->number("warmup_max_lr", s.warmupMaxLr) &&
            r.atLeast(params->at("warmup_max_lr"), s.warmupMaxLr, 0.0);
   };
-  int64_t last = -1;
   bool ok = Reader::all(
       {keysOk, params->checkKeys(s.type), readTotal(),
        !cosine ||
@@ -393,11 +464,7 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
                               0),
        params->choice("warmup_type", {"log", "linear"}, s.warmupType,
                       /*allowAuto=*/true),
-       params->integer("last_batch_iteration", last) &&
-           (last == -1 ||
-            r.fail(params->at("last_batch_iteration"),
-                   "only -1 (start at step 0) is supported, got " +
-                       formatNumber(last)))});
+       readFirstIteration(r, *params)});
   if (!ok)
     return false;
 

@@ -69,6 +69,19 @@ struct DsConfig {
     std::string warmupType = "log"; // "log" or "linear"
     int64_t totalNumSteps = 0;      // WarmupDecayLR and WarmupCosineLR
     double cosMinRatio = 1e-4, warmupMinRatio = 0;
+    /// LRRangeTest: lr = rangeMinLr * (1 + rangeStepRate * interval), the
+    /// interval (iteration + 1) / rangeStepSize, floored with staircase.
+    double rangeMinLr = 1e-3, rangeStepRate = 1.0;
+    int64_t rangeStepSize = 2000;
+    bool rangeStaircase = false;
+    /// OneCycle: up from cycleMinLr to cycleMaxLr over cycleFirstStepSize
+    /// steps, down over cycleSecondStepSize (DeepSpeed: the first's when
+    /// not given), in stairs when a stair count is > 0, then decaying by
+    /// decayLrRate every decayStepSize steps. cycle_momentum must be false.
+    double cycleMinLr = 0, cycleMaxLr = 0, decayLrRate = 0;
+    double cycleFirstStepSize = 2000, cycleSecondStepSize = 2000;
+    int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
+    double decayStepSize = 0;
   } scheduler;
 
   struct Fp16 {

@@ -15,6 +15,41 @@
 using namespace dsc;
 namespace json = llvm::json;
 
+namespace {
+
+/// The scheduler's params, each under DeepSpeed's name for its type.
+json::Object schedulerParams(const DsConfig::Scheduler &s) {
+  if (s.type == "LRRangeTest")
+    return json::Object{{"lr_range_test_min_lr", s.rangeMinLr},
+                        {"lr_range_test_step_size", s.rangeStepSize},
+                        {"lr_range_test_step_rate", s.rangeStepRate},
+                        {"lr_range_test_staircase", s.rangeStaircase}};
+  if (s.type == "OneCycle")
+    return json::Object{{"cycle_min_lr", s.cycleMinLr},
+                        {"cycle_max_lr", s.cycleMaxLr},
+                        {"decay_lr_rate", s.decayLrRate},
+                        {"cycle_first_step_size", s.cycleFirstStepSize},
+                        {"cycle_second_step_size", s.cycleSecondStepSize},
+                        {"cycle_first_stair_count", s.cycleFirstStairCount},
+                        {"cycle_second_stair_count", s.cycleSecondStairCount},
+                        {"decay_step_size", s.decayStepSize},
+                        {"cycle_momentum", false}};
+  json::Object params{{"warmup_num_steps", s.warmupNumSteps},
+                      {"warmup_type", s.warmupType}};
+  if (s.type == "WarmupCosineLR") {
+    params["warmup_min_ratio"] = s.warmupMinRatio;
+    params["cos_min_ratio"] = s.cosMinRatio;
+  } else {
+    params["warmup_min_lr"] = s.warmupMinLr;
+    params["warmup_max_lr"] = s.warmupMaxLr;
+  }
+  if (s.type != "WarmupLR")
+    params["total_num_steps"] = s.totalNumSteps;
+  return params;
+}
+
+} // namespace
+
 std::string dsc::toJson(const DsConfig &c) {
   const auto &o = c.optimizer;
   const auto &s = c.scheduler;
@@ -69,21 +104,9 @@ std::string dsc::toJson(const DsConfig &c) {
            {"activation_memory", a.activationMemory}}},
   };
 
-  if (s.type != "constant") {
-    json::Object params{{"warmup_num_steps", s.warmupNumSteps},
-                        {"warmup_type", s.warmupType}};
-    if (s.type == "WarmupCosineLR") {
-      params["warmup_min_ratio"] = s.warmupMinRatio;
-      params["cos_min_ratio"] = s.cosMinRatio;
-    } else {
-      params["warmup_min_lr"] = s.warmupMinLr;
-      params["warmup_max_lr"] = s.warmupMaxLr;
-    }
-    if (s.type != "WarmupLR")
-      params["total_num_steps"] = s.totalNumSteps;
+  if (s.type != "constant")
     root["scheduler"] =
-        json::Object{{"type", s.type}, {"params", std::move(params)}};
-  }
+        json::Object{{"type", s.type}, {"params", schedulerParams(s)}};
   if (!c.communicationDataType.empty())
     root["communication_data_type"] = c.communicationDataType;
 
@@ -110,9 +133,12 @@ auto fields(const DsConfig::Optimizer &o) {
 }
 
 auto fields(const DsConfig::Scheduler &s) {
-  return std::tie(s.type, s.warmupMinLr, s.warmupMaxLr, s.warmupNumSteps,
-                  s.warmupType, s.totalNumSteps, s.cosMinRatio,
-                  s.warmupMinRatio);
+  return std::tie(
+      s.type, s.warmupMinLr, s.warmupMaxLr, s.warmupNumSteps, s.warmupType,
+      s.totalNumSteps, s.cosMinRatio, s.warmupMinRatio, s.rangeMinLr,
+      s.rangeStepRate, s.rangeStepSize, s.rangeStaircase, s.cycleMinLr,
+      s.cycleMaxLr, s.decayLrRate, s.cycleFirstStepSize, s.cycleSecondStepSize,
+      s.cycleFirstStairCount, s.cycleSecondStairCount, s.decayStepSize);
 }
 
 auto fields(const DsConfig::Fp16 &f) {

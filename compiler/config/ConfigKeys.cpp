@@ -35,6 +35,7 @@ constexpr const char *kCommTuning =
 constexpr const char *kAllRanks = "dsc shards over all ranks";
 constexpr const char *kModelDtype = "dsc's collectives carry the model's dtype";
 constexpr const char *kWarmupLrs = "WarmupLR WarmupDecayLR";
+constexpr const char *kWarmups = "WarmupLR WarmupDecayLR WarmupCosineLR";
 constexpr const char *kNoParallelism =
     "dsc parallelizes over data (ZeRO) only, so far";
 constexpr const char *kTorchPath =
@@ -54,7 +55,8 @@ constexpr ConfigKey kKeys[] = {
      "0.19.0's runtime; later versions default to 1.0) is off"},
     {"$", "optimizer", Works, "Adam or AdamW (below)"},
     {"$", "scheduler", Works,
-     "WarmupLR, WarmupDecayLR, WarmupCosineLR; absent: a constant lr"},
+     "WarmupLR, WarmupDecayLR, WarmupCosineLR, LRRangeTest, OneCycle; "
+     "absent: a constant lr"},
     {"$", "fp16", Works, "loss-scaled fp16 with fp32 master weights"},
     {"$", "bf16", Works, "bf16 with fp32 master weights"},
     {"$", "bfloat16", Works, "bf16's older name; not with bf16"},
@@ -190,12 +192,12 @@ constexpr ConfigKey kKeys[] = {
      "dsc's AdamW keeps no maximum of the second moments"},
 
     {"$.scheduler", "type", Works,
-     "WarmupLR, WarmupDecayLR or WarmupCosineLR (case as DeepSpeed's class "
-     "names)"},
+     "WarmupLR, WarmupDecayLR, WarmupCosineLR, LRRangeTest or OneCycle "
+     "(case as DeepSpeed's class names)"},
     {"$.scheduler", "params", Works, "the schedule's arguments (below)"},
-    {"$.scheduler.params", "warmup_num_steps", Works, ">= 0 [1000]"},
+    {"$.scheduler.params", "warmup_num_steps", Works, ">= 0 [1000]", kWarmups},
     {"$.scheduler.params", "warmup_type", Works,
-     "\"log\" or \"linear\" [\"log\"]"},
+     "\"log\" or \"linear\" [\"log\"]", kWarmups},
     {"$.scheduler.params", "warmup_min_lr", Works, ">= 0 [0]", kWarmupLrs},
     {"$.scheduler.params", "warmup_max_lr", Works,
      ">= 0 [1e-3]; \"auto\" is optimizer.params.lr", kWarmupLrs},
@@ -205,6 +207,36 @@ constexpr ConfigKey kKeys[] = {
      "WarmupCosineLR"},
     {"$.scheduler.params", "cos_min_ratio", Works, ">= 0 [1e-4]",
      "WarmupCosineLR"},
+    {"$.scheduler.params", "lr_range_test_min_lr", Works, ">= 0 [1e-3]",
+     "LRRangeTest"},
+    {"$.scheduler.params", "lr_range_test_step_size", Works, ">= 1 [2000]",
+     "LRRangeTest"},
+    {"$.scheduler.params", "lr_range_test_step_rate", Works, ">= 0 [1.0]",
+     "LRRangeTest"},
+    {"$.scheduler.params", "lr_range_test_staircase", Works, "[false]",
+     "LRRangeTest"},
+    {"$.scheduler.params", "cycle_min_lr", Works, "required, >= 0", "OneCycle"},
+    {"$.scheduler.params", "cycle_max_lr", Works, "required, >= 0", "OneCycle"},
+    {"$.scheduler.params", "decay_lr_rate", Works, ">= 0 [0]", "OneCycle"},
+    {"$.scheduler.params", "cycle_first_step_size", Works, "> 0 [2000]",
+     "OneCycle"},
+    {"$.scheduler.params", "cycle_second_step_size", Works,
+     ">= 0 [cycle_first_step_size]", "OneCycle"},
+    {"$.scheduler.params", "cycle_first_stair_count", Works, ">= 0 [0]",
+     "OneCycle"},
+    {"$.scheduler.params", "cycle_second_stair_count", Works,
+     ">= 0 [cycle_first_stair_count]", "OneCycle"},
+    {"$.scheduler.params", "decay_step_size", Works, ">= 0 [0]", "OneCycle"},
+    {"$.scheduler.params", "cycle_momentum", Refused,
+     "must be false (DeepSpeed's default is true): moving AdamW's beta1 "
+     "every step is not supported yet",
+     "OneCycle"},
+    {"$.scheduler.params", "cycle_min_mom", NoEffect,
+     "used only by cycle_momentum", "OneCycle"},
+    {"$.scheduler.params", "cycle_max_mom", NoEffect,
+     "used only by cycle_momentum", "OneCycle"},
+    {"$.scheduler.params", "decay_mom_rate", NoEffect,
+     "used only by cycle_momentum", "OneCycle"},
     {"$.scheduler.params", "last_batch_iteration", Works,
      "-1 only (start at step 0); dsrun --resume continues a schedule"},
 

@@ -65,10 +65,18 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
   static const DsConfig kDefaults;
   const DsConfig &c = config ? *config : kDefaults;
   const DsConfig::Scheduler &s = c.scheduler;
+  // Only the fields of the schedule's own kind (the rest stay at their
+  // defaults, which the plan stores as nothing).
+  const bool range = s.type == "LRRangeTest", cycle = s.type == "OneCycle";
   auto schedule = fb::CreateScheduleDirect(
       b, s.type.c_str(), c.optimizer.lr, s.warmupMinLr, s.warmupMaxLr,
       s.warmupNumSteps, s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio,
-      s.warmupMinRatio);
+      s.warmupMinRatio, range ? s.rangeMinLr : 0, range ? s.rangeStepSize : 0,
+      range ? s.rangeStepRate : 0, range && s.rangeStaircase,
+      cycle ? s.cycleMinLr : 0, cycle ? s.cycleMaxLr : 0,
+      cycle ? s.decayLrRate : 0, cycle ? s.cycleFirstStepSize : 0,
+      cycle ? s.cycleSecondStepSize : 0, cycle ? s.cycleFirstStairCount : 0,
+      cycle ? s.cycleSecondStairCount : 0, cycle ? s.decayStepSize : 0);
   flatbuffers::Offset<fb::LossScale> lossScale;
   if (model.lossScaling) {
     const DsConfig::Fp16 &l = c.fp16;

@@ -41,6 +41,18 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
   info.schedule.totalNumSteps = s->total_num_steps();
   info.schedule.cosMinRatio = s->cos_min_ratio();
   info.schedule.warmupMinRatio = s->warmup_min_ratio();
+  info.schedule.rangeMinLr = s->range_min_lr();
+  info.schedule.rangeStepSize = s->range_step_size();
+  info.schedule.rangeStepRate = s->range_step_rate();
+  info.schedule.rangeStaircase = s->range_staircase();
+  info.schedule.cycleMinLr = s->cycle_min_lr();
+  info.schedule.cycleMaxLr = s->cycle_max_lr();
+  info.schedule.decayLrRate = s->decay_lr_rate();
+  info.schedule.cycleFirstStepSize = s->cycle_first_step_size();
+  info.schedule.cycleSecondStepSize = s->cycle_second_step_size();
+  info.schedule.cycleFirstStairCount = s->cycle_first_stair_count();
+  info.schedule.cycleSecondStairCount = s->cycle_second_stair_count();
+  info.schedule.decayStepSize = s->decay_step_size();
   if (plan.variables())
     for (const fb::Variable *v : *plan.variables())
       if (v->kind() == fb::VarKind::param)

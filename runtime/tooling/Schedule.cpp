@@ -29,9 +29,14 @@ bool LrSchedule::create(const ScheduleParams &params, LrSchedule &schedule,
     kind = Kind::WarmupDecayLR;
   else if (k == "WarmupCosineLR")
     kind = Kind::WarmupCosineLR;
+  else if (k == "LRRangeTest")
+    kind = Kind::LRRangeTest;
+  else if (k == "OneCycle")
+    kind = Kind::OneCycle;
   else {
     error = "plan: unknown learning-rate schedule '" + k +
-            "' (expected constant, WarmupLR, WarmupDecayLR or WarmupCosineLR)";
+            "' (expected constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+            "LRRangeTest or OneCycle)";
     return false;
   }
   // A NaN rate (a hand-edited plan, its checksum resealed) trained NaN
@@ -42,7 +47,14 @@ bool LrSchedule::create(const ScheduleParams &params, LrSchedule &schedule,
       {"warmup_min_lr", params.warmupMinLr},
       {"warmup_max_lr", params.warmupMaxLr},
       {"cos_min_ratio", params.cosMinRatio},
-      {"warmup_min_ratio", params.warmupMinRatio}};
+      {"warmup_min_ratio", params.warmupMinRatio},
+      {"range_min_lr", params.rangeMinLr},
+      {"range_step_rate", params.rangeStepRate},
+      {"cycle_min_lr", params.cycleMinLr},
+      {"cycle_max_lr", params.cycleMaxLr},
+      {"decay_lr_rate", params.decayLrRate},
+      {"cycle_second_step_size", params.cycleSecondStepSize},
+      {"decay_step_size", params.decayStepSize}};
   for (const auto &[name, value] : rates)
     if (!(value >= 0) || !std::isfinite(value)) {
       error = "plan: schedule " + k + ": " + name +
@@ -69,6 +81,19 @@ bool LrSchedule::create(const ScheduleParams &params, LrSchedule &schedule,
             ", at least 2)";
     return false;
   }
+  // The divisors: a range test's interval, OneCycle's first half (its
+  // second may be 0: the cycle then only rises).
+  if ((kind == Kind::LRRangeTest && params.rangeStepSize < 1) ||
+      (kind == Kind::OneCycle &&
+       (!(params.cycleFirstStepSize > 0) ||
+        !std::isfinite(params.cycleFirstStepSize) ||
+        !std::isfinite(params.cycleSecondStepSize) ||
+        params.cycleFirstStairCount < 0 || params.cycleSecondStairCount < 0))) {
+    error = "plan: schedule " + k +
+            ": step sizes must be > 0 (a second half >= 0) and stair counts "
+            ">= 0";
+    return false;
+  }
   schedule.kind_ = kind;
   schedule.params_ = params;
   schedule.warmupSteps_ = warmup;
@@ -82,8 +107,49 @@ double LrSchedule::warmupGamma(double it) const {
   return it / double(warmupSteps_);
 }
 
+double LrSchedule::rangeTestLr(double it) const {
+  const ScheduleParams &p = params_;
+  double interval = (it + 1) / double(p.rangeStepSize);
+  if (p.rangeStaircase)
+    interval = std::floor(interval);
+  return p.rangeMinLr * (1 + p.rangeStepRate * interval);
+}
+
+// DeepSpeed's OneCycle._get_scale_factor, _get_cycle_lr and _get_decay_lr.
+double LrSchedule::oneCycleLr(double it) const {
+  const ScheduleParams &p = params_;
+  const double first = p.cycleFirstStepSize, second = p.cycleSecondStepSize;
+  const double total = first + second, stepRatio = first / total;
+  if (it >= total) {
+    if (p.decayStepSize == 0 || p.decayLrRate == 0)
+      return p.cycleMinLr;
+    double interval = (it - total + 1) / p.decayStepSize;
+    return p.cycleMinLr / (1 + p.decayLrRate * interval);
+  }
+  double batch = it + 1;
+  double cycle = std::floor(1 + batch / total);
+  double x = 1 + batch / total - cycle;
+  bool rising = x <= stepRatio;
+  double scale = rising ? x / stepRatio : (x - 1) / (stepRatio - 1);
+  int64_t stairs = rising ? p.cycleFirstStairCount : p.cycleSecondStairCount;
+  if (stairs > 0) {
+    // From the batch's place in the cycle, not from `scale` (DeepSpeed:
+    // the float scale at a half's end can fall just short of a stair).
+    double inCycle = std::fmod(batch, total);
+    double position = inCycle <= first
+                          ? inCycle * double(stairs) / first
+                          : (total - inCycle) * double(stairs) / second;
+    scale = std::floor(position) / double(stairs);
+  }
+  return p.cycleMinLr + (p.cycleMaxLr - p.cycleMinLr) * scale;
+}
+
 double LrSchedule::lrAt(uint64_t step) const {
   const ScheduleParams &p = params_;
+  if (kind_ == Kind::LRRangeTest)
+    return rangeTestLr(double(step) - 2);
+  if (kind_ == Kind::OneCycle)
+    return oneCycleLr(double(step) - 2);
   if (step < 2) // iteration -1: what the scheduler's constructor sets
     switch (kind_) {
     case Kind::Constant:
@@ -93,6 +159,8 @@ double LrSchedule::lrAt(uint64_t step) const {
       return p.warmupMinLr;
     case Kind::WarmupCosineLR:
       return 0.0;
+    default:
+      break;
     }
   double it = double(step - 2);
   bool warming = it < double(warmupSteps_);
@@ -123,6 +191,8 @@ double LrSchedule::lrAt(uint64_t step) const {
                                        (1.0 + std::cos(kPi * k / span)) / 2.0;
     return p.lr * std::max(0.0, ratio);
   }
+  default:
+    break;
   }
   return p.lr;
 }
@@ -147,6 +217,18 @@ std::string LrSchedule::describe() const {
            number(p.warmupMinRatio) + " -> 1" + warmup + ", cosine to x " +
            number(p.cosMinRatio) + " at step " +
            std::to_string(p.totalNumSteps);
+  case Kind::LRRangeTest:
+    return "LRRangeTest " + number(p.rangeMinLr) + " x (1 + " +
+           number(p.rangeStepRate) + " per " + std::to_string(p.rangeStepSize) +
+           " steps" + (p.rangeStaircase ? ", in stairs)" : ")");
+  case Kind::OneCycle:
+    return "OneCycle " + number(p.cycleMinLr) + " -> " + number(p.cycleMaxLr) +
+           " over " + number(p.cycleFirstStepSize) + " steps, back over " +
+           number(p.cycleSecondStepSize) +
+           (p.decayLrRate > 0 && p.decayStepSize > 0
+                ? ", then decay " + number(p.decayLrRate) + " per " +
+                      number(p.decayStepSize) + " steps"
+                : ", then flat");
   }
   return "";
 }

@@ -16,6 +16,13 @@
 //   WarmupCosineLR: warmup ratio = min_ratio + (1 - min_ratio) * gamma, then
 //                   ratio = cos_min + (1 - cos_min) * (1 + cos(pi * k / K)) / 2
 //                   with k = it - W + 1, K = T - W; lr = lr_peak * ratio
+//   LRRangeTest:    lr = min_lr * (1 + rate * (it + 1) / size), the quotient
+//                   floored with staircase
+//   OneCycle:       b = it + 1 in cycles of F + S steps: up from min_lr to
+//                   max_lr over F, down over S (in stair_count stairs when
+//                   > 0); past the cycle (it >= F + S) min_lr / (1 +
+//                   decay_lr_rate * (it - F - S + 1) / decay_step_size), or
+//                   min_lr when either is 0
 //   constant:       lr
 //
 // Where DeepSpeed's formula leaves its domain, dsrun holds: past
@@ -41,11 +48,27 @@ struct ScheduleParams {
   int64_t totalNumSteps = 0;
   double cosMinRatio = 0;
   double warmupMinRatio = 0;
+  // LRRangeTest
+  double rangeMinLr = 0, rangeStepRate = 0;
+  int64_t rangeStepSize = 0;
+  bool rangeStaircase = false;
+  // OneCycle (the learning rate; cycle_momentum is refused by dsc)
+  double cycleMinLr = 0, cycleMaxLr = 0, decayLrRate = 0;
+  double cycleFirstStepSize = 0, cycleSecondStepSize = 0;
+  int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
+  double decayStepSize = 0;
 };
 
 class LrSchedule {
 public:
-  enum class Kind { Constant, WarmupLR, WarmupDecayLR, WarmupCosineLR };
+  enum class Kind {
+    Constant,
+    WarmupLR,
+    WarmupDecayLR,
+    WarmupCosineLR,
+    LRRangeTest,
+    OneCycle
+  };
 
   /// Checks `params` (known kind and warmup type, a cosine that has steps
   /// to decay over). False + one line on error.
@@ -63,6 +86,9 @@ public:
 private:
   // The warmup fraction gamma in [0, 1) for iteration `it` < warmupSteps_.
   double warmupGamma(double it) const;
+  // LRRangeTest's and OneCycle's lr at iteration `it` (>= -1).
+  double rangeTestLr(double it) const;
+  double oneCycleLr(double it) const;
 
   Kind kind_ = Kind::Constant;
   ScheduleParams params_;

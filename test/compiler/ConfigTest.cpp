@@ -472,12 +472,14 @@ TEST(ConfigTest, SchedulerWarmupCosineLR) {
 
 TEST(ConfigTest, SchedulerErrors) {
   expectErrors({
-      {R"({"scheduler": {"type": "OneCycle"}})",
-       "ds_config.json: $.scheduler.type: unsupported scheduler 'OneCycle' "
-       "(supported: WarmupLR, WarmupDecayLR, WarmupCosineLR)"},
+      {R"({"scheduler": {"type": "CyclicLR"}})",
+       "ds_config.json: $.scheduler.type: unsupported scheduler 'CyclicLR' "
+       "(supported: WarmupLR, WarmupDecayLR, WarmupCosineLR, LRRangeTest, "
+       "OneCycle)"},
       {R"({"scheduler": {"params": {}}})",
        "ds_config.json: $.scheduler.type: required key is missing "
-       "(supported: WarmupLR, WarmupDecayLR, WarmupCosineLR)"},
+       "(supported: WarmupLR, WarmupDecayLR, WarmupCosineLR, LRRangeTest, "
+       "OneCycle)"},
       {R"({"scheduler": {"type": "WarmupDecayLR",
                          "params": {"warmup_max_lr": 0.1}}})",
        "ds_config.json: $.scheduler.params.total_num_steps: required by "

@@ -19,6 +19,20 @@ CASES = {
     "WarmupCosineLR": {"type": "WarmupCosineLR", "params": {
         "warmup_min_ratio": 0.1, "warmup_num_steps": 10,
         "total_num_steps": 30, "cos_min_ratio": 0.05}},
+    "LRRangeTest": {"type": "LRRangeTest", "params": {
+        "lr_range_test_min_lr": 1e-4, "lr_range_test_step_size": 5,
+        "lr_range_test_step_rate": 2.0}},
+    "LRRangeTestStaircase": {"type": "LRRangeTest", "params": {
+        "lr_range_test_min_lr": 1e-4, "lr_range_test_step_size": 4,
+        "lr_range_test_step_rate": 0.5, "lr_range_test_staircase": True}},
+    "OneCycle": {"type": "OneCycle", "params": {
+        "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_first_step_size": 8,
+        "cycle_second_step_size": 6, "decay_lr_rate": 0.5,
+        "decay_step_size": 3, "cycle_momentum": False}},
+    "OneCycleStairs": {"type": "OneCycle", "params": {
+        "cycle_min_lr": 1e-5, "cycle_max_lr": 2e-3, "cycle_first_step_size": 10,
+        "cycle_first_stair_count": 4, "cycle_second_stair_count": 3,
+        "cycle_momentum": False}},
 }
 OPTIMIZER_LR = 1e-3
 STEPS = 30

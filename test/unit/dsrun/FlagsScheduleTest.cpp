@@ -110,6 +110,22 @@ TEST(Schedule, WarmupCosineLR) {
   EXPECT_NEAR(log.lrAt(3), 1e-3 * 0.30102999566398120, 1e-15);
 }
 
+// DeepSpeed's OneCycle with a second half of 0 steps only rises, then
+// holds cycle_min_lr (no decay): the range of the cycle's scale is [0, 1].
+TEST(Schedule, OneCycleWithoutASecondHalf) {
+  ScheduleParams p;
+  p.kind = "OneCycle";
+  p.cycleMinLr = 1;
+  p.cycleMaxLr = 5;
+  p.cycleFirstStepSize = 4;
+  LrSchedule s;
+  std::string error;
+  ASSERT_TRUE(LrSchedule::create(p, s, error)) << error;
+  const double expected[] = {1, 2, 3, 4, 1, 1, 1};
+  for (uint64_t step = 1; step <= 7; ++step)
+    EXPECT_DOUBLE_EQ(s.lrAt(step), expected[step - 1]) << "step " << step;
+}
+
 TEST(Schedule, Errors) {
   LrSchedule s;
   std::string error;
@@ -117,7 +133,25 @@ TEST(Schedule, Errors) {
   p.kind = "Cosine";
   EXPECT_FALSE(LrSchedule::create(p, s, error));
   EXPECT_EQ(error, "plan: unknown learning-rate schedule 'Cosine' (expected "
-                   "constant, WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+                   "constant, WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+                   "LRRangeTest or OneCycle)");
+  // A hand-edited plan's divisors: a range test over 0 steps, a cycle
+  // whose first half is empty, a negative rate.
+  ScheduleParams range;
+  range.kind = "LRRangeTest";
+  EXPECT_FALSE(LrSchedule::create(range, s, error));
+  EXPECT_EQ(error, "plan: schedule LRRangeTest: step sizes must be > 0 (a "
+                   "second half >= 0) and stair counts >= 0");
+  ScheduleParams cycle;
+  cycle.kind = "OneCycle";
+  EXPECT_FALSE(LrSchedule::create(cycle, s, error));
+  EXPECT_EQ(error, "plan: schedule OneCycle: step sizes must be > 0 (a "
+                   "second half >= 0) and stair counts >= 0");
+  cycle.cycleFirstStepSize = 4;
+  cycle.decayLrRate = -1;
+  EXPECT_FALSE(LrSchedule::create(cycle, s, error));
+  EXPECT_EQ(error, "plan: schedule OneCycle: decay_lr_rate must be a finite "
+                   "number >= 0, got -1.000000");
   EXPECT_FALSE(
       LrSchedule::create(warmup("WarmupLR", 0, 1, 10, "exp"), s, error));
   EXPECT_EQ(error, "plan: schedule WarmupLR: unknown warmup_type 'exp' "
