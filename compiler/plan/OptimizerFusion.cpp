@@ -380,7 +380,10 @@ std::vector<Pending> takeCalls(func::FuncOp func) {
 void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
   MLIRContext *ctx = func.getContext();
   OpBuilder b(ctx);
-  b.setInsertionPoint(*func.front().getOps<pl::OutputsOp>().begin());
+  // Before plan.outputs, or before the terminator of a program without.
+  auto outputs = func.front().getOps<pl::OutputsOp>();
+  b.setInsertionPoint(outputs.empty() ? func.front().getTerminator()
+                                      : *outputs.begin());
   auto events = [&](ArrayRef<int32_t> e) {
     return e.empty() ? DenseI32ArrayAttr() : b.getDenseI32ArrayAttr(e);
   };

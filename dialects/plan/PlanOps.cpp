@@ -79,6 +79,10 @@ LogicalResult StorageOp::verify() {
     return emitOpError("size must be >= 0, got ") << size;
   if (IntegerAttr offset = getOffsetAttr(); offset && offset.getInt() < 0)
     return emitOpError("offset must be >= 0, got ") << offset.getInt();
+  // Lowering lays out what persists; only a transient waits for plan-place.
+  if (!getTransient() && !getOffsetAttr())
+    return emitOpError("persistent storage needs an offset (`at N`); only "
+                       "transient storage is placed by plan-place");
   return success();
 }
 

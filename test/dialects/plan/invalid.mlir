@@ -96,3 +96,8 @@ func.func @f() {
 
 // expected-error @+1 {{'plan.variable' op no plan.storage @w}}
 plan.variable "w" <param> in @w : memref<4xf32> init <zeros> std 0.0 rng 0 shape [4]
+
+// -----
+
+// expected-error @+1 {{'plan.storage' op persistent storage needs an offset (`at N`); only transient storage is placed by plan-place}}
+plan.storage @w "w" <params> <device> size 64
