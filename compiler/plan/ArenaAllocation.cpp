@@ -226,12 +226,9 @@ struct PlacePass : impl::PlanPlaceBase<PlacePass> {
 };
 
 void PlacePass::runOnOperation() {
-  ModuleOp module = findPlanModule(getOperation());
-  if (!module) {
-    getOperation().emitError(
-        "plan-place: no module @plan; run ds-lower-to-plan first");
+  ModuleOp module = requirePlanModule(getOperation(), "plan-place");
+  if (!module)
     return signalPassFailure();
-  }
   SymbolTable symbols(module);
   Builder b(module.getContext());
   constexpr int kActivations = static_cast<int>(plan::Category::activations);

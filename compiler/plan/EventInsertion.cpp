@@ -86,12 +86,9 @@ struct InsertEventsPass : impl::PlanInsertEventsBase<InsertEventsPass> {
 };
 
 void InsertEventsPass::runOnOperation() {
-  ModuleOp module = findPlanModule(getOperation());
-  if (!module) {
-    getOperation().emitError(
-        "plan-insert-events: no module @plan; run ds-lower-to-plan first");
+  ModuleOp module = requirePlanModule(getOperation(), "plan-insert-events");
+  if (!module)
     return signalPassFailure();
-  }
   OpBuilder b(module.getContext());
   auto attr = [&](ArrayRef<int32_t> events) {
     return events.empty() ? DenseI32ArrayAttr()

@@ -402,12 +402,9 @@ struct FuseOptimizerPass : impl::PlanFuseOptimizerBase<FuseOptimizerPass> {
 };
 
 void FuseOptimizerPass::runOnOperation() {
-  ModuleOp module = findPlanModule(getOperation());
-  if (!module) {
-    getOperation().emitError(
-        "plan-fuse-optimizer: no module @plan; run ds-lower-to-plan first");
+  ModuleOp module = requirePlanModule(getOperation(), "plan-fuse-optimizer");
+  if (!module)
     return signalPassFailure();
-  }
   auto apply = module.lookupSymbol<func::FuncOp>(plan::kApplyProgram);
   if (!apply)
     return;

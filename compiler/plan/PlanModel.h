@@ -182,6 +182,11 @@ void writePlanModule(mlir::ModuleOp module, const PlanModel &plan);
 /// The nested module @plan of `module`, or null.
 mlir::ModuleOp findPlanModule(mlir::ModuleOp module);
 
+/// The nested module @plan of `module`, or null after an error on `module`
+/// that `who` (a pass) needs one: "WHO: no module @plan; run
+/// ds-lower-to-plan first".
+mlir::ModuleOp requirePlanModule(mlir::ModuleOp module, llvm::StringRef who);
+
 /// Reads the placed plan module of `module` back into a PlanModel, buffers
 /// numbered in the order they are first declared (PlanReader.cpp). Emits
 /// an error and fails when there is none or storage is left unplaced.

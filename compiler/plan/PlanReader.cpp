@@ -225,10 +225,9 @@ LogicalResult PlanReader::read() {
 
 LogicalResult readPlanModule(ModuleOp module, PlanModel &plan) {
   plan = PlanModel();
-  ModuleOp planModule = findPlanModule(module);
+  ModuleOp planModule = requirePlanModule(module, "plan");
   if (!planModule)
-    return module.emitError(
-        "plan: no module @plan; run ds-lower-to-plan first");
+    return failure();
   return PlanReader(planModule, plan).read();
 }
 

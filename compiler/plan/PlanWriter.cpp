@@ -256,6 +256,13 @@ ModuleOp findPlanModule(ModuleOp module) {
   return nullptr;
 }
 
+ModuleOp requirePlanModule(ModuleOp module, StringRef who) {
+  ModuleOp plan = findPlanModule(module);
+  if (!plan)
+    module.emitError(who) << ": no module @plan; run ds-lower-to-plan first";
+  return plan;
+}
+
 void writePlanModule(ModuleOp module, const PlanModel &plan) {
   PlanWriter(module, plan).write();
 }

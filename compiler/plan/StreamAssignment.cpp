@@ -31,12 +31,9 @@ plan::Space spaceOf(Value buffer, SymbolTable &symbols) {
 
 struct AssignStreamsPass : impl::PlanAssignStreamsBase<AssignStreamsPass> {
   void runOnOperation() override {
-    ModuleOp module = findPlanModule(getOperation());
-    if (!module) {
-      getOperation().emitError(
-          "plan-assign-streams: no module @plan; run ds-lower-to-plan first");
+    ModuleOp module = requirePlanModule(getOperation(), "plan-assign-streams");
+    if (!module)
       return signalPassFailure();
-    }
     SymbolTable symbols(module);
     MLIRContext *ctx = module.getContext();
     WalkResult walk = module.walk([&](plan::CallOp call) {
