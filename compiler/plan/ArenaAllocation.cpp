@@ -4,16 +4,14 @@
 // comm buffers), placed by liveness with greedy-by-size first-fit (as
 // TFLite's and XLA's heap simulators): bigger buffers first, each at the
 // lowest offset that does not overlap a placed buffer whose lifetime
-// intersects its own. The pass reads the lifetimes off the plan dialect's
-// calls in program order.
+// intersects its own. The lifetimes are plan-liveness's (Liveness.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/plan/PlanIR.h"
 #include "compiler/plan/PlanPasses.h"
 
-#include "dialects/plan/PlanOps.h"
-
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 #include <array>
@@ -138,88 +136,33 @@ constexpr uint64_t kAlign = 64; // transient storage starts at multiples
 struct Transient {
   plan::StorageOp storage;
   uint64_t bytes = 0; ///< its size rounded up to kAlign
-  int first = INT_MAX, last = -1;
+  int64_t first = 0, last = 0;
 };
 
-/// One program's transient storage, in the order its calls first touch
-/// it, with each lifetime.
-class Lifetimes {
-public:
-  Lifetimes(func::FuncOp func, SymbolTable &symbols) : symbols(symbols) {
-    for (auto call : func.front().getOps<plan::CallOp>())
-      calls.push_back(call);
-    const int n = calls.size();
-    for (auto [i, call] : llvm::enumerate(calls))
-      for (ValueRange vs : {call.getIns(), call.getOuts()})
-        for (Value v : vs)
-          touch(v, i, i);
-    // A returned value lives to the end of the program.
-    for (auto outputs : func.front().getOps<plan::OutputsOp>())
-      for (Value v : outputs.getBuffers())
-        touch(v, n, n, /*add=*/false);
-    // A collective's or a copy's buffers stay live until the compute call
-    // that waits for the event it records (after its dist.wait), or to the
-    // end when none does.
-    for (auto [i, call] : llvm::enumerate(calls)) {
-      if (call.getStream() == plan::Stream::compute)
-        continue;
-      int until = waiter(call, i);
-      for (ValueRange vs : {call.getIns(), call.getOuts()})
-        for (Value v : vs)
-          touch(v, until, until, /*add=*/false);
-    }
-  }
-
-  std::vector<Transient> transients;
-
-private:
-  SymbolTable &symbols;
-  std::vector<plan::CallOp> calls;
-  llvm::DenseMap<Operation *, size_t> indexOf; ///< storage -> transients
-
-  plan::StorageOp storageOf(Value v) {
-    FlatSymbolRefAttr ref;
-    if (auto b = v.getDefiningOp<plan::BufferOp>())
-      ref = b.getStorageAttr();
-    else if (auto c = v.getDefiningOp<plan::ConstantOp>())
-      ref = c.getStorageAttr();
-    return ref ? symbols.lookup<plan::StorageOp>(ref.getValue())
-               : plan::StorageOp();
-  }
-
-  /// Extends `v`'s storage's lifetime over [first, last] when it is
-  /// transient; with `add`, a transient not seen yet joins the list.
-  void touch(Value v, int first, int last, bool add = true) {
-    plan::StorageOp s = storageOf(v);
-    if (!s || !s.getTransient())
-      return;
-    auto it = indexOf.find(s);
-    if (it == indexOf.end()) {
-      if (!add)
-        return;
-      it = indexOf.insert({s, transients.size()}).first;
-      uint64_t bytes = (uint64_t(s.getSize()) + kAlign - 1) / kAlign * kAlign;
-      transients.push_back({s, bytes});
-    }
-    Transient &t = transients[it->second];
-    t.first = std::min(t.first, first);
-    t.last = std::max(t.last, last);
-  }
-
-  /// The first compute call after `calls[i]` that waits for its last
-  /// recorded event, or the number of calls.
-  int waiter(plan::CallOp async, size_t i) {
-    std::optional<ArrayRef<int32_t>> records = async.getRecord();
-    if (records && !records->empty())
-      for (size_t j = i + 1; j < calls.size(); ++j) {
-        std::optional<ArrayRef<int32_t>> waits = calls[j].getWait();
-        if (calls[j].getStream() == plan::Stream::compute && waits &&
-            llvm::is_contained(*waits, records->back()))
-          return j;
+/// One program's transient storage in the order its calls first touch it
+/// (inputs, then outputs), with the lifetimes plan-liveness wrote; failure
+/// after an error on a transient without one.
+FailureOr<std::vector<Transient>> transientsOf(func::FuncOp func,
+                                               SymbolTable &symbols) {
+  std::vector<Transient> out;
+  llvm::DenseSet<Operation *> seen;
+  for (auto call : func.front().getOps<plan::CallOp>())
+    for (ValueRange vs : {call.getIns(), call.getOuts()})
+      for (Value v : vs) {
+        plan::StorageOp s = storageOf(v, symbols);
+        if (!s || !s.getTransient() || !seen.insert(s).second)
+          continue;
+        std::optional<ArrayRef<int64_t>> live = s.getLive();
+        if (!live)
+          return s.emitError("plan-place: transient storage '")
+                     << s.getName() << "' has no lifetime; run plan-liveness "
+                     << "first",
+                 failure();
+        uint64_t bytes = (uint64_t(s.getSize()) + kAlign - 1) / kAlign * kAlign;
+        out.push_back({s, bytes, (*live)[0], (*live)[1]});
       }
-    return calls.size();
-  }
-};
+  return out;
+}
 
 struct PlacePass : impl::PlanPlaceBase<PlacePass> {
   void runOnOperation() override;
@@ -236,7 +179,10 @@ void PlacePass::runOnOperation() {
   // every program: the arena's size.
   std::array<std::array<uint64_t, 8>, 2> peak{};
   for (auto func : module.getOps<func::FuncOp>()) {
-    std::vector<Transient> order = Lifetimes(func, symbols).transients;
+    FailureOr<std::vector<Transient>> transients = transientsOf(func, symbols);
+    if (failed(transients))
+      return signalPassFailure();
+    std::vector<Transient> &order = *transients;
     std::stable_sort(order.begin(), order.end(),
                      [](const Transient &a, const Transient &b) {
                        return a.bytes > b.bytes;
@@ -247,7 +193,7 @@ void PlacePass::runOnOperation() {
       int space = static_cast<int>(t.storage.getSpace());
       int category = static_cast<int>(t.storage.getCategory());
       PlacedSlots &arena = placed[space][category];
-      uint64_t offset = arena.firstFit(t.bytes, t.first, t.last);
+      uint64_t offset = arena.firstFit(t.bytes, int(t.first), int(t.last));
       t.storage.setOffset(offset);
       // The predicted peak is the last byte written, as the runtime
       // measures it: alignment padding after the top buffer is not counted.
@@ -256,7 +202,7 @@ void PlacePass::runOnOperation() {
       if (space == static_cast<int>(plan::Space::device) &&
           category == kActivations)
         ownActivations = std::max(ownActivations, end);
-      arena.insert(offset, offset + t.bytes, t.first, t.last);
+      arena.insert(offset, offset + t.bytes, int(t.first), int(t.last));
     }
     func->setAttr("plan.activation_bytes", b.getI64IntegerAttr(ownActivations));
   }

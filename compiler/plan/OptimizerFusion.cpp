@@ -80,7 +80,7 @@ Value Storage::flat(Value first, int64_t elements, func::FuncOp func) {
       s.getLoc(), b.getStringAttr("flat" + std::to_string(created++)),
       b.getStringAttr(s.getName() + "+flat"), s.getCategoryAttr(),
       s.getSpaceAttr(), b.getI64IntegerAttr(bytes), s.getOffsetAttr(),
-      UnitAttr());
+      UnitAttr(), DenseI64ArrayAttr());
   symbols.insert(storage); // renames it if the name is taken
   b.setInsertionPointToStart(&func.front());
   Value view = b.create<pl::BufferOp>(

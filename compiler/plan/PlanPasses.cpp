@@ -1,7 +1,7 @@
 //===- PlanPasses.cpp - ds-lower-to-plan and ds-emit-plan -----------------===//
 //
 // The other passes of phase `plan` have a file each: StreamAssignment.cpp,
-// EventInsertion.cpp, OptimizerFusion.cpp, ArenaAllocation.cpp.
+// EventInsertion.cpp, OptimizerFusion.cpp, Liveness.cpp, ArenaAllocation.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +86,7 @@ void addPlanPasses(mlir::OpPassManager &pm,
   pm.addPass(createPlanAssignStreamsPass());
   pm.addPass(createPlanInsertEventsPass());
   pm.addPass(createPlanFuseOptimizerPass());
+  pm.addPass(createPlanLivenessPass());
   pm.addPass(createPlanPlacePass());
 }
 
@@ -95,6 +96,7 @@ void registerPlanPasses() {
   mlir::registerPass([] { return createPlanAssignStreamsPass(); });
   mlir::registerPass([] { return createPlanInsertEventsPass(); });
   mlir::registerPass([] { return createPlanFuseOptimizerPass(); });
+  mlir::registerPass([] { return createPlanLivenessPass(); });
   mlir::registerPass([] { return createPlanPlacePass(); });
   mlir::registerPass(
       [] { return createEmitPlanPass(DsEmitPlanOptions(), nullptr); });

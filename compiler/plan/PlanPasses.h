@@ -39,9 +39,10 @@ createLowerToPlanPass(const DsLowerToPlanOptions &options);
 std::unique_ptr<mlir::Pass> createPlanAssignStreamsPass();
 std::unique_ptr<mlir::Pass> createPlanInsertEventsPass();
 std::unique_ptr<mlir::Pass> createPlanFuseOptimizerPass();
+std::unique_ptr<mlir::Pass> createPlanLivenessPass();
 std::unique_ptr<mlir::Pass> createPlanPlacePass();
 /// Phase `plan`'s passes, in order: lowering, streams, events, the
-/// optimizer's fusion, placement.
+/// optimizer's fusion, liveness, placement.
 void addPlanPasses(mlir::OpPassManager &pm,
                    const DsLowerToPlanOptions &options);
 /// Emission hands its result to `result` (it makes its own when it is

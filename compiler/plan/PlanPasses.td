@@ -60,15 +60,24 @@ def PlanFuseOptimizer : Pass<"plan-fuse-optimizer", "::mlir::ModuleOp"> {
   }];
 }
 
+def PlanLiveness : Pass<"plan-liveness", "::mlir::ModuleOp"> {
+  let summary = "phase `plan`: each transient's lifetime, in calls";
+  let description = [{
+    Writes `live [first, last]` on each transient storage: from the first
+    to the last call of its program that touches it, an output to the end
+    of its program, and what a collective or a copy on another stream
+    touches until the compute call that waits for its event (or to the end
+    when none does).
+  }];
+}
+
 def PlanPlace : Pass<"plan-place", "::mlir::ModuleOp"> {
-  let summary = "phase `plan`: transient storage packed by liveness";
+  let summary = "phase `plan`: transient storage packed by lifetime";
   let description = [{
     Places each program's transient storage in its arena (one per memory
-    space and category) by liveness, greedy by size with first fit: a
-    storage lives from the first to the last call that touches it, an
-    output to the end of its program, and what a collective or a copy on
-    another stream touches until the compute call that waits for its
-    event. Sets each transient's offset, the transient arenas' sizes
+    space and category) by the lifetimes plan-liveness wrote, greedy by
+    size with first fit (ties in the order the calls first touch them).
+    Sets each transient's offset, the transient arenas' sizes
     (`plan.arenas`, the largest over the programs) and each program's own
     activation peak (`plan.activation_bytes`).
   }];

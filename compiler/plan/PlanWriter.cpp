@@ -145,7 +145,7 @@ void PlanWriter::writeStorage() {
         plan::SpaceAttr::get(ctx, plan::Space(int(s.space))),
         b.getI64IntegerAttr(s.size),
         s.transient ? IntegerAttr() : b.getI64IntegerAttr(s.offset),
-        s.transient ? b.getUnitAttr() : UnitAttr());
+        s.transient ? b.getUnitAttr() : UnitAttr(), DenseI64ArrayAttr());
   }
 }
 

@@ -79,6 +79,9 @@ LogicalResult StorageOp::verify() {
     return emitOpError("size must be >= 0, got ") << size;
   if (IntegerAttr offset = getOffsetAttr(); offset && offset.getInt() < 0)
     return emitOpError("offset must be >= 0, got ") << offset.getInt();
+  if (std::optional<ArrayRef<int64_t>> live = getLive();
+      live && (live->size() != 2 || (*live)[0] < 0 || (*live)[0] > (*live)[1]))
+    return emitOpError("live must be [first, last] with 0 <= first <= last");
   // Lowering lays out what persists; only a transient waits for plan-place.
   if (!getTransient() && !getOffsetAttr())
     return emitOpError("persistent storage needs an offset (`at N`); only "

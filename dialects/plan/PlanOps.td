@@ -101,21 +101,23 @@ def Plan_StorageOp : Plan_Op<"storage", [Symbol]> {
     What buffers are views of. Persistent storage (variables, constants,
     inputs) is laid out by `ds-lower-to-plan` and has its offset from the
     start; `transient` storage (what a program computes) gets its offset
-    from `plan-place`, which packs it by liveness. `size` is the bytes
+    from `plan-place`, which packs it by the lifetime `plan-liveness` wrote
+    (`live [first, last]`, in calls of its program). `size` is the bytes
     written; transient storage is placed at 64-byte multiples.
 
     ```mlir
     plan.storage @s0 "transformer.wte.weight" <params> <device> size 65536 at 0
-    plan.storage @s41 "matmul.12" <activations> <device> size 4096 transient
+    plan.storage @s41 "matmul.12" <activations> <device> size 4096 transient live [3, 9]
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$name,
                        Plan_CategoryAttr:$category, Plan_SpaceAttr:$space,
                        I64Attr:$size, OptionalAttr<I64Attr>:$offset,
-                       UnitAttr:$transient);
+                       UnitAttr:$transient,
+                       OptionalAttr<DenseI64ArrayAttr>:$live);
   let assemblyFormat = [{
     $sym_name $name $category $space `size` $size (`at` $offset^)?
-    (`transient` $transient^)? attr-dict
+    (`transient` $transient^)? (`live` $live^)? attr-dict
   }];
   let hasVerifier = 1;
 }

@@ -1,10 +1,21 @@
-// RUN: ds-opt %s --plan-place | FileCheck %s
+// RUN: ds-opt %s --plan-liveness | FileCheck %s --check-prefix=LIVE
+// RUN: ds-opt %s --plan-liveness --plan-place | FileCheck %s
+// RUN: not ds-opt %s --plan-place 2>&1 | FileCheck %s --check-prefix=ORDER
 
-// plan-place packs each program's transient storage by liveness, greedy by
-// size with first fit, one arena per memory space and category. A storage
-// lives from the first to the last call that touches it, an output to the
-// end of its program, and what a call on another stream touches until the
-// compute call that waits for its event (or to the end when none does).
+// plan-liveness: a storage lives from the first to the last call that
+// touches it, an output to the end of its program (6 calls: to 6), and
+// what a call on another stream touches until the compute call that waits
+// for its event (or to the end when none does).
+// LIVE: plan.storage @w "w" <params> <device> size 64 at 0{{$}}
+// LIVE: plan.storage @c "c" <activations> <device> size 64 transient live [0, 3]
+// LIVE: plan.storage @g "g" <comm_buffers> <device> size 64 transient live [1, 3]
+// LIVE: plan.storage @d "d" <activations> <device> size 64 transient live [2, 6]
+// LIVE: plan.storage @b "b" <activations> <device> size 60 transient live [4, 4]
+// LIVE: plan.storage @h "h" <activations> <host> size 64 transient live [5, 6]
+
+// plan-place packs each program's transient storage by those lifetimes,
+// greedy by size with first fit, one arena per memory space and category.
+// ORDER: error: plan-place: transient storage 'c' has no lifetime; run plan-liveness first
 
 module {
   // CHECK: module @plan attributes {plan.arenas = {activations = 128 : i64, "activations@host" = 64 : i64, comm_buffers = 64 : i64, params = 64 : i64}}
@@ -13,7 +24,7 @@ module {
     plan.storage @w "w" <params> <device> size 64 at 0
     // c lives from call 0 to call 3, which waits for the all-reduce
     // reading it: d, from call 2 on, cannot have its bytes.
-    // CHECK: plan.storage @c "c" <activations> <device> size 64 at 0 transient
+    // CHECK: plan.storage @c "c" <activations> <device> size 64 at 0 transient live [0, 3]
     plan.storage @c "c" <activations> <device> size 64 transient
     // CHECK: plan.storage @g "g" <comm_buffers> <device> size 64 at 0 transient
     plan.storage @g "g" <comm_buffers> <device> size 64 transient
