@@ -6,6 +6,7 @@
 // The calls are read into a list, rewritten there and written back.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/plan/PlanIR.h"
 #include "compiler/plan/PlanPasses.h"
 
 #include "dialects/ds/DsUtils.h"
@@ -46,15 +47,9 @@ public:
   explicit Storage(ModuleOp module) : module(module), symbols(module) {}
 
   pl::StorageOp of(Value buffer) {
-    auto [it, inserted] = storageOf.try_emplace(buffer);
-    if (inserted) {
-      FlatSymbolRefAttr ref;
-      if (auto b = buffer.getDefiningOp<pl::BufferOp>())
-        ref = b.getStorageAttr();
-      else if (auto c = buffer.getDefiningOp<pl::ConstantOp>())
-        ref = c.getStorageAttr();
-      it->second = symbols.lookup<pl::StorageOp>(ref.getValue());
-    }
+    auto [it, inserted] = storageOfView.try_emplace(buffer);
+    if (inserted)
+      it->second = storageOf(buffer, symbols);
     return it->second;
   }
 
@@ -66,7 +61,7 @@ public:
 private:
   ModuleOp module;
   SymbolTable symbols;
-  DenseMap<Value, pl::StorageOp> storageOf;
+  DenseMap<Value, pl::StorageOp> storageOfView; ///< a cache
   int created = 0;
 };
 
@@ -86,7 +81,7 @@ Value Storage::flat(Value first, int64_t elements, func::FuncOp func) {
   Value view = b.create<pl::BufferOp>(
       s.getLoc(), MemRefType::get({elements}, elt),
       FlatSymbolRefAttr::get(storage.getSymNameAttr()), IntegerAttr());
-  storageOf[view] = storage;
+  storageOfView[view] = storage;
   return view;
 }
 

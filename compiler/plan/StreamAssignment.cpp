@@ -6,9 +6,8 @@
 // device h2d. Everything else stays on the compute stream, in order.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/plan/PlanIR.h"
 #include "compiler/plan/PlanPasses.h"
-
-#include "dialects/plan/PlanOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -23,9 +22,7 @@ namespace {
 
 /// The memory space of the storage `buffer` views.
 plan::Space spaceOf(Value buffer, SymbolTable &symbols) {
-  auto view = buffer.getDefiningOp<plan::BufferOp>();
-  auto storage =
-      view ? symbols.lookup<plan::StorageOp>(view.getStorage()) : nullptr;
+  plan::StorageOp storage = storageOf(buffer, symbols);
   return storage ? storage.getSpace() : plan::Space::device;
 }
 
