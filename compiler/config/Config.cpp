@@ -225,6 +225,25 @@ bool readBatch(Reader &r, Section &root, int64_t worldSize,
   return true;
 }
 
+/// Why optimizer `name` is refused: DeepSpeed's 1-bit family by what it
+/// does, DeepSpeed's other optimizers as not supported yet, anything else
+/// as unknown.
+std::string unsupportedOptimizer(StringRef name) {
+  std::string lower = name.lower();
+  for (StringRef oneBit : {"onebitadam", "zerooneadam", "onebitlamb"})
+    if (lower == oneBit)
+      return quote(name) + " is not supported: it compresses gradient "
+                           "communication to one bit per value with error "
+                           "feedback, and dsc's collectives send full values "
+                           "(use Adam or AdamW)";
+  for (StringRef other :
+       {"lamb", "lion", "muon", "adagrad", "sgd", "muadam", "muadamw", "musgd"})
+    if (lower == other)
+      return quote(name) + " is not supported yet (dsc implements Adam and "
+                           "AdamW)";
+  return "unsupported optimizer " + quote(name) + " (supported: Adam, AdamW)";
+}
+
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
   std::optional<Section> opt;
   if (!root.section("optimizer", opt))
@@ -250,8 +269,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
       o.type = "AdamW";
       o.weightDecay = 0.01; // torch.optim.AdamW's default
     } else {
-      return r.fail(opt->at("type"), "unsupported optimizer " + quote(*name) +
-                                         " (supported: Adam, AdamW)");
+      return r.fail(opt->at("type"), unsupportedOptimizer(*name));
     }
     return true;
   };

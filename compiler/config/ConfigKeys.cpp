@@ -158,7 +158,9 @@ constexpr ConfigKey kKeys[] = {
 
     {"$.optimizer", "type", Works,
      "Adam (decoupled decay unless adam_w_mode is false) or AdamW, any "
-     "case"},
+     "case; Lamb, Lion, Muon, Adagrad and SGD not supported yet; "
+     "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
+     "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},
     {"$.optimizer", "legacy_fusion", NoEffect,
      "it chooses DeepSpeed's fp16 optimizer wrapper; dsc's is compiled"},

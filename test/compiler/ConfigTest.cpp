@@ -398,7 +398,15 @@ TEST(ConfigTest, OptimizerTypeIsCaseInsensitiveWithTorchDefaults) {
 TEST(ConfigTest, OptimizerErrors) {
   expectErrors({
       {R"({"optimizer": {"type": "Lamb"}})",
-       "ds_config.json: $.optimizer.type: unsupported optimizer 'Lamb' "
+       "ds_config.json: $.optimizer.type: 'Lamb' is not supported yet (dsc "
+       "implements Adam and AdamW)"},
+      {R"({"optimizer": {"type": "OneBitAdam"}})",
+       "ds_config.json: $.optimizer.type: 'OneBitAdam' is not supported: it "
+       "compresses gradient communication to one bit per value with error "
+       "feedback, and dsc's collectives send full values (use Adam or "
+       "AdamW)"},
+      {R"({"optimizer": {"type": "Adamax"}})",
+       "ds_config.json: $.optimizer.type: unsupported optimizer 'Adamax' "
        "(supported: Adam, AdamW)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",
        "ds_config.json: $.optimizer.type: required key is missing "
