@@ -92,6 +92,13 @@ struct DsConfig {
     double minLossScale = 1;
   } fp16;
 
+  /// flops_profiler: the plan's FLOPs per module printed by dsrun after
+  /// step profileStep (moduleDepth -1: every depth).
+  struct FlopsProfiler {
+    bool enabled = false;
+    int64_t profileStep = 1, moduleDepth = -1, topModules = 1;
+  } flopsProfiler;
+
   struct Bf16 {
     bool enabled = false;
     /// A non-finite gradient skips the step (DeepSpeed's ZeRO default).

@@ -109,6 +109,12 @@ std::string dsc::toJson(const DsConfig &c) {
         json::Object{{"type", s.type}, {"params", schedulerParams(s)}};
   if (!c.communicationDataType.empty())
     root["communication_data_type"] = c.communicationDataType;
+  // Written only when on: the plans of other configs record what they did.
+  if (const auto &p = c.flopsProfiler; p.enabled)
+    root["flops_profiler"] = json::Object{{"enabled", true},
+                                          {"profile_step", p.profileStep},
+                                          {"module_depth", p.moduleDepth},
+                                          {"top_modules", p.topModules}};
 
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -151,6 +157,10 @@ auto fields(const DsConfig::Bf16 &b) {
   return std::tie(b.enabled, b.checkGradOverflow);
 }
 
+auto fields(const DsConfig::FlopsProfiler &p) {
+  return std::tie(p.enabled, p.profileStep, p.moduleDepth, p.topModules);
+}
+
 auto fields(const DsConfig::Zero &z) {
   return std::tie(z.stage, z.offloadOptimizer, z.offloadParam,
                   z.reduceBucketSize, z.contiguousGradients, z.overlapComm,
@@ -172,6 +182,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          fields(a.optimizer) == fields(b.optimizer) &&
          fields(a.scheduler) == fields(b.scheduler) &&
          fields(a.fp16) == fields(b.fp16) && fields(a.bf16) == fields(b.bf16) &&
+         fields(a.flopsProfiler) == fields(b.flopsProfiler) &&
          fields(a.zero) == fields(b.zero) &&
          fields(a.activationCheckpointing) == fields(b.activationCheckpointing);
 }

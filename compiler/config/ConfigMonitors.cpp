@@ -1,4 +1,4 @@
-//===- ConfigMonitors.cpp - tensorboard, csv_monitor and wandb ------------===//
+//===- ConfigMonitors.cpp - monitor and profiler sections -----------------===//
 //
 // DeepSpeed's monitor sections. dsc checks their keys and types as
 // DeepSpeed documents them; the Python side (frontends/torch/dsc/monitor.py)
@@ -41,6 +41,26 @@ bool readMonitors(Reader &r, Section &root) {
                              "dsrun alone writes --metrics JSON lines");
   }
   return ok;
+}
+
+bool readFlopsProfiler(Reader &r, Section &root, DsConfig::FlopsProfiler &p) {
+  std::optional<Section> s;
+  if (!root.section("flops_profiler", s))
+    return false;
+  if (!s->present())
+    return true;
+  auto atLeast = [&](StringRef key, int64_t value, int64_t min) {
+    return r.atLeast(s->at(key), value, min);
+  };
+  return Reader::all({s->checkKeys(), s->boolean("enabled", p.enabled),
+                      s->integer("profile_step", p.profileStep) &&
+                          atLeast("profile_step", p.profileStep, 1),
+                      s->integer("module_depth", p.moduleDepth) &&
+                          atLeast("module_depth", p.moduleDepth, -1),
+                      s->integer("top_modules", p.topModules) &&
+                          atLeast("top_modules", p.topModules, 1),
+                      s->ignoredBoolean("detailed"),
+                      s->ignoredNumber("recompute_fwd_factor")});
 }
 
 } // namespace dsc::config

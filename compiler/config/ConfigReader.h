@@ -206,9 +206,12 @@ private:
   size_t problems = 0;
 };
 
-/// Whether a feature's value switches it off: `false`, or an object with
-/// "enabled": false.
+/// Whether a feature's value switches it off: `false`, null, or an object
+/// with "enabled": false.
 inline bool isSwitchedOff(const json::Value &v) {
+  // null is DeepSpeed's None: the key left at its default, asking nothing.
+  if (v.kind() == json::Value::Null)
+    return true;
   if (std::optional<bool> b = v.getAsBoolean())
     return !*b;
   const json::Object *o = v.getAsObject();
@@ -420,6 +423,9 @@ private:
 /// DeepSpeed's monitor sections (tensorboard, csv_monitor, wandb), checked
 /// here and written by the Python side (ConfigMonitors.cpp).
 bool readMonitors(Reader &r, Section &root);
+
+/// flops_profiler (ConfigMonitors.cpp).
+bool readFlopsProfiler(Reader &r, Section &root, DsConfig::FlopsProfiler &p);
 
 } // namespace dsc::config
 

@@ -56,7 +56,7 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
           b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.intAttrs,
           &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait, &i.record,
           i.loc.c_str(),
-          fb::schemaSpace(memorySpace(static_cast<Space>(i.space)))));
+          fb::schemaSpace(memorySpace(static_cast<Space>(i.space))), i.flops));
     programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
                                                &p.inputs, &p.outputs,
                                                p.numEvents, p.flops));
@@ -89,13 +89,17 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
   for (const auto &[name, of] : model.aliases)
     aliases.push_back(fb::CreateAliasDirect(b, name.c_str(), of.c_str()));
 
+  flatbuffers::Offset<fb::FlopsProfile> flopsProfile;
+  if (const DsConfig::FlopsProfiler &f = c.flopsProfiler; f.enabled)
+    flopsProfile = fb::CreateFlopsProfile(
+        b, f.profileStep, int32_t(f.moduleDepth), int32_t(f.topModules));
   auto root = fb::CreatePlanDirect(
       b, fb::kSchemaVersion, model.options.worldSize,
       model.options.model.c_str(), configJson.c_str(), model.microBatch,
       model.seqLen, model.vocabSize, model.options.accumulationSteps, schedule,
       &arenas, &buffers, &variables, &constants, &programs, lossScale,
       model.skipsOverflow, plan::kUnsealedChecksum,
-      aliases.empty() ? nullptr : &aliases);
+      aliases.empty() ? nullptr : &aliases, flopsProfile);
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

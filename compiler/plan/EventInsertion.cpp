@@ -113,7 +113,8 @@ void InsertEventsPass::runOnOperation() {
       b.create<plan::CallOp>(call.getLoc(), Type(), call.getKernelAttr(),
                              call.getIns(), call.getOuts(), call.getIntsAttr(),
                              call.getFloatsAttr(), call.getStreamAttr(),
-                             call.getPlaceAttr(), attr(e.wait), attr(e.record));
+                             call.getPlaceAttr(), attr(e.wait), attr(e.record),
+                             call.getFlopsAttr());
       call.erase();
     }
   }

@@ -438,7 +438,8 @@ LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
   kernel.getKernelAttributes(ints, floats);
   p.ints.assign(ints.begin(), ints.end());
   p.floats.assign(floats.begin(), floats.end());
-  prog.flops += kernel.getFlops();
+  p.flops = kernel.getFlops();
+  prog.flops += p.flops;
   if (isRecompute(&op))
     prog.recomputedFlops += kernel.getFlops();
   lowering.push(pend, std::move(p));
@@ -458,6 +459,7 @@ PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
   instr.floatAttrs = std::move(p.floats);
   instr.op = p.op;
   instr.async = p.async;
+  instr.flops = p.flops;
   instr.awaits = p.awaits;
   instr.space = static_cast<uint8_t>(p.space);
   return instr;

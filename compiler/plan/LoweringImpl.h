@@ -76,6 +76,7 @@ struct Pending {
   /// A collective or a copy between memory spaces: it runs on a stream of
   /// its own (plan-assign-streams), and a marker waits for it.
   bool async = false;
+  double flops = 0; ///< the kernel's, from its op
   /// A marker, no kernel: where the program needs the result of the
   /// asynchronous instruction with this index (its dist.wait).
   int awaits = -1;

@@ -39,6 +39,7 @@ struct Pending {
   pl::Space space = pl::Space::device;
   SmallVector<int32_t> waits, records;
   std::optional<Location> loc; ///< none for a merged call
+  double flops = 0;            ///< a merged call's: the sum of its parts
 };
 
 /// Where buffers live: each buffer's storage, and new flat storage.
@@ -246,9 +247,13 @@ std::vector<size_t> Fusion::extendRun(const std::vector<Pending> &pend,
 Pending Fusion::mergeRun(std::vector<Pending> &pend,
                          const std::vector<size_t> &run, bool isAdam) {
   int64_t elements = 0;
-  for (size_t j : run)
+  double flops = 0;
+  for (size_t j : run) {
     elements += elementsOf(isAdam ? pend[j].ins[0] : pend[j].outs[0]);
+    flops += pend[j].flops;
+  }
   Pending merged = std::move(pend[run.front()]);
+  merged.flops = flops;
   merged.loc.reset();
   if (isAdam) {
     for (size_t k = 0; k < 4; ++k)
@@ -299,12 +304,15 @@ void Fusion::mergeGradientFills(std::vector<Pending> &pend) {
   for (size_t i = 0; i < fills.size();) {
     size_t j = i + 1;
     int64_t elements = elementsOf(fills[i].outs[0]);
+    double flops = fills[i].flops;
     while (j < fills.size() && fills[j].floats == fills[i].floats &&
            contiguous(fills[j - 1].outs[0], fills[j].outs[0])) {
       elements += elementsOf(fills[j].outs[0]);
+      flops += fills[j].flops;
       ++j;
     }
     Pending merged = std::move(fills[i]);
+    merged.flops = flops;
     if (j > i + 1) {
       merged.outs[0] = storage.flat(merged.outs[0], elements, func);
       merged.loc.reset();
@@ -337,6 +345,7 @@ void Fusion::fuseAdamWRounding(std::vector<Pending> &pend) {
     adam.outs.push_back(pend[cast].outs[0]);
     for (int j : {copy, cast}) {
       adam.records.append(pend[j].records.begin(), pend[j].records.end());
+      adam.flops += pend[j].flops;
       erased[j] = true;
     }
   }
@@ -365,6 +374,7 @@ std::vector<Pending> takeCalls(func::FuncOp func) {
     if (auto r = call.getRecord())
       p.records.assign(r->begin(), r->end());
     p.loc = call.getLoc();
+    p.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
     pend.push_back(std::move(p));
     call.erase();
   }
@@ -389,7 +399,8 @@ void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
         b.getDenseF64ArrayAttr(p.floats), pl::StreamAttr::get(ctx, p.stream),
         p.space == pl::Space::host ? pl::SpaceAttr::get(ctx, p.space)
                                    : pl::SpaceAttr(),
-        events(p.waits), events(p.records));
+        events(p.waits), events(p.records),
+        p.flops > 0 ? b.getF64FloatAttr(p.flops) : FloatAttr());
 }
 
 struct FuseOptimizerPass : impl::PlanFuseOptimizerBase<FuseOptimizerPass> {

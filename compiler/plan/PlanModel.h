@@ -109,6 +109,7 @@ struct PlanInstr {
   /// program needs the result of instruction `awaits`.
   bool async = false;
   int awaits = -1;
+  double flops = 0; ///< the op's KernelOpInterface count
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;

@@ -200,6 +200,7 @@ LogicalResult PlanReader::readProgram(func::FuncOp func) {
     i.intAttrs.assign(call.getInts().begin(), call.getInts().end());
     i.floatAttrs.assign(call.getFloats().begin(), call.getFloats().end());
     i.loc = locationName(call.getLoc());
+    i.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
     p.instrs.push_back(std::move(i));
   }
   for (auto outputs : body.getOps<plan::OutputsOp>())

@@ -240,7 +240,8 @@ void PlanWriter::writeProgram(int index, const PlanProgram &p) {
         plan::StreamAttr::get(ctx, plan::Stream(i.stream)),
         space == Space::Host ? plan::SpaceAttr::get(ctx, plan::Space::host)
                              : plan::SpaceAttr(),
-        optional(i.wait), optional(i.record));
+        optional(i.wait), optional(i.record),
+        i.flops > 0 ? b.getF64FloatAttr(i.flops) : FloatAttr());
     tokens[n] = call.getToken();
   }
   b.create<plan::OutputsOp>(func.getLoc(), values(p.outputs));

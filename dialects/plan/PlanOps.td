@@ -191,7 +191,8 @@ def Plan_CallOp : Plan_Op<"call", [AttrSizedOperandSegments]> {
     Calls the kernel named `kernel` on a stream with its positional
     attributes, on the device or (`in <host>`, offload) on the host. It
     waits for the events in `wait` before it starts and records those in
-    `record` when it ends. The verifier holds the call to the kernel's
+    `record` when it ends. `flops` (in the attribute dictionary) is what the
+    kernel computes, as its op counts it. The verifier holds the call to the kernel's
     contract (runtime/kernels/KernelContract.h, generated from ODS): the
     number of inputs, outputs, int and float attributes, and a dtype
     signature of one of its columns that takes the buffers' element types.
@@ -207,7 +208,8 @@ def Plan_CallOp : Plan_Op<"call", [AttrSizedOperandSegments]> {
                        Plan_StreamAttr:$stream,
                        OptionalAttr<Plan_SpaceAttr>:$place,
                        OptionalAttr<DenseI32ArrayAttr>:$wait,
-                       OptionalAttr<DenseI32ArrayAttr>:$record);
+                       OptionalAttr<DenseI32ArrayAttr>:$record,
+                       OptionalAttr<F64Attr>:$flops);
   let results = (outs Optional<Plan_TokenType>:$token);
   let assemblyFormat = [{
     $kernel `(` $ins `)` `->` `(` $outs `)` `ints` $ints `floats` $floats

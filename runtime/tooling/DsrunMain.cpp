@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/tooling/DsrunMain.h"
 
+#include "runtime/tooling/FlopsProfile.h"
+
 #include "runtime/comm/Communicator.h"
 #include "runtime/core/NumberText.h"
 #include "runtime/plan/ProgramNames.h"
@@ -99,6 +101,9 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
   setup.evalEvery = options.evalEvery;
   setup.printEvery = options.printEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
+  setup.flopsProfileStep = flopsProfileStep(p.loaded->plan());
+  if (lead && setup.flopsProfileStep)
+    setup.flopsProfile = flopsProfileText(p.loaded->plan());
   if (options.saveDir.empty())
     return;
   setup.saveEvery = options.saveEvery;

@@ -312,6 +312,7 @@ private:
   void recordMemory();
   int writeMetrics(uint64_t step);
   void printProgress(uint64_t step, bool last);
+  void printStepLine(uint64_t step, bool last);
   int save(uint64_t step);
   void printSummary();
 
@@ -500,6 +501,14 @@ int TrainLoop::writeMetrics(uint64_t step) {
 void TrainLoop::printProgress(uint64_t step, bool last) {
   if (!setup.out)
     return;
+  printStepLine(step, last);
+  if (step == setup.flopsProfileStep && !setup.flopsProfile.empty()) {
+    std::fputs(setup.flopsProfile.c_str(), setup.out);
+    std::fflush(setup.out);
+  }
+}
+
+void TrainLoop::printStepLine(uint64_t step, bool last) {
   if (setup.interactive) {
     // Redraw at most ten times a second: a terminal is slower than a small
     // model's steps.
@@ -509,7 +518,8 @@ void TrainLoop::printProgress(uint64_t step, bool last) {
       std::fflush(setup.out);
       lastDraw = Clock::now();
     }
-    if (last)
+    // The profile starts a line of its own below the live one.
+    if (last || step == setup.flopsProfileStep)
       std::fputc('\n', setup.out);
     return;
   }

@@ -86,7 +86,11 @@ struct TrainSetup {
   /// signal. Null: never.
   const volatile std::sig_atomic_t *stop = nullptr;
 
-  std::FILE *out = nullptr;     ///< progress and summary; null: silent
+  std::FILE *out = nullptr; ///< progress and summary; null: silent
+  /// ds_config's flops_profiler: printed to `out` after step
+  /// flopsProfileStep (FlopsProfile.h); 0: never.
+  std::string flopsProfile;
+  uint64_t flopsProfileStep = 0;
   uint64_t printEvery = 0;      ///< progress every K steps; 0: steps / 20
   bool interactive = false;     ///< one live line rewritten with \r
   std::FILE *metrics = nullptr; ///< one JSON line per step, or null

@@ -37,4 +37,30 @@ TEST(ConfigTest, MonitorErrors) {
   });
 }
 
+TEST(ConfigTest, FlopsProfilerKeys) {
+  DsConfig c = parseOk(R"({"flops_profiler": {"enabled": true,
+      "profile_step": 5, "module_depth": 2, "top_modules": 3,
+      "detailed": false, "output_file": null}})");
+  EXPECT_TRUE(c.flopsProfiler.enabled);
+  EXPECT_EQ(c.flopsProfiler.profileStep, 5);
+  EXPECT_EQ(c.flopsProfiler.moduleDepth, 2);
+  EXPECT_EQ(c.flopsProfiler.topModules, 3);
+  // DeepSpeed's defaults, and the resolved config written back reads the
+  // same.
+  c = parseOk(R"({"flops_profiler": {"enabled": true}})");
+  EXPECT_EQ(c.flopsProfiler.profileStep, 1);
+  EXPECT_EQ(c.flopsProfiler.moduleDepth, -1);
+  EXPECT_EQ(c.flopsProfiler.topModules, 1);
+  EXPECT_TRUE(parseOk(toJson(c)) == c);
+  expectErrors({
+      {R"({"flops_profiler": {"enabled": true, "profile_step": 0}})",
+       "ds_config.json: $.flops_profiler.profile_step: must be >= 1, got 0"},
+      {R"({"flops_profiler": {"enabled": true, "module_depth": -2}})",
+       "ds_config.json: $.flops_profiler.module_depth: must be >= -1, got "
+       "-2"},
+      {R"({"flops_profiler": {"enabled": true, "top_modules": 0}})",
+       "ds_config.json: $.flops_profiler.top_modules: must be >= 1, got 0"},
+  });
+}
+
 } // namespace

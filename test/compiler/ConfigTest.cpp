@@ -638,9 +638,10 @@ TEST(ConfigTest, SwitchedOffFeaturesAreAccepted) {
       "zero_optimization": {"stage": 1},
       "optimizer": {"type": "AdamW"}})");
   EXPECT_EQ(c, plain);
-  EXPECT_EQ(errorOf(R"({"flops_profiler": {"enabled": true}})"),
-            "ds_config.json: $.flops_profiler: not supported yet (dsc "
-            "--report gives each program's FLOPs before launch)");
+  EXPECT_EQ(errorOf(R"({"comms_logger": {"enabled": true}})"),
+            "ds_config.json: $.comms_logger: not supported yet (dsc --report "
+            "gives the bytes each step hands to collectives; dsrun --trace "
+            "times them)");
   EXPECT_EQ(errorOf(R"({"memory_breakdown": true})"),
             "ds_config.json: $.memory_breakdown: not supported yet (dsc "
             "--report gives the bytes per category before launch; dsrun "

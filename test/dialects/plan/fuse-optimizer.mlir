@@ -3,7 +3,8 @@
 // Updates of back-to-back parameters, gradients and moments with the same
 // hyper-parameters become one ds.adamw over new storage spanning each run;
 // the zeroing of back-to-back gradients becomes one fill (over storage of
-// its own: runs are merged one at a time).
+// its own: runs are merged one at a time). A merged call's FLOPs are its
+// parts'.
 
 // CHECK: plan.storage @[[PF:.*]] "p0+flat" <params> <device> size 128 at 0
 // CHECK: plan.storage @[[ZF:.*]] "g0+flat" <grads> <device> size 128 at 0
@@ -16,7 +17,7 @@
 // CHECK-DAG: %[[M:.*]] = plan.buffer @[[MF]] : memref<32xf32>
 // CHECK-DAG: %[[V:.*]] = plan.buffer @[[VF]] : memref<32xf32>
 // CHECK-DAG: %[[Z:.*]] = plan.buffer @[[ZF]] : memref<32xf32>
-// CHECK: plan.call "ds.adamw"(%[[P]], %[[G]], %[[M]], %[[V]], %{{.*}}, %{{.*}}, %{{.*}}) -> (%[[P]], %[[M]], %[[V]]) ints [] floats [9.000000e-01, 9.990000e-01, 1.000000e-08, 1.000000e-01] on <compute>
+// CHECK: plan.call "ds.adamw"(%[[P]], %[[G]], %[[M]], %[[V]], %{{.*}}, %{{.*}}, %{{.*}}) -> (%[[P]], %[[M]], %[[V]]) ints [] floats [9.000000e-01, 9.990000e-01, 1.000000e-08, 1.000000e-01] on <compute> {flops = 3.200000e+02 : f64}
 // CHECK-NEXT: plan.call "ds.fill"() -> (%[[Z]]) ints [] floats [0.000000e+00] on <compute> : () -> memref<32xf32>
 // CHECK-NEXT: plan.outputs
 module {
@@ -43,9 +44,9 @@ module {
       %step = plan.buffer @s + 4 : memref<f32>
       %scale = plan.buffer @s + 8 : memref<f32>
       plan.inputs %lr, %step, %scale : memref<f32>, memref<f32>, memref<f32>
-      plan.call "ds.adamw"(%p0, %g0, %m0, %v0, %lr, %step, %scale) -> (%p0, %m0, %v0) ints [] floats [0.9, 0.999, 1.0e-8, 0.1] on <compute> : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.adamw"(%p0, %g0, %m0, %v0, %lr, %step, %scale) -> (%p0, %m0, %v0) ints [] floats [0.9, 0.999, 1.0e-8, 0.1] on <compute> {flops = 160.0 : f64} : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
       plan.call "ds.fill"() -> (%g0) ints [] floats [0.0] on <compute> : () -> memref<16xf32>
-      plan.call "ds.adamw"(%p1, %g1, %m1, %v1, %lr, %step, %scale) -> (%p1, %m1, %v1) ints [] floats [0.9, 0.999, 1.0e-8, 0.1] on <compute> : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.adamw"(%p1, %g1, %m1, %v1, %lr, %step, %scale) -> (%p1, %m1, %v1) ints [] floats [0.9, 0.999, 1.0e-8, 0.1] on <compute> {flops = 160.0 : f64} : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
       plan.call "ds.fill"() -> (%g1) ints [] floats [0.0] on <compute> : () -> memref<16xf32>
       plan.outputs
       return
