@@ -424,6 +424,11 @@ private:
 /// here and written by the Python side (ConfigMonitors.cpp).
 bool readMonitors(Reader &r, Section &root);
 
+/// The scheduler section, its params read against optimizer `o`'s lr
+/// (ConfigScheduler.cpp).
+bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
+                   DsConfig::Scheduler &s);
+
 /// flops_profiler (ConfigMonitors.cpp).
 bool readFlopsProfiler(Reader &r, Section &root, DsConfig::FlopsProfiler &p);
 

@@ -130,12 +130,10 @@ private:
   std::vector<Chunk> chunks; ///< each non-empty, in address order
 };
 
-constexpr uint64_t kAlign = 64; // transient storage starts at multiples
-
 /// A transient's placement size and lifetime in one program, in calls.
 struct Transient {
   plan::StorageOp storage;
-  uint64_t bytes = 0; ///< its size rounded up to kAlign
+  uint64_t bytes = 0; ///< its size rounded up to kStorageAlign
   int64_t first = 0, last = 0;
 };
 
@@ -158,7 +156,8 @@ FailureOr<std::vector<Transient>> transientsOf(func::FuncOp func,
                      << s.getName() << "' has no lifetime; run plan-liveness "
                      << "first",
                  failure();
-        uint64_t bytes = (uint64_t(s.getSize()) + kAlign - 1) / kAlign * kAlign;
+        uint64_t bytes = (uint64_t(s.getSize()) + kStorageAlign - 1) /
+                         kStorageAlign * kStorageAlign;
         out.push_back({s, bytes, (*live)[0], (*live)[1]});
       }
   return out;

@@ -20,7 +20,6 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <array>
-#include <climits>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,9 +31,8 @@ namespace dsc::lowering {
 using namespace mlir;
 using namespace mlir::ds;
 
-constexpr uint64_t kAlign = 64;
 inline uint64_t alignUp(uint64_t x) {
-  return (x + kAlign - 1) / kAlign * kAlign;
+  return (x + kStorageAlign - 1) / kStorageAlign * kStorageAlign;
 }
 
 inline uint64_t bytesOf(RankedTensorType t) {

@@ -25,6 +25,10 @@ namespace dsc {
 
 struct DsConfig; // compiler/config/Config.h
 
+/// Where storage starts in its arena: 64-byte multiples (a cache line, and
+/// every vector width the backends load).
+constexpr uint64_t kStorageAlign = 64;
+
 /// The arena categories of plan.fbs, in its order.
 enum class Category : uint8_t {
   Params,
