@@ -231,6 +231,13 @@ int trainAndWrite(const DsrunOptions &options, bool lead, Prepared &p,
 int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
         std::string &error) {
   const bool lead = comm.rank() == 0;
+  // A rank hears a stop request as SIGUSR1/2 forwarded by mpirun, whose
+  // default action kills it: the handlers go in before the plan is loaded,
+  // since another rank may already be training (and the launcher
+  // forwarding) while this one allocates. The request waits in the flag
+  // trainAndWrite hands to train.
+  if (underMpirun())
+    installRankStopHandlers();
   DsrunOptions options = given; // with --resume, the checkpoint's seed
   Prepared p;
   int status = !options.resume || options.saveDir.empty() ||
