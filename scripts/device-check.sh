@@ -14,7 +14,9 @@
 # runs (a rerun in the same session, when they were measured already);
 # DEVICE_CHECK_NCU=1 adds an Nsight Compute profile of the attention
 # kernels (where the machine lets ncu read the counters);
-# DEVICE_CHECK_SANITIZER=0 skips compute-sanitizer and
+# DEVICE_CHECK_SANITIZER=0 skips compute-sanitizer (which otherwise runs
+# only if the stages before it ended within DEVICE_CHECK_SANITIZER_AFTER
+# seconds, 400 unless set) and
 # DEVICE_CHECK_BENCH_STEPS=N times N steps instead of 30 (a short last
 # rerun).
 #
@@ -159,7 +161,7 @@ fi
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 if [ "${DEVICE_CHECK_SANITIZER:-1}" = 0 ]; then
   lap "compute-sanitizer: skipped (DEVICE_CHECK_SANITIZER=0)"
-elif [ $(( $(date +%s) - start )) -gt 400 ]; then
+elif [ $(( $(date +%s) - start )) -gt "${DEVICE_CHECK_SANITIZER_AFTER:-400}" ]; then
   lap "compute-sanitizer: skipped, no time left"
 elif [ -n "$sanitizer" ]; then
   timeout 90 "$sanitizer" --tool racecheck --racecheck-report hazard "$conformance" \
