@@ -18,7 +18,7 @@
 # only if the stages before it ended within DEVICE_CHECK_SANITIZER_AFTER
 # seconds, 400 unless set) and
 # DEVICE_CHECK_BENCH_STEPS=N times N steps instead of 30 (a short last
-# rerun).
+# rerun); DEVICE_CHECK_AB (below) adds a traced run with a variable set.
 #
 # The device tool brings back at most 8 files from $OUT, so the logs are
 # written to a work folder and $OUT holds two: summary.md and logs.tar.gz,
@@ -130,6 +130,17 @@ timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" 
 [ -s "$out/bench.trace.json" ] &&
   python3 "$root/bench/trace_summary.py" "$out/bench.trace.json" --markdown \
     > "$out/bench.trace.md" 2>&1 && lap "trace summary: bench.trace.md"
+# DEVICE_CHECK_AB="NAME=VALUE": the same traced run again with that
+# variable set (a runtime switch such as DSC_CUDA_ATTENTION_SYNC=block), so
+# a change is measured against its alternative on one machine in one run.
+if [ -n "${DEVICE_CHECK_AB:-}" ]; then
+  env "$DEVICE_CHECK_AB" timeout 60 "$dsrun" "$bench_plan" --backend cuda --data "$dev/plans/corpus.txt" \
+    --steps 4 --trace "$out/bench.trace-ab.json" > "$out/bench.trace-ab.log" 2>&1
+  [ -s "$out/bench.trace-ab.json" ] &&
+    python3 "$root/bench/trace_summary.py" "$out/bench.trace-ab.json" --markdown \
+      > "$out/bench.trace-ab.md" 2>&1
+  lap "trace with $DEVICE_CHECK_AB: bench.trace-ab.md; attention $(grep -E '^\| attention' "$out/bench.trace-ab.md" | cut -d'|' -f3) ms/step against $(grep -E '^\| attention' "$out/bench.trace.md" | cut -d'|' -f3) without"
+fi
 # What the runtime noted (a program left uncaptured, an epilogue run
 # unfused): each is a path the results above did not take.
 grep -h 'dsrun: note:' "$out"/*.log 2> /dev/null | sort | uniq -c | head -12 | sed 's/^/  /' | tee -a "$summary"

@@ -20,6 +20,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 namespace dsc::rt::cuda {
@@ -52,8 +54,14 @@ struct DeviceIO {
 /// blocks per SM where shared memory allows (registers capped at 128 per
 /// thread; the programs take 40 to 126 KiB a block, so the largest run one
 /// per SM): one block's barrier stalls are the other's turn.
+///
+/// After a body phase of Prog::kWarpBody only the warp meets (where
+/// warpSync; else every phase ends in a block barrier, which
+/// DSC_CUDA_ATTENTION_SYNC=block asks for, to measure the difference).
 template <class Prog>
-__global__ void __launch_bounds__(tiles::kThreads, 2) runTiles(Prog prog) {
+__global__ void __launch_bounds__(tiles::kThreads, 2)
+    runTiles(Prog prog, bool warpSync) {
+  constexpr uint32_t warpSynced = tiles::WarpSyncedBody<Prog>::mask;
   extern __shared__ float smem[];
   typename Prog::Thread th;
   const int t = int(threadIdx.x);
@@ -68,7 +76,10 @@ __global__ void __launch_bounds__(tiles::kThreads, 2) runTiles(Prog prog) {
 #pragma unroll
       for (int ph = 0; ph < Prog::kBody; ++ph) {
         prog.body(ph, tile, step, t, th, smem);
-        __syncthreads();
+        if (warpSync && (warpSynced >> ph & 1))
+          __syncwarp();
+        else
+          __syncthreads();
       }
     }
 #pragma unroll
@@ -79,11 +90,26 @@ __global__ void __launch_bounds__(tiles::kThreads, 2) runTiles(Prog prog) {
   }
 }
 
+/// DSC_CUDA_ATTENTION_SYNC: "warp" (unset: the default) or "block" (every
+/// phase of the attention programs ends in a block barrier).
+bool warpSyncedPhases(bool &warpSync, std::string &err) {
+  static const char *const value = std::getenv("DSC_CUDA_ATTENTION_SYNC");
+  const std::string v = value ? value : "warp";
+  if (v != "warp" && v != "block")
+    return fail(err, "DSC_CUDA_ATTENTION_SYNC must be warp or block, got '", v,
+                "'");
+  warpSync = v == "warp";
+  return true;
+}
+
 template <class Prog>
 bool launchTiles(const Prog &prog, cudaStream_t s, std::string &err) {
   const int64_t n = prog.tiles();
+  bool warpSync = true;
   if (n == 0)
     return true;
+  if (!warpSyncedPhases(warpSync, err))
+    return false;
   constexpr int bytes = int(sizeof(float)) * Prog::kSmemFloats;
   // Past 48 KiB a kernel must ask for its shared memory, once per device
   // (at a program's first run, which is not captured into a graph).
@@ -100,7 +126,7 @@ bool launchTiles(const Prog &prog, cudaStream_t s, std::string &err) {
     optedIn.fetch_or(bit);
   }
   const int64_t grid = n < (int64_t(1) << 20) ? n : (int64_t(1) << 20);
-  runTiles<Prog><<<unsigned(grid), tiles::kThreads, bytes, s>>>(prog);
+  runTiles<Prog><<<unsigned(grid), tiles::kThreads, bytes, s>>>(prog, warpSync);
   return launched(err);
 }
 

@@ -53,18 +53,20 @@ DSC_TILE_FN void gradScores(const Problem &a, int64_t i0, int64_t j0,
 
 /// gradScores for a program's warp: query rows rows.. and keys 8 n.. of
 /// the tiles in shared memory (Prog's kQ, kG, kK, kV, kLse, kDsum, row
-/// stride L), stored 16-bit into dS (and P when not null), rows of ls.
+/// stride L; qg floats further on for Q and G, kv for K and V: the buffer
+/// of a double-buffered tile), stored 16-bit into dS (and P when not
+/// null), rows of ls.
 template <bool kBF16, class Prog>
-DSC_TILE_FN void storeGradScores(const Prog &prog, float *sm, int64_t i0,
-                                 int64_t j0, int rows, int n, int lane,
-                                 uint16_t *P, uint16_t *dS, int ls) {
+DSC_TILE_FN void storeGradScores(const Prog &prog, float *sm, int qg, int kv,
+                                 int64_t i0, int64_t j0, int rows, int n,
+                                 int lane, uint16_t *P, uint16_t *dS, int ls) {
   constexpr int L = Prog::L;
   float pr[4], ds[4];
   gradScores<kBF16>(
-      prog.a, i0 + rows, j0 + 8 * n, Prog::half(sm, Prog::kQ) + rows * L,
-      Prog::half(sm, Prog::kG) + rows * L, L,
-      Prog::half(sm, Prog::kK) + 8 * n * L,
-      Prog::half(sm, Prog::kV) + 8 * n * L, L, sm + Prog::kLse + rows,
+      prog.a, i0 + rows, j0 + 8 * n, Prog::half(sm, Prog::kQ + qg) + rows * L,
+      Prog::half(sm, Prog::kG + qg) + rows * L, L,
+      Prog::half(sm, Prog::kK + kv) + 8 * n * L,
+      Prog::half(sm, Prog::kV + kv) + 8 * n * L, L, sm + Prog::kLse + rows,
       sm + Prog::kDsum + rows, lane, pr, ds);
   for (int i = 0; i < 4; ++i) {
     int r, c;
@@ -81,10 +83,13 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
   static constexpr int kHalfTiles = DM / 16; // column tiles per warp
   static constexpr int halves(int n) { return (n + 1) / 2; }
   // Shared memory, in floats: K, V (the block's keys), Q, g (the query
-  // tile), all 16-bit with rows of L; P and dS (16-bit, BR x LS); lse, D.
+  // tile, twice: step s computes on buffer s % 2 while the next arrives in
+  // the other, kQG floats further on), all 16-bit with rows of L; P and dS
+  // (16-bit, BR x LS); lse, D.
+  static constexpr int kQG = 2 * halves(BR * L);
   static constexpr int kK = 0, kV = kK + halves(BC * L),
                        kQ = kV + halves(BC * L), kG = kQ + halves(BR * L),
-                       kP = kG + halves(BR * L), kDS = kP + halves(BR * LS),
+                       kP = kQ + 2 * kQG, kDS = kP + halves(BR * LS),
                        kLse = kDS + halves(BR * LS), kDsum = kLse + BR,
                        kSmemFloats = kDsum + BR;
   static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
@@ -114,24 +119,38 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
     for (int n = 0; n < kHalfTiles; ++n)
       for (int i = 0; i < 4; ++i)
         th.dk[n][i] = th.dv[n][i] = 0;
+    if (steps(tile) > 0)
+      loadQueries(tile, 0, t, sm);
+  }
+
+  /// Step `step`'s Q and g tiles into buffer step % 2, asynchronously.
+  DSC_TILE_FN void loadQueries(int64_t tile, int64_t step, int t,
+                               float *sm) const {
+    const int64_t i0 = firstQueryOf(tile) + step * BR,
+                  row0 = pairOf(tile) * a.Tq + i0;
+    const int buffer = kQG * int(step & 1);
+    loadTile16<IO, BR, true>(a.q, row0, a.Tq - i0, a.D, roundUp(a.D, 16),
+                             half(sm, kQ + buffer), L, t);
+    loadTile16<IO, BR, true>(a.g, row0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
+                             half(sm, kG + buffer), L, t);
+    commitTileLoads();
   }
 
   DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
                         Thread &th, float *sm) const {
     const int64_t p = pairOf(tile), j0 = firstKey(tile),
                   i0 = firstQueryOf(tile) + step * BR, row0 = p * a.Tq + i0;
-    const int warp = t / 32, lane = t % 32;
-    if (phase == 0) { // the query tile
-      loadTile16<IO, BR>(a.q, row0, a.Tq - i0, a.D, roundUp(a.D, 16),
-                         half(sm, kQ), L, t);
-      loadTile16<IO, BR>(a.g, row0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
-                         half(sm, kG), L, t);
+    const int warp = t / 32, lane = t % 32, buffer = kQG * int(step & 1);
+    if (phase == 0) { // this step's query tile has arrived; its statistics
       loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
-    } else if (phase == 1) { // P and dS: warp w, rows 16 (w % 4), 4 tiles
+      awaitTileLoads();
+    } else if (phase == 1) {      // P and dS: warp w, rows 16 (w % 4), 4 tiles
+      if (step + 1 < steps(tile)) // the other buffer was last read before
+        loadQueries(tile, step + 1, t, sm); // the block's previous barrier
       const int rows = 16 * (warp % 4);
       for (int n = 4 * (warp / 4); n < 4 * (warp / 4) + 4; ++n)
-        storeGradScores<kBF16>(*this, sm, i0, j0, rows, n, lane, half(sm, kP),
-                               half(sm, kDS), LS);
+        storeGradScores<kBF16>(*this, sm, buffer, 0, i0, j0, rows, n, lane,
+                               half(sm, kP), half(sm, kDS), LS);
     } else { // dV += P^T g, dK += dS^T Q for keys 16 (w % 4).., half w / 4
       const int keys = 16 * (warp % 4), cols = 8 * kHalfTiles * (warp / 4);
       DSC_TILE_UNROLL
@@ -141,10 +160,10 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
           // A(i, k) = P[16 kc + k][keys + i]; B(k, n) = g[16 kc + k][x + n]
           if (x < a.Dv)
             mmaTile<kBF16>(th.dv[n], half(sm, kP) + 16 * kc * LS + keys, 1, LS,
-                           half(sm, kG) + 16 * kc * L + x, L, 1, lane);
+                           half(sm, kG + buffer) + 16 * kc * L + x, L, 1, lane);
           if (x < a.D)
             mmaTile<kBF16>(th.dk[n], half(sm, kDS) + 16 * kc * LS + keys, 1, LS,
-                           half(sm, kQ) + 16 * kc * L + x, L, 1, lane);
+                           half(sm, kQ + buffer) + 16 * kc * L + x, L, 1, lane);
         }
       }
     }
@@ -177,13 +196,17 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
   static constexpr int BR = Cfg::BR, BC = Cfg::BC, DM = Cfg::DM, L = DM + 8,
                        LS = BC + 8, kTilesN = DM / 8;
   static constexpr int halves(int n) { return (n + 1) / 2; }
-  // Shared memory, in floats: Q, g (the block's rows), K, V (a key tile),
-  // all 16-bit with rows of L; dS (16-bit, BR x LS); lse, D.
+  // Shared memory, in floats: Q, g (the block's rows), K, V (a key tile,
+  // twice: step s computes on buffer s % 2 while the next arrives in the
+  // other, kKV floats further on), all 16-bit with rows of L; dS (16-bit,
+  // BR x LS); lse, D.
+  static constexpr int kKV = 2 * halves(BC * L);
   static constexpr int kQ = 0, kG = kQ + halves(BR * L),
                        kK = kG + halves(BR * L), kV = kK + halves(BC * L),
-                       kDS = kV + halves(BC * L), kLse = kDS + halves(BR * LS),
+                       kDS = kK + 2 * kKV, kLse = kDS + halves(BR * LS),
                        kDsum = kLse + BR, kSmemFloats = kDsum + BR;
   static constexpr int kPrologue = 1, kBody = 3, kEpilogue = 1;
+  static constexpr uint32_t kWarpBody = 0b010; // dS: the warp's own rows
 
   DSC_TILE_FN GradQMmaTiles() : QueryTiling{{}, BR, BC} {}
   const float *lse = nullptr, *dsum = nullptr;
@@ -210,21 +233,35 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
     for (int n = 0; n < kTilesN; ++n)
       for (int i = 0; i < 4; ++i)
         th.dq[n][i] = 0;
+    if (steps(tile) > 0)
+      loadKeys(tile, 0, t, sm);
+  }
+
+  /// Step `step`'s K and V tiles into buffer step % 2, asynchronously.
+  DSC_TILE_FN void loadKeys(int64_t tile, int64_t step, int t,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), j0 = step * BC;
+    const int buffer = kKV * int(step & 1);
+    loadTile16<IO, BC, true>(a.k, p * a.Tk + j0, a.Tk - j0, a.D,
+                             roundUp(a.D, 16), half(sm, kK + buffer), L, t);
+    loadTile16<IO, BC, true>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv,
+                             roundUp(a.Dv, 16), half(sm, kV + buffer), L, t);
+    commitTileLoads();
   }
 
   DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
                         Thread &th, float *sm) const {
-    const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
-    const int warp = t / 32, lane = t % 32, rows = 16 * warp;
-    if (phase == 0) { // the key tile
-      loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
-                         half(sm, kK), L, t);
-      loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
-                         half(sm, kV), L, t);
-    } else if (phase == 1) { // the warp's dS
+    const int64_t i0 = firstRow(tile), j0 = step * BC;
+    const int warp = t / 32, lane = t % 32, rows = 16 * warp,
+              buffer = kKV * int(step & 1);
+    if (phase == 0) { // this step's key tile has arrived
+      awaitTileLoads();
+    } else if (phase == 1) {      // the warp's dS
+      if (step + 1 < steps(tile)) // the other buffer was last read before
+        loadKeys(tile, step + 1, t, sm); // the block's previous barrier
       for (int n = 0; n < BC / 8; ++n)
-        storeGradScores<kBF16>(*this, sm, i0, j0, rows, n, lane, nullptr,
-                               half(sm, kDS), LS);
+        storeGradScores<kBF16>(*this, sm, 0, buffer, i0, j0, rows, n, lane,
+                               nullptr, half(sm, kDS), LS);
     } else { // dQ += dS K: A = dS rows, B(k, n) = K[16 kc + k][8 n' + n]
       DSC_TILE_UNROLL
       for (int n = 0; n < kTilesN; ++n) {
@@ -232,7 +269,8 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
           continue;
         for (int kc = 0; kc < BC / 16; ++kc)
           mmaTile<kBF16>(th.dq[n], half(sm, kDS) + rows * LS + 16 * kc, LS, 1,
-                         half(sm, kK) + 16 * kc * L + 8 * n, L, 1, lane);
+                         half(sm, kK + buffer) + 16 * kc * L + 8 * n, L, 1,
+                         lane);
       }
     }
   }

@@ -44,9 +44,39 @@ DSC_TILE_FN int64_t roundUp(int64_t n, int64_t to) {
   return ceilDiv(n, to) * to;
 }
 
+#if defined(__CUDA_ARCH__)
+/// 16 bytes from global to shared memory without passing through
+/// registers (cp.async, sm_80 and up); zero-filled when !valid.
+__device__ __forceinline__ void copyAsync16(void *dst, const void *src,
+                                            bool valid) {
+  const uint32_t at = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+#endif
+
+/// The asynchronous copies a thread issued so far (loadTile16<.., true>)
+/// form a group; awaitTileLoads waits for all of them. After the wait a
+/// block barrier makes every thread's copies visible to all. (The host's
+/// copies are done when issued.)
+DSC_TILE_FN void commitTileLoads() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+DSC_TILE_FN void awaitTileLoads() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
 /// dst[r * ld + c] = the 16-bit bits of src row (row0 + r), column c, for
 /// r < ROWS and c < width; rows past `rows` and columns past `cols` zero.
-template <class IO, int ROWS>
+/// kAsync: where the rows are whole aligned 16-byte words, the device
+/// copies them asynchronously (commitTileLoads, awaitTileLoads), so a
+/// program loads the next tile while it computes on this one.
+template <class IO, int ROWS, bool kAsync = false>
 DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
                             int64_t cols, int64_t width, uint16_t *dst, int ld,
                             int t) {
@@ -60,8 +90,13 @@ DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
     const uint4 *from = static_cast<const uint4 *>(src);
     for (int e = t; e < ROWS * words; e += kThreads) {
       const int r = e / words, w = e % words;
-      *reinterpret_cast<uint4 *>(dst + r * ld + 8 * w) =
-          r < rows ? from[(row0 + r) * words + w] : make_uint4(0, 0, 0, 0);
+      uint16_t *to = dst + r * ld + 8 * w;
+      if constexpr (kAsync)
+        copyAsync16(to, r < rows ? from + (row0 + r) * words + w : from,
+                    r < rows);
+      else
+        *reinterpret_cast<uint4 *>(to) =
+            r < rows ? from[(row0 + r) * words + w] : make_uint4(0, 0, 0, 0);
     }
     return;
   }
@@ -88,8 +123,11 @@ struct ForwardMmaTiles : QueryTiling {
   // row the step's max and sum; for the statistics the g tile (16-bit) and
   // g . v (f32) instead of P, and per half row the running D (double, at
   // an even offset).
+  // K and V twice: step s computes on buffer s % 2 while the next tile
+  // arrives in the other (kKV floats further on).
+  static constexpr int kKV = 2 * halves(BC * LK);
   static constexpr int kQ = 0, kK = kQ + halves(BR * LQ),
-                       kV = kK + halves(BC * LK), kS = kV + halves(BC * LK),
+                       kV = kK + halves(BC * LK), kS = kK + 2 * kKV,
                        kP = kS + BR * SW,
                        kM = kP + (kStats ? BR * SW : halves(BR * LP)),
                        kL = kM + BR, kC = kL + BR, kMN = kC + BR,
@@ -104,6 +142,10 @@ struct ForwardMmaTiles : QueryTiling {
   static_assert(2 * BR == kThreads, "two threads per query row");
   static constexpr int kPrologue = 1, kBody = kStats ? 4 : 5,
                        kEpilogue = kStats ? 2 : 1;
+  // Past the key tile's load a warp works on its own 16 rows until the P V
+  // phase (the statistics: the softmax) ends: only the warp meets after
+  // the scores, the maxima and the softmax.
+  static constexpr uint32_t kWarpBody = kStats ? 0b0110 : 0b01110;
   static constexpr int kTilesN = kStats ? 1 : DM / 8; // output column tiles
 
   DSC_TILE_FN ForwardMmaTiles() : QueryTiling{{}, BR, BC} {}
@@ -137,22 +179,35 @@ struct ForwardMmaTiles : QueryTiling {
       sm[kM + t] = -INFINITY;
       sm[kL + t] = 0;
     }
+    if (steps(tile) > 0)
+      loadKeys(tile, 0, t, sm);
+  }
+
+  /// Step `step`'s K and V tiles into buffer step % 2, asynchronously.
+  DSC_TILE_FN void loadKeys(int64_t tile, int64_t step, int t,
+                            float *sm) const {
+    const int64_t p = pairOf(tile), j0 = step * BC;
+    const int buffer = kKV * int(step & 1);
+    loadTile16<IO, BC, true>(a.k, p * a.Tk + j0, a.Tk - j0, a.D,
+                             roundUp(a.D, 16), half(sm, kK + buffer), LK, t);
+    loadTile16<IO, BC, true>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv,
+                             roundUp(a.Dv, 16), half(sm, kV + buffer), LK, t);
+    commitTileLoads();
   }
 
   DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
                         Thread &th, float *sm) const {
-    const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
-    const int warp = t / 32, lane = t % 32;
-    if (phase == 0) { // K and V
+    const int64_t i0 = firstRow(tile), j0 = step * BC;
+    const int warp = t / 32, lane = t % 32, buffer = kKV * int(step & 1);
+    if (phase == 0) { // this step's K and V have arrived
       if (kStats && step > 0 && t < BR)
         updateRow(sm, t); // the previous step's
-      loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
-                         half(sm, kK), LK, t);
-      loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
-                         half(sm, kV), LK, t);
-    } else if (phase == 1) { // the warp's scores Q K^T (and g . v: G V^T)
-      const uint16_t *q = half(sm, kQ) + 16 * warp * LQ, *k = half(sm, kK),
-                     *v = half(sm, kV);
+      awaitTileLoads();
+    } else if (phase == 1) {      // the warp's scores Q K^T (and g . v: G V^T)
+      if (step + 1 < steps(tile)) // the other buffer was last read before
+        loadKeys(tile, step + 1, t, sm); // the block's previous barrier
+      const uint16_t *q = half(sm, kQ) + 16 * warp * LQ,
+                     *k = half(sm, kK + buffer), *v = half(sm, kV + buffer);
       const int64_t chunks = roundUp(a.D, 16) / 16,
                     vChunks = roundUp(a.Dv, 16) / 16;
       for (int n = 0; n < BC / 8; ++n) {
@@ -185,10 +240,11 @@ struct ForwardMmaTiles : QueryTiling {
       sm[kHM + t] = m;
     } else if (phase == 3) { // probabilities, two threads per row
       softmaxHalf(sm, t / 2, t % 2, th);
-    } else { // rescale, then add P V; the rows' running max and sum
-      if (t < BR)
-        updateRow(sm, t);
-      const uint16_t *pr = half(sm, kP) + 16 * warp * LP, *v = half(sm, kV);
+    } else {          // rescale, then add P V; the rows' running max and sum
+      if (t % 2 == 0) // the row's first thread: a row of this warp
+        updateRow(sm, t / 2);
+      const uint16_t *pr = half(sm, kP) + 16 * warp * LP,
+                     *v = half(sm, kV + buffer);
       DSC_TILE_UNROLL
       for (int n = 0; n < kTilesN; ++n) {
         if (8 * n >= a.Dv)

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if defined(__CUDACC__)
@@ -529,22 +530,43 @@ inline uint64_t &emulatedPhase() {
 /// The order in which the host runs a phase's threads.
 enum class ThreadOrder { Ascending, Descending };
 
+/// The body phases after which a program's warps meet only their own
+/// lanes (__syncwarp), not the block: bit ph of Prog::kWarpBody, 0 when a
+/// program does not declare it. In such a phase a warp reads only what its
+/// own lanes wrote since the last block barrier (and what the block wrote
+/// before it); the phase after a run of them ends in a block barrier.
+template <class Prog, class = void> struct WarpSyncedBody {
+  static constexpr uint32_t mask = 0;
+};
+template <class Prog>
+struct WarpSyncedBody<Prog, std::void_t<decltype(Prog::kWarpBody)>> {
+  static constexpr uint32_t mask = Prog::kWarpBody;
+  static_assert(!(mask >> (Prog::kBody - 1) & 1),
+                "the last body phase ends in a block barrier");
+};
+constexpr int kWarps = kThreads / 32;
+
 /// Runs a program on the host as a device block would, tile after tile:
-/// each phase for every thread in `order`, then the next phase. Shared
-/// memory and the threads' registers start each tile as all-ones bits (NaN
-/// as f32, bf16 and f16), so a read of something no phase wrote shows in
-/// the results.
+/// each phase for every thread in `order`, then the next phase. Phases
+/// that end in a warp's barrier (WarpSyncedBody) run warp by warp instead,
+/// each warp through all of them up to the next block barrier, warps in
+/// `order`: a read of another warp's writes there sees them in one order
+/// and not in the other. Shared memory and the threads' registers start
+/// each tile as all-ones bits (NaN as f32, bf16 and f16), so a read of
+/// something no phase wrote shows in the results.
 template <class Prog> void emulateTiles(const Prog &prog, ThreadOrder order) {
   using Thread = typename Prog::Thread;
   static_assert(sizeof(Thread) % sizeof(float) == 0, "registers are floats");
+  constexpr uint32_t warpSynced = WarpSyncedBody<Prog>::mask;
   float nan;
   const uint32_t ones = ~0u;
   std::memcpy(&nan, &ones, sizeof nan);
   std::vector<float> smem(size_t(Prog::kSmemFloats));
   std::vector<Thread> threads(kThreads);
-  auto eachThread = [&](auto &&run) {
-    for (int n = 0; n < kThreads; ++n) {
-      const int t = order == ThreadOrder::Ascending ? n : kThreads - 1 - n;
+  const bool up = order == ThreadOrder::Ascending;
+  auto eachThread = [&](int first, int count, auto &&run) {
+    for (int n = 0; n < count; ++n) {
+      const int t = first + (up ? n : count - 1 - n);
       run(t, threads[size_t(t)]);
     }
   };
@@ -553,16 +575,26 @@ template <class Prog> void emulateTiles(const Prog &prog, ThreadOrder order) {
     std::fill_n(reinterpret_cast<float *>(threads.data()),
                 threads.size() * sizeof(Thread) / sizeof(float), nan);
     for (int ph = 0; ph < Prog::kPrologue; ++ph, ++emulatedPhase())
-      eachThread([&](int t, Thread &th) {
+      eachThread(0, kThreads, [&](int t, Thread &th) {
         prog.prologue(ph, tile, t, th, smem.data());
       });
     for (int64_t step = 0, n = prog.steps(tile); step < n; ++step)
-      for (int ph = 0; ph < Prog::kBody; ++ph, ++emulatedPhase())
-        eachThread([&](int t, Thread &th) {
-          prog.body(ph, tile, step, t, th, smem.data());
-        });
+      for (int ph = 0; ph < Prog::kBody;) {
+        int last = ph; // phases ph..last, the last ending in a block barrier
+        while (warpSynced >> last & 1)
+          ++last;
+        for (int w = 0; w < (last > ph ? kWarps : 1); ++w) {
+          const int warp = up ? w : kWarps - 1 - w;
+          for (int q = ph; q <= last; ++q, ++emulatedPhase())
+            eachThread(last > ph ? 32 * warp : 0, last > ph ? 32 : kThreads,
+                       [&](int t, Thread &th) {
+                         prog.body(q, tile, step, t, th, smem.data());
+                       });
+        }
+        ph = last + 1;
+      }
     for (int ph = 0; ph < Prog::kEpilogue; ++ph, ++emulatedPhase())
-      eachThread([&](int t, Thread &th) {
+      eachThread(0, kThreads, [&](int t, Thread &th) {
         prog.epilogue(ph, tile, t, th, smem.data());
       });
   }

@@ -469,4 +469,50 @@ TEST(AttentionTiles, ThreadOrdersExposeARace) {
   EXPECT_NE(up, down);
 }
 
+/// A program whose warps meet only their own lanes after body phase 0,
+/// where each thread writes its slot, and which then reads the slot
+/// `offset` threads on: another warp's, which a block barrier would have
+/// made safe. The warp-by-warp emulation must tell the orders apart for a
+/// read of a later warp's slot and of an earlier one's.
+struct CrossWarpProgram {
+  static constexpr int kSmemFloats = tiles::kThreads, kPrologue = 1, kBody = 2,
+                       kEpilogue = 1;
+  static constexpr uint32_t kWarpBody = 0b01;
+  float *out;
+  int offset;
+  struct Thread {
+    float x;
+  };
+  int64_t tiles() const { return 1; }
+  int64_t steps(int64_t) const { return 1; }
+  void prologue(int, int64_t, int t, Thread &, float *sm) const { sm[t] = 0; }
+  void body(int phase, int64_t, int64_t, int t, Thread &th, float *sm) const {
+    if (phase == 0)
+      sm[t] = float(t + 1);
+    else
+      th.x = sm[(t + offset) % tiles::kThreads];
+  }
+  void epilogue(int, int64_t, int t, Thread &th, float *) const {
+    out[t] = th.x;
+  }
+};
+
+TEST(AttentionTiles, WarpByWarpOrdersExposeACrossWarpRead) {
+  for (int offset : {32, tiles::kThreads - 32}) {
+    std::vector<float> up(tiles::kThreads), down(tiles::kThreads);
+    tiles::emulateTiles(CrossWarpProgram{up.data(), offset},
+                        tiles::ThreadOrder::Ascending);
+    tiles::emulateTiles(CrossWarpProgram{down.data(), offset},
+                        tiles::ThreadOrder::Descending);
+    EXPECT_NE(up, down) << "offset " << offset;
+  }
+  // Within a warp the same reads are safe: both orders agree.
+  std::vector<float> up(tiles::kThreads), down(tiles::kThreads);
+  tiles::emulateTiles(CrossWarpProgram{up.data(), 0},
+                      tiles::ThreadOrder::Ascending);
+  tiles::emulateTiles(CrossWarpProgram{down.data(), 0},
+                      tiles::ThreadOrder::Descending);
+  EXPECT_EQ(up, down);
+}
+
 } // namespace
