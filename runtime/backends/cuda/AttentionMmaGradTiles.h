@@ -25,56 +25,67 @@
 namespace dsc::rt::cuda::tiles {
 
 /// Lane's four entries of the gradient's scores for 16 query rows (Q, G in
-/// shared memory at q, g, row stride lq) against 8 keys (K, V at k, v, row
-/// stride lk): p = P, ds = dS; zero where the query does not see the key.
-/// lse and dsum are the 16 rows'. i0, j0: the first row's and key's
-/// positions.
-template <bool kBF16>
+/// shared memory at q, g, row stride lq) against NB tiles of 8 keys each
+/// (K, V at k, v, row stride lk; tile j 8 j rows on): p[j] = P, ds[j] = dS;
+/// zero where the query does not see the key. lse and dsum are the 16
+/// rows'. i0, j0: the first row's and key's positions. Each A tile (Q's,
+/// G's) is loaded once for the NB products.
+template <bool kBF16, int NB>
 DSC_TILE_FN void gradScores(const Problem &a, int64_t i0, int64_t j0,
                             const uint16_t *q, const uint16_t *g, int lq,
                             const uint16_t *k, const uint16_t *v, int lk,
                             const float *lse, const float *dsum, int lane,
-                            float (&p)[4], float (&ds)[4]) {
-  float s[4] = {0, 0, 0, 0}, dp[4] = {0, 0, 0, 0};
-  for (int64_t kc = 0; kc < roundUp(a.D, 16) / 16; ++kc) // B(k, n) = K[n][k]
-    mmaTile<kBF16>(s, q + 16 * kc, lq, 1, k + 16 * kc, 1, lk, lane);
-  for (int64_t kc = 0; kc < roundUp(a.Dv, 16) / 16; ++kc) // V[n][k]
-    mmaTile<kBF16>(dp, g + 16 * kc, lq, 1, v + 16 * kc, 1, lk, lane);
-  for (int i = 0; i < 4; ++i) {
-    int r, c;
-    accumulatorAt(lane, i, r, c);
-    p[i] = ds[i] = 0;
-    if (a.sees(i0 + r, j0 + c)) {
-      p[i] = expf(mulRounded(a.scale, s[i]) - lse[r]);
-      ds[i] = a.scale * p[i] * (dp[i] - dsum[r]);
-    }
+                            float (&p)[NB][4], float (&ds)[NB][4]) {
+  float s[NB][4] = {}, dp[NB][4] = {};
+  for (int64_t kc = 0; kc < roundUp(a.D, 16) / 16; ++kc) { // K[n][k]
+    FragmentA fq;
+    fq.load(q + 16 * kc, lq, 1, lane);
+    for (int j = 0; j < NB; ++j)
+      mmaFragment<kBF16>(s[j], fq, k + 8 * j * lk + 16 * kc, 1, lk, lane);
   }
+  for (int64_t kc = 0; kc < roundUp(a.Dv, 16) / 16; ++kc) { // V[n][k]
+    FragmentA fg;
+    fg.load(g + 16 * kc, lq, 1, lane);
+    for (int j = 0; j < NB; ++j)
+      mmaFragment<kBF16>(dp[j], fg, v + 8 * j * lk + 16 * kc, 1, lk, lane);
+  }
+  for (int j = 0; j < NB; ++j)
+    for (int i = 0; i < 4; ++i) {
+      int r, c;
+      accumulatorAt(lane, i, r, c);
+      p[j][i] = ds[j][i] = 0;
+      if (a.sees(i0 + r, j0 + 8 * j + c)) {
+        p[j][i] = expf(mulRounded(a.scale, s[j][i]) - lse[r]);
+        ds[j][i] = a.scale * p[j][i] * (dp[j][i] - dsum[r]);
+      }
+    }
 }
 
-/// gradScores for a program's warp: query rows rows.. and keys 8 n.. of
-/// the tiles in shared memory (Prog's kQ, kG, kK, kV, kLse, kDsum, row
-/// stride L; qg floats further on for Q and G, kv for K and V: the buffer
-/// of a double-buffered tile), stored 16-bit into dS (and P when not
-/// null), rows of ls.
+/// gradScores for a program's warp: query rows rows.. and keys 8 n.. (two
+/// tiles of 8) of the tiles in shared memory (Prog's kQ, kG, kK, kV, kLse,
+/// kDsum, row stride L; qg floats further on for Q and G, kv for K and V:
+/// the buffer of a double-buffered tile), stored 16-bit into dS (and P
+/// when not null), rows of ls.
 template <bool kBF16, class Prog>
 DSC_TILE_FN void storeGradScores(const Prog &prog, float *sm, int qg, int kv,
                                  int64_t i0, int64_t j0, int rows, int n,
                                  int lane, uint16_t *P, uint16_t *dS, int ls) {
   constexpr int L = Prog::L;
-  float pr[4], ds[4];
-  gradScores<kBF16>(
+  float pr[2][4], ds[2][4];
+  gradScores<kBF16, 2>(
       prog.a, i0 + rows, j0 + 8 * n, Prog::half(sm, Prog::kQ + qg) + rows * L,
       Prog::half(sm, Prog::kG + qg) + rows * L, L,
       Prog::half(sm, Prog::kK + kv) + 8 * n * L,
       Prog::half(sm, Prog::kV + kv) + 8 * n * L, L, sm + Prog::kLse + rows,
       sm + Prog::kDsum + rows, lane, pr, ds);
-  for (int i = 0; i < 4; ++i) {
-    int r, c;
-    accumulatorAt(lane, i, r, c);
-    if (P)
-      P[(rows + r) * ls + 8 * n + c] = to16<kBF16>(pr[i]);
-    dS[(rows + r) * ls + 8 * n + c] = to16<kBF16>(ds[i]);
-  }
+  for (int j = 0; j < 2; ++j)
+    for (int i = 0; i < 4; ++i) {
+      int r, c;
+      accumulatorAt(lane, i, r, c);
+      if (P)
+        P[(rows + r) * ls + 8 * (n + j) + c] = to16<kBF16>(pr[j][i]);
+      dS[(rows + r) * ls + 8 * (n + j) + c] = to16<kBF16>(ds[j][i]);
+    }
 }
 
 /// dK and dV, a block per 64 keys; head dims up to DM.
@@ -148,22 +159,29 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
       if (step + 1 < steps(tile)) // the other buffer was last read before
         loadQueries(tile, step + 1, t, sm); // the block's previous barrier
       const int rows = 16 * (warp % 4);
-      for (int n = 4 * (warp / 4); n < 4 * (warp / 4) + 4; ++n)
+      for (int n = 4 * (warp / 4); n < 4 * (warp / 4) + 4; n += 2)
         storeGradScores<kBF16>(*this, sm, buffer, 0, i0, j0, rows, n, lane,
                                half(sm, kP), half(sm, kDS), LS);
     } else { // dV += P^T g, dK += dS^T Q for keys 16 (w % 4).., half w / 4
       const int keys = 16 * (warp % 4), cols = 8 * kHalfTiles * (warp / 4);
-      DSC_TILE_UNROLL
-      for (int n = 0; n < kHalfTiles; ++n) {
-        const int x = cols + 8 * n;
-        for (int kc = 0; kc < BR / 16; ++kc) {
-          // A(i, k) = P[16 kc + k][keys + i]; B(k, n) = g[16 kc + k][x + n]
+      // Each A tile (P^T's, dS^T's) loaded once for the warp's column
+      // tiles; every accumulator still sums over kc in order.
+      for (int kc = 0; kc < BR / 16; ++kc) {
+        // A(i, k) = P[16 kc + k][keys + i]; B(k, n) = g[16 kc + k][x + n]
+        FragmentA fp, fds;
+        fp.load(half(sm, kP) + 16 * kc * LS + keys, 1, LS, lane);
+        fds.load(half(sm, kDS) + 16 * kc * LS + keys, 1, LS, lane);
+        DSC_TILE_UNROLL
+        for (int n = 0; n < kHalfTiles; ++n) {
+          const int x = cols + 8 * n;
           if (x < a.Dv)
-            mmaTile<kBF16>(th.dv[n], half(sm, kP) + 16 * kc * LS + keys, 1, LS,
-                           half(sm, kG + buffer) + 16 * kc * L + x, L, 1, lane);
+            mmaFragment<kBF16>(th.dv[n], fp,
+                               half(sm, kG + buffer) + 16 * kc * L + x, L, 1,
+                               lane);
           if (x < a.D)
-            mmaTile<kBF16>(th.dk[n], half(sm, kDS) + 16 * kc * LS + keys, 1, LS,
-                           half(sm, kQ + buffer) + 16 * kc * L + x, L, 1, lane);
+            mmaFragment<kBF16>(th.dk[n], fds,
+                               half(sm, kQ + buffer) + 16 * kc * L + x, L, 1,
+                               lane);
         }
       }
     }
@@ -259,18 +277,20 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
     } else if (phase == 1) {      // the warp's dS
       if (step + 1 < steps(tile)) // the other buffer was last read before
         loadKeys(tile, step + 1, t, sm); // the block's previous barrier
-      for (int n = 0; n < BC / 8; ++n)
+      for (int n = 0; n < BC / 8; n += 2)
         storeGradScores<kBF16>(*this, sm, 0, buffer, i0, j0, rows, n, lane,
                                nullptr, half(sm, kDS), LS);
     } else { // dQ += dS K: A = dS rows, B(k, n) = K[16 kc + k][8 n' + n]
-      DSC_TILE_UNROLL
-      for (int n = 0; n < kTilesN; ++n) {
-        if (8 * n >= a.D)
-          continue;
-        for (int kc = 0; kc < BC / 16; ++kc)
-          mmaTile<kBF16>(th.dq[n], half(sm, kDS) + rows * LS + 16 * kc, LS, 1,
-                         half(sm, kK + buffer) + 16 * kc * L + 8 * n, L, 1,
-                         lane);
+      // Each dS tile loaded once for every column tile of K.
+      for (int kc = 0; kc < BC / 16; ++kc) {
+        FragmentA fds;
+        fds.load(half(sm, kDS) + rows * LS + 16 * kc, LS, 1, lane);
+        DSC_TILE_UNROLL
+        for (int n = 0; n < kTilesN; ++n)
+          if (8 * n < a.D)
+            mmaFragment<kBF16>(th.dq[n], fds,
+                               half(sm, kK + buffer) + 16 * kc * L + 8 * n, L,
+                               1, lane);
       }
     }
   }

@@ -210,27 +210,39 @@ struct ForwardMmaTiles : QueryTiling {
                      *k = half(sm, kK + buffer), *v = half(sm, kV + buffer);
       const int64_t chunks = roundUp(a.D, 16) / 16,
                     vChunks = roundUp(a.Dv, 16) / 16;
-      for (int n = 0; n < BC / 8; ++n) {
-        float acc[4] = {0, 0, 0, 0}, dp[4] = {0, 0, 0, 0};
-        for (int64_t kc = 0; kc < chunks; ++kc) // B(k, n) = K[n][k]
-          mmaTile<kBF16>(acc, q + 16 * kc, LQ, 1, k + 8 * n * LK + 16 * kc, 1,
-                         LK, lane);
+      // Two key tiles at a time: each A tile (Q's, g's) loaded once for
+      // both products.
+      for (int n0 = 0; n0 < BC / 8; n0 += 2) {
+        float acc[2][4] = {}, dp[2][4] = {};
+        for (int64_t kc = 0; kc < chunks; ++kc) { // B(k, n) = K[n][k]
+          FragmentA fq;
+          fq.load(q + 16 * kc, LQ, 1, lane);
+          for (int j = 0; j < 2; ++j)
+            mmaFragment<kBF16>(acc[j], fq, k + 8 * (n0 + j) * LK + 16 * kc, 1,
+                               LK, lane);
+        }
         if constexpr (kStats) { // B(k, n) = V[n][k]
           const uint16_t *g = half(sm, kG) + 16 * warp * LQ;
-          for (int64_t kc = 0; kc < vChunks; ++kc)
-            mmaTile<kBF16>(dp, g + 16 * kc, LQ, 1, v + 8 * n * LK + 16 * kc, 1,
-                           LK, lane);
+          for (int64_t kc = 0; kc < vChunks; ++kc) {
+            FragmentA fg;
+            fg.load(g + 16 * kc, LQ, 1, lane);
+            for (int j = 0; j < 2; ++j)
+              mmaFragment<kBF16>(dp[j], fg, v + 8 * (n0 + j) * LK + 16 * kc, 1,
+                                 LK, lane);
+          }
         }
-        for (int i = 0; i < 4; ++i) {
-          int r, c;
-          accumulatorAt(lane, i, r, c);
-          r += 16 * warp;
-          c += 8 * n;
-          const bool seen = a.sees(i0 + r, j0 + c);
-          sm[kS + r * SW + c] = seen ? mulRounded(a.scale, acc[i]) : -INFINITY;
-          if constexpr (kStats)
-            sm[kP + r * SW + c] = seen ? dp[i] : 0.0f;
-        }
+        for (int j = 0; j < 2; ++j)
+          for (int i = 0; i < 4; ++i) {
+            int r, c;
+            accumulatorAt(lane, i, r, c);
+            r += 16 * warp;
+            c += 8 * (n0 + j);
+            const bool seen = a.sees(i0 + r, j0 + c);
+            sm[kS + r * SW + c] =
+                seen ? mulRounded(a.scale, acc[j][i]) : -INFINITY;
+            if constexpr (kStats)
+              sm[kP + r * SW + c] = seen ? dp[j][i] : 0.0f;
+          }
       }
     } else if (phase == 2) { // each half row's max
       const float *s = sm + kS + (t / 2) * SW + (t % 2) * kHalf;
@@ -246,17 +258,22 @@ struct ForwardMmaTiles : QueryTiling {
       const uint16_t *pr = half(sm, kP) + 16 * warp * LP,
                      *v = half(sm, kV + buffer);
       DSC_TILE_UNROLL
-      for (int n = 0; n < kTilesN; ++n) {
-        if (8 * n >= a.Dv)
-          continue;
+      for (int n = 0; n < kTilesN; ++n)
         for (int i = 0; i < 4; ++i) {
           int r, c;
           accumulatorAt(lane, i, r, c);
           th.o[n][i] *= sm[kC + 16 * warp + r];
         }
-        for (int kc = 0; kc < BC / 16; ++kc) // B(k, n) = V[k][n]
-          mmaTile<kBF16>(th.o[n], pr + 16 * kc, LP, 1, v + 16 * kc * LK + 8 * n,
-                         LK, 1, lane);
+      // Each P tile loaded once for every column tile of V (the sums per
+      // output entry run over kc in order, as before).
+      for (int kc = 0; kc < BC / 16; ++kc) {
+        FragmentA fp;
+        fp.load(pr + 16 * kc, LP, 1, lane);
+        DSC_TILE_UNROLL
+        for (int n = 0; n < kTilesN; ++n) // B(k, n) = V[k][n]
+          if (8 * n < a.Dv)
+            mmaFragment<kBF16>(th.o[n], fp, v + 16 * kc * LK + 8 * n, LK, 1,
+                               lane);
       }
     }
   }

@@ -239,6 +239,71 @@ __device__ __forceinline__ void loadB(const uint16_t *b, int bk, int bn,
 }
 #endif
 
+/// A's registers for mma.m16n8k16, loaded once and multiplied with many B
+/// tiles (a warp's P row block against every column tile of V, say), which
+/// saves the shared-memory reads of loading A again per product. On the
+/// host it keeps where A is: the emulated product reads it at the
+/// multiply, the same bits as long as nothing writes A in between (within a
+/// phase nothing may).
+struct FragmentA {
+#if defined(__CUDA_ARCH__)
+  uint32_t r[4];
+#else
+  const uint16_t *a = nullptr;
+  int ai = 0, ak = 0;
+#endif
+  /// A(i, k) = a[i * ai + k * ak], 16 x 16; every lane of the warp calls it.
+  DSC_TILE_FN void load(const uint16_t *from, int i, int k, int lane) {
+#if defined(__CUDA_ARCH__)
+    loadA(from, i, k, lane, r);
+#else
+    (void)lane;
+    a = from;
+    ai = i;
+    ak = k;
+#endif
+  }
+};
+
+/// acc += A B for A already loaded (FragmentA) and B 16 x 8, 16-bit in
+/// shared memory, B(k, n) = b[k * bk + n * bn]; every lane of the warp
+/// calls it together.
+template <bool kBF16>
+DSC_TILE_FN void mmaFragment(float (&acc)[4], const FragmentA &fa,
+                             const uint16_t *b, int bk, int bn, int lane) {
+#if defined(__CUDA_ARCH__)
+  uint32_t rb[2];
+  loadB(b, bk, bn, lane, rb);
+  float d[4];
+  if constexpr (kBF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(fa.r[0]), "r"(fa.r[1]), "r"(fa.r[2]), "r"(fa.r[3]),
+                   "r"(rb[0]), "r"(rb[1]), "f"(acc[0]), "f"(acc[1]),
+                   "f"(acc[2]), "f"(acc[3]));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(fa.r[0]), "r"(fa.r[1]), "r"(fa.r[2]), "r"(fa.r[3]),
+                   "r"(rb[0]), "r"(rb[1]), "f"(acc[0]), "f"(acc[1]),
+                   "f"(acc[2]), "f"(acc[3]));
+  for (int i = 0; i < 4; ++i)
+    acc[i] = d[i];
+#else
+  const std::array<float, 128> product =
+      emulatedProduct<kBF16>(fa.a, fa.ai, fa.ak, b, bk, bn);
+  for (int i = 0; i < 4; ++i) {
+    int row, col;
+    accumulatorAt(lane, i, row, col);
+    acc[i] += product[size_t(row * 8 + col)];
+  }
+#endif
+}
+
 /// acc += A B (A 16 x 16, B 16 x 8, both 16-bit in shared memory) for the
 /// lane's four entries; every lane of the warp calls it together. On the
 /// device the operands come by ldmatrix where their rows allow (the
@@ -247,38 +312,9 @@ __device__ __forceinline__ void loadB(const uint16_t *b, int bk, int bn,
 template <bool kBF16>
 DSC_TILE_FN void mmaTile(float (&acc)[4], const uint16_t *a, int ai, int ak,
                          const uint16_t *b, int bk, int bn, int lane) {
-#if defined(__CUDA_ARCH__)
-  uint32_t ra[4], rb[2];
-  loadA(a, ai, ak, lane, ra);
-  loadB(b, bk, bn, lane, rb);
-  float d[4];
-  if constexpr (kBF16)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%10, %11, %12, %13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]),
-                   "r"(rb[1]), "f"(acc[0]), "f"(acc[1]), "f"(acc[2]),
-                   "f"(acc[3]));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%10, %11, %12, %13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]),
-                   "r"(rb[1]), "f"(acc[0]), "f"(acc[1]), "f"(acc[2]),
-                   "f"(acc[3]));
-  for (int i = 0; i < 4; ++i)
-    acc[i] = d[i];
-#else
-  const std::array<float, 128> product =
-      emulatedProduct<kBF16>(a, ai, ak, b, bk, bn);
-  for (int i = 0; i < 4; ++i) {
-    int row, col;
-    accumulatorAt(lane, i, row, col);
-    acc[i] += product[size_t(row * 8 + col)];
-  }
-#endif
+  FragmentA fa;
+  fa.load(a, ai, ak, lane);
+  mmaFragment<kBF16>(acc, fa, b, bk, bn, lane);
 }
 
 } // namespace dsc::rt::cuda::tiles
