@@ -12,7 +12,10 @@
 // a multiple of 16 in shared memory. Q, K and V sit there row-major as in
 // global memory: each product's operands are then whole 16-byte rows, which
 // the device reads with ldmatrix (WarpMma.h) and, where the head dim is a
-// multiple of 8, fills 16 bytes a thread.
+// multiple of 8, fills 16 bytes a thread; K and V twice, the next tile
+// arriving by cp.async while the block computes on this one. After the
+// tile's load a warp reads only its own rows' scores and probabilities, so
+// those phases end in the warp's barrier, not the block's.
 //
 // Against the f32 program: P is rounded to 16 bits before its product, and
 // the row sums are of those rounded values, so the weights still sum to

@@ -10,9 +10,10 @@
 // tile exists; the T x T matrix never does.
 //
 // Each program is a list of phases, and every thread of the block runs a
-// phase before the block meets at a barrier (__syncthreads). A phase reads
-// what earlier phases wrote, never what another thread writes in the same
-// phase. Written so, one text runs on the device (runTiles in Attention.cu)
+// phase before the block meets at a barrier (__syncthreads), or only the
+// warp at its own (__syncwarp) after the phases a program marks so
+// (WarpSyncedBody). A phase reads what earlier phases wrote, never what
+// another thread writes in the same phase. Written so, one text runs on the device (runTiles in Attention.cu)
 // and on the host (emulateTiles below): the tiling, the causal masks, the
 // tails and the absence of races within a phase are tested on machines
 // without a GPU (test/unit/cuda/AttentionTilesTest.cpp runs the
@@ -24,8 +25,9 @@
 // It recomputes instead of storing: the forward program, in its statistics
 // form, gives each query row its log-sum-exp and D_i = dO_i . O_i.
 //
-// The products run on the CUDA cores in f32 from shared memory; tensor
-// cores are the next step (docs/cuda.md).
+// These programs run the products on the CUDA cores in f32 from shared
+// memory; AttentionMmaTiles.h and AttentionMmaGradTiles.h run them on
+// tensor cores for 16-bit operands (docs/cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BACKENDS_CUDA_ATTENTIONTILES_H
