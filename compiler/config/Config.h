@@ -99,6 +99,19 @@ struct DsConfig {
     int64_t profileStep = 1, moduleDepth = -1, topModules = 1;
   } flopsProfiler;
 
+  /// wall_clock_breakdown: dsrun times the forward, the backward, the
+  /// update and the collectives of every steps_per_print-th step.
+  bool wallClockBreakdown = false;
+
+  /// comms_logger: dsrun times every collective and prints, per operation
+  /// and message size, the count, latency and bandwidths after the run
+  /// (each one as it runs when verbose): every operation (allOps, DeepSpeed's
+  /// prof_all) or those named in ops (dsc's comm.<name> names).
+  struct CommsLogger {
+    bool enabled = false, verbose = false, allOps = true;
+    std::vector<std::string> ops;
+  } commsLogger;
+
   struct Bf16 {
     bool enabled = false;
     /// A non-finite gradient skips the step (DeepSpeed's ZeRO default).

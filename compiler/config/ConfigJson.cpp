@@ -115,6 +115,17 @@ std::string dsc::toJson(const DsConfig &c) {
                                           {"profile_step", p.profileStep},
                                           {"module_depth", p.moduleDepth},
                                           {"top_modules", p.topModules}};
+  if (c.wallClockBreakdown)
+    root["wall_clock_breakdown"] = true;
+  if (const auto &l = c.commsLogger; l.enabled) {
+    json::Array ops;
+    for (const std::string &op : l.ops)
+      ops.push_back(op);
+    root["comms_logger"] = json::Object{{"enabled", true},
+                                        {"verbose", l.verbose},
+                                        {"prof_all", l.allOps},
+                                        {"prof_ops", std::move(ops)}};
+  }
 
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -131,7 +142,7 @@ namespace {
 auto topLevelFields(const DsConfig &c) {
   return std::tie(c.trainBatchSize, c.microBatchSize,
                   c.gradientAccumulationSteps, c.gradientClipping,
-                  c.communicationDataType);
+                  c.communicationDataType, c.wallClockBreakdown);
 }
 
 auto fields(const DsConfig::Optimizer &o) {
@@ -161,6 +172,10 @@ auto fields(const DsConfig::FlopsProfiler &p) {
   return std::tie(p.enabled, p.profileStep, p.moduleDepth, p.topModules);
 }
 
+auto fields(const DsConfig::CommsLogger &l) {
+  return std::tie(l.enabled, l.verbose, l.allOps, l.ops);
+}
+
 auto fields(const DsConfig::Zero &z) {
   return std::tie(z.stage, z.offloadOptimizer, z.offloadParam,
                   z.reduceBucketSize, z.contiguousGradients, z.overlapComm,
@@ -183,6 +198,7 @@ bool dsc::operator==(const DsConfig &a, const DsConfig &b) {
          fields(a.scheduler) == fields(b.scheduler) &&
          fields(a.fp16) == fields(b.fp16) && fields(a.bf16) == fields(b.bf16) &&
          fields(a.flopsProfiler) == fields(b.flopsProfiler) &&
+         fields(a.commsLogger) == fields(b.commsLogger) &&
          fields(a.zero) == fields(b.zero) &&
          fields(a.activationCheckpointing) == fields(b.activationCheckpointing);
 }

@@ -71,9 +71,10 @@ constexpr ConfigKey kKeys[] = {
     {"$", "steps_per_print", Works,
      "dsc-train and dsc.train print a line every steps_per_print steps; "
      "dsrun alone takes --print-every"},
-    {"$", "wall_clock_breakdown", NoEffect,
-     "dsc has no per-step timing printout yet; dsrun --trace records every "
-     "kernel on its stream's track (Chrome trace events)"},
+    {"$", "wall_clock_breakdown", Works,
+     "dsrun prints the forward, backward, update and collective times of "
+     "every --print-every-th step (timed that step only: on CUDA it runs "
+     "kernel by kernel, without its graphs) and records them in --metrics"},
     {"$", "dump_state", NoEffect,
      "it prints DeepSpeed's engine state; dsc --report prints the plan's"},
     {"$", "prescale_gradients", NoEffect, kCommTuning},
@@ -114,9 +115,10 @@ constexpr ConfigKey kKeys[] = {
     {"$", "flops_profiler", Works,
      "dsrun prints the plan's FLOPs and parameters per module after "
      "profile_step (counted by dsc, no profiling run)"},
-    {"$", "comms_logger", NotSupported,
-     "dsc --report gives the bytes each step hands to collectives; dsrun "
-     "--trace times them"},
+    {"$", "comms_logger", Works,
+     "dsrun times every collective and prints per operation and size the "
+     "count, latency and bandwidths after the run (every step is timed: "
+     "on CUDA the programs run kernel by kernel, without their graphs)"},
     {"$", "memory_breakdown", NotSupported,
      "dsc --report gives the bytes per category before launch; dsrun "
      "--metrics measures them"},
@@ -421,6 +423,17 @@ constexpr ConfigKey kKeys[] = {
      "dsc counts remat's recomputed FLOPs exactly"},
     {"$.flops_profiler", "output_file", NotSupported,
      "the profile goes to standard output"},
+    {"$.comms_logger", "enabled", Works, "[false]"},
+    {"$.comms_logger", "verbose", Works,
+     "[false] also a line per collective as it completes"},
+    {"$.comms_logger", "prof_all", Works, "[true] every operation"},
+    {"$.comms_logger", "prof_ops", Works,
+     "the operations logged when prof_all is false (all_reduce, "
+     "all_gather[_into_tensor], reduce_scatter[_tensor], broadcast; "
+     "DeepSpeed's others are never in a plan)"},
+    {"$.comms_logger", "debug", NoEffect,
+     "DeepSpeed adds the calling function's name; dsc's collectives are "
+     "the plan's instructions, named by module in dsrun --trace"},
     {"$.csv_monitor", "enabled", Works, "[false]"},
     {"$.csv_monitor", "output_path", Works, "the CSV files' folder"},
     {"$.csv_monitor", "job_name", Works, "a subfolder per job"},

@@ -431,6 +431,8 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
 
 /// flops_profiler (ConfigMonitors.cpp).
 bool readFlopsProfiler(Reader &r, Section &root, DsConfig::FlopsProfiler &p);
+/// comms_logger (ConfigMonitors.cpp).
+bool readCommsLogger(Reader &r, Section &root, DsConfig::CommsLogger &c);
 
 } // namespace dsc::config
 

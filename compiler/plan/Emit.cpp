@@ -93,13 +93,22 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
   if (const DsConfig::FlopsProfiler &f = c.flopsProfiler; f.enabled)
     flopsProfile = fb::CreateFlopsProfile(
         b, f.profileStep, int32_t(f.moduleDepth), int32_t(f.topModules));
+  flatbuffers::Offset<fb::CommsLogger> commsLogger;
+  if (const DsConfig::CommsLogger &l = c.commsLogger; l.enabled) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> ops;
+    for (const std::string &op : l.ops)
+      ops.push_back(b.CreateString(op));
+    commsLogger =
+        fb::CreateCommsLogger(b, l.verbose, l.allOps, b.CreateVector(ops));
+  }
   auto root = fb::CreatePlanDirect(
       b, fb::kSchemaVersion, model.options.worldSize,
       model.options.model.c_str(), configJson.c_str(), model.microBatch,
       model.seqLen, model.vocabSize, model.options.accumulationSteps, schedule,
       &arenas, &buffers, &variables, &constants, &programs, lossScale,
       model.skipsOverflow, plan::kUnsealedChecksum,
-      aliases.empty() ? nullptr : &aliases, flopsProfile);
+      aliases.empty() ? nullptr : &aliases, flopsProfile, c.wallClockBreakdown,
+      commsLogger);
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

@@ -102,6 +102,11 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
   setup.printEvery = options.printEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
   setup.flopsProfileStep = flopsProfileStep(p.loaded->plan());
+  TimingPlan timing = timingPlanOf(p.loaded->plan());
+  if (timing.breakdown || timing.logComms) {
+    p.timings = std::make_unique<StepTimings>(std::move(timing));
+    setup.timings = p.timings.get();
+  }
   if (lead && setup.flopsProfileStep)
     setup.flopsProfile = flopsProfileText(p.loaded->plan());
   if (options.saveDir.empty())

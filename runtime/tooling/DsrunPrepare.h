@@ -19,6 +19,7 @@
 #include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/PlanInfo.h"
+#include "runtime/tooling/StepTimings.h"
 #include "runtime/tooling/Trace.h"
 #include "runtime/tooling/Trainer.h"
 #include "runtime/tooling/Weights.h"
@@ -55,6 +56,8 @@ struct Prepared {
   std::unique_ptr<DataLoader> evalData; ///< --eval-data, or null
   OutputFiles files;
   std::unique_ptr<Session> session;
+  /// wall_clock_breakdown and comms_logger's sums, or null (neither on).
+  std::unique_ptr<StepTimings> timings;
   WeightsLayout layout;
   bool exported = false; ///< the weights came out of a checkpoint; done
 };

@@ -72,6 +72,12 @@ std::string metricsJson(const StepRecord &r) {
   j["skipped"] = r.skipped;
   if (r.hasValLoss)
     j["val_loss"] = r.valLoss;
+  if (r.hasTimes) {
+    j["forward_ms"] = r.forwardMs;
+    j["backward_ms"] = r.backwardMs;
+    j["optimizer_ms"] = r.optimizerMs;
+    j["comm_ms"] = r.commMs;
+  }
   j["tokens"] = r.tokens;
   j["tokens_per_s"] = r.tokensPerS;
   j["step_s"] = r.stepS;

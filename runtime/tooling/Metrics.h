@@ -40,11 +40,17 @@ struct StepRecord {
   /// far (used), what was in use before the arenas, and its size.
   bool hasDevice = false;
   DeviceMemory device;
+  /// wall_clock_breakdown's steps: forward, backward, optimizer and
+  /// collective milliseconds (StepTimings.h).
+  bool hasTimes = false;
+  double forwardMs = 0, backwardMs = 0, optimizerMs = 0, commMs = 0;
 };
 
 /// One JSON object (no newline):
 ///   {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens",
 ///    "val_loss" (steps with a held-out evaluation only),
+///    "forward_ms", "backward_ms", "optimizer_ms", "comm_ms"
+///    (wall_clock_breakdown's steps only),
 ///    "tokens_per_s", "step_s", "rank", "world_size",
 ///    "rss_baseline_bytes", "rss_peak_bytes",
 ///    "device_baseline_bytes", "device_peak_bytes", "device_total_bytes"

@@ -9,6 +9,7 @@
 #include "runtime/plan/VariableNames.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/ProcessMemory.h"
+#include "runtime/tooling/StepTimings.h"
 #include "runtime/tooling/Trace.h"
 
 #include <algorithm>
@@ -313,6 +314,10 @@ private:
   int writeMetrics(uint64_t step);
   void printProgress(uint64_t step, bool last);
   void printStepLine(uint64_t step, bool last);
+  uint64_t printInterval() const;
+  bool breakdownStep(uint64_t step) const;
+  bool tracedStep(uint64_t step) const;
+  void takeTrace(uint64_t step);
   int save(uint64_t step);
   void printSummary();
 
@@ -371,6 +376,7 @@ int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
                      error) ||
         !readScalar(session, mio.loss, microLoss, error))
       return fail(step, error);
+    takeTrace(step);
     lossSum += microLoss;
   }
   loss = lossSum / setup.accumulationSteps;
@@ -447,9 +453,42 @@ int TrainLoop::applyStep(uint64_t step, double lossScale) {
     ++applied;
   if (scaler && !scaler->update(record.skipped, error))
     return fail(step, error);
-  if (setup.trace)
-    setup.trace->add(session.takeTrace(), step);
+  takeTrace(step);
+  record.hasTimes = breakdownStep(step);
+  if (setup.timings) {
+    const StepBreakdown b = setup.timings->takeBreakdown();
+    record.forwardMs = b.forwardMs;
+    record.backwardMs = b.backwardMs;
+    record.optimizerMs = b.optimizerMs;
+    record.commMs = b.commMs;
+  }
   return kExitOk;
+}
+
+/// The steps with wall_clock_breakdown's line: those with a progress line
+/// (the evaluations' aside).
+bool TrainLoop::breakdownStep(uint64_t step) const {
+  return setup.timings && setup.timings->plan().breakdown &&
+         (step % printInterval() == 0 || step == setup.steps);
+}
+
+/// The steps that run traced: every one with --trace or the comms logger,
+/// else the breakdown's.
+bool TrainLoop::tracedStep(uint64_t step) const {
+  return setup.trace || (setup.timings && setup.timings->timesEveryStep()) ||
+         breakdownStep(step);
+}
+
+/// The records of the program runs since the last call, to the trace file
+/// and the timings.
+void TrainLoop::takeTrace(uint64_t step) {
+  if (!tracedStep(step))
+    return;
+  std::vector<TraceRecord> records = session.takeTrace();
+  if (setup.timings)
+    setup.timings->add(records, setup.out);
+  if (setup.trace)
+    setup.trace->add(records, step);
 }
 
 // After the step's timing: evaluation is not training throughput. A stop
@@ -502,10 +541,24 @@ void TrainLoop::printProgress(uint64_t step, bool last) {
   if (!setup.out)
     return;
   printStepLine(step, last);
+  if (record.hasTimes) {
+    if (setup.interactive && !last && step != setup.flopsProfileStep)
+      std::fputc('\n', setup.out); // below the live line, which goes on
+    std::fprintf(setup.out, "%s\n",
+                 breakdownLine({record.forwardMs, record.backwardMs,
+                                record.optimizerMs, record.commMs})
+                     .c_str());
+    std::fflush(setup.out);
+  }
   if (step == setup.flopsProfileStep && !setup.flopsProfile.empty()) {
     std::fputs(setup.flopsProfile.c_str(), setup.out);
     std::fflush(setup.out);
   }
+}
+
+uint64_t TrainLoop::printInterval() const {
+  return setup.printEvery ? setup.printEvery
+                          : std::max<uint64_t>(1, setup.steps / 20);
 }
 
 void TrainLoop::printStepLine(uint64_t step, bool last) {
@@ -523,10 +576,7 @@ void TrainLoop::printStepLine(uint64_t step, bool last) {
       std::fputc('\n', setup.out);
     return;
   }
-  const uint64_t interval = setup.printEvery
-                                ? setup.printEvery
-                                : std::max<uint64_t>(1, setup.steps / 20);
-  if (step % interval == 0 || last || record.hasValLoss) {
+  if (step % printInterval() == 0 || last || record.hasValLoss) {
     std::fprintf(setup.out, "%s\n", progressLine(record, setup.steps).c_str());
     std::fflush(setup.out);
   }
@@ -559,6 +609,8 @@ void TrainLoop::printSummary() {
   summary.hasDevice = record.hasDevice;
   summary.device = record.device;
   std::fputs(summaryText(summary).c_str(), setup.out);
+  if (setup.timings)
+    std::fputs(setup.timings->commsSummary().c_str(), setup.out);
   std::fflush(setup.out);
 }
 
@@ -572,9 +624,8 @@ int TrainLoop::run() {
   applied = setup.start.applied;
   savedStep = setup.start.step;
   record.skippedSteps = setup.start.skipped;
-  if (setup.trace)
-    session.setTracing(true);
   for (uint64_t step = setup.start.step + 1; step <= setup.steps; ++step) {
+    session.setTracing(tracedStep(step));
     Clock::time_point stepStart = Clock::now();
     const double lossScale = scaler ? scaler->scale() : 1.0;
     double loss = 0;

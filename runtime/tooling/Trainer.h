@@ -41,6 +41,7 @@
 namespace dsc::rt {
 
 class Communicator;
+class StepTimings;
 class TraceWriter;
 
 struct TrainSetup {
@@ -98,7 +99,11 @@ struct TrainSetup {
   /// Python API's callback); false stops the run after this step as SIGINT
   /// would (saved with `save`; train returns 128 + SIGINT). Null: none.
   std::function<bool(const StepRecord &)> onStep;
-  TraceWriter *trace = nullptr;   ///< instruction events, or null
+  TraceWriter *trace = nullptr; ///< instruction events, or null
+  /// ds_config's wall_clock_breakdown and comms_logger (StepTimings.h):
+  /// the steps with a progress line (every step for the comms logger) run
+  /// traced and their records go here; null: neither.
+  StepTimings *timings = nullptr;
   std::FILE *dumpBatch = nullptr; ///< every micro-batch, or null
   /// The process's resident bytes before the Session allocated its arenas.
   uint64_t rssBaselineBytes = 0;

@@ -638,10 +638,6 @@ TEST(ConfigTest, SwitchedOffFeaturesAreAccepted) {
       "zero_optimization": {"stage": 1},
       "optimizer": {"type": "AdamW"}})");
   EXPECT_EQ(c, plain);
-  EXPECT_EQ(errorOf(R"({"comms_logger": {"enabled": true}})"),
-            "ds_config.json: $.comms_logger: not supported yet (dsc --report "
-            "gives the bytes each step hands to collectives; dsrun --trace "
-            "times them)");
   EXPECT_EQ(errorOf(R"({"memory_breakdown": true})"),
             "ds_config.json: $.memory_breakdown: not supported yet (dsc "
             "--report gives the bytes per category before launch; dsrun "
@@ -691,20 +687,55 @@ TEST(ConfigTest, CompileAndFusedAreNotedAsWithoutEffect) {
   EXPECT_TRUE(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
                           "compile": {"enabled": false}})")
                   .notes.empty());
-  EXPECT_EQ(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
-                        "wall_clock_breakdown": true})")
-                .notes,
-            std::vector<std::string>{
-                "ds_config.json: $.wall_clock_breakdown: has no effect in "
-                "dsc: dsc has no per-step timing printout yet; dsrun --trace "
-                "records every kernel on its stream's track (Chrome trace "
-                "events)"});
   EXPECT_EQ(errorOf(R"({"compile": true})"),
             "ds_config.json: $.compile: expected an object, got a boolean");
   EXPECT_EQ(errorOf(R"({"optimizer": {"type": "AdamW",
                                       "params": {"fused": 1}}})"),
             "ds_config.json: $.optimizer.params.fused: expected a boolean, "
             "got a number");
+}
+
+// wall_clock_breakdown and comms_logger reach the plan (dsrun times the
+// steps: test/e2e/wall-clock.test); prof_ops takes DeepSpeed's names for
+// the collectives dsc's plans run and refuses names DeepSpeed has not.
+TEST(ConfigTest, TimingSectionsAreRead) {
+  DsConfig c = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+      "wall_clock_breakdown": true, "comms_logger": {"enabled": true,
+      "verbose": true, "prof_all": false, "debug": false,
+      "prof_ops": ["all_reduce", "all_gather_into_tensor", "send"]}})");
+  EXPECT_TRUE(c.notes.empty());
+  EXPECT_TRUE(c.wallClockBreakdown);
+  EXPECT_TRUE(c.commsLogger.enabled && c.commsLogger.verbose);
+  EXPECT_FALSE(c.commsLogger.allOps);
+  EXPECT_EQ(c.commsLogger.ops,
+            (std::vector<std::string>{"all_reduce", "all_gather"}));
+  // prof_ops counts only once prof_all is false, as in DeepSpeed.
+  DsConfig all = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+      "comms_logger": {"enabled": true, "prof_ops": ["broadcast"]}})");
+  EXPECT_TRUE(all.commsLogger.allOps);
+  EXPECT_TRUE(all.commsLogger.ops.empty());
+  DsConfig bad;
+  std::string error;
+  EXPECT_FALSE(parseDsConfig(R"({"comms_logger": {"enabled": true,
+                        "prof_all": false, "prof_ops": ["allreduce", 3]}})",
+                             kFile, 1, 4, bad, error));
+  EXPECT_EQ(error,
+            "ds_config.json: $.comms_logger.prof_ops[0]: unknown operation "
+            "'allreduce' (dsc's plans run all_reduce, all_gather, "
+            "reduce_scatter and broadcast)\n"
+            "ds_config.json: $.comms_logger.prof_ops[1]: expected a string, "
+            "got a number");
+  EXPECT_EQ(errorOf(R"({"comms_logger": {"prof_ops": "all_reduce"}})"),
+            "ds_config.json: $.comms_logger.prof_ops: expected a list of "
+            "operation names, got a string");
+  EXPECT_EQ(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
+                        "comms_logger": {"debug": true}})")
+                .notes,
+            std::vector<std::string>{
+                "ds_config.json: $.comms_logger.debug: has no effect in dsc: "
+                "DeepSpeed adds the calling function's name; dsc's "
+                "collectives are the plan's instructions, named by module in "
+                "dsrun --trace"});
 }
 
 TEST(ConfigTest, AutoValuesResolveToDefaults) {
