@@ -107,8 +107,12 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
     p.timings = std::make_unique<StepTimings>(std::move(timing));
     setup.timings = p.timings.get();
   }
-  if (lead && setup.flopsProfileStep)
-    setup.flopsProfile = flopsProfileText(p.loaded->plan());
+  if (lead && setup.flopsProfileStep) {
+    const plan::Plan &plan = p.loaded->plan();
+    setup.flopsProfile = [&plan](const ModuleTimes *measured) {
+      return flopsProfileText(plan, measured);
+    };
+  }
   if (options.saveDir.empty())
     return;
   setup.saveEvery = options.saveEvery;

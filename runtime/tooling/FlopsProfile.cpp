@@ -46,7 +46,16 @@ int depthOf(std::string_view name) {
 struct Module {
   double flops = 0;
   uint64_t params = 0;
+  double ms = 0; ///< measured; with ModuleTimes only
 };
+
+/// "  1.234 ms  5.678 GFLOPS": a measured time and the rate it makes.
+std::string measuredText(double flops, double ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), " %9.3f ms %10sFLOPS", ms,
+                si(ms > 0 ? flops / (ms * 1e-3) : 0).c_str());
+  return buf;
+}
 
 /// How many times each program runs in an optimizer step: the micro-step
 /// once per micro-batch (the last as micro_step_sync when the plan has
@@ -69,7 +78,8 @@ uint64_t flopsProfileStep(const fb::Plan &plan) {
   return f && f->profile_step() > 0 ? uint64_t(f->profile_step()) : 0;
 }
 
-std::string flopsProfileText(const fb::Plan &plan) {
+std::string flopsProfileText(const fb::Plan &plan,
+                             const ModuleTimes *measured) {
   const fb::FlopsProfile *f = plan.flops_profile();
   if (!f || !plan.programs())
     return "";
@@ -114,9 +124,17 @@ std::string flopsProfileText(const fb::Plan &plan) {
       f->module_depth() < 0 ? maxDepth : std::min(maxDepth, f->module_depth());
 
   std::string out = "flops profile (counted by dsc when it compiled the plan; "
-                    "per optimizer step):\n";
-  out += "  model: " + si(double(params)) + " parameters, " + si(total) +
-         "FLOPs\n";
+                    "per optimizer step";
+  out += measured ? "; ms: this step's kernels, measured):\n" : "):\n";
+  out +=
+      "  model: " + si(double(params)) + " parameters, " + si(total) + "FLOPs";
+  if (measured) {
+    double ms = 0;
+    for (const auto &[name, t] : *measured)
+      ms += t;
+    out += "," + measuredText(total, ms);
+  }
+  out += "\n";
   for (int d = 1; d <= depths; ++d) {
     std::map<std::string, Module> modules;
     for (const auto &[name, flops] : flopsOf)
@@ -126,6 +144,11 @@ std::string flopsProfileText(const fb::Plan &plan) {
       if (std::string_view a = ancestor(name, d); !a.empty())
         if (auto it = modules.find(std::string(a)); it != modules.end())
           it->second.params += n;
+    if (measured)
+      for (const auto &[name, ms] : *measured)
+        if (std::string_view a = ancestor(name, d); !a.empty())
+          if (auto it = modules.find(std::string(a)); it != modules.end())
+            it->second.ms += ms;
     std::vector<std::pair<std::string, Module>> ranked(modules.begin(),
                                                        modules.end());
     std::stable_sort(ranked.begin(), ranked.end(),
@@ -137,10 +160,13 @@ std::string flopsProfileText(const fb::Plan &plan) {
     for (const auto &[name, m] : ranked) {
       char line[512];
       std::snprintf(line, sizeof(line),
-                    "    %-40s %12s params %12sFLOPs %6.2f%%\n", name.c_str(),
+                    "    %-40s %12s params %12sFLOPs %6.2f%%", name.c_str(),
                     si(double(m.params)).c_str(), si(m.flops).c_str(),
                     total > 0 ? 100.0 * m.flops / total : 0.0);
       out += line;
+      if (measured)
+        out += measuredText(m.flops, m.ms);
+      out += "\n";
     }
   }
   return out;

@@ -15,13 +15,21 @@
 #include "runtime/plan/PlanFormat.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace dsc::rt {
 
+/// Measured milliseconds of one optimizer step's instructions, by their
+/// module's name (Instr.loc): wall_clock_breakdown's timings.
+using ModuleTimes = std::map<std::string, double>;
+
 /// The plan's profile as text (lines ending in '\n'), or "" when the plan
-/// asks for none (Plan.flops_profile).
-std::string flopsProfileText(const plan::Plan &plan);
+/// asks for none (Plan.flops_profile). With `measured`, each module's line
+/// adds the time its instructions took in the profiled step and the FLOP
+/// rate that makes.
+std::string flopsProfileText(const plan::Plan &plan,
+                             const ModuleTimes *measured = nullptr);
 
 /// The step after which dsrun prints it; 0: none.
 uint64_t flopsProfileStep(const plan::Plan &plan);

@@ -129,6 +129,7 @@ void StepTimings::addRun(std::string_view program,
   auto collectives = plan_.collectives.find(program);
   for (const TraceRecord &r : records) {
     const double ms = double(r.endNs - r.beginNs) * 1e-6;
+    currentModules_[std::string(r.loc)] += ms;
     if (loss != plan_.lossInstr.end() && r.instr == loss->second) {
       current_.forwardMs += double(r.endNs - begin) * 1e-6;
       current_.backwardMs += double(end - r.endNs) * 1e-6;
@@ -160,6 +161,8 @@ void StepTimings::addRun(std::string_view program,
 StepBreakdown StepTimings::takeBreakdown() {
   StepBreakdown b = current_;
   current_ = {};
+  modules_ = std::move(currentModules_);
+  currentModules_.clear();
   return b;
 }
 

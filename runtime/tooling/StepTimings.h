@@ -87,6 +87,9 @@ public:
   void add(const std::vector<TraceRecord> &records, std::FILE *verbose);
   /// The breakdown of what was added since the last call.
   StepBreakdown takeBreakdown();
+  /// The milliseconds of the instructions added before the last
+  /// takeBreakdown, by module name (Instr.loc): the flops profile's times.
+  const std::map<std::string, double> &moduleMs() const { return modules_; }
   /// The comms logger's table over the run: per operation and message
   /// size, the count, total and mean latency and the mean algorithm and
   /// bus bandwidths; "" without a logger or collectives.
@@ -103,6 +106,7 @@ private:
 
   TimingPlan plan_;
   StepBreakdown current_;
+  std::map<std::string, double> currentModules_, modules_;
   std::map<std::pair<std::string, uint64_t>, Sizes> comms_;
 };
 

@@ -473,10 +473,12 @@ bool TrainLoop::breakdownStep(uint64_t step) const {
 }
 
 /// The steps that run traced: every one with --trace or the comms logger,
-/// else the breakdown's.
+/// else the breakdown's and, with the breakdown, the flops profile's.
 bool TrainLoop::tracedStep(uint64_t step) const {
   return setup.trace || (setup.timings && setup.timings->timesEveryStep()) ||
-         breakdownStep(step);
+         breakdownStep(step) ||
+         (setup.timings && setup.timings->plan().breakdown &&
+          step == setup.flopsProfileStep);
 }
 
 /// The records of the program runs since the last call, to the trace file
@@ -550,8 +552,11 @@ void TrainLoop::printProgress(uint64_t step, bool last) {
                      .c_str());
     std::fflush(setup.out);
   }
-  if (step == setup.flopsProfileStep && !setup.flopsProfile.empty()) {
-    std::fputs(setup.flopsProfile.c_str(), setup.out);
+  if (step == setup.flopsProfileStep && setup.flopsProfile) {
+    const bool timed = setup.timings && setup.timings->plan().breakdown;
+    std::fputs(setup.flopsProfile(timed ? &setup.timings->moduleMs() : nullptr)
+                   .c_str(),
+               setup.out);
     std::fflush(setup.out);
   }
 }

@@ -34,6 +34,7 @@
 #include <csignal>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -90,7 +91,10 @@ struct TrainSetup {
   std::FILE *out = nullptr; ///< progress and summary; null: silent
   /// ds_config's flops_profiler: printed to `out` after step
   /// flopsProfileStep (FlopsProfile.h); 0: never.
-  std::string flopsProfile;
+  /// Called with the step's measured milliseconds by module when
+  /// wall_clock_breakdown timed it (null: not timed).
+  std::function<std::string(const std::map<std::string, double> *)>
+      flopsProfile;
   uint64_t flopsProfileStep = 0;
   uint64_t printEvery = 0;      ///< progress every K steps; 0: steps / 20
   bool interactive = false;     ///< one live line rewritten with \r

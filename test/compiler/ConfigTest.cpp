@@ -695,49 +695,6 @@ TEST(ConfigTest, CompileAndFusedAreNotedAsWithoutEffect) {
             "got a number");
 }
 
-// wall_clock_breakdown and comms_logger reach the plan (dsrun times the
-// steps: test/e2e/wall-clock.test); prof_ops takes DeepSpeed's names for
-// the collectives dsc's plans run and refuses names DeepSpeed has not.
-TEST(ConfigTest, TimingSectionsAreRead) {
-  DsConfig c = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
-      "wall_clock_breakdown": true, "comms_logger": {"enabled": true,
-      "verbose": true, "prof_all": false, "debug": false,
-      "prof_ops": ["all_reduce", "all_gather_into_tensor", "send"]}})");
-  EXPECT_TRUE(c.notes.empty());
-  EXPECT_TRUE(c.wallClockBreakdown);
-  EXPECT_TRUE(c.commsLogger.enabled && c.commsLogger.verbose);
-  EXPECT_FALSE(c.commsLogger.allOps);
-  EXPECT_EQ(c.commsLogger.ops,
-            (std::vector<std::string>{"all_reduce", "all_gather"}));
-  // prof_ops counts only once prof_all is false, as in DeepSpeed.
-  DsConfig all = parseOk(R"({"train_micro_batch_size_per_gpu": 2,
-      "comms_logger": {"enabled": true, "prof_ops": ["broadcast"]}})");
-  EXPECT_TRUE(all.commsLogger.allOps);
-  EXPECT_TRUE(all.commsLogger.ops.empty());
-  DsConfig bad;
-  std::string error;
-  EXPECT_FALSE(parseDsConfig(R"({"comms_logger": {"enabled": true,
-                        "prof_all": false, "prof_ops": ["allreduce", 3]}})",
-                             kFile, 1, 4, bad, error));
-  EXPECT_EQ(error,
-            "ds_config.json: $.comms_logger.prof_ops[0]: unknown operation "
-            "'allreduce' (dsc's plans run all_reduce, all_gather, "
-            "reduce_scatter and broadcast)\n"
-            "ds_config.json: $.comms_logger.prof_ops[1]: expected a string, "
-            "got a number");
-  EXPECT_EQ(errorOf(R"({"comms_logger": {"prof_ops": "all_reduce"}})"),
-            "ds_config.json: $.comms_logger.prof_ops: expected a list of "
-            "operation names, got a string");
-  EXPECT_EQ(parseOk(R"({"train_micro_batch_size_per_gpu": 2,
-                        "comms_logger": {"debug": true}})")
-                .notes,
-            std::vector<std::string>{
-                "ds_config.json: $.comms_logger.debug: has no effect in dsc: "
-                "DeepSpeed adds the calling function's name; dsc's "
-                "collectives are the plan's instructions, named by module in "
-                "dsrun --trace"});
-}
-
 TEST(ConfigTest, AutoValuesResolveToDefaults) {
   // A Hugging Face style config: "auto" wherever the trainer would fill in.
   DsConfig c = parseOk(R"({
