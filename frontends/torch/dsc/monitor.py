@@ -18,9 +18,15 @@ DEFAULT_JOB = "DeepSpeedJobName"
 
 
 # A record's training scalars: (its key, the tag's last part).
+# wall_clock_breakdown's times take DeepSpeed's tags (comm is dsc's own:
+# its collectives overlap the backward rather than end it).
 _SCALARS = (("loss", "train_loss"), ("lr", "lr"), ("loss_scale", "loss_scale"),
             ("grad_norm", "grad_norm"), ("tokens_per_s", "tokens_per_s"),
-            ("val_loss", "val_loss"))
+            ("val_loss", "val_loss"),
+            ("forward_ms", "elapsed_time_ms_forward"),
+            ("backward_ms", "elapsed_time_ms_backward"),
+            ("optimizer_ms", "elapsed_time_ms_step"),
+            ("comm_ms", "elapsed_time_ms_comm"))
 
 
 def events(record, samples):
