@@ -2,6 +2,7 @@
 #include "runtime/data/DataLoader.h"
 
 #include "runtime/core/MappedFile.h"
+#include "runtime/data/NpyFile.h"
 
 #include "runtime/rng/Philox.h"
 
@@ -36,7 +37,6 @@ std::unique_ptr<DataLoader> DataLoader::open(const std::string &path,
                                              uint32_t vocabSize, uint32_t batch,
                                              uint32_t seqLen,
                                              std::string &error) {
-  bool tokenFile = endsWith(path, ".bin");
   std::unique_ptr<DataLoader> loader(new DataLoader());
   loader->batch_ = batch;
   loader->seqLen_ = seqLen;
@@ -49,8 +49,22 @@ std::unique_ptr<DataLoader> DataLoader::open(const std::string &path,
     return nullptr;
   }
   loader->bytes_ = loader->mapping_->data();
-
-  if (tokenFile) {
+  const bool npy = endsWith(path, ".npy"), bin = endsWith(path, ".bin");
+  std::string kind;
+  if (npy) {
+    NpyArray array;
+    std::string why;
+    if (!readNpyHeader(loader->bytes_, size, array, why)) {
+      error = path + ": " + why;
+      return nullptr;
+    }
+    loader->bytes_ += array.offset;
+    loader->width_ = array.width;
+    loader->signed_ = array.isSigned;
+    loader->numTokens_ = array.count;
+    kind = std::string(array.isSigned ? "int" : "uint") +
+           std::to_string(8 * array.width) + " tokens (.npy)";
+  } else if (bin) {
     if (size % 2 != 0) {
       error = path + ": " + std::to_string(size) +
               " bytes; a nanoGPT .bin file holds uint16 tokens, so its size "
@@ -59,53 +73,59 @@ std::unique_ptr<DataLoader> DataLoader::open(const std::string &path,
     }
     loader->width_ = 2;
     loader->numTokens_ = size / 2;
+    kind = "uint16 tokens";
   } else {
     if (vocabSize < 256) {
       error = path + ": read as bytes (256 symbols), but the plan's " +
               "vocab_size is " + std::to_string(vocabSize) +
-              "; use a nanoGPT .bin token file or a plan with vocab_size >= "
-              "256";
+              "; use a nanoGPT .bin or a .npy token file, or a plan with "
+              "vocab_size >= 256";
       return nullptr;
     }
     loader->width_ = 1;
     loader->numTokens_ = size;
+    kind = "bytes as tokens";
   }
 
   uint64_t need = uint64_t(seqLen) + 1;
   if (loader->numTokens_ < need) {
     error = path + ": " + std::to_string(loader->numTokens_) +
-            (tokenFile ? " tokens" : " bytes") +
+            (npy || bin ? " tokens" : " bytes") +
             ", but one sample needs seq_len + 1 = " + std::to_string(need);
     return nullptr;
   }
-
-  if (tokenFile) {
-    // One pass over the file: an out-of-vocabulary token would otherwise
-    // surface as an embedding out of range somewhere in the middle of a run.
-    // The maximum is a branch-free loop (billions of tokens take seconds);
-    // only a failure looks for the position.
-    const uint8_t *b = loader->bytes_;
-    uint32_t maxToken = 0;
-    for (uint64_t i = 0; i < loader->numTokens_; ++i)
-      maxToken =
-          std::max(maxToken, uint32_t(b[2 * i]) | uint32_t(b[2 * i + 1]) << 8);
-    if (maxToken >= vocabSize) {
-      uint64_t i = 0;
-      while (loader->tokenAt(i) < vocabSize)
-        ++i;
-      error = path + ": token " + std::to_string(loader->tokenAt(i)) +
-              " at position " + std::to_string(i) +
-              " is outside the plan's vocabulary (vocab_size " +
-              std::to_string(vocabSize) + ")";
-      return nullptr;
-    }
-    loader->description_ =
-        path + ": " + std::to_string(loader->numTokens_) + " uint16 tokens";
-  } else {
-    loader->description_ =
-        path + ": " + std::to_string(loader->numTokens_) + " bytes as tokens";
-  }
+  if ((npy || bin) && !loader->checkVocabulary(path, vocabSize, error))
+    return nullptr;
+  loader->description_ =
+      path + ": " + std::to_string(loader->numTokens_) + " " + kind;
   return loader;
+}
+
+// One pass over the file: an out-of-vocabulary token would otherwise
+// surface as an embedding out of range somewhere in the middle of a run.
+// The maximum is a branch-free loop (billions of tokens take seconds; a
+// negative signed token reads as a huge one); only a failure looks for the
+// position.
+bool DataLoader::checkVocabulary(const std::string &path, uint32_t vocabSize,
+                                 std::string &error) const {
+  uint64_t maxToken = 0;
+  for (uint64_t i = 0; i < numTokens_; ++i)
+    maxToken = std::max(maxToken, rawTokenAt(i));
+  if (maxToken < vocabSize)
+    return true;
+  uint64_t i = 0;
+  while (rawTokenAt(i) < vocabSize)
+    ++i;
+  const uint64_t raw = rawTokenAt(i);
+  const std::string value =
+      signed_ && int64_t(raw << (64 - 8 * width_)) < 0
+          ? std::to_string(int64_t(raw << (64 - 8 * width_)) >>
+                           (64 - 8 * width_))
+          : std::to_string(raw);
+  error = path + ": token " + value + " at position " + std::to_string(i) +
+          " is outside the plan's vocabulary (vocab_size " +
+          std::to_string(vocabSize) + ")";
+  return false;
 }
 
 std::unique_ptr<DataLoader>
@@ -122,7 +142,6 @@ DataLoader::synthetic(uint32_t vocabSize, uint32_t batch, uint32_t seqLen) {
                               : uint32_t((uint64_t(loader->owned_[i - 1]) +
                                           loader->owned_[i - 2]) %
                                          v);
-  loader->width_ = 4;
   loader->numTokens_ = n;
   loader->description_ = "synthetic data: " + std::to_string(n) +
                          " tokens of x[i] = (x[i-1] + x[i-2]) mod " +
@@ -132,7 +151,7 @@ DataLoader::synthetic(uint32_t vocabSize, uint32_t batch, uint32_t seqLen) {
 
 std::unique_ptr<DataLoader>
 DataLoader::splitTail(double fraction, uint32_t batch, std::string &error) {
-  if (width_ > 2) {
+  if (!owned_.empty()) {
     error = "--eval-split: needs --data (synthetic data has nothing to hold "
             "out)";
     return nullptr;
@@ -149,6 +168,7 @@ DataLoader::splitTail(double fraction, uint32_t batch, std::string &error) {
   std::unique_ptr<DataLoader> out(new DataLoader());
   out->bytes_ = bytes_ + head * width_;
   out->width_ = width_;
+  out->signed_ = signed_;
   out->numTokens_ = tail; // no mapping of its own: this loader unmaps
   out->batch_ = batch;
   out->seqLen_ = seqLen_;
@@ -160,15 +180,25 @@ DataLoader::splitTail(double fraction, uint32_t batch, std::string &error) {
 
 DataLoader::~DataLoader() = default;
 
-uint32_t DataLoader::tokenAt(uint64_t i) const {
+uint64_t DataLoader::rawTokenAt(uint64_t i) const {
+  const uint8_t *p = bytes_ + i * width_;
   switch (width_) {
   case 1:
-    return bytes_[i];
+    return p[0];
   case 2:
-    return uint32_t(bytes_[2 * i]) | uint32_t(bytes_[2 * i + 1]) << 8;
-  default:
-    return owned_[i];
+    return uint64_t(p[0]) | uint64_t(p[1]) << 8;
+  default: {
+    uint64_t v = 0;
+    for (unsigned b = 0; b < width_; ++b)
+      v |= uint64_t(p[b]) << (8 * b);
+    return v;
   }
+  }
+}
+
+uint32_t DataLoader::tokenAt(uint64_t i) const {
+  // Checked against the vocabulary when opened: every token fits.
+  return owned_.empty() ? uint32_t(rawTokenAt(i)) : owned_[i];
 }
 
 uint64_t DataLoader::startOffset(const BatchKey &key, uint32_t row) const {

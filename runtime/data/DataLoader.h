@@ -1,9 +1,10 @@
 //===- DataLoader.h - token streams and deterministic batches ---*- C++ -*-===//
 //
-// dsrun's training data: a token sequence (a nanoGPT .bin file, any other
-// file read as bytes, or a synthetic sequence) and batches drawn from it as a
-// pure function of (seed, step, micro-step, rank). Files are memory-mapped, so
-// a corpus of billions of tokens costs no resident memory until it is read.
+// dsrun's training data: a token sequence (a nanoGPT .bin file, a NumPy
+// .npy array, any other file read as bytes, or a synthetic sequence) and
+// batches drawn from it as a pure function of (seed, step, micro-step, rank).
+// Files are memory-mapped, so a corpus of billions of tokens costs no resident
+// memory until it is read.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_DATA_DATALOADER_H
@@ -35,7 +36,9 @@ struct BatchKey {
 class DataLoader {
 public:
   /// Opens `path`: a name ending in ".bin" holds nanoGPT's little-endian
-  /// uint16 tokens; anything else is read as bytes (256 symbols). Checks the
+  /// uint16 tokens; one ending in ".npy" an array of integers as its header
+  /// declares (numpy.save; NpyFile.h); anything else is read as bytes (256
+  /// symbols). Checks the
   /// tokens against the plan's `vocabSize` and that one sample (`seqLen` + 1
   /// tokens) fits. Returns null and one line naming `path` on failure.
   static std::unique_ptr<DataLoader> open(const std::string &path,
@@ -81,10 +84,17 @@ public:
 private:
   DataLoader() = default;
 
-  // File tokens are little-endian words of `width_` (1 or 2) bytes in a
-  // read-only mapping; synthetic ones live in `owned_` (width_ 4).
+  /// Token i's bits as stored (a file's; not for synthetic data).
+  uint64_t rawTokenAt(uint64_t i) const;
+  bool checkVocabulary(const std::string &path, uint32_t vocabSize,
+                       std::string &error) const;
+
+  // File tokens are little-endian integers of `width_` (1, 2, 4 or 8) bytes
+  // in a read-only mapping, signed in some .npy files; synthetic ones live
+  // in `owned_`.
   const uint8_t *bytes_ = nullptr;
   unsigned width_ = 1;
+  bool signed_ = false;
   uint64_t numTokens_ = 0;
   std::unique_ptr<MappedFile> mapping_;
   std::vector<uint32_t> owned_;

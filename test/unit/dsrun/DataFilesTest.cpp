@@ -142,8 +142,122 @@ TEST(DataLoader, Errors) {
   std::string text = writeFile("text.txt", countingBytes(100));
   EXPECT_FALSE(DataLoader::open(text, 100, 1, 8, error));
   EXPECT_EQ(error, text + ": read as bytes (256 symbols), but the plan's "
-                          "vocab_size is 100; use a nanoGPT .bin token file "
-                          "or a plan with vocab_size >= 256");
+                          "vocab_size is 100; use a nanoGPT .bin or a .npy "
+                          "token file, or a plan with vocab_size >= 256");
+}
+
+/// A .npy file as numpy.save writes it (version 1): magic, version, the
+/// header dict padded with spaces to a multiple of 64 bytes, then `body`.
+std::string npyFile(const std::string &dict, const std::string &body,
+                    char major = 1) {
+  std::string header = dict;
+  const size_t fixed = major == 1 ? 10 : 12;
+  while ((fixed + header.size() + 1) % 64 != 0)
+    header += ' ';
+  header += '\n';
+  std::string out = std::string("\x93NUMPY", 6) + major + '\0';
+  const size_t n = header.size();
+  out += char(n & 0xff);
+  out += char(n >> 8 & 0xff);
+  if (major != 1)
+    out += std::string(2, '\0');
+  return out + header + body;
+}
+
+template <class T> std::string littleEndian(const std::vector<T> &values) {
+  std::string out;
+  for (T v : values)
+    for (size_t b = 0; b < sizeof(T); ++b)
+      out += char(uint64_t(v) >> (8 * b) & 0xff);
+  return out;
+}
+
+// numpy.save's files hold what their header declares: the integer dtype,
+// its width and sign, and a shape whose elements are the tokens in C order.
+TEST(DataLoader, NpyFilesAreReadAsTheirHeaderDeclares) {
+  std::vector<int64_t> values;
+  for (int64_t i = 0; i < 12; ++i)
+    values.push_back(1000 + i);
+  std::string path = writeFile(
+      "tokens.npy",
+      npyFile("{'descr': '<i8', 'fortran_order': False, 'shape': (3, 4), }",
+              littleEndian(values)));
+  std::string error;
+  auto data = DataLoader::open(path, 50257, 1, 4, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->numTokens(), 12u);
+  EXPECT_EQ(data->tokenAt(0), 1000u);
+  EXPECT_EQ(data->tokenAt(11), 1011u);
+  EXPECT_EQ(data->description(), path + ": 12 int64 tokens (.npy)");
+  std::vector<int32_t> tok(4), tgt(4);
+  data->fill({1, 1, 0, 0, 1}, tok.data(), tgt.data());
+  uint64_t s = data->startOffset({1, 1, 0, 0, 1}, 0);
+  EXPECT_EQ(tok[0], int32_t(1000 + s));
+  EXPECT_EQ(tgt[3], int32_t(1000 + s + 4));
+
+  // uint16 in a version 2 header, one-dimensional, Fortran order allowed.
+  std::string u16 = writeFile(
+      "u16.npy",
+      npyFile("{'descr': '<u2', 'fortran_order': True, 'shape': "
+              "(6,), }",
+              littleEndian(std::vector<uint16_t>{1, 2, 300, 4, 5, 65535}), 2));
+  data = DataLoader::open(u16, 65536, 1, 2, error);
+  ASSERT_TRUE(data) << error;
+  EXPECT_EQ(data->tokenAt(2), 300u);
+  EXPECT_EQ(data->tokenAt(5), 65535u);
+  EXPECT_EQ(data->description(), u16 + ": 6 uint16 tokens (.npy)");
+}
+
+TEST(DataLoader, NpyErrors) {
+  std::string error;
+  auto fails = [&](const std::string &name, const std::string &bytes,
+                   uint32_t vocab = 256) {
+    std::string path = writeFile(name, bytes);
+    EXPECT_FALSE(DataLoader::open(path, vocab, 1, 2, error)) << name;
+    return error.substr(path.size());
+  };
+  EXPECT_EQ(fails("text.npy", "just text, not an array"),
+            ": not a .npy file (it does not start with NumPy's magic "
+            "string)");
+  EXPECT_EQ(
+      fails("float.npy",
+            npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
+                    std::string(16, '\0'))),
+      ": dtype '<f4' is not a token type (little-endian integers: uint8, "
+      "uint16, uint32, uint64, int8, int16, int32 or int64)");
+  EXPECT_EQ(
+      fails("big.npy",
+            npyFile("{'descr': '>u2', 'fortran_order': False, 'shape': (4,), }",
+                    std::string(8, '\0'))),
+      ": dtype '>u2' is not a token type (little-endian integers: uint8, "
+      "uint16, uint32, uint64, int8, int16, int32 or int64)");
+  EXPECT_EQ(fails("fortran.npy",
+                  npyFile("{'descr': '<u2', 'fortran_order': True, 'shape': "
+                          "(2, 3), }",
+                          std::string(12, '\0'))),
+            ": the array is in Fortran order; save a C-ordered one "
+            "(numpy.ascontiguousarray)");
+  EXPECT_EQ(fails("cut.npy",
+                  npyFile("{'descr': '<i4', 'fortran_order': False, 'shape': "
+                          "(10,), }",
+                          std::string(12, '\0'))),
+            ": the header says 10 elements of 4 bytes, but the file holds 3");
+  EXPECT_EQ(fails("v9.npy", npyFile("{}", "", 9)),
+            ": .npy format version 9 (dsrun reads versions 1 to 3)");
+  EXPECT_EQ(fails("noshape.npy",
+                  npyFile("{'descr': '<u2', 'fortran_order': False}", "")),
+            ": the header has no 'shape' tuple");
+  EXPECT_EQ(
+      fails("negative.npy",
+            npyFile("{'descr': '<i2', 'fortran_order': False, 'shape': (4,), }",
+                    littleEndian(std::vector<int16_t>{1, 2, -3, 4}))),
+      ": token -3 at position 2 is outside the plan's vocabulary "
+      "(vocab_size 256)");
+  EXPECT_EQ(
+      fails("short.npy",
+            npyFile("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }",
+                    std::string(2, '\1'))),
+      ": 2 tokens, but one sample needs seq_len + 1 = 3");
 }
 
 TEST(DataLoader, SyntheticIsAFibonacciSequence) {
