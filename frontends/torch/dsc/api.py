@@ -219,6 +219,33 @@ def _init_args(init, exported, tmp):
     return ["--init-from", path]
 
 
+def _is_array(data):
+    """A numpy array (a memmap too) or a torch tensor, not a path."""
+    return hasattr(data, "dtype") and hasattr(data, "shape")
+
+
+def _data_path(data, tmp, name):
+    """dsrun's --data for `data`: a path as it is; a numpy memmap of a
+    nanoGPT .bin file (uint16, the whole file) by its file, without a copy;
+    any other array of integers (numpy or torch) saved as a .npy file in
+    the work folder, flattened in C order."""
+    if data is None or not _is_array(data):
+        return None if data is None else os.fspath(data)
+    import numpy as np
+    if hasattr(data, "detach"):  # a torch tensor
+        data = data.detach().cpu().numpy()
+    filename = getattr(data, "filename", None)
+    if (filename and str(filename).endswith(".bin") and data.dtype == np.uint16
+            and getattr(data, "offset", 0) == 0 and data.flags["C_CONTIGUOUS"]
+            and data.nbytes == os.path.getsize(filename)):
+        return os.fspath(filename)
+    if not np.issubdtype(data.dtype, np.integer):
+        raise InputError(f"{name}: an array of {data.dtype}; tokens are integers")
+    path = os.path.join(tmp, name.lstrip("-") + ".npy")
+    np.save(path, np.ascontiguousarray(data).reshape(-1))
+    return path
+
+
 def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
           eval_data=None, eval_split=None, eval_every=None, save_dir=None, save_every=None,
           resume=False,
@@ -226,6 +253,9 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     """Trains `plan` (a Plan, or the path of a .dsplan) in this process, as
     `dsrun PLAN --data DATA --steps STEPS ...` does, calling callback(record)
     after every optimizer step with the record dsrun's --metrics writes.
+    `data` and `eval_data`: a file's path (dsrun --data: .bin, .npy or
+    bytes), or an array of token ids (numpy, a numpy memmap, or a torch
+    tensor; any shape, read in C order).
     Initial weights: `init` (a safetensors path or a dict of tensors), else
     the exported module's own. The config's tensorboard, csv_monitor and
     wandb sections are written unless monitor=False (dsc.monitor). Raises
@@ -240,9 +270,10 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
     # What this call writes is checked before anything is: the outputs
     # dsrun writes by its own rule as well (PathRules.h), the monitors'
     # folders and files by monitor.check_monitors.
-    inputs = [("the plan", plan.path if isinstance(plan, Plan) else plan), ("--data", data),
+    inputs = [("the plan", plan.path if isinstance(plan, Plan) else plan),
+              ("--data", None if _is_array(data) else data),
               ("--init-from", None if isinstance(init, dict) else init),
-              ("--eval-data", eval_data)]
+              ("--eval-data", None if _is_array(eval_data) else eval_data)]
     outputs = [("--metrics", metrics), ("--trace", trace)]
     for flag, path in outputs:
         if path is not None:
@@ -255,7 +286,8 @@ def train(plan, data=None, steps=100, callback=None, *, init=None, seed=None,
         tmp = work.path
         args = _plan_args(plan, tmp) + ["--steps", str(steps)]
         if data is not None:
-            args += ["--data", os.fspath(data)]
+            args += ["--data", _data_path(data, tmp, "--data")]
+        eval_data = _data_path(eval_data, tmp, "--eval-data")
         args += _init_args(init, None if resume else exported, tmp)
         for flag, value in (("--seed", seed), ("--eval-data", eval_data),
                             ("--eval-split", eval_split),
