@@ -102,6 +102,9 @@ struct DsConfig {
   /// wall_clock_breakdown: dsrun times the forward, the backward, the
   /// update and the collectives of every steps_per_print-th step.
   bool wallClockBreakdown = false;
+  /// memory_breakdown: dsrun prints the bytes of each arena category, the
+  /// process's peak and the device's use with each progress line.
+  bool memoryBreakdown = false;
 
   /// comms_logger: dsrun times every collective and prints, per operation
   /// and message size, the count, latency and bandwidths after the run

@@ -117,6 +117,8 @@ std::string dsc::toJson(const DsConfig &c) {
                                           {"top_modules", p.topModules}};
   if (c.wallClockBreakdown)
     root["wall_clock_breakdown"] = true;
+  if (c.memoryBreakdown)
+    root["memory_breakdown"] = true;
   if (const auto &l = c.commsLogger; l.enabled) {
     json::Array ops;
     for (const std::string &op : l.ops)
@@ -142,7 +144,8 @@ namespace {
 auto topLevelFields(const DsConfig &c) {
   return std::tie(c.trainBatchSize, c.microBatchSize,
                   c.gradientAccumulationSteps, c.gradientClipping,
-                  c.communicationDataType, c.wallClockBreakdown);
+                  c.communicationDataType, c.wallClockBreakdown,
+                  c.memoryBreakdown);
 }
 
 auto fields(const DsConfig::Optimizer &o) {

@@ -119,9 +119,10 @@ constexpr ConfigKey kKeys[] = {
      "dsrun times every collective and prints per operation and size the "
      "count, latency and bandwidths after the run (every step is timed: "
      "on CUDA the programs run kernel by kernel, without their graphs)"},
-    {"$", "memory_breakdown", NotSupported,
-     "dsc --report gives the bytes per category before launch; dsrun "
-     "--metrics measures them"},
+    {"$", "memory_breakdown", Works,
+     "dsrun prints each progress line's bytes per arena category (what "
+     "the plan wrote), the process's peak resident set and the device's "
+     "use; dsc --report predicts them before launch"},
     {"$", "autotuning", NotSupported,
      "dsc --report predicts the memory of a configuration without running "
      "it"},

@@ -108,7 +108,7 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
       &arenas, &buffers, &variables, &constants, &programs, lossScale,
       model.skipsOverflow, plan::kUnsealedChecksum,
       aliases.empty() ? nullptr : &aliases, flopsProfile, c.wallClockBreakdown,
-      commsLogger);
+      commsLogger, c.memoryBreakdown);
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

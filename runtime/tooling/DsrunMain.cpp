@@ -102,6 +102,7 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
   setup.printEvery = options.printEvery;
   setup.evalBatches = uint32_t(options.evalBatches);
   setup.flopsProfileStep = flopsProfileStep(p.loaded->plan());
+  setup.memoryBreakdown = p.loaded->plan().memory_breakdown();
   TimingPlan timing = timingPlanOf(p.loaded->plan());
   if (timing.breakdown || timing.logComms) {
     p.timings = std::make_unique<StepTimings>(std::move(timing));

@@ -134,6 +134,32 @@ std::string progressLine(const StepRecord &r, uint64_t totalSteps) {
          (r.skippedSteps ? "  skipped " + std::to_string(r.skippedSteps) : "");
 }
 
+std::string memoryLine(const StepRecord &r) {
+  // Per space, categories in the plan's order (their first arena's).
+  std::vector<std::pair<std::string, uint64_t>> parts;
+  for (const char *space : {"device", "host"})
+    for (const ArenaUsage &a : r.memory) {
+      if (a.space != space || a.predictedBytes == 0)
+        continue;
+      const std::string label =
+          a.space == "device" ? a.category : a.space + " " + a.category;
+      auto it = std::find_if(parts.begin(), parts.end(),
+                             [&](const auto &p) { return p.first == label; });
+      if (it == parts.end())
+        parts.push_back({label, a.writtenBytes});
+      else
+        it->second += a.writtenBytes;
+    }
+  std::string line = "memory";
+  for (const auto &[label, bytes] : parts)
+    line += " | " + label + " " + formatBytes(bytes);
+  line += " | process peak " + formatBytes(r.rssPeakBytes);
+  if (r.hasDevice)
+    line += " | gpu " + formatBytes(r.device.used) + " of " +
+            formatBytes(r.device.total);
+  return line;
+}
+
 std::string summaryText(const RunSummary &s) {
   double rate = s.seconds > 0 ? double(s.tokens) / s.seconds : 0;
   std::string text = "done: " + std::to_string(s.steps) +

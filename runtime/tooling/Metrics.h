@@ -88,6 +88,12 @@ struct RunSummary {
 /// resident set against its baseline plus the plan's total.
 std::string summaryText(const RunSummary &summary);
 
+/// ds_config's memory_breakdown line: "memory | params 133.5 KiB | grads
+/// ... | process peak 10.8 MiB" (the bytes the plan wrote per category,
+/// host arenas as "host <category>", categories that hold nothing left
+/// out), with "| gpu 63.4 GiB of 139.8 GiB" on a device.
+std::string memoryLine(const StepRecord &record);
+
 /// "512 B", "12.3 MiB", "1.5 GiB".
 std::string formatBytes(uint64_t bytes);
 /// "950", "1.9k", "2.3M".

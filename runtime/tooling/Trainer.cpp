@@ -543,15 +543,21 @@ void TrainLoop::printProgress(uint64_t step, bool last) {
   if (!setup.out)
     return;
   printStepLine(step, last);
-  if (record.hasTimes) {
-    if (setup.interactive && !last && step != setup.flopsProfileStep)
-      std::fputc('\n', setup.out); // below the live line, which goes on
+  const bool printed = step % printInterval() == 0 || last || record.hasValLoss;
+  const bool memory = setup.memoryBreakdown && printed;
+  // Extra lines go below the live line, which goes on after them (the last
+  // step and the profile's step end it themselves).
+  if (setup.interactive && (memory || record.hasTimes) && !last &&
+      step != setup.flopsProfileStep)
+    std::fputc('\n', setup.out);
+  if (memory)
+    std::fprintf(setup.out, "%s\n", memoryLine(record).c_str());
+  if (record.hasTimes)
     std::fprintf(setup.out, "%s\n",
                  breakdownLine({record.forwardMs, record.backwardMs,
                                 record.optimizerMs, record.commMs})
                      .c_str());
-    std::fflush(setup.out);
-  }
+  std::fflush(setup.out);
   if (step == setup.flopsProfileStep && setup.flopsProfile) {
     const bool timed = setup.timings && setup.timings->plan().breakdown;
     std::fputs(setup.flopsProfile(timed ? &setup.timings->moduleMs() : nullptr)

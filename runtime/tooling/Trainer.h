@@ -96,7 +96,9 @@ struct TrainSetup {
   std::function<std::string(const std::map<std::string, double> *)>
       flopsProfile;
   uint64_t flopsProfileStep = 0;
-  uint64_t printEvery = 0;      ///< progress every K steps; 0: steps / 20
+  uint64_t printEvery = 0; ///< progress every K steps; 0: steps / 20
+  /// ds_config's memory_breakdown: memoryLine after each progress line.
+  bool memoryBreakdown = false;
   bool interactive = false;     ///< one live line rewritten with \r
   std::FILE *metrics = nullptr; ///< one JSON line per step, or null
   /// Called with each step's record after it is written to `metrics` (the
