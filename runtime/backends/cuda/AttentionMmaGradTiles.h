@@ -258,13 +258,9 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
   /// Step `step`'s K and V tiles into buffer step % 2, asynchronously.
   DSC_TILE_FN void loadKeys(int64_t tile, int64_t step, int t,
                             float *sm) const {
-    const int64_t p = pairOf(tile), j0 = step * BC;
     const int buffer = kKV * int(step & 1);
-    loadTile16<IO, BC, true>(a.k, p * a.Tk + j0, a.Tk - j0, a.D,
-                             roundUp(a.D, 16), half(sm, kK + buffer), L, t);
-    loadTile16<IO, BC, true>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv,
-                             roundUp(a.Dv, 16), half(sm, kV + buffer), L, t);
-    commitTileLoads();
+    loadKeyTiles<IO, BC>(a, pairOf(tile), step, half(sm, kK + buffer),
+                         half(sm, kV + buffer), L, t);
   }
 
   DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,

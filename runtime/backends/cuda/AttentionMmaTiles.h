@@ -110,6 +110,20 @@ DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
                               : 0;
 }
 
+/// Step `step`'s tiles of BC keys of pair p, K and V, into shared memory at
+/// k and v (rows of ld), asynchronously (the forward's and dQ's programs,
+/// which double-buffer them).
+template <class IO, int BC>
+DSC_TILE_FN void loadKeyTiles(const Problem &a, int64_t p, int64_t step,
+                              uint16_t *k, uint16_t *v, int ld, int t) {
+  const int64_t j0 = step * BC;
+  loadTile16<IO, BC, true>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
+                           k, ld, t);
+  loadTile16<IO, BC, true>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv,
+                           roundUp(a.Dv, 16), v, ld, t);
+  commitTileLoads();
+}
+
 /// kStats false: the output. kStats true: each query row's log-sum-exp and
 /// D_i = sum_j P_ij (g_i . v_j) for the gradient (AttentionMmaGradTiles.h),
 /// with the scores and g . v from the same products the gradient computes.
@@ -189,13 +203,9 @@ struct ForwardMmaTiles : QueryTiling {
   /// Step `step`'s K and V tiles into buffer step % 2, asynchronously.
   DSC_TILE_FN void loadKeys(int64_t tile, int64_t step, int t,
                             float *sm) const {
-    const int64_t p = pairOf(tile), j0 = step * BC;
     const int buffer = kKV * int(step & 1);
-    loadTile16<IO, BC, true>(a.k, p * a.Tk + j0, a.Tk - j0, a.D,
-                             roundUp(a.D, 16), half(sm, kK + buffer), LK, t);
-    loadTile16<IO, BC, true>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv,
-                             roundUp(a.Dv, 16), half(sm, kV + buffer), LK, t);
-    commitTileLoads();
+    loadKeyTiles<IO, BC>(a, pairOf(tile), step, half(sm, kK + buffer),
+                         half(sm, kV + buffer), LK, t);
   }
 
   DSC_TILE_FN void body(int phase, int64_t tile, int64_t step, int t,
