@@ -9,6 +9,14 @@
 // instruction sets the CPU reports (unless the user set it) and then loads
 // the library with dlopen. <cblas.h> only provides the prototypes.
 //
+// DSC_BLAS chooses another CBLAS library: "mkl" loads oneMKL's single
+// dynamic library (libmkl_rt, e.g. the Python index's mkl wheel on
+// LD_LIBRARY_PATH), a path any library exporting cblas_sgemm. On the
+// benchmark machine oneMKL's sgemm ran the plans' GEMMs 1.05-1.35x faster
+// than OpenBLAS's (bench/RESULTS.md, "CPU GEMM libraries"); OpenBLAS stays
+// the default because Debian ships it. Results differ from OpenBLAS's in
+// the last bits (another summation order), and are the same run to run.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuCommon.h"
@@ -30,6 +38,9 @@ extern "C" void cblas_sgemm(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
 #include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #ifndef DSC_OPENBLAS_PATH
 #define DSC_OPENBLAS_PATH "libopenblas.so.0"
@@ -79,27 +90,45 @@ namespace {
 Blas load() {
   Blas blas;
   prepareBlas();
+  std::string choice, error;
+  if (!blasChoiceFromEnv(choice, error)) {
+    blas.error = error;
+    return blas;
+  }
+  std::vector<std::string> names = {DSC_OPENBLAS_PATH, "libopenblas.so.0"};
+  std::string label = "OpenBLAS";
+  if (choice == "mkl") {
+    names = {"libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so"};
+    label = "oneMKL (DSC_BLAS=mkl)";
+  } else if (choice != "openblas") {
+    names = {choice};
+    label = "DSC_BLAS=" + choice;
+  }
   void *lib = nullptr;
   std::string tried;
-  for (const char *name : {DSC_OPENBLAS_PATH, "libopenblas.so.0"}) {
-    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  for (const std::string &name : names) {
+    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib)
       break;
     const char *why = dlerror();
     tried += std::string(tried.empty() ? "" : "; ") + (why ? why : name);
   }
   if (!lib) {
-    blas.error = "cannot load OpenBLAS: " + tried;
+    blas.error = "cannot load " + label + ": " + tried;
     return blas;
   }
   blas.sgemm =
       reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(lib, "cblas_sgemm"));
-  blas.setThreads =
-      reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
-  blas.getThreads =
-      reinterpret_cast<int (*)()>(dlsym(lib, "openblas_get_num_threads"));
+  // OpenBLAS's thread controls, or oneMKL's.
+  for (const auto &[set, get] :
+       {std::pair{"openblas_set_num_threads", "openblas_get_num_threads"},
+        std::pair{"MKL_Set_Num_Threads", "MKL_Get_Max_Threads"}})
+    if (!blas.setThreads) {
+      blas.setThreads = reinterpret_cast<void (*)(int)>(dlsym(lib, set));
+      blas.getThreads = reinterpret_cast<int (*)()>(dlsym(lib, get));
+    }
   if (!blas.sgemm)
-    blas.error = "OpenBLAS has no cblas_sgemm";
+    blas.error = label + " has no cblas_sgemm";
   return blas;
 }
 
@@ -109,6 +138,18 @@ const Blas &blas() {
 }
 
 } // namespace
+
+bool blasChoiceFromEnv(std::string &choice, std::string &error) {
+  const char *value = std::getenv("DSC_BLAS");
+  choice = value && *value ? value : "openblas";
+  if (choice == "openblas" || choice == "mkl" ||
+      choice.find('/') != std::string::npos)
+    return true;
+  error = "DSC_BLAS: expected openblas, mkl or a library's path (with a "
+          "'/'), got '" +
+          choice + "'";
+  return false;
+}
 
 bool blasReady(std::string &err) {
   if (blas().sgemm)

@@ -61,8 +61,14 @@ void registerCpuBackend() {
                   [](const BackendOptions &options,
                      std::string &error) -> std::unique_ptr<Backend> {
                     int threads = 1;
+                    std::string blas;
                     if (!checkBackendOptions("cpu", options, {}, error) ||
-                        !cpu::kernelThreadsFromEnv(threads, error))
+                        !cpu::kernelThreadsFromEnv(threads, error) ||
+                        !cpu::blasChoiceFromEnv(blas, error))
+                      return nullptr;
+                    // A library asked for by name is loaded now: one that
+                    // is missing stops the run before it starts.
+                    if (std::getenv("DSC_BLAS") && !cpu::blasReady(error))
                       return nullptr;
                     return std::make_unique<CpuBackend>();
                   });

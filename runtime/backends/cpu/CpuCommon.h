@@ -178,6 +178,9 @@ bool scalarOperand(std::string &err, const TensorRef &t, const char *role,
 
 /// Loads OpenBLAS on first use (Blas.cpp explains why it is not linked).
 bool blasReady(std::string &err);
+/// DSC_BLAS's library: "openblas" (unset), "mkl" or a path; false + one
+/// line for anything else (the CPU backend refuses it when created).
+bool blasChoiceFromEnv(std::string &choice, std::string &error);
 /// Row-major C = alpha * op(A) op(B) + beta * C through cblas_sgemm. The
 /// caller has checked that every size fits the BLAS integer type.
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
