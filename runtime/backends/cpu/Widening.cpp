@@ -104,6 +104,13 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
                ? runWidened(&addBody, rest, error)
                : runWidenedPair("ds.bias_gelu", rest, error);
   }
+  // ds.add_layer_norm's contract leaves its input count open (the bias is
+  // optional): checked here, with the f32 kernel's lines, before the steps
+  // below index its inputs (a fuzzed plan with one input reached them).
+  int64_t rows, cols;
+  if (kernel == "ds.add_layer_norm" &&
+      !checkAddLayerNorm(args, rows, cols, error))
+    return false;
   // Step one, the add: (x, residual) or (x, bias) -> sum, outputs[0].
   KernelArgs add = args;
   add.numInputs = 2;
