@@ -372,6 +372,17 @@ void expectNear(const std::vector<double> &got,
   }
 }
 
+// ds.add_layer_norm's contract leaves its input count open (the bias is
+// optional); the 16-bit pair checks it before its steps index the inputs
+// (PlanFuzzer found one input reaching them: docs/fuzzing.md).
+TEST(Widening, FusedPairCountsItsInputsFirst) {
+  std::string e;
+  run("ds.add_layer_norm", {{{3, 8}, DType::bf16, random(24, 41)}},
+      {{{3, 8}, DType::bf16}, {{3, 8}, DType::bf16}}, {}, {1e-5}, false, e);
+  EXPECT_EQ(e, "ds.add_layer_norm: expects 3 or 4 inputs (x, residual, w[, "
+               "b]), got 1");
+}
+
 TEST(Widening, SixteenBitKernelsMatchTheFloat64Reference) {
   for (DType t : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(t == DType::bf16 ? "bf16" : "f16");
