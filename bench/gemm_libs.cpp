@@ -11,7 +11,8 @@
 // 0.3.21 and BLIS 0.9 have none.
 //
 //   c++ -O2 -std=c++17 bench/gemm_libs.cpp -o gemm_libs -ldnnl -ldl
-//   OMP_NUM_THREADS=2 LD_LIBRARY_PATH=<mkl libs> ./gemm_libs [--mkl PATH] [--threads N]
+//   OMP_NUM_THREADS=2 LD_LIBRARY_PATH=<mkl libs> ./gemm_libs [--mkl PATH]
+//   [--threads N]
 //
 // Prints a Markdown table: per shape, GFLOP/s of each library (best of the
 // repetitions that fit in about 0.3 s, after one warm-up call).
@@ -101,7 +102,8 @@ Blas openBlas(const std::string &name, const std::string &path,
     return b;
   }
   b.sgemm = reinterpret_cast<Sgemm>(dlsym(b.lib, "cblas_sgemm"));
-  b.bf16 = reinterpret_cast<MklBf16Gemm>(dlsym(b.lib, "cblas_gemm_bf16bf16f32"));
+  b.bf16 =
+      reinterpret_cast<MklBf16Gemm>(dlsym(b.lib, "cblas_gemm_bf16bf16f32"));
   if (auto set = reinterpret_cast<SetThreads>(dlsym(b.lib, setThreads)))
     set(threads);
   return b;
@@ -134,8 +136,8 @@ double dnnlMatmul(const Shape &s, dnnl::memory::data_type t,
   fill(bm, b);
   matmul mm(pd);
   return best([&] {
-    mm.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm},
-                      {DNNL_ARG_DST, cm}});
+    mm.execute(
+        strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     strm.wait();
   });
 }

@@ -315,6 +315,7 @@ private:
   void printProgress(uint64_t step, bool last);
   void printStepLine(uint64_t step, bool last);
   uint64_t printInterval() const;
+  bool hasLine(uint64_t step, bool last) const;
   bool breakdownStep(uint64_t step) const;
   bool tracedStep(uint64_t step) const;
   void takeTrace(uint64_t step);
@@ -543,7 +544,7 @@ void TrainLoop::printProgress(uint64_t step, bool last) {
   if (!setup.out)
     return;
   printStepLine(step, last);
-  const bool printed = step % printInterval() == 0 || last || record.hasValLoss;
+  const bool printed = hasLine(step, last);
   const bool memory = setup.memoryBreakdown && printed;
   // Extra lines go below the live line, which goes on after them (the last
   // step and the profile's step end it themselves).
@@ -567,6 +568,12 @@ void TrainLoop::printProgress(uint64_t step, bool last) {
   }
 }
 
+/// Whether step gets a plain progress line: every printInterval()-th, the
+/// last, and one with a held-out evaluation.
+bool TrainLoop::hasLine(uint64_t step, bool last) const {
+  return step % printInterval() == 0 || last || record.hasValLoss;
+}
+
 uint64_t TrainLoop::printInterval() const {
   return setup.printEvery ? setup.printEvery
                           : std::max<uint64_t>(1, setup.steps / 20);
@@ -587,7 +594,7 @@ void TrainLoop::printStepLine(uint64_t step, bool last) {
       std::fputc('\n', setup.out);
     return;
   }
-  if (step % printInterval() == 0 || last || record.hasValLoss) {
+  if (hasLine(step, last)) {
     std::fprintf(setup.out, "%s\n", progressLine(record, setup.steps).c_str());
     std::fflush(setup.out);
   }

@@ -13,11 +13,11 @@
 // phase before the block meets at a barrier (__syncthreads), or only the
 // warp at its own (__syncwarp) after the phases a program marks so
 // (WarpSyncedBody). A phase reads what earlier phases wrote, never what
-// another thread writes in the same phase. Written so, one text runs on the device (runTiles in Attention.cu)
-// and on the host (emulateTiles below): the tiling, the causal masks, the
-// tails and the absence of races within a phase are tested on machines
-// without a GPU (test/unit/cuda/AttentionTilesTest.cpp runs the
-// threads of each phase in opposite orders and wants the same bits).
+// another thread writes in the same phase. Written so, one text runs on the
+// device (runTiles in Attention.cu) and on the host (emulateTiles below): the
+// tiling, the causal masks, the tails and the absence of races within a phase
+// are tested on machines without a GPU (test/unit/cuda/AttentionTilesTest.cpp
+// runs the threads of each phase in opposite orders and wants the same bits).
 //
 // The gradient adds no floats atomically: the block that owns a key tile
 // sums dK and dV over the query tiles in order, and a second program that
