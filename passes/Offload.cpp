@@ -101,7 +101,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
 
   /// offload_optimizer: the accumulation of each reduced gradient into its
   /// host accumulator runs on the host (in every program), and @apply's
-  /// work on host data: each AdamW update, the rounding of its new master
+  /// work on host data: each optimizer update, the rounding of its new master
   /// weights to 16 bits (so half the bytes go back), and what reads only
   /// host values (the gradients' sums of squares for the norm). Constants
   /// stay device values that host work reads through a copy: ds-fuse's
@@ -111,10 +111,10 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
     UnitAttr unit = UnitAttr::get(&getContext());
     for (Operation &op : func.front()) {
       bool host = false;
-      if (isa<AdamWOp>(op))
+      if (isa<OptimizerUpdateOpInterface>(op))
         host = apply;
       else if (auto cast = dyn_cast<CastOp>(op))
-        host = apply && cast.getX().getDefiningOp<AdamWOp>();
+        host = apply && cast.getX().getDefiningOp<OptimizerUpdateOpInterface>();
       if (isa<AddOp>(op) && op.hasOneUse())
         if (auto store = dyn_cast<StoreOp>(*op.getUsers().begin()))
           host |= hostVars.contains(store.getName()) &&
@@ -123,7 +123,7 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
                     return load && load.getName() == store.getName();
                   });
       if (apply && !host && isa<KernelOpInterface, dist::ShardOp>(op) &&
-          !isa<AdamWOp, ConstantOp>(op)) {
+          !isa<OptimizerUpdateOpInterface, ConstantOp>(op)) {
         // Constants go where their users are (below).
         bool any = false, all = true;
         for (Value v : op.getOperands()) {

@@ -98,13 +98,13 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
     return success();
   }
 
-  /// Each AdamW now updates an fp32 master of its parameter and the
+  /// Each optimizer update now updates an fp32 master of its parameter and the
   /// parameter receives the rounded result.
   LogicalResult addMasters(ModuleOp module, func::FuncOp apply) {
-    SmallVector<AdamWOp> updates;
-    apply.walk([&](AdamWOp op) { updates.push_back(op); });
+    SmallVector<OptimizerUpdateOpInterface> updates;
+    apply.walk([&](OptimizerUpdateOpInterface op) { updates.push_back(op); });
     OpBuilder mb(module.getContext());
-    for (AdamWOp op : updates) {
+    for (OptimizerUpdateOpInterface op : updates) {
       auto load = op.getParam().getDefiningOp<LoadOp>();
       VariableOp param =
           load ? symbols->lookup<VariableOp>(load.getName()) : VariableOp();
@@ -117,10 +117,11 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
       mb.setInsertionPointAfter(param);
       // Initialized as the parameter is (the plan keys its draw by the
       // parameter's name): the 16-bit parameter is its rounding.
-      auto master = mb.create<VariableOp>(param.getLoc(), VariableKind::master,
-                                          name, FlatSymbolRefAttr::get(param),
-                                          op.getParam().getType(),
-                                          param.getInit(), param.getStdAttr());
+      auto master =
+          mb.create<VariableOp>(param.getLoc(), VariableKind::master, name,
+                                FlatSymbolRefAttr::get(param),
+                                cast<RankedTensorType>(op.getParam().getType()),
+                                param.getInit(), param.getStdAttr());
       symbols->insert(master);
       load.setName(master.getSymName());
       for (Operation *user :
@@ -153,12 +154,12 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
         if (var.getKind() != VariableKind::grad)
           continue;
         // The norm's squares in fp32 (a 16-bit square overflows early);
-        // ds.adamw reads the 16-bit gradient directly.
+        // the optimizer update reads the 16-bit gradient directly.
         OpBuilder b(load->getBlock(), ++Block::iterator(load));
         Value wide;
         for (OpOperand &use :
              llvm::make_early_inc_range(load.getResult().getUses())) {
-          if (isa<AdamWOp, StoreOp>(use.getOwner()))
+          if (isa<OptimizerUpdateOpInterface, StoreOp>(use.getOwner()))
             continue;
           if (!wide)
             wide = b.create<CastOp>(
@@ -185,20 +186,21 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
       normValue = unscaled;
     }
     llvm::DenseMap<Value, Value> scaleOf;
-    SmallVector<AdamWOp> updates;
-    apply.walk([&](AdamWOp op) { updates.push_back(op); });
-    for (AdamWOp op : updates) {
-      Value &scale = scaleOf[op.getScale()];
+    SmallVector<OptimizerUpdateOpInterface> updates;
+    apply.walk([&](OptimizerUpdateOpInterface op) { updates.push_back(op); });
+    for (OptimizerUpdateOpInterface op : updates) {
+      OpOperand &operand = op.getScaleOperand();
+      Value &scale = scaleOf[operand.get()];
       if (!scale) {
         OpBuilder b(op);
-        scale = op.getScale();
+        scale = operand.get();
         if (lossScale)
           scale = b.create<DivOp>(op.getLoc(), scale, lossScale);
         if (checkOverflow)
           scale =
               b.create<OverflowGuardOp>(op.getLoc(), scalar, scale, normValue);
       }
-      op.getScaleMutable().assign(scale);
+      operand.set(scale);
     }
     return success();
   }

@@ -11,6 +11,7 @@
 
 #include "dialects/ds/DsUtils.h"
 #include "dialects/plan/PlanOps.h"
+#include "runtime/kernels/KernelContract.h"
 #include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -104,6 +105,15 @@ int64_t elementsOf(Value r) {
   return cast<MemRefType>(r.getType()).getNumElements();
 }
 
+/// An optimizer update (its contract's aliasing is "update"): inputs
+/// param, grad, the states, lr, step, scale; outputs param' and the states'.
+bool isUpdate(const Pending &p) {
+  const rt::KernelContract *c = rt::findKernelContract(p.kernel);
+  return c && c->alias == rt::KernelAlias::Update;
+}
+/// The update's flat operands: param, grad and its states.
+size_t flatInputs(const Pending &update) { return update.outs.size() + 1; }
+
 /// The rewrite of one program's calls; `storage` knows where buffers live.
 class Fusion {
 public:
@@ -131,18 +141,19 @@ private:
   bool contiguous(Value a, Value b);
   bool adjacentUpdates(const Pending &last, const Pending &q);
   std::vector<size_t> extendRun(const std::vector<Pending> &pend, size_t i,
-                                bool isAdam);
+                                bool isUpdateRun);
   Pending mergeRun(std::vector<Pending> &pend, const std::vector<size_t> &run,
-                   bool isAdam);
+                   bool isUpdateRun);
   bool isGradientFill(const Pending &p);
 };
 
-/// An update that writes its parameter and moments in place (ds.adamw's
-/// outputs: parameter, m, v; its inputs: parameter, gradient, m, v, ...).
-bool Fusion::forwarded(const Pending &adam) {
-  return slot(adam.outs[0]) == slot(adam.ins[0]) &&
-         slot(adam.outs[1]) == slot(adam.ins[2]) &&
-         slot(adam.outs[2]) == slot(adam.ins[3]);
+/// An update that writes its parameter and states in place (outputs:
+/// parameter, states; inputs: parameter, gradient, states, ...).
+bool Fusion::forwarded(const Pending &update) {
+  for (size_t k = 0; k < update.outs.size(); ++k)
+    if (slot(update.outs[k]) != slot(update.ins[k == 0 ? 0 : k + 1]))
+      return false;
+  return true;
 }
 
 // What mixed precision does with an update's result `tmp`: copies it into
@@ -211,13 +222,16 @@ bool Fusion::contiguous(Value a, Value b) {
 }
 
 /// `q` continues the run that ends in `last`: its parameter, gradient and
-/// moments follow `last`'s, it reads the same scalars (lr, step, scale)
+/// states follow `last`'s, it reads the same scalars (lr, step, scale)
 /// and it was forwarded into its variables.
 bool Fusion::adjacentUpdates(const Pending &last, const Pending &q) {
-  for (size_t k = 0; k < 4; ++k)
+  size_t flat = flatInputs(q);
+  if (flatInputs(last) != flat || last.ins.size() != q.ins.size())
+    return false;
+  for (size_t k = 0; k < flat; ++k)
     if (!contiguous(last.ins[k], q.ins[k]))
       return false;
-  for (size_t k = 4; k < 7; ++k)
+  for (size_t k = flat; k < q.ins.size(); ++k)
     if (slot(last.ins[k]) != slot(q.ins[k]))
       return false;
   return forwarded(q);
@@ -225,19 +239,19 @@ bool Fusion::adjacentUpdates(const Pending &last, const Pending &q) {
 
 /// The calls that can merge with `pend[i]`, from `i` on.
 std::vector<size_t> Fusion::extendRun(const std::vector<Pending> &pend,
-                                      size_t i, bool isAdam) {
+                                      size_t i, bool isUpdateRun) {
   const Pending &p = pend[i];
   std::vector<size_t> run{i};
   for (size_t j = i + 1; j < pend.size(); ++j) {
     const Pending &q = pend[j];
-    if (q.kernel == "ds.fill" && isAdam)
+    if (q.kernel == "ds.fill" && isUpdateRun)
       continue; // zeroing of an earlier grad may sit in between
     if (q.kernel != p.kernel || q.floats != p.floats || q.space != p.space ||
         synced(q))
       break;
     const Pending &last = pend[run.back()];
-    if (isAdam ? !adjacentUpdates(last, q)
-               : !contiguous(last.outs[0], q.outs[0]))
+    if (isUpdateRun ? !adjacentUpdates(last, q)
+                    : !contiguous(last.outs[0], q.outs[0]))
       break;
     run.push_back(j);
   }
@@ -245,20 +259,21 @@ std::vector<size_t> Fusion::extendRun(const std::vector<Pending> &pend,
 }
 
 Pending Fusion::mergeRun(std::vector<Pending> &pend,
-                         const std::vector<size_t> &run, bool isAdam) {
+                         const std::vector<size_t> &run, bool isUpdateRun) {
   int64_t elements = 0;
   double flops = 0;
   for (size_t j : run) {
-    elements += elementsOf(isAdam ? pend[j].ins[0] : pend[j].outs[0]);
+    elements += elementsOf(isUpdateRun ? pend[j].ins[0] : pend[j].outs[0]);
     flops += pend[j].flops;
   }
   Pending merged = std::move(pend[run.front()]);
   merged.flops = flops;
   merged.loc.reset();
-  if (isAdam) {
-    for (size_t k = 0; k < 4; ++k)
+  if (isUpdateRun) {
+    for (size_t k = 0; k < flatInputs(merged); ++k)
       merged.ins[k] = storage.flat(merged.ins[k], elements, func);
-    merged.outs = {merged.ins[0], merged.ins[2], merged.ins[3]};
+    for (size_t k = 0; k < merged.outs.size(); ++k)
+      merged.outs[k] = merged.ins[k == 0 ? 0 : k + 1];
   } else {
     merged.outs[0] = storage.flat(merged.outs[0], elements, func);
   }
@@ -269,18 +284,18 @@ std::vector<Pending> Fusion::mergeRuns(std::vector<Pending> &pend) {
   std::vector<Pending> out;
   for (size_t i = 0; i < pend.size(); ++i) {
     Pending &p = pend[i];
-    bool isAdam = p.kernel == "ds.adamw" && !synced(p);
+    bool isUpdateRun = isUpdate(p) && !synced(p);
     bool isFill = p.kernel == "ds.fill" && !synced(p);
-    if (!isAdam && !isFill) {
+    if (!isUpdateRun && !isFill) {
       out.push_back(std::move(p));
       continue;
     }
-    std::vector<size_t> run = extendRun(pend, i, isAdam);
-    if (run.size() == 1 || (isAdam && !forwarded(p))) {
+    std::vector<size_t> run = extendRun(pend, i, isUpdateRun);
+    if (run.size() == 1 || (isUpdateRun && !forwarded(p))) {
       out.push_back(std::move(p));
       continue;
     }
-    out.push_back(mergeRun(pend, run, isAdam));
+    out.push_back(mergeRun(pend, run, isUpdateRun));
     // Keep fills that sat between merged updates, in order, after it.
     for (size_t j = i + 1; j <= run.back(); ++j)
       if (!llvm::is_contained(run, j))

@@ -139,6 +139,56 @@ def DS_KernelOpInterface : OpInterface<"KernelOpInterface"> {
   ];
 }
 
+def DS_OptimizerUpdateOpInterface : OpInterface<"OptimizerUpdateOpInterface"> {
+  let cppNamespace = "::mlir::ds";
+  let description = [{
+    One optimizer step of one parameter (or of one flat shard of a ZeRO
+    group): what ds-zero, ds-precision, ds-offload and plan lowering need
+    to shard, widen, move and fuse an update without knowing its rule. The
+    operands are, in order, the parameter, its gradient, the optimizer's
+    state tensors (as many as the op has results after the new parameter),
+    then the scalars lr, step and scale; the results are the new parameter
+    and the new states, each of the parameter's type. `scale` carries
+    clipping and the inverse loss scale; a non-finite scale skips the step.
+  }];
+  let methods = [
+    InterfaceMethod<"The parameter (or its fp32 master).", "::mlir::Value",
+      "getParam", (ins), [{}], [{ return $_op->getOperand(0); }]>,
+    InterfaceMethod<"The gradient.", "::mlir::Value", "getGrad", (ins), [{}],
+      [{ return $_op->getOperand(1); }]>,
+    InterfaceMethod<"The state tensors (Adam's moments, SGD's momentum).",
+      "::mlir::OperandRange", "getStates", (ins), [{}],
+      [{ return $_op->getOperands().slice(2, $_op->getNumResults() - 1); }]>,
+    InterfaceMethod<"The new parameter.", "::mlir::Value", "getNewParam",
+      (ins), [{}], [{ return $_op->getResult(0); }]>,
+    InterfaceMethod<"The new states, in the order of getStates.",
+      "::mlir::ResultRange", "getNewStates", (ins), [{}],
+      [{ return $_op->getResults().drop_front(); }]>,
+    InterfaceMethod<"The update's scale operand (clipping, loss scale).",
+      "::mlir::OpOperand &", "getScaleOperand", (ins), [{}],
+      [{ return $_op->getOpOperand($_op->getNumOperands() - 1); }]>,
+    InterfaceMethod<"The suffix of each state's variable, in order "
+                    "(runtime/plan/VariableNames.h).",
+      "::llvm::SmallVector<::llvm::StringRef>", "getStateSuffixes">,
+    InterfaceMethod<"Whether the update decays the parameter (its weight "
+                    "decay group).", "bool", "decaysWeights">,
+    InterfaceMethod<"The same update with the same hyper-parameters over "
+                    "other tensors (a shard), of `param`'s type.",
+      "::mlir::Operation *", "cloneOver",
+      (ins "::mlir::OpBuilder &":$b, "::mlir::Location":$loc,
+           "::mlir::Value":$param, "::mlir::Value":$grad,
+           "::mlir::ValueRange":$states), [{}],
+      [{ return ::mlir::ds::cloneUpdateOver($_op, b, loc, param, grad,
+                                            states); }]>
+  ];
+  let verify = [{ return ::mlir::ds::verifyOptimizerUpdate($_op); }];
+}
+
+/// An optimizer update whose state names and weight-decay group are
+/// written by hand (DsOps.cpp).
+def DS_OptimizerUpdate : DeclareOpInterfaceMethods<
+    DS_OptimizerUpdateOpInterface, ["getStateSuffixes", "decaysWeights"]>;
+
 /// Marks a kernel op whose result may overwrite a same-shaped operand
 /// (KernelOpInterface::isInPlaceSafe).
 def DS_InPlaceSafe : NativeOpTrait<"InPlaceSafe"> {

@@ -20,8 +20,9 @@
 //              edit here, and every backend without it is named by
 //              test/unit/conformance/KernelTableTest.cpp;
 //   - which aliasing of outputs and inputs it tolerates: "none",
-//     "any_input" (an output may be exactly any input), "adamw" (p', m', v'
-//     may be p, m, v).
+//     "any_input" (an output may be exactly any input), "update" (an
+//     optimizer's p' and new states may be p and its states: inputs 0, 2,
+//     3, ...).
 //
 // dialects/gen_kernel_contracts.py reads these records (llvm-tblgen
 // --dump-json) and writes the runtime's contract table, each backend's list

@@ -1,6 +1,7 @@
 //===- DsOps.cpp - ds op verifiers, symbol uses and folders --------------===//
 #include "dialects/ds/DsOps.h"
 #include "dialects/ds/DsUtils.h"
+#include "runtime/plan/VariableNames.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
@@ -286,12 +287,44 @@ LogicalResult CrossEntropyGradOp::verify() {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-LogicalResult AdamWOp::verify() {
-  if (tensorOf(getGrad()).getShape() != tensorOf(getParam()).getShape())
-    return emitOpError("grad shape ")
-           << shapeStr(tensorOf(getGrad()).getShape())
+LogicalResult ds::verifyOptimizerUpdate(Operation *op) {
+  unsigned states = op->getNumResults() - 1;
+  if (op->getNumResults() < 1 || op->getNumOperands() != states + 5)
+    return op->emitOpError("an optimizer update takes param, grad, one state "
+                           "per result after the first, lr, step and scale");
+  Type param = op->getOperand(0).getType();
+  for (unsigned i = 0; i < states; ++i)
+    if (op->getOperand(2 + i).getType() != param)
+      return op->emitOpError("state ") << i << " is not of the param's type";
+  if (tensorOf(op->getOperand(1)).getShape() !=
+      tensorOf(op->getOperand(0)).getShape())
+    return op->emitOpError("grad shape ")
+           << shapeStr(tensorOf(op->getOperand(1)).getShape())
            << " differs from param shape "
-           << shapeStr(tensorOf(getParam()).getShape());
+           << shapeStr(tensorOf(op->getOperand(0)).getShape());
+  return success();
+}
+
+Operation *ds::cloneUpdateOver(Operation *op, OpBuilder &b, Location loc,
+                               Value param, Value grad, ValueRange states) {
+  OperationState state(loc, op->getName());
+  state.addOperands({param, grad});
+  state.addOperands(states);
+  state.addOperands(op->getOperands().take_back(3)); // lr, step, scale
+  state.addTypes(SmallVector<Type>(op->getNumResults(), param.getType()));
+  state.addAttributes(op->getAttrs());
+  return b.create(state);
+}
+
+SmallVector<StringRef> AdamWOp::getStateSuffixes() {
+  return {dsc::plan::kExpAvgSuffix, dsc::plan::kExpAvgSqSuffix};
+}
+
+bool AdamWOp::decaysWeights() {
+  return getWeightDecay().convertToDouble() != 0;
+}
+
+LogicalResult AdamWOp::verify() {
   for (double beta :
        {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
     if (!(beta >= 0 && beta < 1)) // NaN too

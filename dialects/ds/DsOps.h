@@ -21,6 +21,12 @@ template <typename ConcreteType>
 class InPlaceSafe : public OpTrait::TraitBase<ConcreteType, InPlaceSafe> {};
 /// One FLOP per element of the op's first result (0 without results).
 double elementwiseFlops(Operation *op);
+/// OptimizerUpdateOpInterface's operand layout (param, grad, states...,
+/// lr, step, scale; results param', states'), checked on each update.
+LogicalResult verifyOptimizerUpdate(Operation *op);
+/// `op` over other tensors with the same scalars and attributes.
+Operation *cloneUpdateOver(Operation *op, OpBuilder &b, Location loc,
+                           Value param, Value grad, ValueRange states);
 } // namespace mlir::ds
 
 #include "dialects/ds/DsInterfaces.h.inc"

@@ -692,8 +692,9 @@ def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
 //===----------------------------------------------------------------------===//
 
 def DS_AdamWOp : DS_Op<"adamw",
-    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
-  let kernel = DS_F32Kernel<[], ["beta1", "beta2", "eps", "weight_decay"], "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32", "adamw">;
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
+     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let kernel = DS_F32Kernel<[], ["beta1", "beta2", "eps", "weight_decay"], "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32", "update">;
   let summary = "one AdamW step (decoupled weight decay, bias-corrected)";
   let description = [{
     g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
@@ -739,6 +740,6 @@ def DS_AdamWRoundKernel
                    ["new_param", "new_m", "new_v", "param16"],
                    DS_Kernel<[], ["beta1", "beta2", "eps", "weight_decay"],
                              ["f32,f32|f16|bf16,f32,f32,f32,f32,f32->f32,f32,f32,f16|bf16"],
-                             [], "adamw">>;
+                             [], "update">>;
 
 #endif // DS_OPS_TD

@@ -28,10 +28,11 @@ namespace {
 /// members'.
 struct Group {
   dist::GroupOp op;
-  VariableOp grad, m, v;
+  VariableOp grad;
+  SmallVector<VariableOp> states; ///< the optimizer's, sharded
   VariableOp param;  ///< stage 3: this rank's shard of the parameters
   VariableOp master; ///< mixed precision: the fp32 master shard
-  AdamWOp like;      ///< a member's update: the group's hyper-parameters
+  Update like;       ///< a member's update: the group's hyper-parameters
   RankedTensorType shard, flat; ///< in the gradients' (and params') type
   RankedTensorType stateShard;  ///< in the optimizer's fp32
 };
@@ -68,9 +69,9 @@ private:
   OpBuilder mb; ///< at the end of the module: groups and their variables
   IntegerAttr ranks;
 
-  llvm::StringMap<AdamWOp> updateOf; ///< param name -> its update
-  SmallVector<AdamWOp> updates;      ///< @apply's, in order
-  SmallVector<VariableOp> masters;   ///< mixed precision: per parameter
+  llvm::StringMap<Update> updateOf; ///< param name -> its update
+  SmallVector<Update> updates;      ///< @apply's, in order
+  SmallVector<VariableOp> masters;  ///< mixed precision: per parameter
   SmallVector<Group> groups;
   SmallVector<Operation *> scatters; ///< one per group
   SmallVector<Operation *> dead;
@@ -117,8 +118,8 @@ LogicalResult GradientSharding::run(ArrayRef<Accumulation> accs) {
 }
 
 LogicalResult GradientSharding::findUpdates() {
-  apply.walk([&](AdamWOp op) { updates.push_back(op); });
-  for (AdamWOp op : updates) {
+  apply.walk([&](Update op) { updates.push_back(op); });
+  for (Update op : updates) {
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
       return failure();
@@ -133,13 +134,13 @@ LogicalResult GradientSharding::findUpdates() {
 FailureOr<Classes> GradientSharding::classify(ArrayRef<Accumulation> accs) {
   Classes classes;
   for (Accumulation a : accs) {
-    AdamWOp update = updateOf.lookup(paramOf(a).getValue());
+    Update update = updateOf.lookup(paramOf(a).getValue());
     if (!update)
-      return a.store.emitError("ds-zero: no AdamW update for ") << paramOf(a);
+      return a.store.emitError("ds-zero: no optimizer update for ")
+             << paramOf(a);
     int64_t n = cast<RankedTensorType>(a.grad.getType()).getNumElements();
     bool persistent = opts.stage < 3 || n < opts.persistenceThreshold;
-    classes[classOf(update.getWeightDecay().convertToDouble() != 0, persistent)]
-        .push_back(a);
+    classes[classOf(update.decaysWeights(), persistent)].push_back(a);
   }
   return classes;
 }
@@ -166,10 +167,9 @@ Group GradientSharding::createGroup(ArrayRef<Accumulation> bucket,
   g.stateShard = RankedTensorType::get(
       {shard}, cast<ShapedType>(g.like.getParam().getType()).getElementType());
   g.grad = addState(g, VariableKind::grad, dsc::plan::kGradSuffix, g.shard);
-  g.m = addState(g, VariableKind::opt_state, dsc::plan::kExpAvgSuffix,
-                 g.stateShard);
-  g.v = addState(g, VariableKind::opt_state, dsc::plan::kExpAvgSqSuffix,
-                 g.stateShard);
+  for (StringRef suffix : g.like.getStateSuffixes())
+    g.states.push_back(
+        addState(g, VariableKind::opt_state, suffix, g.stateShard));
   if (sharded) {
     g.op.setSharded(true);
     g.param =
@@ -282,14 +282,13 @@ void GradientSharding::updateShard(OpBuilder &ub, Group &g) {
     ps = ub.create<dist::ShardOp>(
         gl, g.shard, ub.create<dist::FlatParamsOp>(gl, g.flat, sym), ranks);
   Value gs = ub.create<LoadOp>(gl, g.shard, g.grad.getSymName());
-  Value mv = ub.create<LoadOp>(gl, g.stateShard, g.m.getSymName());
-  Value vv = ub.create<LoadOp>(gl, g.stateShard, g.v.getSymName());
-  auto update = ub.create<AdamWOp>(
-      gl, ps, gs, mv, vv, g.like.getLr(), g.like.getStep(), g.like.getScale(),
-      g.like.getBeta1Attr(), g.like.getBeta2Attr(), g.like.getEpsAttr(),
-      g.like.getWeightDecayAttr());
-  ub.create<StoreOp>(gl, update.getNewM(), g.m.getSymName());
-  ub.create<StoreOp>(gl, update.getNewV(), g.v.getSymName());
+  SmallVector<Value> stateValues;
+  for (VariableOp var : g.states)
+    stateValues.push_back(
+        ub.create<LoadOp>(gl, g.stateShard, var.getSymName()));
+  auto update = cast<Update>(g.like.cloneOver(ub, gl, ps, gs, stateValues));
+  for (auto [value, var] : llvm::zip(update.getNewStates(), g.states))
+    ub.create<StoreOp>(gl, value, var.getSymName());
   Value newShard = newParamShard(ub, gl, update, g.master, g.shard);
   if (g.param) { // the shard is the parameters' only copy
     ub.create<StoreOp>(gl, newShard, g.param.getSymName());
@@ -310,11 +309,11 @@ void GradientSharding::eraseReplaced() {
   for (VariableOp var : deadVars)
     oldGrads.insert(var.getSymName());
   deadVars.append(masters.begin(), masters.end());
-  for (AdamWOp op : updates) {
+  for (Update op : updates) {
     collectUpdateUsers(op, dead);
     dead.push_back(op);
-    for (Value m : {op.getM(), op.getV()})
-      if (auto load = m.getDefiningOp<LoadOp>())
+    for (Value state : op.getStates())
+      if (auto load = state.getDefiningOp<LoadOp>())
         deadVars.push_back(symbols.lookup<VariableOp>(load.getName()));
   }
   apply.walk([&](StoreOp store) {

@@ -3,8 +3,9 @@
 //
 // Parameters with gradients form two flat groups (with and without weight
 // decay, the plan's packing order), padded to a multiple of the world
-// size. Each rank keeps Adam's moments for its slice only, updates that
-// slice of the parameters and all-gathers the group.
+// size. Each rank keeps the optimizer's state (Adam's moments, SGD's
+// momentum) for its slice only, updates that slice of the parameters and
+// all-gathers the group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +22,7 @@ namespace {
 
 /// Replaces the updates of `group` by one update of this rank's slice.
 LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
-                         ArrayRef<AdamWOp> group, func::ReturnOp ret,
+                         ArrayRef<Update> group, func::ReturnOp ret,
                          const Options &opts, StringRef name) {
   SmallVector<Attribute> members;
   SmallVector<Operation *> dead;
@@ -29,7 +30,7 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   int64_t total = 0;
   Type paramElt, stateElt, gradElt;
   bool mixed = false;
-  for (AdamWOp op : group) {
+  for (Update op : group) {
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
       return failure();
@@ -43,12 +44,12 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
     stateElt = t.getElementType();
     paramElt = target->param.getTensorType().getElementType();
     gradElt = cast<ShapedType>(op.getGrad().getType()).getElementType();
-    collectUpdateUsers(op, dead); // the stores of p, m and v
+    collectUpdateUsers(op, dead); // the stores of p and the states
     dead.push_back(op);
-    for (Value m : {op.getM(), op.getV()}) {
-      auto load = m.getDefiningOp<LoadOp>();
+    for (Value state : op.getStates()) {
+      auto load = state.getDefiningOp<LoadOp>();
       if (!load)
-        return op.emitError("ds-zero: a moment is not a variable");
+        return op.emitError("ds-zero: an optimizer state is not a variable");
       dead.push_back(load);
       deadVars.push_back(symbols.lookup<VariableOp>(load.getName()));
     }
@@ -58,14 +59,14 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   auto groupOp = mb.create<dist::GroupOp>(
       module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
       mb.getI64IntegerAttr(size), UnitAttr());
-  // The moments (and masters) in the optimizer's fp32, the gathered
+  // The states (and masters) in the optimizer's fp32, the gathered
   // parameters and the gradients in theirs.
   auto stateShard = RankedTensorType::get({shard}, stateElt);
   auto paramShard = RankedTensorType::get({shard}, paramElt);
   auto paramFlat = RankedTensorType::get({size}, paramElt);
   auto gradShard = RankedTensorType::get({shard}, gradElt);
   auto gradFlat = RankedTensorType::get({size}, gradElt);
-  auto moment = [&](StringRef suffix) {
+  auto stateVar = [&](StringRef suffix) {
     auto var = mb.create<VariableOp>(module.getLoc(), VariableKind::opt_state,
                                      (name + suffix).str(),
                                      FlatSymbolRefAttr::get(groupOp),
@@ -73,12 +74,13 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
     symbols.insert(var);
     return var;
   };
-  VariableOp m = moment(dsc::plan::kExpAvgSuffix),
-             v = moment(dsc::plan::kExpAvgSqSuffix);
+  Update first = group.front();
+  SmallVector<VariableOp> states;
+  for (StringRef suffix : first.getStateSuffixes())
+    states.push_back(stateVar(suffix));
   VariableOp master =
       mixed ? createMasterShard(mb, symbols, groupOp, stateShard) : nullptr;
 
-  AdamWOp first = group.front();
   OpBuilder b(first);
   Location loc = NameLoc::get(b.getStringAttr(name), first.getLoc());
   auto sym = FlatSymbolRefAttr::get(groupOp);
@@ -92,21 +94,19 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
       master
           ? b.create<LoadOp>(loc, stateShard, master.getSymName()).getResult()
           : b.create<dist::ShardOp>(loc, stateShard, params, ranks).getResult();
-  Value mv = b.create<LoadOp>(loc, stateShard, m.getSymName());
-  Value vv = b.create<LoadOp>(loc, stateShard, v.getSymName());
-  auto update = b.create<AdamWOp>(
-      loc, ps, gs, mv, vv, first.getLr(), first.getStep(), first.getScale(),
-      first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
-      first.getWeightDecayAttr());
-  b.create<StoreOp>(loc, update.getNewM(), m.getSymName());
-  b.create<StoreOp>(loc, update.getNewV(), v.getSymName());
+  SmallVector<Value> stateValues;
+  for (VariableOp var : states)
+    stateValues.push_back(b.create<LoadOp>(loc, stateShard, var.getSymName()));
+  auto update = cast<Update>(first.cloneOver(b, loc, ps, gs, stateValues));
+  for (auto [value, var] : llvm::zip(update.getNewStates(), states))
+    b.create<StoreOp>(loc, value, var.getSymName());
   Value newShard = newParamShard(b, loc, update, master, paramShard);
   Value full = b.create<dist::AllGatherOp>(loc, paramFlat, newShard, ranks);
   b.setInsertionPoint(ret);
   Value done = b.create<dist::WaitOp>(loc, full);
   b.create<dist::StoreParamsOp>(loc, done, sym);
 
-  // The per-parameter updates (users first), then their moments.
+  // The per-parameter updates (users first), then their states.
   for (Operation *op : dead)
     op->erase();
   for (VariableOp var : deadVars)
@@ -119,7 +119,7 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
 
 /// Stage 1: parameters with gradients form two flat groups (with and
 /// without weight decay, the plan's packing order), padded to a multiple
-/// of the world size. Each rank keeps Adam's moments for its slice only,
+/// of the world size. Each rank keeps the optimizer's state for its slice,
 /// updates that slice of the parameters and all-gathers the group.
 LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
   auto apply = module.lookupSymbol<func::FuncOp>(dsc::plan::kApplyProgram);
@@ -131,12 +131,12 @@ LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
   mb.setInsertionPointToEnd(module.getBody());
 
   // The updates, grouped by hyper-parameters in program order.
-  SmallVector<AdamWOp> updates;
-  apply.walk([&](AdamWOp op) { updates.push_back(op); });
+  SmallVector<Update> updates;
+  apply.walk([&](Update op) { updates.push_back(op); });
   auto ret = cast<func::ReturnOp>(apply.front().getTerminator());
   // Partition first: sharding a group erases its updates.
-  SmallVector<AdamWOp> groups[2];
-  for (AdamWOp op : updates)
+  SmallVector<Update> groups[2];
+  for (Update op : updates)
     groups[takesWeightDecay(cast<ShapedType>(op.getParam().getType())) ? 0 : 1]
         .push_back(op);
   for (int g = 0; g < 2; ++g)

@@ -67,7 +67,7 @@ SmallVector<Operation *> waitPoints(ArrayRef<Operation *> collectives) {
   return after;
 }
 
-FailureOr<UpdateTarget> updateTarget(AdamWOp op, SymbolTable &symbols) {
+FailureOr<UpdateTarget> updateTarget(Update op, SymbolTable &symbols) {
   auto load = op.getParam().getDefiningOp<LoadOp>();
   auto var = load ? symbols.lookup<VariableOp>(load.getName()) : VariableOp();
   if (var && var.getKind() == VariableKind::param)
@@ -79,8 +79,8 @@ FailureOr<UpdateTarget> updateTarget(AdamWOp op, SymbolTable &symbols) {
                       "master weight");
 }
 
-void collectUpdateUsers(AdamWOp op, SmallVectorImpl<Operation *> &dead) {
-  for (Value r : op.getResults())
+void collectUpdateUsers(Update op, SmallVectorImpl<Operation *> &dead) {
+  for (Value r : op->getResults())
     for (Operation *user : r.getUsers()) {
       if (isa<CastOp>(user))
         for (Operation *store : user->getUsers())
@@ -99,7 +99,7 @@ VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
   return var;
 }
 
-Value newParamShard(OpBuilder &b, Location loc, AdamWOp update,
+Value newParamShard(OpBuilder &b, Location loc, Update update,
                     VariableOp master, RankedTensorType paramShard) {
   if (!master)
     return update.getNewParam();

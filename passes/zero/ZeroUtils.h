@@ -52,18 +52,21 @@ SmallVector<Operation *> waitPoints(ArrayRef<Operation *> collectives);
 
 void eraseUnusedLoads(func::FuncOp func);
 
-/// What one AdamW of @apply updates. Under mixed precision (ds-precision)
-/// it reads the fp32 `master` of a 16-bit parameter and the parameter
-/// receives the rounded result; otherwise it reads the parameter itself.
+using Update = OptimizerUpdateOpInterface;
+
+/// What one optimizer update of @apply updates. Under mixed precision
+/// (ds-precision) it reads the fp32 `master` of a 16-bit parameter and the
+/// parameter receives the rounded result; otherwise it reads the parameter
+/// itself.
 struct UpdateTarget {
   VariableOp param;
   VariableOp master; ///< null for fp32 training
 };
-FailureOr<UpdateTarget> updateTarget(AdamWOp op, SymbolTable &symbols);
+FailureOr<UpdateTarget> updateTarget(Update op, SymbolTable &symbols);
 
 /// Appends the ops that consume `op`'s results to `dead`, users first: the
-/// stores of p, m and v, and the rounding of p with its store.
-void collectUpdateUsers(AdamWOp op, SmallVectorImpl<Operation *> &dead);
+/// stores of p and the states, and the rounding of p with its store.
+void collectUpdateUsers(Update op, SmallVectorImpl<Operation *> &dead);
 
 /// Stages 1-3 under mixed precision: a group's fp32 master shard, stored
 /// like stage 3's parameter shards (the plan expands it into one entry per
@@ -73,14 +76,14 @@ VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
 
 /// The update of a shard under mixed precision: stores the new master and
 /// returns it rounded to `paramShard`'s type; fp32: returns it as is.
-Value newParamShard(OpBuilder &b, Location loc, AdamWOp update,
+Value newParamShard(OpBuilder &b, Location loc, Update update,
                     VariableOp master, RankedTensorType paramShard);
 
 /// The stages; each reports its errors at the op concerned.
 /// Stages 0-1: all-reduces each bucket of `func`'s gradients.
 LogicalResult allReduceGradients(func::FuncOp func, const Options &opts,
                                  bool accumulated);
-/// Stage 1: shards Adam's moments and the update over the ranks.
+/// Stage 1: shards the optimizer's state and the update over the ranks.
 LogicalResult shardOptimizer(ModuleOp module, const Options &opts);
 /// Stages 2-3: reduce-scatters the buckets into sharded groups (and at
 /// stage 3 shards the parameters, then calls gatherParameters).

@@ -76,7 +76,7 @@ bool checkAliasing(std::string &err, const KernelContract &spec,
       bool allowed =
           exactAlias(a.outputs[o], a.inputs[i]) &&
           (spec.alias == KernelAlias::AnyInput ||
-           (spec.alias == KernelAlias::AdamW && i == (o == 0 ? 0 : o + 1)));
+           (spec.alias == KernelAlias::Update && i == (o == 0 ? 0 : o + 1)));
       if (!allowed)
         return fail(err, "output ", o, " overlaps input ", i,
                     spec.alias == KernelAlias::None

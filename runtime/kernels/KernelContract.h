@@ -31,7 +31,7 @@ namespace dsc::rt {
 enum class KernelAlias {
   None,     ///< outputs are disjoint from inputs
   AnyInput, ///< an output may be exactly any input (elementwise, row-wise)
-  AdamW,    ///< p', m', v' may be p, m, v (inputs 0, 2, 3)
+  Update,   ///< an optimizer's p', states' may be p, states (inputs 0, 2..)
 };
 
 /// The dtype columns of a contract (DsKernelContract.td).
