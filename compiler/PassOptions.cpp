@@ -14,6 +14,12 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.adamw.eps = config.optimizer.eps;
   o.adamw.weightDecay = config.optimizer.weightDecay;
   o.adamw.gradClip = config.gradientClipping;
+  // "Adam" is AdamW here: dsc's Adam decays decoupled (adam_w_mode).
+  const std::string &type = config.optimizer.type;
+  o.adamw.optimizer = type == "SGD" ? "sgd" : type == "Lion" ? "lion" : "adamw";
+  o.adamw.momentum = config.optimizer.momentum;
+  o.adamw.dampening = config.optimizer.dampening;
+  o.adamw.nesterov = config.optimizer.nesterov;
   // fp16 / bf16: the model in 16 bits; fp16 (which scales the loss)
   // always checks for overflow, bf16 when check_grad_overflow says so.
   if (config.fp16.enabled || config.bf16.enabled) {

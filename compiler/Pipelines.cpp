@@ -171,6 +171,15 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                              llvm::cl::init(defaults.adamw.weightDecay)};
   Option<double> gradClip{*this, "grad-clip",
                           llvm::cl::init(defaults.adamw.gradClip)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("adamw, sgd or lion"),
+                                llvm::cl::init(defaults.adamw.optimizer)};
+  Option<double> momentum{*this, "momentum",
+                          llvm::cl::init(defaults.adamw.momentum)};
+  Option<double> dampening{*this, "dampening",
+                           llvm::cl::init(defaults.adamw.dampening)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::init(defaults.adamw.nesterov)};
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::init(defaults.zero.worldSize)};
   Option<int64_t> zeroStage{*this, "zero-stage",
@@ -220,7 +229,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize);
-    o.adamw = {beta1, beta2, eps, weightDecay, gradClip};
+    o.adamw = {beta1,     beta2,    eps,       weightDecay, gradClip,
+               optimizer, momentum, dampening, nesterov};
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

@@ -1,9 +1,10 @@
 //===- AdamW.cpp - the optimizer step as a function @apply ---------------===//
 //
 // @apply(lr, step) -> grad_norm: global gradient norm, optional clipping,
-// one ds.adamw per parameter with a gradient, accumulators zeroed. Weight
-// decay applies to parameters of rank >= 2 only (nanoGPT's grouping: no
-// decay on biases and norm weights).
+// one update per parameter with a gradient (ds.adamw, ds.sgd or ds.lion,
+// its state variables declared beside the parameter), accumulators
+// zeroed. Weight decay applies to parameters of rank >= 2 only (nanoGPT's
+// grouping: no decay on biases and norm weights).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +45,50 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     return var;
   }
 
+  /// The update of `param` (loaded as `p`) by gradient `g`: its state
+  /// variables declared after `after`, loaded, updated and stored.
+  void update(OpBuilder &b, OpBuilder &mb, SymbolTable &symbols,
+              VariableOp param, Operation *after, Value p, Value g,
+              ArrayRef<Value> scalars) {
+    Location ploc = param.getLoc();
+    Type t = param.getType();
+    double decay = takesWeightDecay(param.getTensorType()) ? weightDecay : 0.0;
+    auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
+    SmallVector<StringRef> suffixes;
+    if (optimizer == "sgd")
+      suffixes = {plan::kMomentumBufferSuffix};
+    else if (optimizer == "lion")
+      suffixes = {plan::kExpAvgSuffix};
+    else
+      suffixes = {plan::kExpAvgSuffix, plan::kExpAvgSqSuffix};
+    SmallVector<VariableOp> vars;
+    SmallVector<Value> states;
+    for (StringRef suffix : suffixes) {
+      vars.push_back(declareMoment(mb, symbols, param, after, suffix));
+      after = vars.back();
+      states.push_back(b.create<LoadOp>(ploc, t, vars.back().getSymName()));
+    }
+    Value lr = scalars[0], step = scalars[1], scale = scalars[2];
+    Operation *op;
+    if (optimizer == "sgd")
+      op =
+          b.create<SgdOp>(ploc, p, g, states[0], lr, step, scale, f64(momentum),
+                          f64(dampening), f64(decay), b.getBoolAttr(nesterov));
+    else if (optimizer == "lion")
+      op = b.create<LionOp>(ploc, p, g, states[0], lr, step, scale, f64(beta1),
+                            f64(beta2), f64(decay));
+    else
+      op = b.create<AdamWOp>(ploc, p, g, states[0], states[1], lr, step, scale,
+                             f64(beta1), f64(beta2), f64(eps), f64(decay));
+    b.create<StoreOp>(ploc, op->getResult(0), param.getSymName());
+    for (auto [value, var] : llvm::zip(op->getResults().drop_front(), vars))
+      b.create<StoreOp>(ploc, value, var.getSymName());
+  }
+
   LogicalResult build(ModuleOp module) {
+    if (optimizer != "adamw" && optimizer != "sgd" && optimizer != "lion")
+      return module.emitError("ds-adamw: unknown optimizer '")
+             << optimizer << "' (adamw, sgd or lion)";
     if (module.lookupSymbol(plan::kApplyProgram))
       return module.emitError("ds-adamw: @apply already exists");
     SmallVector<VariableOp> grads;
@@ -110,24 +154,9 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     OpBuilder mb(ctx);
     for (auto [var, g] : updates) {
       auto param = symbols.lookup<VariableOp>(var.getOfAttr().getAttr());
-      VariableOp m =
-          declareMoment(mb, symbols, param, var, plan::kExpAvgSuffix);
-      VariableOp v =
-          declareMoment(mb, symbols, param, m, plan::kExpAvgSqSuffix);
       Location ploc = param.getLoc();
-      Type t = param.getType();
-      Value p = b.create<LoadOp>(ploc, t, param.getSymName());
-      Value mv = b.create<LoadOp>(ploc, t, m.getSymName());
-      Value vv = b.create<LoadOp>(ploc, t, v.getSymName());
-      double decay =
-          takesWeightDecay(param.getTensorType()) ? weightDecay : 0.0;
-      auto update =
-          b.create<AdamWOp>(ploc, p, g, mv, vv, lr, step, scale,
-                            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-                            b.getF64FloatAttr(eps), b.getF64FloatAttr(decay));
-      b.create<StoreOp>(ploc, update.getNewParam(), param.getSymName());
-      b.create<StoreOp>(ploc, update.getNewM(), m.getSymName());
-      b.create<StoreOp>(ploc, update.getNewV(), v.getSymName());
+      Value p = b.create<LoadOp>(ploc, param.getType(), param.getSymName());
+      update(b, mb, symbols, param, var, p, g, {lr, step, scale});
       b.create<StoreOp>(ploc, splat(b, ploc, param.getTensorType(), 0.0),
                         var.getSymName());
     }

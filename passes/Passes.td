@@ -44,15 +44,16 @@ def DsAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
 }
 
 def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
-  let summary = "builds @apply: gradient clipping and the AdamW update";
+  let summary = "builds @apply: gradient clipping and the optimizer update";
   let description = [{
-    Adds `exp_avg` / `exp_avg_sq` moments for every parameter with a
-    gradient accumulator and a function
+    Adds the optimizer's state for every parameter with a gradient
+    accumulator (AdamW: `exp_avg` and `exp_avg_sq`; SGD: `momentum_buffer`;
+    Lion: `exp_avg`) and a function
     `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` that
     computes the global gradient norm (returned), scales gradients by
-    min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies AdamW with
-    decoupled weight decay (only to parameters of rank >= 2, as nanoGPT),
-    and zeroes the accumulators.
+    min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies the
+    update (ds.adamw, ds.sgd or ds.lion; weight decay only on parameters of
+    rank >= 2, as nanoGPT) and zeroes the accumulators.
   }];
   let options = [
     Option<"beta1", "beta1", "double", "0.9", "first-moment decay">,
@@ -61,7 +62,12 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", "0.01",
            "decoupled weight decay for parameters of rank >= 2">,
     Option<"gradClip", "grad-clip", "double", "0.0",
-           "global gradient-norm clip; 0 disables clipping">
+           "global gradient-norm clip; 0 disables clipping">,
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "the update: adamw, sgd or lion (betas are Lion's too)">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD's momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD's dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD: Nesterov momentum">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -48,6 +48,22 @@ json::Object schedulerParams(const DsConfig::Scheduler &s) {
   return params;
 }
 
+/// The params each optimizer takes (ConfigOptimizer.cpp refuses the
+/// others').
+json::Object optimizerParams(const DsConfig::Optimizer &o) {
+  json::Object params{{"lr", o.lr}, {"weight_decay", o.weightDecay}};
+  if (o.type == "SGD") {
+    params["momentum"] = o.momentum;
+    params["dampening"] = o.dampening;
+    params["nesterov"] = o.nesterov;
+    return params;
+  }
+  params["betas"] = json::Array{o.beta1, o.beta2};
+  if (o.type != "Lion")
+    params["eps"] = o.eps;
+  return params;
+}
+
 } // namespace
 
 std::string dsc::toJson(const DsConfig &c) {
@@ -63,11 +79,7 @@ std::string dsc::toJson(const DsConfig &c) {
       {"gradient_accumulation_steps", c.gradientAccumulationSteps},
       {"gradient_clipping", c.gradientClipping},
       {"optimizer",
-       json::Object{{"type", o.type},
-                    {"params", json::Object{{"lr", o.lr},
-                                            {"betas", {o.beta1, o.beta2}},
-                                            {"eps", o.eps},
-                                            {"weight_decay", o.weightDecay}}}}},
+       json::Object{{"type", o.type}, {"params", optimizerParams(o)}}},
       {"fp16", json::Object{{"enabled", f.enabled},
                             {"loss_scale", f.lossScale},
                             {"initial_scale_power", f.initialScalePower},
@@ -149,7 +161,8 @@ auto topLevelFields(const DsConfig &c) {
 }
 
 auto fields(const DsConfig::Optimizer &o) {
-  return std::tie(o.type, o.lr, o.beta1, o.beta2, o.eps, o.weightDecay);
+  return std::tie(o.type, o.lr, o.beta1, o.beta2, o.eps, o.weightDecay,
+                  o.momentum, o.dampening, o.nesterov);
 }
 
 auto fields(const DsConfig::Scheduler &s) {

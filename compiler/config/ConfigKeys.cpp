@@ -82,7 +82,7 @@ constexpr ConfigKey kKeys[] = {
     {"$", "zero_allow_untested_optimizer", NoEffect,
      "dsc's optimizers are its own, each tested under every ZeRO stage"},
     {"$", "zero_force_ds_cpu_optimizer", NoEffect,
-     "with offload the host optimizer is always dsc's own CPU AdamW"},
+     "with offload the host optimizer is always dsc's own CPU kernel"},
     {"$", "compile", NoEffect,
      "dsc compiles the whole training step ahead of time, not through "
      "torch.compile"},
@@ -161,18 +161,25 @@ constexpr ConfigKey kKeys[] = {
      "dsrun --save-dir checkpoints, in dsc's layout (docs/checkpoints.md)"},
 
     {"$.optimizer", "type", Works,
-     "Adam (decoupled decay unless adam_w_mode is false) or AdamW, any "
-     "case; Lamb, Lion, Muon, Adagrad and SGD not supported yet; "
+     "Adam (decoupled decay unless adam_w_mode is false), AdamW, SGD "
+     "(torch.optim.SGD) or Lion (DeepSpeed's FusedLion), any case; Lamb, "
+     "Muon and Adagrad not supported yet; "
      "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
      "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},
     {"$.optimizer", "legacy_fusion", NoEffect,
      "it chooses DeepSpeed's fp16 optimizer wrapper; dsc's is compiled"},
     {"$.optimizer.params", "lr", Works, ">= 0 [1e-3]"},
-    {"$.optimizer.params", "betas", Works, "[b1, b2] in [0, 1) [0.9, 0.999]"},
-    {"$.optimizer.params", "eps", Works, "> 0 [1e-8]"},
+    {"$.optimizer.params", "betas", Works,
+     "Adam, AdamW, Lion: [b1, b2] in [0, 1) [0.9, 0.999]"},
+    {"$.optimizer.params", "eps", Works, "Adam, AdamW: > 0 [1e-8]"},
     {"$.optimizer.params", "weight_decay", Works,
-     ">= 0 [Adam 0, AdamW 0.01, as torch.optim]; not on biases and norms"},
+     ">= 0 [AdamW 0.01, the others 0, as torch.optim]; not on biases and "
+     "norms; SGD's is added to the gradient (L2), the others' decoupled"},
+    {"$.optimizer.params", "momentum", Works, "SGD: >= 0 [0]"},
+    {"$.optimizer.params", "dampening", Works, "SGD: [0]"},
+    {"$.optimizer.params", "nesterov", Works,
+     "SGD: needs momentum > 0 and dampening 0 [false]"},
     {"$.optimizer.params", "adam_w_mode", Works,
      "true only for Adam (false is Adam with L2, not supported); AdamW "
      "ignores it, as DeepSpeed does"},
@@ -183,7 +190,7 @@ constexpr ConfigKey kKeys[] = {
     {"$.optimizer.params", "fused", NoEffect,
      "dsc's AdamW is always one fused kernel over flat buffers"},
     {"$.optimizer.params", "fp32_optimizer_states", Works,
-     "true only: dsc keeps the moments in fp32"},
+     "true only: dsc keeps the optimizer's state in fp32"},
     {"$.optimizer.params", "set_grad_none", NoEffect,
      "the plan writes every gradient buffer each step"},
     {"$.optimizer.params", "foreach", NoEffect, kTorchPath},

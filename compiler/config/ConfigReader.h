@@ -424,6 +424,9 @@ private:
 /// here and written by the Python side (ConfigMonitors.cpp).
 bool readMonitors(Reader &r, Section &root);
 
+/// The optimizer section (ConfigOptimizer.cpp).
+bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o);
+
 /// The scheduler section, its params read against optimizer `o`'s lr
 /// (ConfigScheduler.cpp).
 bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,

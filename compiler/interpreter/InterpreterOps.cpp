@@ -315,21 +315,35 @@ Outcome reduce(ReduceOp op, ref::ReduceKind kind, Operands in) {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-Outcome adamw(AdamWOp op, Operands in) {
-  ref::Result<double> lr = scalarOf(*in[4], "adamw's lr");
-  ref::Result<double> step = scalarOf(*in[5], "adamw's step");
-  ref::Result<double> scale = scalarOf(*in[6], "adamw's scale");
+/// An update's lr, step (a whole number) and scale, operands `first` on.
+struct UpdateScalars {
+  double lr, scale;
+  int64_t step;
+};
+ref::Result<UpdateScalars> updateScalars(Operands in, size_t first,
+                                         const std::string &op) {
+  ref::Result<double> lr = scalarOf(*in[first], op + "'s lr");
+  ref::Result<double> step = scalarOf(*in[first + 1], op + "'s step");
+  ref::Result<double> scale = scalarOf(*in[first + 2], op + "'s scale");
   for (const std::string *e : {&lr.error, &step.error, &scale.error})
     if (!e->empty())
       return ref::Error{*e};
   if (step.value != std::floor(step.value) || !std::isfinite(step.value))
-    return error("interpreter: adamw's step must be a whole number, got " +
-                 std::to_string(step.value));
+    return ref::Error{"interpreter: " + op +
+                      "'s step must be a whole number, got " +
+                      std::to_string(step.value)};
+  return UpdateScalars{lr.value, scale.value, int64_t(step.value)};
+}
+
+Outcome adamw(AdamWOp op, Operands in) {
+  auto k = updateScalars(in, 4, "adamw");
+  if (!k)
+    return ref::Error{k.error};
   auto r =
-      ref::adamw(*in[0], *in[1], *in[2], *in[3], lr.value, int64_t(step.value),
+      ref::adamw(*in[0], *in[1], *in[2], *in[3], k.value.lr, k.value.step,
                  op.getBeta1().convertToDouble(),
                  op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
-                 op.getWeightDecay().convertToDouble(), scale.value);
+                 op.getWeightDecay().convertToDouble(), k.value.scale);
   if (!r)
     return ref::Error{r.error};
   Tensors out;
@@ -337,6 +351,35 @@ Outcome adamw(AdamWOp op, Operands in) {
   out.push_back(std::move(r.value.m));
   out.push_back(std::move(r.value.v));
   return out;
+}
+
+Outcome pair(ref::Result<ref::UpdateState> r) {
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value.p));
+  out.push_back(std::move(r.value.state));
+  return out;
+}
+
+Outcome sgd(SgdOp op, Operands in) {
+  auto k = updateScalars(in, 3, "sgd");
+  if (!k)
+    return ref::Error{k.error};
+  return pair(ref::sgd(
+      *in[0], *in[1], *in[2], k.value.lr, k.value.step,
+      op.getMomentum().convertToDouble(), op.getDampening().convertToDouble(),
+      op.getWeightDecay().convertToDouble(), op.getNesterov(), k.value.scale));
+}
+
+Outcome lion(LionOp op, Operands in) {
+  auto k = updateScalars(in, 3, "lion");
+  if (!k)
+    return ref::Error{k.error};
+  return pair(ref::lion(*in[0], *in[1], *in[2], k.value.lr,
+                        op.getBeta1().convertToDouble(),
+                        op.getBeta2().convertToDouble(),
+                        op.getWeightDecay().convertToDouble(), k.value.scale));
 }
 
 //===----------------------------------------------------------------------===//
@@ -533,6 +576,12 @@ Outcome evaluate(ReduceMaxOp o, Operands in, const EvalContext &) {
 // Optimizer.
 Outcome evaluate(AdamWOp o, Operands in, const EvalContext &) {
   return adamw(o, in);
+}
+Outcome evaluate(SgdOp o, Operands in, const EvalContext &) {
+  return sgd(o, in);
+}
+Outcome evaluate(LionOp o, Operands in, const EvalContext &) {
+  return lion(o, in);
 }
 Outcome evaluate(OverflowGuardOp, Operands in, const EvalContext &) {
   return one(ref::overflow_guard(*in[0], *in[1]));

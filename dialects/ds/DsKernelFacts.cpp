@@ -181,4 +181,17 @@ void AdamWOp::getKernelAttributes(Ints &, Floats &floats) {
                  f(getWeightDecayAttr())});
 }
 
+// SGD: [nesterov] | [momentum, dampening, weight_decay].
+void SgdOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getNesterov() ? 1 : 0);
+  floats.append(
+      {f(getMomentumAttr()), f(getDampeningAttr()), f(getWeightDecayAttr())});
+}
+
+// Lion: | [beta1, beta2, weight_decay].
+void LionOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.append(
+      {f(getBeta1Attr()), f(getBeta2Attr()), f(getWeightDecayAttr())});
+}
+
 } // namespace mlir::ds

@@ -334,3 +334,42 @@ LogicalResult AdamWOp::verify() {
     return emitOpError("eps must be positive and finite");
   return success();
 }
+
+SmallVector<StringRef> SgdOp::getStateSuffixes() {
+  return {dsc::plan::kMomentumBufferSuffix};
+}
+
+bool SgdOp::decaysWeights() { return getWeightDecay().convertToDouble() != 0; }
+
+LogicalResult SgdOp::verify() {
+  double momentum = getMomentum().convertToDouble();
+  double dampening = getDampening().convertToDouble();
+  if (!(momentum >= 0) || !std::isfinite(momentum))
+    return emitOpError("momentum must be >= 0 and finite");
+  if (!std::isfinite(dampening))
+    return emitOpError("dampening must be finite");
+  // PyTorch's rule: Nesterov momentum needs momentum and no dampening.
+  if (getNesterov() && (momentum <= 0 || dampening != 0))
+    return emitOpError("nesterov needs momentum > 0 and dampening 0");
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  return success();
+}
+
+SmallVector<StringRef> LionOp::getStateSuffixes() {
+  return {dsc::plan::kExpAvgSuffix};
+}
+
+bool LionOp::decaysWeights() { return getWeightDecay().convertToDouble() != 0; }
+
+LogicalResult LionOp::verify() {
+  for (double beta :
+       {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
+    if (!(beta >= 0 && beta < 1)) // NaN too
+      return emitOpError("betas must be in [0, 1)");
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  return success();
+}

@@ -54,6 +54,11 @@
 //   ds.adamw_round      (p, g, m, v, lr, step, scale) -> p', m', v', p16
 //                       | as ds.adamw, g f32, f16 or bf16, and p' rounded
 //                       into the f16/bf16 p16 in the same pass
+//   ds.sgd              (p, g, buf, lr, step, scale) -> p', buf'
+//                       [nesterov] | [momentum, dampening, weight_decay]
+//   ds.lion             (p, g, m, lr, step, scale) -> p', m'
+//                       | [beta1, beta2, weight_decay] (both in place ok;
+//                       a non-finite scale leaves the state as it is)
 //   ds.overflow_guard   (scale, norm) -> scale, or NaN if norm is not finite
 //   ds.copy             (x) -> out (same bytes)
 //   ds.fill             () -> out                   | [value]

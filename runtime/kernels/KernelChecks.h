@@ -178,7 +178,7 @@ bool checkIota(const KernelArgs &a, int64_t &size, int64_t &inner,
 bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
                  std::string &err);
 
-//===--- AdamW (OptimizerKernelChecks.cpp) --------------------------------===//
+//===--- Optimizers (OptimizerKernelChecks.cpp) ---------------------------===//
 
 /// ds.adamw and ds.adamw_round: p, m, v and the outputs p', m', v' f32 of
 /// p's shape, g of p's shape; lr, step and scale one f32 value each; betas
@@ -187,6 +187,13 @@ bool checkAdamw(const KernelArgs &args, std::string &err);
 /// ds.adamw_round's own operands, checked before checkAdamw's: g f32, f16 or
 /// bf16, and p16 f16 or bf16 of p's shape.
 bool checkAdamwRound(const KernelArgs &args, std::string &err);
+/// ds.sgd: p, buf and p', buf' f32 of g's shape; lr, step, scale f32
+/// scalars; nesterov 0 or 1 (needing momentum > 0 and dampening 0),
+/// momentum and weight_decay finite and >= 0.
+bool checkSgd(const KernelArgs &args, std::string &err);
+/// ds.lion: p, m and p', m' f32 of g's shape; lr, step, scale f32 scalars;
+/// betas in [0, 1), weight_decay finite and >= 0.
+bool checkLion(const KernelArgs &args, std::string &err);
 
 //===--- Attention (AttentionKernelChecks.cpp) ----------------------------===//
 

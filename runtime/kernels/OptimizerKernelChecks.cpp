@@ -1,47 +1,102 @@
-//===- OptimizerKernelChecks.cpp - ds.adamw's operands --------------------===//
+//===- OptimizerKernelChecks.cpp - the optimizer updates' operands -------===//
 //
-// The structure checks of the AdamW kernels (KernelChecks.h); the step
-// number is data, checked where the backend reads it.
+// The structure checks of the optimizer kernels (KernelChecks.h): AdamW,
+// SGD and Lion; the step number is data, checked where the backend reads
+// it.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/KernelChecks.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <string>
 
 namespace dsc::rt {
 
-bool checkAdamw(const KernelArgs &args, std::string &err) {
+namespace {
+
+/// An update's operands: p, g, the states (names[2..]) and their outputs
+/// f32 of one shape (g may be 16-bit where the round kernel allows), then
+/// the scalars lr, step and scale.
+bool checkUpdateOperands(const KernelArgs &args,
+                         std::initializer_list<const char *> names,
+                         std::string &err) {
   const TensorRef *in = args.inputs, *out = args.outputs;
-  const char *names[] = {"p", "g", "m", "v"};
-  for (int i = 0; i < 4; ++i)
+  const int flat = int(names.size()); // p, g, states
+  const char *const *name = names.begin();
+  for (int i = 0; i < flat; ++i)
     if (i != 1 && in[i].dtype != DType::f32)
-      return fail(err, names[i], " is ", dtypeName(in[i].dtype),
+      return fail(err, name[i], " is ", dtypeName(in[i].dtype),
                   ", expected f32");
-  for (int i = 1; i < 4; ++i)
+  for (int i = 1; i < flat; ++i)
     if (!sameShape(in[i], in[0]))
-      return fail(err, names[i], " has shape ", shapeStr(in[i]),
+      return fail(err, name[i], " has shape ", shapeStr(in[i]),
                   " but p has shape ", shapeStr(in[0]));
-  const char *outNames[] = {"p'", "m'", "v'"};
-  for (int i = 0; i < 3; ++i) {
-    if (out[i].dtype != DType::f32)
-      return fail(err, "output ", outNames[i], " is ", dtypeName(out[i].dtype),
+  for (int o = 0; o + 1 < flat; ++o) {
+    const std::string outName = std::string(name[o == 0 ? 0 : o + 1]) + "'";
+    if (out[o].dtype != DType::f32)
+      return fail(err, "output ", outName, " is ", dtypeName(out[o].dtype),
                   ", expected f32");
-    if (!sameShape(out[i], in[0]))
-      return fail(err, "output ", outNames[i], " has shape ", shapeStr(out[i]),
+    if (!sameShape(out[o], in[0]))
+      return fail(err, "output ", outName, " has shape ", shapeStr(out[o]),
                   " but p has shape ", shapeStr(in[0]));
   }
   const char *scalars[] = {"lr", "step", "scale"};
   for (int i = 0; i < 3; ++i)
-    if (!expectDType(err, in[4 + i], scalars[i], DType::f32) ||
-        !checkOneValue(err, in[4 + i], scalars[i]))
+    if (!expectDType(err, in[flat + i], scalars[i], DType::f32) ||
+        !checkOneValue(err, in[flat + i], scalars[i]))
       return false;
-  const double beta1 = args.floatAttrs[0], beta2 = args.floatAttrs[1];
-  const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
+  return true;
+}
+
+bool checkBetas(double beta1, double beta2, std::string &err) {
   if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
     return fail(err, "betas must be in [0, 1), got (", beta1, ", ", beta2, ")");
-  if (!(eps >= 0) || !(wd >= 0) || std::isinf(eps) || std::isinf(wd))
+  return true;
+}
+
+bool finiteNonNegative(double x) { return x >= 0 && !std::isinf(x); }
+
+} // namespace
+
+bool checkAdamw(const KernelArgs &args, std::string &err) {
+  if (!checkUpdateOperands(args, {"p", "g", "m", "v"}, err))
+    return false;
+  const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
+  if (!checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
+    return false;
+  if (!finiteNonNegative(eps) || !finiteNonNegative(wd))
     return fail(err, "eps and weight_decay must be finite and >= 0, got ", eps,
                 " and ", wd);
+  return true;
+}
+
+bool checkSgd(const KernelArgs &args, std::string &err) {
+  if (!checkUpdateOperands(args, {"p", "g", "buf"}, err))
+    return false;
+  const int64_t nesterov = args.intAttrs[0];
+  const double momentum = args.floatAttrs[0], dampening = args.floatAttrs[1];
+  const double wd = args.floatAttrs[2];
+  if (nesterov != 0 && nesterov != 1)
+    return fail(err, "nesterov must be 0 or 1, got ", nesterov);
+  if (!finiteNonNegative(momentum) || !finiteNonNegative(wd) ||
+      !std::isfinite(dampening))
+    return fail(err,
+                "momentum and weight_decay must be finite and >= 0 and "
+                "dampening finite, got ",
+                momentum, ", ", wd, " and ", dampening);
+  if (nesterov && (momentum == 0 || dampening != 0))
+    return fail(err, "nesterov needs momentum > 0 and dampening 0");
+  return true;
+}
+
+bool checkLion(const KernelArgs &args, std::string &err) {
+  if (!checkUpdateOperands(args, {"p", "g", "m"}, err) ||
+      !checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
+    return false;
+  if (!finiteNonNegative(args.floatAttrs[2]))
+    return fail(err, "weight_decay must be finite and >= 0, got ",
+                args.floatAttrs[2]);
   return true;
 }
 

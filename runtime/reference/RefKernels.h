@@ -90,6 +90,10 @@ struct AttentionGrads {
 struct AdamWState {
   Tensor p, m, v;
 };
+/// An optimizer with one state tensor (SGD's momentum, Lion's moment).
+struct UpdateState {
+  Tensor p, state;
+};
 
 //===--- Utilities --------------------------------------------------------===//
 
@@ -190,6 +194,21 @@ Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
                          const Tensor &v, double lr, int64_t step, double beta1,
                          double beta2, double eps, double weightDecay,
                          double gradScale);
+/// torch.optim.SGD (maximize off): d = g gradScale + weightDecay p; with
+/// momentum, buf' = d at step 1, else momentum buf + (1 - dampening) d,
+/// and d = d + momentum buf' (nesterov) or buf'; p' = p - lr d. Without
+/// momentum buf is returned as it is; so is everything for a non-finite
+/// gradScale.
+Result<UpdateState> sgd(const Tensor &p, const Tensor &g, const Tensor &buf,
+                        double lr, int64_t step, double momentum,
+                        double dampening, double weightDecay, bool nesterov,
+                        double gradScale);
+/// Lion (Chen et al. 2023, Algorithm 2): g' = g gradScale; c = beta1 m +
+/// (1 - beta1) g'; p' = p - lr weightDecay p - lr sign(c); m' = beta2 m +
+/// (1 - beta2) g'. A non-finite gradScale returns p and m unchanged.
+Result<UpdateState> lion(const Tensor &p, const Tensor &g, const Tensor &m,
+                         double lr, double beta1, double beta2,
+                         double weightDecay, double gradScale);
 /// Normal draws use rng::normalAt(seed, tensorId, 0xFFFFFFFF, flatIndex).
 Result<Tensor> init(InitKind kind, const Shape &shape, uint64_t seed,
                     uint32_t tensorId, double mean, double stddev);

@@ -574,6 +574,63 @@ Result<AdamWState> adamw(const Tensor &p, const Tensor &g, const Tensor &m,
   return out;
 }
 
+namespace {
+/// p, g and one state of one shape, each well formed.
+std::string checkUpdate(const char *kernel, const Tensor &p, const Tensor &g,
+                        const Tensor &state, const char *stateName) {
+  const char *names[] = {"p", "g", stateName};
+  const Tensor *ts[] = {&p, &g, &state};
+  for (int i = 0; i < 3; ++i) {
+    if (auto e = checkTensor(kernel, names[i], *ts[i]); !e.empty())
+      return e;
+    if (auto e = sameShape(kernel, p, "p", *ts[i], names[i]); !e.empty())
+      return e;
+  }
+  return {};
+}
+} // namespace
+
+Result<UpdateState> sgd(const Tensor &p, const Tensor &g, const Tensor &buf,
+                        double lr, int64_t step, double momentum,
+                        double dampening, double weightDecay, bool nesterov,
+                        double gradScale) {
+  if (auto e = checkUpdate("sgd", p, g, buf, "buf"); !e.empty())
+    return Error{e};
+  if (step < 1)
+    return fail("sgd: step counts from 1, got ", step);
+  UpdateState out{p, buf};
+  if (!std::isfinite(gradScale)) // an overflowed step: nothing changes
+    return out;
+  for (size_t i = 0; i < p.data.size(); ++i) {
+    double d = g.data[i] * gradScale + weightDecay * p.data[i];
+    if (momentum != 0) {
+      double b = step == 1 ? d : momentum * buf.data[i] + (1 - dampening) * d;
+      out.state.data[i] = b;
+      d = nesterov ? d + momentum * b : b;
+    }
+    out.p.data[i] = p.data[i] - lr * d;
+  }
+  return out;
+}
+
+Result<UpdateState> lion(const Tensor &p, const Tensor &g, const Tensor &m,
+                         double lr, double beta1, double beta2,
+                         double weightDecay, double gradScale) {
+  if (auto e = checkUpdate("lion", p, g, m, "m"); !e.empty())
+    return Error{e};
+  UpdateState out{p, m};
+  if (!std::isfinite(gradScale))
+    return out;
+  for (size_t i = 0; i < p.data.size(); ++i) {
+    double gs = g.data[i] * gradScale;
+    double c = beta1 * m.data[i] + (1 - beta1) * gs;
+    double sign = c > 0 ? 1.0 : (c < 0 ? -1.0 : 0.0);
+    out.p.data[i] = p.data[i] - lr * weightDecay * p.data[i] - lr * sign;
+    out.state.data[i] = beta2 * m.data[i] + (1 - beta2) * gs;
+  }
+  return out;
+}
+
 Result<Tensor> overflow_guard(const Tensor &scale, const Tensor &norm) {
   if (scale.data.size() != 1 || norm.data.size() != 1)
     return fail("overflow_guard: scale and norm must be scalars");

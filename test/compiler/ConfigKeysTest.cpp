@@ -119,7 +119,7 @@ TEST(ConfigKeysTest, PinnedValuesPassAndOthersAreRefused) {
       {R"({"optimizer": {"type": "AdamW",
                          "params": {"fp32_optimizer_states": false}}})",
        "ds_config.json: $.optimizer.params.fp32_optimizer_states: false is "
-       "not supported: dsc keeps the moments in fp32"},
+       "not supported: dsc keeps the optimizer's state in fp32"},
   });
 }
 

@@ -399,7 +399,7 @@ TEST(ConfigTest, OptimizerErrors) {
   expectErrors({
       {R"({"optimizer": {"type": "Lamb"}})",
        "ds_config.json: $.optimizer.type: 'Lamb' is not supported yet (dsc "
-       "implements Adam and AdamW)"},
+       "implements Adam, AdamW, SGD, Lion)"},
       {R"({"optimizer": {"type": "OneBitAdam"}})",
        "ds_config.json: $.optimizer.type: 'OneBitAdam' is not supported: it "
        "compresses gradient communication to one bit per value with error "
@@ -407,10 +407,10 @@ TEST(ConfigTest, OptimizerErrors) {
        "AdamW)"},
       {R"({"optimizer": {"type": "Adamax"}})",
        "ds_config.json: $.optimizer.type: unsupported optimizer 'Adamax' "
-       "(supported: Adam, AdamW)"},
+       "(supported: Adam, AdamW, SGD, Lion)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",
        "ds_config.json: $.optimizer.type: required key is missing "
-       "(supported: Adam, AdamW)"},
+       "(supported: Adam, AdamW, SGD, Lion)"},
       {R"({"optimizer": {"type": "AdamW", "params": {"max_grad_norm": 1}}})",
        "ds_config.json: $.optimizer.params.max_grad_norm: not an optimizer "
        "parameter; use gradient_clipping"},
@@ -422,7 +422,48 @@ TEST(ConfigTest, OptimizerErrors) {
                          "params": {"bias_correction": false}}})",
        "ds_config.json: $.optimizer.params.bias_correction: false is not "
        "supported: dsc's Adam always corrects bias"},
+      {R"({"optimizer": {"type": "SGD", "params": {"betas": [0.9, 0.99]}}})",
+       "ds_config.json: $.optimizer.params.betas: not a parameter of SGD (it "
+       "is Adam, AdamW, Lion's)"},
+      {R"({"optimizer": {"type": "SGD", "params": {"momentum": -1}}})",
+       "ds_config.json: $.optimizer.params.momentum: must be >= 0, got -1"},
+      {R"({"optimizer": {"type": "sgd", "params": {"nesterov": true,
+                         "momentum": 0.9, "dampening": 0.1}}})",
+       "ds_config.json: $.optimizer.params.nesterov: Nesterov momentum needs "
+       "momentum > 0 and dampening 0, got momentum 0.9 and dampening 0.1"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"momentum": 0.9}}})",
+       "ds_config.json: $.optimizer.params.momentum: not a parameter of AdamW "
+       "(it is SGD's)"},
+      {R"({"optimizer": {"type": "Lion", "params": {"eps": 1e-8}}})",
+       "ds_config.json: $.optimizer.params.eps: not a parameter of Lion (it "
+       "is Adam, AdamW's)"},
   });
+}
+
+// SGD and Lion with torch.optim.SGD's and DeepSpeed FusedLion's defaults,
+// and their own parameters read.
+TEST(ConfigTest, SgdAndLion) {
+  DsConfig sgd = parseOk(R"({"optimizer": {"type": "SGD", "params": {
+      "lr": 0.05, "momentum": 0.9, "nesterov": true, "weight_decay": 1e-4}}})");
+  EXPECT_EQ(sgd.optimizer.type, "SGD");
+  EXPECT_EQ(sgd.optimizer.lr, 0.05);
+  EXPECT_EQ(sgd.optimizer.momentum, 0.9);
+  EXPECT_EQ(sgd.optimizer.dampening, 0);
+  EXPECT_TRUE(sgd.optimizer.nesterov);
+  EXPECT_EQ(sgd.optimizer.weightDecay, 1e-4);
+  DsConfig plain = parseOk(R"({"optimizer": {"type": "sgd"}})");
+  EXPECT_EQ(plain.optimizer.momentum, 0);
+  EXPECT_EQ(plain.optimizer.weightDecay, 0);
+  EXPECT_FALSE(plain.optimizer.nesterov);
+  DsConfig lion = parseOk(R"({"optimizer": {"type": "Lion", "params": {
+      "lr": 1e-4, "betas": [0.95, 0.98], "weight_decay": 0.1}}})");
+  EXPECT_EQ(lion.optimizer.type, "Lion");
+  EXPECT_EQ(lion.optimizer.beta1, 0.95);
+  EXPECT_EQ(lion.optimizer.beta2, 0.98);
+  EXPECT_EQ(lion.optimizer.weightDecay, 0.1);
+  DsConfig lionDefaults = parseOk(R"({"optimizer": {"type": "LION"}})");
+  EXPECT_EQ(lionDefaults.optimizer.beta2, 0.999);
+  EXPECT_EQ(lionDefaults.optimizer.weightDecay, 0);
 }
 
 TEST(ConfigTest, SchedulerWarmupLR) {

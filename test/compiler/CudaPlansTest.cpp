@@ -98,7 +98,16 @@ INSTANTIATE_TEST_SUITE_P(
              "\"offload_optimizer\": {\"device\": \"cpu\"}}}",
              1, ""},
         Case{"gpt2_zero_infinity", kGpt2, "file:zero-infinity.json", 2, ""},
-        Case{"llama_remat", kLlama, "{" OPT "}", 1, "layers"}),
+        Case{"llama_remat", kLlama, "{" OPT "}", 1, "layers"},
+        Case{"gpt2_sgd_zero2_bf16", kGpt2,
+             "{\"optimizer\": {\"type\": \"SGD\", \"params\": "
+             "{\"lr\": 0.01, \"momentum\": 0.9}}, \"bf16\": "
+             "{\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}",
+             2, ""},
+        Case{"llama_lion_bf16", kLlama,
+             "{\"optimizer\": {\"type\": \"Lion\", \"params\": "
+             "{\"lr\": 1e-4}}, \"bf16\": {\"enabled\": true}}",
+             1, ""}),
     [](const testing::TestParamInfo<Case> &info) {
       return std::string(info.param.name);
     });

@@ -14,8 +14,10 @@
       dsc's counter-based ones (philox.py), computed here from the contract. Compares dsrun's per-step loss
       (relative 1e-6), learning rate (1e-9) and gradient norm (2e-5), and
       every final weight (per tensor ||a - b|| / ||b|| <= 2e-5, shapes and
-      dtypes equal): the *_TOL constants below say why those bounds. Exit 0 when all agree, 1 otherwise, with one line per
-      disagreement.
+      dtypes equal): the *_TOL constants below say why those bounds. The
+      optimizer is the config's: torch.optim.AdamW or torch.optim.SGD, or
+      Lion written from its paper (`Lion`). Exit 0 when all agree, 1
+      otherwise, with one line per disagreement.
 
 Parameters whose gradient is zero in exact arithmetic take Adam steps made of
 rounding noise (m / sqrt(v) of noise is O(1)), so two correct
@@ -123,6 +125,47 @@ def deepspeed_lr(config, step):
     raise SystemExit(f"train_vs_torch: scheduler {kind} has no reference here")
 
 
+class Lion(torch.optim.Optimizer):
+    """Lion as Chen et al. 2023 (arXiv:2302.06675) write it in Algorithm 2,
+    with decoupled weight decay; torch has no Lion of its own."""
+
+    def __init__(self, groups, lr, betas, weight_decay=0.0):
+        super().__init__(groups, {"lr": lr, "betas": betas,
+                                  "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                m = self.state[p].setdefault("exp_avg", torch.zeros_like(p))
+                c = b1 * m + (1 - b1) * p.grad
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(torch.sign(c), alpha=-group["lr"])
+                m.mul_(b2).add_(p.grad, alpha=1 - b2)
+
+
+def optimizer(section, model):
+    """The config's optimizer over nanoGPT's groups (decay for parameters
+    of rank >= 2 only): torch.optim.AdamW, torch.optim.SGD, or Lion above."""
+    kind, params = section["type"].lower(), section.get("params", {})
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    wd = params.get("weight_decay", 0.01 if kind in ("adam", "adamw") else 0.0)
+    groups = [{"params": decay, "weight_decay": wd},
+              {"params": no_decay, "weight_decay": 0.0}]
+    betas = tuple(params.get("betas", (0.9, 0.999)))
+    if kind == "sgd":
+        return torch.optim.SGD(groups, lr=params["lr"],
+                               momentum=params.get("momentum", 0.0),
+                               dampening=params.get("dampening", 0.0),
+                               nesterov=params.get("nesterov", False))
+    if kind == "lion":
+        return Lion(groups, lr=params["lr"], betas=betas)
+    return torch.optim.AdamW(groups, lr=params["lr"], betas=betas,
+                             eps=params.get("eps", 1e-8))
+
+
 def read_batches(path, steps, accum, b, t):
     raw = torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.int32)
     want = steps * accum * 2 * b * t
@@ -168,14 +211,7 @@ def check(args):
     model.rng.step = 1
     problems += regime(model, batches[0, 0, 0], batches[0, 0, 1])
 
-    opt_params = config["optimizer"]["params"]
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": opt_params.get("weight_decay", 0.01)},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=opt_params["lr"], betas=tuple(opt_params.get("betas", (0.9, 0.999))),
-        eps=opt_params.get("eps", 1e-8))
+    opt = optimizer(config["optimizer"], model)
     clip = config.get("gradient_clipping", 0.0)
     clipped, lr_sum = 0, 0.0
     worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0}

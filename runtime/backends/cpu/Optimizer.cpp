@@ -1,4 +1,4 @@
-//===- Optimizer.cpp - ds.adamw and ds.adamw_round ------------------------===//
+//===- Optimizer.cpp - ds.adamw, ds.adamw_round, ds.sgd, ds.lion ---------===//
 //
 // One AdamW step over flat buffers, PyTorch's formula:
 //   g' = g * scale;  m' = b1 m + (1 - b1) g';  v' = b2 v + (1 - b2) g'^2
@@ -10,7 +10,8 @@
 // non-finite scale (ds.overflow_guard) skips the step. ds.adamw_round also
 // rounds the new master weights into their 16-bit parameter, reading a
 // 16-bit gradient directly (mixed precision, and the CPU optimizer of
-// offload).
+// offload). ds.sgd and ds.lion follow PyTorch's SGD and the Lion paper
+// with the same conventions (RefKernels.h gives their formulas).
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,6 +147,130 @@ bool adamwRoundBody(const KernelArgs &args, std::string &err) {
       }
       adamwRange(k, p + c, g, m + c, v + c, pOut + c, mOut + c, vOut + c, n);
       round(pOut + c, c, n);
+    }
+  });
+  return true;
+}
+
+namespace {
+
+/// lr, step and scale of an update whose scalars start at input `first`;
+/// `skip` when the scale is not finite. The step is checked only when it
+/// is read.
+bool updateScalars(const KernelArgs &args, int first, float &lr, int64_t &step,
+                   float &scale, bool &skip, std::string &err) {
+  const TensorRef *in = args.inputs;
+  lr = *in[first].f32();
+  const float stepF = *in[first + 1].f32();
+  scale = *in[first + 2].f32();
+  skip = !std::isfinite(scale);
+  if (skip)
+    return true;
+  if (!(stepF >= 1) || stepF != std::floor(stepF) || std::isinf(stepF))
+    return fail(err, "step must be an integer >= 1, got ", stepF);
+  step = int64_t(stepF);
+  return true;
+}
+
+/// Runs `body(begin, n, g)` over [0, numel) in chunks, in parallel, with
+/// g the chunk of the gradient (input 1) in f32: a 16-bit gradient is
+/// widened a chunk at a time into a stack buffer, with ds.cast's
+/// conversions.
+template <typename Body>
+void forEachGradChunk(const KernelArgs &args, const Body &body) {
+  const TensorRef &grad = args.inputs[1];
+  parallelFor(grad.numel(), kGrain, [&](int64_t b, int64_t e) {
+    constexpr int64_t kChunk = 2048;
+    float wide[kChunk];
+    for (int64_t c = b; c < e; c += kChunk) {
+      int64_t n = std::min(kChunk, e - c);
+      const float *g = grad.f32() + c;
+      if (grad.dtype != DType::f32) {
+        const auto *g16 = static_cast<const uint16_t *>(grad.data) + c;
+        (grad.dtype == DType::f16 ? f16ToF32 : bf16ToF32)(g16, wide, n);
+        g = wide;
+      }
+      body(c, n, g);
+    }
+  });
+}
+
+/// A skipped one-state update leaves p and its state as they were.
+void keepOneState(const KernelArgs &args) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const size_t bytes = size_t(in[0].numel()) * 4;
+  if (out[0].data != in[0].data)
+    std::memcpy(out[0].data, in[0].data, bytes);
+  if (out[1].data != in[2].data)
+    std::memcpy(out[1].data, in[2].data, bytes);
+}
+
+} // namespace
+
+bool sgdBody(const KernelArgs &args, std::string &err) {
+  if (!checkSgd(args, err))
+    return false;
+  float lr = 0, scale = 0;
+  int64_t step = 0;
+  bool skip = false;
+  if (!updateScalars(args, 3, lr, step, scale, skip, err))
+    return false;
+  if (skip) {
+    keepOneState(args);
+    return true;
+  }
+  const bool nesterov = args.intAttrs[0] != 0, first = step == 1;
+  const float momentum = float(args.floatAttrs[0]);
+  const float keep = float(1.0 - args.floatAttrs[1]); // 1 - dampening
+  const float wd = float(args.floatAttrs[2]);
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const float *p = in[0].f32(), *buf = in[2].f32();
+  float *pOut = out[0].f32(), *bufOut = out[1].f32();
+  forEachGradChunk(args, [&](int64_t at, int64_t n, const float *g) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = at + j;
+      float d = g[j] * scale + wd * p[i];
+      float bi = buf[i];
+      if (momentum != 0) {
+        bi = first ? d : momentum * bi + keep * d;
+        d = nesterov ? d + momentum * bi : bi;
+      }
+      pOut[i] = p[i] - lr * d;
+      bufOut[i] = bi;
+    }
+  });
+  return true;
+}
+
+bool lionBody(const KernelArgs &args, std::string &err) {
+  if (!checkLion(args, err))
+    return false;
+  float lr = 0, scale = 0;
+  int64_t step = 0;
+  bool skip = false;
+  if (!updateScalars(args, 3, lr, step, scale, skip, err))
+    return false;
+  if (skip) {
+    keepOneState(args);
+    return true;
+  }
+  const float beta1 = float(args.floatAttrs[0]);
+  const float beta2 = float(args.floatAttrs[1]);
+  const float oneMinusBeta1 = float(1.0 - args.floatAttrs[0]);
+  const float oneMinusBeta2 = float(1.0 - args.floatAttrs[1]);
+  const float decay = float(1.0 - double(lr) * args.floatAttrs[2]);
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const float *p = in[0].f32(), *m = in[2].f32();
+  float *pOut = out[0].f32(), *mOut = out[1].f32();
+  forEachGradChunk(args, [&](int64_t at, int64_t n, const float *g) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = at + j;
+      float gs = g[j] * scale;
+      float c = beta1 * m[i] + oneMinusBeta1 * gs;
+      float sign = c > 0 ? 1.0f : (c < 0 ? -1.0f : 0.0f);
+      float mi = beta2 * m[i] + oneMinusBeta2 * gs;
+      pOut[i] = p[i] * decay - lr * sign;
+      mOut[i] = mi;
     }
   });
   return true;

@@ -152,12 +152,15 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
         "): the table has V = " + n + " rows";
     break;
   case kAdamwStep:
-  case kAdamwRoundStep: {
+  case kAdamwRoundStep:
+  case kSgdStep:
+  case kLionStep: {
     float step;
     uint32_t bits = uint32_t(ctx.badValue);
     std::memcpy(&step, &bits, sizeof step);
+    const char *kernel[] = {"ds.adamw", "ds.adamw_round", "ds.sgd", "ds.lion"};
     std::ostringstream os; // as the CPU kernel prints it
-    os << (ctx.errorBits == kAdamwStep ? "ds.adamw" : "ds.adamw_round")
+    os << kernel[ctx.errorBits - kAdamwStep]
        << ": step must be an integer >= 1, got " << step;
     message = os.str();
     break;

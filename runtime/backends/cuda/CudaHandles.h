@@ -40,6 +40,8 @@ enum RunError : uint32_t {
   kAdamwStep = 5,      ///< ds.adamw: step not an integer >= 1 (badValue:
                        ///< the float's bits)
   kAdamwRoundStep = 6, ///< ds.adamw_round: the same
+  kSgdStep = 7,        ///< ds.sgd: the same
+  kLionStep = 8,       ///< ds.lion: the same
 };
 
 /// One plan stream's library handles.

@@ -1,4 +1,4 @@
-//===- Optimizer.cu - ds.adamw and ds.adamw_round -------------------------===//
+//===- Optimizer.cu - ds.adamw, ds.adamw_round, ds.sgd, ds.lion ----------===//
 //
 // PyTorch's AdamW over flat buffers, the CPU backend's formula and float
 // operations (cpu/Optimizer.cpp). lr, step and scale are device scalars:
@@ -8,6 +8,7 @@
 // current values. A non-finite scale (ds.overflow_guard) leaves p, m and v
 // as they were; ds.adamw_round also rounds the new fp32 master into the
 // 16-bit parameter in the same pass, reading a 16-bit gradient directly.
+// ds.sgd and ds.lion work the same way with the CPU backend's formulas.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
@@ -109,6 +110,124 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
 bool adamwRoundBody(const KernelArgs &args, std::string &err) {
   return checkAdamwRound(args, err) && checkAdamw(args, err) &&
          adam(args, true, err);
+}
+
+namespace {
+
+/// The one-state updates' constants, written by oneStateSetup.
+struct OneStateConsts {
+  float lr, scale;
+  float a, b, c, d, e; ///< SGD: momentum, 1 - dampening, weight decay;
+                       ///< Lion: beta1, 1 - beta1, beta2, 1 - beta2, decay
+  int first;           ///< step 1 (SGD's buffer starts as d)
+  int skip;
+};
+
+struct OneStateAttrs {
+  double x, y, z; ///< SGD: momentum, dampening, wd; Lion: beta1, beta2, wd
+};
+
+__global__ void oneStateSetup(const float *lr, const float *step,
+                              const float *scale, OneStateAttrs a, bool lion,
+                              OneStateConsts *k, RunContext *run,
+                              RunError what) {
+  const float s = *scale, t = *step;
+  k->skip = !isfinite(s);
+  if (k->skip)
+    return;
+  if (!(t >= 1) || t != floorf(t) || isinf(t)) {
+    flagBad(run, what, int64_t(__float_as_uint(t)), 0, 0);
+    k->skip = 1;
+    return;
+  }
+  k->lr = *lr;
+  k->scale = s;
+  k->first = t == 1.0f;
+  if (lion) {
+    k->a = float(a.x);
+    k->b = float(1.0 - a.x);
+    k->c = float(a.y);
+    k->d = float(1.0 - a.y);
+    k->e = float(1.0 - double(*lr) * a.z);
+  } else {
+    k->a = float(a.x);
+    k->b = float(1.0 - a.y);
+    k->c = float(a.z);
+  }
+}
+
+__global__ void sgdKernel(const OneStateConsts *kp, bool nesterov,
+                          const float *p, const void *g, Storage sg,
+                          const float *buf, float *pOut, float *bufOut,
+                          int64_t n) {
+  const OneStateConsts k = *kp;
+  DSC_GRID_STRIDE(i, n) {
+    float pi = p[i], bi = buf[i];
+    if (!k.skip) {
+      float d = load(g, sg, i) * k.scale + k.c * pi;
+      if (k.a != 0) {
+        bi = k.first ? d : k.a * bi + k.b * d;
+        d = nesterov ? d + k.a * bi : bi;
+      }
+      pi = pi - k.lr * d;
+    }
+    pOut[i] = pi;
+    bufOut[i] = bi;
+  }
+}
+
+__global__ void lionKernel(const OneStateConsts *kp, const float *p,
+                           const void *g, Storage sg, const float *m,
+                           float *pOut, float *mOut, int64_t n) {
+  const OneStateConsts k = *kp;
+  DSC_GRID_STRIDE(i, n) {
+    float pi = p[i], mi = m[i];
+    if (!k.skip) {
+      float gs = load(g, sg, i) * k.scale;
+      float c = k.a * mi + k.b * gs;
+      float sign = c > 0 ? 1.0f : (c < 0 ? -1.0f : 0.0f);
+      mi = k.c * mi + k.d * gs;
+      pi = pi * k.e - k.lr * sign;
+    }
+    pOut[i] = pi;
+    mOut[i] = mi;
+  }
+}
+
+bool oneState(const KernelArgs &args, bool lion, std::string &err) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const CudaHandles *h = handlesOf(args);
+  void *scratch = nullptr;
+  if (!h || !h->run)
+    return fail(err, "needs the CUDA backend's run context");
+  if (!scratchOf(args, sizeof(OneStateConsts), scratch, err))
+    return false;
+  auto *k = static_cast<OneStateConsts *>(scratch);
+  cudaStream_t s = streamOf(args);
+  OneStateAttrs attrs{args.floatAttrs[0], args.floatAttrs[1],
+                      args.floatAttrs[2]};
+  oneStateSetup<<<1, 1, 0, s>>>(in[3].f32(), in[4].f32(), in[5].f32(), attrs,
+                                lion, k, h->run, lion ? kLionStep : kSgdStep);
+  const int64_t n = in[0].numel();
+  if (n > 0 && lion)
+    lionKernel<<<gridFor(n), kBlock, 0, s>>>(k, in[0].f32(), in[1].data,
+                                             storage(in[1]), in[2].f32(),
+                                             out[0].f32(), out[1].f32(), n);
+  else if (n > 0)
+    sgdKernel<<<gridFor(n), kBlock, 0, s>>>(
+        k, args.intAttrs[0] != 0, in[0].f32(), in[1].data, storage(in[1]),
+        in[2].f32(), out[0].f32(), out[1].f32(), n);
+  return launched(err);
+}
+
+} // namespace
+
+bool sgdBody(const KernelArgs &args, std::string &err) {
+  return checkSgd(args, err) && oneState(args, false, err);
+}
+
+bool lionBody(const KernelArgs &args, std::string &err) {
+  return checkLion(args, err) && oneState(args, true, err);
 }
 
 } // namespace dsc::rt::cuda

@@ -353,6 +353,30 @@ func.func @f(%p: tensor<4x3xf32>, %g: tensor<3x4xf32>, %s: tensor<f32>) {
 // -----
 
 func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.sgd' op nesterov needs momentum > 0 and dampening 0}}
+  %0:2 = ds.sgd %p, %p, %p lr %s step %s scale %s momentum 0.9 dampening 0.1 weight_decay 0.0 nesterov true : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %g: tensor<3x4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.sgd' op grad shape 3x4 differs from param shape 4x3}}
+  %0:2 = ds.sgd %p, %g, %p lr %s step %s scale %s momentum 0.9 dampening 0.0 weight_decay 0.0 nesterov false : tensor<4x3xf32>, tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.lion' op weight_decay must be >= 0 and finite}}
+  %0:2 = ds.lion %p, %p, %p lr %s step %s scale %s betas(0.9, 0.99) weight_decay -0.1 : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{'ds.adamw' op betas must be in [0, 1)}}
   %0:3 = ds.adamw %p, %p, %p, %p lr %s step %s scale %s betas(0.9, 1.0) eps 1.0e-8 weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
   return

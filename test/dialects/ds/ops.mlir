@@ -161,11 +161,15 @@ func.func @shapes(%x: tensor<2x6xf32>) {
 }
 
 // CHECK-LABEL: func @optimizer
-func.func @optimizer(%p: tensor<4x3xf32>, %lr: tensor<f32>) {
+func.func @optimizer(%p: tensor<4x3xf32>, %g16: tensor<4x3xbf16>, %lr: tensor<f32>) {
   // CHECK: ds.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.94999999999999996) eps 1.000000e-08 weight_decay 1.000000e-01 : tensor<4x3xf32>, tensor<4x3xf32>
   %0:3 = ds.adamw %p, %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.95) eps 1.0e-8 weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
   // CHECK: ds.overflow_guard %{{.*}}, %{{.*}} : tensor<f32>
   %1 = ds.overflow_guard %lr, %lr : tensor<f32>
+  // CHECK: ds.sgd %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} momentum 9.000000e-01 dampening 0.000000e+00 weight_decay 1.000000e-02 nesterov true : tensor<4x3xf32>, tensor<4x3xbf16>
+  %2:2 = ds.sgd %p, %g16, %p lr %lr step %lr scale %lr momentum 0.9 dampening 0.0 weight_decay 0.01 nesterov true : tensor<4x3xf32>, tensor<4x3xbf16>
+  // CHECK: ds.lion %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.98999999999999999) weight_decay 1.000000e-01 : tensor<4x3xf32>, tensor<4x3xf32>
+  %3:2 = ds.lion %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.99) weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
   return
 }
 

@@ -1,0 +1,207 @@
+//===- ConfigOptimizer.cpp - the optimizer section ------------------------===//
+//
+// DeepSpeed's optimizer section: "type" (any case, as DeepSpeed lower-cases
+// its own optimizers' names) and "params", the optimizer's constructor
+// arguments with PyTorch's and DeepSpeed's defaults. dsc compiles Adam and
+// AdamW (decoupled decay), SGD (torch.optim.SGD, which DeepSpeed builds for
+// a name it does not know) and Lion (DeepSpeed's FusedLion); each
+// optimizer's parameters are refused under another (a momentum under
+// AdamW, betas under SGD), so a config that says more than the optimizer
+// reads fails.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/config/ConfigReader.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+namespace dsc::config {
+
+namespace {
+
+constexpr const char *kSupported = "Adam, AdamW, SGD, Lion";
+
+/// Why optimizer `name` is refused: DeepSpeed's 1-bit family by what it
+/// does, DeepSpeed's other optimizers as not supported yet, anything else
+/// as unknown.
+std::string unsupportedOptimizer(StringRef name) {
+  std::string lower = name.lower();
+  for (StringRef oneBit : {"onebitadam", "zerooneadam", "onebitlamb"})
+    if (lower == oneBit)
+      return quote(name) + " is not supported: it compresses gradient "
+                           "communication to one bit per value with error "
+                           "feedback, and dsc's collectives send full values "
+                           "(use Adam or AdamW)";
+  for (StringRef other :
+       {"lamb", "muon", "adagrad", "muadam", "muadamw", "musgd"})
+    if (lower == other)
+      return quote(name) + " is not supported yet (dsc implements " +
+             kSupported + ")";
+  return "unsupported optimizer " + quote(name) + " (supported: " + kSupported +
+         ")";
+}
+
+/// The type's canonical name and its defaults (torch.optim's and
+/// DeepSpeed's FusedLion's); false for a type dsc does not compile.
+bool setType(StringRef name, DsConfig::Optimizer &o) {
+  if (name.equals_insensitive("adam")) {
+    o.type = "Adam";
+    o.weightDecay = 0;
+  } else if (name.equals_insensitive("adamw")) {
+    o.type = "AdamW";
+    o.weightDecay = 0.01;
+  } else if (name.equals_insensitive("sgd")) {
+    o.type = "SGD";
+    o.weightDecay = 0;
+  } else if (name.equals_insensitive("lion")) {
+    o.type = "Lion";
+    o.weightDecay = 0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// The parameters that belong to some optimizers only, and which.
+struct OwnedKey {
+  StringRef key;
+  std::initializer_list<StringRef> owners;
+};
+const OwnedKey kOwnedKeys[] = {
+    {"betas", {"Adam", "AdamW", "Lion"}},
+    {"eps", {"Adam", "AdamW"}},
+    {"adam_w_mode", {"Adam", "AdamW"}},
+    {"bias_correction", {"Adam", "AdamW"}},
+    {"torch_adam", {"Adam", "AdamW"}},
+    {"amsgrad", {"Adam", "AdamW"}},
+    {"momentum", {"SGD"}},
+    {"dampening", {"SGD"}},
+    {"nesterov", {"SGD"}},
+};
+
+/// Each present parameter that `type` does not take, one line each.
+bool keysOfType(Reader &r, Section &params, StringRef type) {
+  bool ok = true;
+  for (const OwnedKey &k : kOwnedKeys) {
+    if (!params.get(k.key) || llvm::is_contained(k.owners, type))
+      continue;
+    std::string owners = llvm::join(k.owners.begin(), k.owners.end(), ", ");
+    ok &= r.fail(params.at(k.key), "not a parameter of " + type.str() +
+                                       " (it is " + owners + "'s)");
+  }
+  return ok;
+}
+
+bool readBetas(Reader &r, Section &params, DsConfig::Optimizer &o) {
+  const json::Value *betas = params.get("betas");
+  if (!betas)
+    return true;
+  std::string path = params.at("betas");
+  if (isAuto(*betas)) {
+    r.note(path, "\"auto\" resolved to [" + formatNumber(o.beta1) + ", " +
+                     formatNumber(o.beta2) + "] (default)");
+    return true;
+  }
+  const json::Array *array = betas->getAsArray();
+  if (!array)
+    return r.fail(path, Twine("expected an array of 2 numbers, got ") +
+                            kindName(*betas));
+  if (array->size() != 2)
+    return r.fail(path, "expected 2 numbers, got " + Twine(array->size()));
+  double *outs[2] = {&o.beta1, &o.beta2};
+  bool ok = true;
+  for (size_t i = 0; i < 2; ++i) {
+    std::string element = elementPath(path, i);
+    ok &= r.toNumber(element, (*array)[i], *outs[i]) &&
+          ((*outs[i] >= 0 && *outs[i] < 1) ||
+           r.fail(element, "must be in [0, 1), got " + formatNumber(*outs[i])));
+  }
+  return ok;
+}
+
+/// AdamW divides by sqrt(v) + eps: 0 would divide by zero where a
+/// gradient is zero (the ds.adamw verifier refuses it too, but not in
+/// terms of the file).
+bool readEps(Reader &r, Section &params, DsConfig::Optimizer &o) {
+  return params.number("eps", o.eps) &&
+         (o.eps > 0 ||
+          r.fail(params.at("eps"), "must be > 0, got " + formatNumber(o.eps)));
+}
+
+/// Adam's and AdamW's own flags.
+bool readAdamFlags(Section &params, DsConfig::Optimizer &o) {
+  return Reader::all(
+      {// Adam with adam_w_mode false is Adam with L2 regularization: not
+       // supported. AdamW ignores adam_w_mode, as DeepSpeed does.
+       o.type == "Adam"
+           ? params.onlyBoolean("adam_w_mode", true,
+                                "dsc applies decoupled weight decay (AdamW); "
+                                "use \"AdamW\" or leave adam_w_mode out")
+           : params.ignoredBoolean("adam_w_mode"),
+       params.onlyBoolean("bias_correction", true,
+                          "dsc's Adam always corrects bias"),
+       params.ignoredBoolean("torch_adam")});
+}
+
+/// SGD's: torch.optim.SGD's checks, in terms of the file.
+bool readSgdParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
+  bool ok = Reader::all({params.number("momentum", o.momentum) &&
+                             r.atLeast(params.at("momentum"), o.momentum, 0.0),
+                         params.number("dampening", o.dampening),
+                         params.boolean("nesterov", o.nesterov)});
+  if (ok && o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    return r.fail(params.at("nesterov"),
+                  "Nesterov momentum needs momentum > 0 and dampening 0, got "
+                  "momentum " +
+                      formatNumber(o.momentum) + " and dampening " +
+                      formatNumber(o.dampening));
+  return ok;
+}
+
+} // namespace
+
+bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
+  std::optional<Section> opt;
+  if (!root.section("optimizer", opt))
+    return false;
+  if (!opt->present())
+    return true;
+  bool keysOk = opt->checkKeys();
+
+  // A bad type leaves AdamW's defaults, so params are still checked.
+  auto readType = [&]() {
+    const json::Value *type = opt->get("type");
+    if (!type)
+      return r.fail(opt->at("type"), std::string("required key is missing "
+                                                 "(supported: ") +
+                                         kSupported + ")");
+    std::optional<StringRef> name = type->getAsString();
+    if (!name)
+      return r.fail(opt->at("type"),
+                    Twine("expected a string, got ") + kindName(*type));
+    if (!setType(*name, o))
+      return r.fail(opt->at("type"), unsupportedOptimizer(*name));
+    return true;
+  };
+  bool typeOk = readType();
+
+  std::optional<Section> params;
+  if (!opt->section("params", params))
+    return false;
+  bool gradNormOk = !params->get("max_grad_norm") ||
+                    r.fail(params->at("max_grad_norm"),
+                           "not an optimizer parameter; use gradient_clipping");
+  bool adam = o.type == "Adam" || o.type == "AdamW";
+  return Reader::all(
+      {keysOk, typeOk, gradNormOk, params->checkKeys(),
+       keysOfType(r, *params, o.type), params->ignoredBoolean("fused"),
+       params->number("lr", o.lr) && r.atLeast(params->at("lr"), o.lr, 0.0),
+       !adam || readEps(r, *params, o),
+       params->number("weight_decay", o.weightDecay) &&
+           r.atLeast(params->at("weight_decay"), o.weightDecay, 0.0),
+       readBetas(r, *params, o), !adam || readAdamFlags(*params, o),
+       o.type != "SGD" || readSgdParams(r, *params, o),
+       params->onlyBoolean("fp32_optimizer_states", true,
+                           "dsc keeps the optimizer's state in fp32")});
+}
+
+} // namespace dsc::config

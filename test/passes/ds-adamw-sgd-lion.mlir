@@ -1,0 +1,35 @@
+// RUN: ds-opt %s -ds-adamw="optimizer=sgd momentum=0.9 nesterov=true weight-decay=0.01" | FileCheck %s --check-prefix=SGD
+// RUN: ds-opt %s -ds-adamw="optimizer=lion beta1=0.9 beta2=0.99 weight-decay=0.1" | FileCheck %s --check-prefix=LION
+// RUN: not ds-opt %s -ds-adamw="optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BAD
+// The other updates ds-adamw builds: one state per parameter (SGD's
+// momentum_buffer, Lion's exp_avg), weight decay on rank >= 2 only, the
+// parameter stored before its state, accumulators zeroed.
+
+ds.variable param @w : tensor<3x4xf32> init normal std 2.000000e-02
+ds.variable grad @w.grad of @w : tensor<3x4xf32> init zeros
+ds.variable param @b : tensor<4xf32> init zeros
+ds.variable grad @b.grad of @b : tensor<4xf32> init zeros
+
+// SGD:      ds.variable grad @w.grad of @w
+// SGD-NEXT: ds.variable opt_state @w.momentum_buffer of @w : tensor<3x4xf32> init zeros
+// SGD-NOT:  opt_state @w.
+// SGD:      ds.variable grad @b.grad of @b
+// SGD-NEXT: ds.variable opt_state @b.momentum_buffer of @b : tensor<4xf32> init zeros
+// SGD-LABEL: func.func @apply(
+// SGD:       %[[W:.*]] = ds.load @w :
+// SGD-NEXT:  %[[BUF:.*]] = ds.load @w.momentum_buffer
+// SGD-NEXT:  %[[P:.*]], %[[B:.*]] = ds.sgd %[[W]], %{{.*}}, %[[BUF]] lr %arg0 step %arg1 scale %{{.*}} momentum 9.000000e-01 dampening 0.000000e+00 weight_decay 1.000000e-02 nesterov true
+// SGD-NEXT:  ds.store %[[P]], @w :
+// SGD-NEXT:  ds.store %[[B]], @w.momentum_buffer
+// SGD:       ds.sgd {{.*}} weight_decay 0.000000e+00 nesterov true : tensor<4xf32>
+
+// LION:      ds.variable opt_state @w.exp_avg of @w : tensor<3x4xf32> init zeros
+// LION-NOT:  exp_avg_sq
+// LION-LABEL: func.func @apply(
+// LION:      %[[M:.*]] = ds.load @w.exp_avg
+// LION-NEXT: %[[P:.*]], %[[NM:.*]] = ds.lion %{{.*}}, %{{.*}}, %[[M]] lr %arg0 step %arg1 scale %{{.*}} betas(9.000000e-01, 0.98999999999999999) weight_decay 1.000000e-01
+// LION-NEXT: ds.store %[[P]], @w :
+// LION-NEXT: ds.store %[[NM]], @w.exp_avg
+// LION:      ds.lion {{.*}} weight_decay 0.000000e+00 : tensor<4xf32>
+
+// BAD: error: ds-adamw: unknown optimizer 'adagrad' (adamw, sgd or lion)

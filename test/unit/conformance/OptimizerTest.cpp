@@ -1,0 +1,162 @@
+//===- OptimizerTest.cpp - ds.sgd and ds.lion ----------------------------===//
+//
+// Conformance cases for the one-state optimizer updates against the
+// float64 references (RefKernels.h): every step kind (SGD's first step
+// starts its buffer), in place and not, a non-finite scale that skips the
+// step, and the operand errors. AdamW's cases are in LookupShapeTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/unit/conformance/KernelTestSupport.h"
+
+#include <cmath>
+
+using namespace dsc;
+using namespace dsc::conformance;
+
+namespace {
+
+class OptimizerKernels : public Conformance {};
+
+struct SgdCase {
+  double momentum, dampening, decay;
+  bool nesterov;
+};
+
+TEST_P(OptimizerKernels, SgdMatchesReferenceAndRunsInPlace) {
+  SEEDED_RNG(rng);
+  for (SgdCase c : {SgdCase{0.9, 0, 0.1, false}, SgdCase{0.9, 0, 0.01, true},
+                    SgdCase{0.8, 0.3, 0, false}, SgdCase{0, 0, 0.05, false}})
+    for (const Shape &s : {Shape{3, 5, 7}, Shape{40013}})
+      for (int64_t step : {1, 2, 7}) {
+        SCOPED_TRACE(shapeString(s) + " step " + std::to_string(step) +
+                     " momentum " + std::to_string(c.momentum) +
+                     (c.nesterov ? " nesterov" : ""));
+        Buf p = uniform(rng, s), g = uniform(rng, s),
+            buf = uniform(rng, s, -0.1, 0.1);
+        Buf lr = scalarBuf(0.05), stepB = scalarBuf(double(step)),
+            scale = scalarBuf(0.5);
+        Buf p2 = poisoned(s), buf2 = poisoned(s);
+        const std::vector<int64_t> ints = {c.nesterov ? 1 : 0};
+        const std::vector<double> hyper = {c.momentum, c.dampening, c.decay};
+        RUN_OK("ds.sgd", {&p, &g, &buf, &lr, &stepB, &scale}, {&p2, &buf2},
+               ints, hyper);
+        REF_OK(want,
+               ref::sgd(p.toRef(), g.toRef(), buf.toRef(), 0.05, step,
+                        c.momentum, c.dampening, c.decay, c.nesterov, 0.5));
+        EXPECT_TRUE(close(p2, want.p));
+        EXPECT_TRUE(close(buf2, want.state));
+        RUN_OK("ds.sgd", {&p, &g, &buf, &lr, &stepB, &scale}, {&p, &buf}, ints,
+               hyper);
+        EXPECT_TRUE(bitwiseEqual(p, p2));
+        EXPECT_TRUE(bitwiseEqual(buf, buf2));
+      }
+}
+
+TEST_P(OptimizerKernels, LionMatchesReferenceAndRunsInPlace) {
+  SEEDED_RNG(rng);
+  for (const Shape &s : {Shape{3, 5, 7}, Shape{13}, Shape{40013}}) {
+    SCOPED_TRACE(shapeString(s));
+    Buf p = uniform(rng, s), g = uniform(rng, s),
+        m = uniform(rng, s, -0.1, 0.1);
+    // Zeros where m is zero too: sign(0) is 0, the parameter only decays.
+    for (int64_t i = 0; i < p.numel(); i += 5) {
+      g.set(i, 0);
+      m.set(i, 0);
+    }
+    Buf lr = scalarBuf(1e-3), stepB = scalarBuf(3), scale = scalarBuf(0.5);
+    Buf p2 = poisoned(s), m2 = poisoned(s);
+    const std::vector<double> hyper = {0.9, 0.99, 0.1};
+    RUN_OK("ds.lion", {&p, &g, &m, &lr, &stepB, &scale}, {&p2, &m2}, {}, hyper);
+    REF_OK(want, ref::lion(p.toRef(), g.toRef(), m.toRef(), 1e-3, 0.9, 0.99,
+                           0.1, 0.5));
+    EXPECT_TRUE(close(p2, want.p));
+    EXPECT_TRUE(close(m2, want.state));
+    RUN_OK("ds.lion", {&p, &g, &m, &lr, &stepB, &scale}, {&p, &m}, {}, hyper);
+    EXPECT_TRUE(bitwiseEqual(p, p2));
+    EXPECT_TRUE(bitwiseEqual(m, m2));
+  }
+}
+
+// An overflowed step (ds.overflow_guard's NaN scale) leaves the parameter
+// and the state bitwise as they were; the step number is not read then.
+TEST_P(OptimizerKernels, ANonFiniteScaleSkipsTheUpdate) {
+  SEEDED_RNG(rng);
+  const Shape s{3, 7};
+  Buf p = uniform(rng, s), g = uniform(rng, s), st = uniform(rng, s);
+  Buf lr = scalarBuf(1e-2), step = scalarBuf(0), nan = scalarBuf(kNaN);
+  for (const char *kernel : {"ds.sgd", "ds.lion"}) {
+    SCOPED_TRACE(kernel);
+    const bool sgd = std::string(kernel) == "ds.sgd";
+    const std::vector<int64_t> ints =
+        sgd ? std::vector<int64_t>{0} : std::vector<int64_t>{};
+    const std::vector<double> hyper = sgd ? std::vector<double>{0.9, 0, 0.1}
+                                          : std::vector<double>{0.9, 0.99, 0};
+    Buf p2 = poisoned(s), st2 = poisoned(s);
+    RUN_OK(kernel, {&p, &g, &st, &lr, &step, &nan}, {&p2, &st2}, ints, hyper);
+    EXPECT_TRUE(bitwiseEqual(p2, p));
+    EXPECT_TRUE(bitwiseEqual(st2, st));
+  }
+}
+
+// Mixed precision's updates read the 16-bit gradient itself: the same bits
+// as reading its f32 value.
+TEST_P(OptimizerKernels, A16BitGradientIsReadAsItsValue) {
+  SEEDED_RNG(rng);
+  const Shape s{5001};
+  for (DType half : {DType::bf16, DType::f16})
+    for (const char *kernel : {"ds.sgd", "ds.lion"}) {
+      SCOPED_TRACE(std::string(kernel) + " " + rt::dtypeName(half));
+      const bool sgd = std::string(kernel) == "ds.sgd";
+      const std::vector<int64_t> ints =
+          sgd ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+      const std::vector<double> hyper =
+          sgd ? std::vector<double>{0.9, 0, 0.1}
+              : std::vector<double>{0.9, 0.99, 0.1};
+      Buf p = uniform(rng, s), st = uniform(rng, s, -0.1, 0.1),
+          g = uniform(rng, s), g16(s, half), wide(s);
+      for (int64_t i = 0; i < g.numel(); ++i)
+        g16.set(i, g.get(i));
+      for (int64_t i = 0; i < g.numel(); ++i)
+        wide.set(i, g16.get(i));
+      Buf lr = scalarBuf(1e-2), step = scalarBuf(2), scale = scalarBuf(0.5);
+      Buf pa = poisoned(s), sa = poisoned(s), pb = poisoned(s),
+          sb = poisoned(s);
+      RUN_OK(kernel, {&p, &g16, &st, &lr, &step, &scale}, {&pa, &sa}, ints,
+             hyper);
+      RUN_OK(kernel, {&p, &wide, &st, &lr, &step, &scale}, {&pb, &sb}, ints,
+             hyper);
+      EXPECT_TRUE(bitwiseEqual(pa, pb));
+      EXPECT_TRUE(bitwiseEqual(sa, sb));
+    }
+}
+
+TEST_P(OptimizerKernels, BadOperandsAreOneLine) {
+  Buf p({4}), g({4}), b({4}), lr = scalarBuf(1e-3), zero = scalarBuf(0),
+                              one = scalarBuf(1);
+  EXPECT_RUN_ERROR(
+      run("ds.sgd", {&p, &g, &b, &lr, &zero, &one}, {&p, &b}, {0}, {0.9, 0, 0}),
+      "ds.sgd: step must be an integer >= 1, got 0");
+  EXPECT_RUN_ERROR(run("ds.lion", {&p, &g, &b, &lr, &zero, &one}, {&p, &b}, {},
+                       {0.9, 0.99, 0}),
+                   "ds.lion: step must be an integer >= 1, got 0");
+  EXPECT_RUN_ERROR(run("ds.sgd", {&p, &g, &b, &lr, &one, &one}, {&p, &b}, {1},
+                       {0.9, 0.5, 0}),
+                   "ds.sgd: nesterov needs momentum > 0 and dampening 0");
+  EXPECT_RUN_ERROR(run("ds.lion", {&p, &g, &b, &lr, &one, &one}, {&p, &b}, {},
+                       {1.5, 0.99, 0}),
+                   "ds.lion: betas must be in [0, 1), got (1.5, 0.99)");
+  EXPECT_RUN_ERROR(run("ds.lion", {&p, &g, &b, &lr, &one, &one}, {&b, &p}, {},
+                       {0.9, 0.99, 0}),
+                   "ds.lion: output 0 overlaps input 2 (only an exact in-place "
+                   "update is allowed)");
+  Buf short3({3});
+  EXPECT_RUN_ERROR(run("ds.sgd", {&p, &g, &short3, &lr, &one, &one}, {&p, &b},
+                       {0}, {0.9, 0, 0}),
+                   "ds.sgd: buf has shape [3] but p has shape [4]");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, OptimizerKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+
+} // namespace
