@@ -16,7 +16,11 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.adamw.gradClip = config.gradientClipping;
   // "Adam" is AdamW here: dsc's Adam decays decoupled (adam_w_mode).
   const std::string &type = config.optimizer.type;
-  o.adamw.optimizer = type == "SGD" ? "sgd" : type == "Lion" ? "lion" : "adamw";
+  o.adamw.optimizer = type == "SGD"       ? "sgd"
+                      : type == "Lion"    ? "lion"
+                      : type == "Adagrad" ? "adagrad"
+                                          : "adamw";
+  o.adamw.lrDecay = config.optimizer.lrDecay;
   o.adamw.momentum = config.optimizer.momentum;
   o.adamw.dampening = config.optimizer.dampening;
   o.adamw.nesterov = config.optimizer.nesterov;

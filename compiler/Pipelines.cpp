@@ -174,6 +174,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw, sgd or lion"),
                                 llvm::cl::init(defaults.adamw.optimizer)};
+  Option<double> lrDecay{*this, "lr-decay",
+                         llvm::cl::init(defaults.adamw.lrDecay)};
   Option<double> momentum{*this, "momentum",
                           llvm::cl::init(defaults.adamw.momentum)};
   Option<double> dampening{*this, "dampening",
@@ -229,8 +231,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize);
-    o.adamw = {beta1,     beta2,    eps,       weightDecay, gradClip,
-               optimizer, momentum, dampening, nesterov};
+    o.adamw = {beta1,     beta2,   eps,      weightDecay, gradClip,
+               optimizer, lrDecay, momentum, dampening,   nesterov};
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

@@ -1,7 +1,8 @@
 //===- AdamW.cpp - the optimizer step as a function @apply ---------------===//
 //
 // @apply(lr, step) -> grad_norm: global gradient norm, optional clipping,
-// one update per parameter with a gradient (ds.adamw, ds.sgd or ds.lion,
+// one update per parameter with a gradient (ds.adamw, ds.sgd, ds.lion or
+// ds.adagrad,
 // its state variables declared beside the parameter), accumulators
 // zeroed. Weight decay applies to parameters of rank >= 2 only (nanoGPT's
 // grouping: no decay on biases and norm weights).
@@ -59,6 +60,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       suffixes = {plan::kMomentumBufferSuffix};
     else if (optimizer == "lion")
       suffixes = {plan::kExpAvgSuffix};
+    else if (optimizer == "adagrad")
+      suffixes = {plan::kSumSuffix};
     else
       suffixes = {plan::kExpAvgSuffix, plan::kExpAvgSqSuffix};
     SmallVector<VariableOp> vars;
@@ -74,6 +77,9 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       op =
           b.create<SgdOp>(ploc, p, g, states[0], lr, step, scale, f64(momentum),
                           f64(dampening), f64(decay), b.getBoolAttr(nesterov));
+    else if (optimizer == "adagrad")
+      op = b.create<AdagradOp>(ploc, p, g, states[0], lr, step, scale,
+                               f64(lrDecay), f64(eps), f64(decay));
     else if (optimizer == "lion")
       op = b.create<LionOp>(ploc, p, g, states[0], lr, step, scale, f64(beta1),
                             f64(beta2), f64(decay));
@@ -86,9 +92,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
   }
 
   LogicalResult build(ModuleOp module) {
-    if (optimizer != "adamw" && optimizer != "sgd" && optimizer != "lion")
+    StringRef rules[] = {"adamw", "sgd", "lion", "adagrad"};
+    if (!llvm::is_contained(rules, StringRef(optimizer)))
       return module.emitError("ds-adamw: unknown optimizer '")
-             << optimizer << "' (adamw, sgd or lion)";
+             << optimizer << "' (adamw, sgd, lion or adagrad)";
     if (module.lookupSymbol(plan::kApplyProgram))
       return module.emitError("ds-adamw: @apply already exists");
     SmallVector<VariableOp> grads;

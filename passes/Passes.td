@@ -48,11 +48,11 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
   let description = [{
     Adds the optimizer's state for every parameter with a gradient
     accumulator (AdamW: `exp_avg` and `exp_avg_sq`; SGD: `momentum_buffer`;
-    Lion: `exp_avg`) and a function
+    Lion: `exp_avg`; Adagrad: `sum`) and a function
     `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` that
     computes the global gradient norm (returned), scales gradients by
     min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies the
-    update (ds.adamw, ds.sgd or ds.lion; weight decay only on parameters of
+    update (ds.adamw, ds.sgd, ds.lion or ds.adagrad; weight decay only on parameters of
     rank >= 2, as nanoGPT) and zeroes the accumulators.
   }];
   let options = [
@@ -64,7 +64,9 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"gradClip", "grad-clip", "double", "0.0",
            "global gradient-norm clip; 0 disables clipping">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
-           "the update: adamw, sgd or lion (betas are Lion's too)">,
+           "the update: adamw, sgd, lion or adagrad (betas are Lion's too, "
+           "eps Adagrad's)">,
+    Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr_decay">,
     Option<"momentum", "momentum", "double", "0.0", "SGD's momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD's dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD: Nesterov momentum">

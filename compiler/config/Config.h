@@ -52,14 +52,15 @@ struct DsConfig {
 
   /// Adam and AdamW both use decoupled weight decay (torch.optim.AdamW
   /// semantics), as DeepSpeed's Adam does with its default adam_w_mode.
-  /// SGD's weight decay is coupled (added to the gradient, as
-  /// torch.optim.SGD); Lion's decoupled.
+  /// SGD's and Adagrad's weight decay is coupled (added to the gradient,
+  /// as torch.optim does); Lion's decoupled.
   struct Optimizer {
-    std::string type = "AdamW"; // "Adam", "AdamW", "SGD" or "Lion"
+    std::string type = "AdamW"; // "Adam", "AdamW", "SGD", "Lion", "Adagrad"
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-    double weightDecay = 0.01;          // Adam's, SGD's and Lion's default is 0
+    double weightDecay = 0.01;          // the others' default is 0
     double momentum = 0, dampening = 0; // SGD
     bool nesterov = false;              // SGD
+    double lrDecay = 0;                 // Adagrad
   } optimizer;
 
   struct Scheduler {

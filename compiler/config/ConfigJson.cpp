@@ -58,6 +58,11 @@ json::Object optimizerParams(const DsConfig::Optimizer &o) {
     params["nesterov"] = o.nesterov;
     return params;
   }
+  if (o.type == "Adagrad") {
+    params["eps"] = o.eps;
+    params["lr_decay"] = o.lrDecay;
+    return params;
+  }
   params["betas"] = json::Array{o.beta1, o.beta2};
   if (o.type != "Lion")
     params["eps"] = o.eps;
@@ -162,7 +167,7 @@ auto topLevelFields(const DsConfig &c) {
 
 auto fields(const DsConfig::Optimizer &o) {
   return std::tie(o.type, o.lr, o.beta1, o.beta2, o.eps, o.weightDecay,
-                  o.momentum, o.dampening, o.nesterov);
+                  o.momentum, o.dampening, o.nesterov, o.lrDecay);
 }
 
 auto fields(const DsConfig::Scheduler &s) {

@@ -162,20 +162,25 @@ constexpr ConfigKey kKeys[] = {
 
     {"$.optimizer", "type", Works,
      "Adam (decoupled decay unless adam_w_mode is false), AdamW, SGD "
-     "(torch.optim.SGD) or Lion (DeepSpeed's FusedLion), any case; Lamb, "
-     "Muon and Adagrad not supported yet; "
+     "(torch.optim.SGD), Lion (DeepSpeed's FusedLion) or Adagrad "
+     "(torch.optim.Adagrad), any case; Lamb and Muon not supported yet; "
      "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
      "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},
     {"$.optimizer", "legacy_fusion", NoEffect,
      "it chooses DeepSpeed's fp16 optimizer wrapper; dsc's is compiled"},
-    {"$.optimizer.params", "lr", Works, ">= 0 [1e-3]"},
+    {"$.optimizer.params", "lr", Works, ">= 0 [1e-3; Adagrad 1e-2]"},
     {"$.optimizer.params", "betas", Works,
      "Adam, AdamW, Lion: [b1, b2] in [0, 1) [0.9, 0.999]"},
-    {"$.optimizer.params", "eps", Works, "Adam, AdamW: > 0 [1e-8]"},
+    {"$.optimizer.params", "eps", Works,
+     "Adam, AdamW: > 0 [1e-8]; Adagrad: > 0 [1e-10]"},
+    {"$.optimizer.params", "lr_decay", Works, "Adagrad: >= 0 [0]"},
+    {"$.optimizer.params", "initial_accumulator_value", Works,
+     "Adagrad: 0 only [0]"},
     {"$.optimizer.params", "weight_decay", Works,
      ">= 0 [AdamW 0.01, the others 0, as torch.optim]; not on biases and "
-     "norms; SGD's is added to the gradient (L2), the others' decoupled"},
+     "norms; SGD's and Adagrad's is added to the gradient (L2), the "
+     "others' decoupled"},
     {"$.optimizer.params", "momentum", Works, "SGD: >= 0 [0]"},
     {"$.optimizer.params", "dampening", Works, "SGD: [0]"},
     {"$.optimizer.params", "nesterov", Works,

@@ -4,7 +4,8 @@
 // its own optimizers' names) and "params", the optimizer's constructor
 // arguments with PyTorch's and DeepSpeed's defaults. dsc compiles Adam and
 // AdamW (decoupled decay), SGD (torch.optim.SGD, which DeepSpeed builds for
-// a name it does not know) and Lion (DeepSpeed's FusedLion); each
+// a name it does not know), Lion (DeepSpeed's FusedLion) and Adagrad
+// (torch.optim.Adagrad's rule); each
 // optimizer's parameters are refused under another (a momentum under
 // AdamW, betas under SGD), so a config that says more than the optimizer
 // reads fails.
@@ -18,7 +19,7 @@ namespace dsc::config {
 
 namespace {
 
-constexpr const char *kSupported = "Adam, AdamW, SGD, Lion";
+constexpr const char *kSupported = "Adam, AdamW, SGD, Lion, Adagrad";
 
 /// Why optimizer `name` is refused: DeepSpeed's 1-bit family by what it
 /// does, DeepSpeed's other optimizers as not supported yet, anything else
@@ -31,8 +32,7 @@ std::string unsupportedOptimizer(StringRef name) {
                            "communication to one bit per value with error "
                            "feedback, and dsc's collectives send full values "
                            "(use Adam or AdamW)";
-  for (StringRef other :
-       {"lamb", "muon", "adagrad", "muadam", "muadamw", "musgd"})
+  for (StringRef other : {"lamb", "muon", "muadam", "muadamw", "musgd"})
     if (lower == other)
       return quote(name) + " is not supported yet (dsc implements " +
              kSupported + ")";
@@ -55,6 +55,11 @@ bool setType(StringRef name, DsConfig::Optimizer &o) {
   } else if (name.equals_insensitive("lion")) {
     o.type = "Lion";
     o.weightDecay = 0;
+  } else if (name.equals_insensitive("adagrad")) {
+    o.type = "Adagrad"; // torch.optim.Adagrad's defaults
+    o.lr = 1e-2;
+    o.eps = 1e-10;
+    o.weightDecay = 0;
   } else {
     return false;
   }
@@ -68,7 +73,9 @@ struct OwnedKey {
 };
 const OwnedKey kOwnedKeys[] = {
     {"betas", {"Adam", "AdamW", "Lion"}},
-    {"eps", {"Adam", "AdamW"}},
+    {"eps", {"Adam", "AdamW", "Adagrad"}},
+    {"lr_decay", {"Adagrad"}},
+    {"initial_accumulator_value", {"Adagrad"}},
     {"adam_w_mode", {"Adam", "AdamW"}},
     {"bias_correction", {"Adam", "AdamW"}},
     {"torch_adam", {"Adam", "AdamW"}},
@@ -157,6 +164,20 @@ bool readSgdParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
   return ok;
 }
 
+/// Adagrad's: torch.optim.Adagrad's checks; its accumulator starts at 0.
+bool readAdagradParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
+  double initial = 0;
+  return Reader::all(
+      {params.number("lr_decay", o.lrDecay) &&
+           r.atLeast(params.at("lr_decay"), o.lrDecay, 0.0),
+       params.number("initial_accumulator_value", initial) &&
+           (initial == 0 ||
+            r.fail(params.at("initial_accumulator_value"),
+                   formatNumber(initial) +
+                       " is not supported yet: dsc's Adagrad starts its sum "
+                       "of squares at 0"))});
+}
+
 } // namespace
 
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
@@ -191,15 +212,17 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
                     r.fail(params->at("max_grad_norm"),
                            "not an optimizer parameter; use gradient_clipping");
   bool adam = o.type == "Adam" || o.type == "AdamW";
+  bool hasEps = adam || o.type == "Adagrad";
   return Reader::all(
       {keysOk, typeOk, gradNormOk, params->checkKeys(),
        keysOfType(r, *params, o.type), params->ignoredBoolean("fused"),
        params->number("lr", o.lr) && r.atLeast(params->at("lr"), o.lr, 0.0),
-       !adam || readEps(r, *params, o),
+       !hasEps || readEps(r, *params, o),
        params->number("weight_decay", o.weightDecay) &&
            r.atLeast(params->at("weight_decay"), o.weightDecay, 0.0),
        readBetas(r, *params, o), !adam || readAdamFlags(*params, o),
        o.type != "SGD" || readSgdParams(r, *params, o),
+       o.type != "Adagrad" || readAdagradParams(r, *params, o),
        params->onlyBoolean("fp32_optimizer_states", true,
                            "dsc keeps the optimizer's state in fp32")});
 }

@@ -382,6 +382,16 @@ Outcome lion(LionOp op, Operands in) {
                         op.getWeightDecay().convertToDouble(), k.value.scale));
 }
 
+Outcome adagrad(AdagradOp op, Operands in) {
+  auto k = updateScalars(in, 3, "adagrad");
+  if (!k)
+    return ref::Error{k.error};
+  return pair(ref::adagrad(
+      *in[0], *in[1], *in[2], k.value.lr, k.value.step,
+      op.getLrDecay().convertToDouble(), op.getEps().convertToDouble(),
+      op.getWeightDecay().convertToDouble(), k.value.scale));
+}
+
 //===----------------------------------------------------------------------===//
 // One overload per stateless ds op: evaluateOp's cases
 // (dialects/generated/InterpretedOps.inc, generated from DsOps.td) call
@@ -582,6 +592,9 @@ Outcome evaluate(SgdOp o, Operands in, const EvalContext &) {
 }
 Outcome evaluate(LionOp o, Operands in, const EvalContext &) {
   return lion(o, in);
+}
+Outcome evaluate(AdagradOp o, Operands in, const EvalContext &) {
+  return adagrad(o, in);
 }
 Outcome evaluate(OverflowGuardOp, Operands in, const EvalContext &) {
   return one(ref::overflow_guard(*in[0], *in[1]));

@@ -194,4 +194,10 @@ void LionOp::getKernelAttributes(Ints &, Floats &floats) {
       {f(getBeta1Attr()), f(getBeta2Attr()), f(getWeightDecayAttr())});
 }
 
+// Adagrad: | [lr_decay, eps, weight_decay].
+void AdagradOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.append(
+      {f(getLrDecayAttr()), f(getEpsAttr()), f(getWeightDecayAttr())});
+}
+
 } // namespace mlir::ds

@@ -373,3 +373,24 @@ LogicalResult LionOp::verify() {
     return emitOpError("weight_decay must be >= 0 and finite");
   return success();
 }
+
+SmallVector<StringRef> AdagradOp::getStateSuffixes() {
+  return {dsc::plan::kSumSuffix};
+}
+
+bool AdagradOp::decaysWeights() {
+  return getWeightDecay().convertToDouble() != 0;
+}
+
+LogicalResult AdagradOp::verify() {
+  double lrDecay = getLrDecay().convertToDouble();
+  double eps = getEps().convertToDouble();
+  double decay = getWeightDecay().convertToDouble();
+  if (!(lrDecay >= 0) || !std::isfinite(lrDecay))
+    return emitOpError("lr_decay must be >= 0 and finite");
+  if (!(eps > 0) || !std::isfinite(eps))
+    return emitOpError("eps must be positive and finite");
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  return success();
+}

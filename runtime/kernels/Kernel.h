@@ -57,7 +57,9 @@
 //   ds.sgd              (p, g, buf, lr, step, scale) -> p', buf'
 //                       [nesterov] | [momentum, dampening, weight_decay]
 //   ds.lion             (p, g, m, lr, step, scale) -> p', m'
-//                       | [beta1, beta2, weight_decay] (both in place ok;
+//                       | [beta1, beta2, weight_decay]
+//   ds.adagrad          (p, g, sum, lr, step, scale) -> p', sum'
+//                       | [lr_decay, eps, weight_decay] (all in place ok;
 //                       a non-finite scale leaves the state as it is)
 //   ds.overflow_guard   (scale, norm) -> scale, or NaN if norm is not finite
 //   ds.copy             (x) -> out (same bytes)

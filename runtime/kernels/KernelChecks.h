@@ -194,6 +194,9 @@ bool checkSgd(const KernelArgs &args, std::string &err);
 /// ds.lion: p, m and p', m' f32 of g's shape; lr, step, scale f32 scalars;
 /// betas in [0, 1), weight_decay finite and >= 0.
 bool checkLion(const KernelArgs &args, std::string &err);
+/// ds.adagrad: p, sum and p', sum' f32 of g's shape; lr, step, scale f32
+/// scalars; lr_decay and weight_decay finite and >= 0, eps finite and > 0.
+bool checkAdagrad(const KernelArgs &args, std::string &err);
 
 //===--- Attention (AttentionKernelChecks.cpp) ----------------------------===//
 

@@ -1,8 +1,8 @@
 //===- OptimizerKernelChecks.cpp - the optimizer updates' operands -------===//
 //
 // The structure checks of the optimizer kernels (KernelChecks.h): AdamW,
-// SGD and Lion; the step number is data, checked where the backend reads
-// it.
+// SGD, Lion and Adagrad; the step number is data, checked where the backend
+// reads it.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/KernelChecks.h"
@@ -110,6 +110,20 @@ bool checkAdamwRound(const KernelArgs &args, std::string &err) {
   if (!sameShape(out[3], in[0]))
     return fail(err, "output p16 has shape ", shapeStr(out[3]),
                 " but p has shape ", shapeStr(in[0]));
+  return true;
+}
+
+bool checkAdagrad(const KernelArgs &args, std::string &err) {
+  if (!checkUpdateOperands(args, {"p", "g", "sum"}, err))
+    return false;
+  const double lrDecay = args.floatAttrs[0], eps = args.floatAttrs[1];
+  const double wd = args.floatAttrs[2];
+  if (!finiteNonNegative(lrDecay) || !finiteNonNegative(wd) || !(eps > 0) ||
+      std::isinf(eps))
+    return fail(err,
+                "lr_decay and weight_decay must be finite and >= 0 and eps "
+                "finite and > 0, got ",
+                lrDecay, ", ", wd, " and ", eps);
   return true;
 }
 

@@ -26,6 +26,9 @@ constexpr std::string_view kExpAvgSqSuffix = ".exp_avg_sq";
 /// P.momentum_buffer: SGD's momentum of P (PyTorch's state name), or of
 /// a ZeRO group's shard. Lion's one moment is P.exp_avg.
 constexpr std::string_view kMomentumBufferSuffix = ".momentum_buffer";
+/// P.sum: Adagrad's sum of squared gradients of P (PyTorch's name), or of
+/// a ZeRO group's shard.
+constexpr std::string_view kSumSuffix = ".sum";
 /// P.master: the fp32 master weight of a 16-bit parameter (ds-precision),
 /// or of a ZeRO group's shard. dsrun saves and loads weights from it.
 constexpr std::string_view kMasterSuffix = ".master";

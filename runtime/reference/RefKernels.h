@@ -209,6 +209,12 @@ Result<UpdateState> sgd(const Tensor &p, const Tensor &g, const Tensor &buf,
 Result<UpdateState> lion(const Tensor &p, const Tensor &g, const Tensor &m,
                          double lr, double beta1, double beta2,
                          double weightDecay, double gradScale);
+/// torch.optim.Adagrad (initial accumulator 0): d = g gradScale +
+/// weightDecay p; sum' = sum + d^2; p' = p - lr / (1 + (step - 1) lrDecay)
+/// d / (sqrt(sum') + eps). A non-finite gradScale returns p and sum.
+Result<UpdateState> adagrad(const Tensor &p, const Tensor &g, const Tensor &sum,
+                            double lr, int64_t step, double lrDecay, double eps,
+                            double weightDecay, double gradScale);
 /// Normal draws use rng::normalAt(seed, tensorId, 0xFFFFFFFF, flatIndex).
 Result<Tensor> init(InitKind kind, const Shape &shape, uint64_t seed,
                     uint32_t tensorId, double mean, double stddev);

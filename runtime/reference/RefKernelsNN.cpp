@@ -631,6 +631,26 @@ Result<UpdateState> lion(const Tensor &p, const Tensor &g, const Tensor &m,
   return out;
 }
 
+Result<UpdateState> adagrad(const Tensor &p, const Tensor &g, const Tensor &sum,
+                            double lr, int64_t step, double lrDecay, double eps,
+                            double weightDecay, double gradScale) {
+  if (auto e = checkUpdate("adagrad", p, g, sum, "sum"); !e.empty())
+    return Error{e};
+  if (step < 1)
+    return fail("adagrad: step counts from 1, got ", step);
+  UpdateState out{p, sum};
+  if (!std::isfinite(gradScale))
+    return out;
+  const double clr = lr / (1 + double(step - 1) * lrDecay);
+  for (size_t i = 0; i < p.data.size(); ++i) {
+    double d = g.data[i] * gradScale + weightDecay * p.data[i];
+    double s = sum.data[i] + d * d;
+    out.state.data[i] = s;
+    out.p.data[i] = p.data[i] - clr * d / (std::sqrt(s) + eps);
+  }
+  return out;
+}
+
 Result<Tensor> overflow_guard(const Tensor &scale, const Tensor &norm) {
   if (scale.data.size() != 1 || norm.data.size() != 1)
     return fail("overflow_guard: scale and norm must be scalars");

@@ -399,7 +399,7 @@ TEST(ConfigTest, OptimizerErrors) {
   expectErrors({
       {R"({"optimizer": {"type": "Lamb"}})",
        "ds_config.json: $.optimizer.type: 'Lamb' is not supported yet (dsc "
-       "implements Adam, AdamW, SGD, Lion)"},
+       "implements Adam, AdamW, SGD, Lion, Adagrad)"},
       {R"({"optimizer": {"type": "OneBitAdam"}})",
        "ds_config.json: $.optimizer.type: 'OneBitAdam' is not supported: it "
        "compresses gradient communication to one bit per value with error "
@@ -407,10 +407,10 @@ TEST(ConfigTest, OptimizerErrors) {
        "AdamW)"},
       {R"({"optimizer": {"type": "Adamax"}})",
        "ds_config.json: $.optimizer.type: unsupported optimizer 'Adamax' "
-       "(supported: Adam, AdamW, SGD, Lion)"},
+       "(supported: Adam, AdamW, SGD, Lion, Adagrad)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",
        "ds_config.json: $.optimizer.type: required key is missing "
-       "(supported: Adam, AdamW, SGD, Lion)"},
+       "(supported: Adam, AdamW, SGD, Lion, Adagrad)"},
       {R"({"optimizer": {"type": "AdamW", "params": {"max_grad_norm": 1}}})",
        "ds_config.json: $.optimizer.params.max_grad_norm: not an optimizer "
        "parameter; use gradient_clipping"},
@@ -436,13 +436,20 @@ TEST(ConfigTest, OptimizerErrors) {
        "(it is SGD's)"},
       {R"({"optimizer": {"type": "Lion", "params": {"eps": 1e-8}}})",
        "ds_config.json: $.optimizer.params.eps: not a parameter of Lion (it "
-       "is Adam, AdamW's)"},
+       "is Adam, AdamW, Adagrad's)"},
+      {R"({"optimizer": {"type": "Adagrad",
+                         "params": {"initial_accumulator_value": 0.1}}})",
+       "ds_config.json: $.optimizer.params.initial_accumulator_value: 0.1 is "
+       "not supported yet: dsc's Adagrad starts its sum of squares at 0"},
+      {R"({"optimizer": {"type": "Adagrad", "params": {"betas": [0.9, 0.9]}}})",
+       "ds_config.json: $.optimizer.params.betas: not a parameter of Adagrad "
+       "(it is Adam, AdamW, Lion's)"},
   });
 }
 
-// SGD and Lion with torch.optim.SGD's and DeepSpeed FusedLion's defaults,
-// and their own parameters read.
-TEST(ConfigTest, SgdAndLion) {
+// SGD, Lion and Adagrad with torch.optim's and DeepSpeed FusedLion's
+// defaults, and their own parameters read.
+TEST(ConfigTest, SgdLionAdagrad) {
   DsConfig sgd = parseOk(R"({"optimizer": {"type": "SGD", "params": {
       "lr": 0.05, "momentum": 0.9, "nesterov": true, "weight_decay": 1e-4}}})");
   EXPECT_EQ(sgd.optimizer.type, "SGD");
@@ -461,6 +468,15 @@ TEST(ConfigTest, SgdAndLion) {
   EXPECT_EQ(lion.optimizer.beta1, 0.95);
   EXPECT_EQ(lion.optimizer.beta2, 0.98);
   EXPECT_EQ(lion.optimizer.weightDecay, 0.1);
+  DsConfig adagrad = parseOk(R"({"optimizer": {"type": "adagrad", "params": {
+      "lr_decay": 0.01, "weight_decay": 1e-3}}})");
+  EXPECT_EQ(adagrad.optimizer.type, "Adagrad");
+  EXPECT_EQ(adagrad.optimizer.lr, 1e-2); // torch.optim.Adagrad's defaults
+  EXPECT_EQ(adagrad.optimizer.eps, 1e-10);
+  EXPECT_EQ(adagrad.optimizer.lrDecay, 0.01);
+  EXPECT_EQ(adagrad.optimizer.weightDecay, 1e-3);
+  EXPECT_TRUE(parseOk(toJson(adagrad)) == adagrad);
+  EXPECT_TRUE(parseOk(toJson(sgd)) == sgd);
   DsConfig lionDefaults = parseOk(R"({"optimizer": {"type": "LION"}})");
   EXPECT_EQ(lionDefaults.optimizer.beta2, 0.999);
   EXPECT_EQ(lionDefaults.optimizer.weightDecay, 0);

@@ -15,7 +15,7 @@
       (relative 1e-6), learning rate (1e-9) and gradient norm (2e-5), and
       every final weight (per tensor ||a - b|| / ||b|| <= 2e-5, shapes and
       dtypes equal): the *_TOL constants below say why those bounds. The
-      optimizer is the config's: torch.optim.AdamW or torch.optim.SGD, or
+      optimizer is the config's: torch.optim.AdamW, SGD or Adagrad, or
       Lion written from its paper (`Lion`). Exit 0 when all agree, 1
       otherwise, with one line per disagreement.
 
@@ -147,7 +147,7 @@ class Lion(torch.optim.Optimizer):
 
 def optimizer(section, model):
     """The config's optimizer over nanoGPT's groups (decay for parameters
-    of rank >= 2 only): torch.optim.AdamW, torch.optim.SGD, or Lion above."""
+    of rank >= 2 only): torch.optim.AdamW, SGD or Adagrad, or Lion above."""
     kind, params = section["type"].lower(), section.get("params", {})
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -162,6 +162,10 @@ def optimizer(section, model):
                                nesterov=params.get("nesterov", False))
     if kind == "lion":
         return Lion(groups, lr=params["lr"], betas=betas)
+    if kind == "adagrad":
+        return torch.optim.Adagrad(groups, lr=params.get("lr", 1e-2),
+                                   lr_decay=params.get("lr_decay", 0.0),
+                                   eps=params.get("eps", 1e-10))
     return torch.optim.AdamW(groups, lr=params["lr"], betas=betas,
                              eps=params.get("eps", 1e-8))
 

@@ -1,8 +1,9 @@
 // RUN: ds-opt %s -ds-adamw="optimizer=sgd momentum=0.9 nesterov=true weight-decay=0.01" | FileCheck %s --check-prefix=SGD
 // RUN: ds-opt %s -ds-adamw="optimizer=lion beta1=0.9 beta2=0.99 weight-decay=0.1" | FileCheck %s --check-prefix=LION
-// RUN: not ds-opt %s -ds-adamw="optimizer=adagrad" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: ds-opt %s -ds-adamw="optimizer=adagrad lr-decay=0.01 eps=1e-10" | FileCheck %s --check-prefix=ADAGRAD
+// RUN: not ds-opt %s -ds-adamw="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=BAD
 // The other updates ds-adamw builds: one state per parameter (SGD's
-// momentum_buffer, Lion's exp_avg), weight decay on rank >= 2 only, the
+// momentum_buffer, Lion's exp_avg, Adagrad's sum), weight decay on rank >= 2 only, the
 // parameter stored before its state, accumulators zeroed.
 
 ds.variable param @w : tensor<3x4xf32> init normal std 2.000000e-02
@@ -32,4 +33,11 @@ ds.variable grad @b.grad of @b : tensor<4xf32> init zeros
 // LION-NEXT: ds.store %[[NM]], @w.exp_avg
 // LION:      ds.lion {{.*}} weight_decay 0.000000e+00 : tensor<4xf32>
 
-// BAD: error: ds-adamw: unknown optimizer 'adagrad' (adamw, sgd or lion)
+// ADAGRAD:      ds.variable opt_state @w.sum of @w : tensor<3x4xf32> init zeros
+// ADAGRAD-LABEL: func.func @apply(
+// ADAGRAD:      %[[S:.*]] = ds.load @w.sum
+// ADAGRAD-NEXT: %[[P:.*]], %[[NS:.*]] = ds.adagrad %{{.*}}, %{{.*}}, %[[S]] lr %arg0 step %arg1 scale %{{.*}} lr_decay 1.000000e-02 eps 1.000000e-10 weight_decay 1.000000e-02
+// ADAGRAD-NEXT: ds.store %[[P]], @w :
+// ADAGRAD-NEXT: ds.store %[[NS]], @w.sum
+
+// BAD: error: ds-adamw: unknown optimizer 'lamb' (adamw, sgd, lion or adagrad)

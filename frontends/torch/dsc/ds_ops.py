@@ -11,6 +11,7 @@ from collections import namedtuple
 OpInfo = namedtuple("OpInfo", "operands results attributes kernel")
 
 OPS = {
+    'ds.adagrad': OpInfo(('param', 'grad', 'sum', 'lr', 'step', 'scale'), ('new_param', 'new_sum'), ('lr_decay', 'eps', 'weight_decay'), True),
     'ds.adamw': OpInfo(('param', 'grad', 'm', 'v', 'lr', 'step', 'scale'), ('new_param', 'new_m', 'new_v'), ('beta1', 'beta2', 'eps', 'weight_decay'), True),
     'ds.add': OpInfo(('lhs', 'rhs'), ('result',), (), True),
     'ds.add_layer_norm': OpInfo(('x', 'residual', 'weight', 'bias?'), ('sum', 'result'), ('eps',), True),

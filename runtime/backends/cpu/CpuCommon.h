@@ -36,6 +36,7 @@ using rt::AxisBlocks;
 using rt::broadcastLayout;
 using rt::BroadcastLayout;
 using rt::broadcastsTo;
+using rt::checkAdagrad;
 using rt::checkAdamw;
 using rt::checkAdamwRound;
 using rt::checkAddLayerNorm;

@@ -1,4 +1,4 @@
-//===- Optimizer.cpp - ds.adamw, ds.adamw_round, ds.sgd, ds.lion ---------===//
+//===- Optimizer.cpp - the optimizer updates' kernels ---------------------===//
 //
 // One AdamW step over flat buffers, PyTorch's formula:
 //   g' = g * scale;  m' = b1 m + (1 - b1) g';  v' = b2 v + (1 - b2) g'^2
@@ -10,8 +10,9 @@
 // non-finite scale (ds.overflow_guard) skips the step. ds.adamw_round also
 // rounds the new master weights into their 16-bit parameter, reading a
 // 16-bit gradient directly (mixed precision, and the CPU optimizer of
-// offload). ds.sgd and ds.lion follow PyTorch's SGD and the Lion paper
-// with the same conventions (RefKernels.h gives their formulas).
+// offload). ds.sgd, ds.lion and ds.adagrad follow PyTorch's SGD, the Lion
+// paper and PyTorch's Adagrad with the same conventions (RefKernels.h gives
+// their formulas).
 //
 //===----------------------------------------------------------------------===//
 
@@ -154,21 +155,43 @@ bool adamwRoundBody(const KernelArgs &args, std::string &err) {
 
 namespace {
 
-/// lr, step and scale of an update whose scalars start at input `first`;
-/// `skip` when the scale is not finite. The step is checked only when it
-/// is read.
-bool updateScalars(const KernelArgs &args, int first, float &lr, int64_t &step,
-                   float &scale, bool &skip, std::string &err) {
+/// A one-state update's scalars (inputs 3-5).
+struct OneStateScalars {
+  float lr = 0, scale = 0;
+  int64_t step = 0;
+};
+
+/// A skipped one-state update leaves p and its state as they were.
+void keepOneState(const KernelArgs &args) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const size_t bytes = size_t(in[0].numel()) * 4;
+  if (out[0].data != in[0].data)
+    std::memcpy(out[0].data, in[0].data, bytes);
+  if (out[1].data != in[2].data)
+    std::memcpy(out[1].data, in[2].data, bytes);
+}
+
+/// The start every one-state update shares: `check`'s operand checks, the
+/// scalars (the step checked only when it is read), and for a non-finite
+/// scale the state kept. False on an error; `run` false for a skipped step.
+bool startOneState(const KernelArgs &args,
+                   bool (*check)(const KernelArgs &, std::string &),
+                   OneStateScalars &k, bool &run, std::string &err) {
+  if (!check(args, err))
+    return false;
   const TensorRef *in = args.inputs;
-  lr = *in[first].f32();
-  const float stepF = *in[first + 1].f32();
-  scale = *in[first + 2].f32();
-  skip = !std::isfinite(scale);
-  if (skip)
+  k.lr = *in[3].f32();
+  const float stepF = *in[4].f32();
+  k.scale = *in[5].f32();
+  run = false;
+  if (!std::isfinite(k.scale)) {
+    keepOneState(args);
     return true;
+  }
   if (!(stepF >= 1) || stepF != std::floor(stepF) || std::isinf(stepF))
     return fail(err, "step must be an integer >= 1, got ", stepF);
-  step = int64_t(stepF);
+  k.step = int64_t(stepF);
+  run = true;
   return true;
 }
 
@@ -195,30 +218,17 @@ void forEachGradChunk(const KernelArgs &args, const Body &body) {
   });
 }
 
-/// A skipped one-state update leaves p and its state as they were.
-void keepOneState(const KernelArgs &args) {
-  const TensorRef *in = args.inputs, *out = args.outputs;
-  const size_t bytes = size_t(in[0].numel()) * 4;
-  if (out[0].data != in[0].data)
-    std::memcpy(out[0].data, in[0].data, bytes);
-  if (out[1].data != in[2].data)
-    std::memcpy(out[1].data, in[2].data, bytes);
-}
-
 } // namespace
 
 bool sgdBody(const KernelArgs &args, std::string &err) {
-  if (!checkSgd(args, err))
+  OneStateScalars k;
+  bool run = false;
+  if (!startOneState(args, checkSgd, k, run, err))
     return false;
-  float lr = 0, scale = 0;
-  int64_t step = 0;
-  bool skip = false;
-  if (!updateScalars(args, 3, lr, step, scale, skip, err))
-    return false;
-  if (skip) {
-    keepOneState(args);
+  if (!run)
     return true;
-  }
+  const float lr = k.lr, scale = k.scale;
+  const int64_t step = k.step;
   const bool nesterov = args.intAttrs[0] != 0, first = step == 1;
   const float momentum = float(args.floatAttrs[0]);
   const float keep = float(1.0 - args.floatAttrs[1]); // 1 - dampening
@@ -243,17 +253,13 @@ bool sgdBody(const KernelArgs &args, std::string &err) {
 }
 
 bool lionBody(const KernelArgs &args, std::string &err) {
-  if (!checkLion(args, err))
+  OneStateScalars k;
+  bool run = false;
+  if (!startOneState(args, checkLion, k, run, err))
     return false;
-  float lr = 0, scale = 0;
-  int64_t step = 0;
-  bool skip = false;
-  if (!updateScalars(args, 3, lr, step, scale, skip, err))
-    return false;
-  if (skip) {
-    keepOneState(args);
+  if (!run)
     return true;
-  }
+  const float lr = k.lr, scale = k.scale;
   const float beta1 = float(args.floatAttrs[0]);
   const float beta2 = float(args.floatAttrs[1]);
   const float oneMinusBeta1 = float(1.0 - args.floatAttrs[0]);
@@ -271,6 +277,34 @@ bool lionBody(const KernelArgs &args, std::string &err) {
       float mi = beta2 * m[i] + oneMinusBeta2 * gs;
       pOut[i] = p[i] * decay - lr * sign;
       mOut[i] = mi;
+    }
+  });
+  return true;
+}
+
+bool adagradBody(const KernelArgs &args, std::string &err) {
+  OneStateScalars k;
+  bool run = false;
+  if (!startOneState(args, checkAdagrad, k, run, err))
+    return false;
+  if (!run)
+    return true;
+  const float lr = k.lr, scale = k.scale;
+  const int64_t step = k.step;
+  // The decayed step size in double, once, as the bias corrections are.
+  const float clr =
+      float(double(lr) / (1.0 + double(step - 1) * args.floatAttrs[0]));
+  const float eps = float(args.floatAttrs[1]), wd = float(args.floatAttrs[2]);
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const float *p = in[0].f32(), *sum = in[2].f32();
+  float *pOut = out[0].f32(), *sumOut = out[1].f32();
+  forEachGradChunk(args, [&](int64_t at, int64_t n, const float *g) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = at + j;
+      float d = g[j] * scale + wd * p[i];
+      float si = sum[i] + d * d;
+      pOut[i] = p[i] - clr * d / (std::sqrt(si) + eps);
+      sumOut[i] = si;
     }
   });
   return true;

@@ -154,11 +154,13 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
   case kAdamwStep:
   case kAdamwRoundStep:
   case kSgdStep:
-  case kLionStep: {
+  case kLionStep:
+  case kAdagradStep: {
     float step;
     uint32_t bits = uint32_t(ctx.badValue);
     std::memcpy(&step, &bits, sizeof step);
-    const char *kernel[] = {"ds.adamw", "ds.adamw_round", "ds.sgd", "ds.lion"};
+    const char *kernel[] = {"ds.adamw", "ds.adamw_round", "ds.sgd", "ds.lion",
+                            "ds.adagrad"};
     std::ostringstream os; // as the CPU kernel prints it
     os << kernel[ctx.errorBits - kAdamwStep]
        << ": step must be an integer >= 1, got " << step;

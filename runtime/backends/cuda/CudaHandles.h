@@ -42,6 +42,7 @@ enum RunError : uint32_t {
   kAdamwRoundStep = 6, ///< ds.adamw_round: the same
   kSgdStep = 7,        ///< ds.sgd: the same
   kLionStep = 8,       ///< ds.lion: the same
+  kAdagradStep = 9,    ///< ds.adagrad: the same
 };
 
 /// One plan stream's library handles.

@@ -1,4 +1,4 @@
-//===- Optimizer.cu - ds.adamw, ds.adamw_round, ds.sgd, ds.lion ----------===//
+//===- Optimizer.cu - the optimizer updates' kernels ----------------------===//
 //
 // PyTorch's AdamW over flat buffers, the CPU backend's formula and float
 // operations (cpu/Optimizer.cpp). lr, step and scale are device scalars:
@@ -8,7 +8,8 @@
 // current values. A non-finite scale (ds.overflow_guard) leaves p, m and v
 // as they were; ds.adamw_round also rounds the new fp32 master into the
 // 16-bit parameter in the same pass, reading a 16-bit gradient directly.
-// ds.sgd and ds.lion work the same way with the CPU backend's formulas.
+// ds.sgd, ds.lion and ds.adagrad work the same way with the CPU backend's
+// formulas.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
@@ -118,17 +119,21 @@ namespace {
 struct OneStateConsts {
   float lr, scale;
   float a, b, c, d, e; ///< SGD: momentum, 1 - dampening, weight decay;
-                       ///< Lion: beta1, 1 - beta1, beta2, 1 - beta2, decay
+                       ///< Lion: beta1, 1 - beta1, beta2, 1 - beta2, decay;
+                       ///< Adagrad: decayed lr, eps, weight decay
   int first;           ///< step 1 (SGD's buffer starts as d)
   int skip;
 };
 
 struct OneStateAttrs {
-  double x, y, z; ///< SGD: momentum, dampening, wd; Lion: beta1, beta2, wd
+  double x, y, z; ///< SGD: momentum, dampening, wd; Lion: beta1, beta2, wd;
+                  ///< Adagrad: lr_decay, eps, wd
 };
 
+enum class Rule { sgd, lion, adagrad };
+
 __global__ void oneStateSetup(const float *lr, const float *step,
-                              const float *scale, OneStateAttrs a, bool lion,
+                              const float *scale, OneStateAttrs a, Rule rule,
                               OneStateConsts *k, RunContext *run,
                               RunError what) {
   const float s = *scale, t = *step;
@@ -143,12 +148,16 @@ __global__ void oneStateSetup(const float *lr, const float *step,
   k->lr = *lr;
   k->scale = s;
   k->first = t == 1.0f;
-  if (lion) {
+  if (rule == Rule::lion) {
     k->a = float(a.x);
     k->b = float(1.0 - a.x);
     k->c = float(a.y);
     k->d = float(1.0 - a.y);
     k->e = float(1.0 - double(*lr) * a.z);
+  } else if (rule == Rule::adagrad) {
+    k->a = float(double(*lr) / (1.0 + double(t - 1.0f) * a.x));
+    k->b = float(a.y);
+    k->c = float(a.z);
   } else {
     k->a = float(a.x);
     k->b = float(1.0 - a.y);
@@ -194,7 +203,23 @@ __global__ void lionKernel(const OneStateConsts *kp, const float *p,
   }
 }
 
-bool oneState(const KernelArgs &args, bool lion, std::string &err) {
+__global__ void adagradKernel(const OneStateConsts *kp, const float *p,
+                              const void *g, Storage sg, const float *sum,
+                              float *pOut, float *sumOut, int64_t n) {
+  const OneStateConsts k = *kp;
+  DSC_GRID_STRIDE(i, n) {
+    float pi = p[i], si = sum[i];
+    if (!k.skip) {
+      float d = load(g, sg, i) * k.scale + k.c * pi;
+      si = si + d * d;
+      pi = pi - k.a * d / (sqrtf(si) + k.b);
+    }
+    pOut[i] = pi;
+    sumOut[i] = si;
+  }
+}
+
+bool oneState(const KernelArgs &args, Rule rule, std::string &err) {
   const TensorRef *in = args.inputs, *out = args.outputs;
   const CudaHandles *h = handlesOf(args);
   void *scratch = nullptr;
@@ -206,10 +231,17 @@ bool oneState(const KernelArgs &args, bool lion, std::string &err) {
   cudaStream_t s = streamOf(args);
   OneStateAttrs attrs{args.floatAttrs[0], args.floatAttrs[1],
                       args.floatAttrs[2]};
+  const RunError what = rule == Rule::lion      ? kLionStep
+                        : rule == Rule::adagrad ? kAdagradStep
+                                                : kSgdStep;
   oneStateSetup<<<1, 1, 0, s>>>(in[3].f32(), in[4].f32(), in[5].f32(), attrs,
-                                lion, k, h->run, lion ? kLionStep : kSgdStep);
+                                rule, k, h->run, what);
   const int64_t n = in[0].numel();
-  if (n > 0 && lion)
+  if (n > 0 && rule == Rule::adagrad)
+    adagradKernel<<<gridFor(n), kBlock, 0, s>>>(k, in[0].f32(), in[1].data,
+                                                storage(in[1]), in[2].f32(),
+                                                out[0].f32(), out[1].f32(), n);
+  else if (n > 0 && rule == Rule::lion)
     lionKernel<<<gridFor(n), kBlock, 0, s>>>(k, in[0].f32(), in[1].data,
                                              storage(in[1]), in[2].f32(),
                                              out[0].f32(), out[1].f32(), n);
@@ -223,11 +255,15 @@ bool oneState(const KernelArgs &args, bool lion, std::string &err) {
 } // namespace
 
 bool sgdBody(const KernelArgs &args, std::string &err) {
-  return checkSgd(args, err) && oneState(args, false, err);
+  return checkSgd(args, err) && oneState(args, Rule::sgd, err);
 }
 
 bool lionBody(const KernelArgs &args, std::string &err) {
-  return checkLion(args, err) && oneState(args, true, err);
+  return checkLion(args, err) && oneState(args, Rule::lion, err);
+}
+
+bool adagradBody(const KernelArgs &args, std::string &err) {
+  return checkAdagrad(args, err) && oneState(args, Rule::adagrad, err);
 }
 
 } // namespace dsc::rt::cuda

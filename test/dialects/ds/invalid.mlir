@@ -369,6 +369,14 @@ func.func @f(%p: tensor<4x3xf32>, %g: tensor<3x4xf32>, %s: tensor<f32>) {
 // -----
 
 func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.adagrad' op eps must be positive and finite}}
+  %0:2 = ds.adagrad %p, %p, %p lr %s step %s scale %s lr_decay 0.0 eps 0.0 weight_decay 0.0 : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{'ds.lion' op weight_decay must be >= 0 and finite}}
   %0:2 = ds.lion %p, %p, %p lr %s step %s scale %s betas(0.9, 0.99) weight_decay -0.1 : tensor<4x3xf32>, tensor<4x3xf32>
   return

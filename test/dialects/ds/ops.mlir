@@ -170,6 +170,8 @@ func.func @optimizer(%p: tensor<4x3xf32>, %g16: tensor<4x3xbf16>, %lr: tensor<f3
   %2:2 = ds.sgd %p, %g16, %p lr %lr step %lr scale %lr momentum 0.9 dampening 0.0 weight_decay 0.01 nesterov true : tensor<4x3xf32>, tensor<4x3xbf16>
   // CHECK: ds.lion %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.98999999999999999) weight_decay 1.000000e-01 : tensor<4x3xf32>, tensor<4x3xf32>
   %3:2 = ds.lion %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.99) weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
+  // CHECK: ds.adagrad %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} lr_decay 0.000000e+00 eps 1.000000e-10 weight_decay 0.000000e+00 : tensor<4x3xf32>, tensor<4x3xf32>
+  %4:2 = ds.adagrad %p, %p, %p lr %lr step %lr scale %lr lr_decay 0.0 eps 1.0e-10 weight_decay 0.0 : tensor<4x3xf32>, tensor<4x3xf32>
   return
 }
 

@@ -1,4 +1,4 @@
-//===- OptimizerTest.cpp - ds.sgd and ds.lion ----------------------------===//
+//===- OptimizerTest.cpp - ds.sgd, ds.lion and ds.adagrad ----------------===//
 //
 // Conformance cases for the one-state optimizer updates against the
 // float64 references (RefKernels.h): every step kind (SGD's first step
@@ -78,6 +78,33 @@ TEST_P(OptimizerKernels, LionMatchesReferenceAndRunsInPlace) {
   }
 }
 
+TEST_P(OptimizerKernels, AdagradMatchesReferenceAndRunsInPlace) {
+  SEEDED_RNG(rng);
+  for (double lrDecay : {0.0, 0.05})
+    for (double decay : {0.0, 0.1})
+      for (int64_t step : {1, 4}) {
+        const Shape s{40013};
+        SCOPED_TRACE("lr_decay " + std::to_string(lrDecay) + " decay " +
+                     std::to_string(decay) + " step " + std::to_string(step));
+        Buf p = uniform(rng, s), g = uniform(rng, s),
+            sum = uniform(rng, s, 0, 0.5);
+        Buf lr = scalarBuf(0.01), stepB = scalarBuf(double(step)),
+            scale = scalarBuf(0.5);
+        Buf p2 = poisoned(s), sum2 = poisoned(s);
+        const std::vector<double> hyper = {lrDecay, 1e-10, decay};
+        RUN_OK("ds.adagrad", {&p, &g, &sum, &lr, &stepB, &scale}, {&p2, &sum2},
+               {}, hyper);
+        REF_OK(want, ref::adagrad(p.toRef(), g.toRef(), sum.toRef(), 0.01, step,
+                                  lrDecay, 1e-10, decay, 0.5));
+        EXPECT_TRUE(close(p2, want.p));
+        EXPECT_TRUE(close(sum2, want.state));
+        RUN_OK("ds.adagrad", {&p, &g, &sum, &lr, &stepB, &scale}, {&p, &sum},
+               {}, hyper);
+        EXPECT_TRUE(bitwiseEqual(p, p2));
+        EXPECT_TRUE(bitwiseEqual(sum, sum2));
+      }
+}
+
 // An overflowed step (ds.overflow_guard's NaN scale) leaves the parameter
 // and the state bitwise as they were; the step number is not read then.
 TEST_P(OptimizerKernels, ANonFiniteScaleSkipsTheUpdate) {
@@ -85,13 +112,13 @@ TEST_P(OptimizerKernels, ANonFiniteScaleSkipsTheUpdate) {
   const Shape s{3, 7};
   Buf p = uniform(rng, s), g = uniform(rng, s), st = uniform(rng, s);
   Buf lr = scalarBuf(1e-2), step = scalarBuf(0), nan = scalarBuf(kNaN);
-  for (const char *kernel : {"ds.sgd", "ds.lion"}) {
+  for (const char *kernel : {"ds.sgd", "ds.lion", "ds.adagrad"}) {
     SCOPED_TRACE(kernel);
     const bool sgd = std::string(kernel) == "ds.sgd";
     const std::vector<int64_t> ints =
         sgd ? std::vector<int64_t>{0} : std::vector<int64_t>{};
     const std::vector<double> hyper = sgd ? std::vector<double>{0.9, 0, 0.1}
-                                          : std::vector<double>{0.9, 0.99, 0};
+                                          : std::vector<double>{0.5, 0.5, 0};
     Buf p2 = poisoned(s), st2 = poisoned(s);
     RUN_OK(kernel, {&p, &g, &st, &lr, &step, &nan}, {&p2, &st2}, ints, hyper);
     EXPECT_TRUE(bitwiseEqual(p2, p));
@@ -105,15 +132,16 @@ TEST_P(OptimizerKernels, A16BitGradientIsReadAsItsValue) {
   SEEDED_RNG(rng);
   const Shape s{5001};
   for (DType half : {DType::bf16, DType::f16})
-    for (const char *kernel : {"ds.sgd", "ds.lion"}) {
+    for (const char *kernel : {"ds.sgd", "ds.lion", "ds.adagrad"}) {
       SCOPED_TRACE(std::string(kernel) + " " + rt::dtypeName(half));
       const bool sgd = std::string(kernel) == "ds.sgd";
       const std::vector<int64_t> ints =
           sgd ? std::vector<int64_t>{1} : std::vector<int64_t>{};
       const std::vector<double> hyper =
           sgd ? std::vector<double>{0.9, 0, 0.1}
-              : std::vector<double>{0.9, 0.99, 0.1};
-      Buf p = uniform(rng, s), st = uniform(rng, s, -0.1, 0.1),
+              : std::vector<double>{0.5, 0.5, 0.1}; // Lion's betas, Adagrad's
+                                                    // lr_decay and eps
+      Buf p = uniform(rng, s), st = uniform(rng, s, 0, 0.1),
           g = uniform(rng, s), g16(s, half), wide(s);
       for (int64_t i = 0; i < g.numel(); ++i)
         g16.set(i, g.get(i));
@@ -150,6 +178,9 @@ TEST_P(OptimizerKernels, BadOperandsAreOneLine) {
                        {0.9, 0.99, 0}),
                    "ds.lion: output 0 overlaps input 2 (only an exact in-place "
                    "update is allowed)");
+  EXPECT_RUN_ERROR(run("ds.adagrad", {&p, &g, &b, &lr, &zero, &one}, {&p, &b},
+                       {}, {0, 1e-10, 0}),
+                   "ds.adagrad: step must be an integer >= 1, got 0");
   Buf short3({3});
   EXPECT_RUN_ERROR(run("ds.sgd", {&p, &g, &short3, &lr, &one, &one}, {&p, &b},
                        {0}, {0.9, 0, 0}),

@@ -1,0 +1,120 @@
+//===- DsOptimizerOps.td - the optimizer updates ------------*- tablegen -*-===//
+//
+// One op per update rule, each an OptimizerUpdateOpInterface (DsBase.td):
+// param, grad, its states, lr, step, scale -> param', states'. Included by
+// DsOps.td, whose ops they are.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_OPTIMIZER_OPS_TD
+#define DS_OPTIMIZER_OPS_TD
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def DS_AdamWOp : DS_Op<"adamw",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
+     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let kernel = DS_F32Kernel<[], ["beta1", "beta2", "eps", "weight_decay"], "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32", "update">;
+  let summary = "one AdamW step (decoupled weight decay, bias-corrected)";
+  let description = [{
+    g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
+    (1 - beta2) g'^2; param' = param - lr weight_decay param
+    - lr (m' / (1 - beta1^step)) / (sqrt(v' / (1 - beta2^step)) + eps).
+    `scale` carries gradient clipping (and the inverse loss scale); `step`
+    counts from 1. A non-finite `scale` skips the update: the results are
+    the inputs (ds.overflow_guard). `grad` may be 16-bit while the
+    parameter and moments are fp32 master state.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$m, DS_FloatTensor:$v,
+                       DS_ScalarF32:$lr, DS_ScalarF32:$step,
+                       DS_ScalarF32:$scale, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m,
+                      DS_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    `betas` `(` $beta1 `,` $beta2 `)` `eps` $eps `weight_decay` $weight_decay
+    attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_SgdOp : DS_Op<"sgd",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
+     AllTypesMatch<["param", "buf", "new_param", "new_buf"]>]> {
+  // The gradient may be 16-bit (mixed precision's, read directly); the
+  // parameter (its fp32 master) and the buffer are f32.
+  let kernel = DS_Kernel<["nesterov"], ["momentum", "dampening", "weight_decay"], ["f32,f32|f16|bf16,f32,f32,f32,f32->f32,f32"], [], "update">;
+  let summary = "one SGD step with momentum (torch.optim.SGD)";
+  let description = [{
+    d = grad * scale + weight_decay param; with momentum, buf' = d at
+    step 1 and momentum buf + (1 - dampening) d after it, and d becomes
+    d + momentum buf' (nesterov) or buf'; param' = param - lr d. Without
+    momentum buf is kept as it is. A non-finite `scale` skips the update.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$buf, DS_ScalarF32:$lr,
+                       DS_ScalarF32:$step, DS_ScalarF32:$scale,
+                       F64Attr:$momentum, F64Attr:$dampening,
+                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_buf);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buf `lr` $lr `step` $step `scale` $scale
+    `momentum` $momentum `dampening` $dampening `weight_decay` $weight_decay
+    `nesterov` $nesterov attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_LionOp : DS_Op<"lion",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
+     AllTypesMatch<["param", "m", "new_param", "new_m"]>]> {
+  // As ds.sgd's: the gradient may be 16-bit, the rest is f32.
+  let kernel = DS_Kernel<[], ["beta1", "beta2", "weight_decay"], ["f32,f32|f16|bf16,f32,f32,f32,f32->f32,f32"], [], "update">;
+  let summary = "one Lion step (Chen et al. 2023, decoupled weight decay)";
+  let description = [{
+    g' = grad * scale; c = beta1 m + (1 - beta1) g'; param' = param -
+    lr weight_decay param - lr sign(c) (sign(0) = 0); m' = beta2 m +
+    (1 - beta2) g'. A non-finite `scale` skips the update.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$m, DS_ScalarF32:$lr,
+                       DS_ScalarF32:$step, DS_ScalarF32:$scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$weight_decay);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `lr` $lr `step` $step `scale` $scale
+    `betas` `(` $beta1 `,` $beta2 `)` `weight_decay` $weight_decay
+    attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AdagradOp : DS_Op<"adagrad",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
+     AllTypesMatch<["param", "sum", "new_param", "new_sum"]>]> {
+  // As ds.sgd's: the gradient may be 16-bit, the rest is f32.
+  let kernel = DS_Kernel<[], ["lr_decay", "eps", "weight_decay"], ["f32,f32|f16|bf16,f32,f32,f32,f32->f32,f32"], [], "update">;
+  let summary = "one Adagrad step (torch.optim.Adagrad)";
+  let description = [{
+    d = grad * scale + weight_decay param; sum' = sum + d^2; param' =
+    param - lr / (1 + (step - 1) lr_decay) d / (sqrt(sum') + eps). A
+    non-finite `scale` skips the update.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$sum, DS_ScalarF32:$lr,
+                       DS_ScalarF32:$step, DS_ScalarF32:$scale,
+                       F64Attr:$lr_decay, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_sum);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $sum `lr` $lr `step` $step `scale` $scale
+    `lr_decay` $lr_decay `eps` $eps `weight_decay` $weight_decay
+    attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DS_OPTIMIZER_OPS_TD
