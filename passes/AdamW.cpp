@@ -3,8 +3,8 @@
 // @apply(lr, step) -> grad_norm: global gradient norm, optional clipping,
 // one update per parameter with a gradient (ds.adamw, ds.sgd, ds.lion or
 // ds.adagrad, its state variables declared beside the parameter),
-// accumulators zeroed. Weight decay applies to parameters of rank >= 2 only (nanoGPT's
-// grouping: no decay on biases and norm weights).
+// accumulators zeroed. Weight decay applies to parameters of rank >= 2 only
+// (nanoGPT's grouping: no decay on biases and norm weights).
 //
 //===----------------------------------------------------------------------===//
 
