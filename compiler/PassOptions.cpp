@@ -24,6 +24,7 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.adamw.momentum = config.optimizer.momentum;
   o.adamw.dampening = config.optimizer.dampening;
   o.adamw.nesterov = config.optimizer.nesterov;
+  o.adamw.cycleMomentum = config.scheduler.cycleMomentum;
   // fp16 / bf16: the model in 16 bits; fp16 (which scales the loss)
   // always checks for overflow, bf16 when check_grad_overflow says so.
   if (config.fp16.enabled || config.bf16.enabled) {

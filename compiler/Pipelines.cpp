@@ -172,7 +172,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> gradClip{*this, "grad-clip",
                           llvm::cl::init(defaults.adamw.gradClip)};
   Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("adamw, sgd or lion"),
+                                llvm::cl::desc("adamw, sgd, lion or adagrad"),
                                 llvm::cl::init(defaults.adamw.optimizer)};
   Option<double> lrDecay{*this, "lr-decay",
                          llvm::cl::init(defaults.adamw.lrDecay)};
@@ -182,6 +182,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                            llvm::cl::init(defaults.adamw.dampening)};
   Option<bool> nesterov{*this, "nesterov",
                         llvm::cl::init(defaults.adamw.nesterov)};
+  Option<bool> cycleMomentum{*this, "cycle-momentum",
+                             llvm::cl::init(defaults.adamw.cycleMomentum)};
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::init(defaults.zero.worldSize)};
   Option<int64_t> zeroStage{*this, "zero-stage",
@@ -231,8 +233,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize);
-    o.adamw = {beta1,     beta2,   eps,      weightDecay, gradClip,
-               optimizer, lrDecay, momentum, dampening,   nesterov};
+    o.adamw = {beta1,     beta2,     eps,          weightDecay,
+               gradClip,  optimizer, lrDecay,      momentum,
+               dampening, nesterov,  cycleMomentum};
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

@@ -1,10 +1,12 @@
 //===- AdamW.cpp - the optimizer step as a function @apply ---------------===//
 //
-// @apply(lr, step) -> grad_norm: global gradient norm, optional clipping,
-// one update per parameter with a gradient (ds.adamw, ds.sgd, ds.lion or
-// ds.adagrad, its state variables declared beside the parameter),
-// accumulators zeroed. Weight decay applies to parameters of rank >= 2 only
-// (nanoGPT's grouping: no decay on biases and norm weights).
+// @apply(lr, step[, beta1]) -> grad_norm: global gradient norm, optional
+// clipping, one update per parameter with a gradient (ds.adamw, ds.sgd,
+// ds.lion or ds.adagrad, its state variables declared beside the
+// parameter), accumulators zeroed. Weight decay applies to parameters of
+// rank >= 2 only (nanoGPT's grouping: no decay on biases and norm weights).
+// With cycle-momentum, beta1 is an input read each step (OneCycle's
+// cycle_momentum), given to every update as its beta1_value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,13 +58,13 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
     SmallVector<StringRef> suffixes;
     if (optimizer == "sgd")
-      suffixes = {plan::kMomentumBufferSuffix};
+      suffixes = SgdOp::getStateSuffixes();
     else if (optimizer == "lion")
-      suffixes = {plan::kExpAvgSuffix};
+      suffixes = LionOp::getStateSuffixes();
     else if (optimizer == "adagrad")
-      suffixes = {plan::kSumSuffix};
+      suffixes = AdagradOp::getStateSuffixes();
     else
-      suffixes = {plan::kExpAvgSuffix, plan::kExpAvgSqSuffix};
+      suffixes = AdamWOp::getStateSuffixes();
     SmallVector<VariableOp> vars;
     SmallVector<Value> states;
     for (StringRef suffix : suffixes) {
@@ -71,6 +73,7 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       states.push_back(b.create<LoadOp>(ploc, t, vars.back().getSymName()));
     }
     Value lr = scalars[0], step = scalars[1], scale = scalars[2];
+    Value beta1Value = scalars.size() > 3 ? scalars[3] : Value();
     Operation *op;
     if (optimizer == "sgd")
       op =
@@ -80,11 +83,12 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       op = b.create<AdagradOp>(ploc, p, g, states[0], lr, step, scale,
                                f64(lrDecay), f64(eps), f64(decay));
     else if (optimizer == "lion")
-      op = b.create<LionOp>(ploc, p, g, states[0], lr, step, scale, f64(beta1),
-                            f64(beta2), f64(decay));
+      op = b.create<LionOp>(ploc, p, g, states[0], lr, step, scale, beta1Value,
+                            f64(beta1), f64(beta2), f64(decay));
     else
       op = b.create<AdamWOp>(ploc, p, g, states[0], states[1], lr, step, scale,
-                             f64(beta1), f64(beta2), f64(eps), f64(decay));
+                             beta1Value, f64(beta1), f64(beta2), f64(eps),
+                             f64(decay));
     b.create<StoreOp>(ploc, op->getResult(0), param.getSymName());
     for (auto [value, var] : llvm::zip(op->getResults().drop_front(), vars))
       b.create<StoreOp>(ploc, value, var.getSymName());
@@ -95,6 +99,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     if (!llvm::is_contained(rules, StringRef(optimizer)))
       return module.emitError("ds-adamw: unknown optimizer '")
              << optimizer << "' (adamw, sgd, lion or adagrad)";
+    if (cycleMomentum && optimizer != "adamw" && optimizer != "lion")
+      return module.emitError("ds-adamw: cycle-momentum needs betas (adamw "
+                              "or lion), not ")
+             << optimizer;
     if (module.lookupSymbol(plan::kApplyProgram))
       return module.emitError("ds-adamw: @apply already exists");
     SmallVector<VariableOp> grads;
@@ -110,13 +118,15 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
-    auto apply =
-        b.create<func::FuncOp>(loc, plan::kApplyProgram,
-                               b.getFunctionType({scalar, scalar}, {scalar}));
+    SmallVector<Type> inputs(cycleMomentum ? 3 : 2, scalar);
+    auto apply = b.create<func::FuncOp>(loc, plan::kApplyProgram,
+                                        b.getFunctionType(inputs, {scalar}));
     Block *body = apply.addEntryBlock();
     apply.setArgAttr(0, kArgNameAttr, b.getStringAttr("lr"));
     apply.setArgAttr(1, kArgNameAttr, b.getStringAttr("step"));
     Value lr = body->getArgument(0), step = body->getArgument(1);
+    if (cycleMomentum)
+      apply.setArgAttr(2, kArgNameAttr, b.getStringAttr("beta1"));
     b.setInsertionPointToStart(body);
 
     // Global L2 norm over every gradient, as torch.nn.utils.clip_grad_norm_.
@@ -162,7 +172,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       auto param = symbols.lookup<VariableOp>(var.getOfAttr().getAttr());
       Location ploc = param.getLoc();
       Value p = b.create<LoadOp>(ploc, param.getType(), param.getSymName());
-      update(b, mb, symbols, param, var, p, g, {lr, step, scale});
+      SmallVector<Value> operands{lr, step, scale};
+      if (cycleMomentum)
+        operands.push_back(body->getArgument(2));
+      update(b, mb, symbols, param, var, p, g, operands);
       b.create<StoreOp>(ploc, splat(b, ploc, param.getTensorType(), 0.0),
                         var.getSymName());
     }

@@ -49,7 +49,8 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Adds the optimizer's state for every parameter with a gradient
     accumulator (AdamW: `exp_avg` and `exp_avg_sq`; SGD: `momentum_buffer`;
     Lion: `exp_avg`; Adagrad: `sum`) and a function
-    `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` that
+    `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` (with
+    cycle-momentum, a third input `%beta1`) that
     computes the global gradient norm (returned), scales gradients by
     min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies the
     update (ds.adamw, ds.sgd, ds.lion or ds.adagrad; weight decay only on parameters of
@@ -69,7 +70,10 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr_decay">,
     Option<"momentum", "momentum", "double", "0.0", "SGD's momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD's dampening">,
-    Option<"nesterov", "nesterov", "bool", "false", "SGD: Nesterov momentum">
+    Option<"nesterov", "nesterov", "bool", "false", "SGD: Nesterov momentum">,
+    Option<"cycleMomentum", "cycle-momentum", "bool", "false",
+           "AdamW and Lion: beta1 is a third input of @apply, `beta1`, read "
+           "each step (OneCycle's cycle_momentum)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -82,11 +82,18 @@ struct DsConfig {
     /// OneCycle: up from cycleMinLr to cycleMaxLr over cycleFirstStepSize
     /// steps, down over cycleSecondStepSize (DeepSpeed: the first's when
     /// not given), in stairs when a stair count is > 0, then decaying by
-    /// decayLrRate every decayStepSize steps. cycle_momentum must be false.
+    /// decayLrRate every decayStepSize steps.
     double cycleMinLr = 0, cycleMaxLr = 0, decayLrRate = 0;
     double cycleFirstStepSize = 2000, cycleSecondStepSize = 2000;
     int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
     double decayStepSize = 0;
+    /// OneCycle's cycle_momentum, where the optimizer has betas (AdamW,
+    /// Lion; DeepSpeed turns it off for the others): beta1 runs from
+    /// cycleMaxMom down to cycleMinMom as the lr rises and back, then
+    /// grows by decayMomRate every decayStepSize steps; the first step
+    /// takes cycleMinMom and beta2 is 0.99 (DeepSpeed's OneCycle).
+    bool cycleMomentum = false;
+    double cycleMinMom = 0.8, cycleMaxMom = 0.9, decayMomRate = 0;
   } scheduler;
 
   struct Fp16 {

@@ -33,7 +33,10 @@ json::Object schedulerParams(const DsConfig::Scheduler &s) {
                         {"cycle_first_stair_count", s.cycleFirstStairCount},
                         {"cycle_second_stair_count", s.cycleSecondStairCount},
                         {"decay_step_size", s.decayStepSize},
-                        {"cycle_momentum", false}};
+                        {"cycle_momentum", s.cycleMomentum},
+                        {"cycle_min_mom", s.cycleMinMom},
+                        {"cycle_max_mom", s.cycleMaxMom},
+                        {"decay_mom_rate", s.decayMomRate}};
   json::Object params{{"warmup_num_steps", s.warmupNumSteps},
                       {"warmup_type", s.warmupType}};
   if (s.type == "WarmupCosineLR") {
@@ -176,7 +179,8 @@ auto fields(const DsConfig::Scheduler &s) {
       s.totalNumSteps, s.cosMinRatio, s.warmupMinRatio, s.rangeMinLr,
       s.rangeStepRate, s.rangeStepSize, s.rangeStaircase, s.cycleMinLr,
       s.cycleMaxLr, s.decayLrRate, s.cycleFirstStepSize, s.cycleSecondStepSize,
-      s.cycleFirstStairCount, s.cycleSecondStairCount, s.decayStepSize);
+      s.cycleFirstStairCount, s.cycleSecondStairCount, s.decayStepSize,
+      s.cycleMomentum, s.cycleMinMom, s.cycleMaxMom, s.decayMomRate);
 }
 
 auto fields(const DsConfig::Fp16 &f) {

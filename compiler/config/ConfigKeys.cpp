@@ -245,16 +245,18 @@ constexpr ConfigKey kKeys[] = {
     {"$.scheduler.params", "cycle_second_stair_count", Works,
      ">= 0 [cycle_first_stair_count]", "OneCycle"},
     {"$.scheduler.params", "decay_step_size", Works, ">= 0 [0]", "OneCycle"},
-    {"$.scheduler.params", "cycle_momentum", Refused,
-     "must be false (DeepSpeed's default is true): moving AdamW's beta1 "
-     "every step is not supported yet",
+    {"$.scheduler.params", "cycle_momentum", Works,
+     "[true]: AdamW's and Lion's beta1 cycles inversely to the lr and "
+     "beta2 becomes 0.99, as DeepSpeed's; no effect on SGD and Adagrad",
      "OneCycle"},
-    {"$.scheduler.params", "cycle_min_mom", NoEffect,
-     "used only by cycle_momentum", "OneCycle"},
-    {"$.scheduler.params", "cycle_max_mom", NoEffect,
-     "used only by cycle_momentum", "OneCycle"},
-    {"$.scheduler.params", "decay_mom_rate", NoEffect,
-     "used only by cycle_momentum", "OneCycle"},
+    {"$.scheduler.params", "cycle_min_mom", Works, "in [0, 1) [0.8]",
+     "OneCycle"},
+    {"$.scheduler.params", "cycle_max_mom", Works, "in [0, 1) [0.9]",
+     "OneCycle"},
+    {"$.scheduler.params", "decay_mom_rate", Works,
+     "[0]: after the cycle beta1 = cycle_max_mom x (1 + rate x interval); "
+     "dsrun refuses a run whose beta1 would leave [0, 1)",
+     "OneCycle"},
     {"$.scheduler.params", "last_batch_iteration", Works,
      "-1 only (start at step 0); dsrun --resume continues a schedule"},
 

@@ -427,9 +427,10 @@ bool readMonitors(Reader &r, Section &root);
 /// The optimizer section (ConfigOptimizer.cpp).
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o);
 
-/// The scheduler section, its params read against optimizer `o`'s lr
+/// The scheduler section, its params read against optimizer `o`'s lr;
+/// OneCycle's cycle_momentum sets `o`'s beta2 to 0.99 as DeepSpeed does
 /// (ConfigScheduler.cpp).
-bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
+bool readScheduler(Reader &r, Section &root, DsConfig::Optimizer &o,
                    DsConfig::Scheduler &s);
 
 /// flops_profiler (ConfigMonitors.cpp).

@@ -22,10 +22,34 @@ bool readFirstIteration(Reader &r, Section &params) {
                                    formatNumber(last)));
 }
 
+/// OneCycle's cycle_momentum (on): DeepSpeed's OneCycle moves the betas of
+/// an optimizer that has them, (momentum, 0.99), and warns and leaves the
+/// others alone.
+void cycleMomentumOf(Reader &r, Section &p, DsConfig::Optimizer &o,
+                     DsConfig::Scheduler &s) {
+  if (o.type != "Adam" && o.type != "AdamW" && o.type != "Lion") {
+    r.note(p.at("cycle_momentum"),
+           "true has no effect: " + o.type +
+               " has no betas to cycle (DeepSpeed turns it off too)");
+    return;
+  }
+  s.cycleMomentum = true;
+  r.note(p.at("cycle_momentum"),
+         "beta1 cycles between cycle_max_mom " + formatNumber(s.cycleMaxMom) +
+             " and cycle_min_mom " + formatNumber(s.cycleMinMom) +
+             " and beta2 is 0.99, as DeepSpeed's OneCycle sets them "
+             "(optimizer.params.betas [" +
+             formatNumber(o.beta1) + ", " + formatNumber(o.beta2) +
+             "] is not used)");
+  o.beta1 = s.cycleMinMom; // the first step's
+  o.beta2 = 0.99;
+}
+
 /// LRRangeTest's and OneCycle's params (deepspeed/runtime/lr_schedules.py:
 /// its defaults, and OneCycle's second half and stairs defaulting to the
 /// first's).
-bool readCyclicParams(Reader &r, Section &p, DsConfig::Scheduler &s) {
+bool readCyclicParams(Reader &r, Section &p, DsConfig::Optimizer &o,
+                      DsConfig::Scheduler &s) {
   auto atLeast = [&](StringRef key, auto value, decltype(value) min) {
     return r.atLeast(p.at(key), value, min);
   };
@@ -42,6 +66,11 @@ bool readCyclicParams(Reader &r, Section &p, DsConfig::Scheduler &s) {
     if (!p.get(key))
       return r.fail(p.at(key), "required by OneCycle but missing");
     return p.number(key, out) && atLeast(key, out, 0.0);
+  };
+  auto isBeta = [&](StringRef key) {
+    double mom = key == "cycle_min_mom" ? s.cycleMinMom : s.cycleMaxMom;
+    return (mom >= 0 && mom < 1) ||
+           r.fail(p.at(key), "must be in [0, 1), got " + formatNumber(mom));
   };
   bool cycleMomentum = true; // DeepSpeed's default
   bool hasSecond = p.get("cycle_second_step_size"),
@@ -65,25 +94,22 @@ bool readCyclicParams(Reader &r, Section &p, DsConfig::Scheduler &s) {
                    int64_t(0)),
        p.number("decay_step_size", s.decayStepSize) &&
            atLeast("decay_step_size", s.decayStepSize, 0.0),
-       p.boolean("cycle_momentum", cycleMomentum) &&
-           (!cycleMomentum ||
-            r.fail(p.at("cycle_momentum"),
-                   "true (DeepSpeed's default) is not supported yet: it "
-                   "moves AdamW's beta1 every step, which dsc compiles "
-                   "into the update; set \"cycle_momentum\": false to "
-                   "cycle the learning rate alone")),
-       p.ignoredNumber("cycle_min_mom"), p.ignoredNumber("cycle_max_mom"),
-       p.ignoredNumber("decay_mom_rate")});
+       p.boolean("cycle_momentum", cycleMomentum),
+       p.number("cycle_min_mom", s.cycleMinMom) && isBeta("cycle_min_mom"),
+       p.number("cycle_max_mom", s.cycleMaxMom) && isBeta("cycle_max_mom"),
+       p.number("decay_mom_rate", s.decayMomRate)});
   if (!hasSecond)
     s.cycleSecondStepSize = s.cycleFirstStepSize;
   if (!hasSecondStairs)
     s.cycleSecondStairCount = s.cycleFirstStairCount;
+  if (ok && cycleMomentum)
+    cycleMomentumOf(r, p, o, s);
   return ok;
 }
 
 } // namespace
 
-bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
+bool readScheduler(Reader &r, Section &root, DsConfig::Optimizer &o,
                    DsConfig::Scheduler &s) {
   std::optional<Section> sched;
   if (!root.section("scheduler", sched))
@@ -116,7 +142,7 @@ bool readScheduler(Reader &r, Section &root, const DsConfig::Optimizer &o,
     return false;
   if (s.type == "LRRangeTest" || s.type == "OneCycle")
     return Reader::all({keysOk, params->checkKeys(s.type),
-                        readCyclicParams(r, *params, s),
+                        readCyclicParams(r, *params, o, s),
                         readFirstIteration(r, *params)});
 
   auto readTotal = [&]() {

@@ -315,35 +315,46 @@ Outcome reduce(ReduceOp op, ref::ReduceKind kind, Operands in) {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-/// An update's lr, step (a whole number) and scale, operands `first` on.
+/// An update's lr, step (a whole number) and scale, operands `first` on,
+/// and beta1: the op's beta1_value operand after them if it has one, else
+/// `beta1`.
 struct UpdateScalars {
   double lr, scale;
   int64_t step;
+  double beta1;
 };
 ref::Result<UpdateScalars> updateScalars(Operands in, size_t first,
-                                         const std::string &op) {
+                                         const std::string &op,
+                                         double beta1 = 0) {
   ref::Result<double> lr = scalarOf(*in[first], op + "'s lr");
   ref::Result<double> step = scalarOf(*in[first + 1], op + "'s step");
   ref::Result<double> scale = scalarOf(*in[first + 2], op + "'s scale");
-  for (const std::string *e : {&lr.error, &step.error, &scale.error})
+  ref::Result<double> b1 = beta1;
+  if (in.size() > first + 3)
+    b1 = scalarOf(*in[first + 3], op + "'s beta1_value");
+  for (const std::string *e : {&lr.error, &step.error, &scale.error, &b1.error})
     if (!e->empty())
       return ref::Error{*e};
   if (step.value != std::floor(step.value) || !std::isfinite(step.value))
     return ref::Error{"interpreter: " + op +
                       "'s step must be a whole number, got " +
                       std::to_string(step.value)};
-  return UpdateScalars{lr.value, scale.value, int64_t(step.value)};
+  if (!(b1.value >= 0 && b1.value < 1))
+    return ref::Error{"interpreter: " + op +
+                      "'s beta1_value must be in [0, "
+                      "1), got " +
+                      std::to_string(b1.value)};
+  return UpdateScalars{lr.value, scale.value, int64_t(step.value), b1.value};
 }
 
 Outcome adamw(AdamWOp op, Operands in) {
-  auto k = updateScalars(in, 4, "adamw");
+  auto k = updateScalars(in, 4, "adamw", op.getBeta1().convertToDouble());
   if (!k)
     return ref::Error{k.error};
-  auto r =
-      ref::adamw(*in[0], *in[1], *in[2], *in[3], k.value.lr, k.value.step,
-                 op.getBeta1().convertToDouble(),
-                 op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
-                 op.getWeightDecay().convertToDouble(), k.value.scale);
+  auto r = ref::adamw(*in[0], *in[1], *in[2], *in[3], k.value.lr, k.value.step,
+                      k.value.beta1, op.getBeta2().convertToDouble(),
+                      op.getEps().convertToDouble(),
+                      op.getWeightDecay().convertToDouble(), k.value.scale);
   if (!r)
     return ref::Error{r.error};
   Tensors out;
@@ -373,11 +384,10 @@ Outcome sgd(SgdOp op, Operands in) {
 }
 
 Outcome lion(LionOp op, Operands in) {
-  auto k = updateScalars(in, 3, "lion");
+  auto k = updateScalars(in, 3, "lion", op.getBeta1().convertToDouble());
   if (!k)
     return ref::Error{k.error};
-  return pair(ref::lion(*in[0], *in[1], *in[2], k.value.lr,
-                        op.getBeta1().convertToDouble(),
+  return pair(ref::lion(*in[0], *in[1], *in[2], k.value.lr, k.value.beta1,
                         op.getBeta2().convertToDouble(),
                         op.getWeightDecay().convertToDouble(), k.value.scale));
 }

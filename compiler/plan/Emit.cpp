@@ -68,6 +68,7 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
   // Only the fields of the schedule's own kind (the rest stay at their
   // defaults, which the plan stores as nothing).
   const bool range = s.type == "LRRangeTest", cycle = s.type == "OneCycle";
+  const bool mom = cycle && s.cycleMomentum;
   auto schedule = fb::CreateScheduleDirect(
       b, s.type.c_str(), c.optimizer.lr, s.warmupMinLr, s.warmupMaxLr,
       s.warmupNumSteps, s.warmupType.c_str(), s.totalNumSteps, s.cosMinRatio,
@@ -76,7 +77,9 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
       cycle ? s.cycleMinLr : 0, cycle ? s.cycleMaxLr : 0,
       cycle ? s.decayLrRate : 0, cycle ? s.cycleFirstStepSize : 0,
       cycle ? s.cycleSecondStepSize : 0, cycle ? s.cycleFirstStairCount : 0,
-      cycle ? s.cycleSecondStairCount : 0, cycle ? s.decayStepSize : 0);
+      cycle ? s.cycleSecondStairCount : 0, cycle ? s.decayStepSize : 0, mom,
+      mom ? s.cycleMinMom : 0, mom ? s.cycleMaxMom : 0,
+      mom ? s.decayMomRate : 0);
   flatbuffers::Offset<fb::LossScale> lossScale;
   if (model.lossScaling) {
     const DsConfig::Fp16 &l = c.fp16;

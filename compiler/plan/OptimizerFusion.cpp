@@ -106,10 +106,18 @@ int64_t elementsOf(Value r) {
 }
 
 /// An optimizer update (its contract's aliasing is "update"): inputs
-/// param, grad, the states, lr, step, scale; outputs param' and the states'.
+/// param, grad, the states, lr, step, scale (and the update's own scalars);
+/// outputs param' and the states', each of its input's type. ds.adamw_round,
+/// whose last output is the 16-bit copy, is not one: it never merges.
 bool isUpdate(const Pending &p) {
   const rt::KernelContract *c = rt::findKernelContract(p.kernel);
-  return c && c->alias == rt::KernelAlias::Update;
+  if (!c || c->alias != rt::KernelAlias::Update || p.outs.empty() ||
+      p.ins.size() < p.outs.size() + 4)
+    return false;
+  for (size_t k = 0; k < p.outs.size(); ++k)
+    if (p.outs[k].getType() != p.ins[k == 0 ? 0 : k + 1].getType())
+      return false;
+  return true;
 }
 /// The update's flat operands: param, grad and its states.
 size_t flatInputs(const Pending &update) { return update.outs.size() + 1; }

@@ -147,9 +147,11 @@ def DS_OptimizerUpdateOpInterface : OpInterface<"OptimizerUpdateOpInterface"> {
     to shard, widen, move and fuse an update without knowing its rule. The
     operands are, in order, the parameter, its gradient, the optimizer's
     state tensors (as many as the op has results after the new parameter),
-    then the scalars lr, step and scale; the results are the new parameter
-    and the new states, each of the parameter's type. `scale` carries
-    clipping and the inverse loss scale; a non-finite scale skips the step.
+    then the scalars lr, step and scale, then the update's own optional
+    scalars (ds.adamw's and ds.lion's beta1_value); the results are the
+    new parameter and the new states, each of the parameter's type.
+    `scale` carries clipping and the inverse loss scale; a non-finite
+    scale skips the step.
   }];
   let methods = [
     InterfaceMethod<"The parameter (or its fp32 master).", "::mlir::Value",
@@ -166,9 +168,9 @@ def DS_OptimizerUpdateOpInterface : OpInterface<"OptimizerUpdateOpInterface"> {
       [{ return $_op->getResults().drop_front(); }]>,
     InterfaceMethod<"The update's scale operand (clipping, loss scale).",
       "::mlir::OpOperand &", "getScaleOperand", (ins), [{}],
-      [{ return $_op->getOpOperand($_op->getNumOperands() - 1); }]>,
-    InterfaceMethod<"The suffix of each state's variable, in order "
-                    "(runtime/plan/VariableNames.h).",
+      [{ return $_op->getOpOperand($_op->getNumResults() + 3); }]>,
+    StaticInterfaceMethod<"The suffix of each state's variable, in order "
+                          "(runtime/plan/VariableNames.h).",
       "::llvm::SmallVector<::llvm::StringRef>", "getStateSuffixes">,
     InterfaceMethod<"Whether the update decays the parameter (its weight "
                     "decay group).", "bool", "decaysWeights">,

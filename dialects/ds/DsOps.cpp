@@ -289,7 +289,7 @@ LogicalResult CrossEntropyGradOp::verify() {
 
 LogicalResult ds::verifyOptimizerUpdate(Operation *op) {
   unsigned states = op->getNumResults() - 1;
-  if (op->getNumResults() < 1 || op->getNumOperands() != states + 5)
+  if (op->getNumResults() < 1 || op->getNumOperands() < states + 5)
     return op->emitOpError("an optimizer update takes param, grad, one state "
                            "per result after the first, lr, step and scale");
   Type param = op->getOperand(0).getType();
@@ -310,7 +310,8 @@ Operation *ds::cloneUpdateOver(Operation *op, OpBuilder &b, Location loc,
   OperationState state(loc, op->getName());
   state.addOperands({param, grad});
   state.addOperands(states);
-  state.addOperands(op->getOperands().take_back(3)); // lr, step, scale
+  // lr, step, scale and the update's own scalars
+  state.addOperands(op->getOperands().drop_front(op->getNumResults() + 1));
   state.addTypes(SmallVector<Type>(op->getNumResults(), param.getType()));
   state.addAttributes(op->getAttrs());
   return b.create(state);

@@ -706,10 +706,11 @@ def DS_FillKernel
 /// pass (plan lowering's optimizer fusion).
 def DS_AdamWRoundKernel
     : DS_KernelDef<"ds.adamw_round",
-                   ["param", "grad", "m", "v", "lr", "step", "scale"],
+                   ["param", "grad", "m", "v", "lr", "step", "scale",
+                    "beta1_value?"],
                    ["new_param", "new_m", "new_v", "param16"],
                    DS_Kernel<[], ["beta1", "beta2", "eps", "weight_decay"],
-                             ["f32,f32|f16|bf16,f32,f32,f32,f32,f32->f32,f32,f32,f16|bf16"],
+                             ["f32,f32|f16|bf16,f32,f32,f32,f32,f32,f32*->f32,f32,f32,f16|bf16"],
                              [], "update">>;
 
 #endif // DS_OPS_TD

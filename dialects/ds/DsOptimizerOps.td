@@ -16,7 +16,8 @@
 def DS_AdamWOp : DS_Op<"adamw",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
      AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
-  let kernel = DS_F32Kernel<[], ["beta1", "beta2", "eps", "weight_decay"], "f32,f32,f32,f32,f32,f32,f32->f32,f32,f32", "update">;
+  // A trailing beta1_value (the cycled momentum) is optional: `f32*`.
+  let kernel = DS_F32Kernel<[], ["beta1", "beta2", "eps", "weight_decay"], "f32,f32,f32,f32,f32,f32,f32,f32*->f32,f32,f32", "update">;
   let summary = "one AdamW step (decoupled weight decay, bias-corrected)";
   let description = [{
     g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
@@ -25,17 +26,21 @@ def DS_AdamWOp : DS_Op<"adamw",
     `scale` carries gradient clipping (and the inverse loss scale); `step`
     counts from 1. A non-finite `scale` skips the update: the results are
     the inputs (ds.overflow_guard). `grad` may be 16-bit while the
-    parameter and moments are fp32 master state.
+    parameter and moments are fp32 master state. With `beta1_value`
+    (OneCycle's cycle_momentum) beta1 is that scalar, read each step, and
+    the attribute is unused.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
                        DS_FloatTensor:$m, DS_FloatTensor:$v,
                        DS_ScalarF32:$lr, DS_ScalarF32:$step,
-                       DS_ScalarF32:$scale, F64Attr:$beta1, F64Attr:$beta2,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       DS_ScalarF32:$scale,
+                       Optional<DS_ScalarF32>:$beta1_value, F64Attr:$beta1,
+                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m,
                       DS_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    (`beta1_value` $beta1_value^)?
     `betas` `(` $beta1 `,` $beta2 `)` `eps` $eps `weight_decay` $weight_decay
     attr-dict `:` type($param) `,` type($grad)
   }];
@@ -73,20 +78,23 @@ def DS_LionOp : DS_Op<"lion",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
      AllTypesMatch<["param", "m", "new_param", "new_m"]>]> {
   // As ds.sgd's: the gradient may be 16-bit, the rest is f32.
-  let kernel = DS_Kernel<[], ["beta1", "beta2", "weight_decay"], ["f32,f32|f16|bf16,f32,f32,f32,f32->f32,f32"], [], "update">;
+  let kernel = DS_Kernel<[], ["beta1", "beta2", "weight_decay"], ["f32,f32|f16|bf16,f32,f32,f32,f32,f32*->f32,f32"], [], "update">;
   let summary = "one Lion step (Chen et al. 2023, decoupled weight decay)";
   let description = [{
     g' = grad * scale; c = beta1 m + (1 - beta1) g'; param' = param -
     lr weight_decay param - lr sign(c) (sign(0) = 0); m' = beta2 m +
-    (1 - beta2) g'. A non-finite `scale` skips the update.
+    (1 - beta2) g'. A non-finite `scale` skips the update. `beta1_value`
+    replaces beta1 as ds.adamw's does.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
                        DS_FloatTensor:$m, DS_ScalarF32:$lr,
                        DS_ScalarF32:$step, DS_ScalarF32:$scale,
+                       Optional<DS_ScalarF32>:$beta1_value,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$weight_decay);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `lr` $lr `step` $step `scale` $scale
+    (`beta1_value` $beta1_value^)?
     `betas` `(` $beta1 `,` $beta2 `)` `weight_decay` $weight_decay
     attr-dict `:` type($param) `,` type($grad)
   }];

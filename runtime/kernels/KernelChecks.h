@@ -181,8 +181,9 @@ bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
 //===--- Optimizers (OptimizerKernelChecks.cpp) ---------------------------===//
 
 /// ds.adamw and ds.adamw_round: p, m, v and the outputs p', m', v' f32 of
-/// p's shape, g of p's shape; lr, step and scale one f32 value each; betas
-/// in [0, 1), eps and weight decay finite and >= 0.
+/// p's shape, g of p's shape; lr, step and scale one f32 value each, and
+/// an optional beta1_value; betas in [0, 1), eps and weight decay finite
+/// and >= 0. beta1_value is data, checked where the backend reads it.
 bool checkAdamw(const KernelArgs &args, std::string &err);
 /// ds.adamw_round's own operands, checked before checkAdamw's: g f32, f16 or
 /// bf16, and p16 f16 or bf16 of p's shape.
@@ -191,8 +192,9 @@ bool checkAdamwRound(const KernelArgs &args, std::string &err);
 /// scalars; nesterov 0 or 1 (needing momentum > 0 and dampening 0),
 /// momentum and weight_decay finite and >= 0.
 bool checkSgd(const KernelArgs &args, std::string &err);
-/// ds.lion: p, m and p', m' f32 of g's shape; lr, step, scale f32 scalars;
-/// betas in [0, 1), weight_decay finite and >= 0.
+/// ds.lion: p, m and p', m' f32 of g's shape; lr, step, scale f32 scalars
+/// and an optional beta1_value; betas in [0, 1), weight_decay finite and
+/// >= 0.
 bool checkLion(const KernelArgs &args, std::string &err);
 /// ds.adagrad: p, sum and p', sum' f32 of g's shape; lr, step, scale f32
 /// scalars; lr_decay and weight_decay finite and >= 0, eps finite and > 0.

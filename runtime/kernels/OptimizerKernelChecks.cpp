@@ -17,13 +17,18 @@ namespace {
 
 /// An update's operands: p, g, the states (names[2..]) and their outputs
 /// f32 of one shape (g may be 16-bit where the round kernel allows), then
-/// the scalars lr, step and scale.
+/// the scalars lr, step and scale, and beta1_value where `takesBeta1`
+/// (optional).
 bool checkUpdateOperands(const KernelArgs &args,
                          std::initializer_list<const char *> names,
-                         std::string &err) {
+                         bool takesBeta1, std::string &err) {
   const TensorRef *in = args.inputs, *out = args.outputs;
   const int flat = int(names.size()); // p, g, states
   const char *const *name = names.begin();
+  const size_t fixed = size_t(flat) + 3;
+  if (args.numInputs != fixed && !(takesBeta1 && args.numInputs == fixed + 1))
+    return fail(err, "takes ", fixed, takesBeta1 ? " or one more (beta1)" : "",
+                " inputs, got ", args.numInputs);
   for (int i = 0; i < flat; ++i)
     if (i != 1 && in[i].dtype != DType::f32)
       return fail(err, name[i], " is ", dtypeName(in[i].dtype),
@@ -41,8 +46,8 @@ bool checkUpdateOperands(const KernelArgs &args,
       return fail(err, "output ", outName, " has shape ", shapeStr(out[o]),
                   " but p has shape ", shapeStr(in[0]));
   }
-  const char *scalars[] = {"lr", "step", "scale"};
-  for (int i = 0; i < 3; ++i)
+  const char *scalars[] = {"lr", "step", "scale", "beta1_value"};
+  for (size_t i = 0; i + flat < args.numInputs; ++i)
     if (!expectDType(err, in[flat + i], scalars[i], DType::f32) ||
         !checkOneValue(err, in[flat + i], scalars[i]))
       return false;
@@ -60,7 +65,7 @@ bool finiteNonNegative(double x) { return x >= 0 && !std::isinf(x); }
 } // namespace
 
 bool checkAdamw(const KernelArgs &args, std::string &err) {
-  if (!checkUpdateOperands(args, {"p", "g", "m", "v"}, err))
+  if (!checkUpdateOperands(args, {"p", "g", "m", "v"}, true, err))
     return false;
   const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
   if (!checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
@@ -72,7 +77,7 @@ bool checkAdamw(const KernelArgs &args, std::string &err) {
 }
 
 bool checkSgd(const KernelArgs &args, std::string &err) {
-  if (!checkUpdateOperands(args, {"p", "g", "buf"}, err))
+  if (!checkUpdateOperands(args, {"p", "g", "buf"}, false, err))
     return false;
   const int64_t nesterov = args.intAttrs[0];
   const double momentum = args.floatAttrs[0], dampening = args.floatAttrs[1];
@@ -91,7 +96,7 @@ bool checkSgd(const KernelArgs &args, std::string &err) {
 }
 
 bool checkLion(const KernelArgs &args, std::string &err) {
-  if (!checkUpdateOperands(args, {"p", "g", "m"}, err) ||
+  if (!checkUpdateOperands(args, {"p", "g", "m"}, true, err) ||
       !checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
     return false;
   if (!finiteNonNegative(args.floatAttrs[2]))
@@ -114,7 +119,7 @@ bool checkAdamwRound(const KernelArgs &args, std::string &err) {
 }
 
 bool checkAdagrad(const KernelArgs &args, std::string &err) {
-  if (!checkUpdateOperands(args, {"p", "g", "sum"}, err))
+  if (!checkUpdateOperands(args, {"p", "g", "sum"}, false, err))
     return false;
   const double lrDecay = args.floatAttrs[0], eps = args.floatAttrs[1];
   const double wd = args.floatAttrs[2];

@@ -231,6 +231,8 @@ int chooseSteps(const DsrunOptions &options, bool lead, Prepared &p,
       return kExitBadInput;
     }
   }
+  if (!setup.schedule.momentumValidUntil(setup.steps, error))
+    return kExitBadInput;
   LrSchedule::Kind kind = setup.schedule.kind();
   if (lead &&
       (kind == LrSchedule::Kind::WarmupDecayLR ||

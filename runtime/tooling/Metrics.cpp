@@ -67,6 +67,8 @@ std::string metricsJson(const StepRecord &r) {
   j["step"] = r.step;
   j["loss"] = r.loss;
   j["lr"] = r.lr;
+  if (r.hasBeta1)
+    j["beta1"] = r.beta1;
   j["grad_norm"] = r.gradNorm;
   j["loss_scale"] = r.lossScale;
   j["skipped"] = r.skipped;

@@ -23,6 +23,8 @@ struct StepRecord {
   uint64_t step = 0;
   double loss = 0;           ///< mean over the step's micro-steps
   double lr = 0;             ///< what the apply program was given
+  bool hasBeta1 = false;     ///< the plan cycles beta1 (OneCycle)
+  double beta1 = 0;          ///< what the apply program was given
   double gradNorm = 0;       ///< apply's output
   double lossScale = 1;      ///< the scale this step's loss was multiplied by
   bool skipped = false;      ///< the gradients overflowed: no update
@@ -47,7 +49,8 @@ struct StepRecord {
 };
 
 /// One JSON object (no newline):
-///   {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens",
+///   {"step", "loss", "lr", "beta1" (plans that cycle it only),
+///    "grad_norm", "loss_scale", "skipped", "tokens",
 ///    "val_loss" (steps with a held-out evaluation only),
 ///    "forward_ms", "backward_ms", "optimizer_ms", "comm_ms"
 ///    (wall_clock_breakdown's steps only),

@@ -53,6 +53,10 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
   info.schedule.cycleFirstStairCount = s->cycle_first_stair_count();
   info.schedule.cycleSecondStairCount = s->cycle_second_stair_count();
   info.schedule.decayStepSize = s->decay_step_size();
+  info.schedule.cycleMomentum = s->cycle_momentum();
+  info.schedule.cycleMinMom = s->cycle_min_mom();
+  info.schedule.cycleMaxMom = s->cycle_max_mom();
+  info.schedule.decayMomRate = s->decay_mom_rate();
   if (plan.variables())
     for (const fb::Variable *v : *plan.variables())
       if (v->kind() == fb::VarKind::param)

@@ -94,6 +94,14 @@ bool LrSchedule::create(const ScheduleParams &params, LrSchedule &schedule,
             ">= 0";
     return false;
   }
+  if (kind == Kind::OneCycle && params.cycleMomentum &&
+      (!(params.cycleMinMom >= 0 && params.cycleMinMom < 1) ||
+       !(params.cycleMaxMom >= 0 && params.cycleMaxMom < 1) ||
+       !std::isfinite(params.decayMomRate))) {
+    error = "plan: schedule OneCycle: cycle_min_mom and cycle_max_mom must "
+            "be in [0, 1) and decay_mom_rate finite";
+    return false;
+  }
   schedule.kind_ = kind;
   schedule.params_ = params;
   schedule.warmupSteps_ = warmup;
@@ -115,17 +123,24 @@ double LrSchedule::rangeTestLr(double it) const {
   return p.rangeMinLr * (1 + p.rangeStepRate * interval);
 }
 
-// DeepSpeed's OneCycle._get_scale_factor, _get_cycle_lr and _get_decay_lr.
+// DeepSpeed's OneCycle._get_cycle_lr and _get_decay_lr.
 double LrSchedule::oneCycleLr(double it) const {
   const ScheduleParams &p = params_;
-  const double first = p.cycleFirstStepSize, second = p.cycleSecondStepSize;
-  const double total = first + second, stepRatio = first / total;
+  const double total = p.cycleFirstStepSize + p.cycleSecondStepSize;
   if (it >= total) {
     if (p.decayStepSize == 0 || p.decayLrRate == 0)
       return p.cycleMinLr;
     double interval = (it - total + 1) / p.decayStepSize;
     return p.cycleMinLr / (1 + p.decayLrRate * interval);
   }
+  return p.cycleMinLr + (p.cycleMaxLr - p.cycleMinLr) * oneCycleScale(it);
+}
+
+// DeepSpeed's OneCycle._get_scale_factor.
+double LrSchedule::oneCycleScale(double it) const {
+  const ScheduleParams &p = params_;
+  const double first = p.cycleFirstStepSize, second = p.cycleSecondStepSize;
+  const double total = first + second, stepRatio = first / total;
   double batch = it + 1;
   double cycle = std::floor(1 + batch / total);
   double x = 1 + batch / total - cycle;
@@ -141,7 +156,39 @@ double LrSchedule::oneCycleLr(double it) const {
                           : (total - inCycle) * double(stairs) / second;
     scale = std::floor(position) / double(stairs);
   }
-  return p.cycleMinLr + (p.cycleMaxLr - p.cycleMinLr) * scale;
+  return scale;
+}
+
+// DeepSpeed's OneCycle._get_cycle_mom and _get_decay_mom, and the
+// constructor's cycle_min_mom for the first step.
+double LrSchedule::beta1At(uint64_t step) const {
+  const ScheduleParams &p = params_;
+  if (step < 2)
+    return p.cycleMinMom;
+  const double it = double(step) - 2;
+  const double total = p.cycleFirstStepSize + p.cycleSecondStepSize;
+  if (it < total)
+    return p.cycleMaxMom - (p.cycleMaxMom - p.cycleMinMom) * oneCycleScale(it);
+  if (p.decayStepSize == 0 || p.decayMomRate == 0)
+    return p.cycleMaxMom;
+  double interval = (it - total + 1) / p.decayStepSize;
+  return p.cycleMaxMom * (1 + p.decayMomRate * interval);
+}
+
+bool LrSchedule::momentumValidUntil(uint64_t lastStep,
+                                    std::string &error) const {
+  if (!cyclesMomentum() || lastStep == 0)
+    return true;
+  double beta1 = beta1At(lastStep);
+  if (beta1 >= 0 && beta1 < 1)
+    return true;
+  error = "plan: schedule OneCycle: beta1 reaches " + number(beta1) +
+          " by step " + std::to_string(lastStep) + " (cycle_max_mom " +
+          number(params_.cycleMaxMom) + " x (1 + decay_mom_rate " +
+          number(params_.decayMomRate) +
+          " x the decay interval)), outside [0, 1); train fewer steps or "
+          "lower decay_mom_rate";
+  return false;
 }
 
 double LrSchedule::lrAt(uint64_t step) const {
@@ -228,7 +275,10 @@ std::string LrSchedule::describe() const {
            (p.decayLrRate > 0 && p.decayStepSize > 0
                 ? ", then decay " + number(p.decayLrRate) + " per " +
                       number(p.decayStepSize) + " steps"
-                : ", then flat");
+                : ", then flat") +
+           (p.cycleMomentum ? "; beta1 " + number(p.cycleMaxMom) + " -> " +
+                                  number(p.cycleMinMom) + " and back"
+                            : "");
   }
   return "";
 }

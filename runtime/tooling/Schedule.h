@@ -25,6 +25,12 @@
 //                   min_lr when either is 0
 //   constant:       lr
 //
+// OneCycle's cycle_momentum moves beta1 with the same scale factor, the
+// other way: cycle_max_mom - (cycle_max_mom - cycle_min_mom) * scale in
+// the cycle, cycle_max_mom * (1 + decay_mom_rate * (it - F - S + 1) /
+// decay_step_size) after it (cycle_max_mom when either is 0); the first
+// step (iteration -1) takes cycle_min_mom, which the constructor sets.
+//
 // Where DeepSpeed's formula leaves its domain, dsrun holds: past
 // total_num_steps the cosine stays at cos_min_ratio instead of rising again.
 //
@@ -52,11 +58,13 @@ struct ScheduleParams {
   double rangeMinLr = 0, rangeStepRate = 0;
   int64_t rangeStepSize = 0;
   bool rangeStaircase = false;
-  // OneCycle (the learning rate; cycle_momentum is refused by dsc)
+  // OneCycle
   double cycleMinLr = 0, cycleMaxLr = 0, decayLrRate = 0;
   double cycleFirstStepSize = 0, cycleSecondStepSize = 0;
   int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
   double decayStepSize = 0;
+  bool cycleMomentum = false; // beta1 is @apply's third input
+  double cycleMinMom = 0, cycleMaxMom = 0, decayMomRate = 0;
 };
 
 class LrSchedule {
@@ -78,6 +86,16 @@ public:
   /// The learning rate of optimizer step `step` (1, 2, ...).
   double lrAt(uint64_t step) const;
 
+  /// Whether beta1 moves (OneCycle's cycle_momentum), and its value at
+  /// optimizer step `step`.
+  bool cyclesMomentum() const {
+    return kind_ == Kind::OneCycle && params_.cycleMomentum;
+  }
+  double beta1At(uint64_t step) const;
+  /// Whether beta1 stays in [0, 1) up to step `lastStep` (after the cycle
+  /// it moves one way, so the last step decides); else one line.
+  bool momentumValidUntil(uint64_t lastStep, std::string &error) const;
+
   Kind kind() const { return kind_; }
   const ScheduleParams &params() const { return params_; }
   /// One line for the log, e.g. "WarmupLR 0 -> 0.001 over 1000 steps (log)".
@@ -89,6 +107,8 @@ private:
   // LRRangeTest's and OneCycle's lr at iteration `it` (>= -1).
   double rangeTestLr(double it) const;
   double oneCycleLr(double it) const;
+  // OneCycle's scale factor in [0, 1] at iteration `it` < its cycle.
+  double oneCycleScale(double it) const;
 
   Kind kind_ = Kind::Constant;
   ScheduleParams params_;

@@ -103,7 +103,7 @@ struct MicroIO {
 struct ProgramIO {
   MicroIO micro, sync; ///< sync: micro_step_sync's, if the plan has it
   bool hasSync = false;
-  NamedTensor lr, step, lossScale, gradNorm;
+  NamedTensor lr, step, beta1, lossScale, gradNorm;
 };
 
 bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
@@ -131,17 +131,26 @@ bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
   io.hasSync = session.hasProgram(plan::kMicroStepSyncProgram);
   if (io.hasSync && !bindMicro(plan::kMicroStepSyncProgram, io.sync))
     return false;
+  // apply(lr, step[, beta1][, loss scale])
+  const bool cycled = setup.schedule.cyclesMomentum();
   std::vector<Slot> applySlots{scalar, scalar};
-  if (scaled)
-    applySlots.push_back(scalar);
+  std::string names = "lr, step";
+  for (auto [given, name] :
+       {std::pair(cycled, ", beta1"), std::pair(scaled, ", loss scale")})
+    if (given) {
+      applySlots.push_back(scalar);
+      names += name;
+    }
   if (!bindProgram(session, std::string(plan::kApplyProgram), applySlots,
-                   scaled ? "lr, step, loss scale" : "lr, step", scalar,
-                   "the gradient norm", in, io.gradNorm, error))
+                   names.c_str(), scalar, "the gradient norm", in, io.gradNorm,
+                   error))
     return false;
   io.lr = in[0];
   io.step = in[1];
+  if (cycled)
+    io.beta1 = in[2];
   if (scaled)
-    io.lossScale = in[2];
+    io.lossScale = in.back();
   return true;
 }
 
@@ -439,6 +448,12 @@ int TrainLoop::applyStep(uint64_t step, double lossScale) {
   double lr = setup.schedule.lrAt(applied + 1);
   record.lossScale = lossScale;
   record.lr = lr;
+  record.hasBeta1 = setup.schedule.cyclesMomentum();
+  if (record.hasBeta1) {
+    record.beta1 = setup.schedule.beta1At(applied + 1);
+    if (!writeScalar(session, io.beta1, record.beta1, error))
+      return fail(step, error);
+  }
   if (!writeScalar(session, io.lr, lr, error) ||
       !writeScalar(session, io.step, double(applied + 1), error) ||
       (scaler && !writeScalar(session, io.lossScale, lossScale, error)) ||

@@ -1,8 +1,9 @@
 //===- ConfigSchedulerTest.cpp - LRRangeTest and OneCycle in ds_config ----===//
 //
 // The range test and the one-cycle policy read with DeepSpeed's defaults
-// (deepspeed/runtime/lr_schedules.py), OneCycle's momentum cycling refused
-// by name, and each problem of the section named by its path. Their
+// (deepspeed/runtime/lr_schedules.py), OneCycle's momentum cycling as
+// DeepSpeed sets the optimizer's betas, and each problem of the section
+// named by its path. Their
 // learning rates step for step against DeepSpeed: test/e2e/lr-deepspeed.test.
 //
 //===----------------------------------------------------------------------===//
@@ -53,14 +54,67 @@ TEST(ConfigSchedulerTest, OneCycleSecondHalfDefaultsToTheFirst) {
   EXPECT_EQ(c.scheduler.decayStepSize, 10.0);
 }
 
+// cycle_momentum is DeepSpeed's default: AdamW's (and Lion's) betas become
+// (cycled beta1, 0.99), said in a note; SGD and Adagrad have no betas, and
+// DeepSpeed turns the cycling off for them.
+TEST(ConfigSchedulerTest, OneCycleCyclesTheMomentumOfOptimizersWithBetas) {
+  DsConfig c = parseOk(
+      R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "AdamW", "params": {
+      "lr": 1e-3, "betas": [0.9, 0.95]}},
+      "scheduler": {"type": "OneCycle", "params": {
+      "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3}}})");
+  EXPECT_TRUE(c.scheduler.cycleMomentum);
+  EXPECT_EQ(c.scheduler.cycleMinMom, 0.8);
+  EXPECT_EQ(c.scheduler.cycleMaxMom, 0.9);
+  EXPECT_EQ(c.scheduler.decayMomRate, 0.0);
+  EXPECT_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_EQ(c.optimizer.beta2, 0.99);
+  EXPECT_EQ(c.notes, std::vector<std::string>{
+                         "ds_config.json: $.scheduler.params.cycle_momentum: "
+                         "beta1 cycles between cycle_max_mom 0.9 and "
+                         "cycle_min_mom 0.8 and beta2 is 0.99, as DeepSpeed's "
+                         "OneCycle sets them (optimizer.params.betas [0.9, "
+                         "0.95] is not used)"});
+
+  c = parseOk(
+      R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "Lion"},
+      "scheduler": {"type": "OneCycle", "params": {
+      "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_min_mom": 0.85,
+      "cycle_max_mom": 0.95, "decay_mom_rate": 0.01}}})");
+  EXPECT_TRUE(c.scheduler.cycleMomentum);
+  EXPECT_EQ(c.scheduler.cycleMinMom, 0.85);
+  EXPECT_EQ(c.scheduler.cycleMaxMom, 0.95);
+  EXPECT_EQ(c.scheduler.decayMomRate, 0.01);
+
+  c = parseOk(
+      R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "SGD", "params": {"momentum": 0.9}},
+      "scheduler": {"type": "OneCycle", "params": {
+      "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3}}})");
+  EXPECT_FALSE(c.scheduler.cycleMomentum);
+  EXPECT_EQ(c.notes, std::vector<std::string>{
+                         "ds_config.json: $.scheduler.params.cycle_momentum: "
+                         "true has no effect: SGD has no betas to cycle "
+                         "(DeepSpeed turns it off too)"});
+
+  c = parseOk(R"({"train_micro_batch_size_per_gpu": 4,
+      "scheduler": {"type": "OneCycle", "params": {
+      "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_momentum": false}}})");
+  EXPECT_FALSE(c.scheduler.cycleMomentum);
+  EXPECT_EQ(c.optimizer.beta2, 0.999);
+  EXPECT_TRUE(c.notes.empty());
+}
+
 TEST(ConfigSchedulerTest, CyclicSchedulerErrors) {
   expectErrors({
       {R"({"scheduler": {"type": "OneCycle", "params": {
-          "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3}}})",
-       "ds_config.json: $.scheduler.params.cycle_momentum: true (DeepSpeed's "
-       "default) is not supported yet: it moves AdamW's beta1 every step, "
-       "which dsc compiles into the update; set \"cycle_momentum\": false to "
-       "cycle the learning rate alone"},
+          "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_max_mom": 1}}})",
+       "ds_config.json: $.scheduler.params.cycle_max_mom: must be in [0, 1), "
+       "got 1"},
+      {R"({"scheduler": {"type": "OneCycle", "params": {
+          "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
+          "cycle_momentum": "yes"}}})",
+       "ds_config.json: $.scheduler.params.cycle_momentum: expected a "
+       "boolean, got a string"},
       {R"({"scheduler": {"type": "OneCycle", "params": {
           "cycle_max_lr": 1e-3, "cycle_momentum": false}}})",
        "ds_config.json: $.scheduler.params.cycle_min_lr: required by "

@@ -3,9 +3,10 @@
 (the `deepspeed` package's runtime/lr_schedules.py) give each of the first
 30 optimizer steps, for the ds_config "scheduler" sections of CASES, the
 way DeepSpeed's engine steps them (the optimizer step uses the current lr,
-then scheduler.step()). Writes {"deepspeed": VERSION, "cases": {name:
-{"config": {...}, "lr": [...]}}}: the golden file of lr-deepspeed.test,
-Inputs/deepspeed-lr.json. Needs torch and deepspeed (pip install
+then scheduler.step()), and the betas OneCycle's cycle_momentum sets.
+Writes {"deepspeed": VERSION, "cases": {name: {"config": {...}, "lr":
+[...], "betas": [[beta1, beta2], ...] (cycle_momentum only)}}}: the
+golden file of lr-deepspeed.test, Inputs/deepspeed-lr.json. Needs torch and deepspeed (pip install
 deepspeed); the test itself does not."""
 import json
 import sys
@@ -33,6 +34,15 @@ CASES = {
         "cycle_min_lr": 1e-5, "cycle_max_lr": 2e-3, "cycle_first_step_size": 10,
         "cycle_first_stair_count": 4, "cycle_second_stair_count": 3,
         "cycle_momentum": False}},
+    # cycle_momentum (DeepSpeed's default): the optimizer's betas move too.
+    "OneCycleMomentum": {"type": "OneCycle", "params": {
+        "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_first_step_size": 8,
+        "cycle_second_step_size": 6, "decay_lr_rate": 0.5,
+        "decay_step_size": 3, "cycle_min_mom": 0.85, "cycle_max_mom": 0.95,
+        "decay_mom_rate": 0.01}},
+    "OneCycleMomentumStairs": {"type": "OneCycle", "params": {
+        "cycle_min_lr": 1e-5, "cycle_max_lr": 2e-3, "cycle_first_step_size": 10,
+        "cycle_first_stair_count": 4, "cycle_second_stair_count": 3}},
 }
 OPTIMIZER_LR = 1e-3
 STEPS = 30
@@ -51,12 +61,16 @@ def main(argv):
         p = torch.nn.Parameter(torch.zeros(1))
         opt = torch.optim.AdamW([p], lr=OPTIMIZER_LR)
         sched = getattr(lr_schedules, section["type"])(opt, **section["params"])
-        lrs = []
+        lrs, betas = [], []
         for _ in range(STEPS):
             lrs.append(opt.param_groups[0]["lr"])
+            betas.append(list(opt.param_groups[0]["betas"]))
             opt.step()
             sched.step()
         out["cases"][name] = {"config": section, "lr": lrs}
+        if (section["type"] == "OneCycle"
+                and section["params"].get("cycle_momentum", True)):
+            out["cases"][name]["betas"] = betas
     with open(argv[1], "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

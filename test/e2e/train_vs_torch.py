@@ -107,6 +107,13 @@ def deepspeed_lr(config, step):
         return opt["lr"]
     p, it = sched["params"], step - 2
     kind = sched["type"]
+    if kind == "OneCycle":
+        lo, hi = p["cycle_min_lr"], p["cycle_max_lr"]
+        total, scale = one_cycle(p, it)
+        if it < total:
+            return lo + (hi - lo) * scale
+        rate, size = p.get("decay_lr_rate", 0.0), p.get("decay_step_size", 0)
+        return lo if rate == 0 or size == 0 else lo / (1 + rate * (it - total + 1) / size)
     if it < 0 and kind in ("WarmupLR", "WarmupDecayLR"):
         return p.get("warmup_min_lr", 0.0)
     w = max(2, p.get("warmup_num_steps", 1000))
@@ -123,6 +130,40 @@ def deepspeed_lr(config, step):
             gamma = max(0.0, (total - it) / max(1.0, total - w))
         return lo + (hi - lo) * gamma
     raise SystemExit(f"train_vs_torch: scheduler {kind} has no reference here")
+
+
+def one_cycle(p, it):
+    """DeepSpeed's OneCycle at iteration `it`: its cycle's length and the
+    scale factor (no stairs: lr-deepspeed.test checks those)."""
+    if p.get("cycle_first_stair_count", 0):
+        raise SystemExit("train_vs_torch: OneCycle's stairs have no reference here")
+    first = float(p.get("cycle_first_step_size", 2000))
+    second = float(p.get("cycle_second_step_size", first))
+    total, ratio = first + second, first / (first + second)
+    batch = it + 1
+    x = 1.0 + batch / total - math.floor(1 + batch / total)
+    return total, x / ratio if x <= ratio else (x - 1) / (ratio - 1)
+
+
+def deepspeed_betas(config, step):
+    """The betas DeepSpeed's OneCycle gives the optimizer at `step` when it
+    cycles the momentum (its default), else None: (beta1, 0.99), beta1
+    against the lr, cycle_min_mom at the first step (the constructor's)."""
+    sched = config.get("scheduler") or {}
+    p = sched.get("params", {})
+    if sched.get("type") != "OneCycle" or not p.get("cycle_momentum", True):
+        return None
+    lo, hi = p.get("cycle_min_mom", 0.8), p.get("cycle_max_mom", 0.9)
+    it = step - 2
+    if it < 0:
+        return lo, 0.99
+    total, scale = one_cycle(p, it)
+    if it < total:
+        return hi - (hi - lo) * scale, 0.99
+    rate, size = p.get("decay_mom_rate", 0.0), p.get("decay_step_size", 0)
+    if rate == 0 or size == 0:
+        return hi, 0.99
+    return hi * (1 + rate * (it - total + 1) / size), 0.99
 
 
 class Lion(torch.optim.Optimizer):
@@ -218,7 +259,7 @@ def check(args):
     opt = optimizer(config["optimizer"], model)
     clip = config.get("gradient_clipping", 0.0)
     clipped, lr_sum = 0, 0.0
-    worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0}
+    worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0, "beta1": 0.0}
     for s in range(1, steps + 1):
         opt.zero_grad(set_to_none=False)
         loss = 0.0
@@ -235,12 +276,21 @@ def check(args):
         clipped += clip > 0 and norm > clip
         lr = deepspeed_lr(config, s)
         lr_sum += lr
+        betas = deepspeed_betas(config, s)
         for group in opt.param_groups:
             group["lr"] = lr
+            if betas:
+                group["betas"] = betas
         opt.step()
         r = records[s - 1]
-        for key, mine, tol in (("loss", loss, LOSS_TOL), ("lr", lr, LR_TOL),
-                               ("grad_norm", norm, NORM_TOL)):
+        compared = [("loss", loss, LOSS_TOL), ("lr", lr, LR_TOL),
+                    ("grad_norm", norm, NORM_TOL)]
+        if betas:
+            compared.append(("beta1", betas[0], LR_TOL))
+            if "beta1" not in r:
+                problems.append(f"step {s}: dsrun's metrics have no beta1")
+                continue
+        for key, mine, tol in compared:
             d = rel(r[key], mine)
             worst[key] = max(worst[key], d)
             if d > tol:

@@ -2,9 +2,14 @@
 // RUN: ds-opt %s -ds-adamw="optimizer=lion beta1=0.9 beta2=0.99 weight-decay=0.1" | FileCheck %s --check-prefix=LION
 // RUN: ds-opt %s -ds-adamw="optimizer=adagrad lr-decay=0.01 eps=1e-10" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: not ds-opt %s -ds-adamw="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: ds-opt %s -ds-adamw="cycle-momentum=true beta1=0.8 beta2=0.99" | FileCheck %s --check-prefix=CYCLE
+// RUN: ds-opt %s -ds-adamw="optimizer=lion cycle-momentum=true" | FileCheck %s --check-prefix=LIONCYCLE
+// RUN: not ds-opt %s -ds-adamw="optimizer=sgd cycle-momentum=true" 2>&1 | FileCheck %s --check-prefix=SGDCYCLE
 // The other updates ds-adamw builds: one state per parameter (SGD's
-// momentum_buffer, Lion's exp_avg, Adagrad's sum), weight decay on rank >= 2 only, the
-// parameter stored before its state, accumulators zeroed.
+// momentum_buffer, Lion's exp_avg, Adagrad's sum), weight decay on rank >= 2
+// only, the parameter stored before its state, accumulators zeroed. With
+// cycle-momentum (OneCycle), @apply takes beta1 as a third input and every
+// AdamW or Lion update reads it.
 
 ds.variable param @w : tensor<3x4xf32> init normal std 2.000000e-02
 ds.variable grad @w.grad of @w : tensor<3x4xf32> init zeros
@@ -41,3 +46,13 @@ ds.variable grad @b.grad of @b : tensor<4xf32> init zeros
 // ADAGRAD-NEXT: ds.store %[[NS]], @w.sum
 
 // BAD: error: ds-adamw: unknown optimizer 'lamb' (adamw, sgd, lion or adagrad)
+
+// CYCLE-LABEL: func.func @apply(%arg0: tensor<f32> {ds.name = "lr"}, %arg1: tensor<f32> {ds.name = "step"}, %arg2: tensor<f32> {ds.name = "beta1"}) -> tensor<f32>
+// CYCLE:       ds.adamw {{.*}} lr %arg0 step %arg1 scale %{{.*}} beta1_value %arg2 betas(8.000000e-01, 0.98999999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 : tensor<3x4xf32>
+// CYCLE:       ds.adamw {{.*}} lr %arg0 step %arg1 scale %{{.*}} beta1_value %arg2 betas({{.*}}) eps 1.000000e-08 weight_decay 0.000000e+00 : tensor<4xf32>
+
+// LIONCYCLE-LABEL: func.func @apply(
+// LIONCYCLE-SAME:  %arg2: tensor<f32> {ds.name = "beta1"}
+// LIONCYCLE-COUNT-2: ds.lion {{.*}} scale %{{.*}} beta1_value %arg2 betas(
+
+// SGDCYCLE: error: ds-adamw: cycle-momentum needs betas (adamw or lion), not sgd

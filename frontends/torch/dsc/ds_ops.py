@@ -12,7 +12,7 @@ OpInfo = namedtuple("OpInfo", "operands results attributes kernel")
 
 OPS = {
     'ds.adagrad': OpInfo(('param', 'grad', 'sum', 'lr', 'step', 'scale'), ('new_param', 'new_sum'), ('lr_decay', 'eps', 'weight_decay'), True),
-    'ds.adamw': OpInfo(('param', 'grad', 'm', 'v', 'lr', 'step', 'scale'), ('new_param', 'new_m', 'new_v'), ('beta1', 'beta2', 'eps', 'weight_decay'), True),
+    'ds.adamw': OpInfo(('param', 'grad', 'm', 'v', 'lr', 'step', 'scale', 'beta1_value?'), ('new_param', 'new_m', 'new_v'), ('beta1', 'beta2', 'eps', 'weight_decay'), True),
     'ds.add': OpInfo(('lhs', 'rhs'), ('result',), (), True),
     'ds.add_layer_norm': OpInfo(('x', 'residual', 'weight', 'bias?'), ('sum', 'result'), ('eps',), True),
     'ds.attention': OpInfo(('q', 'k', 'v'), ('result',), ('scale', 'causal'), True),
@@ -35,7 +35,7 @@ OPS = {
     'ds.iota': OpInfo((), ('result',), ('dim',), True),
     'ds.layer_norm': OpInfo(('x', 'weight', 'bias?'), ('result',), ('eps',), True),
     'ds.layer_norm_grad': OpInfo(('x', 'weight', 'grad'), ('dx', 'dweight', 'dbias'), ('eps',), True),
-    'ds.lion': OpInfo(('param', 'grad', 'm', 'lr', 'step', 'scale'), ('new_param', 'new_m'), ('beta1', 'beta2', 'weight_decay'), True),
+    'ds.lion': OpInfo(('param', 'grad', 'm', 'lr', 'step', 'scale', 'beta1_value?'), ('new_param', 'new_m'), ('beta1', 'beta2', 'weight_decay'), True),
     'ds.load': OpInfo((), ('result',), ('name',), False),
     'ds.log': OpInfo(('x',), ('result',), (), True),
     'ds.matmul': OpInfo(('lhs', 'rhs'), ('result',), ('transpose_lhs', 'transpose_rhs'), True),

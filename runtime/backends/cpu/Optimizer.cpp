@@ -10,7 +10,8 @@
 // non-finite scale (ds.overflow_guard) skips the step. ds.adamw_round also
 // rounds the new master weights into their 16-bit parameter, reading a
 // 16-bit gradient directly (mixed precision, and the CPU optimizer of
-// offload). ds.sgd, ds.lion and ds.adagrad follow PyTorch's SGD, the Lion
+// offload). beta1 may be an input (beta1_value, OneCycle's momentum
+// cycling). ds.sgd, ds.lion and ds.adagrad follow PyTorch's SGD, the Lion
 // paper and PyTorch's Adagrad with the same conventions (RefKernels.h gives
 // their formulas).
 //
@@ -27,6 +28,19 @@ namespace dsc::rt::cpu {
 namespace {
 
 constexpr int64_t kGrain = 1 << 18;
+
+/// beta1: the attribute, or the update's beta1_value input (OneCycle's
+/// cycle_momentum), which must be in [0, 1).
+bool beta1Of(const KernelArgs &args, size_t input, double &beta1,
+             std::string &err) {
+  beta1 = args.floatAttrs[0];
+  if (args.numInputs <= input)
+    return true;
+  beta1 = *args.inputs[input].f32();
+  if (!(beta1 >= 0 && beta1 < 1))
+    return fail(err, "beta1_value must be in [0, 1), got ", beta1);
+  return true;
+}
 
 struct AdamConsts {
   float beta1, oneMinusBeta1, beta2, oneMinusBeta2, eps;
@@ -65,7 +79,10 @@ bool prepare(const KernelArgs &args, AdamConsts &k, bool &skip,
     return true;
   if (!(stepF >= 1) || stepF != std::floor(stepF) || std::isinf(stepF))
     return fail(err, "step must be an integer >= 1, got ", stepF);
-  const double beta1 = args.floatAttrs[0], beta2 = args.floatAttrs[1];
+  double beta1 = 0;
+  if (!beta1Of(args, 7, beta1, err))
+    return false;
+  const double beta2 = args.floatAttrs[1];
   const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
   const double c1 = 1.0 - std::pow(beta1, double(stepF));
   const double c2 = 1.0 - std::pow(beta2, double(stepF));
@@ -259,10 +276,13 @@ bool lionBody(const KernelArgs &args, std::string &err) {
     return false;
   if (!run)
     return true;
+  double beta1d = 0;
+  if (!beta1Of(args, 6, beta1d, err))
+    return false;
   const float lr = k.lr, scale = k.scale;
-  const float beta1 = float(args.floatAttrs[0]);
+  const float beta1 = float(beta1d);
   const float beta2 = float(args.floatAttrs[1]);
-  const float oneMinusBeta1 = float(1.0 - args.floatAttrs[0]);
+  const float oneMinusBeta1 = float(1.0 - beta1d);
   const float oneMinusBeta2 = float(1.0 - args.floatAttrs[1]);
   const float decay = float(1.0 - double(lr) * args.floatAttrs[2]);
   const TensorRef *in = args.inputs, *out = args.outputs;

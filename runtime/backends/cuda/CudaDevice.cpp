@@ -155,15 +155,20 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
   case kAdamwRoundStep:
   case kSgdStep:
   case kLionStep:
-  case kAdagradStep: {
-    float step;
+  case kAdagradStep:
+  case kBeta1Value: {
+    float value;
     uint32_t bits = uint32_t(ctx.badValue);
-    std::memcpy(&step, &bits, sizeof step);
+    std::memcpy(&value, &bits, sizeof value);
     const char *kernel[] = {"ds.adamw", "ds.adamw_round", "ds.sgd", "ds.lion",
                             "ds.adagrad"};
+    const bool beta1 = ctx.errorBits == kBeta1Value;
+    const int64_t which = beta1 ? ctx.badPosition : int64_t(ctx.errorBits);
     std::ostringstream os; // as the CPU kernel prints it
-    os << kernel[ctx.errorBits - kAdamwStep]
-       << ": step must be an integer >= 1, got " << step;
+    os << kernel[which - kAdamwStep]
+       << (beta1 ? ": beta1_value must be in [0, 1), got "
+                 : ": step must be an integer >= 1, got ")
+       << value;
     message = os.str();
     break;
   }

@@ -43,6 +43,9 @@ enum RunError : uint32_t {
   kSgdStep = 7,        ///< ds.sgd: the same
   kLionStep = 8,       ///< ds.lion: the same
   kAdagradStep = 9,    ///< ds.adagrad: the same
+  kBeta1Value = 10,    ///< ds.adamw(_round), ds.lion: beta1_value outside
+                       ///< [0, 1) (badValue: the float's bits;
+                       ///< badPosition: the kernel's step error)
 };
 
 /// One plan stream's library handles.

@@ -8,6 +8,7 @@
 // current values. A non-finite scale (ds.overflow_guard) leaves p, m and v
 // as they were; ds.adamw_round also rounds the new fp32 master into the
 // 16-bit parameter in the same pass, reading a 16-bit gradient directly.
+// beta1 may be a device scalar too (beta1_value, OneCycle's momentum).
 // ds.sgd, ds.lion and ds.adagrad work the same way with the CPU backend's
 // formulas.
 //
@@ -31,22 +32,38 @@ struct Attrs {
   double beta1, beta2, eps, wd;
 };
 
+/// beta1: the attribute, or the beta1_value input when there is one
+/// (`value`), which must be in [0, 1); false (and the run flagged) if not.
+__device__ bool beta1Of(const float *value, double attr, double &beta1,
+                        RunContext *run, RunError what) {
+  beta1 = value ? double(*value) : attr;
+  if (beta1 >= 0 && beta1 < 1)
+    return true;
+  flagBad(run, kBeta1Value, int64_t(__float_as_uint(float(beta1))), what, 0);
+  return false;
+}
+
 __global__ void adamSetup(const float *lr, const float *step,
-                          const float *scale, Attrs a, AdamConsts *k,
-                          RunContext *run, RunError what) {
+                          const float *scale, const float *beta1Value, Attrs a,
+                          AdamConsts *k, RunContext *run, RunError what) {
   const float s = *scale, t = *step;
   k->skip = !isfinite(s);
   if (k->skip)
     return; // the step number need not be valid then: nothing reads it
+  double beta1 = 0;
   if (!(t >= 1) || t != floorf(t) || isinf(t)) {
     flagBad(run, what, int64_t(__float_as_uint(t)), 0, 0);
     k->skip = 1; // leave the state alone; the run fails afterwards
     return;
   }
-  const double c1 = 1.0 - pow(a.beta1, double(t));
+  if (!beta1Of(beta1Value, a.beta1, beta1, run, what)) {
+    k->skip = 1;
+    return;
+  }
+  const double c1 = 1.0 - pow(beta1, double(t));
   const double c2 = 1.0 - pow(a.beta2, double(t));
-  k->beta1 = float(a.beta1);
-  k->oneMinusBeta1 = float(1.0 - a.beta1);
+  k->beta1 = float(beta1);
+  k->oneMinusBeta1 = float(1.0 - beta1);
   k->beta2 = float(a.beta2);
   k->oneMinusBeta2 = float(1.0 - a.beta2);
   k->eps = float(a.eps);
@@ -90,8 +107,10 @@ bool adam(const KernelArgs &args, bool round, std::string &err) {
   cudaStream_t s = streamOf(args);
   Attrs attrs{args.floatAttrs[0], args.floatAttrs[1], args.floatAttrs[2],
               args.floatAttrs[3]};
-  adamSetup<<<1, 1, 0, s>>>(in[4].f32(), in[5].f32(), in[6].f32(), attrs, k,
-                            h->run, round ? kAdamwRoundStep : kAdamwStep);
+  const float *beta1Value = args.numInputs > 7 ? in[7].f32() : nullptr;
+  adamSetup<<<1, 1, 0, s>>>(in[4].f32(), in[5].f32(), in[6].f32(), beta1Value,
+                            attrs, k, h->run,
+                            round ? kAdamwRoundStep : kAdamwStep);
   const int64_t n = in[0].numel();
   if (n > 0)
     adamKernel<<<gridFor(n), kBlock, 0, s>>>(
@@ -133,9 +152,9 @@ struct OneStateAttrs {
 enum class Rule { sgd, lion, adagrad };
 
 __global__ void oneStateSetup(const float *lr, const float *step,
-                              const float *scale, OneStateAttrs a, Rule rule,
-                              OneStateConsts *k, RunContext *run,
-                              RunError what) {
+                              const float *scale, const float *beta1Value,
+                              OneStateAttrs a, Rule rule, OneStateConsts *k,
+                              RunContext *run, RunError what) {
   const float s = *scale, t = *step;
   k->skip = !isfinite(s);
   if (k->skip)
@@ -148,9 +167,14 @@ __global__ void oneStateSetup(const float *lr, const float *step,
   k->lr = *lr;
   k->scale = s;
   k->first = t == 1.0f;
+  double beta1 = 0;
+  if (rule == Rule::lion && !beta1Of(beta1Value, a.x, beta1, run, what)) {
+    k->skip = 1;
+    return;
+  }
   if (rule == Rule::lion) {
-    k->a = float(a.x);
-    k->b = float(1.0 - a.x);
+    k->a = float(beta1);
+    k->b = float(1.0 - beta1);
     k->c = float(a.y);
     k->d = float(1.0 - a.y);
     k->e = float(1.0 - double(*lr) * a.z);
@@ -234,8 +258,9 @@ bool oneState(const KernelArgs &args, Rule rule, std::string &err) {
   const RunError what = rule == Rule::lion      ? kLionStep
                         : rule == Rule::adagrad ? kAdagradStep
                                                 : kSgdStep;
-  oneStateSetup<<<1, 1, 0, s>>>(in[3].f32(), in[4].f32(), in[5].f32(), attrs,
-                                rule, k, h->run, what);
+  const float *beta1Value = args.numInputs > 6 ? in[6].f32() : nullptr;
+  oneStateSetup<<<1, 1, 0, s>>>(in[3].f32(), in[4].f32(), in[5].f32(),
+                                beta1Value, attrs, rule, k, h->run, what);
   const int64_t n = in[0].numel();
   if (n > 0 && rule == Rule::adagrad)
     adagradKernel<<<gridFor(n), kBlock, 0, s>>>(k, in[0].f32(), in[1].data,

@@ -3,7 +3,8 @@
 // Conformance cases for the one-state optimizer updates against the
 // float64 references (RefKernels.h): every step kind (SGD's first step
 // starts its buffer), in place and not, a non-finite scale that skips the
-// step, and the operand errors. AdamW's cases are in LookupShapeTest.cpp.
+// step, the operand errors, and beta1 as an input (AdamW's and Lion's).
+// AdamW's other cases are in LookupShapeTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -185,6 +186,71 @@ TEST_P(OptimizerKernels, BadOperandsAreOneLine) {
   EXPECT_RUN_ERROR(run("ds.sgd", {&p, &g, &short3, &lr, &one, &one}, {&p, &b},
                        {0}, {0.9, 0, 0}),
                    "ds.sgd: buf has shape [3] but p has shape [4]");
+}
+
+// OneCycle's cycle_momentum: beta1 read from the beta1_value input, not the
+// attribute (which is then unused). The reference takes the value as the
+// f32 buffer holds it; the attribute with that same value gives the same
+// bits.
+TEST_P(OptimizerKernels, ABeta1InputReplacesTheAttribute) {
+  SEEDED_RNG(rng);
+  const Shape s{40013};
+  const double beta1 = double(0.85f);
+  Buf p = uniform(rng, s), g = uniform(rng, s), m = uniform(rng, s, -0.1, 0.1),
+      v = uniform(rng, s, 0, 0.1);
+  Buf lr = scalarBuf(1e-3), step = scalarBuf(3), scale = scalarBuf(0.5),
+      b1 = scalarBuf(beta1);
+  {
+    SCOPED_TRACE("ds.adamw");
+    Buf pa = poisoned(s), ma = poisoned(s), va = poisoned(s), pb = poisoned(s),
+        mb = poisoned(s), vb = poisoned(s);
+    RUN_OK("ds.adamw", {&p, &g, &m, &v, &lr, &step, &scale, &b1},
+           {&pa, &ma, &va}, {}, {0.5, 0.99, 1e-8, 0.1});
+    REF_OK(want, ref::adamw(p.toRef(), g.toRef(), m.toRef(), v.toRef(), 1e-3, 3,
+                            beta1, 0.99, 1e-8, 0.1, 0.5));
+    EXPECT_TRUE(close(pa, want.p));
+    EXPECT_TRUE(close(ma, want.m));
+    EXPECT_TRUE(close(va, want.v));
+    RUN_OK("ds.adamw", {&p, &g, &m, &v, &lr, &step, &scale}, {&pb, &mb, &vb},
+           {}, {beta1, 0.99, 1e-8, 0.1});
+    EXPECT_TRUE(bitwiseEqual(pa, pb));
+    EXPECT_TRUE(bitwiseEqual(ma, mb));
+    // ds.adamw_round: the same update, and its rounding.
+    Buf pc = p, mc = m, vc = v, p16(s, DType::bf16);
+    RUN_OK("ds.adamw_round", {&pc, &g, &mc, &vc, &lr, &step, &scale, &b1},
+           {&pc, &mc, &vc, &p16}, {}, {0.5, 0.99, 1e-8, 0.1});
+    EXPECT_TRUE(bitwiseEqual(pc, pa));
+    EXPECT_TRUE(bitwiseEqual(mc, ma));
+  }
+  {
+    SCOPED_TRACE("ds.lion");
+    Buf pa = poisoned(s), ma = poisoned(s), pb = poisoned(s), mb = poisoned(s);
+    RUN_OK("ds.lion", {&p, &g, &m, &lr, &step, &scale, &b1}, {&pa, &ma}, {},
+           {0.5, 0.99, 0.1});
+    REF_OK(want, ref::lion(p.toRef(), g.toRef(), m.toRef(), 1e-3, beta1, 0.99,
+                           0.1, 0.5));
+    EXPECT_TRUE(close(pa, want.p));
+    EXPECT_TRUE(close(ma, want.state));
+    RUN_OK("ds.lion", {&p, &g, &m, &lr, &step, &scale}, {&pb, &mb}, {},
+           {beta1, 0.99, 0.1});
+    EXPECT_TRUE(bitwiseEqual(pa, pb));
+    EXPECT_TRUE(bitwiseEqual(ma, mb));
+  }
+}
+
+TEST_P(OptimizerKernels, ABadBeta1InputIsOneLine) {
+  Buf p({4}), g({4}), m({4}), v({4}), lr = scalarBuf(1e-3), one = scalarBuf(1),
+                                      b1 = scalarBuf(1.0),
+                                      bad = scalarBuf(-0.5);
+  EXPECT_RUN_ERROR(run("ds.adamw", {&p, &g, &m, &v, &lr, &one, &one, &b1},
+                       {&p, &m, &v}, {}, {0.9, 0.99, 1e-8, 0}),
+                   "ds.adamw: beta1_value must be in [0, 1), got 1");
+  EXPECT_RUN_ERROR(run("ds.lion", {&p, &g, &m, &lr, &one, &one, &bad}, {&p, &m},
+                       {}, {0.9, 0.99, 0}),
+                   "ds.lion: beta1_value must be in [0, 1), got -0.5");
+  EXPECT_RUN_ERROR(run("ds.lion", {&p, &g, &m, &lr, &one, &one, &b1, &b1},
+                       {&p, &m}, {}, {0.9, 0.99, 0}),
+                   "ds.lion: takes 6 or one more (beta1) inputs, got 8");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OptimizerKernels,

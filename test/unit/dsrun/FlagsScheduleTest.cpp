@@ -126,6 +126,58 @@ TEST(Schedule, OneCycleWithoutASecondHalf) {
     EXPECT_DOUBLE_EQ(s.lrAt(step), expected[step - 1]) << "step " << step;
 }
 
+// OneCycle's cycle_momentum, DeepSpeed's OneCycle: the first step takes
+// cycle_min_mom (the constructor's), then beta1 runs against the lr: the
+// cycle's maximum where the lr is lowest, its minimum at the lr's peak;
+// after the cycle it grows by decay_mom_rate, and a run that would take it
+// to 1 is refused before it starts.
+TEST(Schedule, OneCycleMomentum) {
+  ScheduleParams p;
+  p.kind = "OneCycle";
+  p.cycleMinLr = 1;
+  p.cycleMaxLr = 5;
+  p.cycleFirstStepSize = 4;
+  p.cycleSecondStepSize = 4;
+  p.cycleMomentum = true;
+  p.cycleMinMom = 0.8;
+  p.cycleMaxMom = 0.9;
+  p.decayStepSize = 2;
+  p.decayMomRate = 0.01;
+  LrSchedule s;
+  std::string error;
+  ASSERT_TRUE(LrSchedule::create(p, s, error)) << error;
+  EXPECT_TRUE(s.cyclesMomentum());
+  // steps 1..12: iteration -1, then the cycle's 8 (up 4, down 4), then
+  // the decay: 0.9 * (1 + 0.01 * (it - 8 + 1) / 2)
+  const double lr[] = {1, 2, 3, 4, 5, 4, 3, 2, 1, 1, 1, 1};
+  const double beta1[] = {0.8, 0.875,       0.85,       0.825,
+                          0.8, 0.825,       0.85,       0.875,
+                          0.9, 0.9 * 1.005, 0.9 * 1.01, 0.9 * 1.015};
+  for (uint64_t step = 1; step <= 12; ++step) {
+    EXPECT_NEAR(s.lrAt(step), lr[step - 1], 1e-12) << "step " << step;
+    EXPECT_NEAR(s.beta1At(step), beta1[step - 1], 1e-12) << "step " << step;
+  }
+  EXPECT_TRUE(s.momentumValidUntil(30, error)) << error;
+  // 0.9 * (1 + 0.01 * (it - 7) / 2) >= 1 from it = 30 (step 32) on
+  EXPECT_TRUE(s.momentumValidUntil(31, error)) << error;
+  EXPECT_FALSE(s.momentumValidUntil(40, error));
+  EXPECT_EQ(error, "plan: schedule OneCycle: beta1 reaches 1.0395 by step 40 "
+                   "(cycle_max_mom 0.9 x (1 + decay_mom_rate 0.01 x the "
+                   "decay interval)), outside [0, 1); train fewer steps or "
+                   "lower decay_mom_rate");
+  EXPECT_EQ(s.describe(), "OneCycle 1 -> 5 over 4 steps, back over 4, then "
+                          "flat; beta1 0.9 -> 0.8 and back");
+
+  p.cycleMaxMom = 1.0;
+  EXPECT_FALSE(LrSchedule::create(p, s, error));
+  EXPECT_EQ(error, "plan: schedule OneCycle: cycle_min_mom and cycle_max_mom "
+                   "must be in [0, 1) and decay_mom_rate finite");
+  p.cycleMomentum = false; // off: the momenta are not read
+  EXPECT_TRUE(LrSchedule::create(p, s, error)) << error;
+  EXPECT_FALSE(s.cyclesMomentum());
+  EXPECT_TRUE(s.momentumValidUntil(1000, error));
+}
+
 TEST(Schedule, Errors) {
   LrSchedule s;
   std::string error;
