@@ -107,8 +107,9 @@ int64_t elementsOf(Value r) {
 
 /// An optimizer update (its contract's aliasing is "update"): inputs
 /// param, grad, the states, lr, step, scale (and the update's own scalars);
-/// outputs param' and the states', each of its input's type. ds.adamw_round,
-/// whose last output is the 16-bit copy, is not one: it never merges.
+/// outputs param' and the states', each of its input's type. The _round
+/// kernels, whose last output is the 16-bit copy, are not: they never
+/// merge.
 bool isUpdate(const Pending &p) {
   const rt::KernelContract *c = rt::findKernelContract(p.kernel);
   if (!c || c->alias != rt::KernelAlias::Update || p.outs.empty() ||
@@ -127,8 +128,9 @@ class Fusion {
 public:
   Fusion(Storage &storage, func::FuncOp func) : storage(storage), func(func) {}
 
-  /// Mixed precision's update, copy and cast as one ds.adamw_round.
-  void fuseAdamWRounding(std::vector<Pending> &pend);
+  /// Mixed precision's update, copy and cast as one call of its _round
+  /// kernel (ds.adamw_round, ds.sgd_round, ...).
+  void fuseRounding(std::vector<Pending> &pend);
   /// Adjacent same-kind calls merged into one over the flat range.
   std::vector<Pending> mergeRuns(std::vector<Pending> &pend);
   /// The gradients' zeroing moved to the end and merged over adjacent
@@ -140,9 +142,9 @@ private:
   func::FuncOp func;
 
   pl::StorageOp slot(Value v) { return storage.of(v); }
-  bool forwarded(const Pending &adam);
-  bool isMasterCopy(const Pending &q, const Pending &adam);
-  bool isRoundingCast(const Pending &q, const Pending &adam);
+  bool forwarded(const Pending &update);
+  bool isMasterCopy(const Pending &q, const Pending &update);
+  bool isRoundingCast(const Pending &q, const Pending &update);
   std::optional<std::pair<int, int>>
   findRounding(const std::vector<Pending> &pend, size_t i,
                const std::vector<bool> &erased);
@@ -171,17 +173,17 @@ bool readsOnly(const Pending &q, Value tmp) {
   return q.ins.size() == 1 && same(q.ins[0], tmp);
 }
 
-bool Fusion::isMasterCopy(const Pending &q, const Pending &adam) {
-  return readsOnly(q, adam.outs[0]) && q.kernel == "ds.copy" &&
-         same(q.outs[0], adam.ins[0]) && q.waits.empty() &&
-         q.space == adam.space;
+bool Fusion::isMasterCopy(const Pending &q, const Pending &update) {
+  return readsOnly(q, update.outs[0]) && q.kernel == "ds.copy" &&
+         same(q.outs[0], update.ins[0]) && q.waits.empty() &&
+         q.space == update.space;
 }
 
-bool Fusion::isRoundingCast(const Pending &q, const Pending &adam) {
-  auto tmp = cast<MemRefType>(adam.outs[0].getType());
+bool Fusion::isRoundingCast(const Pending &q, const Pending &update) {
+  auto tmp = cast<MemRefType>(update.outs[0].getType());
   auto out = cast<MemRefType>(q.outs[0].getType());
-  return readsOnly(q, adam.outs[0]) && q.kernel == "ds.cast" &&
-         q.waits.empty() && q.space == adam.space &&
+  return readsOnly(q, update.outs[0]) && q.kernel == "ds.cast" &&
+         q.waits.empty() && q.space == update.space &&
          out.getShape() == tmp.getShape() &&
          out.getElementType().getIntOrFloatBitWidth() == 16;
 }
@@ -192,17 +194,17 @@ bool Fusion::isRoundingCast(const Pending &q, const Pending &adam) {
 std::optional<std::pair<int, int>>
 Fusion::findRounding(const std::vector<Pending> &pend, size_t i,
                      const std::vector<bool> &erased) {
-  const Pending &adam = pend[i];
-  pl::StorageOp tmp = slot(adam.outs[0]), master = slot(adam.ins[0]);
+  const Pending &update = pend[i];
+  pl::StorageOp tmp = slot(update.outs[0]), master = slot(update.ins[0]);
   int copy = -1, cast = -1;
   for (size_t j = i + 1; j < pend.size(); ++j) {
     const Pending &q = pend[j];
     if (erased[j] ||
         (!touches(storage, q, tmp) && !touches(storage, q, master)))
       continue;
-    if (copy < 0 && isMasterCopy(q, adam))
+    if (copy < 0 && isMasterCopy(q, update))
       copy = j;
-    else if (cast < 0 && isRoundingCast(q, adam))
+    else if (cast < 0 && isRoundingCast(q, update))
       cast = j;
     else
       return std::nullopt;
@@ -345,30 +347,33 @@ void Fusion::mergeGradientFills(std::vector<Pending> &pend) {
   }
 }
 
-// Mixed precision's update is `ds.adamw` into a transient, a copy of it into
-// the master weights and a cast of it into the 16-bit parameter: one
-// `ds.adamw_round` updates the master in place and writes the parameter in
-// the same pass, reading the 16-bit gradient directly. Only when nothing
-// else touches the transient or the master in between, and the copy and
-// the cast wait for nothing (their events are recorded by the fused
-// call, which finishes before they would have).
-void Fusion::fuseAdamWRounding(std::vector<Pending> &pend) {
+// Mixed precision's update is an update (ds.adamw, ds.sgd, ds.lion,
+// ds.adagrad) into a transient, a copy of it into the master weights and a
+// cast of it into the 16-bit parameter: one `<update>_round` updates the
+// master in place and writes the parameter in the same pass, reading the
+// 16-bit gradient directly. Only when nothing else touches the transient or
+// the master in between, and the copy and the cast wait for nothing (their
+// events are recorded by the fused call, which finishes before they would
+// have).
+void Fusion::fuseRounding(std::vector<Pending> &pend) {
   std::vector<bool> erased(pend.size(), false);
   for (size_t i = 0; i < pend.size(); ++i) {
-    Pending &adam = pend[i];
-    if (adam.kernel != "ds.adamw" || !slot(adam.outs[0]).getTransient() ||
-        slot(adam.ins[0]).getTransient())
+    Pending &update = pend[i];
+    const std::string rounded = update.kernel + "_round";
+    if (!isUpdate(update) || !rt::findKernelContract(rounded) ||
+        !slot(update.outs[0]).getTransient() ||
+        slot(update.ins[0]).getTransient())
       continue;
     auto rounding = findRounding(pend, i, erased);
     if (!rounding)
       continue;
     auto [copy, cast] = *rounding;
-    adam.kernel = "ds.adamw_round";
-    adam.outs[0] = adam.ins[0]; // the master, updated in place
-    adam.outs.push_back(pend[cast].outs[0]);
+    update.kernel = rounded;
+    update.outs[0] = update.ins[0]; // the master, updated in place
+    update.outs.push_back(pend[cast].outs[0]);
     for (int j : {copy, cast}) {
-      adam.records.append(pend[j].records.begin(), pend[j].records.end());
-      adam.flops += pend[j].flops;
+      update.records.append(pend[j].records.begin(), pend[j].records.end());
+      update.flops += pend[j].flops;
       erased[j] = true;
     }
   }
@@ -440,7 +445,7 @@ void FuseOptimizerPass::runOnOperation() {
   Storage storage(module);
   Fusion fusion(storage, apply);
   std::vector<Pending> pend = takeCalls(apply);
-  fusion.fuseAdamWRounding(pend);
+  fusion.fuseRounding(pend);
   pend = fusion.mergeRuns(pend);
   // Zeroing the accumulators is the last thing @apply does to them (the
   // norm and the updates read them first), so those fills can move to the

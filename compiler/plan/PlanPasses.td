@@ -51,8 +51,10 @@ def PlanFuseOptimizer : Pass<"plan-fuse-optimizer", "::mlir::ModuleOp"> {
   let summary = "phase `plan`: @apply's updates and zeroing over flat ranges";
   let description = [{
     In @apply: mixed precision's update into a transient, its copy into the
-    master weights and its cast into the 16-bit parameter become one
-    `ds.adamw_round`; runs of `ds.adamw` over back-to-back parameters,
+    master weights and its cast into the 16-bit parameter become one call
+    of the update's _round kernel (`ds.adamw_round`, `ds.sgd_round`,
+    `ds.lion_round`, `ds.adagrad_round`); runs of an update over
+    back-to-back parameters,
     gradients and moments with the same hyper-parameters become one call
     over new flat storage spanning them, and so do the gradients' zeroing
     fills, moved to the end of the program. Calls that wait for or record

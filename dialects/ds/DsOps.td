@@ -712,5 +712,28 @@ def DS_AdamWRoundKernel
                    DS_Kernel<[], ["beta1", "beta2", "eps", "weight_decay"],
                              ["f32,f32|f16|bf16,f32,f32,f32,f32,f32,f32*->f32,f32,f32,f16|bf16"],
                              [], "update">>;
+/// ds.sgd, ds.lion and ds.adagrad each followed by the rounding of p' into
+/// its 16-bit copy p16, as ds.adamw_round does for ds.adamw.
+def DS_SgdRoundKernel
+    : DS_KernelDef<"ds.sgd_round",
+                   ["param", "grad", "buf", "lr", "step", "scale"],
+                   ["new_param", "new_buf", "param16"],
+                   DS_Kernel<["nesterov"], ["momentum", "dampening", "weight_decay"],
+                             ["f32,f32|f16|bf16,f32,f32,f32,f32->f32,f32,f16|bf16"],
+                             [], "update">>;
+def DS_LionRoundKernel
+    : DS_KernelDef<"ds.lion_round",
+                   ["param", "grad", "m", "lr", "step", "scale", "beta1_value?"],
+                   ["new_param", "new_m", "param16"],
+                   DS_Kernel<[], ["beta1", "beta2", "weight_decay"],
+                             ["f32,f32|f16|bf16,f32,f32,f32,f32,f32*->f32,f32,f16|bf16"],
+                             [], "update">>;
+def DS_AdagradRoundKernel
+    : DS_KernelDef<"ds.adagrad_round",
+                   ["param", "grad", "sum", "lr", "step", "scale"],
+                   ["new_param", "new_sum", "param16"],
+                   DS_Kernel<[], ["lr_decay", "eps", "weight_decay"],
+                             ["f32,f32|f16|bf16,f32,f32,f32,f32->f32,f32,f16|bf16"],
+                             [], "update">>;
 
 #endif // DS_OPS_TD

@@ -185,9 +185,10 @@ bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
 /// an optional beta1_value; betas in [0, 1), eps and weight decay finite
 /// and >= 0. beta1_value is data, checked where the backend reads it.
 bool checkAdamw(const KernelArgs &args, std::string &err);
-/// ds.adamw_round's own operands, checked before checkAdamw's: g f32, f16 or
-/// bf16, and p16 f16 or bf16 of p's shape.
-bool checkAdamwRound(const KernelArgs &args, std::string &err);
+/// A rounded update's own operands (ds.adamw_round, ds.sgd_round, ...),
+/// checked before its update's: g f32, f16 or bf16, and the last output,
+/// p16, f16 or bf16 of p's shape.
+bool checkRoundedUpdate(const KernelArgs &args, std::string &err);
 /// ds.sgd: p, buf and p', buf' f32 of g's shape; lr, step, scale f32
 /// scalars; nesterov 0 or 1 (needing momentum > 0 and dampening 0),
 /// momentum and weight_decay finite and >= 0.

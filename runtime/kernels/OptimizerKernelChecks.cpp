@@ -105,15 +105,16 @@ bool checkLion(const KernelArgs &args, std::string &err) {
   return true;
 }
 
-bool checkAdamwRound(const KernelArgs &args, std::string &err) {
-  const TensorRef *in = args.inputs, *out = args.outputs;
-  const DType gt = in[1].dtype, pt = out[3].dtype;
+bool checkRoundedUpdate(const KernelArgs &args, std::string &err) {
+  const TensorRef *in = args.inputs;
+  const TensorRef &p16 = args.outputs[args.numOutputs - 1];
+  const DType gt = in[1].dtype, pt = p16.dtype;
   if (gt != DType::f32 && gt != DType::f16 && gt != DType::bf16)
     return fail(err, "g is ", dtypeName(gt), ", expected f32, f16 or bf16");
   if (pt != DType::f16 && pt != DType::bf16)
     return fail(err, "output p16 is ", dtypeName(pt), ", expected f16 or bf16");
-  if (!sameShape(out[3], in[0]))
-    return fail(err, "output p16 has shape ", shapeStr(out[3]),
+  if (!sameShape(p16, in[0]))
+    return fail(err, "output p16 has shape ", shapeStr(p16),
                 " but p has shape ", shapeStr(in[0]));
   return true;
 }

@@ -13,7 +13,7 @@
 // offload). beta1 may be an input (beta1_value, OneCycle's momentum
 // cycling). ds.sgd, ds.lion and ds.adagrad follow PyTorch's SGD, the Lion
 // paper and PyTorch's Adagrad with the same conventions (RefKernels.h gives
-// their formulas).
+// their formulas), and their _round variants round as ds.adamw_round does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,7 +133,7 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
 // conversions the widened ds.adamw and ds.cast use, so the bits are theirs.
 bool adamwRoundBody(const KernelArgs &args, std::string &err) {
   const TensorRef *in = args.inputs, *out = args.outputs;
-  if (!checkAdamwRound(args, err))
+  if (!checkRoundedUpdate(args, err))
     return false;
   const DType gt = in[1].dtype, pt = out[3].dtype;
   AdamConsts k{};
@@ -178,7 +178,18 @@ struct OneStateScalars {
   int64_t step = 0;
 };
 
-/// A skipped one-state update leaves p and its state as they were.
+/// A rounded one-state update (ds.sgd_round, ...): p' elements [at, at +
+/// n) into the 16-bit copy, its third output, with ds.cast's conversion.
+void roundChunk(const KernelArgs &args, int64_t at, int64_t n) {
+  const TensorRef &p16 = args.outputs[2];
+  (p16.dtype == DType::f16 ? f32ToF16 : f32ToBf16)(
+      args.outputs[0].f32() + at, static_cast<uint16_t *>(p16.data) + at, n);
+}
+
+bool rounded(const KernelArgs &args) { return args.numOutputs == 3; }
+
+/// A skipped one-state update leaves p and its state as they were (and
+/// rounds p into its 16-bit copy, as the fused cast would).
 void keepOneState(const KernelArgs &args) {
   const TensorRef *in = args.inputs, *out = args.outputs;
   const size_t bytes = size_t(in[0].numel()) * 4;
@@ -186,6 +197,9 @@ void keepOneState(const KernelArgs &args) {
     std::memcpy(out[0].data, in[0].data, bytes);
   if (out[1].data != in[2].data)
     std::memcpy(out[1].data, in[2].data, bytes);
+  if (rounded(args))
+    parallelFor(in[0].numel(), kGrain,
+                [&](int64_t b, int64_t e) { roundChunk(args, b, e - b); });
 }
 
 /// The start every one-state update shares: `check`'s operand checks, the
@@ -215,7 +229,8 @@ bool startOneState(const KernelArgs &args,
 /// Runs `body(begin, n, g)` over [0, numel) in chunks, in parallel, with
 /// g the chunk of the gradient (input 1) in f32: a 16-bit gradient is
 /// widened a chunk at a time into a stack buffer, with ds.cast's
-/// conversions.
+/// conversions. A rounded update's chunk of p' is rounded as soon as it is
+/// written, while it is in cache.
 template <typename Body>
 void forEachGradChunk(const KernelArgs &args, const Body &body) {
   const TensorRef &grad = args.inputs[1];
@@ -231,6 +246,8 @@ void forEachGradChunk(const KernelArgs &args, const Body &body) {
         g = wide;
       }
       body(c, n, g);
+      if (rounded(args))
+        roundChunk(args, c, n);
     }
   });
 }
@@ -328,6 +345,20 @@ bool adagradBody(const KernelArgs &args, std::string &err) {
     }
   });
   return true;
+}
+
+// The rounded variants: the same bodies, which round p' into the third
+// output when there is one.
+bool sgdRoundBody(const KernelArgs &args, std::string &err) {
+  return checkRoundedUpdate(args, err) && sgdBody(args, err);
+}
+
+bool lionRoundBody(const KernelArgs &args, std::string &err) {
+  return checkRoundedUpdate(args, err) && lionBody(args, err);
+}
+
+bool adagradRoundBody(const KernelArgs &args, std::string &err) {
+  return checkRoundedUpdate(args, err) && adagradBody(args, err);
 }
 
 } // namespace dsc::rt::cpu

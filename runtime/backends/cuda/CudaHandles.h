@@ -37,15 +37,18 @@ enum RunError : uint32_t {
   kEmbeddingGradIndex = 2,     ///< ds.embedding_grad: an id outside [0, V)
   kCrossEntropyTarget = 3,     ///< ds.cross_entropy: a bad target
   kCrossEntropyGradTarget = 4, ///< ds.cross_entropy_grad: a bad target
-  kAdamwStep = 5,      ///< ds.adamw: step not an integer >= 1 (badValue:
-                       ///< the float's bits)
-  kAdamwRoundStep = 6, ///< ds.adamw_round: the same
-  kSgdStep = 7,        ///< ds.sgd: the same
-  kLionStep = 8,       ///< ds.lion: the same
-  kAdagradStep = 9,    ///< ds.adagrad: the same
-  kBeta1Value = 10,    ///< ds.adamw(_round), ds.lion: beta1_value outside
-                       ///< [0, 1) (badValue: the float's bits;
-                       ///< badPosition: the kernel's step error)
+  kAdamwStep = 5,         ///< ds.adamw: step not an integer >= 1 (badValue:
+                          ///< the float's bits)
+  kAdamwRoundStep = 6,    ///< ds.adamw_round: the same
+  kSgdStep = 7,           ///< ds.sgd: the same
+  kLionStep = 8,          ///< ds.lion: the same
+  kAdagradStep = 9,       ///< ds.adagrad: the same
+  kBeta1Value = 10,       ///< ds.adamw(_round), ds.lion(_round): beta1_value
+                          ///< outside [0, 1) (badValue: the float's bits;
+                          ///< badPosition: the kernel's step error)
+  kSgdRoundStep = 11,     ///< ds.sgd_round: step not an integer >= 1
+  kLionRoundStep = 12,    ///< ds.lion_round: the same
+  kAdagradRoundStep = 13, ///< ds.adagrad_round: the same
 };
 
 /// One plan stream's library handles.

@@ -128,7 +128,7 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
 }
 
 bool adamwRoundBody(const KernelArgs &args, std::string &err) {
-  return checkAdamwRound(args, err) && checkAdamw(args, err) &&
+  return checkRoundedUpdate(args, err) && checkAdamw(args, err) &&
          adam(args, true, err);
 }
 
@@ -189,10 +189,12 @@ __global__ void oneStateSetup(const float *lr, const float *step,
   }
 }
 
+/// The one-state kernels write p' into `p16` too when it is not null (the
+/// _round variants), skipped steps included.
 __global__ void sgdKernel(const OneStateConsts *kp, bool nesterov,
                           const float *p, const void *g, Storage sg,
                           const float *buf, float *pOut, float *bufOut,
-                          int64_t n) {
+                          void *p16, Storage s16, int64_t n) {
   const OneStateConsts k = *kp;
   DSC_GRID_STRIDE(i, n) {
     float pi = p[i], bi = buf[i];
@@ -206,12 +208,15 @@ __global__ void sgdKernel(const OneStateConsts *kp, bool nesterov,
     }
     pOut[i] = pi;
     bufOut[i] = bi;
+    if (p16)
+      store(p16, s16, i, pi);
   }
 }
 
 __global__ void lionKernel(const OneStateConsts *kp, const float *p,
                            const void *g, Storage sg, const float *m,
-                           float *pOut, float *mOut, int64_t n) {
+                           float *pOut, float *mOut, void *p16, Storage s16,
+                           int64_t n) {
   const OneStateConsts k = *kp;
   DSC_GRID_STRIDE(i, n) {
     float pi = p[i], mi = m[i];
@@ -224,12 +229,15 @@ __global__ void lionKernel(const OneStateConsts *kp, const float *p,
     }
     pOut[i] = pi;
     mOut[i] = mi;
+    if (p16)
+      store(p16, s16, i, pi);
   }
 }
 
 __global__ void adagradKernel(const OneStateConsts *kp, const float *p,
                               const void *g, Storage sg, const float *sum,
-                              float *pOut, float *sumOut, int64_t n) {
+                              float *pOut, float *sumOut, void *p16,
+                              Storage s16, int64_t n) {
   const OneStateConsts k = *kp;
   DSC_GRID_STRIDE(i, n) {
     float pi = p[i], si = sum[i];
@@ -240,6 +248,8 @@ __global__ void adagradKernel(const OneStateConsts *kp, const float *p,
     }
     pOut[i] = pi;
     sumOut[i] = si;
+    if (p16)
+      store(p16, s16, i, pi);
   }
 }
 
@@ -255,25 +265,29 @@ bool oneState(const KernelArgs &args, Rule rule, std::string &err) {
   cudaStream_t s = streamOf(args);
   OneStateAttrs attrs{args.floatAttrs[0], args.floatAttrs[1],
                       args.floatAttrs[2]};
-  const RunError what = rule == Rule::lion      ? kLionStep
-                        : rule == Rule::adagrad ? kAdagradStep
-                                                : kSgdStep;
+  const bool round = args.numOutputs == 3; // a _round variant
+  const RunError what =
+      rule == Rule::lion      ? (round ? kLionRoundStep : kLionStep)
+      : rule == Rule::adagrad ? (round ? kAdagradRoundStep : kAdagradStep)
+                              : (round ? kSgdRoundStep : kSgdStep);
   const float *beta1Value = args.numInputs > 6 ? in[6].f32() : nullptr;
   oneStateSetup<<<1, 1, 0, s>>>(in[3].f32(), in[4].f32(), in[5].f32(),
                                 beta1Value, attrs, rule, k, h->run, what);
   const int64_t n = in[0].numel();
+  void *p16 = round ? out[2].data : nullptr;
+  const Storage s16 = round ? storage(out[2]) : kF32;
   if (n > 0 && rule == Rule::adagrad)
-    adagradKernel<<<gridFor(n), kBlock, 0, s>>>(k, in[0].f32(), in[1].data,
-                                                storage(in[1]), in[2].f32(),
-                                                out[0].f32(), out[1].f32(), n);
+    adagradKernel<<<gridFor(n), kBlock, 0, s>>>(
+        k, in[0].f32(), in[1].data, storage(in[1]), in[2].f32(), out[0].f32(),
+        out[1].f32(), p16, s16, n);
   else if (n > 0 && rule == Rule::lion)
-    lionKernel<<<gridFor(n), kBlock, 0, s>>>(k, in[0].f32(), in[1].data,
-                                             storage(in[1]), in[2].f32(),
-                                             out[0].f32(), out[1].f32(), n);
+    lionKernel<<<gridFor(n), kBlock, 0, s>>>(
+        k, in[0].f32(), in[1].data, storage(in[1]), in[2].f32(), out[0].f32(),
+        out[1].f32(), p16, s16, n);
   else if (n > 0)
     sgdKernel<<<gridFor(n), kBlock, 0, s>>>(
         k, args.intAttrs[0] != 0, in[0].f32(), in[1].data, storage(in[1]),
-        in[2].f32(), out[0].f32(), out[1].f32(), n);
+        in[2].f32(), out[0].f32(), out[1].f32(), p16, s16, n);
   return launched(err);
 }
 
@@ -289,6 +303,18 @@ bool lionBody(const KernelArgs &args, std::string &err) {
 
 bool adagradBody(const KernelArgs &args, std::string &err) {
   return checkAdagrad(args, err) && oneState(args, Rule::adagrad, err);
+}
+
+bool sgdRoundBody(const KernelArgs &args, std::string &err) {
+  return checkRoundedUpdate(args, err) && sgdBody(args, err);
+}
+
+bool lionRoundBody(const KernelArgs &args, std::string &err) {
+  return checkRoundedUpdate(args, err) && lionBody(args, err);
+}
+
+bool adagradRoundBody(const KernelArgs &args, std::string &err) {
+  return checkRoundedUpdate(args, err) && adagradBody(args, err);
 }
 
 } // namespace dsc::rt::cuda

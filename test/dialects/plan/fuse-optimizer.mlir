@@ -102,3 +102,59 @@ module {
     }
   }
 }
+
+// -----
+
+// The other updates fuse with their rounding the same way: ds.sgd becomes
+// ds.sgd_round (its int and float attributes kept), ds.lion ds.lion_round
+// with its beta1_value input; an update with no copy and cast after it
+// stays as it is.
+
+// CHECK-LABEL: func.func @apply
+// CHECK: plan.call "ds.sgd_round"(%[[MS:[0-9]+]], %{{[0-9]+}}, %[[B:[0-9]+]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) -> (%[[MS]], %[[B]], %{{[0-9]+}}) ints [1] floats [9.000000e-01, 0.000000e+00, 1.000000e-01] on <compute> :
+// CHECK-NEXT: plan.call "ds.lion_round"(%[[ML:[0-9]+]], %{{[0-9]+}}, %[[LM:[0-9]+]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[B1:[0-9]+]]) -> (%[[ML]], %[[LM]], %{{[0-9]+}}) ints [] floats [9.000000e-01, 9.900000e-01, 0.000000e+00] on <compute> :
+// CHECK-NEXT: plan.call "ds.adagrad"(
+// CHECK-NEXT: plan.outputs
+module {
+  module @plan {
+    plan.storage @ms "s.master" <optimizer_state> <device> size 64 at 0
+    plan.storage @ps "s" <params> <device> size 32 at 0
+    plan.storage @gs "s.grad" <grads> <device> size 32 at 0
+    plan.storage @b "s.momentum_buffer" <optimizer_state> <device> size 64 at 64
+    plan.storage @ml "l.master" <optimizer_state> <device> size 64 at 128
+    plan.storage @pl "l" <params> <device> size 32 at 32
+    plan.storage @gl "l.grad" <grads> <device> size 32 at 32
+    plan.storage @lm "l.exp_avg" <optimizer_state> <device> size 64 at 192
+    plan.storage @a "a" <params> <device> size 64 at 64
+    plan.storage @tmp "tmp" <activations> <device> size 64 transient
+    plan.storage @tmp2 "tmp2" <activations> <device> size 64 transient
+    plan.storage @s "scalars" <inputs> <device> size 16 at 0
+    func.func @apply() {
+      %ms = plan.buffer @ms : memref<16xf32>
+      %ps = plan.buffer @ps : memref<16xbf16>
+      %gs = plan.buffer @gs : memref<16xbf16>
+      %b = plan.buffer @b : memref<16xf32>
+      %ml = plan.buffer @ml : memref<16xf32>
+      %pl = plan.buffer @pl : memref<16xbf16>
+      %gl = plan.buffer @gl : memref<16xbf16>
+      %lm = plan.buffer @lm : memref<16xf32>
+      %a = plan.buffer @a : memref<16xf32>
+      %tmp = plan.buffer @tmp : memref<16xf32>
+      %tmp2 = plan.buffer @tmp2 : memref<16xf32>
+      %lr = plan.buffer @s : memref<f32>
+      %step = plan.buffer @s + 4 : memref<f32>
+      %scale = plan.buffer @s + 8 : memref<f32>
+      %beta1 = plan.buffer @s + 12 : memref<f32>
+      plan.inputs %lr, %step, %scale, %beta1 : memref<f32>, memref<f32>, memref<f32>, memref<f32>
+      plan.call "ds.sgd"(%ms, %gs, %b, %lr, %step, %scale) -> (%tmp, %b) ints [1] floats [0.9, 0.0, 0.1] on <compute> : (memref<16xf32>, memref<16xbf16>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp) -> (%ms) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp) -> (%ps) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xbf16>
+      plan.call "ds.lion"(%ml, %gl, %lm, %lr, %step, %scale, %beta1) -> (%tmp2, %lm) ints [] floats [0.9, 0.99, 0.0] on <compute> : (memref<16xf32>, memref<16xbf16>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp2) -> (%ml) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp2) -> (%pl) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xbf16>
+      plan.call "ds.adagrad"(%a, %a, %a, %lr, %step, %scale) -> (%a, %a) ints [] floats [0.0, 1.0e-10, 0.0] on <compute> : (memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>)
+      plan.outputs
+      return
+    }
+  }
+}

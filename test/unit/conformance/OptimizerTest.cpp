@@ -188,6 +188,65 @@ TEST_P(OptimizerKernels, BadOperandsAreOneLine) {
                    "ds.sgd: buf has shape [3] but p has shape [4]");
 }
 
+// ds.sgd_round, ds.lion_round and ds.adagrad_round (mixed precision's
+// update in one pass): bitwise the update on the widened gradient followed
+// by ds.cast of p', in place, over sizes that are not multiples of the CPU
+// chunk; an overflowed step rounds the unchanged p.
+TEST_P(OptimizerKernels, RoundingUpdatesAreTheUpdateThenTheCast) {
+  SEEDED_RNG(rng);
+  const std::pair<const char *, const char *> kernels[] = {
+      {"ds.sgd", "ds.sgd_round"},
+      {"ds.lion", "ds.lion_round"},
+      {"ds.adagrad", "ds.adagrad_round"}};
+  for (auto [kernel, roundKernel] : kernels)
+    for (DType gt : {DType::f32, DType::bf16})
+      for (DType pt : {DType::f16, DType::bf16})
+        for (const Shape &s : {Shape{13}, Shape{40013}}) {
+          const std::string round = roundKernel;
+          SCOPED_TRACE(round + " " + dtypeName(gt) + " g, " + dtypeName(pt) +
+                       " p16, " + shapeString(s));
+          const bool sgd = std::string(kernel) == "ds.sgd";
+          const std::vector<int64_t> ints =
+              sgd ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+          const std::vector<double> hyper =
+              sgd ? std::vector<double>{0.9, 0, 0.1}
+                  : std::vector<double>{0.5, 0.9, 0.1};
+          Buf p = uniform(rng, s), st = uniform(rng, s, 0, 0.1), g(s, gt),
+              gWide(s);
+          for (int64_t i = 0; i < g.numel(); ++i)
+            g.set(i, float(uniform(rng, {1}).get(0)));
+          RUN_OK("ds.cast", {&g}, {&gWide});
+          Buf lr = scalarBuf(1e-2), step = scalarBuf(3), scale = scalarBuf(0.5);
+          Buf p2 = poisoned(s), st2 = poisoned(s), half = poisoned(s, pt);
+          RUN_OK(kernel, {&p, &gWide, &st, &lr, &step, &scale}, {&p2, &st2},
+                 ints, hyper);
+          RUN_OK("ds.cast", {&p2}, {&half});
+          Buf p3 = p, st3 = st, half3 = poisoned(s, pt);
+          RUN_OK(round, {&p3, &g, &st3, &lr, &step, &scale},
+                 {&p3, &st3, &half3}, ints, hyper);
+          EXPECT_TRUE(bitwiseEqual(p3, p2));
+          EXPECT_TRUE(bitwiseEqual(st3, st2));
+          EXPECT_TRUE(bitwiseEqual(half3, half));
+          Buf nan = scalarBuf(kNaN), p4 = p, st4 = st, half4 = poisoned(s, pt),
+              half5 = poisoned(s, pt);
+          RUN_OK(round, {&p4, &g, &st4, &lr, &step, &nan}, {&p4, &st4, &half4},
+                 ints, hyper);
+          RUN_OK("ds.cast", {&p}, {&half5});
+          EXPECT_TRUE(bitwiseEqual(p4, p));
+          EXPECT_TRUE(bitwiseEqual(st4, st));
+          EXPECT_TRUE(bitwiseEqual(half4, half5));
+        }
+  Buf p({4}), g({4}, DType::bf16), b({4}),
+      lr = scalarBuf(1e-3), one = scalarBuf(1), wrong({4}), zero = scalarBuf(0);
+  EXPECT_RUN_ERROR(run("ds.sgd_round", {&p, &g, &b, &lr, &one, &one},
+                       {&p, &b, &wrong}, {0}, {0.9, 0, 0}),
+                   "ds.sgd_round: output p16 is f32, expected f16 or bf16");
+  Buf half({4}, DType::bf16);
+  EXPECT_RUN_ERROR(run("ds.adagrad_round", {&p, &g, &b, &lr, &zero, &one},
+                       {&p, &b, &half}, {}, {0, 1e-10, 0}),
+                   "ds.adagrad_round: step must be an integer >= 1, got 0");
+}
+
 // OneCycle's cycle_momentum: beta1 read from the beta1_value input, not the
 // attribute (which is then unused). The reference takes the value as the
 // f32 buffer holds it; the attribute with that same value gives the same
