@@ -238,8 +238,13 @@ int trainAndWrite(const DsrunOptions &options, bool lead, Prepared &p,
   return kExitOk;
 }
 
-int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
-        std::string &error) {
+/// Everything before the first step: the rank prepared (with --resume,
+/// `options` gets the checkpoint's seed), every rank agreed to start, the
+/// plan's init program run, the run described, the setup filled. With
+/// p.exported the run is done.
+int start(const DsrunOptions &given, Communicator &comm,
+          const DsrunHooks &hooks, DsrunOptions &options, Prepared &p,
+          std::string &error) {
   const bool lead = comm.rank() == 0;
   // A rank hears a stop request as SIGUSR1/2 forwarded by mpirun, whose
   // default action kills it: the handlers go in before the plan is loaded,
@@ -248,8 +253,7 @@ int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
   // trainAndWrite hands to train.
   if (underMpirun())
     installRankStopHandlers();
-  DsrunOptions options = given; // with --resume, the checkpoint's seed
-  Prepared p;
+  options = given;
   int status = !options.resume || options.saveDir.empty() ||
                        resumedSeed(options.saveDir, options.wasGiven("--seed"),
                                    options.seed, error)
@@ -258,21 +262,31 @@ int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
   status = agreeToStart(comm, status, error);
   if (status != kExitOk || p.exported)
     return status;
-
-  if (lead && options.data.empty() && !options.evalOnly && !options.sample)
-    std::fprintf(stderr, "dsrun: no --data; training on %s\n",
-                 p.data->description().c_str());
   // The plan's own initialization (casts, shards) sees the final weights.
   const std::string init(plan::kInitProgram);
   if (p.session->hasProgram(init) && !p.session->run(init, 0, error)) {
     error = init + ": " + error;
     return kExitTrainingFailed;
   }
-  if (lead)
+  if (lead && !hooks.quiet)
     describeRun(options.planName.empty() ? options.plan : options.planName,
                 comm, p);
   std::fflush(stdout);
   fillSetup(options, comm, hooks, p);
+  return kExitOk;
+}
+
+int run(const DsrunOptions &given, Communicator &comm, const DsrunHooks &hooks,
+        std::string &error) {
+  const bool lead = comm.rank() == 0;
+  DsrunOptions options;
+  Prepared p;
+  int status = start(given, comm, hooks, options, p, error);
+  if (status != kExitOk || p.exported)
+    return status;
+  if (lead && options.data.empty() && !options.evalOnly && !options.sample)
+    std::fprintf(stderr, "dsrun: no --data; training on %s\n",
+                 p.data->description().c_str());
   if (options.sample)
     return runSample(options, lead, p, error);
   if (options.evalOnly) {
@@ -313,6 +327,26 @@ std::unique_ptr<Communicator> joinRanks(const DsrunOptions &options,
 }
 
 } // namespace
+
+int openDsrun(const std::vector<std::string> &args, OpenedRun &run,
+              std::string &error) {
+  DsrunOptions given;
+  if (!parseDsrunFlags(args, given, error) || !checkDsrunFlags(given, error))
+    return kExitBadInput;
+  run.comm = joinRanks(given, error);
+  if (!run.comm)
+    return kExitBadInput;
+  DsrunHooks quiet;
+  quiet.quiet = true;
+  int status = start(given, *run.comm, quiet, run.options, run.prepared, error);
+  if (status == kExitOk && run.prepared.exported) {
+    error = "the run ended before its first step (--export-weights with "
+            "--resume)";
+    return kExitBadInput;
+  }
+  return status;
+}
+
 int runDsrunMain(int argc, char **argv) {
   return runDsrun(std::vector<std::string>(argv + 1, argv + argc), {});
 }

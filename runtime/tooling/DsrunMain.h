@@ -25,7 +25,19 @@ struct DsrunHooks {
   /// Each optimizer step's record, on rank 0 (the --metrics line's data);
   /// false stops the run after that step (TrainSetup::onStep).
   std::function<bool(const StepRecord &)> onStep;
+  /// No line describing the run (the engine's caller has its own).
+  bool quiet = false;
 };
+
+struct OpenedRun; // DsrunPrepare.h
+
+/// A run opened as runDsrun opens one (flags parsed and checked, the ranks
+/// joined, the rank prepared, every rank agreed to start, the plan's init
+/// program run), for a caller that steps it itself (StepEngine.h).
+/// kExitOk, or kExitBadInput / kExitTrainingFailed with one line in
+/// `error`.
+int openDsrun(const std::vector<std::string> &args, OpenedRun &run,
+              std::string &error);
 
 /// One rank of a run (the only one, or one that mpirun started).
 int runDsrunMain(int argc, char **argv);

@@ -62,6 +62,13 @@ struct Prepared {
   bool exported = false; ///< the weights came out of a checkpoint; done
 };
 
+/// A run opened for a caller that steps it itself (openDsrun).
+struct OpenedRun {
+  DsrunOptions options;
+  std::unique_ptr<Communicator> comm; ///< first: the Session's collectives
+  Prepared prepared;
+};
+
 /// Prepares this rank's run into `p`: kExitOk, or kExitBadInput with one
 /// line in `error`. With p.exported set, the run is done (--resume
 /// --export-weights streamed a checkpoint's weights out).

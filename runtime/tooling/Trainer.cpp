@@ -9,6 +9,7 @@
 #include "runtime/plan/VariableNames.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/ProcessMemory.h"
+#include "runtime/tooling/StepPrograms.h"
 #include "runtime/tooling/StepTimings.h"
 #include "runtime/tooling/Trace.h"
 
@@ -27,131 +28,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string describe(const NamedTensor &t) {
-  return std::string(dtypeName(t.ref.dtype)) + " " + formatShape(t.shape);
-}
-
-// What dsrun puts into or reads from one program buffer.
-struct Slot {
-  DType dtype;
-  std::vector<int64_t> shape; ///< empty: a scalar (one element, any rank)
-};
-
-bool matches(const NamedTensor &t, const Slot &slot) {
-  if (t.ref.dtype != slot.dtype)
-    return false;
-  if (!slot.shape.empty())
-    return t.shape == slot.shape;
-  return std::all_of(t.shape.begin(), t.shape.end(),
-                     [](int64_t d) { return d == 1; });
-}
-
-std::string describe(const Slot &slot) {
-  return std::string(dtypeName(slot.dtype)) +
-         (slot.shape.empty() ? " scalar" : " " + formatShape(slot.shape));
-}
-
-// Checks `program`'s signature against dsrun's convention: exactly the
-// `inputs` (named `inputNames` in errors) and at least one output, the first
-// being `output`.
-bool bindProgram(Session &session, const std::string &program,
-                 const std::vector<Slot> &inputs, const char *inputNames,
-                 const Slot &output, const char *outputName,
-                 std::vector<NamedTensor> &in, NamedTensor &out,
-                 std::string &error) {
-  if (!session.hasProgram(program)) {
-    error = "plan: no program '" + program + "'";
-    return false;
-  }
-  in = session.programInputs(program);
-  std::vector<NamedTensor> outs = session.programOutputs(program);
-  if (in.size() != inputs.size()) {
-    error = "plan: " + program + " has " + std::to_string(in.size()) +
-            " inputs; dsrun passes " + std::to_string(inputs.size()) + " (" +
-            inputNames + ")";
-    return false;
-  }
-  for (size_t i = 0; i < in.size(); ++i)
-    if (!matches(in[i], inputs[i])) {
-      error = "plan: " + program + " input " + std::to_string(i) + " ('" +
-              in[i].name + "') is " + describe(in[i]) + "; dsrun passes " +
-              describe(inputs[i]);
-      return false;
-    }
-  if (outs.empty()) {
-    error = "plan: " + program + " has no outputs; dsrun reads " + outputName +
-            " from output 0";
-    return false;
-  }
-  if (!matches(outs[0], output)) {
-    error = "plan: " + program + " output 0 ('" + outs[0].name + "') is " +
-            describe(outs[0]) + "; dsrun expects " + describe(output);
-    return false;
-  }
-  out = outs[0];
-  return true;
-}
-
-/// A micro-step program's buffers.
-struct MicroIO {
-  NamedTensor tokens, targets, lossScale, loss;
-};
-
-// The buffers dsrun fills and reads, after checking the conventions.
-struct ProgramIO {
-  MicroIO micro, sync; ///< sync: micro_step_sync's, if the plan has it
-  bool hasSync = false;
-  NamedTensor lr, step, beta1, lossScale, gradNorm;
-};
-
-bool bindPrograms(Session &session, const TrainSetup &setup, ProgramIO &io,
-                  std::string &error) {
-  Slot batch{DType::i32, {setup.microBatch, setup.seqLen}};
-  Slot scalar{DType::f32, {}};
-  const bool scaled = setup.lossScale.has_value();
-  std::vector<NamedTensor> in;
-  auto bindMicro = [&](std::string_view name, MicroIO &out) {
-    std::vector<Slot> slots{batch, batch};
-    if (scaled)
-      slots.push_back(scalar);
-    if (!bindProgram(session, std::string(name), slots,
-                     scaled ? "tokens, targets, loss scale" : "tokens, targets",
-                     scalar, "the loss", in, out.loss, error))
-      return false;
-    out.tokens = in[0];
-    out.targets = in[1];
-    if (scaled)
-      out.lossScale = in[2];
-    return true;
-  };
-  if (!bindMicro(plan::kMicroStepProgram, io.micro))
-    return false;
-  io.hasSync = session.hasProgram(plan::kMicroStepSyncProgram);
-  if (io.hasSync && !bindMicro(plan::kMicroStepSyncProgram, io.sync))
-    return false;
-  // apply(lr, step[, beta1][, loss scale])
-  const bool cycled = setup.schedule.cyclesMomentum();
-  std::vector<Slot> applySlots{scalar, scalar};
-  std::string names = "lr, step";
-  for (auto [given, name] :
-       {std::pair(cycled, ", beta1"), std::pair(scaled, ", loss scale")})
-    if (given) {
-      applySlots.push_back(scalar);
-      names += name;
-    }
-  if (!bindProgram(session, std::string(plan::kApplyProgram), applySlots,
-                   names.c_str(), scalar, "the gradient norm", in, io.gradNorm,
-                   error))
-    return false;
-  io.lr = in[0];
-  io.step = in[1];
-  if (cycled)
-    io.beta1 = in[2];
-  if (scaled)
-    io.lossScale = in.back();
-  return true;
 }
 
 // --debug-overflow-at: NaN in the first element of the smallest gradient
@@ -193,21 +69,6 @@ bool injectOverflow(Session &session, std::string &error) {
 }
 
 // One f32 scalar through the Session's staged access.
-bool readScalar(Session &session, const NamedTensor &t, double &value,
-                std::string &error) {
-  float v = 0;
-  if (!session.readTensor(t, &v, sizeof(v), error))
-    return false;
-  value = v;
-  return true;
-}
-
-bool writeScalar(Session &session, const NamedTensor &t, double value,
-                 std::string &error) {
-  float v = float(value);
-  return session.writeTensor(t, &v, sizeof(v), error);
-}
-
 /// Whether a stop was requested (setup.stop), as every rank sees it: on
 /// several ranks one all-reduce of the requests, so that all leave at the
 /// same micro-step or eval batch. Asked between micro-steps and between
@@ -353,8 +214,6 @@ private:
 // are never applied (the optimizer runs in `apply`), and the run is as it
 // was after step - 1, which is saved unless a checkpoint already holds it.
 int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
-  const std::string micro(plan::kMicroStepProgram);
-  const std::string sync(plan::kMicroStepSyncProgram);
   double lossSum = 0;
   for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
     int midStep = 0;
@@ -363,7 +222,6 @@ int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
     if (midStep)
       return stopInsideStep(step, m, midStep);
     bool last = m + 1 == setup.accumulationSteps;
-    const MicroIO &mio = io.hasSync && last ? io.sync : io.micro;
     BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
     session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
                             setup.microBatch);
@@ -377,14 +235,10 @@ int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
           std::fflush(setup.dumpBatch) != 0)
         return fail(step, "cannot write the --dump-batch file");
     }
-    size_t batchBytes = batchElems * sizeof(int32_t);
     double microLoss = 0;
-    if (!session.writeTensor(mio.tokens, tokens.data(), batchBytes, error) ||
-        !session.writeTensor(mio.targets, targets.data(), batchBytes, error) ||
-        (scaler && !writeScalar(session, mio.lossScale, lossScale, error)) ||
-        !session.run(io.hasSync && last ? sync : micro, uint32_t(step),
-                     error) ||
-        !readScalar(session, mio.loss, microLoss, error))
+    if (!runMicroStep(session, io, last, tokens.data(), targets.data(),
+                      scaler ? std::optional(lossScale) : std::nullopt,
+                      uint32_t(step), microLoss, error))
       return fail(step, error);
     takeTrace(step);
     lossSum += microLoss;
@@ -444,25 +298,17 @@ int TrainLoop::agreeOnLoss(uint64_t step, double &loss, int &stopSignal) {
 int TrainLoop::applyStep(uint64_t step, double lossScale) {
   if (setup.injectOverflowAt.count(step) && !injectOverflow(session, error))
     return fail(step, error);
-  // The schedule and Adam's step count advance only with applied steps.
-  double lr = setup.schedule.lrAt(applied + 1);
-  record.lossScale = lossScale;
-  record.lr = lr;
-  record.hasBeta1 = setup.schedule.cyclesMomentum();
-  if (record.hasBeta1) {
-    record.beta1 = setup.schedule.beta1At(applied + 1);
-    if (!writeScalar(session, io.beta1, record.beta1, error))
-      return fail(step, error);
-  }
-  if (!writeScalar(session, io.lr, lr, error) ||
-      !writeScalar(session, io.step, double(applied + 1), error) ||
-      (scaler && !writeScalar(session, io.lossScale, lossScale, error)) ||
-      !session.run(std::string(plan::kApplyProgram), uint32_t(step), error) ||
-      !readScalar(session, io.gradNorm, record.gradNorm, error))
+  ApplyOutcome outcome;
+  if (!runApply(session, io, setup.schedule, applied,
+                scaler ? std::optional(lossScale) : std::nullopt,
+                setup.skipsOverflow, uint32_t(step), outcome, error))
     return fail(step, error);
-  // The norm is global (all-reduced, or computed from all-reduced
-  // gradients), so every rank takes the same decision.
-  record.skipped = setup.skipsOverflow && !std::isfinite(record.gradNorm);
+  record.lossScale = lossScale;
+  record.lr = outcome.lr;
+  record.hasBeta1 = outcome.hasBeta1;
+  record.beta1 = outcome.beta1;
+  record.gradNorm = outcome.gradNorm;
+  record.skipped = outcome.skipped;
   if (record.skipped)
     ++record.skippedSteps;
   else
@@ -648,7 +494,10 @@ void TrainLoop::printSummary() {
 }
 
 int TrainLoop::run() {
-  if (!bindPrograms(session, setup, io, error))
+  const StepShape shape{setup.microBatch, setup.seqLen,
+                        setup.lossScale.has_value(),
+                        setup.schedule.cyclesMomentum()};
+  if (!bindPrograms(session, shape, io, error))
     return kExitBadInput;
   if (setup.lossScale)
     scaler.emplace(*setup.lossScale);

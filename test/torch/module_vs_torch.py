@@ -8,8 +8,8 @@
                      FINAL.safetensors
       Trains the same module from the same weights with torch.optim.AdamW
       (decay on parameters of rank >= 2, as dsc), clip_grad_norm_ and
-      DeepSpeed's learning-rate schedule, in float32, on the batches dsrun
-      dumped, and compares every step's loss (relative 1e-5) and gradient
+      DeepSpeed's learning-rate schedule, in float32 (--float64: float64),
+      on the batches dsrun dumped, and compares every step's loss (relative 1e-5) and gradient
       norm; then loads dsrun's final weights into a fresh module with
       load_state_dict(strict=True) (through Exported.state_dict_from) and
       compares every tensor. One line per disagreement, exit 1.
@@ -35,6 +35,10 @@ import dsc  # noqa: E402
 # within 1.4e-7, gradient norms 1.9e-6, weights 2.9e-7 (GPT's key bias left
 # out, see check). The loss bound is the issue's; the others leave ~10x.
 LOSS_TOL, NORM_TOL, WEIGHT_TOL = 1e-5, 2e-5, 3e-6
+# --float64: dsc's float32 against exact arithmetic, issue 33's bounds.
+# Measured by engine.test (its batches move the weights further than
+# dsrun's): losses 2.8e-7-4.7e-7, weights 4.5e-6-8.8e-6 (Llama's embedding).
+LOSS_TOL64, WEIGHT_TOL64 = 1e-6, 1e-5
 
 
 def parse(model):
@@ -100,6 +104,8 @@ def main():
     c = sub.add_parser("check")
     for name in ("model", "config", "dir", "batches", "metrics", "final"):
         c.add_argument(name)
+    c.add_argument("--float64", action="store_true",
+                   help="PyTorch in float64: dsc's float32 against exact arithmetic")
     args = ap.parse_args()
     if args.cmd == "export":
         _, ex = exported(args.model, args.batch)
@@ -130,6 +136,8 @@ def check(args):
                                                  targets.reshape(-1))
 
     module.train()
+    if args.float64:
+        module.double()
     params = list(module.parameters())
     opt_params = config["optimizer"]["params"]
     opt = torch.optim.AdamW(
@@ -139,6 +147,8 @@ def check(args):
         lr=opt_params["lr"], betas=tuple(opt_params.get("betas", (0.9, 0.999))),
         eps=opt_params.get("eps", 1e-8))
     clip = config.get("gradient_clipping", 0.0)
+    loss_tol = LOSS_TOL64 if args.float64 else LOSS_TOL
+    weight_tol = WEIGHT_TOL64 if args.float64 else WEIGHT_TOL
     problems, worst = [], {"loss": 0.0, "grad_norm": 0.0}
     for s in range(1, steps + 1):
         opt.zero_grad(set_to_none=False)
@@ -156,7 +166,7 @@ def check(args):
             group["lr"] = deepspeed_lr(config, s)
         opt.step()
         r = records[s - 1]
-        for key, mine, tol in (("loss", loss, LOSS_TOL), ("grad_norm", norm, NORM_TOL)):
+        for key, mine, tol in (("loss", loss, loss_tol), ("grad_norm", norm, NORM_TOL)):
             d = abs(r[key] - mine) / max(abs(mine), 1e-30)
             worst[key] = max(worst[key], d)
             if not d <= tol:  # NaN fails too
@@ -176,8 +186,8 @@ def check(args):
             ref, got = torch.cat([ref[:c], ref[2 * c:]]), torch.cat([got[:c], got[2 * c:]])
         d = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
         worst_w = max(worst_w, d)
-        if not d <= WEIGHT_TOL:
-            problems.append(f"{name}: final weights differ by {d:.1e} (> {WEIGHT_TOL:g})")
+        if not d <= weight_tol:
+            problems.append(f"{name}: final weights differ by {d:.1e} (> {weight_tol:g})")
     print(f"{steps} steps vs PyTorch: max rel diff loss {worst['loss']:.1e}, grad norm "
           f"{worst['grad_norm']:.1e}, weights {worst_w:.1e}; loss "
           f"{records[0]['loss']:.4f} -> {records[-1]['loss']:.4f}")

@@ -10,8 +10,9 @@ dsc.export gives the ds MLIR and initial weights alone (`python -m dsc
 export` from a shell); docs/python.md and docs/torch-frontend.md.
 """
 from .api import Plan, TrainResult, compile, train
+from .engine import Engine, initialize
 from .export import ExportError, Exported, export
 from .native import InputError, TrainingError
 
-__all__ = ["compile", "train", "export", "Plan", "TrainResult", "Exported",
-           "ExportError", "InputError", "TrainingError"]
+__all__ = ["compile", "train", "initialize", "export", "Plan", "TrainResult",
+           "Engine", "Exported", "ExportError", "InputError", "TrainingError"]

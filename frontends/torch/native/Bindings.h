@@ -21,9 +21,15 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A step that failed (dsrun's exit status 1): TrainingError in Python.
+struct TrainingFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 void bindCompile(pybind11::module_ &m);
 void bindGradients(pybind11::module_ &m);
 void bindTrain(pybind11::module_ &m);
+void bindEngine(pybind11::module_ &m);
 
 } // namespace dsc::python
 

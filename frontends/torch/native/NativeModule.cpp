@@ -13,5 +13,8 @@ PYBIND11_MODULE(_dsc_native, m) {
                                                   PyExc_ValueError);
   dsc::python::bindCompile(m);
   dsc::python::bindGradients(m);
+  py::register_exception<dsc::python::TrainingFailure>(m, "TrainingError",
+                                                       PyExc_RuntimeError);
   dsc::python::bindTrain(m);
+  dsc::python::bindEngine(m);
 }

@@ -1,0 +1,307 @@
+"""dsc.initialize: DeepSpeed's deepspeed.initialize over a compiled step.
+
+    engine, optimizer, loader, scheduler = dsc.initialize(
+        model=model, model_parameters=model.parameters(),
+        config="ds_config.json", training_data=dataset)
+    for tokens, targets in loader:
+        loss = engine(tokens, targets)
+        engine.backward(loss)
+        engine.step()
+
+The module is exported and compiled once (its shapes from the config's
+micro-batch and the module's block size), and the plan runs in this
+process (_dsc_native.Engine over runtime/tooling/StepEngine.h). A call of
+the engine is the compiled micro-step: forward and backward together, so
+backward(loss) only records that the loss was used and step() applies the
+optimizer at the gradient-accumulation boundary, as DeepSpeed's engine
+does. The weights live in the plan; `engine.module` brings the module up
+to date when it is read.
+"""
+import os
+
+from .api import _init_args, _plan_args, compile
+from .files import work_folder
+from .native import InputError, TrainingError, native
+
+
+def _config_of(args, config, config_params):
+    """The config as DeepSpeed takes it: config=, config_params= (its old
+    name) or args.deepspeed_config."""
+    given = [c for c in (config, config_params) if c is not None]
+    if len(given) > 1:
+        raise InputError("give config= or config_params=, not both (DeepSpeed's rule)")
+    if given:
+        return given[0]
+    path = getattr(args, "deepspeed_config", None)
+    if path is None:
+        raise InputError("no config: pass config= (a ds_config.json path or dict), "
+                         "or args with a deepspeed_config")
+    return path
+
+
+def _check_groups(model_parameters):
+    """Parameter groups with their own options are not compiled yet: every
+    parameter of rank >= 2 decays with the config's weight_decay."""
+    if model_parameters is None:
+        return
+    for group in list(model_parameters):
+        if isinstance(group, dict) and set(group) - {"params"}:
+            raise InputError(
+                "model_parameters: parameter groups with their own options (" +
+                ", ".join(sorted(set(group) - {"params"})) + ") are not supported yet; "
+                "dsc decays the parameters of rank >= 2 with the config's weight_decay")
+
+
+def _as_batch(value, name):
+    """A torch tensor or numpy array of token ids, as int32 for the plan."""
+    import numpy as np
+    try:
+        import torch
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() or value.is_complex():
+                raise InputError(f"{name}: a tensor of {value.dtype}; token ids are integers")
+            return value.detach().to("cpu", torch.int32).contiguous().numpy()
+    except ImportError:
+        pass
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise InputError(f"{name}: an array of {array.dtype}; token ids are integers")
+    return np.ascontiguousarray(array, dtype=np.int32)
+
+
+class _Optimizer:
+    """What initialize returns as the optimizer: the compiled update, seen
+    through DeepSpeed's attributes (param_groups' lr); step() and
+    zero_grad() are the engine's."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    @property
+    def param_groups(self):
+        return [{"lr": self._engine.get_lr()[0]}]
+
+    def zero_grad(self, set_to_none=True):
+        """The plan zeroes its accumulators after each optimizer step."""
+
+
+class _Scheduler:
+    """What initialize returns as the lr scheduler: the config's schedule,
+    which the engine steps with each applied optimizer step (DeepSpeed's
+    engine does too)."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def get_last_lr(self):
+        return self._engine.get_lr()
+
+    def get_lr(self):
+        return self._engine.get_lr()
+
+    def step(self, *args, **kwargs):
+        """The engine steps the schedule; a second step here would skip one."""
+
+
+class Engine:
+    """DeepSpeed's engine over a compiled training step (module docstring)."""
+
+    def __init__(self, native_engine, plan, module):
+        self._native = native_engine
+        self._plan = plan
+        self._module = module
+        self._micro_steps = 0       # micro-batches stepped, DeepSpeed's count
+        self._phase = "forward"     # what the next call must be
+        self._losses = []           # this step's micro-batch losses
+        self._last = None           # the last optimizer step's outcome
+        self._stale = False         # the module lags the plan's weights
+        self.global_samples = 0
+
+    # DeepSpeed's counters and queries.
+    @property
+    def global_steps(self):
+        return self._native.steps
+
+    @property
+    def micro_steps(self):
+        return self._micro_steps
+
+    def gradient_accumulation_steps(self):
+        return self._native.accumulation_steps
+
+    def train_micro_batch_size_per_gpu(self):
+        return self._native.micro_batch
+
+    def train_batch_size(self):
+        n = self._native
+        return n.micro_batch * n.accumulation_steps * n.world_size
+
+    def is_gradient_accumulation_boundary(self):
+        return (self._micro_steps + 1) % self._native.accumulation_steps == 0
+
+    def get_lr(self):
+        """The learning rate of the next optimizer step."""
+        return [self._native.next_lr]
+
+    def get_global_grad_norm(self):
+        """The last optimizer step's global gradient norm (before clipping)."""
+        return None if self._last is None else self._last["grad_norm"]
+
+    def was_step_applied(self):
+        """False when the last optimizer step overflowed (fp16) and changed
+        nothing."""
+        return self._last is not None and not self._last["skipped"]
+
+    @property
+    def plan(self):
+        return self._plan
+
+    # The training step.
+    def __call__(self, tokens, targets=None, **kwargs):
+        """The compiled micro-step on one micro-batch: forward and backward.
+        Returns the loss, a 0-d float32 tensor."""
+        import torch
+        if targets is None:
+            targets = kwargs.pop("targets", kwargs.pop("labels", None))
+        if kwargs:
+            raise InputError("engine(): the compiled step takes (tokens, targets); got " +
+                             ", ".join(sorted(kwargs)))
+        if targets is None:
+            raise InputError("engine(): no targets; the compiled step computes the loss "
+                             "of (tokens, targets)")
+        if self._phase != "forward":
+            raise InputError(f"engine(): the previous micro-batch's {self._phase}() has "
+                             "not run (the order is engine(batch), backward(loss), step())")
+        tokens, targets = _as_batch(tokens, "tokens"), _as_batch(targets, "targets")
+        try:
+            loss = self._native.micro_step(tokens, targets)
+        except native().InputError as e:
+            raise InputError(str(e)) from None
+        except native().TrainingError as e:
+            raise TrainingError(str(e)) from None
+        self._losses.append(loss)
+        self._phase = "backward"
+        return torch.tensor(loss, dtype=torch.float32)
+
+    forward = __call__
+
+    def backward(self, loss, **kwargs):
+        """The micro-step's backward ran with its forward: this only keeps
+        DeepSpeed's order."""
+        if self._phase != "backward":
+            raise InputError(f"backward(): expected {self._phase}() next (the order is "
+                             "engine(batch), backward(loss), step())")
+        self._phase = "step"
+        return loss
+
+    def step(self, **kwargs):
+        """At the gradient-accumulation boundary, the optimizer step (the
+        plan's apply: clipping, the update, the schedule); else nothing."""
+        if self._phase != "step":
+            raise InputError(f"step(): expected {self._phase}() next (the order is "
+                             "engine(batch), backward(loss), step())")
+        boundary = self.is_gradient_accumulation_boundary()
+        self._micro_steps += 1
+        self._phase = "forward"
+        if not boundary:
+            return
+        try:
+            self._last = self._native.apply()
+        except native().TrainingError as e:
+            raise TrainingError(str(e)) from None
+        self._last["loss"] = sum(self._losses) / len(self._losses)
+        self._losses = []
+        self._stale = True
+        self.global_samples += self.train_batch_size()
+
+    def train_batch(self, data_iter):
+        """One optimizer step over the next gradient_accumulation_steps
+        (tokens, targets) batches of `data_iter`; returns the mean loss."""
+        import torch
+        losses = []
+        for _ in range(self._native.accumulation_steps):
+            tokens, targets = next(data_iter)
+            loss = self(tokens, targets)
+            self.backward(loss)
+            self.step()
+            losses.append(loss)
+        return torch.stack(losses).mean()
+
+    # The weights.
+    def export_weights(self, path):
+        """The model's weights as dsrun --export-weights writes them
+        (safetensors under the plan's names, nanoGPT's layout)."""
+        try:
+            self._native.export_weights(os.fspath(path))
+        except native().TrainingError as e:
+            raise TrainingError(str(e)) from None
+
+    @property
+    def module(self):
+        """The user's module, its weights those of the last optimizer step."""
+        if self._stale and self._module is not None and self._plan.exported is not None:
+            from safetensors.torch import load_file
+            with work_folder() as work:
+                path = os.path.join(work.path, "weights.safetensors")
+                self.export_weights(path)
+                state = self._plan.exported.state_dict_from(load_file(path))
+            self._module.load_state_dict(state, strict=True)
+            self._stale = False
+        return self._module
+
+
+def initialize(args=None, model=None, optimizer=None, model_parameters=None,
+               training_data=None, lr_scheduler=None, mpu=None,
+               dist_init_required=None, collate_fn=None, config=None,
+               config_params=None, *, block_size=None, loss="module",
+               backend=None, seed=None):
+    """deepspeed.initialize for dsc: (engine, optimizer, dataloader,
+    lr_scheduler). The optimizer and schedule are the config's, compiled
+    into the step; a client optimizer or scheduler object is refused by
+    name. `training_data` (a torch Dataset of (tokens, targets)) gets a
+    DataLoader of the config's micro-batch, each rank its shard
+    (DistributedSampler, shuffled with `seed`), incomplete batches dropped:
+    the step was compiled for one shape. `block_size` and `loss` are
+    dsc.compile's; `backend` dsrun's --backend."""
+    if model is None:
+        raise InputError("initialize: model= is required")
+    if optimizer is not None:
+        raise InputError("optimizer: dsc compiles the update from the config's optimizer "
+                         "section; pass optimizer=None and describe it there")
+    if lr_scheduler is not None:
+        raise InputError("lr_scheduler: dsc compiles the schedule from the config's "
+                         "scheduler section; pass lr_scheduler=None and describe it there")
+    if mpu is not None:
+        raise InputError("mpu: model parallelism is not supported yet")
+    _check_groups(model_parameters)
+    cfg = _config_of(args, config, config_params)
+    plan = compile(model, cfg, block_size=block_size, loss=loss)
+    with work_folder() as work:
+        flags = _plan_args(plan, work.path) + _init_args(None, plan.exported, work.path)
+        # The steps are the caller's: dsrun's --steps bounds nothing here.
+        flags += ["--steps", "1"]
+        for flag, value in (("--seed", seed), ("--backend", backend)):
+            if value is not None:
+                flags += [flag, str(value)]
+        try:
+            handle = native().Engine(flags)
+        except native().InputError as e:
+            raise InputError(str(e)) from None
+        except native().TrainingError as e:
+            raise TrainingError(str(e)) from None
+    engine = Engine(handle, plan, model)
+    loader = None
+    if training_data is not None:
+        loader = _dataloader(training_data, handle, collate_fn, seed)
+    return engine, _Optimizer(engine), loader, _Scheduler(engine)
+
+
+def _dataloader(dataset, handle, collate_fn, seed):
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler
+    sampler = DistributedSampler(dataset, num_replicas=handle.world_size,
+                                 rank=handle.rank, shuffle=True,
+                                 seed=0 if seed is None else int(seed))
+    return DataLoader(dataset, batch_size=handle.micro_batch, sampler=sampler,
+                      collate_fn=collate_fn, drop_last=True,
+                      generator=torch.Generator().manual_seed(0))

@@ -1,0 +1,138 @@
+//===- EngineBinding.cpp - _dsc_native.Engine
+//------------------------------===//
+//
+// Engine(args): a run opened in this process as dsrun opens one, stepped
+// by the caller (runtime/tooling/StepEngine.h): micro_step(tokens,
+// targets) -> loss, apply() -> {lr, grad_norm, skipped[, beta1]},
+// export_weights(path). Batches are C-contiguous int32 arrays of the
+// compiled shape (anything else is converted when it can be, else one
+// InputError naming the argument); the GIL is released while the plan
+// runs. Bad input raises InputError; a failed step TrainingError.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/torch/native/Bindings.h"
+#include "runtime/tooling/StepEngine.h"
+#include "runtime/tooling/Trainer.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace dsc::python {
+namespace {
+
+using Batch = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+std::unique_ptr<rt::StepEngine>
+openEngine(const std::vector<std::string> &args) {
+  int status = 0;
+  std::string error;
+  std::unique_ptr<rt::StepEngine> engine;
+  {
+    py::gil_scoped_release nogil;
+    engine = rt::StepEngine::open(args, status, error);
+  }
+  if (!engine) {
+    if (status == rt::kExitBadInput)
+      throw InputError(error);
+    throw TrainingFailure(error);
+  }
+  return engine;
+}
+
+/// `name`'s shape against the compiled [microBatch, seqLen].
+void checkBatch(const rt::StepEngine &engine, const Batch &batch,
+                const char *name) {
+  const std::vector<int64_t> want = {engine.microBatch(), engine.seqLen()};
+  std::vector<int64_t> got(batch.shape(), batch.shape() + batch.ndim());
+  if (got == want)
+    return;
+  auto text = [](const std::vector<int64_t> &shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  throw InputError(std::string(name) + ": shape " + text(got) +
+                   ", but the plan was compiled for " + text(want) +
+                   " (micro-batch, sequence length)");
+}
+
+double microStep(rt::StepEngine &engine, const Batch &tokens,
+                 const Batch &targets) {
+  checkBatch(engine, tokens, "tokens");
+  checkBatch(engine, targets, "targets");
+  double loss = 0;
+  std::string error;
+  bool ok;
+  {
+    py::gil_scoped_release nogil;
+    ok = engine.microStep(tokens.data(), targets.data(), loss, error);
+  }
+  if (!ok)
+    throw TrainingFailure(error);
+  return loss;
+}
+
+py::dict apply(rt::StepEngine &engine) {
+  rt::ApplyOutcome outcome;
+  std::string error;
+  bool ok;
+  {
+    py::gil_scoped_release nogil;
+    ok = engine.apply(outcome, error);
+  }
+  if (!ok)
+    throw TrainingFailure(error);
+  py::dict d;
+  d["lr"] = outcome.lr;
+  d["grad_norm"] = outcome.gradNorm;
+  d["skipped"] = outcome.skipped;
+  if (outcome.hasBeta1)
+    d["beta1"] = outcome.beta1;
+  return d;
+}
+
+void exportWeights(rt::StepEngine &engine, const std::string &path) {
+  std::string error;
+  bool ok;
+  {
+    py::gil_scoped_release nogil;
+    ok = engine.exportWeights(path, error);
+  }
+  if (!ok)
+    throw TrainingFailure(error);
+}
+
+} // namespace
+
+void bindEngine(py::module_ &m) {
+  py::class_<rt::StepEngine>(m, "Engine")
+      .def(py::init(&openEngine), py::arg("args"),
+           "Opens the run dsrun's flags describe (the plan first).")
+      .def("micro_step", &microStep, py::arg("tokens"), py::arg("targets"),
+           "The step's next micro-step; returns this rank's loss.")
+      .def("apply", &apply,
+           "The optimizer step after accumulation_steps micro-steps.")
+      .def("export_weights", &exportWeights, py::arg("path"))
+      .def_property_readonly("micro_batch", &rt::StepEngine::microBatch)
+      .def_property_readonly("seq_len", &rt::StepEngine::seqLen)
+      .def_property_readonly("accumulation_steps",
+                             &rt::StepEngine::accumulationSteps)
+      .def_property_readonly("rank", &rt::StepEngine::rank)
+      .def_property_readonly("world_size", &rt::StepEngine::worldSize)
+      .def_property_readonly("pending_micro_steps",
+                             &rt::StepEngine::pendingMicroSteps)
+      .def_property_readonly("applied_steps", &rt::StepEngine::appliedSteps)
+      .def_property_readonly("steps", &rt::StepEngine::steps)
+      .def_property_readonly("next_lr", &rt::StepEngine::nextLr)
+      .def_property_readonly("loss_scale", &rt::StepEngine::lossScale);
+}
+
+} // namespace dsc::python

@@ -1,0 +1,104 @@
+//===- StepEngine.cpp - a training run stepped by its caller --------------===//
+#include "runtime/tooling/StepEngine.h"
+
+#include "runtime/tooling/DsrunMain.h"
+#include "runtime/tooling/DsrunPrepare.h"
+#include "runtime/tooling/Weights.h"
+
+#include <map>
+
+namespace dsc::rt {
+
+std::unique_ptr<StepEngine>
+StepEngine::open(const std::vector<std::string> &args, int &status,
+                 std::string &error) {
+  std::unique_ptr<StepEngine> engine(new StepEngine);
+  engine->run = std::make_unique<OpenedRun>();
+  status = openDsrun(args, *engine->run, error);
+  if (status != kExitOk)
+    return nullptr;
+  const TrainSetup &setup = engine->run->prepared.setup;
+  const StepShape shape{setup.microBatch, setup.seqLen,
+                        setup.lossScale.has_value(),
+                        setup.schedule.cyclesMomentum()};
+  if (!bindPrograms(*engine->run->prepared.session, shape, engine->io, error)) {
+    status = kExitBadInput;
+    return nullptr;
+  }
+  if (setup.lossScale)
+    engine->scaler.emplace(*setup.lossScale);
+  return engine;
+}
+
+StepEngine::~StepEngine() = default;
+
+uint32_t StepEngine::microBatch() const {
+  return run->prepared.setup.microBatch;
+}
+uint32_t StepEngine::seqLen() const { return run->prepared.setup.seqLen; }
+uint32_t StepEngine::accumulationSteps() const {
+  return run->prepared.setup.accumulationSteps;
+}
+uint32_t StepEngine::rank() const { return run->prepared.setup.rank; }
+uint32_t StepEngine::worldSize() const { return run->prepared.setup.worldSize; }
+
+double StepEngine::nextLr() const {
+  return run->prepared.setup.schedule.lrAt(applied + 1);
+}
+
+bool StepEngine::microStep(const int32_t *tokens, const int32_t *targets,
+                           double &loss, std::string &error) {
+  const TrainSetup &setup = run->prepared.setup;
+  if (pending == setup.accumulationSteps) {
+    error = "micro-step " + std::to_string(pending + 1) + " of a step that " +
+            "accumulates " + std::to_string(setup.accumulationSteps) +
+            ": the optimizer step comes first";
+    return false;
+  }
+  Session &session = *run->prepared.session;
+  // The samples dsrun's micro-step `pending` of this rank would be: the
+  // dropout masks are drawn per sample.
+  session.setSampleOffset((uint64_t(pending) * setup.worldSize + setup.rank) *
+                          setup.microBatch);
+  const bool last = pending + 1 == setup.accumulationSteps;
+  const std::optional<double> scale =
+      scaler ? std::optional(scaler->scale()) : std::nullopt;
+  if (!runMicroStep(session, io, last, tokens, targets, scale,
+                    uint32_t(taken + 1), loss, error))
+    return false;
+  ++pending;
+  return true;
+}
+
+bool StepEngine::apply(ApplyOutcome &outcome, std::string &error) {
+  const TrainSetup &setup = run->prepared.setup;
+  if (pending != setup.accumulationSteps) {
+    error = "the optimizer step after " + std::to_string(pending) + " of " +
+            std::to_string(setup.accumulationSteps) +
+            " micro-steps: the plan accumulates " +
+            std::to_string(setup.accumulationSteps);
+    return false;
+  }
+  const std::optional<double> scale =
+      scaler ? std::optional(scaler->scale()) : std::nullopt;
+  if (!runApply(*run->prepared.session, io, setup.schedule, applied, scale,
+                setup.skipsOverflow, uint32_t(taken + 1), outcome, error))
+    return false;
+  pending = 0;
+  ++taken;
+  if (!outcome.skipped)
+    ++applied;
+  return !scaler || scaler->update(outcome.skipped, error);
+}
+
+bool StepEngine::exportWeights(const std::string &path, std::string &error) {
+  Prepared &p = run->prepared;
+  std::map<std::string, std::string> metadata = {
+      {"producer", "dsc.initialize"},
+      {"model", p.info.model},
+      {"step", std::to_string(taken)}};
+  return rt::exportWeights(*p.session, p.layout, path, metadata,
+                           p.setup.rank == 0, error);
+}
+
+} // namespace dsc::rt

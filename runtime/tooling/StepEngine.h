@@ -1,0 +1,78 @@
+//===- StepEngine.h - a training run stepped by its caller ------*- C++ -*-===//
+//
+// The core of the Python engine (dsc.initialize): a run opened in this
+// process as dsrun opens it (openDsrun: the plan, the backend, the weights,
+// the ranks), whose micro-steps and optimizer steps the caller drives with
+// its own batches. The bookkeeping is dsrun's (StepPrograms.h): the
+// schedule's lr and beta1 and Adam's step count advance with applied
+// steps, fp16's loss scale follows the LossScaler, the last micro-step of
+// a step runs micro_step_sync, dropout draws from the same sample offsets.
+// The caller keeps the order: accumulationSteps() micro-steps, then
+// apply(); anything else is one line of error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DSC_RUNTIME_TOOLING_STEPENGINE_H
+#define DSC_RUNTIME_TOOLING_STEPENGINE_H
+
+#include "runtime/tooling/LossScaler.h"
+#include "runtime/tooling/StepPrograms.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dsc::rt {
+
+struct OpenedRun;
+
+class StepEngine {
+public:
+  /// Opens the run dsrun's flags `args` describe (the plan first; --data
+  /// is not read). Null on failure, with kExitBadInput or
+  /// kExitTrainingFailed in `status` and one line in `error`.
+  static std::unique_ptr<StepEngine> open(const std::vector<std::string> &args,
+                                          int &status, std::string &error);
+  ~StepEngine();
+
+  uint32_t microBatch() const;
+  uint32_t seqLen() const;
+  uint32_t accumulationSteps() const;
+  uint32_t rank() const;
+  uint32_t worldSize() const;
+
+  /// The current step's next micro-step on `tokens` and `targets` (int32
+  /// host arrays of microBatch() x seqLen()); `loss` is this rank's.
+  bool microStep(const int32_t *tokens, const int32_t *targets, double &loss,
+                 std::string &error);
+  /// Micro-steps taken since the last apply.
+  uint32_t pendingMicroSteps() const { return pending; }
+
+  /// The optimizer step, after accumulationSteps() micro-steps.
+  bool apply(ApplyOutcome &outcome, std::string &error);
+  /// Steps that updated the weights, and all steps (skipped ones too).
+  uint64_t appliedSteps() const { return applied; }
+  uint64_t steps() const { return taken; }
+  /// The lr the next apply uses.
+  double nextLr() const;
+  /// fp16's loss scale for the next step; 1 without one.
+  double lossScale() const { return scaler ? scaler->scale() : 1.0; }
+
+  /// The model's weights as dsrun --export-weights writes them (every rank
+  /// takes part; rank 0 writes).
+  bool exportWeights(const std::string &path, std::string &error);
+
+private:
+  StepEngine() = default;
+
+  std::unique_ptr<OpenedRun> run;
+  ProgramIO io;
+  std::optional<LossScaler> scaler;
+  uint64_t applied = 0, taken = 0;
+  uint32_t pending = 0;
+};
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_STEPENGINE_H
