@@ -252,7 +252,7 @@ uint64_t planIdentity(const std::vector<uint8_t> &bytes) {
 
 bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
                     const RunState &state, uint64_t keep, std::string &path,
-                    std::string &error) {
+                    std::string &error, const std::string &clientState) {
   const fs::path final = fs::path(dir) / checkpointStepName(state.step);
   const fs::path partial = final.string() + kPartial;
   bool ok = true;
@@ -329,7 +329,10 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     for (int r = 0; r < run.worldSize; ++r)
       m.files.push_back({checkpointRankFile(r, run.worldSize), sums[r]});
     std::string text = manifestText(m);
-    ok = writeOutput((partial / kCheckpointManifest).string(), text.data(),
+    ok = (clientState.empty() ||
+          writeOutput((partial / kClientStateFile).string(), clientState.data(),
+                      clientState.size(), error)) &&
+         writeOutput((partial / kCheckpointManifest).string(), text.data(),
                      text.size(), error) &&
          syncDirectory(partial.string(), error) &&
          commitStep(dir, partial, final, error);

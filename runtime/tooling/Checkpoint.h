@@ -66,10 +66,11 @@ uint64_t planIdentity(const std::vector<uint8_t> &bytes);
 /// the newest `keep` committed checkpoints (never the one just written), and
 /// removes what interrupted saves and prunes left. Collective. Sets `path` to
 /// the committed directory. False + one line on error (the previous checkpoints
-/// are untouched until the commit).
+/// are untouched until the commit). A non-empty `clientState` (the Python
+/// engine's, JSON) is committed with it as client_state.json.
 bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
                     const RunState &state, uint64_t keep, std::string &path,
-                    std::string &error);
+                    std::string &error, const std::string &clientState = "");
 
 /// The newest committed checkpoint in `dir`, "" if there is none; each
 /// uncommitted leftover adds a line to `notes`. Committed: named exactly

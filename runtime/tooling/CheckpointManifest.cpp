@@ -15,6 +15,7 @@
 namespace dsc::rt {
 
 const char *const kCheckpointManifest = "manifest.json";
+const char *const kClientStateFile = "client_state.json";
 const char *const kCheckpointFormat = "dsc-checkpoint-2";
 
 namespace {

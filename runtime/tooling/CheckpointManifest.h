@@ -25,6 +25,9 @@ namespace dsc::rt {
 /// The manifest's name in a step directory, and the format it and the
 /// rank files' metadata declare.
 extern const char *const kCheckpointManifest;
+/// The Python engine's client_state, JSON, beside the manifest (not listed
+/// in it: no rank reads it).
+extern const char *const kClientStateFile;
 extern const char *const kCheckpointFormat;
 
 /// One rank file as the manifest records it.

@@ -1,6 +1,8 @@
 //===- StepEngine.cpp - a training run stepped by its caller --------------===//
 #include "runtime/tooling/StepEngine.h"
 
+#include "runtime/plan/ProgramNames.h"
+#include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/DsrunMain.h"
 #include "runtime/tooling/DsrunPrepare.h"
 #include "runtime/tooling/Weights.h"
@@ -86,7 +88,9 @@ bool StepEngine::apply(ApplyOutcome &outcome, std::string &error) {
     return false;
   pending = 0;
   ++taken;
-  if (!outcome.skipped)
+  if (outcome.skipped)
+    ++skipped;
+  else
     ++applied;
   return !scaler || scaler->update(outcome.skipped, error);
 }
@@ -99,6 +103,53 @@ bool StepEngine::exportWeights(const std::string &path, std::string &error) {
       {"step", std::to_string(taken)}};
   return rt::exportWeights(*p.session, p.layout, path, metadata,
                            p.setup.rank == 0, error);
+}
+
+bool StepEngine::betweenSteps(const char *what, std::string &error) const {
+  if (pending == 0)
+    return true;
+  error = std::string(what) + " after " + std::to_string(pending) +
+          " micro-steps of a step: checkpoints hold whole optimizer steps "
+          "(call it after step())";
+  return false;
+}
+
+bool StepEngine::saveCheckpoint(const std::string &dir,
+                                const std::string &clientState,
+                                std::string &path, std::string &error) {
+  if (!betweenSteps("save_checkpoint", error))
+    return false;
+  RunState state{taken, applied, skipped, std::nullopt};
+  if (scaler)
+    state.scaler = scaler->state();
+  return rt::saveCheckpoint(
+      checkpointRun(run->options, *run->comm, run->prepared), dir, state,
+      /*keep=*/0, path, error, clientState);
+}
+
+bool StepEngine::loadCheckpoint(const std::string &path,
+                                std::vector<std::string> &notes,
+                                std::string &error) {
+  if (!betweenSteps("load_checkpoint", error))
+    return false;
+  Prepared &p = run->prepared;
+  RunState state;
+  if (!rt::loadCheckpoint(checkpointRun(run->options, *run->comm, p), path,
+                          state, notes, error))
+    return false;
+  // The plan's own initialization (16-bit copies, shards) from the loaded
+  // weights, as dsrun runs it after resuming.
+  const std::string init(plan::kInitProgram);
+  if (p.session->hasProgram(init) && !p.session->run(init, 0, error)) {
+    error = init + ": " + error;
+    return false;
+  }
+  taken = state.step;
+  applied = state.applied;
+  skipped = state.skipped;
+  if (scaler && state.scaler)
+    scaler->restore(*state.scaler);
+  return true;
 }
 
 } // namespace dsc::rt

@@ -63,13 +63,28 @@ public:
   /// takes part; rank 0 writes).
   bool exportWeights(const std::string &path, std::string &error);
 
+  /// DeepSpeed's save_checkpoint: the run (weights, optimizer state, the
+  /// counters, the loss scale) into `dir`/step-NNNNNNNN, committed as dsrun
+  /// commits its checkpoints (Checkpoint.h), with `clientState` (JSON, may
+  /// be empty) as client_state.json. Between optimizer steps only;
+  /// collective. `path`: the committed directory.
+  bool saveCheckpoint(const std::string &dir, const std::string &clientState,
+                      std::string &path, std::string &error);
+  /// Loads the committed checkpoint `path` (this plan's, or one for another
+  /// world size or ZeRO stage) into the run, which then continues from its
+  /// step; `notes` as Checkpoint.h says. Between optimizer steps only.
+  bool loadCheckpoint(const std::string &path, std::vector<std::string> &notes,
+                      std::string &error);
+
 private:
   StepEngine() = default;
 
   std::unique_ptr<OpenedRun> run;
   ProgramIO io;
   std::optional<LossScaler> scaler;
-  uint64_t applied = 0, taken = 0;
+  bool betweenSteps(const char *what, std::string &error) const;
+
+  uint64_t applied = 0, taken = 0, skipped = 0;
   uint32_t pending = 0;
 };
 

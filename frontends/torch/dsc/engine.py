@@ -17,7 +17,9 @@ optimizer at the gradient-accumulation boundary, as DeepSpeed's engine
 does. The weights live in the plan; `engine.module` brings the module up
 to date when it is read.
 """
+import json
 import os
+import sys
 
 from .api import _init_args, _plan_args, compile
 from .files import work_folder
@@ -235,6 +237,72 @@ class Engine:
             self._native.export_weights(os.fspath(path))
         except native().TrainingError as e:
             raise TrainingError(str(e)) from None
+
+    # Checkpoints: dsrun's (docs/checkpoints.md), one committed directory
+    # per step under the save directory.
+    def _between_steps(self, what):
+        pending = self._native.pending_micro_steps
+        if pending:
+            raise InputError(f"{what} after {pending} micro-steps of a step: checkpoints "
+                             "hold whole optimizer steps (call it after step())")
+    def save_checkpoint(self, save_dir, tag=None, client_state=None, save_latest=True,
+                        exclude_frozen_parameters=False):
+        """The run (weights, optimizer state, counters, loss scale) into
+        save_dir/step-NNNNNNNN, committed whole or not at all, with
+        `client_state` (a JSON-serializable dict) beside it."""
+        if tag is not None:
+            raise InputError(f"tag {tag!r}: dsc names each checkpoint by its step "
+                             "(save_dir/step-NNNNNNNN, as dsrun --save-dir); pass tag=None")
+        self._between_steps("save_checkpoint")
+        text = ""
+        if client_state:
+            try:
+                text = json.dumps(client_state)
+            except (TypeError, ValueError) as e:
+                raise InputError(f"client_state: not JSON ({e})") from None
+        try:
+            self._saved = self._native.save_checkpoint(os.fspath(save_dir), text)
+        except native().TrainingError as e:
+            raise TrainingError(str(e)) from None
+        return True
+
+    def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
+                        load_optimizer_states=True, load_lr_scheduler_states=True,
+                        load_module_only=False):
+        """Loads load_dir's newest checkpoint (or load_dir/`tag`, a
+        step-NNNNNNNN name) into the run, which continues from its step.
+        Returns (its path, its client_state), or (None, None) when
+        load_dir has none, as DeepSpeed does."""
+        if not (load_optimizer_states and load_lr_scheduler_states) or load_module_only:
+            raise InputError("load_checkpoint: loading part of a checkpoint is not supported "
+                             "yet; dsc loads the weights, the optimizer state and the step")
+        self._between_steps("load_checkpoint")
+        load_dir = os.fspath(load_dir)
+        if tag is None:
+            try:
+                path, notes = native().latest_checkpoint(load_dir)
+            except native().InputError as e:
+                raise InputError(str(e)) from None
+            for note in notes:
+                print(f"dsc: note: {note}", file=sys.stderr)
+            if not path:
+                print(f"dsc: warning: no checkpoint in {load_dir}; nothing loaded",
+                      file=sys.stderr)
+                return None, None
+        else:
+            path = os.path.join(load_dir, str(tag))
+        try:
+            notes = self._native.load_checkpoint(path)
+        except native().InputError as e:
+            raise InputError(str(e)) from None
+        for note in notes:
+            print(f"dsc: note: {note}", file=sys.stderr)
+        state = os.path.join(path, "client_state.json")
+        client_state = json.load(open(state)) if os.path.exists(state) else {}
+        self._stale = True
+        self._micro_steps = self._native.steps * self._native.accumulation_steps
+        self.global_samples = self._native.steps * self.train_batch_size()
+        return path, client_state
 
     @property
     def module(self):

@@ -1,17 +1,19 @@
-//===- EngineBinding.cpp - _dsc_native.Engine
-//------------------------------===//
+//===- EngineBinding.cpp - _dsc_native.Engine ----------------------------===//
 //
 // Engine(args): a run opened in this process as dsrun opens one, stepped
 // by the caller (runtime/tooling/StepEngine.h): micro_step(tokens,
 // targets) -> loss, apply() -> {lr, grad_norm, skipped[, beta1]},
-// export_weights(path). Batches are C-contiguous int32 arrays of the
-// compiled shape (anything else is converted when it can be, else one
-// InputError naming the argument); the GIL is released while the plan
-// runs. Bad input raises InputError; a failed step TrainingError.
+// export_weights(path), save_checkpoint(dir, client_state_json) -> path,
+// load_checkpoint(path) -> notes; latest_checkpoint(dir) -> (path, notes).
+// Batches are C-contiguous int32 arrays of the compiled shape (anything
+// else is converted when it can be, else one InputError naming the
+// argument); the GIL is released while the plan runs. Bad input raises
+// InputError; a failed step TrainingError.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontends/torch/native/Bindings.h"
+#include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/StepEngine.h"
 #include "runtime/tooling/Trainer.h"
 
@@ -110,9 +112,48 @@ void exportWeights(rt::StepEngine &engine, const std::string &path) {
     throw TrainingFailure(error);
 }
 
+std::string saveCheckpoint(rt::StepEngine &engine, const std::string &dir,
+                           const std::string &clientState) {
+  std::string path, error;
+  bool ok;
+  {
+    py::gil_scoped_release nogil;
+    ok = engine.saveCheckpoint(dir, clientState, path, error);
+  }
+  if (!ok)
+    throw TrainingFailure(error);
+  return path;
+}
+
+std::vector<std::string> loadCheckpoint(rt::StepEngine &engine,
+                                        const std::string &path) {
+  std::vector<std::string> notes;
+  std::string error;
+  bool ok;
+  {
+    py::gil_scoped_release nogil;
+    ok = engine.loadCheckpoint(path, notes, error);
+  }
+  if (!ok)
+    throw InputError(error);
+  return notes;
+}
+
+/// The newest committed checkpoint in `dir` ("" if none) and the notes on
+/// what was skipped.
+std::pair<std::string, std::vector<std::string>>
+latestCheckpoint(const std::string &dir) {
+  std::string path, error;
+  std::vector<std::string> notes;
+  if (!rt::findLatestCheckpoint(dir, path, notes, error))
+    throw InputError(error);
+  return {path, notes};
+}
+
 } // namespace
 
 void bindEngine(py::module_ &m) {
+  m.def("latest_checkpoint", &latestCheckpoint, py::arg("dir"));
   py::class_<rt::StepEngine>(m, "Engine")
       .def(py::init(&openEngine), py::arg("args"),
            "Opens the run dsrun's flags describe (the plan first).")
@@ -121,6 +162,9 @@ void bindEngine(py::module_ &m) {
       .def("apply", &apply,
            "The optimizer step after accumulation_steps micro-steps.")
       .def("export_weights", &exportWeights, py::arg("path"))
+      .def("save_checkpoint", &saveCheckpoint, py::arg("dir"),
+           py::arg("client_state"))
+      .def("load_checkpoint", &loadCheckpoint, py::arg("path"))
       .def_property_readonly("micro_batch", &rt::StepEngine::microBatch)
       .def_property_readonly("seq_len", &rt::StepEngine::seqLen)
       .def_property_readonly("accumulation_steps",
