@@ -330,7 +330,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     DataLoader of the config's micro-batch, each rank its shard
     (DistributedSampler, shuffled with `seed`), incomplete batches dropped:
     the step was compiled for one shape. `block_size` and `loss` are
-    dsc.compile's; `backend` dsrun's --backend."""
+    dsc.compile's; `backend` dsrun's --backend. Started by dsc-launch, each
+    process is one rank of the job (the plan compiled for its world size)."""
     if model is None:
         raise InputError("initialize: model= is required")
     if optimizer is not None:
@@ -343,7 +344,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         raise InputError("mpu: model parallelism is not supported yet")
     _check_groups(model_parameters)
     cfg = _config_of(args, config, config_params)
-    plan = compile(model, cfg, block_size=block_size, loss=loss)
+    # Under dsc-launch (mpirun), every rank compiles the same plan for the
+    # job's world size and joins the others when its engine opens.
+    world_size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    plan = compile(model, cfg, block_size=block_size, loss=loss, world_size=world_size)
     with work_folder() as work:
         flags = _plan_args(plan, work.path) + _init_args(None, plan.exported, work.path)
         # The steps are the caller's: dsrun's --steps bounds nothing here.

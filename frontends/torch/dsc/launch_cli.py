@@ -1,0 +1,68 @@
+"""`dsc-launch --num_gpus N [--hostfile FILE] SCRIPT ARGS...`: DeepSpeed's
+`deepspeed --num_gpus N train.py` for dsc. Starts N processes of the
+user's script under mpirun (Open MPI), each with this Python; in each,
+dsc.initialize joins the run: its rank and the world size come from
+mpirun, the plan is compiled for that world size (ZeRO as the config says)
+and the engine's DataLoader gives each rank its shard. --hostfile spreads
+the ranks over the hosts it lists (mpirun's format), as dsrun's does.
+Exit status: the job's (mpirun's)."""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+from .command_line import USAGE_ERROR
+
+
+def mpirun_command(mpirun, np, hostfile, script, args):
+    """The mpirun line: dsrun's launcher flags (runtime/tooling/Launch.cpp),
+    this Python, the script. The ranks get this process's environment
+    (PYTHONPATH and the DSC_ variables are passed by name for other hosts)."""
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+           "--stdin", "none", "-np", str(np)]
+    if hostfile:
+        cmd += ["--hostfile", hostfile]
+    for name in sorted(os.environ):
+        if name == "PYTHONPATH" or name.startswith("DSC_"):
+            cmd += ["-x", name]
+    return cmd + [sys.executable, script] + list(args)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        prog="dsc-launch", description=__doc__.split("\n\n")[0],
+        usage="dsc-launch --num_gpus N [--hostfile FILE] SCRIPT [ARGS...]")
+    ap.add_argument("--num_gpus", "--num_procs", "--np", dest="np", type=int, default=1,
+                    help="processes (ranks) to start [1]")
+    ap.add_argument("--hostfile", help="mpirun's hostfile: the hosts to run on")
+    ap.add_argument("script")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    if a.np < 1:
+        print(f"dsc-launch: --num_gpus {a.np}: at least 1", file=sys.stderr)
+        return USAGE_ERROR
+    if not os.path.isfile(a.script):
+        print(f"dsc-launch: {a.script}: no such script", file=sys.stderr)
+        return USAGE_ERROR
+    if a.hostfile and not os.path.isfile(a.hostfile):
+        print(f"dsc-launch: --hostfile {a.hostfile}: no such file", file=sys.stderr)
+        return USAGE_ERROR
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("dsc-launch: mpirun is not on PATH (Debian: openmpi-bin)", file=sys.stderr)
+        return USAGE_ERROR
+    cmd = mpirun_command(mpirun, a.np, a.hostfile, a.script, a.args)
+    # mpirun shares this terminal's process group: Ctrl-C reaches it and it
+    # ends every rank.
+    proc = subprocess.Popen(cmd)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""engine_ranks.py CONFIG.json OUT.safetensors STEPS: DeepSpeed's loop on
+nanoGPT's GPT, run as one rank or as each rank of `dsc-launch --num_gpus
+N`. Every step draws one global batch of N x gas micro-batches from the
+GPL's bytes; rank k's micro-step m takes micro-batch m * N + k, dsrun's
+order, so N ranks with gas micro-steps and one rank with N x gas (the
+config's batch triple says which) train on the same samples. Rank 0
+writes the final weights (engine.export_weights) and prints its rank
+count. `engine_ranks.py compare A B TOL`: the two weights files' largest
+relative difference per tensor, exit 1 above TOL."""
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nanogpt_model import GPT  # noqa: E402
+
+import dsc as deepspeed  # noqa: E402
+
+T = 16
+
+
+def main(config_path, out, steps):
+    config = json.load(open(config_path))
+    torch.manual_seed(5)
+    model = GPT(n_layer=2, n_head=2, n_embd=32, block_size=T, vocab_size=256, bias=False)
+    engine, _, _, _ = deepspeed.initialize(model=model, config=config_path)
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    gas, b = engine.gradient_accumulation_steps(), engine.train_micro_batch_size_per_gpu()
+    data = torch.tensor(list(open("/usr/share/common-licenses/GPL-3", "rb").read()))
+    per_step = world * gas  # micro-batches in the global batch
+    loss = None
+    for s in range(steps):
+        for m in range(gas):
+            first = ((s * per_step) + m * world + rank) * b
+            rows = torch.stack([data[(first + r) * T:(first + r) * T + T + 1] for r in range(b)])
+            loss = engine(rows[:, :-1], rows[:, 1:])
+            engine.backward(loss)
+            engine.step()
+    engine.export_weights(out)  # every rank takes part; rank 0 writes
+    if rank == 0:
+        print(f"{world} rank(s): {engine.global_steps} steps of {engine.train_batch_size()} "
+              f"samples; zero stage {config.get('zero_optimization', {}).get('stage', 0)}")
+    return 0
+
+
+def compare(a_path, b_path, tol):
+    from safetensors.torch import load_file
+    a, b = load_file(a_path), load_file(b_path)
+    if sorted(a) != sorted(b):
+        print(f"tensors differ: {sorted(set(a) ^ set(b))}")
+        return 1
+    worst = max(((a[k] - b[k]).double().norm() / a[k].double().norm().clamp_min(1e-30)).item()
+                for k in a)
+    print(f"{len(a)} tensors: max weight rel diff {worst:.2e}")
+    return 0 if worst <= tol else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "compare":
+        sys.exit(compare(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
