@@ -22,6 +22,7 @@ import os
 import sys
 
 from .api import _init_args, _plan_args, compile
+from .export import _takes_labels
 from .files import work_folder
 from .native import InputError, TrainingError, native
 
@@ -69,6 +70,34 @@ def _as_batch(value, name):
     if array.dtype.kind not in "iu":
         raise InputError(f"{name}: an array of {array.dtype}; token ids are integers")
     return np.ascontiguousarray(array, dtype=np.int32)
+
+
+def _shifted(labels):
+    """Hugging Face's causal-LM labels as dsc's targets: position t is
+    labels[t + 1], the last -100 (ignored), as the model's own loss shifts
+    them."""
+    import torch
+    labels = labels if isinstance(labels, torch.Tensor) else torch.as_tensor(labels)
+    targets = torch.full_like(labels, -100)
+    targets[..., :-1] = labels[..., 1:]
+    return targets
+
+
+def _all_ones(mask):
+    """An attention_mask that masks nothing: the compiled step has none."""
+    import torch
+    return mask is None or bool((torch.as_tensor(mask) == 1).all())
+
+
+class _Output:
+    """What a Hugging Face model returns, as far as training reads it."""
+
+    def __init__(self, loss):
+        self.loss = loss
+        self.logits = None
+
+    def __getitem__(self, i):
+        return (self.loss,)[i]
 
 
 class _Optimizer:
@@ -159,18 +188,32 @@ class Engine:
         return self._plan
 
     # The training step.
-    def __call__(self, tokens, targets=None, **kwargs):
+    def __call__(self, tokens=None, targets=None, **kwargs):
         """The compiled micro-step on one micro-batch: forward and backward.
-        Returns the loss, a 0-d float32 tensor."""
+        engine(tokens, targets) (nanoGPT's convention: targets are the next
+        tokens) returns the loss, a 0-d float32 tensor; engine(input_ids=,
+        labels=) (Hugging Face's: labels are the inputs, shifted inside the
+        model, -100 ignored) returns an output whose .loss is that tensor."""
         import torch
-        if targets is None:
-            targets = kwargs.pop("targets", kwargs.pop("labels", None))
+        hf = "labels" in kwargs
+        if tokens is None:
+            tokens = kwargs.pop("input_ids", None)
+        if hf:
+            if targets is not None:
+                raise InputError("engine(): give targets or labels=, not both")
+            targets = _shifted(kwargs.pop("labels"))
+        elif targets is None:
+            targets = kwargs.pop("targets", None)
+        if "attention_mask" in kwargs:
+            if not _all_ones(kwargs.pop("attention_mask")):
+                raise InputError("attention_mask: the compiled step attends causally to every "
+                                 "position; mark padding with labels=-100 instead")
         if kwargs:
-            raise InputError("engine(): the compiled step takes (tokens, targets); got " +
-                             ", ".join(sorted(kwargs)))
-        if targets is None:
-            raise InputError("engine(): no targets; the compiled step computes the loss "
-                             "of (tokens, targets)")
+            raise InputError("engine(): the compiled step takes (tokens, targets) or "
+                             "(input_ids=, labels=); got " + ", ".join(sorted(kwargs)))
+        if tokens is None or targets is None:
+            raise InputError("engine(): the compiled step computes the loss of (tokens, "
+                             "targets) or (input_ids=, labels=); one is missing")
         if self._phase != "forward":
             raise InputError(f"engine(): the previous micro-batch's {self._phase}() has "
                              "not run (the order is engine(batch), backward(loss), step())")
@@ -183,7 +226,8 @@ class Engine:
             raise TrainingError(str(e)) from None
         self._losses.append(loss)
         self._phase = "backward"
-        return torch.tensor(loss, dtype=torch.float32)
+        loss = torch.tensor(loss, dtype=torch.float32)
+        return _Output(loss) if hf else loss
 
     forward = __call__
 
@@ -330,7 +374,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     DataLoader of the config's micro-batch, each rank its shard
     (DistributedSampler, shuffled with `seed`), incomplete batches dropped:
     the step was compiled for one shape. `block_size` and `loss` are
-    dsc.compile's; `backend` dsrun's --backend. Started by dsc-launch, each
+    dsc.compile's (a Hugging Face model, whose forward takes labels=,
+    defaults to loss="cross_entropy"); `backend` dsrun's --backend. Started by dsc-launch, each
     process is one rank of the job (the plan compiled for its world size)."""
     if model is None:
         raise InputError("initialize: model= is required")
@@ -343,6 +388,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     if mpu is not None:
         raise InputError("mpu: model parallelism is not supported yet")
     _check_groups(model_parameters)
+    if loss == "module" and _takes_labels(model):
+        loss = "cross_entropy"  # a Hugging Face model: its logits' loss
     cfg = _config_of(args, config, config_params)
     # Under dsc-launch (mpirun), every rank compiles the same plan for the
     # job's world size and joins the others when its engine opens.
