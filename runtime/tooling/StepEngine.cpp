@@ -44,6 +44,34 @@ uint32_t StepEngine::accumulationSteps() const {
 uint32_t StepEngine::rank() const { return run->prepared.setup.rank; }
 uint32_t StepEngine::worldSize() const { return run->prepared.setup.worldSize; }
 
+uint32_t StepEngine::evalBatch() const { return run->prepared.info.evalBatch; }
+
+bool StepEngine::evalStep(const int32_t *tokens, const int32_t *targets,
+                          double &loss, std::string &error) {
+  Session &session = *run->prepared.session;
+  const std::string program(plan::kEvalProgram);
+  if (!evalBound) {
+    if (!session.hasProgram(program) || evalBatch() == 0) {
+      error = "the plan has no eval program (compile it with this dsc)";
+      return false;
+    }
+    const Slot batch{DType::i32, {evalBatch(), seqLen()}};
+    std::vector<NamedTensor> in;
+    if (!bindProgram(session, program, {batch, batch}, "tokens, targets",
+                     Slot{DType::f32, {}}, "the loss", in, evalLoss, error))
+      return false;
+    evalTokens = in[0];
+    evalTargets = in[1];
+    evalBound = true;
+  }
+  const size_t bytes = size_t(evalTokens.numel()) * sizeof(int32_t);
+  session.setSampleOffset(0);
+  return session.writeTensor(evalTokens, tokens, bytes, error) &&
+         session.writeTensor(evalTargets, targets, bytes, error) &&
+         session.run(program, 0, error) &&
+         readScalar(session, evalLoss, loss, error);
+}
+
 double StepEngine::nextLr() const {
   return run->prepared.setup.schedule.lrAt(applied + 1);
 }

@@ -46,6 +46,14 @@ public:
   /// host arrays of microBatch() x seqLen()); `loss` is this rank's.
   bool microStep(const int32_t *tokens, const int32_t *targets, double &loss,
                  std::string &error);
+  /// The plan's eval program (dropout off, no gradients) on one batch of
+  /// evalBatch() rows; on several ranks every rank calls it (ZeRO-3
+  /// gathers inside). `loss` is this rank's.
+  bool evalStep(const int32_t *tokens, const int32_t *targets, double &loss,
+                std::string &error);
+  /// The eval program's rows; 0 when the plan has none.
+  uint32_t evalBatch() const;
+
   /// Micro-steps taken since the last apply.
   uint32_t pendingMicroSteps() const { return pending; }
 
@@ -81,6 +89,8 @@ private:
 
   std::unique_ptr<OpenedRun> run;
   ProgramIO io;
+  bool evalBound = false;
+  NamedTensor evalTokens, evalTargets, evalLoss;
   std::optional<LossScaler> scaler;
   bool betweenSteps(const char *what, std::string &error) const;
 

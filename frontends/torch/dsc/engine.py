@@ -147,6 +147,7 @@ class Engine:
         self._last = None           # the last optimizer step's outcome
         self._stale = False         # the module lags the plan's weights
         self.global_samples = 0
+        self.training = True
 
     # DeepSpeed's counters and queries.
     @property
@@ -214,6 +215,9 @@ class Engine:
         if tokens is None or targets is None:
             raise InputError("engine(): the compiled step computes the loss of (tokens, "
                              "targets) or (input_ids=, labels=); one is missing")
+        if not self.training or not torch.is_grad_enabled():
+            loss = self._evaluate(tokens, targets)
+            return _Output(loss) if hf else loss
         if self._phase != "forward":
             raise InputError(f"engine(): the previous micro-batch's {self._phase}() has "
                              "not run (the order is engine(batch), backward(loss), step())")
@@ -259,6 +263,36 @@ class Engine:
         self._losses = []
         self._stale = True
         self.global_samples += self.train_batch_size()
+
+    # Evaluation: the plan's eval program (dropout off, no gradients).
+    def train(self, mode=True):
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        """engine(...) then evaluates (as under torch.no_grad()): the plan's
+        eval program, on batches of its own rows (plan.report()), leaving
+        the gradients and the step alone."""
+        return self.train(False)
+
+    def _evaluate(self, tokens, targets):
+        import torch
+        tokens, targets = _as_batch(tokens, "tokens"), _as_batch(targets, "targets")
+        try:
+            loss = self._native.eval_step(tokens, targets)
+        except native().InputError as e:
+            raise InputError(str(e)) from None
+        except native().TrainingError as e:
+            raise TrainingError(str(e)) from None
+        return torch.tensor(loss, dtype=torch.float32)
+
+    def eval_batch(self, data_iter):
+        """The mean eval loss over the next gradient_accumulation_steps
+        (tokens, targets) batches of `data_iter`."""
+        import torch
+        losses = [self._evaluate(*next(data_iter))
+                  for _ in range(self._native.accumulation_steps)]
+        return torch.stack(losses).mean()
 
     def train_batch(self, data_iter):
         """One optimizer step over the next gradient_accumulation_steps

@@ -48,10 +48,10 @@ openEngine(const std::vector<std::string> &args) {
   return engine;
 }
 
-/// `name`'s shape against the compiled [microBatch, seqLen].
+/// `name`'s shape against the compiled [rows, seqLen].
 void checkBatch(const rt::StepEngine &engine, const Batch &batch,
-                const char *name) {
-  const std::vector<int64_t> want = {engine.microBatch(), engine.seqLen()};
+                const char *name, uint32_t rows, const char *rowsName) {
+  const std::vector<int64_t> want = {rows, engine.seqLen()};
   std::vector<int64_t> got(batch.shape(), batch.shape() + batch.ndim());
   if (got == want)
     return;
@@ -62,20 +62,38 @@ void checkBatch(const rt::StepEngine &engine, const Batch &batch,
     return s + "]";
   };
   throw InputError(std::string(name) + ": shape " + text(got) +
-                   ", but the plan was compiled for " + text(want) +
-                   " (micro-batch, sequence length)");
+                   ", but the plan was compiled for " + text(want) + " (" +
+                   rowsName + ", sequence length)");
 }
 
 double microStep(rt::StepEngine &engine, const Batch &tokens,
                  const Batch &targets) {
-  checkBatch(engine, tokens, "tokens");
-  checkBatch(engine, targets, "targets");
+  checkBatch(engine, tokens, "tokens", engine.microBatch(), "micro-batch");
+  checkBatch(engine, targets, "targets", engine.microBatch(), "micro-batch");
   double loss = 0;
   std::string error;
   bool ok;
   {
     py::gil_scoped_release nogil;
     ok = engine.microStep(tokens.data(), targets.data(), loss, error);
+  }
+  if (!ok)
+    throw TrainingFailure(error);
+  return loss;
+}
+
+double evalStep(rt::StepEngine &engine, const Batch &tokens,
+                const Batch &targets) {
+  if (engine.evalBatch() == 0)
+    throw InputError("the plan has no eval program (compile it with this dsc)");
+  checkBatch(engine, tokens, "tokens", engine.evalBatch(), "eval batch");
+  checkBatch(engine, targets, "targets", engine.evalBatch(), "eval batch");
+  double loss = 0;
+  std::string error;
+  bool ok;
+  {
+    py::gil_scoped_release nogil;
+    ok = engine.evalStep(tokens.data(), targets.data(), loss, error);
   }
   if (!ok)
     throw TrainingFailure(error);
@@ -159,6 +177,9 @@ void bindEngine(py::module_ &m) {
            "Opens the run dsrun's flags describe (the plan first).")
       .def("micro_step", &microStep, py::arg("tokens"), py::arg("targets"),
            "The step's next micro-step; returns this rank's loss.")
+      .def("eval_step", &evalStep, py::arg("tokens"), py::arg("targets"),
+           "The plan's eval program on one batch; returns this rank's loss.")
+      .def_property_readonly("eval_batch", &rt::StepEngine::evalBatch)
       .def("apply", &apply,
            "The optimizer step after accumulation_steps micro-steps.")
       .def("export_weights", &exportWeights, py::arg("path"))
