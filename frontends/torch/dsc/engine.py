@@ -72,6 +72,16 @@ def _as_batch(value, name):
     return np.ascontiguousarray(array, dtype=np.int32)
 
 
+def _native_call(fn, *args):
+    """fn(*args), the native module's errors raised as dsc's."""
+    try:
+        return fn(*args)
+    except native().InputError as e:
+        raise InputError(str(e)) from None
+    except native().TrainingError as e:
+        raise TrainingError(str(e)) from None
+
+
 def _shifted(labels):
     """Hugging Face's causal-LM labels as dsc's targets: position t is
     labels[t + 1], the last -100 (ignored), as the model's own loss shifts
@@ -222,12 +232,7 @@ class Engine:
             raise InputError(f"engine(): the previous micro-batch's {self._phase}() has "
                              "not run (the order is engine(batch), backward(loss), step())")
         tokens, targets = _as_batch(tokens, "tokens"), _as_batch(targets, "targets")
-        try:
-            loss = self._native.micro_step(tokens, targets)
-        except native().InputError as e:
-            raise InputError(str(e)) from None
-        except native().TrainingError as e:
-            raise TrainingError(str(e)) from None
+        loss = _native_call(self._native.micro_step, tokens, targets)
         self._losses.append(loss)
         self._phase = "backward"
         loss = torch.tensor(loss, dtype=torch.float32)
@@ -255,10 +260,7 @@ class Engine:
         self._phase = "forward"
         if not boundary:
             return
-        try:
-            self._last = self._native.apply()
-        except native().TrainingError as e:
-            raise TrainingError(str(e)) from None
+        self._last = _native_call(self._native.apply)
         self._last["loss"] = sum(self._losses) / len(self._losses)
         self._losses = []
         self._stale = True
@@ -278,12 +280,7 @@ class Engine:
     def _evaluate(self, tokens, targets):
         import torch
         tokens, targets = _as_batch(tokens, "tokens"), _as_batch(targets, "targets")
-        try:
-            loss = self._native.eval_step(tokens, targets)
-        except native().InputError as e:
-            raise InputError(str(e)) from None
-        except native().TrainingError as e:
-            raise TrainingError(str(e)) from None
+        loss = _native_call(self._native.eval_step, tokens, targets)
         return torch.tensor(loss, dtype=torch.float32)
 
     def eval_batch(self, data_iter):
@@ -311,10 +308,7 @@ class Engine:
     def export_weights(self, path):
         """The model's weights as dsrun --export-weights writes them
         (safetensors under the plan's names, nanoGPT's layout)."""
-        try:
-            self._native.export_weights(os.fspath(path))
-        except native().TrainingError as e:
-            raise TrainingError(str(e)) from None
+        _native_call(self._native.export_weights, os.fspath(path))
 
     # Checkpoints: dsrun's (docs/checkpoints.md), one committed directory
     # per step under the save directory.
@@ -323,6 +317,7 @@ class Engine:
         if pending:
             raise InputError(f"{what} after {pending} micro-steps of a step: checkpoints "
                              "hold whole optimizer steps (call it after step())")
+
     def save_checkpoint(self, save_dir, tag=None, client_state=None, save_latest=True,
                         exclude_frozen_parameters=False):
         """The run (weights, optimizer state, counters, loss scale) into
@@ -338,10 +333,7 @@ class Engine:
                 text = json.dumps(client_state)
             except (TypeError, ValueError) as e:
                 raise InputError(f"client_state: not JSON ({e})") from None
-        try:
-            self._saved = self._native.save_checkpoint(os.fspath(save_dir), text)
-        except native().TrainingError as e:
-            raise TrainingError(str(e)) from None
+        _native_call(self._native.save_checkpoint, os.fspath(save_dir), text)
         return True
 
     def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
@@ -357,10 +349,7 @@ class Engine:
         self._between_steps("load_checkpoint")
         load_dir = os.fspath(load_dir)
         if tag is None:
-            try:
-                path, notes = native().latest_checkpoint(load_dir)
-            except native().InputError as e:
-                raise InputError(str(e)) from None
+            path, notes = _native_call(native().latest_checkpoint, load_dir)
             for note in notes:
                 print(f"dsc: note: {note}", file=sys.stderr)
             if not path:
@@ -369,10 +358,7 @@ class Engine:
                 return None, None
         else:
             path = os.path.join(load_dir, str(tag))
-        try:
-            notes = self._native.load_checkpoint(path)
-        except native().InputError as e:
-            raise InputError(str(e)) from None
+        notes = _native_call(self._native.load_checkpoint, path)
         for note in notes:
             print(f"dsc: note: {note}", file=sys.stderr)
         state = os.path.join(path, "client_state.json")
@@ -436,12 +422,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         for flag, value in (("--seed", seed), ("--backend", backend)):
             if value is not None:
                 flags += [flag, str(value)]
-        try:
-            handle = native().Engine(flags)
-        except native().InputError as e:
-            raise InputError(str(e)) from None
-        except native().TrainingError as e:
-            raise TrainingError(str(e)) from None
+        handle = _native_call(native().Engine, flags)
     engine = Engine(handle, plan, model)
     loader = None
     if training_data is not None:

@@ -66,38 +66,42 @@ void checkBatch(const rt::StepEngine &engine, const Batch &batch,
                    rowsName + ", sequence length)");
 }
 
-double microStep(rt::StepEngine &engine, const Batch &tokens,
-                 const Batch &targets) {
-  checkBatch(engine, tokens, "tokens", engine.microBatch(), "micro-batch");
-  checkBatch(engine, targets, "targets", engine.microBatch(), "micro-batch");
+/// One batch through `run` (the micro-step or the eval program), the GIL
+/// released; `rows` and `rowsName` the batch's compiled rows.
+template <typename Run>
+double runBatch(rt::StepEngine &engine, const Batch &tokens,
+                const Batch &targets, uint32_t rows, const char *rowsName,
+                Run run) {
+  checkBatch(engine, tokens, "tokens", rows, rowsName);
+  checkBatch(engine, targets, "targets", rows, rowsName);
   double loss = 0;
   std::string error;
   bool ok;
   {
     py::gil_scoped_release nogil;
-    ok = engine.microStep(tokens.data(), targets.data(), loss, error);
+    ok = run(tokens.data(), targets.data(), loss, error);
   }
   if (!ok)
     throw TrainingFailure(error);
   return loss;
 }
 
+double microStep(rt::StepEngine &engine, const Batch &tokens,
+                 const Batch &targets) {
+  return runBatch(
+      engine, tokens, targets, engine.microBatch(), "micro-batch",
+      [&](const int32_t *t, const int32_t *y, double &loss,
+          std::string &error) { return engine.microStep(t, y, loss, error); });
+}
+
 double evalStep(rt::StepEngine &engine, const Batch &tokens,
                 const Batch &targets) {
   if (engine.evalBatch() == 0)
     throw InputError("the plan has no eval program (compile it with this dsc)");
-  checkBatch(engine, tokens, "tokens", engine.evalBatch(), "eval batch");
-  checkBatch(engine, targets, "targets", engine.evalBatch(), "eval batch");
-  double loss = 0;
-  std::string error;
-  bool ok;
-  {
-    py::gil_scoped_release nogil;
-    ok = engine.evalStep(tokens.data(), targets.data(), loss, error);
-  }
-  if (!ok)
-    throw TrainingFailure(error);
-  return loss;
+  return runBatch(
+      engine, tokens, targets, engine.evalBatch(), "eval batch",
+      [&](const int32_t *t, const int32_t *y, double &loss,
+          std::string &error) { return engine.evalStep(t, y, loss, error); });
 }
 
 py::dict apply(rt::StepEngine &engine) {
