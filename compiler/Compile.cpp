@@ -26,6 +26,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -277,6 +278,10 @@ int Compiler::passOptions() {
       return fail("--remat: expected none, layers, selective or auto, got '" +
                   req.remat + "'");
     train.remat.policy = ds::remat::policyNamed(req.remat);
+  }
+  if (req.noDecay) {
+    train.adamw.decayAll = true;
+    train.adamw.noDecay = llvm::join(*req.noDecay, ",");
   }
   if (req.rematEvery) {
     if (*req.rematEvery < 1)

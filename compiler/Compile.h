@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dsc {
 
@@ -44,6 +45,9 @@ struct CompileRequest {
   std::optional<int64_t> activationMemory;
   /// Refuse a plan that needs more device memory per rank ("80GiB").
   std::string deviceMemory;
+  /// Parameter groups (dsc.initialize): every parameter decays but these
+  /// (ds-adamw decay-all, no-decay); unset: rank >= 2 decays.
+  std::optional<std::vector<std::string>> noDecay;
   Phase phase = Phase::Emit;
   /// A textual pass pipeline instead of the phases' (plan phases follow).
   std::string passPipeline;

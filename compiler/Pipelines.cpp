@@ -184,6 +184,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                         llvm::cl::init(defaults.adamw.nesterov)};
   Option<bool> cycleMomentum{*this, "cycle-momentum",
                              llvm::cl::init(defaults.adamw.cycleMomentum)};
+  Option<bool> decayAll{*this, "decay-all",
+                        llvm::cl::init(defaults.adamw.decayAll)};
+  Option<std::string> noDecay{*this, "no-decay",
+                              llvm::cl::init(defaults.adamw.noDecay)};
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::init(defaults.zero.worldSize)};
   Option<int64_t> zeroStage{*this, "zero-stage",
@@ -233,9 +237,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize);
-    o.adamw = {beta1,     beta2,     eps,          weightDecay,
-               gradClip,  optimizer, lrDecay,      momentum,
-               dampening, nesterov,  cycleMomentum};
+    o.adamw = {beta1,         beta2,    eps,      weightDecay, gradClip,
+               optimizer,     lrDecay,  momentum, dampening,   nesterov,
+               cycleMomentum, decayAll, noDecay};
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

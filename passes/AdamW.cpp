@@ -54,7 +54,7 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
               ArrayRef<Value> scalars) {
     Location ploc = param.getLoc();
     Type t = param.getType();
-    double decay = takesWeightDecay(param.getTensorType()) ? weightDecay : 0.0;
+    double decay = inDecayGroup(param) ? weightDecay : 0.0;
     auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
     SmallVector<StringRef> suffixes;
     if (optimizer == "sgd")
@@ -94,6 +94,32 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       b.create<StoreOp>(ploc, value, var.getSymName());
   }
 
+  /// decay-all: every parameter's ds.decay, false for those no-decay
+  /// names (each must be a parameter).
+  LogicalResult markDecayGroups(ModuleOp module, SymbolTable &symbols) {
+    SmallVector<StringRef> names;
+    StringRef(noDecay).split(names, ',', -1, /*KeepEmpty=*/false);
+    if (!decayAll) {
+      if (!names.empty())
+        return module.emitError("ds-adamw: no-decay needs decay-all");
+      return success();
+    }
+    for (StringRef name : names) {
+      auto var = symbols.lookup<VariableOp>(name.trim());
+      if (!var || var.getKind() != VariableKind::param)
+        return module.emitError("ds-adamw: no-decay names '")
+               << name.trim() << "', which is not a parameter";
+    }
+    Builder b(module.getContext());
+    for (auto var : module.getOps<VariableOp>())
+      if (var.getKind() == VariableKind::param)
+        var->setAttr(kDecayAttr,
+                     b.getBoolAttr(!llvm::any_of(names, [&](StringRef n) {
+                       return n.trim() == var.getSymName();
+                     })));
+    return success();
+  }
+
   LogicalResult build(ModuleOp module) {
     StringRef rules[] = {"adamw", "sgd", "lion", "adagrad"};
     if (!llvm::is_contained(rules, StringRef(optimizer)))
@@ -112,6 +138,9 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     if (grads.empty())
       return module.emitError(
           "ds-adamw: no gradient accumulators; run ds-autodiff first");
+    SymbolTable symbols(module);
+    if (failed(markDecayGroups(module, symbols)))
+      return failure();
 
     MLIRContext *ctx = module.getContext();
     Location loc = NameLoc::get(StringAttr::get(ctx, "optimizer"));
@@ -163,10 +192,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     SmallVector<std::pair<VariableOp, Value>> updates;
     for (bool decayed : {true, false})
       for (auto [var, g] : llvm::zip(grads, gradValues))
-        if (takesWeightDecay(var.getTensorType()) == decayed)
+        if (inDecayGroup(symbols.lookup<VariableOp>(
+                var.getOfAttr().getAttr())) == decayed)
           updates.push_back({var, g});
 
-    SymbolTable symbols(module);
     OpBuilder mb(ctx);
     for (auto [var, g] : updates) {
       auto param = symbols.lookup<VariableOp>(var.getOfAttr().getAttr());

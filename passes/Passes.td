@@ -73,7 +73,13 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", "false", "SGD: Nesterov momentum">,
     Option<"cycleMomentum", "cycle-momentum", "bool", "false",
            "AdamW and Lion: beta1 is a third input of @apply, `beta1`, read "
-           "each step (OneCycle's cycle_momentum)">
+           "each step (OneCycle's cycle_momentum)">,
+    Option<"decayAll", "decay-all", "bool", "false",
+           "every parameter decays but those of no-decay (DeepSpeed's rule "
+           "for parameter groups); else rank >= 2 decays">,
+    Option<"noDecay", "no-decay", "std::string", "\"\"",
+           "with decay-all: the parameters that do not decay, by name, "
+           "separated by commas">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

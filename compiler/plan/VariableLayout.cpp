@@ -9,6 +9,7 @@
 #include "compiler/plan/LoweringImpl.h"
 
 #include "dialects/dist/DistOps.h"
+#include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "runtime/plan/VariableNames.h"
 #include "runtime/rng/Philox.h"
@@ -22,7 +23,7 @@ namespace {
 /// A group's members with their first element in the group, in order.
 using MemberOffsets = SmallVector<std::pair<VariableOp, int64_t>>;
 
-bool decays(VariableOp p) { return takesWeightDecay(p.getTensorType()); }
+bool decays(VariableOp p) { return inDecayGroup(p); }
 
 /// ds-offload's host variables.
 Space spaceOf(VariableOp var) {

@@ -33,6 +33,14 @@
 //                          on the fused op; plan lowering sums its FLOPs
 //                          for --report.
 //
+//   ds.decay               on a parameter's ds.variable: whether it is in
+//                          the weight-decay group. Set by ds-adamw only when
+//                          the groups are given (decay-all, no-decay:
+//                          dsc.initialize's parameter groups); without it
+//                          the group is takesWeightDecay's (rank >= 2).
+//                          Read through inDecayGroup by ds-adamw, ds-zero's
+//                          stage-1 groups and plan layout's packing order.
+//
 // Optimizer state needs no mark: ds.adamw names its parameter, moments and
 // gradient as operands, and the moments are `opt_state` variables `of`
 // their parameter.
@@ -42,6 +50,7 @@
 #define DSC_DIALECTS_DS_CONTRACTS_H
 
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SmallVector.h"
@@ -70,6 +79,15 @@ constexpr llvm::StringLiteral kAliasesAttr =
     DSDialect::AliasesAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kArgNameAttr =
     DSDialect::NameAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kDecayAttr =
+    DSDialect::DecayAttrHelper::getNameStr();
+
+/// Whether parameter `param` is in the weight-decay group (ds.decay).
+inline bool inDecayGroup(VariableOp param) {
+  if (auto decay = param->getAttrOfType<BoolAttr>(kDecayAttr))
+    return decay.getValue();
+  return takesWeightDecay(param.getTensorType());
+}
 
 /// Whether `op` recomputes a forward value (ds.recompute).
 inline bool isRecompute(Operation *op) { return op->hasAttr(kRecomputeAttr); }

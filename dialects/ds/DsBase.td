@@ -37,7 +37,8 @@ def DS_Dialect : Dialect {
     "::mlir::UnitAttr":$recompute,
     "::mlir::StringAttr":$remat,
     "::mlir::DictionaryAttr":$aliases,
-    "::mlir::StringAttr":$name
+    "::mlir::StringAttr":$name,
+    "::mlir::BoolAttr":$decay
   );
 }
 

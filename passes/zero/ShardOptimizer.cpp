@@ -11,6 +11,7 @@
 
 #include "passes/zero/ZeroUtils.h"
 
+#include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "runtime/plan/ProgramNames.h"
 #include "runtime/plan/VariableNames.h"
@@ -117,6 +118,18 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
 
 } // namespace
 
+/// Whether `op`'s parameter (the one its param operand loads, or the one of
+/// the master it loads) is in the weight-decay group.
+static bool decayGroupOf(Update op, SymbolTable &symbols) {
+  auto load = op.getParam().getDefiningOp<LoadOp>();
+  auto var = load ? symbols.lookup<VariableOp>(load.getName()) : VariableOp();
+  if (var && var.getKind() == VariableKind::master)
+    var = symbols.lookup<VariableOp>(var.getOfAttr().getAttr());
+  if (!var)
+    return takesWeightDecay(cast<ShapedType>(op.getParam().getType()));
+  return inDecayGroup(var);
+}
+
 /// Stage 1: parameters with gradients form two flat groups (with and
 /// without weight decay, the plan's packing order), padded to a multiple
 /// of the world size. Each rank keeps the optimizer's state for its slice,
@@ -137,8 +150,7 @@ LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
   // Partition first: sharding a group erases its updates.
   SmallVector<Update> groups[2];
   for (Update op : updates)
-    groups[takesWeightDecay(cast<ShapedType>(op.getParam().getType())) ? 0 : 1]
-        .push_back(op);
+    groups[decayGroupOf(op, symbols) ? 0 : 1].push_back(op);
   for (int g = 0; g < 2; ++g)
     if (!groups[g].empty() &&
         failed(shardGroup(module, symbols, mb, groups[g], ret, opts,

@@ -5,11 +5,16 @@
 // RUN: ds-opt %s -ds-adamw="cycle-momentum=true beta1=0.8 beta2=0.99" | FileCheck %s --check-prefix=CYCLE
 // RUN: ds-opt %s -ds-adamw="optimizer=lion cycle-momentum=true" | FileCheck %s --check-prefix=LIONCYCLE
 // RUN: not ds-opt %s -ds-adamw="optimizer=sgd cycle-momentum=true" 2>&1 | FileCheck %s --check-prefix=SGDCYCLE
+// RUN: ds-opt %s -ds-adamw="decay-all=true no-decay=w weight-decay=0.1" | FileCheck %s --check-prefix=GROUPS
+// RUN: not ds-opt %s -ds-adamw="decay-all=true no-decay=w,nope" 2>&1 | FileCheck %s --check-prefix=NOPE
+// RUN: not ds-opt %s -ds-adamw="no-decay=w" 2>&1 | FileCheck %s --check-prefix=NOALL
 // The other updates ds-adamw builds: one state per parameter (SGD's
 // momentum_buffer, Lion's exp_avg, Adagrad's sum), weight decay on rank >= 2
 // only, the parameter stored before its state, accumulators zeroed. With
 // cycle-momentum (OneCycle), @apply takes beta1 as a third input and every
-// AdamW or Lion update reads it.
+// AdamW or Lion update reads it. With decay-all (dsc.initialize's
+// parameter groups) every parameter decays but the no-decay ones, whatever
+// their rank, each marked ds.decay, and the decayed updates come first.
 
 ds.variable param @w : tensor<3x4xf32> init normal std 2.000000e-02
 ds.variable grad @w.grad of @w : tensor<3x4xf32> init zeros
@@ -56,3 +61,12 @@ ds.variable grad @b.grad of @b : tensor<4xf32> init zeros
 // LIONCYCLE-COUNT-2: ds.lion {{.*}} scale %{{.*}} beta1_value %arg2 betas(
 
 // SGDCYCLE: error: ds-adamw: cycle-momentum needs betas (adamw or lion), not sgd
+
+// GROUPS: ds.variable param @w {{.*}} {ds.decay = false}
+// GROUPS: ds.variable param @b {{.*}} {ds.decay = true}
+// GROUPS-LABEL: func.func @apply(
+// GROUPS:       ds.adamw {{.*}} weight_decay 1.000000e-01 : tensor<4xf32>
+// GROUPS:       ds.adamw {{.*}} weight_decay 0.000000e+00 : tensor<3x4xf32>
+
+// NOPE: error: ds-adamw: no-decay names 'nope', which is not a parameter
+// NOALL: error: ds-adamw: no-decay needs decay-all

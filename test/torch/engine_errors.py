@@ -38,7 +38,9 @@ def main():
         model=model, config=CONFIG, optimizer=torch.optim.SGD(model.parameters(), lr=0.1)))
     expect("groups", lambda: dsc.initialize(
         model=model, config=CONFIG,
-        model_parameters=[{"params": list(model.parameters()), "weight_decay": 0.0}]))
+        model_parameters=[{"params": list(model.parameters()), "lr": 0.1}]))
+    expect("half the parameters", lambda: dsc.initialize(
+        model=model, config=CONFIG, model_parameters=list(model.parameters())[:3]))
     return 0
 
 

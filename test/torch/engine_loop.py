@@ -1,5 +1,7 @@
-"""engine_loop.py MODEL CONFIG.json DIR STEPS: DeepSpeed's tutorial loop,
-unchanged but for the import, over dsc.initialize's engine and DataLoader.
+"""engine_loop.py MODEL CONFIG.json DIR STEPS groups|plain: DeepSpeed's
+tutorial loop, unchanged but for the import, over dsc.initialize's engine
+and DataLoader; model_parameters are nanoGPT's two groups (decay for rank
+>= 2) or the plain parameters (all decay, as DeepSpeed takes them).
 
 The module is module_vs_torch.py's MODEL with its weights; the dataset is
 the GPL's bytes in windows of the block size (tokens, next tokens). The
@@ -35,13 +37,21 @@ class Windows(torch.utils.data.Dataset):
         return self.data[s:s + self.t], self.data[s + 1:s + self.t + 1]
 
 
-def main(model_spec, config_path, out, steps):
+def main(model_spec, config_path, out, steps, grouping):
     config = json.load(open(config_path))
     module, ex = exported(model_spec, config["train_micro_batch_size_per_gpu"])
+    if grouping == "groups":  # nanoGPT's configure_optimizers
+        decay = config["optimizer"]["params"]["weight_decay"]
+        params = [{"params": [p for p in module.parameters() if p.dim() >= 2],
+                   "weight_decay": decay},
+                  {"params": [p for p in module.parameters() if p.dim() < 2],
+                   "weight_decay": 0.0}]
+    else:  # every parameter decays, as in DeepSpeed
+        params = module.parameters()
     dataset = Windows("/usr/share/common-licenses/GPL-3", block_size(model_spec))
     _, loss_kind, _ = build(model_spec)  # Hugging Face models: cross_entropy
     model_engine, optimizer, trainloader, _ = deepspeed.initialize(
-        model=module, model_parameters=module.parameters(), config=config_path,
+        model=module, model_parameters=params, config=config_path,
         training_data=dataset, loss=loss_kind)
     batches = open(os.path.join(out, "batches"), "wb")
     metrics = open(os.path.join(out, "metrics.jsonl"), "w")
@@ -77,4 +87,4 @@ def main(model_spec, config_path, out, steps):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))

@@ -104,6 +104,8 @@ def main():
     c = sub.add_parser("check")
     for name in ("model", "config", "dir", "batches", "metrics", "final"):
         c.add_argument(name)
+    c.add_argument("--decay-all", action="store_true",
+                   help="every parameter decays (dsc.initialize given plain parameters)")
     c.add_argument("--float64", action="store_true",
                    help="PyTorch in float64: dsc's float32 against exact arithmetic")
     args = ap.parse_args()
@@ -140,10 +142,11 @@ def check(args):
         module.double()
     params = list(module.parameters())
     opt_params = config["optimizer"]["params"]
+    decayed = [p for p in params if args.decay_all or p.dim() >= 2]
     opt = torch.optim.AdamW(
-        [{"params": [p for p in params if p.dim() >= 2],
-          "weight_decay": opt_params.get("weight_decay", 0.01)},
-         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+        [{"params": decayed, "weight_decay": opt_params.get("weight_decay", 0.01)},
+         {"params": [p for p in params if all(p is not d for d in decayed)],
+          "weight_decay": 0.0}],
         lr=opt_params["lr"], betas=tuple(opt_params.get("betas", (0.9, 0.999))),
         eps=opt_params.get("eps", 1e-8))
     clip = config.get("gradient_clipping", 0.0)

@@ -98,7 +98,8 @@ class Plan:
 
 
 def compile(source=None, config=None, *, model=None, block_size=None, loss="module",
-            world_size=1, remat=None, activation_memory=None, device_memory=None):
+            world_size=1, remat=None, activation_memory=None, device_memory=None,
+            no_decay=None):
     """Compiles a training step.
 
     source: a torch.nn.Module (exported with dsc.export at the config's
@@ -106,7 +107,10 @@ def compile(source=None, config=None, *, model=None, block_size=None, loss="modu
     max_position_embeddings; `loss` as in dsc.export), an Exported, ds MLIR
     text, or the path of a .mlir file. model: a built-in model instead
     ("gpt2:n_layer=2,..."). config: a ds_config.json path, its text, or a
-    dict. Raises dsc.InputError with dsc's message on bad input."""
+    dict. no_decay: parameter names that take no weight decay, every other
+    parameter decaying (DeepSpeed's parameter groups); None: the parameters
+    of rank >= 2 decay (nanoGPT's rule). Raises dsc.InputError with dsc's
+    message on bad input."""
     from .export import Exported, export
     cfg, cfg_text, cfg_name = _read_config(config)
     exported = None
@@ -141,7 +145,8 @@ def compile(source=None, config=None, *, model=None, block_size=None, loss="modu
     try:
         data, report, report_text, notes = native().compile(
             text, is_spec, name, cfg_text, cfg_name, world_size, remat or "",
-            activation_memory, device_memory or "")
+            activation_memory, device_memory or "",
+            None if no_decay is None else [str(n) for n in no_decay])
     except native().InputError as e:
         raise InputError(str(e)) from None
     plan = Plan(data, report, report_text, notes, cfg, exported)

@@ -74,4 +74,4 @@ OPS = {
     'ds.variable': OpInfo((), (), ('kind', 'sym_name', 'of', 'type', 'init', 'std'), False),
 }
 
-DIALECT_ATTRIBUTES = ('ds.grad_accumulation', 'ds.global_grad_norm', 'ds.loss_seed', 'ds.recompute', 'ds.remat', 'ds.aliases', 'ds.name')
+DIALECT_ATTRIBUTES = ('ds.grad_accumulation', 'ds.global_grad_norm', 'ds.loss_seed', 'ds.recompute', 'ds.remat', 'ds.aliases', 'ds.name', 'ds.decay')

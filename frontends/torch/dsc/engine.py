@@ -42,17 +42,53 @@ def _config_of(args, config, config_params):
     return path
 
 
-def _check_groups(model_parameters):
-    """Parameter groups with their own options are not compiled yet: every
-    parameter of rank >= 2 decays with the config's weight_decay."""
+def _weight_decay_of(cfg):
+    """The config's weight decay, with dsc's defaults (AdamW 0.01, the
+    others 0: docs/optimizers.md)."""
+    from .api import _read_config
+    section = _read_config(cfg)[0].get("optimizer") or {}
+    decay = (section.get("params") or {}).get("weight_decay")
+    if isinstance(decay, (int, float)):
+        return decay
+    return 0.01 if str(section.get("type", "AdamW")).lower() == "adamw" else 0.0
+
+
+def _no_decay(model, model_parameters, config_decay):
+    """The names of the parameters that take no weight decay, as DeepSpeed
+    reads model_parameters: plain parameters all decay with the config's
+    weight_decay; in groups (dicts), a group's "weight_decay" (default the
+    config's) applies to its parameters. Each group's must be 0 or the
+    config's, and every parameter of the module in a group (dsc trains them
+    all); None when model_parameters is None (dsc's rule: rank >= 2)."""
     if model_parameters is None:
-        return
+        return None
+    names = {id(p): n for n, p in model.named_parameters()}
+    seen, no_decay = set(), []
     for group in list(model_parameters):
-        if isinstance(group, dict) and set(group) - {"params"}:
-            raise InputError(
-                "model_parameters: parameter groups with their own options (" +
-                ", ".join(sorted(set(group) - {"params"})) + ") are not supported yet; "
-                "dsc decays the parameters of rank >= 2 with the config's weight_decay")
+        if not isinstance(group, dict):
+            group = {"params": [group]}
+        other = set(group) - {"params", "weight_decay"}
+        if other:
+            raise InputError("model_parameters: a group's " + ", ".join(sorted(other)) +
+                             " is not supported yet (the config's optimizer section sets "
+                             "it for every parameter)")
+        decay = group.get("weight_decay", config_decay)
+        if decay not in (0, 0.0, config_decay):
+            raise InputError(f"model_parameters: a group's weight_decay {decay}: dsc takes 0 "
+                             f"or the config's ({config_decay}) per parameter")
+        params = group["params"]
+        params = [params] if hasattr(params, "shape") else list(params)
+        for p in params:
+            if id(p) not in names:
+                raise InputError("model_parameters: a parameter that is not the model's")
+            seen.add(id(p))
+            if decay == 0 and config_decay != 0:
+                no_decay.append(names[id(p)])
+    missing = [n for i, n in names.items() if i not in seen]
+    if missing:
+        raise InputError(f"model_parameters: {len(missing)} of the model's parameters are in "
+                         f"no group ({missing[0]}, ...); dsc trains every parameter")
+    return no_decay
 
 
 def _as_batch(value, name):
@@ -407,14 +443,15 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                          "scheduler section; pass lr_scheduler=None and describe it there")
     if mpu is not None:
         raise InputError("mpu: model parallelism is not supported yet")
-    _check_groups(model_parameters)
     if loss == "module" and _takes_labels(model):
         loss = "cross_entropy"  # a Hugging Face model: its logits' loss
     cfg = _config_of(args, config, config_params)
+    no_decay = _no_decay(model, model_parameters, _weight_decay_of(cfg))
     # Under dsc-launch (mpirun), every rank compiles the same plan for the
     # job's world size and joins the others when its engine opens.
     world_size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    plan = compile(model, cfg, block_size=block_size, loss=loss, world_size=world_size)
+    plan = compile(model, cfg, block_size=block_size, loss=loss, world_size=world_size,
+                   no_decay=no_decay)
     with work_folder() as work:
         flags = _plan_args(plan, work.path) + _init_args(None, plan.exported, work.path)
         # The steps are the caller's: dsrun's --steps bounds nothing here.

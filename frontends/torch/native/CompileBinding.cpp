@@ -70,7 +70,8 @@ py::tuple compile(const std::string &source, bool isModelSpec,
                   const std::string &configName, int64_t worldSize,
                   const std::string &remat,
                   std::optional<int64_t> activationMemory,
-                  const std::string &deviceMemory) {
+                  const std::string &deviceMemory,
+                  std::optional<std::vector<std::string>> noDecay) {
   CompileRequest req;
   if (isModelSpec)
     req.model = source;
@@ -85,6 +86,7 @@ py::tuple compile(const std::string &source, bool isModelSpec,
   req.remat = remat;
   req.activationMemory = activationMemory;
   req.deviceMemory = deviceMemory;
+  req.noDecay = std::move(noDecay);
   std::vector<std::string> errors, notes;
   Compilation out;
   int status =
@@ -118,7 +120,7 @@ void bindCompile(py::module_ &m) {
   m.def("compile", &compile, py::arg("source"), py::arg("is_model_spec"),
         py::arg("source_name"), py::arg("config"), py::arg("config_name"),
         py::arg("world_size"), py::arg("remat"), py::arg("activation_memory"),
-        py::arg("device_memory"),
+        py::arg("device_memory"), py::arg("no_decay") = py::none(),
         "Compiles ds MLIR text (or a built-in model spec) into a plan: "
         "(plan bytes, report dict, report text, config notes).");
 }
