@@ -398,7 +398,10 @@ class Engine:
         for note in notes:
             print(f"dsc: note: {note}", file=sys.stderr)
         state = os.path.join(path, "client_state.json")
-        client_state = json.load(open(state)) if os.path.exists(state) else {}
+        client_state = {}
+        if os.path.exists(state):
+            with open(state) as f:
+                client_state = json.load(f)
         self._stale = True
         self._micro_steps = self._native.steps * self._native.accumulation_steps
         self.global_samples = self._native.steps * self.train_batch_size()
@@ -431,8 +434,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     (DistributedSampler, shuffled with `seed`), incomplete batches dropped:
     the step was compiled for one shape. `block_size` and `loss` are
     dsc.compile's (a Hugging Face model, whose forward takes labels=,
-    defaults to loss="cross_entropy"); `backend` dsrun's --backend. Started by dsc-launch, each
-    process is one rank of the job (the plan compiled for its world size)."""
+    defaults to loss="cross_entropy"); `backend` dsrun's --backend.
+    Started by dsc-launch, each process is one rank of the job (the plan
+    compiled for its world size)."""
     if model is None:
         raise InputError("initialize: model= is required")
     if optimizer is not None:
