@@ -53,6 +53,9 @@ def main(model_spec, config_path, out, steps, grouping):
     model_engine, optimizer, trainloader, _ = deepspeed.initialize(
         model=module, model_parameters=params, config=config_path,
         training_data=dataset, loss=loss_kind)
+    groups = model_engine.plan.report()["weight_decay"]
+    print(f"weight decay on {len(groups['decay'])} parameters, none on "
+          f"{len(groups['no_decay'])}")
     batches = open(os.path.join(out, "batches"), "wb")
     metrics = open(os.path.join(out, "metrics.jsonl"), "w")
     gas = model_engine.gradient_accumulation_steps()

@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,15 @@ py::dict reportOf(const PlanModel &plan, const std::string &remat) {
   }
   r["programs"] = programs;
   r["remat"] = mlir::ds::remat::appliedPolicy(remat).str();
+  // Which parameters the optimizer decays (ds-adamw's groups), by name.
+  std::set<std::string> decay, noDecay;
+  for (const PlanVariable &v : plan.variables)
+    if (v.kind == 0) // a parameter (plan.fbs VarKind)
+      (v.weightDecay ? decay : noDecay).insert(v.name);
+  py::dict groups;
+  groups["decay"] = std::vector<std::string>(decay.begin(), decay.end());
+  groups["no_decay"] = std::vector<std::string>(noDecay.begin(), noDecay.end());
+  r["weight_decay"] = groups;
   return r;
 }
 
