@@ -55,6 +55,9 @@ def expect(what, fn):
 
 
 def main(out):
+    # In the order printed: dsc's notes and warnings go to stderr, these
+    # lines to stdout, and the test reads both as one stream.
+    sys.stdout.reconfigure(line_buffering=True)
     data = batches()
     straight = engine(0)
     train(straight, data, 0, 10)
