@@ -25,10 +25,7 @@ namespace {
 
 using namespace dsc::rt;
 
-std::string inputsDir() {
-  std::string path = __FILE__;
-  return path.substr(0, path.rfind("test/compiler/")) + "test/e2e/Inputs/";
-}
+std::string inputsDir() { return DSC_SOURCE_DIR "/test/e2e/Inputs/"; }
 
 struct Case {
   const char *name, *model, *config;

@@ -339,7 +339,8 @@ TEST(Conformance, EveryRegisteredKernelHasACase) {
       {"comm.reduce_scatter", "CommTest (needs ranks)"},
   };
   namespace fs = std::filesystem;
-  const fs::path self(__FILE__);
+  const fs::path self(DSC_SOURCE_DIR
+                      "/test/unit/conformance/KernelTableTest.cpp");
   std::string text;
   int files = 0;
   for (const fs::directory_entry &e :
