@@ -20,7 +20,7 @@ steps=${STEPS:-30}
 rounds=${ROUNDS:-3}
 data=${DATA:-/usr/share/common-licenses/GPL-3}
 mkdir -p "$out"
-export PYTHONPATH="$root/frontends/torch:$build/python"
+unset PYTHONPATH  # dsc as the build installed it into build/venv (docs/install.md)
 cfg="$out/config.json"
 echo '{"train_micro_batch_size_per_gpu": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' > "$cfg"
 

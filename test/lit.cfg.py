@@ -48,22 +48,24 @@ why_missing = {"torch": python_lacks(torch_python, ["torch"])}
 config.substitutions.append(("%torch-python", torch_python))
 
 # The PyTorch frontend's virtual environment (scripts/install-python.sh:
-# torch 2.5, transformers, safetensors) with frontends/torch on its path.
+# torch 2.5, transformers, safetensors), into which every build installs dsc
+# (tools/CMakeLists.txt's venv-install, the install rules `pip install .`
+# uses): the tests import that installed package, with no PYTHONPATH, and
+# run its dsc-train, dsc-launch and the dsrun it finds next to its python.
 dsc_python = os.path.join(config.dsc_obj_root, "venv", "bin", "python")
 why_missing["torch2"] = python_lacks(
     dsc_python, ["torch.export", "transformers", "safetensors"])
+if why_missing["torch2"] is None:  # else that line says it
+    why_missing["dsc-installed"] = python_lacks(dsc_python, ["dsc", "_dsc_native"])
 for feature, why in why_missing.items():
     if why is None:
         config.available_features.add(feature)
 config.substitutions.append(("%dsc-python", dsc_python))
-config.substitutions.append(("%dsc-train", os.path.join(config.dsc_tools_dir, "dsc-train")))
-# The package from the source tree, its native module (_dsc_native) from the
-# build tree, as tools/dsc-train.in sets them.
-config.environment["PYTHONPATH"] = os.pathsep.join(
-    [os.path.join(os.path.dirname(config.test_source_root), "frontends", "torch"),
-     os.path.join(config.dsc_obj_root, "python")] +
-    ([config.environment["PYTHONPATH"]] if config.environment.get("PYTHONPATH") else []))
-config.environment["DSC_TOOLS_DIR"] = config.dsc_tools_dir
+for command in ("dsc-train", "dsc-launch"):
+    config.substitutions.append(
+        ("%" + command, os.path.join(config.dsc_obj_root, "venv", "bin", command)))
+config.environment.pop("PYTHONPATH", None)
+config.environment.pop("DSC_TOOLS_DIR", None)
 
 # The CUDA backend: "cuda" when this build has it, "gpu" when a GPU is here
 # to run it (the device machine; never in CI).
@@ -92,12 +94,15 @@ if subprocess.call(two_hosts, stdout=subprocess.DEVNULL,
 # entry still said Passed. Refuse instead; DSC_ALLOW_UNSUPPORTED=1 runs the
 # rest on a machine that lacks them on purpose.
 missing = [f for f in ("torch", "torch2", "mpi") if f not in config.available_features]
+if "torch2" in config.available_features and "dsc-installed" not in config.available_features:
+    missing.append("dsc-installed")
 # As root the two hosts must work too (a non-root run cannot build them).
 if os.geteuid() == 0 and "netns" not in config.available_features:
     missing.append("netns")
 how_to_make = {
     "torch": "apt-get install python3-torch (scripts/install-deps.sh)",
     "torch2": "scripts/install-python.sh " + os.path.join(config.dsc_obj_root, "venv"),
+    "dsc-installed": "ninja -C " + config.dsc_obj_root + " venv-install",
     "mpi": "mpirun on PATH: apt-get install openmpi-bin (scripts/install-deps.sh)",
     "netns": "test/e2e/two_hosts.py probe fails, as root",
 }

@@ -21,3 +21,13 @@ def main(argv=None):
         return train_main(argv[1:])
     from .export_cli import export_main
     return last_resort("dsc export", lambda: export_main(argv[1:]))
+
+
+def train_command():
+    """`dsc-train`, as pip installs it (pyproject.toml's entry points)."""
+    sys.exit(main(["train"] + sys.argv[1:]))
+
+
+def launch_command():
+    """`dsc-launch`, as pip installs it."""
+    sys.exit(main(["launch"] + sys.argv[1:]))

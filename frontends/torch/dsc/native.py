@@ -1,6 +1,9 @@
 """The compiled half of the package (_dsc_native, built by CMake from
-frontends/torch/native into <build>/python), loaded on first use so that export
-works without it."""
+frontends/torch/native and installed next to the package), loaded on first
+use so that export works without it; and where the installed tools are."""
+import os
+import shutil
+import sys
 
 
 class InputError(ValueError):
@@ -23,11 +26,24 @@ def native():
             import _dsc_native
         except ImportError as e:
             raise ImportError(
-                "dsc's native module is not built or not on the path: build dsc "
-                "with python3-dev and pybind11-dev installed (scripts/build.sh) "
-                "and put BUILD/python on PYTHONPATH") from e
+                "dsc's native module is not installed next to the package: "
+                "install dsc with `pip install .` from its checkout (docs/install.md)") from e
         _module = _dsc_native
     return _module
+
+
+def tool_path(name):
+    """The tool `name` (dsrun, dsc): from DSC_TOOLS_DIR when it is set, else
+    the one installed with this Python (pip puts the tools in the scripts
+    folder next to the interpreter), else PATH's; None when there is none."""
+    folder = os.environ.get("DSC_TOOLS_DIR")
+    if folder:
+        path = os.path.join(folder, name)
+        return path if os.access(path, os.X_OK) else None
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    if os.access(path, os.X_OK):
+        return path
+    return shutil.which(name)
 
 
 _CONTINUATIONS = ("note:", "did you mean", "(")

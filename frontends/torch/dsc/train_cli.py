@@ -248,11 +248,11 @@ def _train_here(plan, args):
 
 def _dsrun():
     import dsc
-    tools = os.environ.get("DSC_TOOLS_DIR")
-    path = os.path.join(tools, "dsrun") if tools else shutil.which("dsrun")
-    if not path or not os.path.exists(path):
-        raise dsc.InputError("--num_gpus: dsrun is not found (set DSC_TOOLS_DIR or put it "
-                             "on PATH)")
+    from .native import tool_path
+    path = tool_path("dsrun")
+    if not path:
+        raise dsc.InputError("--num_gpus: dsrun is not found (install dsc with pip, set "
+                             "DSC_TOOLS_DIR or put dsrun on PATH)")
     return path
 
 
