@@ -13,6 +13,9 @@ from .api import Plan, TrainResult, compile, train
 from .engine import Engine, initialize
 from .export import ExportError, Exported, export
 from .native import InputError, TrainingError
+from .versions import warn_if_untested
+
+warn_if_untested()
 
 __all__ = ["compile", "train", "initialize", "export", "Plan", "TrainResult",
            "Engine", "Exported", "ExportError", "InputError", "TrainingError"]
