@@ -21,10 +21,11 @@ import json
 import os
 import sys
 
-from .api import _init_args, _plan_args, compile
+from .api import _block_size, _init_args, _plan_args, compile
 from .export import _takes_labels
 from .files import work_folder
 from .native import InputError, TrainingError, native
+from .training_data import as_dataset
 
 
 def _config_of(args, config, config_params):
@@ -135,6 +136,44 @@ def _all_ones(mask):
     return mask is None or bool((torch.as_tensor(mask) == 1).all())
 
 
+def _step_arguments(kwargs, tokens=None, targets=None):
+    """(tokens, targets, whether Hugging Face's convention) from the
+    engine's arguments: (tokens, targets) or input_ids=, labels= (shifted
+    into targets), an all-ones attention_mask allowed."""
+    hf = "labels" in kwargs
+    if tokens is None:
+        tokens = kwargs.pop("input_ids", None)
+    if hf:
+        if targets is not None:
+            raise InputError("engine(): give targets or labels=, not both")
+        targets = _shifted(kwargs.pop("labels"))
+    elif targets is None:
+        targets = kwargs.pop("targets", None)
+    if "attention_mask" in kwargs:
+        if not _all_ones(kwargs.pop("attention_mask")):
+            raise InputError("attention_mask: the compiled step attends causally to every "
+                             "position; mark padding with labels=-100 instead")
+    if kwargs:
+        raise InputError("engine(): the compiled step takes (tokens, targets) or "
+                         "(input_ids=, labels=); got " + ", ".join(sorted(kwargs)))
+    if tokens is None or targets is None:
+        raise InputError("engine(): the compiled step computes the loss of (tokens, "
+                         "targets) or (input_ids=, labels=); one is missing")
+    return tokens, targets, hf
+
+
+def _batch_arguments(batch):
+    """A DataLoader's batch as the engine's (args, kwargs): a dict (a
+    Hugging Face dataset's rows) by name, a pair by position."""
+    if isinstance(batch, dict):
+        return (), dict(batch)
+    batch = tuple(batch)
+    if len(batch) != 2:
+        raise InputError(f"data_iter: a batch of {len(batch)} items; the engine takes "
+                         "(tokens, targets) pairs or dicts of input_ids and labels")
+    return batch, {}
+
+
 class _Output:
     """What a Hugging Face model returns, as far as training reads it."""
 
@@ -242,25 +281,7 @@ class Engine:
         labels=) (Hugging Face's: labels are the inputs, shifted inside the
         model, -100 ignored) returns an output whose .loss is that tensor."""
         import torch
-        hf = "labels" in kwargs
-        if tokens is None:
-            tokens = kwargs.pop("input_ids", None)
-        if hf:
-            if targets is not None:
-                raise InputError("engine(): give targets or labels=, not both")
-            targets = _shifted(kwargs.pop("labels"))
-        elif targets is None:
-            targets = kwargs.pop("targets", None)
-        if "attention_mask" in kwargs:
-            if not _all_ones(kwargs.pop("attention_mask")):
-                raise InputError("attention_mask: the compiled step attends causally to every "
-                                 "position; mark padding with labels=-100 instead")
-        if kwargs:
-            raise InputError("engine(): the compiled step takes (tokens, targets) or "
-                             "(input_ids=, labels=); got " + ", ".join(sorted(kwargs)))
-        if tokens is None or targets is None:
-            raise InputError("engine(): the compiled step computes the loss of (tokens, "
-                             "targets) or (input_ids=, labels=); one is missing")
+        tokens, targets, hf = _step_arguments(kwargs, tokens, targets)
         if not self.training or not torch.is_grad_enabled():
             loss = self._evaluate(tokens, targets)
             return _Output(loss) if hf else loss
@@ -321,20 +342,26 @@ class Engine:
 
     def eval_batch(self, data_iter):
         """The mean eval loss over the next gradient_accumulation_steps
-        (tokens, targets) batches of `data_iter`."""
+        batches of `data_iter`: (tokens, targets) pairs, or dicts of
+        input_ids and labels (a Hugging Face dataset's rows)."""
         import torch
-        losses = [self._evaluate(*next(data_iter))
-                  for _ in range(self._native.accumulation_steps)]
+        losses = []
+        for _ in range(self._native.accumulation_steps):
+            args, kwargs = _batch_arguments(next(data_iter))
+            tokens, targets, _ = _step_arguments(kwargs, *args)
+            losses.append(self._evaluate(tokens, targets))
         return torch.stack(losses).mean()
 
     def train_batch(self, data_iter):
         """One optimizer step over the next gradient_accumulation_steps
-        (tokens, targets) batches of `data_iter`; returns the mean loss."""
+        batches of `data_iter` (as eval_batch takes them); returns the mean
+        loss."""
         import torch
         losses = []
         for _ in range(self._native.accumulation_steps):
-            tokens, targets = next(data_iter)
-            loss = self(tokens, targets)
+            args, kwargs = _batch_arguments(next(data_iter))
+            loss = self(*args, **kwargs)
+            loss = getattr(loss, "loss", loss)
             self.backward(loss)
             self.step()
             losses.append(loss)
@@ -429,10 +456,11 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     """deepspeed.initialize for dsc: (engine, optimizer, dataloader,
     lr_scheduler). The optimizer and schedule are the config's, compiled
     into the step; a client optimizer or scheduler object is refused by
-    name. `training_data` (a torch Dataset of (tokens, targets)) gets a
-    DataLoader of the config's micro-batch, each rank its shard
-    (DistributedSampler, shuffled with `seed`), incomplete batches dropped:
-    the step was compiled for one shape. `block_size` and `loss` are
+    name. `training_data` (a torch Dataset of (tokens, targets), a Hugging
+    Face dataset of input_ids, a 1-D token array or a .bin/.npy/text file:
+    training_data.py) gets a DataLoader of the config's micro-batch, each
+    rank its shard (DistributedSampler, shuffled with `seed`), incomplete
+    batches dropped: the step was compiled for one shape. `block_size` and `loss` are
     dsc.compile's (a Hugging Face model, whose forward takes labels=,
     defaults to loss="cross_entropy"); `backend` dsrun's --backend.
     Started by dsc-launch, each process is one rank of the job (the plan
@@ -451,6 +479,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         loss = "cross_entropy"  # a Hugging Face model: its logits' loss
     cfg = _config_of(args, config, config_params)
     no_decay = _no_decay(model, model_parameters, _weight_decay_of(cfg))
+    block = block_size or _block_size(model)
+    dataset = None  # checked before the compile, which takes a while
+    if training_data is not None and block is not None:
+        dataset = as_dataset(training_data, block)
     # Under dsc-launch (mpirun), every rank compiles the same plan for the
     # job's world size and joins the others when its engine opens.
     world_size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
@@ -466,8 +498,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         handle = _native_call(native().Engine, flags)
     engine = Engine(handle, plan, model)
     loader = None
-    if training_data is not None:
-        loader = _dataloader(training_data, handle, collate_fn, seed)
+    if dataset is not None:
+        loader = _dataloader(dataset, handle, collate_fn, seed)
     return engine, _Optimizer(engine), loader, _Scheduler(engine)
 
 
