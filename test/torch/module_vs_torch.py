@@ -61,6 +61,11 @@ def build(model, seed=1234):
         from transformers import LlamaConfig, LlamaForCausalLM
         m = LlamaForCausalLM(LlamaConfig(attn_implementation="sdpa", **opts))
         loss = "cross_entropy"
+    elif kind == "gpt2hf":  # Hugging Face's GPT-2, dropout off (dsc's masks are not torch's)
+        from transformers import GPT2Config, GPT2LMHeadModel
+        m = GPT2LMHeadModel(GPT2Config(attn_implementation="sdpa", resid_pdrop=0.0,
+                                       embd_pdrop=0.0, attn_pdrop=0.0, **opts))
+        loss = "cross_entropy"
     else:
         raise SystemExit(f"module_vs_torch: unknown model kind {kind!r}")
     return m, loss, opts
@@ -68,7 +73,8 @@ def build(model, seed=1234):
 
 def block_size(model):
     kind, opts = parse(model)
-    return opts["block_size"] if kind == "nanogpt" else opts["max_position_embeddings"]
+    key = {"nanogpt": "block_size", "gpt2hf": "n_positions"}.get(kind, "max_position_embeddings")
+    return opts[key]
 
 
 def draw(module, seed):
