@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """two_hosts.py probe | run | cut [--after-step N] -- DSRUN ARGS...
+   two_hosts.py launch -- COMMAND ARGS...
 
 Two hosts on one machine: network namespaces A and B joined by a veth pair
 with addresses of their own (10.X.Y.1 and .2), each with its own host name
@@ -16,6 +17,10 @@ one), as on two machines.
          the cut, the job's output, how long after the cut the job ended
          and whether anything outlived it. The job must end within
          DSC_COMM_TIMEOUT (required in the environment) + GRACE_S.
+  launch runs COMMAND on host A with Open MPI's settings for the two hosts
+         in its environment (OMPI_MCA_*: the rsh agent, the subnet), each
+         argument {hostfile} replaced by the hosts file (two slots each): a
+         launcher of its own, such as dsc-launch --hostfile, runs mpirun.
 
 Everything the script made (namespaces, links, temporary files) is removed
 at the end, and any process left of the job is killed and reported."""
@@ -92,7 +97,17 @@ class TwoHosts:
                   "--mca", "btl", "self,vader,tcp", "--bind-to", "none",
                   "-x", "DSC_COMM_TIMEOUT", "-x", "OPENBLAS_NUM_THREADS",
                   "-np", "4"] + dsrun_args
-        quoted = " ".join("'" + a.replace("'", "'\\''") + "'" for a in mpirun)
+        return self.on_host_a(mpirun)
+
+    def mca_environment(self):
+        """command()'s mpirun settings as Open MPI's environment variables,
+        for a launcher that runs mpirun itself (mpirun passes them on)."""
+        subnet = self.subnet + ".0/24"
+        return {"OMPI_MCA_plm_rsh_agent": self.agent, "OMPI_MCA_oob_tcp_if_include": subnet,
+                "OMPI_MCA_btl_tcp_if_include": subnet, "OMPI_MCA_btl": "self,vader,tcp"}
+
+    def on_host_a(self, args):
+        quoted = " ".join("'" + a.replace("'", "'\\''") + "'" for a in args)
         return ["ip", "netns", "exec", self.ns[0], "unshare", "--uts", "sh",
                 "-c", "hostname hosta; exec " + quoted]
 
@@ -126,7 +141,7 @@ def last_step(metrics):
 
 
 def main(argv):
-    if len(argv) < 2 or argv[1] not in ("probe", "run", "cut"):
+    if len(argv) < 2 or argv[1] not in ("probe", "run", "cut", "launch"):
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2
     mode = argv[1]
@@ -148,12 +163,20 @@ def main(argv):
         return 2
     dsrun_args = rest[1:]
     dsrun_args[0] = shutil.which(dsrun_args[0]) or dsrun_args[0]
-    plan = dsrun_args[1]
+    # What names the job's processes: the plan, or a launched script.
+    plan = dsrun_args[1] if mode != "launch" else next(
+        (a for a in dsrun_args if a.endswith(".py")), dsrun_args[0])
     with TwoHosts() as hosts:
         out_path = os.path.join(hosts.dir, "out.log")
         with open(out_path, "w") as out:
-            proc = subprocess.Popen(hosts.command(dsrun_args), stdout=out,
-                                    stderr=subprocess.STDOUT)
+            if mode == "launch":
+                args = [hosts.hostfile if a == "{hostfile}" else a for a in dsrun_args]
+                proc = subprocess.Popen(hosts.on_host_a(args), stdout=out,
+                                        stderr=subprocess.STDOUT,
+                                        env=dict(os.environ, **hosts.mca_environment()))
+            else:
+                proc = subprocess.Popen(hosts.command(dsrun_args), stdout=out,
+                                        stderr=subprocess.STDOUT)
             cut_at = None
             if mode == "cut":
                 timeout = float(os.environ["DSC_COMM_TIMEOUT"])
