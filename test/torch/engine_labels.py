@@ -1,7 +1,8 @@
 """engine_labels.py: Hugging Face's conventions through dsc.initialize on
 LlamaForCausalLM (its loss chosen by initialize: cross-entropy of the
-logits): engine(input_ids=, labels=) returns an output whose .loss equals
-the model's own model(input_ids=, labels=).loss, with labels padded by
+logits): engine(input_ids=, labels=) (or engine.forward) returns an output
+whose .loss (also its [0], as a tuple output) equals the model's own
+model(input_ids=, labels=).loss, with labels padded by
 -100 too; targets padded with -100 give F.cross_entropy(ignore_index=-100);
 a micro-batch whose labels are all -100 has loss 0 and zero gradients
 (PyTorch's mean is NaN there: 0 / 0). Each comparison is printed with its
@@ -50,12 +51,9 @@ def main():
     step(engine, out.loss)
     with torch.no_grad():
         want_padded = engine.module(input_ids=x, labels=padded).loss.item()
-        logits = engine.module(x).logits
-    want_ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 256),
-                                                targets.reshape(-1)).item()
-    out = engine(input_ids=x, labels=padded)
+    out = engine.forward(input_ids=x, labels=padded)  # forward is the call, as in DeepSpeed
     print(f"padded labels=: .loss {out.loss.item():.6f}, the model's {want_padded:.6f}, "
-          f"rel {rel(out.loss.item(), want_padded):.1e}")
+          f"rel {rel(out.loss.item(), want_padded):.1e}; out[0] is .loss: {out[0] is out.loss}")
     step(engine, out.loss)
     with torch.no_grad():
         logits = engine.module(x).logits

@@ -504,11 +504,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
 
 
 def _dataloader(dataset, handle, collate_fn, seed):
-    import torch
     from torch.utils.data import DataLoader, DistributedSampler
     sampler = DistributedSampler(dataset, num_replicas=handle.world_size,
                                  rank=handle.rank, shuffle=True,
                                  seed=0 if seed is None else int(seed))
     return DataLoader(dataset, batch_size=handle.micro_batch, sampler=sampler,
-                      collate_fn=collate_fn, drop_last=True,
-                      generator=torch.Generator().manual_seed(0))
+                      collate_fn=collate_fn, drop_last=True)
