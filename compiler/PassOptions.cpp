@@ -19,12 +19,17 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.adamw.optimizer = type == "SGD"       ? "sgd"
                       : type == "Lion"    ? "lion"
                       : type == "Adagrad" ? "adagrad"
+                      : type == "Lamb"    ? "lamb"
                                           : "adamw";
   o.adamw.lrDecay = config.optimizer.lrDecay;
   o.adamw.momentum = config.optimizer.momentum;
   o.adamw.dampening = config.optimizer.dampening;
   o.adamw.nesterov = config.optimizer.nesterov;
   o.adamw.cycleMomentum = config.scheduler.cycleMomentum;
+  o.adamw.minCoeff = config.optimizer.minCoeff;
+  o.adamw.maxCoeff = config.optimizer.maxCoeff;
+  o.adamw.biasCorrection = config.optimizer.biasCorrection;
+  o.adamw.epsInsideSqrt = config.optimizer.epsInsideSqrt;
   // fp16 / bf16: the model in 16 bits; fp16 (which scales the loss)
   // always checks for overflow, bf16 when check_grad_overflow says so.
   if (config.fp16.enabled || config.bf16.enabled) {

@@ -171,9 +171,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                              llvm::cl::init(defaults.adamw.weightDecay)};
   Option<double> gradClip{*this, "grad-clip",
                           llvm::cl::init(defaults.adamw.gradClip)};
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("adamw, sgd, lion or adagrad"),
-                                llvm::cl::init(defaults.adamw.optimizer)};
+  Option<std::string> optimizer{
+      *this, "optimizer", llvm::cl::desc("adamw, sgd, lion, adagrad or lamb"),
+      llvm::cl::init(defaults.adamw.optimizer)};
   Option<double> lrDecay{*this, "lr-decay",
                          llvm::cl::init(defaults.adamw.lrDecay)};
   Option<double> momentum{*this, "momentum",
@@ -188,6 +188,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                         llvm::cl::init(defaults.adamw.decayAll)};
   Option<std::string> noDecay{*this, "no-decay",
                               llvm::cl::init(defaults.adamw.noDecay)};
+  Option<double> minCoeff{*this, "min-coeff",
+                          llvm::cl::init(defaults.adamw.minCoeff)};
+  Option<double> maxCoeff{*this, "max-coeff",
+                          llvm::cl::init(defaults.adamw.maxCoeff)};
+  Option<bool> biasCorrection{*this, "bias-correction",
+                              llvm::cl::init(defaults.adamw.biasCorrection)};
+  Option<bool> epsInsideSqrt{*this, "eps-inside-sqrt",
+                             llvm::cl::init(defaults.adamw.epsInsideSqrt)};
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::init(defaults.zero.worldSize)};
   Option<int64_t> zeroStage{*this, "zero-stage",
@@ -237,9 +245,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize);
-    o.adamw = {beta1,         beta2,    eps,      weightDecay, gradClip,
-               optimizer,     lrDecay,  momentum, dampening,   nesterov,
-               cycleMomentum, decayAll, noDecay};
+    o.adamw = {beta1,          beta2,        eps,      weightDecay, gradClip,
+               optimizer,      lrDecay,      momentum, dampening,   nesterov,
+               cycleMomentum,  decayAll,     noDecay,  minCoeff,    maxCoeff,
+               biasCorrection, epsInsideSqrt};
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

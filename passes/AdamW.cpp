@@ -2,7 +2,7 @@
 //
 // @apply(lr, step[, beta1]) -> grad_norm: global gradient norm, optional
 // clipping, one update per parameter with a gradient (ds.adamw, ds.sgd,
-// ds.lion or ds.adagrad, its state variables declared beside the
+// ds.lion, ds.adagrad or ds.lamb, its state variables declared beside the
 // parameter), accumulators zeroed. Weight decay applies to parameters of
 // rank >= 2 only (nanoGPT's grouping: no decay on biases and norm weights).
 // With cycle-momentum, beta1 is an input read each step (OneCycle's
@@ -63,6 +63,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       suffixes = LionOp::getStateSuffixes();
     else if (optimizer == "adagrad")
       suffixes = AdagradOp::getStateSuffixes();
+    else if (optimizer == "lamb")
+      suffixes = LambOp::getStateSuffixes();
     else
       suffixes = AdamWOp::getStateSuffixes();
     SmallVector<VariableOp> vars;
@@ -82,6 +84,11 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     else if (optimizer == "adagrad")
       op = b.create<AdagradOp>(ploc, p, g, states[0], lr, step, scale,
                                f64(lrDecay), f64(eps), f64(decay));
+    else if (optimizer == "lamb")
+      op = b.create<LambOp>(
+          ploc, p, g, states[0], states[1], lr, step, scale, f64(beta1),
+          f64(beta2), f64(eps), f64(decay), f64(minCoeff), f64(maxCoeff),
+          b.getBoolAttr(biasCorrection), b.getBoolAttr(epsInsideSqrt));
     else if (optimizer == "lion")
       op = b.create<LionOp>(ploc, p, g, states[0], lr, step, scale, beta1Value,
                             f64(beta1), f64(beta2), f64(decay));
@@ -121,10 +128,10 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
   }
 
   LogicalResult build(ModuleOp module) {
-    StringRef rules[] = {"adamw", "sgd", "lion", "adagrad"};
+    StringRef rules[] = {"adamw", "sgd", "lion", "adagrad", "lamb"};
     if (!llvm::is_contained(rules, StringRef(optimizer)))
       return module.emitError("ds-adamw: unknown optimizer '")
-             << optimizer << "' (adamw, sgd, lion or adagrad)";
+             << optimizer << "' (adamw, sgd, lion, adagrad or lamb)";
     if (cycleMomentum && optimizer != "adamw" && optimizer != "lion")
       return module.emitError("ds-adamw: cycle-momentum needs betas (adamw "
                               "or lion), not ")

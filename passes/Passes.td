@@ -48,12 +48,12 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
   let description = [{
     Adds the optimizer's state for every parameter with a gradient
     accumulator (AdamW: `exp_avg` and `exp_avg_sq`; SGD: `momentum_buffer`;
-    Lion: `exp_avg`; Adagrad: `sum`) and a function
+    Lion: `exp_avg`; Adagrad: `sum`; Lamb: AdamW's) and a function
     `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` (with
     cycle-momentum, a third input `%beta1`) that
     computes the global gradient norm (returned), scales gradients by
     min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies the
-    update (ds.adamw, ds.sgd, ds.lion or ds.adagrad; weight decay only on parameters of
+    update (ds.adamw, ds.sgd, ds.lion, ds.adagrad or ds.lamb; weight decay only on parameters of
     rank >= 2, as nanoGPT) and zeroes the accumulators.
   }];
   let options = [
@@ -65,8 +65,8 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"gradClip", "grad-clip", "double", "0.0",
            "global gradient-norm clip; 0 disables clipping">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
-           "the update: adamw, sgd, lion or adagrad (betas are Lion's too, "
-           "eps Adagrad's)">,
+           "the update: adamw, sgd, lion, adagrad or lamb (betas are Lion's "
+           "and Lamb's too, eps Adagrad's and Lamb's)">,
     Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr_decay">,
     Option<"momentum", "momentum", "double", "0.0", "SGD's momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD's dampening">,
@@ -79,7 +79,15 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
            "for parameter groups); else rank >= 2 decays">,
     Option<"noDecay", "no-decay", "std::string", "\"\"",
            "with decay-all: the parameters that do not decay, by name, "
-           "separated by commas">
+           "separated by commas">,
+    Option<"minCoeff", "min-coeff", "double", "0.01",
+           "Lamb: the trust ratio's lower clamp">,
+    Option<"maxCoeff", "max-coeff", "double", "10.0",
+           "Lamb: the trust ratio's upper clamp">,
+    Option<"biasCorrection", "bias-correction", "bool", "true",
+           "Lamb: bias-corrected step size">,
+    Option<"epsInsideSqrt", "eps-inside-sqrt", "bool", "false",
+           "Lamb: sqrt(v + eps) instead of sqrt(v) + eps">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

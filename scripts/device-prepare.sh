@@ -46,17 +46,19 @@ adamw='{"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "weight_de
 sgd='{"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9, "nesterov": true, "weight_decay": 0.01}}'
 lion='{"type": "Lion", "params": {"lr": 3e-4, "betas": [0.9, 0.99], "weight_decay": 0.1}}'
 adagrad='{"type": "Adagrad", "params": {"lr": 0.02, "lr_decay": 0.01, "weight_decay": 0.01}}'
+lamb='{"type": "Lamb", "params": {"lr": 0.01, "weight_decay": 0.01}}'
 config() { # micro-batch, extra JSON members[, optimizer section]
   echo "{\"train_micro_batch_size_per_gpu\": $1, \"gradient_clipping\": 1.0,
   \"optimizer\": ${3:-$adamw}$2}"
 }
 config 8 "" > "$out/plans/fp32.json"
 config 8 ', "bf16": {"enabled": true}' > "$out/plans/bf16.json"
-# SGD, Lion and Adagrad: their CUDA kernels in training (fp32, and bf16
-# reading the 16-bit gradients).
+# SGD, Lion, Adagrad and Lamb: their CUDA kernels in training (fp32, and
+# bf16 reading the 16-bit gradients).
 config 8 "" "$sgd" > "$out/plans/fp32-sgd.json"
 config 8 ', "bf16": {"enabled": true}' "$lion" > "$out/plans/bf16-lion.json"
 config 8 ', "bf16": {"enabled": true}' "$adagrad" > "$out/plans/bf16-adagrad.json"
+config 8 "" "$lamb" > "$out/plans/fp32-lamb.json"
 
 gpt2=gpt2:n_layer=2,n_head=4,n_embd=128,block_size=128,vocab_size=256
 llama=llama:dim=128,n_layer=2,n_head=4,vocab_size=256,block_size=128
@@ -70,6 +72,7 @@ runs=(
   "gpt2-sgd-fp32|$gpt2,dropout=0|fp32-sgd"
   "llama-lion-bf16|$llama|bf16-lion"
   "gpt2-adagrad-bf16|$gpt2,dropout=0|bf16-adagrad"
+  "gpt2-lamb-fp32|$gpt2,dropout=0|fp32-lamb"
 )
 steps=20
 for r in "${runs[@]}"; do

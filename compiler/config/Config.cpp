@@ -474,6 +474,18 @@ bool checkPrecisionChoice(Reader &r, Section &root, const DsConfig &c) {
   return ok;
 }
 
+/// Lamb's trust ratio reads each parameter whole; stages 1-3 update flat
+/// shards of many parameters.
+bool checkOptimizerStage(Reader &r, Section &root, const DsConfig &c) {
+  if (c.optimizer.type != "Lamb" || c.zero.stage == 0)
+    return true;
+  return r.fail(root.at("zero_optimization") + ".stage",
+                "stage " + formatNumber(c.zero.stage) +
+                    " with Lamb is not supported yet: its trust ratio needs "
+                    "each parameter's whole norm, and stages 1-3 update "
+                    "shards of flat groups (use stage 0)");
+}
+
 } // namespace
 
 bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
@@ -516,6 +528,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   const bool schedulerOk = readScheduler(r, root, c.optimizer, c.scheduler);
   const bool fp16Ok = readFp16(r, root, c.fp16);
   const bool bf16Ok = readBf16(r, root, c.bf16);
+  const bool zeroOk = readZero(r, root, c.zero);
   const bool commOk =
       root.choice("communication_data_type", {"fp32", "fp16", "bf16"},
                   c.communicationDataType, /*allowAuto=*/false);
@@ -528,7 +541,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        fp16Ok,
        bf16Ok,
        commOk,
-       readZero(r, root, c.zero),
+       zeroOk,
        readActivationCheckpointing(r, root, c.activationCheckpointing),
        readMonitors(r, root),
        readFlopsProfiler(r, root, c.flopsProfiler),
@@ -545,6 +558,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        readPinnedValues(r, root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
+  if (optimizerOk && zeroOk)
+    ok &= checkOptimizerStage(r, root, c);
   if (!ok)
     return false;
 

@@ -55,12 +55,15 @@ struct DsConfig {
   /// SGD's and Adagrad's weight decay is coupled (added to the gradient,
   /// as torch.optim does); Lion's decoupled.
   struct Optimizer {
-    std::string type = "AdamW"; // "Adam", "AdamW", "SGD", "Lion", "Adagrad"
+    // "Adam", "AdamW", "SGD", "Lion", "Adagrad", "Lamb"
+    std::string type = "AdamW";
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-    double weightDecay = 0.01;          // the others' default is 0
-    double momentum = 0, dampening = 0; // SGD
-    bool nesterov = false;              // SGD
-    double lrDecay = 0;                 // Adagrad
+    double weightDecay = 0.01;             // the others' default is 0
+    double momentum = 0, dampening = 0;    // SGD
+    bool nesterov = false;                 // SGD
+    double lrDecay = 0;                    // Adagrad
+    double minCoeff = 0.01, maxCoeff = 10; // Lamb's trust-ratio clamp
+    bool biasCorrection = true, epsInsideSqrt = false; // Lamb
   } optimizer;
 
   struct Scheduler {

@@ -69,6 +69,12 @@ json::Object optimizerParams(const DsConfig::Optimizer &o) {
   params["betas"] = json::Array{o.beta1, o.beta2};
   if (o.type != "Lion")
     params["eps"] = o.eps;
+  if (o.type == "Lamb") {
+    params["bias_correction"] = o.biasCorrection;
+    params["eps_inside_sqrt"] = o.epsInsideSqrt;
+    params["min_coeff"] = o.minCoeff;
+    params["max_coeff"] = o.maxCoeff;
+  }
   return params;
 }
 
@@ -170,7 +176,8 @@ auto topLevelFields(const DsConfig &c) {
 
 auto fields(const DsConfig::Optimizer &o) {
   return std::tie(o.type, o.lr, o.beta1, o.beta2, o.eps, o.weightDecay,
-                  o.momentum, o.dampening, o.nesterov, o.lrDecay);
+                  o.momentum, o.dampening, o.nesterov, o.lrDecay, o.minCoeff,
+                  o.maxCoeff, o.biasCorrection, o.epsInsideSqrt);
 }
 
 auto fields(const DsConfig::Scheduler &s) {

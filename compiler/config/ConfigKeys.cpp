@@ -162,8 +162,9 @@ constexpr ConfigKey kKeys[] = {
 
     {"$.optimizer", "type", Works,
      "Adam (decoupled decay unless adam_w_mode is false), AdamW, SGD "
-     "(torch.optim.SGD), Lion (DeepSpeed's FusedLion) or Adagrad "
-     "(torch.optim.Adagrad), any case; Lamb and Muon not supported yet; "
+     "(torch.optim.SGD), Lion (DeepSpeed's FusedLion), Adagrad "
+     "(torch.optim.Adagrad) or Lamb (DeepSpeed's FusedLamb; ZeRO stage 0 "
+     "only), any case; Muon not supported yet; "
      "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
      "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},
@@ -171,9 +172,15 @@ constexpr ConfigKey kKeys[] = {
      "it chooses DeepSpeed's fp16 optimizer wrapper; dsc's is compiled"},
     {"$.optimizer.params", "lr", Works, ">= 0 [1e-3; Adagrad 1e-2]"},
     {"$.optimizer.params", "betas", Works,
-     "Adam, AdamW, Lion: [b1, b2] in [0, 1) [0.9, 0.999]"},
+     "Adam, AdamW, Lion, Lamb: [b1, b2] in [0, 1) [0.9, 0.999]"},
     {"$.optimizer.params", "eps", Works,
-     "Adam, AdamW: > 0 [1e-8]; Adagrad: > 0 [1e-10]"},
+     "Adam, AdamW, Lamb: > 0 [1e-8]; Adagrad: > 0 [1e-10]"},
+    {"$.optimizer.params", "eps_inside_sqrt", Works,
+     "Lamb: sqrt(v + eps) instead of sqrt(v) + eps [false]"},
+    {"$.optimizer.params", "min_coeff", Works,
+     "Lamb: the trust ratio's lower clamp, > 0 [0.01]"},
+    {"$.optimizer.params", "max_coeff", Works,
+     "Lamb: the trust ratio's upper clamp, >= min_coeff [10]"},
     {"$.optimizer.params", "lr_decay", Works, "Adagrad: >= 0 [0]"},
     {"$.optimizer.params", "initial_accumulator_value", Works,
      "Adagrad: 0 only [0]"},
@@ -189,7 +196,8 @@ constexpr ConfigKey kKeys[] = {
      "true only for Adam (false is Adam with L2, not supported); AdamW "
      "ignores it, as DeepSpeed does"},
     {"$.optimizer.params", "bias_correction", Works,
-     "true only: dsc's Adam always corrects bias"},
+     "Adam, AdamW: true only (dsc's Adam always corrects bias); Lamb: "
+     "[true]"},
     {"$.optimizer.params", "torch_adam", NoEffect,
      "it chooses DeepSpeed's kernel; dsc's AdamW is its own"},
     {"$.optimizer.params", "fused", NoEffect,
@@ -207,7 +215,7 @@ constexpr ConfigKey kKeys[] = {
      "not an optimizer parameter (in DeepSpeed either): use "
      "gradient_clipping"},
     {"$.optimizer.params", "amsgrad", NotSupported,
-     "dsc's AdamW keeps no maximum of the second moments"},
+     "dsc's AdamW and Lamb keep no maximum of the second moments"},
 
     {"$.scheduler", "type", Works,
      "WarmupLR, WarmupDecayLR, WarmupCosineLR, LRRangeTest or OneCycle "

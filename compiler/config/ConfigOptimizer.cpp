@@ -5,7 +5,7 @@
 // arguments with PyTorch's and DeepSpeed's defaults. dsc compiles Adam and
 // AdamW (decoupled decay), SGD (torch.optim.SGD, which DeepSpeed builds for
 // a name it does not know), Lion (DeepSpeed's FusedLion) and Adagrad
-// (torch.optim.Adagrad's rule); each
+// (torch.optim.Adagrad's rule) and Lamb (DeepSpeed's FusedLamb); each
 // optimizer's parameters are refused under another (a momentum under
 // AdamW, betas under SGD), so a config that says more than the optimizer
 // reads fails.
@@ -19,7 +19,7 @@ namespace dsc::config {
 
 namespace {
 
-constexpr const char *kSupported = "Adam, AdamW, SGD, Lion, Adagrad";
+constexpr const char *kSupported = "Adam, AdamW, SGD, Lion, Adagrad, Lamb";
 
 /// Why optimizer `name` is refused: DeepSpeed's 1-bit family by what it
 /// does, DeepSpeed's other optimizers as not supported yet, anything else
@@ -32,7 +32,7 @@ std::string unsupportedOptimizer(StringRef name) {
                            "communication to one bit per value with error "
                            "feedback, and dsc's collectives send full values "
                            "(use Adam or AdamW)";
-  for (StringRef other : {"lamb", "muon", "muadam", "muadamw", "musgd"})
+  for (StringRef other : {"muon", "muadam", "muadamw", "musgd"})
     if (lower == other)
       return quote(name) + " is not supported yet (dsc implements " +
              kSupported + ")";
@@ -55,6 +55,9 @@ bool setType(StringRef name, DsConfig::Optimizer &o) {
   } else if (name.equals_insensitive("lion")) {
     o.type = "Lion";
     o.weightDecay = 0;
+  } else if (name.equals_insensitive("lamb")) {
+    o.type = "Lamb"; // DeepSpeed's FusedLamb's defaults
+    o.weightDecay = 0;
   } else if (name.equals_insensitive("adagrad")) {
     o.type = "Adagrad"; // torch.optim.Adagrad's defaults
     o.lr = 1e-2;
@@ -72,14 +75,17 @@ struct OwnedKey {
   std::initializer_list<StringRef> owners;
 };
 const OwnedKey kOwnedKeys[] = {
-    {"betas", {"Adam", "AdamW", "Lion"}},
-    {"eps", {"Adam", "AdamW", "Adagrad"}},
+    {"betas", {"Adam", "AdamW", "Lion", "Lamb"}},
+    {"eps", {"Adam", "AdamW", "Adagrad", "Lamb"}},
     {"lr_decay", {"Adagrad"}},
     {"initial_accumulator_value", {"Adagrad"}},
     {"adam_w_mode", {"Adam", "AdamW"}},
-    {"bias_correction", {"Adam", "AdamW"}},
+    {"bias_correction", {"Adam", "AdamW", "Lamb"}},
     {"torch_adam", {"Adam", "AdamW"}},
-    {"amsgrad", {"Adam", "AdamW"}},
+    {"amsgrad", {"Adam", "AdamW", "Lamb"}},
+    {"eps_inside_sqrt", {"Lamb"}},
+    {"min_coeff", {"Lamb"}},
+    {"max_coeff", {"Lamb"}},
     {"momentum", {"SGD"}},
     {"dampening", {"SGD"}},
     {"nesterov", {"SGD"}},
@@ -178,6 +184,23 @@ bool readAdagradParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
                        "of squares at 0"))});
 }
 
+/// Lamb's: FusedLamb's arguments; the trust ratio is clamped to
+/// [min_coeff, max_coeff].
+bool readLambParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
+  bool ok = Reader::all({params.boolean("bias_correction", o.biasCorrection),
+                         params.boolean("eps_inside_sqrt", o.epsInsideSqrt),
+                         params.number("min_coeff", o.minCoeff),
+                         params.number("max_coeff", o.maxCoeff)});
+  if (ok && !(o.minCoeff > 0))
+    return r.fail(params.at("min_coeff"),
+                  "must be > 0, got " + formatNumber(o.minCoeff));
+  if (ok && !(o.maxCoeff >= o.minCoeff))
+    return r.fail(params.at("max_coeff"),
+                  "must be >= min_coeff (" + formatNumber(o.minCoeff) +
+                      "), got " + formatNumber(o.maxCoeff));
+  return ok;
+}
+
 } // namespace
 
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
@@ -212,7 +235,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
                     r.fail(params->at("max_grad_norm"),
                            "not an optimizer parameter; use gradient_clipping");
   bool adam = o.type == "Adam" || o.type == "AdamW";
-  bool hasEps = adam || o.type == "Adagrad";
+  bool hasEps = adam || o.type == "Adagrad" || o.type == "Lamb";
   return Reader::all(
       {keysOk, typeOk, gradNormOk, params->checkKeys(),
        keysOfType(r, *params, o.type), params->ignoredBoolean("fused"),
@@ -223,6 +246,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
        readBetas(r, *params, o), !adam || readAdamFlags(*params, o),
        o.type != "SGD" || readSgdParams(r, *params, o),
        o.type != "Adagrad" || readAdagradParams(r, *params, o),
+       o.type != "Lamb" || readLambParams(r, *params, o),
        params->onlyBoolean("fp32_optimizer_states", true,
                            "dsc keeps the optimizer's state in fp32")});
 }

@@ -347,14 +347,8 @@ ref::Result<UpdateScalars> updateScalars(Operands in, size_t first,
   return UpdateScalars{lr.value, scale.value, int64_t(step.value), b1.value};
 }
 
-Outcome adamw(AdamWOp op, Operands in) {
-  auto k = updateScalars(in, 4, "adamw", op.getBeta1().convertToDouble());
-  if (!k)
-    return ref::Error{k.error};
-  auto r = ref::adamw(*in[0], *in[1], *in[2], *in[3], k.value.lr, k.value.step,
-                      k.value.beta1, op.getBeta2().convertToDouble(),
-                      op.getEps().convertToDouble(),
-                      op.getWeightDecay().convertToDouble(), k.value.scale);
+/// An update with two states (AdamW's, Lamb's) as the op's results.
+Outcome triple(ref::Result<ref::AdamWState> r) {
   if (!r)
     return ref::Error{r.error};
   Tensors out;
@@ -362,6 +356,16 @@ Outcome adamw(AdamWOp op, Operands in) {
   out.push_back(std::move(r.value.m));
   out.push_back(std::move(r.value.v));
   return out;
+}
+
+Outcome adamw(AdamWOp op, Operands in) {
+  auto k = updateScalars(in, 4, "adamw", op.getBeta1().convertToDouble());
+  if (!k)
+    return ref::Error{k.error};
+  return triple(ref::adamw(
+      *in[0], *in[1], *in[2], *in[3], k.value.lr, k.value.step, k.value.beta1,
+      op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
+      op.getWeightDecay().convertToDouble(), k.value.scale));
 }
 
 Outcome pair(ref::Result<ref::UpdateState> r) {
@@ -400,6 +404,23 @@ Outcome adagrad(AdagradOp op, Operands in) {
       *in[0], *in[1], *in[2], k.value.lr, k.value.step,
       op.getLrDecay().convertToDouble(), op.getEps().convertToDouble(),
       op.getWeightDecay().convertToDouble(), k.value.scale));
+}
+
+Outcome lamb(LambOp op, Operands in) {
+  auto k = updateScalars(in, 4, "lamb");
+  if (!k)
+    return ref::Error{k.error};
+  ref::LambParams params;
+  params.beta1 = op.getBeta1().convertToDouble();
+  params.beta2 = op.getBeta2().convertToDouble();
+  params.eps = op.getEps().convertToDouble();
+  params.weightDecay = op.getWeightDecay().convertToDouble();
+  params.minCoeff = op.getMinCoeff().convertToDouble();
+  params.maxCoeff = op.getMaxCoeff().convertToDouble();
+  params.biasCorrection = op.getBiasCorrection();
+  params.epsInsideSqrt = op.getEpsInsideSqrt();
+  return triple(ref::lamb(*in[0], *in[1], *in[2], *in[3], k.value.lr,
+                          k.value.step, params, k.value.scale));
 }
 
 //===----------------------------------------------------------------------===//
@@ -605,6 +626,9 @@ Outcome evaluate(LionOp o, Operands in, const EvalContext &) {
 }
 Outcome evaluate(AdagradOp o, Operands in, const EvalContext &) {
   return adagrad(o, in);
+}
+Outcome evaluate(LambOp o, Operands in, const EvalContext &) {
+  return lamb(o, in);
 }
 Outcome evaluate(OverflowGuardOp, Operands in, const EvalContext &) {
   return one(ref::overflow_guard(*in[0], *in[1]));

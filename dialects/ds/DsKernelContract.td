@@ -22,7 +22,8 @@
 //   - which aliasing of outputs and inputs it tolerates: "none",
 //     "any_input" (an output may be exactly any input), "update" (an
 //     optimizer's p' and new states may be p and its states: inputs 0, 2,
-//     3, ...).
+//     3, ...), "tensor_update" (as "update", for a rule that reads whole
+//     tensors, such as Lamb's norms: never merged over a flat range).
 //
 // dialects/gen_kernel_contracts.py reads these records (llvm-tblgen
 // --dump-json) and writes the runtime's contract table, each backend's list

@@ -200,4 +200,13 @@ void AdagradOp::getKernelAttributes(Ints &, Floats &floats) {
       {f(getLrDecayAttr()), f(getEpsAttr()), f(getWeightDecayAttr())});
 }
 
+// Lamb: [bias_correction, eps_inside_sqrt] | [beta1, beta2, eps,
+// weight_decay, min_coeff, max_coeff].
+void LambOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.append({getBiasCorrection() ? 1 : 0, getEpsInsideSqrt() ? 1 : 0});
+  floats.append({f(getBeta1Attr()), f(getBeta2Attr()), f(getEpsAttr()),
+                 f(getWeightDecayAttr()), f(getMinCoeffAttr()),
+                 f(getMaxCoeffAttr())});
+}
+
 } // namespace mlir::ds

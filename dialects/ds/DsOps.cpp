@@ -7,6 +7,7 @@
 #include "mlir/IR/OpImplementation.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -317,6 +318,21 @@ Operation *ds::cloneUpdateOver(Operation *op, OpBuilder &b, Location loc,
   return b.create(state);
 }
 
+namespace {
+/// The checks the Adam-like updates share: betas in [0, 1), and eps
+/// positive and finite where the rule has one.
+LogicalResult verifyBetasAndEps(Operation *op, APFloat beta1, APFloat beta2,
+                                std::optional<APFloat> eps) {
+  for (double beta : {beta1.convertToDouble(), beta2.convertToDouble()})
+    if (!(beta >= 0 && beta < 1)) // NaN too
+      return op->emitOpError("betas must be in [0, 1)");
+  if (eps &&
+      (!(eps->convertToDouble() > 0) || !std::isfinite(eps->convertToDouble())))
+    return op->emitOpError("eps must be positive and finite");
+  return success();
+}
+} // namespace
+
 SmallVector<StringRef> AdamWOp::getStateSuffixes() {
   return {dsc::plan::kExpAvgSuffix, dsc::plan::kExpAvgSqSuffix};
 }
@@ -326,14 +342,7 @@ bool AdamWOp::decaysWeights() {
 }
 
 LogicalResult AdamWOp::verify() {
-  for (double beta :
-       {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
-    if (!(beta >= 0 && beta < 1)) // NaN too
-      return emitOpError("betas must be in [0, 1)");
-  double eps = getEps().convertToDouble();
-  if (!(eps > 0) || !std::isfinite(eps))
-    return emitOpError("eps must be positive and finite");
-  return success();
+  return verifyBetasAndEps(*this, getBeta1(), getBeta2(), getEps());
 }
 
 SmallVector<StringRef> SgdOp::getStateSuffixes() {
@@ -365,13 +374,30 @@ SmallVector<StringRef> LionOp::getStateSuffixes() {
 bool LionOp::decaysWeights() { return getWeightDecay().convertToDouble() != 0; }
 
 LogicalResult LionOp::verify() {
-  for (double beta :
-       {getBeta1().convertToDouble(), getBeta2().convertToDouble()})
-    if (!(beta >= 0 && beta < 1)) // NaN too
-      return emitOpError("betas must be in [0, 1)");
+  if (failed(verifyBetasAndEps(*this, getBeta1(), getBeta2(), std::nullopt)))
+    return failure();
   double decay = getWeightDecay().convertToDouble();
   if (!(decay >= 0) || !std::isfinite(decay))
     return emitOpError("weight_decay must be >= 0 and finite");
+  return success();
+}
+
+SmallVector<StringRef> LambOp::getStateSuffixes() {
+  return {dsc::plan::kExpAvgSuffix, dsc::plan::kExpAvgSqSuffix};
+}
+
+bool LambOp::decaysWeights() { return getWeightDecay().convertToDouble() != 0; }
+
+LogicalResult LambOp::verify() {
+  if (failed(verifyBetasAndEps(*this, getBeta1(), getBeta2(), getEps())))
+    return failure();
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  double lo = getMinCoeff().convertToDouble();
+  double hi = getMaxCoeff().convertToDouble();
+  if (!(lo > 0) || !(hi >= lo) || !std::isfinite(hi))
+    return emitOpError("coeff needs 0 < min_coeff <= max_coeff, finite");
   return success();
 }
 

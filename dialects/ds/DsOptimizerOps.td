@@ -125,4 +125,39 @@ def DS_AdagradOp : DS_Op<"adagrad",
   let hasVerifier = 1;
 }
 
+def DS_LambOp : DS_Op<"lamb",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
+     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  // As ds.adagrad's: the gradient may be 16-bit, the rest is f32. Its
+  // norms span the whole tensor: one call per parameter.
+  let kernel = DS_Kernel<["bias_correction", "eps_inside_sqrt"], ["beta1", "beta2", "eps", "weight_decay", "min_coeff", "max_coeff"], ["f32,f32|f16|bf16,f32,f32,f32,f32,f32->f32,f32,f32"], [], "tensor_update">;
+  let summary = "one Lamb step (DeepSpeed's FusedLamb)";
+  let description = [{
+    g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
+    (1 - beta2) g'^2; u = m' / (sqrt(v') + eps) + weight_decay param
+    (sqrt(v' + eps) with eps_inside_sqrt); the trust ratio r = |param| /
+    |u| (L2 norms over the whole tensor), clamped to [min_coeff,
+    max_coeff], or 1 when either norm is 0; param' = param - lr c r u with
+    c = sqrt(1 - beta2^step) / (1 - beta1^step) under bias_correction, else
+    1. As DeepSpeed's kernel, the bias correction scales the step, not u.
+    A non-finite `scale` skips the update.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$m, DS_FloatTensor:$v,
+                       DS_ScalarF32:$lr, DS_ScalarF32:$step,
+                       DS_ScalarF32:$scale, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay, F64Attr:$min_coeff,
+                       F64Attr:$max_coeff, BoolAttr:$bias_correction,
+                       BoolAttr:$eps_inside_sqrt);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m,
+                      DS_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    `betas` `(` $beta1 `,` $beta2 `)` `eps` $eps `weight_decay` $weight_decay
+    `coeff` `(` $min_coeff `,` $max_coeff `)`
+    attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DS_OPTIMIZER_OPS_TD

@@ -32,6 +32,10 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   Type paramElt, stateElt, gradElt;
   bool mixed = false;
   for (Update op : group) {
+    if (isa<LambOp>(op.getOperation()))
+      return op.emitError("ds-zero: ds.lamb's trust ratio needs each "
+                          "parameter whole, and stages 1-3 update shards of "
+                          "flat groups: not supported yet");
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
       return failure();

@@ -61,6 +61,10 @@
 //   ds.adagrad          (p, g, sum, lr, step, scale) -> p', sum'
 //                       | [lr_decay, eps, weight_decay] (all in place ok;
 //                       a non-finite scale leaves the state as it is)
+//   ds.lamb             (p, g, m, v, lr, step, scale) -> p', m', v'
+//                       [bias_correction, eps_inside_sqrt] | [beta1, beta2,
+//                       eps, weight_decay, min_coeff, max_coeff] (norms over
+//                       the whole tensor: never merged with another)
 //   ds.overflow_guard   (scale, norm) -> scale, or NaN if norm is not finite
 //   ds.copy             (x) -> out (same bytes)
 //   ds.fill             () -> out                   | [value]

@@ -73,10 +73,11 @@ bool checkAliasing(std::string &err, const KernelContract &spec,
     for (size_t i = 0; i < a.numInputs; ++i) {
       if (!overlap(a.outputs[o], a.inputs[i]))
         continue;
-      bool allowed =
-          exactAlias(a.outputs[o], a.inputs[i]) &&
-          (spec.alias == KernelAlias::AnyInput ||
-           (spec.alias == KernelAlias::Update && i == (o == 0 ? 0 : o + 1)));
+      bool allowed = exactAlias(a.outputs[o], a.inputs[i]) &&
+                     (spec.alias == KernelAlias::AnyInput ||
+                      ((spec.alias == KernelAlias::Update ||
+                        spec.alias == KernelAlias::TensorUpdate) &&
+                       i == (o == 0 ? 0 : o + 1)));
       if (!allowed)
         return fail(err, "output ", o, " overlaps input ", i,
                     spec.alias == KernelAlias::None

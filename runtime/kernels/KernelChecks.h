@@ -200,6 +200,11 @@ bool checkLion(const KernelArgs &args, std::string &err);
 /// ds.adagrad: p, sum and p', sum' f32 of g's shape; lr, step, scale f32
 /// scalars; lr_decay and weight_decay finite and >= 0, eps finite and > 0.
 bool checkAdagrad(const KernelArgs &args, std::string &err);
+/// ds.lamb: p, m, v and p', m', v' f32 of g's shape; lr, step, scale f32
+/// scalars; bias_correction and eps_inside_sqrt 0 or 1; betas in [0, 1),
+/// eps finite and > 0, weight_decay finite and >= 0, 0 < min_coeff <=
+/// max_coeff finite.
+bool checkLamb(const KernelArgs &args, std::string &err);
 
 //===--- Attention (AttentionKernelChecks.cpp) ----------------------------===//
 

@@ -32,6 +32,9 @@ enum class KernelAlias {
   None,     ///< outputs are disjoint from inputs
   AnyInput, ///< an output may be exactly any input (elementwise, row-wise)
   Update,   ///< an optimizer's p', states' may be p, states (inputs 0, 2..)
+  /// As Update, for a rule that reads whole tensors (Lamb's trust ratio):
+  /// one call per tensor, never merged over a flat range.
+  TensorUpdate,
 };
 
 /// The dtype columns of a contract (DsKernelContract.td).

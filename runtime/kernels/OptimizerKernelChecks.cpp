@@ -1,8 +1,8 @@
 //===- OptimizerKernelChecks.cpp - the optimizer updates' operands -------===//
 //
 // The structure checks of the optimizer kernels (KernelChecks.h): AdamW,
-// SGD, Lion and Adagrad; the step number is data, checked where the backend
-// reads it.
+// SGD, Lion, Adagrad and Lamb; the step number is data, checked where the
+// backend reads it.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/KernelChecks.h"
@@ -116,6 +116,25 @@ bool checkRoundedUpdate(const KernelArgs &args, std::string &err) {
   if (!sameShape(p16, in[0]))
     return fail(err, "output p16 has shape ", shapeStr(p16),
                 " but p has shape ", shapeStr(in[0]));
+  return true;
+}
+
+bool checkLamb(const KernelArgs &args, std::string &err) {
+  if (!checkUpdateOperands(args, {"p", "g", "m", "v"}, false, err) ||
+      !checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
+    return false;
+  for (int k = 0; k < 2; ++k)
+    if (args.intAttrs[k] != 0 && args.intAttrs[k] != 1)
+      return fail(err, k == 0 ? "bias_correction" : "eps_inside_sqrt",
+                  " must be 0 or 1, got ", args.intAttrs[k]);
+  const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
+  const double lo = args.floatAttrs[4], hi = args.floatAttrs[5];
+  if (!(eps > 0) || std::isinf(eps) || !finiteNonNegative(wd))
+    return fail(err, "eps must be finite and > 0 and weight_decay finite and ",
+                ">= 0, got ", eps, " and ", wd);
+  if (!(lo > 0) || !(hi >= lo) || std::isinf(hi))
+    return fail(err, "coeff needs 0 < min_coeff <= max_coeff, finite, got (",
+                lo, ", ", hi, ")");
   return true;
 }
 

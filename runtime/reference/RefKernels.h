@@ -215,6 +215,21 @@ Result<UpdateState> lion(const Tensor &p, const Tensor &g, const Tensor &m,
 Result<UpdateState> adagrad(const Tensor &p, const Tensor &g, const Tensor &sum,
                             double lr, int64_t step, double lrDecay, double eps,
                             double weightDecay, double gradScale);
+/// Hyper-parameters of lamb (DeepSpeed's FusedLamb).
+struct LambParams {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
+  double minCoeff = 0.01, maxCoeff = 10;
+  bool biasCorrection = true, epsInsideSqrt = false;
+};
+/// DeepSpeed's FusedLamb: g' = g gradScale; m' = beta1 m + (1 - beta1) g';
+/// v' = beta2 v + (1 - beta2) g'^2; u = m' / (sqrt(v') + eps) + weightDecay
+/// p (sqrt(v' + eps) with epsInsideSqrt); r = |p| / |u| clamped to
+/// [minCoeff, maxCoeff] (1 when a norm is 0); p' = p - lr c r u, c =
+/// sqrt(1 - beta2^step) / (1 - beta1^step) under biasCorrection, else 1.
+/// A non-finite gradScale returns p, m and v unchanged.
+Result<AdamWState> lamb(const Tensor &p, const Tensor &g, const Tensor &m,
+                        const Tensor &v, double lr, int64_t step,
+                        const LambParams &k, double gradScale);
 /// Normal draws use rng::normalAt(seed, tensorId, 0xFFFFFFFF, flatIndex).
 Result<Tensor> init(InitKind kind, const Shape &shape, uint64_t seed,
                     uint32_t tensorId, double mean, double stddev);

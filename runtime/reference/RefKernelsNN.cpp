@@ -651,6 +651,44 @@ Result<UpdateState> adagrad(const Tensor &p, const Tensor &g, const Tensor &sum,
   return out;
 }
 
+Result<AdamWState> lamb(const Tensor &p, const Tensor &g, const Tensor &m,
+                        const Tensor &v, double lr, int64_t step,
+                        const LambParams &k, double gradScale) {
+  if (auto e = checkUpdate("lamb", p, g, m, "m"); !e.empty())
+    return Error{e};
+  if (auto e = checkUpdate("lamb", p, g, v, "v"); !e.empty())
+    return Error{e};
+  if (step < 1)
+    return fail("lamb: step counts from 1, got ", step);
+  AdamWState out{p, m, v};
+  if (!std::isfinite(gradScale))
+    return out;
+  std::vector<double> u(p.data.size());
+  double pSq = 0, uSq = 0;
+  for (size_t i = 0; i < p.data.size(); ++i) {
+    double gs = g.data[i] * gradScale;
+    double mi = k.beta1 * m.data[i] + (1 - k.beta1) * gs;
+    double vi = k.beta2 * v.data[i] + (1 - k.beta2) * gs * gs;
+    double denom =
+        k.epsInsideSqrt ? std::sqrt(vi + k.eps) : std::sqrt(vi) + k.eps;
+    u[i] = mi / denom + k.weightDecay * p.data[i];
+    out.m.data[i] = mi;
+    out.v.data[i] = vi;
+    pSq += p.data[i] * p.data[i];
+    uSq += u[i] * u[i];
+  }
+  double ratio = 1;
+  if (pSq != 0 && uSq != 0)
+    ratio = std::clamp(std::sqrt(pSq) / std::sqrt(uSq), k.minCoeff, k.maxCoeff);
+  double stepSize = lr;
+  if (k.biasCorrection)
+    stepSize *= std::sqrt(1 - std::pow(k.beta2, double(step))) /
+                (1 - std::pow(k.beta1, double(step)));
+  for (size_t i = 0; i < p.data.size(); ++i)
+    out.p.data[i] = p.data[i] - stepSize * ratio * u[i];
+  return out;
+}
+
 Result<Tensor> overflow_guard(const Tensor &scale, const Tensor &norm) {
   if (scale.data.size() != 1 || norm.data.size() != 1)
     return fail("overflow_guard: scale and norm must be scalars");

@@ -254,7 +254,7 @@ TEST(ConfigTest, UnknownKeysSuggestTheKeyMeant) {
        "\"cpu\"} (docs/offload.md))"},
       {R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": true}}})",
        "ds_config.json: $.optimizer.params.amsgrad: not supported yet (dsc's "
-       "AdamW keeps no maximum of the second moments)"},
+       "AdamW and Lamb keep no maximum of the second moments)"},
       {R"({"tensorbord": {"enabled": true}})",
        "ds_config.json: $.tensorbord: unknown key (did you mean "
        "'tensorboard'?)"},
@@ -397,9 +397,9 @@ TEST(ConfigTest, OptimizerTypeIsCaseInsensitiveWithTorchDefaults) {
 
 TEST(ConfigTest, OptimizerErrors) {
   expectErrors({
-      {R"({"optimizer": {"type": "Lamb"}})",
-       "ds_config.json: $.optimizer.type: 'Lamb' is not supported yet (dsc "
-       "implements Adam, AdamW, SGD, Lion, Adagrad)"},
+      {R"({"optimizer": {"type": "Muon"}})",
+       "ds_config.json: $.optimizer.type: 'Muon' is not supported yet (dsc "
+       "implements Adam, AdamW, SGD, Lion, Adagrad, Lamb)"},
       {R"({"optimizer": {"type": "OneBitAdam"}})",
        "ds_config.json: $.optimizer.type: 'OneBitAdam' is not supported: it "
        "compresses gradient communication to one bit per value with error "
@@ -407,10 +407,10 @@ TEST(ConfigTest, OptimizerErrors) {
        "AdamW)"},
       {R"({"optimizer": {"type": "Adamax"}})",
        "ds_config.json: $.optimizer.type: unsupported optimizer 'Adamax' "
-       "(supported: Adam, AdamW, SGD, Lion, Adagrad)"},
+       "(supported: Adam, AdamW, SGD, Lion, Adagrad, Lamb)"},
       {R"({"optimizer": {"params": {"lr": 0.1}}})",
        "ds_config.json: $.optimizer.type: required key is missing "
-       "(supported: Adam, AdamW, SGD, Lion, Adagrad)"},
+       "(supported: Adam, AdamW, SGD, Lion, Adagrad, Lamb)"},
       {R"({"optimizer": {"type": "AdamW", "params": {"max_grad_norm": 1}}})",
        "ds_config.json: $.optimizer.params.max_grad_norm: not an optimizer "
        "parameter; use gradient_clipping"},
@@ -424,7 +424,7 @@ TEST(ConfigTest, OptimizerErrors) {
        "supported: dsc's Adam always corrects bias"},
       {R"({"optimizer": {"type": "SGD", "params": {"betas": [0.9, 0.99]}}})",
        "ds_config.json: $.optimizer.params.betas: not a parameter of SGD (it "
-       "is Adam, AdamW, Lion's)"},
+       "is Adam, AdamW, Lion, Lamb's)"},
       {R"({"optimizer": {"type": "SGD", "params": {"momentum": -1}}})",
        "ds_config.json: $.optimizer.params.momentum: must be >= 0, got -1"},
       {R"({"optimizer": {"type": "sgd", "params": {"nesterov": true,
@@ -436,15 +436,53 @@ TEST(ConfigTest, OptimizerErrors) {
        "(it is SGD's)"},
       {R"({"optimizer": {"type": "Lion", "params": {"eps": 1e-8}}})",
        "ds_config.json: $.optimizer.params.eps: not a parameter of Lion (it "
-       "is Adam, AdamW, Adagrad's)"},
+       "is Adam, AdamW, Adagrad, Lamb's)"},
       {R"({"optimizer": {"type": "Adagrad",
                          "params": {"initial_accumulator_value": 0.1}}})",
        "ds_config.json: $.optimizer.params.initial_accumulator_value: 0.1 is "
        "not supported yet: dsc's Adagrad starts its sum of squares at 0"},
       {R"({"optimizer": {"type": "Adagrad", "params": {"betas": [0.9, 0.9]}}})",
        "ds_config.json: $.optimizer.params.betas: not a parameter of Adagrad "
-       "(it is Adam, AdamW, Lion's)"},
+       "(it is Adam, AdamW, Lion, Lamb's)"},
+      {R"({"optimizer": {"type": "Lamb", "params": {"min_coeff": 0}}})",
+       "ds_config.json: $.optimizer.params.min_coeff: must be > 0, got 0"},
+      {R"({"optimizer": {"type": "Lamb", "params": {"max_coeff": 0.001}}})",
+       "ds_config.json: $.optimizer.params.max_coeff: must be >= min_coeff "
+       "(0.01), got 0.001"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"max_coeff": 5}}})",
+       "ds_config.json: $.optimizer.params.max_coeff: not a parameter of "
+       "AdamW (it is Lamb's)"},
+      {R"({"optimizer": {"type": "Lamb"},
+           "zero_optimization": {"stage": 2}})",
+       "ds_config.json: $.zero_optimization.stage: stage 2 with Lamb is not "
+       "supported yet: its trust ratio needs each parameter's whole norm, "
+       "and stages 1-3 update shards of flat groups (use stage 0)"},
   });
+}
+
+// Lamb: DeepSpeed FusedLamb's defaults and its own parameters.
+TEST(ConfigTest, Lamb) {
+  DsConfig lamb = parseOk(R"({"optimizer": {"type": "lamb"}})");
+  EXPECT_EQ(lamb.optimizer.type, "Lamb");
+  EXPECT_EQ(lamb.optimizer.lr, 1e-3);
+  EXPECT_EQ(lamb.optimizer.eps, 1e-8);
+  EXPECT_EQ(lamb.optimizer.weightDecay, 0);
+  EXPECT_EQ(lamb.optimizer.minCoeff, 0.01);
+  EXPECT_EQ(lamb.optimizer.maxCoeff, 10);
+  EXPECT_TRUE(lamb.optimizer.biasCorrection);
+  EXPECT_FALSE(lamb.optimizer.epsInsideSqrt);
+  DsConfig set = parseOk(R"({"optimizer": {"type": "Lamb", "params": {
+      "lr": 0.01, "betas": [0.8, 0.9], "eps": 1e-6, "weight_decay": 0.1,
+      "bias_correction": false, "eps_inside_sqrt": true, "min_coeff": 0.1,
+      "max_coeff": 2}}})");
+  EXPECT_EQ(set.optimizer.beta1, 0.8);
+  EXPECT_EQ(set.optimizer.beta2, 0.9);
+  EXPECT_EQ(set.optimizer.eps, 1e-6);
+  EXPECT_EQ(set.optimizer.weightDecay, 0.1);
+  EXPECT_FALSE(set.optimizer.biasCorrection);
+  EXPECT_TRUE(set.optimizer.epsInsideSqrt);
+  EXPECT_EQ(set.optimizer.minCoeff, 0.1);
+  EXPECT_EQ(set.optimizer.maxCoeff, 2);
 }
 
 // SGD, Lion and Adagrad with torch.optim's and DeepSpeed FusedLion's

@@ -104,7 +104,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_lion_bf16", kLlama,
              "{\"optimizer\": {\"type\": \"Lion\", \"params\": "
              "{\"lr\": 1e-4}}, \"bf16\": {\"enabled\": true}}",
-             1, ""}),
+             1, ""},
+        Case{"gpt2_lamb_bf16", kGpt2,
+             "{\"optimizer\": {\"type\": \"Lamb\", \"params\": "
+             "{\"lr\": 1e-3}}, \"bf16\": {\"enabled\": true}}",
+             2, ""}),
     [](const testing::TestParamInfo<Case> &info) {
       return std::string(info.param.name);
     });

@@ -16,7 +16,8 @@
       every final weight (per tensor ||a - b|| / ||b|| <= 2e-5, shapes and
       dtypes equal): the *_TOL constants below say why those bounds. The
       optimizer is the config's: torch.optim.AdamW, SGD or Adagrad, or
-      Lion written from its paper (`Lion`). Exit 0 when all agree, 1
+      Lion written from its paper (`Lion`), or Lamb as DeepSpeed computes
+      it (`Lamb`). Exit 0 when all agree, 1
       otherwise, with one line per disagreement.
 
 Parameters whose gradient is zero in exact arithmetic take Adam steps made of
@@ -186,9 +187,44 @@ class Lion(torch.optim.Optimizer):
                 m.mul_(b2).add_(p.grad, alpha=1 - b2)
 
 
+class Lamb(torch.optim.Optimizer):
+    """Lamb as DeepSpeed's FusedLamb computes it (You et al. 2019,
+    arXiv:1904.00962, with the bias correction folded into the step size,
+    as DeepSpeed's kernel does): u = m / (sqrt(v) + eps) + wd p, the trust
+    ratio |p| / |u| per tensor clamped to [min_coeff, max_coeff] (1 when a
+    norm is 0), p -= lr sqrt(1 - b2^t) / (1 - b1^t) ratio u."""
+
+    def __init__(self, groups, lr, betas, eps, min_coeff, max_coeff, bias_correction):
+        super().__init__(groups, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": 0.0,
+                                  "min_coeff": min_coeff, "max_coeff": max_coeff})
+        self.bias_correction = bias_correction
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                state = self.state[p]
+                t = state["step"] = state.get("step", 0) + 1
+                m = state.setdefault("exp_avg", torch.zeros_like(p))
+                v = state.setdefault("exp_avg_sq", torch.zeros_like(p))
+                m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                u = m / (v.sqrt() + group["eps"]) + group["weight_decay"] * p
+                w_norm, u_norm = p.norm().item(), u.norm().item()
+                ratio = 1.0
+                if w_norm != 0 and u_norm != 0:
+                    ratio = min(max(w_norm / u_norm, group["min_coeff"]), group["max_coeff"])
+                size = group["lr"]
+                if self.bias_correction:
+                    size *= math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                p.add_(u, alpha=-size * ratio)
+
+
 def optimizer(section, model):
     """The config's optimizer over nanoGPT's groups (decay for parameters
-    of rank >= 2 only): torch.optim.AdamW, SGD or Adagrad, or Lion above."""
+    of rank >= 2 only): torch.optim.AdamW, SGD or Adagrad, or Lion or Lamb
+    above."""
     kind, params = section["type"].lower(), section.get("params", {})
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -203,6 +239,11 @@ def optimizer(section, model):
                                nesterov=params.get("nesterov", False))
     if kind == "lion":
         return Lion(groups, lr=params["lr"], betas=betas)
+    if kind == "lamb":
+        return Lamb(groups, lr=params["lr"], betas=betas, eps=params.get("eps", 1e-8),
+                    min_coeff=params.get("min_coeff", 0.01),
+                    max_coeff=params.get("max_coeff", 10.0),
+                    bias_correction=params.get("bias_correction", True))
     if kind == "adagrad":
         return torch.optim.Adagrad(groups, lr=params.get("lr", 1e-2),
                                    lr_decay=params.get("lr_decay", 0.0),

@@ -1,7 +1,8 @@
 // RUN: ds-opt %s -ds-adamw="optimizer=sgd momentum=0.9 nesterov=true weight-decay=0.01" | FileCheck %s --check-prefix=SGD
 // RUN: ds-opt %s -ds-adamw="optimizer=lion beta1=0.9 beta2=0.99 weight-decay=0.1" | FileCheck %s --check-prefix=LION
 // RUN: ds-opt %s -ds-adamw="optimizer=adagrad lr-decay=0.01 eps=1e-10" | FileCheck %s --check-prefix=ADAGRAD
-// RUN: not ds-opt %s -ds-adamw="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: ds-opt %s -ds-adamw="optimizer=lamb beta2=0.99 eps=1e-6 min-coeff=0.1 max-coeff=5 bias-correction=false" | FileCheck %s --check-prefix=LAMB
+// RUN: not ds-opt %s -ds-adamw="optimizer=muon" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: ds-opt %s -ds-adamw="cycle-momentum=true beta1=0.8 beta2=0.99" | FileCheck %s --check-prefix=CYCLE
 // RUN: ds-opt %s -ds-adamw="optimizer=lion cycle-momentum=true" | FileCheck %s --check-prefix=LIONCYCLE
 // RUN: not ds-opt %s -ds-adamw="optimizer=sgd cycle-momentum=true" 2>&1 | FileCheck %s --check-prefix=SGDCYCLE
@@ -50,7 +51,16 @@ ds.variable grad @b.grad of @b : tensor<4xf32> init zeros
 // ADAGRAD-NEXT: ds.store %[[P]], @w :
 // ADAGRAD-NEXT: ds.store %[[NS]], @w.sum
 
-// BAD: error: ds-adamw: unknown optimizer 'lamb' (adamw, sgd, lion or adagrad)
+// LAMB:      ds.variable opt_state @w.exp_avg of @w : tensor<3x4xf32> init zeros
+// LAMB:      ds.variable opt_state @w.exp_avg_sq of @w : tensor<3x4xf32> init zeros
+// LAMB-LABEL: func.func @apply(
+// LAMB:      %[[P:.*]], %[[NM:.*]], %[[NV:.*]] = ds.lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %arg0 step %arg1 scale %{{.*}} betas(9.000000e-01, 0.98999999999999999) eps 9.9999999999999995E-7 weight_decay 1.000000e-02 coeff(1.000000e-01, 5.000000e+00) {bias_correction = false, eps_inside_sqrt = false} : tensor<3x4xf32>, tensor<3x4xf32>
+// LAMB-NEXT: ds.store %[[P]], @w :
+// LAMB-NEXT: ds.store %[[NM]], @w.exp_avg :
+// LAMB-NEXT: ds.store %[[NV]], @w.exp_avg_sq :
+// LAMB:      ds.lamb {{.*}} weight_decay 0.000000e+00 coeff({{.*}}) {{.*}}: tensor<4xf32>
+
+// BAD: error: ds-adamw: unknown optimizer 'muon' (adamw, sgd, lion, adagrad or lamb)
 
 // CYCLE-LABEL: func.func @apply(%arg0: tensor<f32> {ds.name = "lr"}, %arg1: tensor<f32> {ds.name = "step"}, %arg2: tensor<f32> {ds.name = "beta1"}) -> tensor<f32>
 // CYCLE:       ds.adamw {{.*}} lr %arg0 step %arg1 scale %{{.*}} beta1_value %arg2 betas(8.000000e-01, 0.98999999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 : tensor<3x4xf32>

@@ -33,6 +33,7 @@ OPS = {
     'ds.gelu': OpInfo(('x',), ('result',), ('approximate',), True),
     'ds.gelu_grad': OpInfo(('x', 'grad'), ('result',), ('approximate',), True),
     'ds.iota': OpInfo((), ('result',), ('dim',), True),
+    'ds.lamb': OpInfo(('param', 'grad', 'm', 'v', 'lr', 'step', 'scale'), ('new_param', 'new_m', 'new_v'), ('beta1', 'beta2', 'eps', 'weight_decay', 'min_coeff', 'max_coeff', 'bias_correction', 'eps_inside_sqrt'), True),
     'ds.layer_norm': OpInfo(('x', 'weight', 'bias?'), ('result',), ('eps',), True),
     'ds.layer_norm_grad': OpInfo(('x', 'weight', 'grad'), ('dx', 'dweight', 'dbias'), ('eps',), True),
     'ds.lion': OpInfo(('param', 'grad', 'm', 'lr', 'step', 'scale', 'beta1_value?'), ('new_param', 'new_m'), ('beta1', 'beta2', 'weight_decay'), True),

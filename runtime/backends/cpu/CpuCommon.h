@@ -55,6 +55,7 @@ using rt::checkEmbeddingGradShapes;
 using rt::checkEmbeddingShapes;
 using rt::checkGeluApprox;
 using rt::checkIota;
+using rt::checkLamb;
 using rt::checkLayerNorm;
 using rt::checkLayerNormGrad;
 using rt::checkLion;
@@ -217,6 +218,10 @@ bool kernelThreadsFromEnv(int &threads, std::string &error);
 /// n, grain and kernelThreads() only.
 void parallelFor(int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &fn);
+
+/// A skipped (overflowed) update with two states (AdamW's, Lamb's): p, m
+/// and v copied to p', m', v' unless they are the same buffers.
+void keepTwoStateUpdate(const KernelArgs &args);
 
 //===--- Kernel bodies ----------------------------------------------------===//
 

@@ -93,8 +93,9 @@ bool prepare(const KernelArgs &args, AdamConsts &k, bool &skip,
   return true;
 }
 
-/// An overflowed step leaves p, m and v as they were.
-void keepState(const KernelArgs &args) {
+} // namespace
+
+void keepTwoStateUpdate(const KernelArgs &args) {
   const TensorRef *in = args.inputs, *out = args.outputs;
   for (int i = 0; i < 3; ++i) {
     const int src = i == 0 ? 0 : i + 1; // p, m, v
@@ -102,8 +103,6 @@ void keepState(const KernelArgs &args) {
       std::memcpy(out[i].data, in[src].data, size_t(in[0].numel()) * 4);
   }
 }
-
-} // namespace
 
 bool adamwBody(const KernelArgs &args, std::string &err) {
   if (!expectAllF32(args, err))
@@ -113,7 +112,7 @@ bool adamwBody(const KernelArgs &args, std::string &err) {
   if (!prepare(args, k, skip, err))
     return false;
   if (skip) {
-    keepState(args);
+    keepTwoStateUpdate(args);
     return true;
   }
   const TensorRef *in = args.inputs, *out = args.outputs;
@@ -141,7 +140,7 @@ bool adamwRoundBody(const KernelArgs &args, std::string &err) {
   if (!prepare(args, k, skip, err))
     return false;
   if (skip)
-    keepState(args);
+    keepTwoStateUpdate(args);
   const float *p = in[0].f32(), *m = in[2].f32(), *v = in[3].f32();
   float *pOut = out[0].f32(), *mOut = out[1].f32(), *vOut = out[2].f32();
   auto *p16 = static_cast<uint16_t *>(out[3].data);

@@ -159,15 +159,17 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
   case kSgdRoundStep:
   case kLionRoundStep:
   case kAdagradRoundStep:
+  case kLambStep:
   case kBeta1Value: {
     float value;
     uint32_t bits = uint32_t(ctx.badValue);
     std::memcpy(&value, &bits, sizeof value);
     // Indexed by the step errors' values, kAdamwStep (5) on.
-    const char *kernel[] = {
-        "ds.adamw",     "ds.adamw_round", "ds.sgd",
-        "ds.lion",      "ds.adagrad",     "",
-        "ds.sgd_round", "ds.lion_round",  "ds.adagrad_round"};
+    const char *kernel[] = {"ds.adamw",         "ds.adamw_round",
+                            "ds.sgd",           "ds.lion",
+                            "ds.adagrad",       "",
+                            "ds.sgd_round",     "ds.lion_round",
+                            "ds.adagrad_round", "ds.lamb"};
     const bool beta1 = ctx.errorBits == kBeta1Value;
     const int64_t which = beta1 ? ctx.badPosition : int64_t(ctx.errorBits);
     std::ostringstream os; // as the CPU kernel prints it

@@ -49,6 +49,7 @@ enum RunError : uint32_t {
   kSgdRoundStep = 11,     ///< ds.sgd_round: step not an integer >= 1
   kLionRoundStep = 12,    ///< ds.lion_round: the same
   kAdagradRoundStep = 13, ///< ds.adagrad_round: the same
+  kLambStep = 14,         ///< ds.lamb: the same
 };
 
 /// One plan stream's library handles.

@@ -534,3 +534,11 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %p: tensor<2x4xf32>) {
   %0:2 = ds.matmul_gelu_grad tanh %x, %w, %p : tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>, tensor<2xf32>
   return
 }
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.lamb' op coeff needs 0 < min_coeff <= max_coeff, finite}}
+  %0:3 = ds.lamb %p, %p, %p, %p lr %s step %s scale %s betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.0 coeff(1.0, 0.5) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}

@@ -172,6 +172,8 @@ func.func @optimizer(%p: tensor<4x3xf32>, %g16: tensor<4x3xbf16>, %lr: tensor<f3
   %3:2 = ds.lion %p, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.99) weight_decay 0.1 : tensor<4x3xf32>, tensor<4x3xf32>
   // CHECK: ds.adagrad %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} lr_decay 0.000000e+00 eps 1.000000e-10 weight_decay 0.000000e+00 : tensor<4x3xf32>, tensor<4x3xf32>
   %4:2 = ds.adagrad %p, %p, %p lr %lr step %lr scale %lr lr_decay 0.0 eps 1.0e-10 weight_decay 0.0 : tensor<4x3xf32>, tensor<4x3xf32>
+  // CHECK: ds.lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.99899999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 coeff(1.000000e-02, 1.000000e+01) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16>
+  %5:3 = ds.lamb %p, %g16, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.01 coeff(0.01, 10.0) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16>
   return
 }
 
