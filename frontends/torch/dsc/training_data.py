@@ -107,7 +107,7 @@ def _row_lengths(data, column):
 
 def as_dataset(data, block_size):
     """`data` as a map-style dataset the engine's DataLoader can shard."""
-    if isinstance(data, (str, bytes, os.PathLike)):
+    if isinstance(data, (str, os.PathLike)):
         data = open_tokens(data)
     if _is_hf_dataset(data):
         return _hf_rows(data, block_size)
