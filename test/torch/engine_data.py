@@ -117,6 +117,7 @@ def main(folder, steps):
     expect_error("2-D array", np.zeros((4, 16), np.int64))
     expect_error("too short", np.zeros(T, np.int64))
     expect_error("a generator", (x for x in range(3)))
+    expect_error("bytes", b"abc" * 100)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,9 @@ def _row_lengths(data, column):
 
 def as_dataset(data, block_size):
     """`data` as a map-style dataset the engine's DataLoader can shard."""
+    if isinstance(data, (bytes, bytearray)):
+        raise InputError("training_data: bytes; pass a file's path, or the tokens as "
+                         "numpy.frombuffer(data, numpy.uint8)")
     if isinstance(data, (str, os.PathLike)):
         data = open_tokens(data)
     if _is_hf_dataset(data):
