@@ -18,7 +18,6 @@ import contextlib
 import ctypes
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
