@@ -88,7 +88,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       op = b.create<LambOp>(
           ploc, p, g, states[0], states[1], lr, step, scale, f64(beta1),
           f64(beta2), f64(eps), f64(decay), f64(minCoeff), f64(maxCoeff),
-          b.getBoolAttr(biasCorrection), b.getBoolAttr(epsInsideSqrt));
+          b.getBoolAttr(biasCorrection), b.getBoolAttr(epsInsideSqrt),
+          /*norms=*/Value(), /*members=*/nullptr);
     else if (optimizer == "lion")
       op = b.create<LionOp>(ploc, p, g, states[0], lr, step, scale, beta1Value,
                             f64(beta1), f64(beta2), f64(decay));

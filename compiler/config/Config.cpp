@@ -474,18 +474,6 @@ bool checkPrecisionChoice(Reader &r, Section &root, const DsConfig &c) {
   return ok;
 }
 
-/// Lamb's trust ratio reads each parameter whole; stages 1-3 update flat
-/// shards of many parameters.
-bool checkOptimizerStage(Reader &r, Section &root, const DsConfig &c) {
-  if (c.optimizer.type != "Lamb" || c.zero.stage == 0)
-    return true;
-  return r.fail(root.at("zero_optimization") + ".stage",
-                "stage " + formatNumber(c.zero.stage) +
-                    " with Lamb is not supported yet: its trust ratio needs "
-                    "each parameter's whole norm, and stages 1-3 update "
-                    "shards of flat groups (use stage 0)");
-}
-
 } // namespace
 
 bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
@@ -558,8 +546,6 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        readPinnedValues(r, root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
-  if (optimizerOk && zeroOk)
-    ok &= checkOptimizerStage(r, root, c);
   if (!ok)
     return false;
 

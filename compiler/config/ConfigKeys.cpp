@@ -163,8 +163,8 @@ constexpr ConfigKey kKeys[] = {
     {"$.optimizer", "type", Works,
      "Adam (decoupled decay unless adam_w_mode is false), AdamW, SGD "
      "(torch.optim.SGD), Lion (DeepSpeed's FusedLion), Adagrad "
-     "(torch.optim.Adagrad) or Lamb (DeepSpeed's FusedLamb; ZeRO stage 0 "
-     "only), any case; Muon not supported yet; "
+     "(torch.optim.Adagrad) or Lamb (DeepSpeed's FusedLamb), any case; "
+     "Muon not supported yet; "
      "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
      "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},

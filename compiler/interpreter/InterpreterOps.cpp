@@ -406,7 +406,15 @@ Outcome adagrad(AdagradOp op, Operands in) {
       op.getWeightDecay().convertToDouble(), k.value.scale));
 }
 
+/// The sharded forms read the shard's place in its group from the rank,
+/// which a plan's executor has and the interpreter (before ds-zero) never
+/// needs.
+constexpr const char *kShardedLamb =
+    "a ZeRO-sharded Lamb (norms, members) runs only in plans, after ds-zero";
+
 Outcome lamb(LambOp op, Operands in) {
+  if (op.getNorms())
+    return error(llvm::Twine("ds.lamb: ") + kShardedLamb);
   auto k = updateScalars(in, 4, "lamb");
   if (!k)
     return ref::Error{k.error};
@@ -629,6 +637,9 @@ Outcome evaluate(AdagradOp o, Operands in, const EvalContext &) {
 }
 Outcome evaluate(LambOp o, Operands in, const EvalContext &) {
   return lamb(o, in);
+}
+Outcome evaluate(LambNormsOp, Operands, const EvalContext &) {
+  return error(llvm::Twine("ds.lamb_norms: ") + kShardedLamb);
 }
 Outcome evaluate(OverflowGuardOp, Operands in, const EvalContext &) {
   return one(ref::overflow_guard(*in[0], *in[1]));

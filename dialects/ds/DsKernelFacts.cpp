@@ -200,13 +200,24 @@ void AdagradOp::getKernelAttributes(Ints &, Floats &floats) {
       {f(getLrDecayAttr()), f(getEpsAttr()), f(getWeightDecayAttr())});
 }
 
-// Lamb: [bias_correction, eps_inside_sqrt] | [beta1, beta2, eps,
-// weight_decay, min_coeff, max_coeff].
+// Lamb: [bias_correction, eps_inside_sqrt, members...] | [beta1, beta2,
+// eps, weight_decay, min_coeff, max_coeff].
 void LambOp::getKernelAttributes(Ints &ints, Floats &floats) {
   ints.append({getBiasCorrection() ? 1 : 0, getEpsInsideSqrt() ? 1 : 0});
+  if (std::optional<ArrayRef<int64_t>> members = getMembers())
+    ints.append(members->begin(), members->end());
   floats.append({f(getBeta1Attr()), f(getBeta2Attr()), f(getEpsAttr()),
                  f(getWeightDecayAttr()), f(getMinCoeffAttr()),
                  f(getMaxCoeffAttr())});
+}
+
+// Lamb's norms: [eps_inside_sqrt, members...] | [beta1, beta2, eps,
+// weight_decay].
+void LambNormsOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getEpsInsideSqrt() ? 1 : 0);
+  ints.append(getMembers().begin(), getMembers().end());
+  floats.append({f(getBeta1Attr()), f(getBeta2Attr()), f(getEpsAttr()),
+                 f(getWeightDecayAttr())});
 }
 
 } // namespace mlir::ds

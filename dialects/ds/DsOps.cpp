@@ -331,6 +331,19 @@ LogicalResult verifyBetasAndEps(Operation *op, APFloat beta1, APFloat beta2,
     return op->emitOpError("eps must be positive and finite");
   return success();
 }
+/// A sharded Lamb's per-member norms: two f32 sums per member, each member
+/// at least one element.
+LogicalResult verifyLambShard(Operation *op, Type normsType,
+                              ArrayRef<int64_t> members) {
+  auto norms = cast<ShapedType>(normsType);
+  if (members.empty() || llvm::any_of(members, [](int64_t n) { return n < 1; }))
+    return op->emitOpError("members must be one or more positive counts");
+  if (norms.getRank() != 1 || !norms.getElementType().isF32() ||
+      norms.getDimSize(0) != 2 * int64_t(members.size()))
+    return op->emitOpError("norms must be f32 of 2 x members (")
+           << 2 * members.size() << ") elements";
+  return success();
+}
 } // namespace
 
 SmallVector<StringRef> AdamWOp::getStateSuffixes() {
@@ -398,7 +411,20 @@ LogicalResult LambOp::verify() {
   double hi = getMaxCoeff().convertToDouble();
   if (!(lo > 0) || !(hi >= lo) || !std::isfinite(hi))
     return emitOpError("coeff needs 0 < min_coeff <= max_coeff, finite");
+  if (bool(getNorms()) != bool(getMembers()))
+    return emitOpError("takes norms and members together or neither");
+  if (getNorms())
+    return verifyLambShard(*this, getNorms().getType(), *getMembers());
   return success();
+}
+
+LogicalResult LambNormsOp::verify() {
+  if (failed(verifyBetasAndEps(*this, getBeta1(), getBeta2(), getEps())))
+    return failure();
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  return verifyLambShard(*this, getResult().getType(), getMembers());
 }
 
 SmallVector<StringRef> AdagradOp::getStateSuffixes() {

@@ -129,8 +129,9 @@ def DS_LambOp : DS_Op<"lamb",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, DS_OptimizerUpdate,
      AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
   // As ds.adagrad's: the gradient may be 16-bit, the rest is f32. Its
-  // norms span the whole tensor: one call per parameter.
-  let kernel = DS_Kernel<["bias_correction", "eps_inside_sqrt"], ["beta1", "beta2", "eps", "weight_decay", "min_coeff", "max_coeff"], ["f32,f32|f16|bf16,f32,f32,f32,f32,f32->f32,f32,f32"], [], "tensor_update">;
+  // norms span the whole tensor: one call per parameter, or, given
+  // `norms`, one call per ZeRO shard.
+  let kernel = DS_Kernel<["bias_correction", "eps_inside_sqrt", "members..."], ["beta1", "beta2", "eps", "weight_decay", "min_coeff", "max_coeff"], ["f32,f32|f16|bf16,f32,f32,f32,f32,f32,f32*->f32,f32,f32"], [], "tensor_update">;
   let summary = "one Lamb step (DeepSpeed's FusedLamb)";
   let description = [{
     g' = grad * scale; m' = beta1 m + (1 - beta1) g'; v' = beta2 v +
@@ -141,6 +142,13 @@ def DS_LambOp : DS_Op<"lamb",
     c = sqrt(1 - beta2^step) / (1 - beta1^step) under bias_correction, else
     1. As DeepSpeed's kernel, the bias correction scales the step, not u.
     A non-finite `scale` skips the update.
+
+    Under ZeRO (ds-zero) the operands are this rank's shard of a flat
+    group whose parameters have the element counts `members`, laid out in
+    order from element 0 of rank 0's shard; `norms` holds, per member j,
+    the sums of param^2 (at 2j) and u^2 (at 2j + 1) over the whole member
+    (ds.lamb_norms on every rank, all-reduced), and each element takes its
+    member's trust ratio. Elements past the members (padding) take 1.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
                        DS_FloatTensor:$m, DS_FloatTensor:$v,
@@ -148,14 +156,49 @@ def DS_LambOp : DS_Op<"lamb",
                        DS_ScalarF32:$scale, F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$eps, F64Attr:$weight_decay, F64Attr:$min_coeff,
                        F64Attr:$max_coeff, BoolAttr:$bias_correction,
-                       BoolAttr:$eps_inside_sqrt);
+                       BoolAttr:$eps_inside_sqrt,
+                       Optional<DS_FloatTensor>:$norms,
+                       OptionalAttr<DenseI64ArrayAttr>:$members);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_m,
                       DS_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    (`norms` $norms^ `members` $members `:` type($norms))?
     `betas` `(` $beta1 `,` $beta2 `)` `eps` $eps `weight_decay` $weight_decay
     `coeff` `(` $min_coeff `,` $max_coeff `)`
     attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_LambNormsOp : DS_Op<"lamb_norms",
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["param", "m", "v"]>]> {
+  // ds.lamb's operand rules; the result is this rank's partial sums.
+  let kernel = DS_Kernel<["eps_inside_sqrt", "members..."], ["beta1", "beta2", "eps", "weight_decay"], ["f32,f32|f16|bf16,f32,f32,f32->f32"], [], "none">;
+  let summary = "a ZeRO shard's part of Lamb's per-parameter norms";
+  let description = [{
+    The operands are this rank's shard of a flat group, as a sharded
+    ds.lamb takes them (`members`: the group's parameters' element counts,
+    in order). For each member j, result[2j] is the sum of param^2 and
+    result[2j + 1] the sum of u^2 over the member's elements in this shard
+    (u as ds.lamb forms it from the moments updated with grad * scale);
+    members outside the shard give 0. Summed over the ranks (an
+    all-reduce) they are the whole parameters' norms squared. The shard's
+    first element is element rank * size of the group, so the op exists
+    only in plans (after ds-zero); the interpreter refuses it.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$m, DS_FloatTensor:$v,
+                       DS_ScalarF32:$scale, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       BoolAttr:$eps_inside_sqrt,
+                       DenseI64ArrayAttr:$members);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `scale` $scale
+    `betas` `(` $beta1 `,` $beta2 `)` `eps` $eps `weight_decay` $weight_decay
+    `members` $members attr-dict `:` type($param) `,` type($grad) `->`
+    type($result)
   }];
   let hasVerifier = 1;
 }

@@ -286,7 +286,8 @@ void GradientSharding::updateShard(OpBuilder &ub, Group &g) {
   for (VariableOp var : g.states)
     stateValues.push_back(
         ub.create<LoadOp>(gl, g.stateShard, var.getSymName()));
-  auto update = cast<Update>(g.like.cloneOver(ub, gl, ps, gs, stateValues));
+  Update update =
+      updateOverShard(ub, gl, g.like, g.op, symbols, ps, gs, stateValues);
   for (auto [value, var] : llvm::zip(update.getNewStates(), g.states))
     ub.create<StoreOp>(gl, value, var.getSymName());
   Value newShard = newParamShard(ub, gl, update, g.master, g.shard);

@@ -32,10 +32,6 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   Type paramElt, stateElt, gradElt;
   bool mixed = false;
   for (Update op : group) {
-    if (isa<LambOp>(op.getOperation()))
-      return op.emitError("ds-zero: ds.lamb's trust ratio needs each "
-                          "parameter whole, and stages 1-3 update shards of "
-                          "flat groups: not supported yet");
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
       return failure();
@@ -102,7 +98,8 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   SmallVector<Value> stateValues;
   for (VariableOp var : states)
     stateValues.push_back(b.create<LoadOp>(loc, stateShard, var.getSymName()));
-  auto update = cast<Update>(first.cloneOver(b, loc, ps, gs, stateValues));
+  Update update =
+      updateOverShard(b, loc, first, groupOp, symbols, ps, gs, stateValues);
   for (auto [value, var] : llvm::zip(update.getNewStates(), states))
     b.create<StoreOp>(loc, value, var.getSymName());
   Value newShard = newParamShard(b, loc, update, master, paramShard);

@@ -107,6 +107,35 @@ Value newParamShard(OpBuilder &b, Location loc, Update update,
   return b.create<CastOp>(loc, paramShard, update.getNewParam());
 }
 
+Update updateOverShard(OpBuilder &b, Location loc, Update like,
+                       dist::GroupOp group, SymbolTable &symbols, Value ps,
+                       Value gs, ValueRange states) {
+  auto update = cast<Update>(like.cloneOver(b, loc, ps, gs, states));
+  auto lamb = dyn_cast<LambOp>(update.getOperation());
+  if (!lamb)
+    return update;
+  SmallVector<int64_t> members;
+  for (Attribute member : group.getMembers())
+    members.push_back(
+        symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(member).getValue())
+            .getTensorType()
+            .getNumElements());
+  b.setInsertionPoint(lamb);
+  auto normsType =
+      RankedTensorType::get({2 * int64_t(members.size())}, b.getF32Type());
+  Value partial = b.create<LambNormsOp>(
+      loc, normsType, ps, gs, states[0], states[1], lamb.getScale(),
+      lamb.getBeta1Attr(), lamb.getBeta2Attr(), lamb.getEpsAttr(),
+      lamb.getWeightDecayAttr(), lamb.getEpsInsideSqrtAttr(),
+      b.getDenseI64ArrayAttr(members));
+  Value summed =
+      b.create<dist::AllReduceOp>(loc, partial, b.getF64FloatAttr(1.0));
+  lamb.getNormsMutable().assign(b.create<dist::WaitOp>(loc, summed));
+  lamb.setMembers(members);
+  b.setInsertionPointAfter(lamb);
+  return update;
+}
+
 void eraseUnusedLoads(func::FuncOp func) {
   for (Operation &op : llvm::make_early_inc_range(func.front()))
     if (isa<LoadOp>(op) && op.use_empty())

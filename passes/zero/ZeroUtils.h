@@ -74,6 +74,14 @@ void collectUpdateUsers(Update op, SmallVectorImpl<Operation *> &dead);
 VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
                              dist::GroupOp group, RankedTensorType shard);
 
+/// `like`'s update (same hyper-parameters) over this rank's shard of
+/// `group`: ps, gs and the state shards. A Lamb update first computes its
+/// shard's part of each member's norms (ds.lamb_norms) and sums them over
+/// the ranks (an all-reduce waited for at once), so every element takes
+/// its whole parameter's trust ratio.
+Update updateOverShard(OpBuilder &b, Location loc, Update like,
+                       dist::GroupOp group, SymbolTable &symbols, Value ps,
+                       Value gs, ValueRange states);
 /// The update of a shard under mixed precision: stores the new master and
 /// returns it rounded to `paramShard`'s type; fp32: returns it as is.
 Value newParamShard(OpBuilder &b, Location loc, Update update,

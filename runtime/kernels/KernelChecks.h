@@ -203,8 +203,13 @@ bool checkAdagrad(const KernelArgs &args, std::string &err);
 /// ds.lamb: p, m, v and p', m', v' f32 of g's shape; lr, step, scale f32
 /// scalars; bias_correction and eps_inside_sqrt 0 or 1; betas in [0, 1),
 /// eps finite and > 0, weight_decay finite and >= 0, 0 < min_coeff <=
-/// max_coeff finite.
+/// max_coeff finite. Sharded (ZeRO): an eighth input, norms f32 [2 x
+/// members], with one or more positive member counts after the two flags.
 bool checkLamb(const KernelArgs &args, std::string &err);
+/// ds.lamb_norms: p, m, v f32 of g's shape, scale an f32 scalar; out f32 [2
+/// x members]; eps_inside_sqrt 0 or 1, one or more positive member counts;
+/// betas, eps and weight_decay as ds.lamb's.
+bool checkLambNorms(const KernelArgs &args, std::string &err);
 
 //===--- Attention (AttentionKernelChecks.cpp) ----------------------------===//
 

@@ -119,23 +119,88 @@ bool checkRoundedUpdate(const KernelArgs &args, std::string &err) {
   return true;
 }
 
-bool checkLamb(const KernelArgs &args, std::string &err) {
-  if (!checkUpdateOperands(args, {"p", "g", "m", "v"}, false, err) ||
-      !checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
+namespace {
+
+bool checkFlag(int64_t value, const char *name, std::string &err) {
+  if (value != 0 && value != 1)
+    return fail(err, name, " must be 0 or 1, got ", value);
+  return true;
+}
+
+/// Lamb's betas, eps and weight_decay (the first four float attributes).
+bool checkLambMoments(const KernelArgs &args, std::string &err) {
+  if (!checkBetas(args.floatAttrs[0], args.floatAttrs[1], err))
     return false;
-  for (int k = 0; k < 2; ++k)
-    if (args.intAttrs[k] != 0 && args.intAttrs[k] != 1)
-      return fail(err, k == 0 ? "bias_correction" : "eps_inside_sqrt",
-                  " must be 0 or 1, got ", args.intAttrs[k]);
   const double eps = args.floatAttrs[2], wd = args.floatAttrs[3];
-  const double lo = args.floatAttrs[4], hi = args.floatAttrs[5];
   if (!(eps > 0) || std::isinf(eps) || !finiteNonNegative(wd))
     return fail(err, "eps must be finite and > 0 and weight_decay finite and ",
                 ">= 0, got ", eps, " and ", wd);
+  return true;
+}
+
+/// A sharded Lamb's member counts (the int attributes from `first`) and
+/// its norms tensor, two sums per member.
+bool checkLambMembers(const KernelArgs &args, size_t first,
+                      const TensorRef &norms, const char *normsName,
+                      std::string &err) {
+  const size_t members = args.numIntAttrs - first;
+  if (members == 0)
+    return fail(err, "needs one or more member counts");
+  for (size_t i = first; i < args.numIntAttrs; ++i)
+    if (args.intAttrs[i] < 1)
+      return fail(err, "member ", i - first, " has ", args.intAttrs[i],
+                  " elements, expected >= 1");
+  if (norms.dtype != DType::f32 || norms.rank != 1 ||
+      norms.shape[0] != int64_t(2 * members))
+    return fail(err, normsName, " is ", dtypeName(norms.dtype), " ",
+                shapeStr(norms), ", expected f32 [", 2 * members, "]");
+  return true;
+}
+
+} // namespace
+
+bool checkLamb(const KernelArgs &args, std::string &err) {
+  // The sharded form's norms follow the scalars: checked on their own.
+  const bool sharded = args.numInputs == 8;
+  KernelArgs update = args;
+  if (sharded)
+    update.numInputs = 7;
+  if (!checkUpdateOperands(update, {"p", "g", "m", "v"}, false, err) ||
+      !checkLambMoments(args, err) ||
+      !checkFlag(args.intAttrs[0], "bias_correction", err) ||
+      !checkFlag(args.intAttrs[1], "eps_inside_sqrt", err))
+    return false;
+  if (sharded) {
+    if (!checkLambMembers(args, 2, args.inputs[7], "norms", err))
+      return false;
+  } else if (args.numIntAttrs != 2) {
+    return fail(err, "takes member counts only with norms");
+  }
+  const double lo = args.floatAttrs[4], hi = args.floatAttrs[5];
   if (!(lo > 0) || !(hi >= lo) || std::isinf(hi))
     return fail(err, "coeff needs 0 < min_coeff <= max_coeff, finite, got (",
                 lo, ", ", hi, ")");
   return true;
+}
+
+bool checkLambNorms(const KernelArgs &args, std::string &err) {
+  const TensorRef *in = args.inputs;
+  if (args.numInputs != 5 || args.numOutputs != 1)
+    return fail(err, "takes p, g, m, v, scale -> norms, got ", args.numInputs,
+                " inputs and ", args.numOutputs, " outputs");
+  const char *names[] = {"p", "g", "m", "v"};
+  for (int i = 0; i < 4; ++i) {
+    if (i != 1 && in[i].dtype != DType::f32)
+      return fail(err, names[i], " is ", dtypeName(in[i].dtype),
+                  ", expected f32");
+    if (!sameShape(in[i], in[0]))
+      return fail(err, names[i], " has shape ", shapeStr(in[i]),
+                  " but p has shape ", shapeStr(in[0]));
+  }
+  return expectDType(err, in[4], "scale", DType::f32) &&
+         checkOneValue(err, in[4], "scale") && checkLambMoments(args, err) &&
+         checkFlag(args.intAttrs[0], "eps_inside_sqrt", err) &&
+         checkLambMembers(args, 1, args.outputs[0], "output norms", err);
 }
 
 bool checkAdagrad(const KernelArgs &args, std::string &err) {

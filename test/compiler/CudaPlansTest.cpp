@@ -108,6 +108,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt2_lamb_bf16", kGpt2,
              "{\"optimizer\": {\"type\": \"Lamb\", \"params\": "
              "{\"lr\": 1e-3}}, \"bf16\": {\"enabled\": true}}",
+             2, ""},
+        Case{"gpt2_lamb_zero2", kGpt2,
+             "{\"optimizer\": {\"type\": \"Lamb\", \"params\": "
+             "{\"lr\": 1e-3}}, \"zero_optimization\": {\"stage\": 2}}",
              2, ""}),
     [](const testing::TestParamInfo<Case> &info) {
       return std::string(info.param.name);

@@ -56,6 +56,7 @@ using rt::checkEmbeddingShapes;
 using rt::checkGeluApprox;
 using rt::checkIota;
 using rt::checkLamb;
+using rt::checkLambNorms;
 using rt::checkLayerNorm;
 using rt::checkLayerNormGrad;
 using rt::checkLion;

@@ -542,3 +542,27 @@ func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
   %0:3 = ds.lamb %p, %p, %p, %p lr %s step %s scale %s betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.0 coeff(1.0, 0.5) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xf32>
   return
 }
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>, %n: tensor<6xf32>) {
+  // expected-error @+1 {{'ds.lamb' op norms must be f32 of 2 x members (4) elements}}
+  %0:3 = ds.lamb %p, %p, %p, %p lr %s step %s scale %s norms %n members [6, 6] : tensor<6xf32> betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.0 coeff(0.01, 10.0) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.lamb' op takes norms and members together or neither}}
+  %0:3 = ds.lamb %p, %p, %p, %p lr %s step %s scale %s betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.0 coeff(0.01, 10.0) {bias_correction = true, eps_inside_sqrt = false, members = array<i64: 12>} : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.lamb_norms' op members must be one or more positive counts}}
+  %0 = ds.lamb_norms %p, %p, %p, %p scale %s betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.0 members [12, 0] {eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xf32> -> tensor<4xf32>
+  return
+}

@@ -174,6 +174,10 @@ func.func @optimizer(%p: tensor<4x3xf32>, %g16: tensor<4x3xbf16>, %lr: tensor<f3
   %4:2 = ds.adagrad %p, %p, %p lr %lr step %lr scale %lr lr_decay 0.0 eps 1.0e-10 weight_decay 0.0 : tensor<4x3xf32>, tensor<4x3xf32>
   // CHECK: ds.lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.99899999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 coeff(1.000000e-02, 1.000000e+01) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16>
   %5:3 = ds.lamb %p, %g16, %p, %p lr %lr step %lr scale %lr betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.01 coeff(0.01, 10.0) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16>
+  // CHECK: %[[N:.*]] = ds.lamb_norms %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale %{{.*}} betas(9.000000e-01, 0.99899999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 members [5, 7] {eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16> -> tensor<4xf32>
+  %n = ds.lamb_norms %p, %g16, %p, %p scale %lr betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.01 members [5, 7] {eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16> -> tensor<4xf32>
+  // CHECK: ds.lamb %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} norms %[[N]] members [5, 7] : tensor<4xf32> betas
+  %6:3 = ds.lamb %p, %g16, %p, %p lr %lr step %lr scale %lr norms %n members [5, 7] : tensor<4xf32> betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.01 coeff(0.01, 10.0) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16>
   return
 }
 
