@@ -20,7 +20,11 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
                       : type == "Lion"    ? "lion"
                       : type == "Adagrad" ? "adagrad"
                       : type == "Lamb"    ? "lamb"
+                      : type == "Muon"    ? "muon"
                                           : "adamw";
+  // Muon: the schedule's lr is its AdamW half's (optimizer.lr).
+  if (type == "Muon" && config.optimizer.lr > 0)
+    o.adamw.muonLrRatio = config.optimizer.muonLr / config.optimizer.lr;
   o.adamw.lrDecay = config.optimizer.lrDecay;
   o.adamw.momentum = config.optimizer.momentum;
   o.adamw.dampening = config.optimizer.dampening;

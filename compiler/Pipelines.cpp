@@ -70,6 +70,7 @@ void addOffload(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsOffload(o.offload));
 }
 void addFused(OpPassManager &pm, const TrainOptions &, const Result &) {
+  pm.addPass(ds::createDsExpandUpdates());
   pm.addPass(ds::createDsFuse());
 }
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
@@ -107,7 +108,9 @@ constexpr PhaseInfo kPhases[] = {
      "offload: what lives in host memory, the CPU optimizer, the copies "
      "between the spaces (nothing without offload)",
      addOffload},
-    {Phase::Fused, "fused", "elementwise chains and known patterns fused",
+    {Phase::Fused, "fused",
+     "composite updates (Muon) written as kernels; elementwise chains and "
+     "known patterns fused",
      addFused},
     {Phase::Scheduled, "scheduled",
      "a total order: accumulations right after their gradients", addScheduled},

@@ -2,8 +2,9 @@
 //
 // @apply(lr, step[, beta1]) -> grad_norm: global gradient norm, optional
 // clipping, one update per parameter with a gradient (ds.adamw, ds.sgd,
-// ds.lion, ds.adagrad or ds.lamb, its state variables declared beside the
-// parameter), accumulators zeroed. Weight decay applies to parameters of
+// ds.lion, ds.adagrad, ds.lamb, or ds.muon for Muon's matrices and ds.adamw
+// for the rest, its state variables declared beside the parameter),
+// accumulators zeroed. Weight decay applies to parameters of
 // rank >= 2 only (nanoGPT's grouping: no decay on biases and norm weights).
 // With cycle-momentum, beta1 is an input read each step (OneCycle's
 // cycle_momentum), given to every update as its beta1_value.
@@ -56,8 +57,12 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     Type t = param.getType();
     double decay = inDecayGroup(param) ? weightDecay : 0.0;
     auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
+    // Muon: matrices but embeddings and the LM head; the rest AdamW.
+    const bool muon = optimizer == "muon" && takesMuon(param);
     SmallVector<StringRef> suffixes;
-    if (optimizer == "sgd")
+    if (muon)
+      suffixes = MuonOp::getStateSuffixes();
+    else if (optimizer == "sgd")
       suffixes = SgdOp::getStateSuffixes();
     else if (optimizer == "lion")
       suffixes = LionOp::getStateSuffixes();
@@ -75,9 +80,13 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       states.push_back(b.create<LoadOp>(ploc, t, vars.back().getSymName()));
     }
     Value lr = scalars[0], step = scalars[1], scale = scalars[2];
-    Value beta1Value = scalars.size() > 3 ? scalars[3] : Value();
+    Value beta1Value = cycleMomentum ? scalars[3] : Value();
     Operation *op;
-    if (optimizer == "sgd")
+    if (muon)
+      op = b.create<MuonOp>(ploc, p, g, states[0], scalars[3], step, scale,
+                            f64(momentum), f64(decay), b.getBoolAttr(nesterov),
+                            b.getI64IntegerAttr(nsSteps));
+    else if (optimizer == "sgd")
       op =
           b.create<SgdOp>(ploc, p, g, states[0], lr, step, scale, f64(momentum),
                           f64(dampening), f64(decay), b.getBoolAttr(nesterov));
@@ -100,6 +109,15 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     b.create<StoreOp>(ploc, op->getResult(0), param.getSymName());
     for (auto [value, var] : llvm::zip(op->getResults().drop_front(), vars))
       b.create<StoreOp>(ploc, value, var.getSymName());
+  }
+
+  /// DeepSpeed's rule (deepspeed.initialize's use_muon): a parameter of
+  /// rank >= 2 whose name has neither "embed" nor "lm_head", in any case.
+  static bool takesMuon(VariableOp param) {
+    std::string name = param.getSymName().lower();
+    return param.getTensorType().getRank() >= 2 &&
+           name.find("embed") == std::string::npos &&
+           name.find("lm_head") == std::string::npos;
   }
 
   /// decay-all: every parameter's ds.decay, false for those no-decay
@@ -129,10 +147,13 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
   }
 
   LogicalResult build(ModuleOp module) {
-    StringRef rules[] = {"adamw", "sgd", "lion", "adagrad", "lamb"};
+    StringRef rules[] = {"adamw", "sgd", "lion", "adagrad", "lamb", "muon"};
     if (!llvm::is_contained(rules, StringRef(optimizer)))
       return module.emitError("ds-adamw: unknown optimizer '")
-             << optimizer << "' (adamw, sgd, lion, adagrad or lamb)";
+             << optimizer << "' (adamw, sgd, lion, adagrad, lamb or muon)";
+    if (optimizer == "muon" && (cycleMomentum || !(muonLrRatio > 0)))
+      return module.emitError("ds-adamw: muon takes no cycle-momentum and a "
+                              "muon-lr-ratio > 0");
     if (cycleMomentum && optimizer != "adamw" && optimizer != "lion")
       return module.emitError("ds-adamw: cycle-momentum needs betas (adamw "
                               "or lion), not ")
@@ -195,6 +216,11 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       scale = splat(b, loc, scalar, 1.0);
     }
 
+    // Muon's half has its own lr: the schedule's times muon_lr / lr.
+    Value muonLr = lr;
+    if (optimizer == "muon" && muonLrRatio != 1.0)
+      muonLr = b.create<MulOp>(loc, lr, splat(b, loc, scalar, muonLrRatio));
+
     // Decayed parameters first, then the rest: the order in which the plan
     // packs them, so each group updates as one flat range.
     SmallVector<std::pair<VariableOp, Value>> updates;
@@ -212,6 +238,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       SmallVector<Value> operands{lr, step, scale};
       if (cycleMomentum)
         operands.push_back(body->getArgument(2));
+      if (optimizer == "muon")
+        operands.push_back(muonLr);
       update(b, mb, symbols, param, var, p, g, operands);
       b.create<StoreOp>(ploc, splat(b, ploc, param.getTensorType(), 0.0),
                         var.getSymName());

@@ -48,13 +48,16 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
   let description = [{
     Adds the optimizer's state for every parameter with a gradient
     accumulator (AdamW: `exp_avg` and `exp_avg_sq`; SGD: `momentum_buffer`;
-    Lion: `exp_avg`; Adagrad: `sum`; Lamb: AdamW's) and a function
+    Lion: `exp_avg`; Adagrad: `sum`; Lamb: AdamW's; Muon: `momentum_buffer`
+    for its matrices, AdamW's for the rest) and a function
     `@apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32>` (with
     cycle-momentum, a third input `%beta1`) that
     computes the global gradient norm (returned), scales gradients by
     min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0, applies the
-    update (ds.adamw, ds.sgd, ds.lion, ds.adagrad or ds.lamb; weight decay only on parameters of
-    rank >= 2, as nanoGPT) and zeroes the accumulators.
+    update (ds.adamw, ds.sgd, ds.lion, ds.adagrad, ds.lamb, or ds.muon for
+    matrices named without "embed" or "lm_head" and ds.adamw for the rest;
+    weight decay only on parameters of rank >= 2, as nanoGPT) and zeroes
+    the accumulators.
   }];
   let options = [
     Option<"beta1", "beta1", "double", "0.9", "first-moment decay">,
@@ -65,8 +68,9 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"gradClip", "grad-clip", "double", "0.0",
            "global gradient-norm clip; 0 disables clipping">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
-           "the update: adamw, sgd, lion, adagrad or lamb (betas are Lion's "
-           "and Lamb's too, eps Adagrad's and Lamb's)">,
+           "the update: adamw, sgd, lion, adagrad, lamb or muon (betas are "
+           "Lion's, Lamb's and Muon's AdamW half's too, eps Adagrad's and "
+           "Lamb's; momentum and nesterov Muon's too)">,
     Option<"lrDecay", "lr-decay", "double", "0.0", "Adagrad's lr_decay">,
     Option<"momentum", "momentum", "double", "0.0", "SGD's momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD's dampening">,
@@ -87,7 +91,12 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
     Option<"biasCorrection", "bias-correction", "bool", "true",
            "Lamb: bias-corrected step size">,
     Option<"epsInsideSqrt", "eps-inside-sqrt", "bool", "false",
-           "Lamb: sqrt(v + eps) instead of sqrt(v) + eps">
+           "Lamb: sqrt(v + eps) instead of sqrt(v) + eps">,
+    Option<"muonLrRatio", "muon-lr-ratio", "double", "1.0",
+           "Muon: its matrices' lr over the schedule's (muon_lr / lr; the "
+           "AdamW half takes the schedule's)">,
+    Option<"nsSteps", "ns-steps", "int64_t", "5",
+           "Muon: Newton-Schulz iterations">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
@@ -162,6 +171,20 @@ def DsRemat : Pass<"ds-remat", "::mlir::ModuleOp"> {
            "auto: the activation peak's budget in bytes (0: as small as "
            "possible)">
   ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def DsExpandUpdates : Pass<"ds-expand-updates", "::mlir::ModuleOp"> {
+  let summary = "writes composite optimizer updates as kernels";
+  let description = [{
+    Phase `fused`, first: each `ds.muon` becomes `ds.muon_momentum`, the
+    Newton-Schulz iteration as `ds.matmul` and elementwise ops on the
+    direction viewed as a rows x cols matrix (a tall one iterated on X^T X
+    instead of X X^T, so it needs no transposes: B is symmetric, so
+    (B X^T)^T = X B), and `ds.muon_apply`, at the update's place and with
+    its `dist.host` mark. The backends' GEMMs then run the iteration and the
+    plan places its temporaries like any other value.
+  }];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 

@@ -55,7 +55,7 @@ struct DsConfig {
   /// SGD's and Adagrad's weight decay is coupled (added to the gradient,
   /// as torch.optim does); Lion's decoupled.
   struct Optimizer {
-    // "Adam", "AdamW", "SGD", "Lion", "Adagrad", "Lamb"
+    // "Adam", "AdamW", "SGD", "Lion", "Adagrad", "Lamb", "Muon"
     std::string type = "AdamW";
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
     double weightDecay = 0.01;             // the others' default is 0
@@ -64,6 +64,10 @@ struct DsConfig {
     double lrDecay = 0;                    // Adagrad
     double minCoeff = 0.01, maxCoeff = 10; // Lamb's trust-ratio clamp
     bool biasCorrection = true, epsInsideSqrt = false; // Lamb
+    /// Muon: `lr` (and the betas and eps) are its AdamW half's; its
+    /// matrices step at muonLr (momentum, nesterov as SGD's fields).
+    double muonLr = 0.02;
+    std::string nsMethod = "gram";
   } optimizer;
 
   struct Scheduler {

@@ -163,18 +163,33 @@ constexpr ConfigKey kKeys[] = {
     {"$.optimizer", "type", Works,
      "Adam (decoupled decay unless adam_w_mode is false), AdamW, SGD "
      "(torch.optim.SGD), Lion (DeepSpeed's FusedLion), Adagrad "
-     "(torch.optim.Adagrad) or Lamb (DeepSpeed's FusedLamb), any case; "
-     "Muon not supported yet; "
+     "(torch.optim.Adagrad), Lamb (DeepSpeed's FusedLamb) or Muon "
+     "(DeepSpeed's MuonWithAuxAdam; ZeRO stage 0 for now), any case; "
      "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
      "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},
     {"$.optimizer", "legacy_fusion", NoEffect,
      "it chooses DeepSpeed's fp16 optimizer wrapper; dsc's is compiled"},
-    {"$.optimizer.params", "lr", Works, ">= 0 [1e-3; Adagrad 1e-2]"},
+    {"$.optimizer.params", "lr", Works,
+     ">= 0 [1e-3; Adagrad 1e-2; Muon: 0.02 for its matrices, 3e-4 for the "
+     "AdamW half]"},
+    {"$.optimizer.params", "muon_lr", Works,
+     "Muon: its matrices' lr, over lr; with a scheduler other than "
+     "WarmupCosineLR the scheduler's lr (DeepSpeed's schedulers set every "
+     "group's)"},
+    {"$.optimizer.params", "adam_lr", Works,
+     "Muon: the AdamW half's lr, over lr (the scheduler's lr under a "
+     "scheduler)"},
+    {"$.optimizer.params", "ns_method", Works,
+     "Muon: \"gram\" or \"standard\" [gram]; dsc runs the standard "
+     "Newton-Schulz iteration in fp32 for both (gram is the same iteration "
+     "reordered)"},
     {"$.optimizer.params", "betas", Works,
-     "Adam, AdamW, Lion, Lamb: [b1, b2] in [0, 1) [0.9, 0.999]"},
+     "Adam, AdamW, Lion, Lamb: [b1, b2] in [0, 1) [0.9, 0.999]; Muon's "
+     "AdamW half [0.9, 0.95]"},
     {"$.optimizer.params", "eps", Works,
-     "Adam, AdamW, Lamb: > 0 [1e-8]; Adagrad: > 0 [1e-10]"},
+     "Adam, AdamW, Lamb: > 0 [1e-8]; Adagrad, Muon's AdamW half: > 0 "
+     "[1e-10]"},
     {"$.optimizer.params", "eps_inside_sqrt", Works,
      "Lamb: sqrt(v + eps) instead of sqrt(v) + eps [false]"},
     {"$.optimizer.params", "min_coeff", Works,
@@ -188,13 +203,14 @@ constexpr ConfigKey kKeys[] = {
      ">= 0 [AdamW 0.01, the others 0, as torch.optim]; not on biases and "
      "norms; SGD's and Adagrad's is added to the gradient (L2), the "
      "others' decoupled"},
-    {"$.optimizer.params", "momentum", Works, "SGD: >= 0 [0]"},
+    {"$.optimizer.params", "momentum", Works,
+     "SGD: >= 0 [0]; Muon: in [0, 1) [0.95]"},
     {"$.optimizer.params", "dampening", Works, "SGD: [0]"},
     {"$.optimizer.params", "nesterov", Works,
      "SGD: needs momentum > 0 and dampening 0 [false]"},
     {"$.optimizer.params", "adam_w_mode", Works,
-     "true only for Adam (false is Adam with L2, not supported); AdamW "
-     "ignores it, as DeepSpeed does"},
+     "true only for Adam and Muon (false is Adam with L2, not supported); "
+     "AdamW ignores it, as DeepSpeed does"},
     {"$.optimizer.params", "bias_correction", Works,
      "Adam, AdamW: true only (dsc's Adam always corrects bias); Lamb: "
      "[true]"},

@@ -5,7 +5,8 @@
 // arguments with PyTorch's and DeepSpeed's defaults. dsc compiles Adam and
 // AdamW (decoupled decay), SGD (torch.optim.SGD, which DeepSpeed builds for
 // a name it does not know), Lion (DeepSpeed's FusedLion) and Adagrad
-// (torch.optim.Adagrad's rule) and Lamb (DeepSpeed's FusedLamb); each
+// (torch.optim.Adagrad's rule), Lamb (DeepSpeed's FusedLamb) and Muon
+// (DeepSpeed's MuonWithAuxAdam: Muon for matrices, AdamW for the rest); each
 // optimizer's parameters are refused under another (a momentum under
 // AdamW, betas under SGD), so a config that says more than the optimizer
 // reads fails.
@@ -19,7 +20,8 @@ namespace dsc::config {
 
 namespace {
 
-constexpr const char *kSupported = "Adam, AdamW, SGD, Lion, Adagrad, Lamb";
+constexpr const char *kSupported =
+    "Adam, AdamW, SGD, Lion, Adagrad, Lamb, Muon";
 
 /// Why optimizer `name` is refused: DeepSpeed's 1-bit family by what it
 /// does, DeepSpeed's other optimizers as not supported yet, anything else
@@ -32,7 +34,7 @@ std::string unsupportedOptimizer(StringRef name) {
                            "communication to one bit per value with error "
                            "feedback, and dsc's collectives send full values "
                            "(use Adam or AdamW)";
-  for (StringRef other : {"muon", "muadam", "muadamw", "musgd"})
+  for (StringRef other : {"muadam", "muadamw", "musgd"})
     if (lower == other)
       return quote(name) + " is not supported yet (dsc implements " +
              kSupported + ")";
@@ -58,6 +60,16 @@ bool setType(StringRef name, DsConfig::Optimizer &o) {
   } else if (name.equals_insensitive("lamb")) {
     o.type = "Lamb"; // DeepSpeed's FusedLamb's defaults
     o.weightDecay = 0;
+  } else if (name.equals_insensitive("muon")) {
+    // MuonWithAuxAdam's defaults: its matrices' and its AdamW half's.
+    o.type = "Muon";
+    o.lr = 3e-4;
+    o.muonLr = 0.02;
+    o.beta2 = 0.95;
+    o.eps = 1e-10;
+    o.weightDecay = 0;
+    o.momentum = 0.95;
+    o.nesterov = true;
   } else if (name.equals_insensitive("adagrad")) {
     o.type = "Adagrad"; // torch.optim.Adagrad's defaults
     o.lr = 1e-2;
@@ -75,18 +87,21 @@ struct OwnedKey {
   std::initializer_list<StringRef> owners;
 };
 const OwnedKey kOwnedKeys[] = {
-    {"betas", {"Adam", "AdamW", "Lion", "Lamb"}},
-    {"eps", {"Adam", "AdamW", "Adagrad", "Lamb"}},
+    {"betas", {"Adam", "AdamW", "Lion", "Lamb", "Muon"}},
+    {"eps", {"Adam", "AdamW", "Adagrad", "Lamb", "Muon"}},
     {"lr_decay", {"Adagrad"}},
     {"initial_accumulator_value", {"Adagrad"}},
-    {"adam_w_mode", {"Adam", "AdamW"}},
+    {"adam_w_mode", {"Adam", "AdamW", "Muon"}},
     {"bias_correction", {"Adam", "AdamW", "Lamb"}},
     {"torch_adam", {"Adam", "AdamW"}},
     {"amsgrad", {"Adam", "AdamW", "Lamb"}},
     {"eps_inside_sqrt", {"Lamb"}},
     {"min_coeff", {"Lamb"}},
     {"max_coeff", {"Lamb"}},
-    {"momentum", {"SGD"}},
+    {"momentum", {"SGD", "Muon"}},
+    {"muon_lr", {"Muon"}},
+    {"adam_lr", {"Muon"}},
+    {"ns_method", {"Muon"}},
     {"dampening", {"SGD"}},
     {"nesterov", {"SGD"}},
 };
@@ -201,6 +216,33 @@ bool readLambParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
   return ok;
 }
 
+/// Muon's: each half's lr (lr for both, then muon_lr / adam_lr), the
+/// momentum, the Newton-Schulz method; its AdamW half decays decoupled.
+bool readMuonParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
+  if (params.get("lr"))
+    o.muonLr = o.lr;
+  bool ok = Reader::all(
+      {params.number("muon_lr", o.muonLr) &&
+           r.atLeast(params.at("muon_lr"), o.muonLr, 0.0),
+       params.number("adam_lr", o.lr) &&
+           r.atLeast(params.at("adam_lr"), o.lr, 0.0),
+       params.number("momentum", o.momentum),
+       params.onlyBoolean("adam_w_mode", true,
+                          "dsc's Muon decays its AdamW half decoupled; leave "
+                          "adam_w_mode out")});
+  if (ok && !(o.momentum >= 0 && o.momentum < 1))
+    ok = r.fail(params.at("momentum"),
+                "must be in [0, 1), got " + formatNumber(o.momentum));
+  if (const json::Value *method = params.get("ns_method")) {
+    std::optional<StringRef> name = method->getAsString();
+    if (!name || (*name != "gram" && *name != "standard"))
+      return r.fail(params.at("ns_method"),
+                    "expected \"gram\" or \"standard\"");
+    o.nsMethod = name->str();
+  }
+  return ok;
+}
+
 } // namespace
 
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
@@ -235,7 +277,8 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
                     r.fail(params->at("max_grad_norm"),
                            "not an optimizer parameter; use gradient_clipping");
   bool adam = o.type == "Adam" || o.type == "AdamW";
-  bool hasEps = adam || o.type == "Adagrad" || o.type == "Lamb";
+  bool hasEps =
+      adam || o.type == "Adagrad" || o.type == "Lamb" || o.type == "Muon";
   return Reader::all(
       {keysOk, typeOk, gradNormOk, params->checkKeys(),
        keysOfType(r, *params, o.type), params->ignoredBoolean("fused"),
@@ -247,6 +290,7 @@ bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o) {
        o.type != "SGD" || readSgdParams(r, *params, o),
        o.type != "Adagrad" || readAdagradParams(r, *params, o),
        o.type != "Lamb" || readLambParams(r, *params, o),
+       o.type != "Muon" || readMuonParams(r, *params, o),
        params->onlyBoolean("fp32_optimizer_states", true,
                            "dsc keeps the optimizer's state in fp32")});
 }

@@ -406,6 +406,35 @@ Outcome adagrad(AdagradOp op, Operands in) {
       op.getWeightDecay().convertToDouble(), k.value.scale));
 }
 
+Outcome muon(MuonOp op, Operands in) {
+  auto k = updateScalars(in, 3, "muon");
+  if (!k)
+    return ref::Error{k.error};
+  return pair(ref::muon(*in[0], *in[1], *in[2], k.value.lr,
+                        op.getMomentum().convertToDouble(),
+                        op.getWeightDecay().convertToDouble(), op.getNesterov(),
+                        op.getNsSteps(), k.value.scale));
+}
+
+Outcome muonMomentum(MuonMomentumOp op, Operands in) {
+  ref::Result<double> scale = scalarOf(*in[2], "muon_momentum's scale");
+  if (!scale)
+    return ref::Error{scale.error};
+  return pair(ref::muonMomentum(*in[0], *in[1],
+                                op.getMomentum().convertToDouble(),
+                                op.getNesterov(), scale.value));
+}
+
+Outcome muonApply(MuonApplyOp op, Operands in) {
+  ref::Result<double> lr = scalarOf(*in[2], "muon_apply's lr");
+  ref::Result<double> scale = scalarOf(*in[3], "muon_apply's scale");
+  if (!lr || !scale)
+    return ref::Error{lr ? scale.error : lr.error};
+  return one(ref::muonApply(*in[0], *in[1], lr.value,
+                            op.getWeightDecay().convertToDouble(),
+                            op.getFactor().convertToDouble(), scale.value));
+}
+
 /// The sharded forms read the shard's place in its group from the rank,
 /// which a plan's executor has and the interpreter (before ds-zero) never
 /// needs.
@@ -637,6 +666,15 @@ Outcome evaluate(AdagradOp o, Operands in, const EvalContext &) {
 }
 Outcome evaluate(LambOp o, Operands in, const EvalContext &) {
   return lamb(o, in);
+}
+Outcome evaluate(MuonOp o, Operands in, const EvalContext &) {
+  return muon(o, in);
+}
+Outcome evaluate(MuonMomentumOp o, Operands in, const EvalContext &) {
+  return muonMomentum(o, in);
+}
+Outcome evaluate(MuonApplyOp o, Operands in, const EvalContext &) {
+  return muonApply(o, in);
 }
 Outcome evaluate(LambNormsOp, Operands, const EvalContext &) {
   return error(llvm::Twine("ds.lamb_norms: ") + kShardedLamb);

@@ -211,6 +211,17 @@ void LambOp::getKernelAttributes(Ints &ints, Floats &floats) {
                  f(getMaxCoeffAttr())});
 }
 
+// Muon's momentum: [nesterov] | [momentum].
+void MuonMomentumOp::getKernelAttributes(Ints &ints, Floats &floats) {
+  ints.push_back(getNesterov() ? 1 : 0);
+  floats.push_back(f(getMomentumAttr()));
+}
+
+// Muon's step: | [weight_decay, factor].
+void MuonApplyOp::getKernelAttributes(Ints &, Floats &floats) {
+  floats.append({f(getWeightDecayAttr()), f(getFactorAttr())});
+}
+
 // Lamb's norms: [eps_inside_sqrt, members...] | [beta1, beta2, eps,
 // weight_decay].
 void LambNormsOp::getKernelAttributes(Ints &ints, Floats &floats) {

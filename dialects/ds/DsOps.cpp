@@ -427,6 +427,56 @@ LogicalResult LambNormsOp::verify() {
   return verifyLambShard(*this, getResult().getType(), getMembers());
 }
 
+SmallVector<StringRef> MuonOp::getStateSuffixes() {
+  return {dsc::plan::kMomentumBufferSuffix};
+}
+
+bool MuonOp::decaysWeights() { return getWeightDecay().convertToDouble() != 0; }
+
+namespace {
+/// Muon's momentum in [0, 1) (torch's lerp weight 1 - momentum).
+LogicalResult verifyMomentum(Operation *op, APFloat momentum) {
+  double m = momentum.convertToDouble();
+  if (!(m >= 0 && m < 1))
+    return op->emitOpError("momentum must be in [0, 1)");
+  return success();
+}
+} // namespace
+
+LogicalResult MuonOp::verify() {
+  if (failed(verifyMomentum(*this, getMomentum())))
+    return failure();
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  if (getNsSteps() < 1 || getNsSteps() > 100)
+    return emitOpError("ns_steps must be in [1, 100]");
+  auto t = cast<RankedTensorType>(getParam().getType());
+  if (t.getRank() < 2 || t.getNumElements() == 0)
+    return emitOpError("updates a matrix: the parameter needs rank >= 2 and "
+                       "elements, got ")
+           << t;
+  return success();
+}
+
+LogicalResult MuonMomentumOp::verify() {
+  if (getGrad().getType().getShape() != getBuf().getType().getShape())
+    return emitOpError("grad and buf must have one shape");
+  return verifyMomentum(*this, getMomentum());
+}
+
+LogicalResult MuonApplyOp::verify() {
+  if (getOrtho().getType().getShape() != getParam().getType().getShape())
+    return emitOpError("ortho and param must have one shape");
+  double decay = getWeightDecay().convertToDouble();
+  double factor = getFactor().convertToDouble();
+  if (!(decay >= 0) || !std::isfinite(decay))
+    return emitOpError("weight_decay must be >= 0 and finite");
+  if (!(factor >= 1) || !std::isfinite(factor))
+    return emitOpError("factor must be >= 1 and finite");
+  return success();
+}
+
 SmallVector<StringRef> AdagradOp::getStateSuffixes() {
   return {dsc::plan::kSumSuffix};
 }

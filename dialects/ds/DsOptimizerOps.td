@@ -203,4 +203,80 @@ def DS_LambNormsOp : DS_Op<"lamb_norms",
   let hasVerifier = 1;
 }
 
+def DS_MuonOp : DS_Op<"muon",
+    [Pure, DS_OptimizerUpdate, AllTypesMatch<["param", "buf", "new_param", "new_buf"]>]> {
+  // No kernel of its own: ds-expand-updates (phase `fused`) writes it as
+  // ds.muon_momentum, the Newton-Schulz iteration in ds.matmul and
+  // elementwise ops, and ds.muon_apply, so the backends' GEMMs run it and
+  // the plan places its temporaries.
+  let summary = "one Muon step (DeepSpeed's muon_update, standard Newton-Schulz)";
+  let description = [{
+    For a matrix parameter (rows = the first dimension, cols = the rest):
+    g' = grad * scale; buf' = buf + (1 - momentum) (g' - buf); u = g' +
+    momentum (buf' - g') with `nesterov`, else buf'; X = u as rows x
+    cols, transposed when rows > cols, divided by (|X|_F + 1e-7), then
+    `ns_steps` times A = X X^T, X = a X + (b A + c A A) X with (a, b, c) =
+    (3.4445, -4.7750, 2.0315), transposed back; param' = param (1 - lr
+    weight_decay) - lr sqrt(max(1, rows / cols)) X. A non-finite `scale`
+    skips the update.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
+                       DS_FloatTensor:$buf, DS_ScalarF32:$lr,
+                       DS_ScalarF32:$step, DS_ScalarF32:$scale,
+                       F64Attr:$momentum, F64Attr:$weight_decay,
+                       BoolAttr:$nesterov, I64Attr:$ns_steps);
+  let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_buf);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buf `lr` $lr `step` $step `scale` $scale
+    `momentum` $momentum `weight_decay` $weight_decay `ns_steps` $ns_steps
+    attr-dict `:` type($param) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_MuonMomentumOp : DS_Op<"muon_momentum",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure,
+     AllTypesMatch<["buf", "new_buf", "direction"]>]> {
+  // The gradient may be 16-bit (read directly), the rest is f32.
+  let kernel = DS_Kernel<["nesterov"], ["momentum"], ["f32|f16|bf16,f32,f32->f32,f32"], [], "any_input">;
+  let summary = "Muon's momentum and the direction it orthogonalizes";
+  let description = [{
+    g' = grad * scale; new_buf = buf + (1 - momentum) (g' - buf);
+    direction = g' + momentum (new_buf - g') with `nesterov`, else new_buf.
+    A non-finite `scale` keeps the buffer and gives a zero direction (the
+    update skips the step: ds.muon_apply).
+  }];
+  let arguments = (ins DS_FloatTensor:$grad, DS_FloatTensor:$buf,
+                       DS_ScalarF32:$scale, F64Attr:$momentum,
+                       BoolAttr:$nesterov);
+  let results = (outs DS_FloatTensor:$new_buf, DS_FloatTensor:$direction);
+  let assemblyFormat = [{
+    $grad `,` $buf `scale` $scale `momentum` $momentum attr-dict `:`
+    type($grad) `,` type($buf)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_MuonApplyOp : DS_Op<"muon_apply",
+    [DS_KernelWithAttrs, DS_InPlaceSafe, Pure,
+     AllTypesMatch<["param", "new_param"]>]> {
+  // The direction may be 16-bit (an iteration run in bf16, as DeepSpeed's
+  // accelerators run it); the parameter is the f32 master.
+  let kernel = DS_Kernel<[], ["weight_decay", "factor"], ["f32,f32|f16|bf16,f32,f32->f32"], [], "any_input">;
+  let summary = "Muon's step from the orthogonalized direction";
+  let description = [{
+    new_param = param (1 - lr weight_decay) - lr factor ortho (factor:
+    sqrt(max(1, rows / cols))), or param when `scale` is not finite.
+  }];
+  let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$ortho,
+                       DS_ScalarF32:$lr, DS_ScalarF32:$scale,
+                       F64Attr:$weight_decay, F64Attr:$factor);
+  let results = (outs DS_FloatTensor:$new_param);
+  let assemblyFormat = [{
+    $param `,` $ortho `lr` $lr `scale` $scale `weight_decay` $weight_decay
+    `factor` $factor attr-dict `:` type($param) `,` type($ortho)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DS_OPTIMIZER_OPS_TD

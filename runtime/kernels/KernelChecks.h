@@ -206,6 +206,12 @@ bool checkAdagrad(const KernelArgs &args, std::string &err);
 /// max_coeff finite. Sharded (ZeRO): an eighth input, norms f32 [2 x
 /// members], with one or more positive member counts after the two flags.
 bool checkLamb(const KernelArgs &args, std::string &err);
+/// ds.muon_momentum: g (f32, f16 or bf16), buf and buf', direction f32 of
+/// one shape; scale an f32 scalar; nesterov 0 or 1, momentum in [0, 1).
+bool checkMuonMomentum(const KernelArgs &args, std::string &err);
+/// ds.muon_apply: p and p' f32, ortho f32, f16 or bf16, of one shape; lr and
+/// scale f32 scalars; weight_decay finite and >= 0, factor finite and >= 1.
+bool checkMuonApply(const KernelArgs &args, std::string &err);
 /// ds.lamb_norms: p, m, v f32 of g's shape, scale an f32 scalar; out f32 [2
 /// x members]; eps_inside_sqrt 0 or 1, one or more positive member counts;
 /// betas, eps and weight_decay as ds.lamb's.

@@ -203,6 +203,59 @@ bool checkLambNorms(const KernelArgs &args, std::string &err) {
          checkLambMembers(args, 1, args.outputs[0], "output norms", err);
 }
 
+bool checkMuonMomentum(const KernelArgs &args, std::string &err) {
+  const TensorRef *in = args.inputs, *out = args.outputs;
+  const DType gt = in[0].dtype;
+  if (gt != DType::f32 && gt != DType::f16 && gt != DType::bf16)
+    return fail(err, "g is ", dtypeName(gt), ", expected f32, f16 or bf16");
+  const TensorRef *f32s[] = {&in[1], &out[0], &out[1]};
+  const char *names[] = {"buf", "output buf'", "output direction"};
+  for (int i = 0; i < 3; ++i) {
+    if (!expectDType(err, *f32s[i], names[i], DType::f32))
+      return false;
+    if (!sameShape(*f32s[i], in[0]))
+      return fail(err, names[i], " has shape ", shapeStr(*f32s[i]),
+                  " but g has shape ", shapeStr(in[0]));
+  }
+  const double momentum = args.floatAttrs[0];
+  if (!(momentum >= 0 && momentum < 1))
+    return fail(err, "momentum must be in [0, 1), got ", momentum);
+  return expectDType(err, in[2], "scale", DType::f32) &&
+         checkOneValue(err, in[2], "scale") &&
+         checkFlag(args.intAttrs[0], "nesterov", err);
+}
+
+bool checkMuonApply(const KernelArgs &args, std::string &err) {
+  const TensorRef *in = args.inputs;
+  const DType xt = in[1].dtype;
+  if (xt != DType::f32 && xt != DType::f16 && xt != DType::bf16)
+    return fail(err, "ortho is ", dtypeName(xt), ", expected f32, f16 or bf16");
+  const TensorRef *f32s[] = {&in[0], &in[1], &args.outputs[0]};
+  const char *names[] = {"p", "ortho", "output p'"};
+  for (int i = 0; i < 3; ++i) {
+    if (i == 1 && !sameShape(in[1], in[0]))
+      return fail(err, "ortho has shape ", shapeStr(in[1]), " but p has shape ",
+                  shapeStr(in[0]));
+    if (i == 1)
+      continue;
+    if (!expectDType(err, *f32s[i], names[i], DType::f32))
+      return false;
+    if (!sameShape(*f32s[i], in[0]))
+      return fail(err, names[i], " has shape ", shapeStr(*f32s[i]),
+                  " but p has shape ", shapeStr(in[0]));
+  }
+  const double wd = args.floatAttrs[0], factor = args.floatAttrs[1];
+  if (!finiteNonNegative(wd) || !(factor >= 1) || std::isinf(factor))
+    return fail(err,
+                "weight_decay must be finite and >= 0 and factor finite and "
+                ">= 1, got ",
+                wd, " and ", factor);
+  return expectDType(err, in[2], "lr", DType::f32) &&
+         checkOneValue(err, in[2], "lr") &&
+         expectDType(err, in[3], "scale", DType::f32) &&
+         checkOneValue(err, in[3], "scale");
+}
+
 bool checkAdagrad(const KernelArgs &args, std::string &err) {
   if (!checkUpdateOperands(args, {"p", "g", "sum"}, false, err))
     return false;

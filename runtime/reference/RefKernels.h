@@ -230,6 +230,30 @@ struct LambParams {
 Result<AdamWState> lamb(const Tensor &p, const Tensor &g, const Tensor &m,
                         const Tensor &v, double lr, int64_t step,
                         const LambParams &k, double gradScale);
+/// Muon's momentum (DeepSpeed's muon_update): g' = g gradScale; buf' = buf
+/// + (1 - momentum) (g' - buf); the direction is g' + momentum (buf' - g')
+/// with nesterov, else buf'. A non-finite gradScale keeps buf and gives a
+/// zero direction. Returns {buf', direction}.
+Result<UpdateState> muonMomentum(const Tensor &g, const Tensor &buf,
+                                 double momentum, bool nesterov,
+                                 double gradScale);
+/// The standard Newton-Schulz iteration on u as a rows x cols matrix (rows
+/// = u's first dimension): X = u (transposed when rows > cols) / (|u|_F +
+/// 1e-7), then `steps` times A = X X^T, X = a X + (b A + c A A) X with (a,
+/// b, c) = (3.4445, -4.7750, 2.0315); transposed back, in u's shape.
+Result<Tensor> newtonSchulz(const Tensor &u, int64_t steps);
+/// Muon's step: p (1 - lr weightDecay) - lr factor ortho, or p when
+/// gradScale is not finite.
+Result<Tensor> muonApply(const Tensor &p, const Tensor &ortho, double lr,
+                         double weightDecay, double factor, double gradScale);
+/// One Muon update of a matrix: the three above, factor = sqrt(max(1, rows
+/// / cols)). Returns {p', buf'}.
+Result<UpdateState> muon(const Tensor &p, const Tensor &g, const Tensor &buf,
+                         double lr, double momentum, double weightDecay,
+                         bool nesterov, int64_t nsSteps, double gradScale);
+/// sqrt(max(1, rows / cols)) for a tensor seen as rows = its first
+/// dimension by cols = the rest.
+double muonFactor(const Shape &shape);
 /// Normal draws use rng::normalAt(seed, tensorId, 0xFFFFFFFF, flatIndex).
 Result<Tensor> init(InitKind kind, const Shape &shape, uint64_t seed,
                     uint32_t tensorId, double mean, double stddev);

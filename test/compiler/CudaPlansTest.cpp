@@ -112,6 +112,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt2_lamb_zero2", kGpt2,
              "{\"optimizer\": {\"type\": \"Lamb\", \"params\": "
              "{\"lr\": 1e-3}}, \"zero_optimization\": {\"stage\": 2}}",
+             2, ""},
+        Case{"llama_muon_bf16", kLlama,
+             "{\"optimizer\": {\"type\": \"Muon\", \"params\": "
+             "{\"lr\": 1e-3}}, \"bf16\": {\"enabled\": true}}",
              2, ""}),
     [](const testing::TestParamInfo<Case> &info) {
       return std::string(info.param.name);

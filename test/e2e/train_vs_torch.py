@@ -16,8 +16,8 @@
       every final weight (per tensor ||a - b|| / ||b|| <= 2e-5, shapes and
       dtypes equal): the *_TOL constants below say why those bounds. The
       optimizer is the config's: torch.optim.AdamW, SGD or Adagrad, or
-      Lion written from its paper (`Lion`), or Lamb as DeepSpeed computes
-      it (`Lamb`). Exit 0 when all agree, 1
+      Lion written from its paper (`Lion`), Lamb as DeepSpeed computes
+      it (`Lamb`), or DeepSpeed's Muon (`Muon`). Exit 0 when all agree, 1
       otherwise, with one line per disagreement.
 
 Parameters whose gradient is zero in exact arithmetic take Adam steps made of
@@ -104,8 +104,8 @@ def deepspeed_lr(config, step):
     package itself)."""
     opt = config["optimizer"]["params"]
     sched = config.get("scheduler")
-    if not sched:
-        return opt["lr"]
+    if not sched:  # (Muon: its AdamW half's; the matrices' is scaled)
+        return opt.get("adam_lr", opt.get("lr"))
     p, it = sched["params"], step - 2
     kind = sched["type"]
     if kind == "OneCycle":
@@ -221,7 +221,84 @@ class Lamb(torch.optim.Optimizer):
                 p.add_(u, alpha=-size * ratio)
 
 
-def optimizer(section, model):
+def newton_schulz(g, steps=5):
+    """DeepSpeed's zeropower_via_newtonschulz5 in the tensor's dtype (here
+    float64): the standard quintic iteration on g / (|g|_F + 1e-7), on its
+    transpose when g is tall."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g.T if g.size(0) > g.size(1) else g
+    x = x / (x.norm() + 1e-7)
+    for _ in range(steps):
+        A = x @ x.T
+        x = a * x + (b * A + c * A @ A) @ x
+    return x.T if g.size(0) > g.size(1) else x
+
+
+def takes_muon(name, p):
+    """deepspeed.initialize's use_muon: rank >= 2 and neither "embed" nor
+    "lm_head" in the name."""
+    return p.dim() >= 2 and "embed" not in name.lower() and "lm_head" not in name.lower()
+
+
+class Muon(torch.optim.Optimizer):
+    """DeepSpeed 0.19.8's MuonWithAuxAdam (runtime/zero/muon/original_muon.py)
+    with the standard Newton-Schulz iteration, in the parameters' dtype:
+    groups with use_muon take muon_update (nesterov momentum, the
+    iteration, sqrt(max(1, rows / cols)), decoupled decay), the others
+    adam_update (AdamW with bias correction). A group's lr_scale multiplies
+    the lr the schedule sets (muon_lr / adam_lr)."""
+
+    def __init__(self, groups, momentum, betas, eps):
+        super().__init__(groups, {"lr": 0.0, "momentum": momentum, "betas": betas,
+                                  "eps": eps, "lr_scale": 1.0})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, wd = group["lr"] * group["lr_scale"], group["weight_decay"]
+            for p in group["params"]:
+                state, g = self.state[p], p.grad
+                if group["use_muon"]:
+                    beta = group["momentum"]
+                    buf = state.setdefault("momentum_buffer", torch.zeros_like(p))
+                    buf.lerp_(g, 1 - beta)
+                    u = g.lerp(buf, beta).reshape(p.size(0), -1)
+                    rows, cols = u.shape
+                    update = newton_schulz(u) * (math.sqrt(rows / cols) if rows > cols else 1.0)
+                    p.mul_(1 - lr * wd)
+                    p.add_(update.reshape(p.shape), alpha=-lr)
+                    continue
+                b1, b2 = group["betas"]
+                t = state["step"] = state.get("step", 0) + 1
+                m = state.setdefault("exp_avg", torch.zeros_like(p))
+                v = state.setdefault("exp_avg_sq", torch.zeros_like(p))
+                m.lerp_(g, 1 - b1)
+                v.lerp_(g.square(), 1 - b2)
+                update = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + group["eps"])
+                p.mul_(1 - lr * wd)
+                p.add_(update, alpha=-lr)
+
+
+def muon(params, config, model, wd):
+    """Muon's halves over dsc's decay rule (rank >= 2 decays): the matrices
+    by DeepSpeed's rule, the rest AdamW; muon_lr / adam_lr as lr_scale,
+    which DeepSpeed's schedulers but WarmupCosineLR override."""
+    adam_lr = params.get("adam_lr", params.get("lr", 3e-4))
+    muon_lr = params.get("muon_lr", params.get("lr", 0.02))
+    sched = (config.get("scheduler") or {}).get("type")
+    scale = muon_lr / adam_lr if sched in (None, "WarmupCosineLR") else 1.0
+    named = list(model.named_parameters())
+    groups = [{"params": [p for n, p in named if takes_muon(n, p)], "use_muon": True,
+               "weight_decay": wd, "lr_scale": scale},
+              {"params": [p for n, p in named if not takes_muon(n, p) and p.dim() >= 2],
+               "use_muon": False, "weight_decay": wd},
+              {"params": [p for n, p in named if p.dim() < 2], "use_muon": False,
+               "weight_decay": 0.0}]
+    return Muon([g for g in groups if g["params"]], momentum=params.get("momentum", 0.95),
+                betas=tuple(params.get("betas", (0.9, 0.95))), eps=params.get("eps", 1e-10))
+
+
+def optimizer(section, model, config):
     """The config's optimizer over nanoGPT's groups (decay for parameters
     of rank >= 2 only): torch.optim.AdamW, SGD or Adagrad, or Lion or Lamb
     above."""
@@ -232,6 +309,8 @@ def optimizer(section, model):
     groups = [{"params": decay, "weight_decay": wd},
               {"params": no_decay, "weight_decay": 0.0}]
     betas = tuple(params.get("betas", (0.9, 0.999)))
+    if kind == "muon":
+        return muon(params, config, model, wd)
     if kind == "sgd":
         return torch.optim.SGD(groups, lr=params["lr"],
                                momentum=params.get("momentum", 0.0),
@@ -297,7 +376,7 @@ def check(args):
     model.rng.step = 1
     problems += regime(model, batches[0, 0, 0], batches[0, 0, 1])
 
-    opt = optimizer(config["optimizer"], model)
+    opt = optimizer(config["optimizer"], model, config)
     clip = config.get("gradient_clipping", 0.0)
     clipped, lr_sum = 0, 0.0
     worst = {"loss": 0.0, "lr": 0.0, "grad_norm": 0.0, "beta1": 0.0}

@@ -2,7 +2,7 @@
 // RUN: ds-opt %s -ds-adamw="optimizer=lion beta1=0.9 beta2=0.99 weight-decay=0.1" | FileCheck %s --check-prefix=LION
 // RUN: ds-opt %s -ds-adamw="optimizer=adagrad lr-decay=0.01 eps=1e-10" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: ds-opt %s -ds-adamw="optimizer=lamb beta2=0.99 eps=1e-6 min-coeff=0.1 max-coeff=5 bias-correction=false" | FileCheck %s --check-prefix=LAMB
-// RUN: not ds-opt %s -ds-adamw="optimizer=muon" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not ds-opt %s -ds-adamw="optimizer=muadam" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: ds-opt %s -ds-adamw="cycle-momentum=true beta1=0.8 beta2=0.99" | FileCheck %s --check-prefix=CYCLE
 // RUN: ds-opt %s -ds-adamw="optimizer=lion cycle-momentum=true" | FileCheck %s --check-prefix=LIONCYCLE
 // RUN: not ds-opt %s -ds-adamw="optimizer=sgd cycle-momentum=true" 2>&1 | FileCheck %s --check-prefix=SGDCYCLE
@@ -60,7 +60,7 @@ ds.variable grad @b.grad of @b : tensor<4xf32> init zeros
 // LAMB-NEXT: ds.store %[[NV]], @w.exp_avg_sq :
 // LAMB:      ds.lamb {{.*}} weight_decay 0.000000e+00 coeff({{.*}}) {{.*}}: tensor<4xf32>
 
-// BAD: error: ds-adamw: unknown optimizer 'muon' (adamw, sgd, lion, adagrad or lamb)
+// BAD: error: ds-adamw: unknown optimizer 'muadam' (adamw, sgd, lion, adagrad, lamb or muon)
 
 // CYCLE-LABEL: func.func @apply(%arg0: tensor<f32> {ds.name = "lr"}, %arg1: tensor<f32> {ds.name = "step"}, %arg2: tensor<f32> {ds.name = "beta1"}) -> tensor<f32>
 // CYCLE:       ds.adamw {{.*}} lr %arg0 step %arg1 scale %{{.*}} beta1_value %arg2 betas(8.000000e-01, 0.98999999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 : tensor<3x4xf32>

@@ -125,7 +125,7 @@ def main(work, data):
 
     # Errors are dsc's own lines.
     try:
-        dsc.compile(model, {"optimizer": {"type": "Muon"}})
+        dsc.compile(model, {"optimizer": {"type": "MuAdam"}})
         problems.append("a bad config compiled")
     except dsc.InputError as e:
         print(f"bad config: {e}")

@@ -60,6 +60,8 @@ using rt::checkLambNorms;
 using rt::checkLayerNorm;
 using rt::checkLayerNormGrad;
 using rt::checkLion;
+using rt::checkMuonApply;
+using rt::checkMuonMomentum;
 using rt::checkMatmul;
 using rt::checkOneValue;
 using rt::checkReduce;

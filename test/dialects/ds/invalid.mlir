@@ -566,3 +566,27 @@ func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
   %0 = ds.lamb_norms %p, %p, %p, %p scale %s betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.0 members [12, 0] {eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xf32> -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f(%p: tensor<12xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.muon' op updates a matrix: the parameter needs rank >= 2 and elements, got 'tensor<12xf32>'}}
+  %0:2 = ds.muon %p, %p, %p lr %s step %s scale %s momentum 0.95 weight_decay 0.0 ns_steps 5 {nesterov = true} : tensor<12xf32>, tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.muon' op momentum must be in [0, 1)}}
+  %0:2 = ds.muon %p, %p, %p lr %s step %s scale %s momentum 1.0 weight_decay 0.0 ns_steps 5 {nesterov = true} : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.muon_apply' op factor must be >= 1 and finite}}
+  %0 = ds.muon_apply %p, %p lr %s scale %s weight_decay 0.0 factor 0.5 : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
