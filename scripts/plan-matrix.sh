@@ -2,7 +2,7 @@
 # Compiles the plans a structural change must leave byte-identical: gpt2,
 # llama and mlp x ZeRO 0-3 x fp32/fp16/bf16 x optimizer offload x remat
 # none/layers/selective x 1 and 2 ranks, WarmupDecayLR, WarmupCosineLR,
-# static fp16, Lamb at ZeRO-2 with offload, no config, and
+# static fp16, Lamb at ZeRO-2 with offload, Muon at ZeRO-2, no config, and
 # test/e2e/Inputs/*.json. Compile with the dsc
 # before and after the change into two folders and compare:
 #   scripts/plan-matrix.sh OLD_DSC /tmp/old; scripts/plan-matrix.sh build/tools/dsc /tmp/new
@@ -36,6 +36,7 @@ for stage in 0 1 2 3; do
 done
 config cosine '{"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100, "warmup_num_steps": 10, "cos_min_ratio": 0.01}}}'
 config lamb_s2_bf16 '{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}, "optimizer": {"type": "Lamb", "params": {"lr": 1e-3, "weight_decay": 0.01}}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'
+config muon_s2_bf16 '{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}, "optimizer": {"type": "Muon", "params": {"lr": 1e-3, "weight_decay": 0.01}}, "zero_optimization": {"stage": 2}}'
 config static16 '{"train_micro_batch_size_per_gpu": 2, "fp16": {"enabled": true, "loss_scale": 128}}'
 for f in "$root"/test/e2e/Inputs/*.json; do
   cp "$f" "$out/cfg/in_$(basename "$f")"

@@ -474,18 +474,6 @@ bool checkPrecisionChoice(Reader &r, Section &root, const DsConfig &c) {
   return ok;
 }
 
-/// Muon's matrices need whole gradients at their owner, which the ZeRO
-/// stages' flat shards do not give yet.
-bool checkOptimizerStage(Reader &r, Section &root, const DsConfig &c) {
-  if (c.optimizer.type != "Muon" || c.zero.stage == 0)
-    return true;
-  return r.fail(root.at("zero_optimization") + ".stage",
-                "stage " + formatNumber(c.zero.stage) +
-                    " with Muon is not supported yet: its Newton-Schulz "
-                    "iteration needs each matrix's whole gradient, and "
-                    "stages 1-3 update shards of flat groups (use stage 0)");
-}
-
 /// DeepSpeed's schedulers but WarmupCosineLR set every parameter group's
 /// lr to the same value, so Muon's two halves step at the scheduler's lr.
 void muonHalvesUnderScheduler(Reader &r, Section &root, DsConfig &c) {
@@ -573,8 +561,6 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        readPinnedValues(r, root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
-  if (optimizerOk && zeroOk)
-    ok &= checkOptimizerStage(r, root, c);
   if (optimizerOk && schedulerOk)
     muonHalvesUnderScheduler(r, root, c);
   if (!ok)

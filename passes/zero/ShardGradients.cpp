@@ -6,7 +6,9 @@
 // @apply computes the global norm from the shards (an all-reduce of sums of
 // squares, in place of the operand of the ds.global_grad_norm op), updates
 // its slice and all-gathers each group. At stage 3 the groups of large
-// parameters keep only their shard (GatherParameters.cpp).
+// parameters keep only their shard (GatherParameters.cpp). Muon's matrices
+// stay out of the groups (ZeroUtils.h, wholeParameters): their gradients
+// are all-reduced whole each micro-step and their updates run as at stage 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,7 +72,8 @@ private:
   IntegerAttr ranks;
 
   llvm::StringMap<Update> updateOf; ///< param name -> its update
-  SmallVector<Update> updates;      ///< @apply's, in order
+  SmallVector<Update> updates;      ///< @apply's, in order, sharded
+  SmallVector<Update> wholeUpdates; ///< @apply's that stay whole (Muon's)
   SmallVector<VariableOp> masters;  ///< mixed precision: per parameter
   SmallVector<Group> groups;
   SmallVector<Operation *> scatters; ///< one per group
@@ -118,7 +121,12 @@ LogicalResult GradientSharding::run(ArrayRef<Accumulation> accs) {
 }
 
 LogicalResult GradientSharding::findUpdates() {
-  apply.walk([&](Update op) { updates.push_back(op); });
+  apply.walk([&](Update op) {
+    if (isa<MuonOp>(op.getOperation()))
+      wholeUpdates.push_back(op); // whole on every rank (wholeParameters)
+    else
+      updates.push_back(op);
+  });
   for (Update op : updates) {
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
@@ -263,7 +271,20 @@ LogicalResult GradientSharding::normFromShards() {
   }
   Value reduced =
       b.create<dist::AllReduceOp>(loc, total, b.getF64FloatAttr(1.0));
-  sqrt.getXMutable().assign(b.create<dist::WaitOp>(loc, reduced));
+  Value sum = b.create<dist::WaitOp>(loc, reduced);
+  // The whole gradients are the same on every rank: added once, after.
+  for (Update op : wholeUpdates) {
+    Value g = op.getGrad();
+    auto t = cast<RankedTensorType>(g.getType());
+    if (!t.getElementType().isF32())
+      g = b.create<CastOp>(loc, t.clone(b.getF32Type()), g);
+    SmallVector<int64_t> all(t.getRank());
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      all[d] = d;
+    Value sq = b.create<MulOp>(loc, g, g);
+    sum = b.create<AddOp>(loc, sum, b.create<ReduceSumOp>(loc, sq, all));
+  }
+  sqrt.getXMutable().assign(sum);
   return success();
 }
 
@@ -353,9 +374,21 @@ void GradientSharding::gatherShardedParameters() {
 /// all-gathers each group.
 LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
                              const Options &opts) {
+  // Muon's matrices: each micro-step's gradient all-reduced whole, as at
+  // stage 0; the groups take the rest.
+  llvm::StringSet<> whole = wholeParameters(module);
+  SymbolTable symbols(module);
+  auto isWhole = [&](const Accumulation &a) {
+    auto grad = symbols.lookup<VariableOp>(StoreOp(a.store).getName());
+    return grad && whole.contains(grad.getOfAttr().getValue());
+  };
+  if (!whole.empty() &&
+      failed(allReduceGradients(micro, opts, /*accumulated=*/false, isWhole)))
+    return failure();
   FailureOr<SmallVector<Accumulation>> accs = findAccumulations(micro);
   if (failed(accs))
     return failure();
+  llvm::erase_if(*accs, isWhole);
   auto apply = module.lookupSymbol<func::FuncOp>(dsc::plan::kApplyProgram);
   if (!apply)
     return module.emitError("ds-zero: no @")

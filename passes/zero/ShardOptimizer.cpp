@@ -5,7 +5,8 @@
 // decay, the plan's packing order), padded to a multiple of the world
 // size. Each rank keeps the optimizer's state (Adam's moments, SGD's
 // momentum) for its slice only, updates that slice of the parameters and
-// all-gathers the group.
+// all-gathers the group. Muon's matrices stay out (ZeroUtils.h,
+// wholeParameters): each rank updates them whole, as at stage 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,7 +152,8 @@ LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
   // Partition first: sharding a group erases its updates.
   SmallVector<Update> groups[2];
   for (Update op : updates)
-    groups[decayGroupOf(op, symbols) ? 0 : 1].push_back(op);
+    if (!isa<MuonOp>(op.getOperation())) // whole on every rank
+      groups[decayGroupOf(op, symbols) ? 0 : 1].push_back(op);
   for (int g = 0; g < 2; ++g)
     if (!groups[g].empty() &&
         failed(shardGroup(module, symbols, mb, groups[g], ret, opts,

@@ -97,19 +97,6 @@ struct ZeroPass : ds::impl::DsZeroBase<ZeroPass> {
     opts.persistenceThreshold = persistenceThreshold;
     if (failed(checkContract(module, micro)))
       return failure();
-    if (stage >= 1) {
-      // Its Newton-Schulz iteration needs each matrix whole; the stages'
-      // flat shards hold pieces of several.
-      MuonOp muon;
-      module.walk([&](MuonOp op) {
-        muon = op;
-        return WalkResult::interrupt();
-      });
-      if (muon)
-        return muon.emitError("ds-zero: ds.muon needs each matrix's whole "
-                              "gradient, and stages 1-3 update shards of "
-                              "flat groups: not supported yet");
-    }
     if (stage >= 2)
       return zero::shardGradients(module, micro, opts);
     if (accumulationSteps > 1) {

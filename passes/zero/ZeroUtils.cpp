@@ -136,6 +136,17 @@ Update updateOverShard(OpBuilder &b, Location loc, Update like,
   return update;
 }
 
+llvm::StringSet<> wholeParameters(ModuleOp module) {
+  llvm::StringSet<> names;
+  SymbolTable symbols(module);
+  module.walk([&](MuonOp op) {
+    FailureOr<UpdateTarget> target = updateTarget(op, symbols);
+    if (succeeded(target))
+      names.insert(target->param.getSymName());
+  });
+  return names;
+}
+
 void eraseUnusedLoads(func::FuncOp func) {
   for (Operation &op : llvm::make_early_inc_range(func.front()))
     if (isa<LoadOp>(op) && op.use_empty())

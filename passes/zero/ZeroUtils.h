@@ -20,6 +20,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::ds::zero {
 
@@ -89,8 +90,15 @@ Value newParamShard(OpBuilder &b, Location loc, Update update,
 
 /// The stages; each reports its errors at the op concerned.
 /// Stages 0-1: all-reduces each bucket of `func`'s gradients.
-LogicalResult allReduceGradients(func::FuncOp func, const Options &opts,
-                                 bool accumulated);
+/// `only`, when given, picks the accumulations reduced (the others are
+/// left as they are).
+LogicalResult
+allReduceGradients(func::FuncOp func, const Options &opts, bool accumulated,
+                   llvm::function_ref<bool(const Accumulation &)> only = {});
+/// The parameters whose update needs them whole at every ZeRO stage
+/// (ds.muon's matrices): stages 1-3 leave them out of their groups, so
+/// their gradients are all-reduced and their updates stay as at stage 0.
+llvm::StringSet<> wholeParameters(ModuleOp module);
 /// Stage 1: shards the optimizer's state and the update over the ranks.
 LogicalResult shardOptimizer(ModuleOp module, const Options &opts);
 /// Stages 2-3: reduce-scatters the buckets into sharded groups (and at
