@@ -101,18 +101,23 @@ struct OffloadPass : ds::impl::DsOffloadBase<OffloadPass> {
 
   /// offload_optimizer: the accumulation of each reduced gradient into its
   /// host accumulator runs on the host (in every program), and @apply's
-  /// work on host data: each optimizer update (and a sharded Lamb's
-  /// norms), the rounding of its new master weights to 16 bits (so half
-  /// the bytes go back), and what reads only host values (the gradients' sums of squares for the norm). Constants
-  /// stay device values that host work reads through a copy: ds-fuse's
-  /// rewrite driver deduplicates equal constants whatever their
-  /// attributes, so a host constant could be merged into a device one.
+  /// work on host data: each optimizer update (and the parts of a sharded
+  /// Lamb's or Muon's that touch the state), the rounding of its new master
+  /// weights to 16 bits (so half the bytes go back), and what reads only host
+  /// values (the gradients' sums of squares for the norm). Constants stay
+  /// device values that host work reads through a copy: ds-fuse's rewrite
+  /// driver deduplicates equal constants whatever their attributes, so a host
+  /// constant could be merged into a device one.
   void markHostOps(func::FuncOp func, bool apply) {
     UnitAttr unit = UnitAttr::get(&getContext());
     for (Operation &op : func.front()) {
       bool host = false;
-      if (isa<OptimizerUpdateOpInterface, LambNormsOp>(op))
-        host = apply; // (a sharded Lamb's norms read what its update does)
+      // A sharded Lamb's norms and a sharded Muon's ends read and write
+      // what an update does; the Muon iteration between them runs where
+      // its gathered direction is.
+      if (isa<OptimizerUpdateOpInterface, LambNormsOp, MuonMomentumOp,
+              MuonApplyOp>(op))
+        host = apply;
       else if (auto cast = dyn_cast<CastOp>(op))
         host = apply && cast.getX().getDefiningOp<OptimizerUpdateOpInterface>();
       if (isa<AddOp>(op) && op.hasOneUse())

@@ -164,8 +164,7 @@ constexpr ConfigKey kKeys[] = {
      "Adam (decoupled decay unless adam_w_mode is false), AdamW, SGD "
      "(torch.optim.SGD), Lion (DeepSpeed's FusedLion), Adagrad "
      "(torch.optim.Adagrad), Lamb (DeepSpeed's FusedLamb) or Muon "
-     "(DeepSpeed's MuonWithAuxAdam; its matrices whole on every rank at "
-     "ZeRO 1-3), any case; "
+     "(DeepSpeed's MuonWithAuxAdam), any case; "
      "OneBitAdam, ZeroOneAdam and OneBitLamb refused (1-bit compressed "
      "communication)"},
     {"$.optimizer", "params", Works, "the optimizer's arguments (below)"},

@@ -27,17 +27,12 @@ namespace mlir::ds::zero {
 /// its last one. With `accumulated` (the micro-step that ends an
 /// accumulation window) the sums acc + d are reduced and stored;
 /// otherwise each micro-step's d is, and added to acc after the wait.
-LogicalResult
-allReduceGradients(func::FuncOp func, const Options &opts, bool accumulated,
-                   llvm::function_ref<bool(const Accumulation &)> only) {
+LogicalResult allReduceGradients(func::FuncOp func, const Options &opts,
+                                 bool accumulated) {
   FailureOr<SmallVector<Accumulation>> found = findAccumulations(func);
   if (failed(found))
     return failure();
   SmallVector<Accumulation> &accs = *found;
-  if (only)
-    llvm::erase_if(accs, [&](const Accumulation &a) { return !only(a); });
-  if (accs.empty())
-    return success();
   auto ret = cast<func::ReturnOp>(func.front().getTerminator());
   OpBuilder b(func.getContext());
   const double scale = 1.0; // the seed already divided by worldSize

@@ -6,9 +6,7 @@
 // @apply computes the global norm from the shards (an all-reduce of sums of
 // squares, in place of the operand of the ds.global_grad_norm op), updates
 // its slice and all-gathers each group. At stage 3 the groups of large
-// parameters keep only their shard (GatherParameters.cpp). Muon's matrices
-// stay out of the groups (ZeroUtils.h, wholeParameters): their gradients
-// are all-reduced whole each micro-step and their updates run as at stage 0.
+// parameters keep only their shard (GatherParameters.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,13 +38,14 @@ struct Group {
 };
 
 /// The accumulations by class, each bucketed on its own: with weight decay
-/// or without, and at stage 3 whether the parameters are sharded (0-1) or
-/// stay whole as at stage 2, under the persistence threshold (2-3).
-using Classes = std::array<SmallVector<Accumulation>, 4>;
-unsigned classOf(bool decays, bool persistent) {
-  return (decays ? 0 : 1) + (persistent ? 2 : 0);
+/// or without, at stage 3 whether the parameters are sharded or stay whole
+/// as at stage 2, under the persistence threshold, and whether Muon
+/// updates them (one update rule per group).
+using Classes = std::array<SmallVector<Accumulation>, 8>;
+unsigned classOf(bool decays, bool persistent, bool muon) {
+  return (decays ? 0 : 1) + (persistent ? 2 : 0) + (muon ? 4 : 0);
 }
-bool isShardedClass(unsigned index) { return index < 2; }
+bool isShardedClass(unsigned index) { return (index & 2) == 0; }
 
 /// Stages 2-3 over one module, in steps: the updates, the buckets and
 /// their groups with the micro-step's reduce-scatters, the accumulation of
@@ -72,8 +71,7 @@ private:
   IntegerAttr ranks;
 
   llvm::StringMap<Update> updateOf; ///< param name -> its update
-  SmallVector<Update> updates;      ///< @apply's, in order, sharded
-  SmallVector<Update> wholeUpdates; ///< @apply's that stay whole (Muon's)
+  SmallVector<Update> updates;      ///< @apply's, in order
   SmallVector<VariableOp> masters;  ///< mixed precision: per parameter
   SmallVector<Group> groups;
   SmallVector<Operation *> scatters; ///< one per group
@@ -121,12 +119,7 @@ LogicalResult GradientSharding::run(ArrayRef<Accumulation> accs) {
 }
 
 LogicalResult GradientSharding::findUpdates() {
-  apply.walk([&](Update op) {
-    if (isa<MuonOp>(op.getOperation()))
-      wholeUpdates.push_back(op); // whole on every rank (wholeParameters)
-    else
-      updates.push_back(op);
-  });
+  apply.walk([&](Update op) { updates.push_back(op); });
   for (Update op : updates) {
     FailureOr<UpdateTarget> target = updateTarget(op, symbols);
     if (failed(target))
@@ -148,7 +141,9 @@ FailureOr<Classes> GradientSharding::classify(ArrayRef<Accumulation> accs) {
              << paramOf(a);
     int64_t n = cast<RankedTensorType>(a.grad.getType()).getNumElements();
     bool persistent = opts.stage < 3 || n < opts.persistenceThreshold;
-    classes[classOf(update.decaysWeights(), persistent)].push_back(a);
+    classes[classOf(update.decaysWeights(), persistent,
+                    isa<MuonOp>(update.getOperation()))]
+        .push_back(a);
   }
   return classes;
 }
@@ -271,20 +266,7 @@ LogicalResult GradientSharding::normFromShards() {
   }
   Value reduced =
       b.create<dist::AllReduceOp>(loc, total, b.getF64FloatAttr(1.0));
-  Value sum = b.create<dist::WaitOp>(loc, reduced);
-  // The whole gradients are the same on every rank: added once, after.
-  for (Update op : wholeUpdates) {
-    Value g = op.getGrad();
-    auto t = cast<RankedTensorType>(g.getType());
-    if (!t.getElementType().isF32())
-      g = b.create<CastOp>(loc, t.clone(b.getF32Type()), g);
-    SmallVector<int64_t> all(t.getRank());
-    for (int64_t d = 0; d < t.getRank(); ++d)
-      all[d] = d;
-    Value sq = b.create<MulOp>(loc, g, g);
-    sum = b.create<AddOp>(loc, sum, b.create<ReduceSumOp>(loc, sq, all));
-  }
-  sqrt.getXMutable().assign(sum);
+  sqrt.getXMutable().assign(b.create<dist::WaitOp>(loc, reduced));
   return success();
 }
 
@@ -307,11 +289,11 @@ void GradientSharding::updateShard(OpBuilder &ub, Group &g) {
   for (VariableOp var : g.states)
     stateValues.push_back(
         ub.create<LoadOp>(gl, g.stateShard, var.getSymName()));
-  Update update =
-      updateOverShard(ub, gl, g.like, g.op, symbols, ps, gs, stateValues);
-  for (auto [value, var] : llvm::zip(update.getNewStates(), g.states))
+  ShardUpdate update = updateOverShard(ub, gl, g.like, g.op, symbols, ranks, ps,
+                                       gs, stateValues);
+  for (auto [value, var] : llvm::zip(update.newStates, g.states))
     ub.create<StoreOp>(gl, value, var.getSymName());
-  Value newShard = newParamShard(ub, gl, update, g.master, g.shard);
+  Value newShard = newParamShard(ub, gl, update.newParam, g.master, g.shard);
   if (g.param) { // the shard is the parameters' only copy
     ub.create<StoreOp>(gl, newShard, g.param.getSymName());
     ub.create<StoreOp>(gl, splat(ub, gl, g.shard, 0.0), g.grad.getSymName());
@@ -374,21 +356,9 @@ void GradientSharding::gatherShardedParameters() {
 /// all-gathers each group.
 LogicalResult shardGradients(ModuleOp module, func::FuncOp micro,
                              const Options &opts) {
-  // Muon's matrices: each micro-step's gradient all-reduced whole, as at
-  // stage 0; the groups take the rest.
-  llvm::StringSet<> whole = wholeParameters(module);
-  SymbolTable symbols(module);
-  auto isWhole = [&](const Accumulation &a) {
-    auto grad = symbols.lookup<VariableOp>(StoreOp(a.store).getName());
-    return grad && whole.contains(grad.getOfAttr().getValue());
-  };
-  if (!whole.empty() &&
-      failed(allReduceGradients(micro, opts, /*accumulated=*/false, isWhole)))
-    return failure();
   FailureOr<SmallVector<Accumulation>> accs = findAccumulations(micro);
   if (failed(accs))
     return failure();
-  llvm::erase_if(*accs, isWhole);
   auto apply = module.lookupSymbol<func::FuncOp>(dsc::plan::kApplyProgram);
   if (!apply)
     return module.emitError("ds-zero: no @")

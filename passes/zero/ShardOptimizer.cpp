@@ -5,8 +5,7 @@
 // decay, the plan's packing order), padded to a multiple of the world
 // size. Each rank keeps the optimizer's state (Adam's moments, SGD's
 // momentum) for its slice only, updates that slice of the parameters and
-// all-gathers the group. Muon's matrices stay out (ZeroUtils.h,
-// wholeParameters): each rank updates them whole, as at stage 0.
+// all-gathers the group. Muon's matrices form groups of their own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,11 +98,11 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   SmallVector<Value> stateValues;
   for (VariableOp var : states)
     stateValues.push_back(b.create<LoadOp>(loc, stateShard, var.getSymName()));
-  Update update =
-      updateOverShard(b, loc, first, groupOp, symbols, ps, gs, stateValues);
-  for (auto [value, var] : llvm::zip(update.getNewStates(), states))
+  ShardUpdate update = updateOverShard(b, loc, first, groupOp, symbols, ranks,
+                                       ps, gs, stateValues);
+  for (auto [value, var] : llvm::zip(update.newStates, states))
     b.create<StoreOp>(loc, value, var.getSymName());
-  Value newShard = newParamShard(b, loc, update, master, paramShard);
+  Value newShard = newParamShard(b, loc, update.newParam, master, paramShard);
   Value full = b.create<dist::AllGatherOp>(loc, paramFlat, newShard, ranks);
   b.setInsertionPoint(ret);
   Value done = b.create<dist::WaitOp>(loc, full);
@@ -149,15 +148,18 @@ LogicalResult shardOptimizer(ModuleOp module, const Options &opts) {
   SmallVector<Update> updates;
   apply.walk([&](Update op) { updates.push_back(op); });
   auto ret = cast<func::ReturnOp>(apply.front().getTerminator());
-  // Partition first: sharding a group erases its updates.
-  SmallVector<Update> groups[2];
+  // Partition first: sharding a group erases its updates. Muon's
+  // matrices form groups of their own (one update rule per group).
+  SmallVector<Update> groups[4];
   for (Update op : updates)
-    if (!isa<MuonOp>(op.getOperation())) // whole on every rank
-      groups[decayGroupOf(op, symbols) ? 0 : 1].push_back(op);
-  for (int g = 0; g < 2; ++g)
+    groups[(decayGroupOf(op, symbols) ? 0 : 1) +
+           (isa<MuonOp>(op.getOperation()) ? 2 : 0)]
+        .push_back(op);
+  const char *names[] = {"zero.decay", "zero.no_decay", "zero.muon",
+                         "zero.muon_no_decay"};
+  for (int g = 0; g < 4; ++g)
     if (!groups[g].empty() &&
-        failed(shardGroup(module, symbols, mb, groups[g], ret, opts,
-                          g == 0 ? "zero.decay" : "zero.no_decay")))
+        failed(shardGroup(module, symbols, mb, groups[g], ret, opts, names[g])))
       return failure();
   return success();
 }

@@ -2,6 +2,9 @@
 
 #include "passes/zero/ZeroUtils.h"
 
+#include "dialects/ds/DsUtils.h"
+#include "passes/MuonIteration.h"
+
 #include "runtime/plan/VariableNames.h"
 
 namespace mlir::ds::zero {
@@ -99,27 +102,34 @@ VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
   return var;
 }
 
-Value newParamShard(OpBuilder &b, Location loc, Update update,
+Value newParamShard(OpBuilder &b, Location loc, Value newParam,
                     VariableOp master, RankedTensorType paramShard) {
   if (!master)
-    return update.getNewParam();
-  b.create<StoreOp>(loc, update.getNewParam(), master.getSymName());
-  return b.create<CastOp>(loc, paramShard, update.getNewParam());
+    return newParam;
+  b.create<StoreOp>(loc, newParam, master.getSymName());
+  return b.create<CastOp>(loc, paramShard, newParam);
 }
 
-Update updateOverShard(OpBuilder &b, Location loc, Update like,
-                       dist::GroupOp group, SymbolTable &symbols, Value ps,
-                       Value gs, ValueRange states) {
-  auto update = cast<Update>(like.cloneOver(b, loc, ps, gs, states));
-  auto lamb = dyn_cast<LambOp>(update.getOperation());
-  if (!lamb)
-    return update;
-  SmallVector<int64_t> members;
+namespace {
+
+/// The element counts of `group`'s members, and their shapes.
+SmallVector<RankedTensorType> memberTypes(dist::GroupOp group,
+                                          SymbolTable &symbols) {
+  SmallVector<RankedTensorType> types;
   for (Attribute member : group.getMembers())
-    members.push_back(
+    types.push_back(
         symbols.lookup<VariableOp>(cast<FlatSymbolRefAttr>(member).getValue())
-            .getTensorType()
-            .getNumElements());
+            .getTensorType());
+  return types;
+}
+
+/// Lamb over a shard: each member's norms summed over the ranks first.
+ShardUpdate lambOverShard(OpBuilder &b, Location loc, LambOp lamb,
+                          ArrayRef<RankedTensorType> types, Value ps, Value gs,
+                          ValueRange states) {
+  SmallVector<int64_t> members;
+  for (RankedTensorType t : types)
+    members.push_back(t.getNumElements());
   b.setInsertionPoint(lamb);
   auto normsType =
       RankedTensorType::get({2 * int64_t(members.size())}, b.getF32Type());
@@ -133,18 +143,75 @@ Update updateOverShard(OpBuilder &b, Location loc, Update like,
   lamb.getNormsMutable().assign(b.create<dist::WaitOp>(loc, summed));
   lamb.setMembers(members);
   b.setInsertionPointAfter(lamb);
-  return update;
+  return {lamb.getNewParam(), {lamb.getNewM(), lamb.getNewV()}};
 }
 
-llvm::StringSet<> wholeParameters(ModuleOp module) {
-  llvm::StringSet<> names;
-  SymbolTable symbols(module);
-  module.walk([&](MuonOp op) {
-    FailureOr<UpdateTarget> target = updateTarget(op, symbols);
-    if (succeeded(target))
-      names.insert(target->param.getSymName());
-  });
-  return names;
+/// Muon over a shard: the momentum moves on the shard; the direction is
+/// all-gathered so every rank runs each member's iteration (scaled by its
+/// aspect factor) and keeps its shard of the result.
+ShardUpdate muonOverShard(OpBuilder &b, Location loc, MuonOp like,
+                          ArrayRef<RankedTensorType> types, IntegerAttr ranks,
+                          Value ps, Value gs, ValueRange states) {
+  auto shard = cast<RankedTensorType>(states[0].getType());
+  auto moved = b.create<MuonMomentumOp>(
+      loc, TypeRange{shard, shard}, gs, states[0], like.getScale(),
+      like.getMomentumAttr(), like.getNesterovAttr());
+  const int64_t size = shard.getNumElements() * ranks.getInt();
+  auto flat = RankedTensorType::get({size}, shard.getElementType());
+  Value gathered =
+      b.create<dist::AllGatherOp>(loc, flat, moved.getDirection(), ranks);
+  Value direction = b.create<dist::WaitOp>(loc, gathered);
+  SmallVector<Value> pieces;
+  int64_t at = 0;
+  for (RankedTensorType t : types) {
+    const int64_t n = t.getNumElements(), rows = t.getDimSize(0);
+    Value piece = n == size
+                      ? direction
+                      : b.create<SliceOp>(loc, direction, ArrayRef<int64_t>{at},
+                                          ArrayRef<int64_t>{n})
+                            .getResult();
+    auto matrix =
+        RankedTensorType::get({rows, n / rows}, shard.getElementType());
+    Value x = buildNewtonSchulz(b, loc, b.create<ReshapeOp>(loc, matrix, piece),
+                                like.getNsSteps(), /*host=*/false);
+    double factor = muonAspectFactor(rows, n / rows);
+    if (factor != 1.0)
+      x = b.create<MulOp>(
+          loc, x,
+          splat(b, loc, RankedTensorType::get({}, b.getF32Type()), factor));
+    pieces.push_back(b.create<ReshapeOp>(
+        loc, RankedTensorType::get({n}, shard.getElementType()), x));
+    at += n;
+  }
+  Value ortho = pieces.size() == 1
+                    ? pieces[0]
+                    : b.create<ConcatOp>(loc, pieces, 0).getResult();
+  if (at < size)
+    ortho = b.create<PadOp>(loc, ortho, ArrayRef<int64_t>{0},
+                            ArrayRef<int64_t>{size - at});
+  Value mine = b.create<dist::ShardOp>(loc, shard, ortho, ranks);
+  Value newParam =
+      b.create<MuonApplyOp>(loc, shard, ps, mine, like.getLr(), like.getScale(),
+                            like.getWeightDecayAttr(), b.getF64FloatAttr(1.0));
+  return {newParam, {moved.getNewBuf()}};
+}
+
+} // namespace
+
+ShardUpdate updateOverShard(OpBuilder &b, Location loc, Update like,
+                            dist::GroupOp group, SymbolTable &symbols,
+                            IntegerAttr ranks, Value ps, Value gs,
+                            ValueRange states) {
+  SmallVector<RankedTensorType> types = memberTypes(group, symbols);
+  if (auto muon = dyn_cast<MuonOp>(like.getOperation()))
+    return muonOverShard(b, loc, muon, types, ranks, ps, gs, states);
+  auto update = cast<Update>(like.cloneOver(b, loc, ps, gs, states));
+  if (auto lamb = dyn_cast<LambOp>(update.getOperation()))
+    return lambOverShard(b, loc, lamb, types, ps, gs, states);
+  ShardUpdate out{update.getNewParam(), {}};
+  for (Value v : update.getNewStates())
+    out.newStates.push_back(v);
+  return out;
 }
 
 void eraseUnusedLoads(func::FuncOp func) {

@@ -20,7 +20,6 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace mlir::ds::zero {
 
@@ -75,30 +74,32 @@ void collectUpdateUsers(Update op, SmallVectorImpl<Operation *> &dead);
 VariableOp createMasterShard(OpBuilder &mb, SymbolTable &symbols,
                              dist::GroupOp group, RankedTensorType shard);
 
+/// What a sharded update gives: the new parameter shard (fp32, or the
+/// master's) and the new state shards, in getStateSuffixes order.
+struct ShardUpdate {
+  Value newParam;
+  SmallVector<Value> newStates;
+};
 /// `like`'s update (same hyper-parameters) over this rank's shard of
 /// `group`: ps, gs and the state shards. A Lamb update first computes its
 /// shard's part of each member's norms (ds.lamb_norms) and sums them over
 /// the ranks (an all-reduce waited for at once), so every element takes
-/// its whole parameter's trust ratio.
-Update updateOverShard(OpBuilder &b, Location loc, Update like,
-                       dist::GroupOp group, SymbolTable &symbols, Value ps,
-                       Value gs, ValueRange states);
+/// its whole parameter's trust ratio. A Muon update moves the momentum of
+/// its shard (ds.muon_momentum), all-gathers the direction, runs every
+/// member's Newton-Schulz iteration on every rank and applies this rank's
+/// shard of the result (ds.muon_apply).
+ShardUpdate updateOverShard(OpBuilder &b, Location loc, Update like,
+                            dist::GroupOp group, SymbolTable &symbols,
+                            IntegerAttr ranks, Value ps, Value gs,
+                            ValueRange states);
 /// The update of a shard under mixed precision: stores the new master and
 /// returns it rounded to `paramShard`'s type; fp32: returns it as is.
-Value newParamShard(OpBuilder &b, Location loc, Update update,
+Value newParamShard(OpBuilder &b, Location loc, Value newParam,
                     VariableOp master, RankedTensorType paramShard);
-
 /// The stages; each reports its errors at the op concerned.
 /// Stages 0-1: all-reduces each bucket of `func`'s gradients.
-/// `only`, when given, picks the accumulations reduced (the others are
-/// left as they are).
-LogicalResult
-allReduceGradients(func::FuncOp func, const Options &opts, bool accumulated,
-                   llvm::function_ref<bool(const Accumulation &)> only = {});
-/// The parameters whose update needs them whole at every ZeRO stage
-/// (ds.muon's matrices): stages 1-3 leave them out of their groups, so
-/// their gradients are all-reduced and their updates stay as at stage 0.
-llvm::StringSet<> wholeParameters(ModuleOp module);
+LogicalResult allReduceGradients(func::FuncOp func, const Options &opts,
+                                 bool accumulated);
 /// Stage 1: shards the optimizer's state and the update over the ranks.
 LogicalResult shardOptimizer(ModuleOp module, const Options &opts);
 /// Stages 2-3: reduce-scatters the buckets into sharded groups (and at

@@ -1,7 +1,7 @@
 // RUN: ds-opt %s -ds-adamw="optimizer=muon momentum=0.9 nesterov=true beta2=0.95 eps=1e-10 weight-decay=0.1 muon-lr-ratio=2 ns-steps=3" | FileCheck %s
 // RUN: ds-opt %s -ds-adamw="optimizer=muon momentum=0.9 nesterov=true" -ds-expand-updates | FileCheck %s --check-prefix=EXPAND
 // RUN: not ds-opt %s -ds-adamw="optimizer=muon cycle-momentum=true" 2>&1 | FileCheck %s --check-prefix=CYCLE
-// RUN: ds-opt %s -ds-adamw="optimizer=muon" -ds-zero="world-size=2 stage=1" | FileCheck %s --check-prefix=ZERO
+// RUN: ds-opt %s -ds-adamw="optimizer=muon" -ds-zero="world-size=3 stage=1" | FileCheck %s --check-prefix=ZERO
 // Muon (DeepSpeed's MuonWithAuxAdam): matrices whose names have neither
 // "embed" nor "lm_head" take ds.muon (one state, momentum_buffer) at the
 // schedule's lr times muon-lr-ratio; embeddings, the LM head and vectors
@@ -54,13 +54,31 @@ ds.variable grad @ln.weight.grad of @ln.weight : tensor<4xf32> init zeros
 
 // CYCLE: error: ds-adamw: muon takes no cycle-momentum and a muon-lr-ratio > 0
 
-// ZeRO stage 1 shards the AdamW half's state; Muon's matrix stays whole,
-// out of the groups, its update as at stage 0.
+// ZeRO stage 1 on 3 ranks: the matrix forms a group of its own (33
+// elements with padding). Its momentum moves on this rank's shard, the
+// direction is all-gathered, every rank runs the iteration on the whole
+// matrix (scaled by sqrt(8 / 4)) and applies its shard of the result.
 // ZERO-LABEL: func.func @apply(
-// ZERO:       ds.muon {{.*}} : tensor<8x4xf32>, tensor<8x4xf32>
-// ZERO:       ds.adamw {{.*}} : tensor<64xf32>, tensor<64xf32>
-// ZERO:       dist.group @zero.decay [@model.Embed_Tokens.weight, @lm_head.weight] size 128
-// ZERO-NOT:   dist.group {{.*}}c_fc
+// ZERO:      %[[G:.*]] = dist.shard {{.*}} ranks 3 : tensor<33xf32> -> tensor<11xf32>
+// ZERO-NEXT: %[[P:.*]] = dist.shard {{.*}} ranks 3 : tensor<33xf32> -> tensor<11xf32>
+// ZERO-NEXT: %[[BUF:.*]] = ds.load @zero.muon.momentum_buffer : tensor<11xf32>
+// ZERO-NEXT: %[[NB:.*]], %[[U:.*]] = ds.muon_momentum %[[G]], %[[BUF]]
+// ZERO-NEXT: %[[UG:.*]] = dist.all_gather %[[U]] ranks 3 : tensor<11xf32> -> tensor<33xf32>
+// ZERO-NEXT: %[[UW:.*]] = dist.wait %[[UG]]
+// ZERO-NEXT: %[[UM:.*]] = ds.slice %[[UW]] offsets [0] sizes [32] : tensor<33xf32> -> tensor<32xf32>
+// ZERO-NEXT: ds.reshape %[[UM]] : tensor<32xf32> -> tensor<8x4xf32>
+// ZERO-COUNT-5: ds.matmul {{.*}} {transpose_lhs}
+// ZERO:      %[[F:.*]] = ds.constant dense<1.41421354> : tensor<f32>
+// ZERO-NEXT: %[[XS:.*]] = ds.mul %{{.*}}, %[[F]] : tensor<8x4xf32>, tensor<f32>
+// ZERO-NEXT: %[[XF:.*]] = ds.reshape %[[XS]] : tensor<8x4xf32> -> tensor<32xf32>
+// ZERO-NEXT: %[[XP:.*]] = ds.pad %[[XF]] low [0] high [1] : tensor<32xf32> -> tensor<33xf32>
+// ZERO-NEXT: %[[MINE:.*]] = dist.shard %[[XP]] ranks 3 : tensor<33xf32> -> tensor<11xf32>
+// ZERO-NEXT: %[[NP:.*]] = ds.muon_apply %[[P]], %[[MINE]] lr %arg0 scale %{{.*}} weight_decay 1.000000e-02 factor 1.000000e+00 : tensor<11xf32>, tensor<11xf32>
+// ZERO-NEXT: ds.store %[[NB]], @zero.muon.momentum_buffer : tensor<11xf32>
+// ZERO-NEXT: dist.all_gather %[[NP]] ranks 3 : tensor<11xf32> -> tensor<33xf32>
+// ZERO:      ds.adamw {{.*}} : tensor<43xf32>, tensor<43xf32>
+// ZERO:      dist.group @zero.decay [@model.Embed_Tokens.weight, @lm_head.weight] size 129
+// ZERO:      dist.group @zero.muon [@h.mlp.c_fc.weight] size 33
 
 func.func @micro_step() {
   return
