@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/reference/RefKernels.h"
+#include "runtime/reference/RefFail.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,11 +17,7 @@
 namespace dsc::ref {
 namespace {
 
-template <typename... Args> Error fail(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return Error{os.str()};
-}
+using detail::fail;
 
 std::string listToString(const std::vector<int64_t> &v) {
   return shapeToString(v);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/reference/RefFail.h"
 #include "runtime/reference/RefKernels.h"
 #include "runtime/rng/Philox.h"
 
@@ -16,11 +17,7 @@
 namespace dsc::ref {
 namespace {
 
-template <typename... Args> Error fail(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return Error{os.str()};
-}
+using detail::fail;
 
 std::string sameShape(const char *kernel, const Tensor &x, const char *xName,
                       const Tensor &y, const char *yName) {

@@ -7,6 +7,7 @@
 // its `gram` method is the same iteration in exact arithmetic).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/reference/RefFail.h"
 #include "runtime/reference/RefKernels.h"
 
 #include <cmath>
@@ -15,11 +16,7 @@
 namespace dsc::ref {
 namespace {
 
-template <typename... Args> Error fail(const Args &...args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return Error{os.str()};
-}
+using detail::fail;
 
 /// Row-major r x c matrices in double.
 struct Matrix {
