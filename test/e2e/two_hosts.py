@@ -115,18 +115,29 @@ class TwoHosts:
         sh("ip", "-n", self.ns[1], "link", "set", self.links[1], "down")
 
 
-def job_pids(*markers):
-    """Processes of the job (dsrun ranks, orted daemons) still alive."""
+def job_pids(namespaces):
+    """Processes of the job (ranks, launchers, orted daemons) still alive:
+    those in its hosts' network namespaces. Matching command lines would
+    also take another test's job running the same script at the same
+    time."""
+    inodes = set()
+    for ns in namespaces:
+        try:
+            inodes.add(os.stat(f"/var/run/netns/{ns}").st_ino)
+        except OSError:
+            pass
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
+            link = os.readlink(f"/proc/{entry}/ns/net")
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if any(m in cmd for m in markers) and "two_hosts.py" not in cmd:
+        inode = int(link[link.index("[") + 1:-1]) if "[" in link else -1
+        if inode in inodes:
             found.append((int(entry), cmd[:100]))
     return found
 
@@ -163,9 +174,6 @@ def main(argv):
         return 2
     dsrun_args = rest[1:]
     dsrun_args[0] = shutil.which(dsrun_args[0]) or dsrun_args[0]
-    # What names the job's processes: the plan, or a launched script.
-    plan = dsrun_args[1] if mode != "launch" else next(
-        (a for a in dsrun_args if a.endswith(".py")), dsrun_args[0])
     with TwoHosts() as hosts:
         out_path = os.path.join(hosts.dir, "out.log")
         with open(out_path, "w") as out:
@@ -197,7 +205,7 @@ def main(argv):
                 print("two_hosts.py: the job did not end; killed it")
             took = time.monotonic() - cut_at if cut_at is not None else 0
         time.sleep(1)  # what outlives the job, not what is exiting with it
-        left = job_pids(plan, hosts.subnet + ".")
+        left = job_pids(hosts.ns)
         for pid, _ in left:
             try:
                 os.kill(pid, signal.SIGKILL)
