@@ -180,6 +180,9 @@ constexpr ConfigKey kKeys[] = {
     {"$.optimizer.params", "adam_lr", Works,
      "Muon: the AdamW half's lr, over lr (the scheduler's lr under a "
      "scheduler)"},
+    {"$.optimizer.params", "per_head_muon", NotSupported,
+     "Muon: each attention head's block orthogonalized on its own; dsc "
+     "orthogonalizes whole matrices (false accepted)"},
     {"$.optimizer.params", "ns_method", Works,
      "Muon: \"gram\" or \"standard\" [gram]; dsc runs the standard "
      "Newton-Schulz iteration in fp32 for both (gram is the same iteration "

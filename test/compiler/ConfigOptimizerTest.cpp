@@ -55,6 +55,10 @@ TEST(ConfigTest, OptimizerErrors) {
       {R"({"optimizer": {"type": "AdamW", "params": {"muon_lr": 0.1}}})",
        "ds_config.json: $.optimizer.params.muon_lr: not a parameter of AdamW "
        "(it is Muon's)"},
+      {R"({"optimizer": {"type": "Muon", "params": {"per_head_muon": true}}})",
+       "ds_config.json: $.optimizer.params.per_head_muon: not supported yet "
+       "(Muon: each attention head's block orthogonalized on its own; dsc "
+       "orthogonalizes whole matrices (false accepted))"},
       {R"({"optimizer": {"type": "Muon", "params": {"adam_w_mode": false}}})",
        "ds_config.json: $.optimizer.params.adam_w_mode: false is not "
        "supported: dsc's Muon decays its AdamW half decoupled; leave "
