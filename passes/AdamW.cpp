@@ -83,6 +83,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     Value beta1Value = cycleMomentum ? scalars[3] : Value();
     Operation *op;
     if (muon)
+      // scalars[3]: Muon's own lr (build() appends it; Muon takes no
+      // cycle-momentum, so nothing else is there).
       op = b.create<MuonOp>(ploc, p, g, states[0], scalars[3], step, scale,
                             f64(momentum), f64(decay), b.getBoolAttr(nesterov),
                             b.getI64IntegerAttr(nsSteps));

@@ -112,7 +112,7 @@ Value newParamShard(OpBuilder &b, Location loc, Value newParam,
 
 namespace {
 
-/// The element counts of `group`'s members, and their shapes.
+/// The types of `group`'s members, in order.
 SmallVector<RankedTensorType> memberTypes(dist::GroupOp group,
                                           SymbolTable &symbols) {
   SmallVector<RankedTensorType> types;

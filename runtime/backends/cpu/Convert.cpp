@@ -127,4 +127,13 @@ void f32ToBf16(const float *in, uint16_t *out, int64_t n) {
     out[i] = floatToBf16(in[i]);
 }
 
+const float *chunkAsF32(DType dtype, const void *data, int64_t at, int64_t n,
+                        float *wide) {
+  if (dtype == DType::f32)
+    return static_cast<const float *>(data) + at;
+  const auto *half = static_cast<const uint16_t *>(data) + at;
+  (dtype == DType::f16 ? f16ToF32 : bf16ToF32)(half, wide, n);
+  return wide;
+}
+
 } // namespace dsc::rt::cpu

@@ -61,21 +61,11 @@ float direction(const LambConsts &k, float m, float v, float p) {
   return m / denom + k.decay * p;
 }
 
-/// The gradient of [at, at + n) (n <= kChunk) as f32, widened into `wide`
-/// when it is 16-bit.
-const float *gradient(const TensorRef &g, int64_t at, int64_t n, float *wide) {
-  if (g.dtype == DType::f32)
-    return g.f32() + at;
-  const auto *g16 = static_cast<const uint16_t *>(g.data) + at;
-  (g.dtype == DType::f16 ? f16ToF32 : bf16ToF32)(g16, wide, n);
-  return wide;
-}
-
 /// m', v' over [at, at + n) (written where t asks) and their sums.
 void moments(const LambConsts &k, const LambTensors &t, int64_t at, int64_t n,
              double &pSq, double &uSq) {
   float wide[kChunk];
-  const float *g = gradient(t.g, at, n, wide);
+  const float *g = chunkAsF32(t.g.dtype, t.g.data, at, n, wide);
   pSq = uSq = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t e = at + i;
@@ -138,7 +128,7 @@ void shardUpdate(const KernelArgs &args, const LambConsts &k,
       float wide[kChunk];
       for (int64_t at = run.begin + b; at < run.begin + e; at += kChunk) {
         const int64_t n = std::min(kChunk, run.begin + e - at);
-        const float *g = gradient(t.g, at, n, wide);
+        const float *g = chunkAsF32(t.g.dtype, t.g.data, at, n, wide);
         for (int64_t i = 0; i < n; ++i) {
           const int64_t x = at + i;
           float gs = g[i] * k.scale, p = t.p[x];

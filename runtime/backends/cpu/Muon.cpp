@@ -19,15 +19,6 @@
 namespace dsc::rt::cpu {
 namespace {
 constexpr int64_t kChunk = 4096;
-
-/// Elements [at, at + len) of t as f32, widened into `wide` when 16-bit.
-const float *widened(const TensorRef &t, int64_t at, int64_t len, float *wide) {
-  if (t.dtype == DType::f32)
-    return t.f32() + at;
-  const auto *h = static_cast<const uint16_t *>(t.data) + at;
-  (t.dtype == DType::f16 ? f16ToF32 : bf16ToF32)(h, wide, len);
-  return wide;
-}
 } // namespace
 
 bool muonMomentumBody(const KernelArgs &args, std::string &err) {
@@ -51,7 +42,7 @@ bool muonMomentumBody(const KernelArgs &args, std::string &err) {
     float wide[kChunk];
     for (int64_t at = b; at < e; at += kChunk) {
       const int64_t len = std::min(kChunk, e - at);
-      const float *gs = widened(g, at, len, wide);
+      const float *gs = chunkAsF32(g.dtype, g.data, at, len, wide);
       for (int64_t i = 0; i < len; ++i) {
         const float gi = gs[i] * scale, bi = buf[at + i];
         const float nb = bi + keep * (gi - bi);
@@ -82,7 +73,7 @@ bool muonApplyBody(const KernelArgs &args, std::string &err) {
     float wide[kChunk];
     for (int64_t at = b; at < e; at += kChunk) {
       const int64_t len = std::min(kChunk, e - at);
-      const float *xs = widened(x, at, len, wide);
+      const float *xs = chunkAsF32(x.dtype, x.data, at, len, wide);
       for (int64_t i = 0; i < len; ++i)
         out[at + i] = p[at + i] * shrink - step * xs[i];
     }

@@ -156,12 +156,7 @@ bool adamwRoundBody(const KernelArgs &args, std::string &err) {
         round(pOut + c, c, n);
         continue;
       }
-      const float *g = in[1].f32() + c;
-      if (gt != DType::f32) {
-        const auto *g16 = static_cast<const uint16_t *>(in[1].data) + c;
-        (gt == DType::f16 ? f16ToF32 : bf16ToF32)(g16, wide, n);
-        g = wide;
-      }
+      const float *g = chunkAsF32(gt, in[1].data, c, n, wide);
       adamwRange(k, p + c, g, m + c, v + c, pOut + c, mOut + c, vOut + c, n);
       round(pOut + c, c, n);
     }
@@ -238,12 +233,7 @@ void forEachGradChunk(const KernelArgs &args, const Body &body) {
     float wide[kChunk];
     for (int64_t c = b; c < e; c += kChunk) {
       int64_t n = std::min(kChunk, e - c);
-      const float *g = grad.f32() + c;
-      if (grad.dtype != DType::f32) {
-        const auto *g16 = static_cast<const uint16_t *>(grad.data) + c;
-        (grad.dtype == DType::f16 ? f16ToF32 : bf16ToF32)(g16, wide, n);
-        g = wide;
-      }
+      const float *g = chunkAsF32(grad.dtype, grad.data, c, n, wide);
       body(c, n, g);
       if (rounded(args))
         roundChunk(args, c, n);
