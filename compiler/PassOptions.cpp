@@ -25,6 +25,7 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   // Muon: the schedule's lr is its AdamW half's (optimizer.lr).
   if (type == "Muon" && config.optimizer.lr > 0)
     o.adamw.muonLrRatio = config.optimizer.muonLr / config.optimizer.lr;
+  o.adamw.perHeadMuon = config.optimizer.perHeadMuon;
   o.adamw.lrDecay = config.optimizer.lrDecay;
   o.adamw.momentum = config.optimizer.momentum;
   o.adamw.dampening = config.optimizer.dampening;

@@ -70,6 +70,7 @@ static Value buildAttention(GraphBuilder &gb, const LlamaConfig &c, Value h) {
   GraphBuilder::Scope attn(gb, "self_attn");
   auto project = [&](StringRef name) {
     Value y = gb.linear(h, name, c.dim, c.dim, /*bias=*/false, kInitStd);
+    gb.markAttentionHeads(gb.qualify(name) + ".weight", c.nHead);
     return gb.splitHeads(y, c.nHead);
   };
   Value q = project("q_proj");

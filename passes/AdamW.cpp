@@ -87,7 +87,8 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       // cycle-momentum, so nothing else is there).
       op = b.create<MuonOp>(ploc, p, g, states[0], scalars[3], step, scale,
                             f64(momentum), f64(decay), b.getBoolAttr(nesterov),
-                            b.getI64IntegerAttr(nsSteps));
+                            b.getI64IntegerAttr(nsSteps),
+                            b.getI64IntegerAttr(muonHeads(param)));
     else if (optimizer == "sgd")
       op =
           b.create<SgdOp>(ploc, p, g, states[0], lr, step, scale, f64(momentum),
@@ -120,6 +121,42 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
     return param.getTensorType().getRank() >= 2 &&
            name.find("embed") == std::string::npos &&
            name.find("lm_head") == std::string::npos;
+  }
+
+  /// The blocks of rows Muon iterates apart: ds.attention_heads under
+  /// per-head-muon, else 1.
+  int64_t muonHeads(VariableOp param) {
+    auto heads = param->getAttrOfType<IntegerAttr>(kAttentionHeadsAttr);
+    return perHeadMuon && heads ? heads.getInt() : 1;
+  }
+
+  /// per-head-muon: the heads must divide their matrices' rows, and some
+  /// Muon matrix must have them (else the option would do nothing).
+  LogicalResult checkHeads(ModuleOp module) {
+    if (!perHeadMuon)
+      return success();
+    if (optimizer != "muon")
+      return module.emitError("ds-adamw: per-head-muon needs optimizer=muon");
+    bool any = false;
+    for (auto var : module.getOps<VariableOp>()) {
+      auto heads = var->getAttrOfType<IntegerAttr>(kAttentionHeadsAttr);
+      if (!heads || var.getKind() != VariableKind::param || !takesMuon(var))
+        continue;
+      int64_t rows = var.getTensorType().getDimSize(0);
+      if (heads.getInt() < 1 || rows % heads.getInt() != 0)
+        return var.emitError("ds-adamw: ")
+               << var.getSymName() << " has ds.attention_heads "
+               << heads.getInt() << ", which does not divide its " << rows
+               << " rows";
+      any = true;
+    }
+    if (!any)
+      return module.emitError(
+          "ds-adamw: per-head-muon (per_head_muon), but no Muon matrix has "
+          "ds.attention_heads (separate query, key and value projections "
+          "exported with the model's config have them; a fused QKV "
+          "matrix, as GPT-2's c_attn, does not)");
+    return success();
   }
 
   /// decay-all: every parameter's ds.decay, false for those no-decay
@@ -170,7 +207,7 @@ struct AdamWPass : ds::impl::DsAdamWBase<AdamWPass> {
       return module.emitError(
           "ds-adamw: no gradient accumulators; run ds-autodiff first");
     SymbolTable symbols(module);
-    if (failed(markDecayGroups(module, symbols)))
+    if (failed(markDecayGroups(module, symbols)) || failed(checkHeads(module)))
       return failure();
 
     MLIRContext *ctx = module.getContext();

@@ -43,19 +43,22 @@ void expandMuon(MuonOp op) {
       op.getScale(), op.getMomentumAttr(), op.getNesterovAttr());
   if (host)
     moved->setAttr(dist::kHostAttr, b.getUnitAttr());
-  const int64_t rows = type.getDimSize(0);
-  auto matrix = RankedTensorType::get({rows, type.getNumElements() / rows},
-                                      type.getElementType());
+  // Each head's block of rows is a matrix of its own (per_head_muon).
+  const int64_t heads = op.getHeads(), rows = type.getDimSize(0) / heads;
+  const int64_t cols = type.getNumElements() / type.getDimSize(0);
   Value u = moved.getDirection();
-  if (type.getRank() != 2)
-    u = b.create<ReshapeOp>(op.getLoc(), matrix, u);
+  auto matrices =
+      heads == 1
+          ? RankedTensorType::get({rows, cols}, type.getElementType())
+          : RankedTensorType::get({heads, rows, cols}, type.getElementType());
+  if (matrices.getShape() != type.getShape())
+    u = b.create<ReshapeOp>(op.getLoc(), matrices, u);
   Value ortho = buildNewtonSchulz(b, op.getLoc(), u, op.getNsSteps(), host);
-  if (type.getRank() != 2)
+  if (matrices.getShape() != type.getShape())
     ortho = b.create<ReshapeOp>(op.getLoc(), type, ortho);
   auto apply = b.create<MuonApplyOp>(
       op.getLoc(), type, op.getParam(), ortho, op.getLr(), op.getScale(),
-      op.getWeightDecayAttr(),
-      b.getF64FloatAttr(muonAspectFactor(rows, matrix.getDimSize(1))));
+      op.getWeightDecayAttr(), b.getF64FloatAttr(muonAspectFactor(rows, cols)));
   if (host)
     apply->setAttr(dist::kHostAttr, b.getUnitAttr());
   op.getNewParam().replaceAllUsesWith(apply.getResult());

@@ -52,9 +52,14 @@ Value buildNewtonSchulz(OpBuilder &b, Location loc, Value u, int64_t steps,
                         bool host) {
   Emitter e{b, loc, host};
   auto t = cast<RankedTensorType>(u.getType());
-  const bool tall = t.getDimSize(0) > t.getDimSize(1);
+  const int64_t rank = t.getRank();
+  const bool tall = t.getDimSize(rank - 2) > t.getDimSize(rank - 1);
   Value sq = e.make<MulOp>(u, u);
-  Value sum = e.make<ReduceSumOp>(sq, ArrayRef<int64_t>{0, 1});
+  // A batch keeps its norms' dimensions so each matrix divides by its own.
+  Value sum =
+      rank == 2 ? e.make<ReduceSumOp>(sq, ArrayRef<int64_t>{0, 1})
+                : e.make<ReduceSumOp>(sq, ArrayRef<int64_t>{rank - 2, rank - 1},
+                                      /*keepdim=*/true);
   Value norm = e.make<SqrtOp>(sum);
   Value denom = e.make<AddOp>(norm, e.scalar(kNormEps));
   Value x = e.make<DivOp>(u, denom);

@@ -1,5 +1,4 @@
-//===- MuonIteration.h - Muon's Newton-Schulz iteration as ds ops -*- C++
-//-*-===//
+//===- MuonIteration.h - Muon's Newton-Schulz iteration -------*- C++ -*-===//
 //
 // Built by ds-expand-updates for each ds.muon and by ds-zero for a sharded
 // group of Muon matrices (ZeroUtils.cpp), so both write the same ops.
@@ -13,7 +12,8 @@
 namespace mlir::ds {
 
 /// The standard Newton-Schulz iteration (DeepSpeed's
-/// zeropower_via_newtonschulz5) on `u`, an f32 rows x cols matrix:
+/// zeropower_via_newtonschulz5) on `u`, an f32 rows x cols matrix or a
+/// batch of them ([..., rows, cols], each iterated apart from the others):
 /// u / (|u|_F + 1e-7), then `steps` times A = X X^T, X = a X + (b A + c A
 /// A) X; a tall matrix iterates on X^T X and multiplies on the right (B is
 /// symmetric). Every op built is marked dist.host when `host`.

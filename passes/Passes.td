@@ -96,7 +96,11 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
            "Muon: its matrices' lr over the schedule's (muon_lr / lr; the "
            "AdamW half takes the schedule's)">,
     Option<"nsSteps", "ns-steps", "int64_t", "5",
-           "Muon: Newton-Schulz iterations">
+           "Muon: Newton-Schulz iterations">,
+    Option<"perHeadMuon", "per-head-muon", "bool", "false",
+           "Muon: a matrix whose ds.variable has ds.attention_heads = H "
+           "iterates each of its H blocks of rows apart (DeepSpeed's "
+           "per_head_muon); an error when no Muon matrix has it">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -68,6 +68,8 @@ struct DsConfig {
     /// matrices step at muonLr (momentum, nesterov as SGD's fields).
     double muonLr = 0.02;
     std::string nsMethod = "gram";
+    /// Muon: attention projections iterate head by head (per_head_muon).
+    bool perHeadMuon = false;
   } optimizer;
 
   struct Scheduler {

@@ -180,9 +180,11 @@ constexpr ConfigKey kKeys[] = {
     {"$.optimizer.params", "adam_lr", Works,
      "Muon: the AdamW half's lr, over lr (the scheduler's lr under a "
      "scheduler)"},
-    {"$.optimizer.params", "per_head_muon", NotSupported,
-     "Muon: each attention head's block orthogonalized on its own; dsc "
-     "orthogonalizes whole matrices (false accepted)"},
+    {"$.optimizer.params", "per_head_muon", Works,
+     "Muon: each attention head's block of a query, key or value "
+     "projection orthogonalized on its own [false]; the heads come from the "
+     "exported model's config (ds.attention_heads), and a model without "
+     "such projections is refused"},
     {"$.optimizer.params", "ns_method", Works,
      "Muon: \"gram\" or \"standard\" [gram]; dsc runs the standard "
      "Newton-Schulz iteration in fp32 for both (gram is the same iteration "

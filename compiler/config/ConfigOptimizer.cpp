@@ -102,6 +102,7 @@ const OwnedKey kOwnedKeys[] = {
     {"muon_lr", {"Muon"}},
     {"adam_lr", {"Muon"}},
     {"ns_method", {"Muon"}},
+    {"per_head_muon", {"Muon"}},
     {"dampening", {"SGD"}},
     {"nesterov", {"SGD"}},
 };
@@ -217,7 +218,8 @@ bool readLambParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
 }
 
 /// Muon's: each half's lr (lr for both, then muon_lr / adam_lr), the
-/// momentum, the Newton-Schulz method; its AdamW half decays decoupled.
+/// momentum, the Newton-Schulz method, per_head_muon; its AdamW half decays
+/// decoupled.
 bool readMuonParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
   if (params.get("lr"))
     o.muonLr = o.lr;
@@ -227,6 +229,7 @@ bool readMuonParams(Reader &r, Section &params, DsConfig::Optimizer &o) {
        params.number("adam_lr", o.lr) &&
            r.atLeast(params.at("adam_lr"), o.lr, 0.0),
        params.number("momentum", o.momentum),
+       params.boolean("per_head_muon", o.perHeadMuon),
        params.onlyBoolean("adam_w_mode", true,
                           "dsc's Muon decays its AdamW half decoupled; leave "
                           "adam_w_mode out")});

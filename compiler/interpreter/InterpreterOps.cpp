@@ -413,7 +413,7 @@ Outcome muon(MuonOp op, Operands in) {
   return pair(ref::muon(*in[0], *in[1], *in[2], k.value.lr,
                         op.getMomentum().convertToDouble(),
                         op.getWeightDecay().convertToDouble(), op.getNesterov(),
-                        op.getNsSteps(), k.value.scale));
+                        op.getNsSteps(), k.value.scale, op.getHeads()));
 }
 
 Outcome muonMomentum(MuonMomentumOp op, Operands in) {

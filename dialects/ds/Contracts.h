@@ -40,6 +40,13 @@
 //                          the group is takesWeightDecay's (rank >= 2).
 //                          Read through inDecayGroup by ds-adamw, ds-zero's
 //                          stage-1 groups and plan layout's packing order.
+//   ds.attention_heads     on a parameter's ds.variable: the attention heads
+//                          its rows are blocked into (a query, key or value
+//                          projection, [heads * head_dim, hidden]). Set by
+//                          the torch exporter from the model's config (a
+//                          fact of the model, whatever the optimizer); read
+//                          by ds-adamw under per-head-muon, which copies it
+//                          into ds.muon's `heads`.
 //
 // Optimizer state needs no mark: ds.adamw names its parameter, moments and
 // gradient as operands, and the moments are `opt_state` variables `of`
@@ -81,6 +88,8 @@ constexpr llvm::StringLiteral kArgNameAttr =
     DSDialect::NameAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kDecayAttr =
     DSDialect::DecayAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kAttentionHeadsAttr =
+    DSDialect::AttentionHeadsAttrHelper::getNameStr();
 
 /// Whether parameter `param` is in the weight-decay group (ds.decay).
 inline bool inDecayGroup(VariableOp param) {

@@ -38,7 +38,8 @@ def DS_Dialect : Dialect {
     "::mlir::StringAttr":$remat,
     "::mlir::DictionaryAttr":$aliases,
     "::mlir::StringAttr":$name,
-    "::mlir::BoolAttr":$decay
+    "::mlir::BoolAttr":$decay,
+    "::mlir::IntegerAttr":$attention_heads
   );
 }
 

@@ -456,6 +456,9 @@ LogicalResult MuonOp::verify() {
     return emitOpError("updates a matrix: the parameter needs rank >= 2 and "
                        "elements, got ")
            << t;
+  if (getHeads() < 1 || t.getDimSize(0) % getHeads() != 0)
+    return emitOpError("heads must be >= 1 and divide the ")
+           << t.getDimSize(0) << " rows, got " << getHeads();
   return success();
 }
 

@@ -218,13 +218,16 @@ def DS_MuonOp : DS_Op<"muon",
     `ns_steps` times A = X X^T, X = a X + (b A + c A A) X with (a, b, c) =
     (3.4445, -4.7750, 2.0315), transposed back; param' = param (1 - lr
     weight_decay) - lr sqrt(max(1, rows / cols)) X. A non-finite `scale`
-    skips the update.
+    skips the update. With `heads` > 1 (DeepSpeed's per_head_muon) each of
+    the `heads` consecutive row blocks of X is its own matrix: normalized,
+    iterated and scaled (rows / heads by cols) apart from the others.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad,
                        DS_FloatTensor:$buf, DS_ScalarF32:$lr,
                        DS_ScalarF32:$step, DS_ScalarF32:$scale,
                        F64Attr:$momentum, F64Attr:$weight_decay,
-                       BoolAttr:$nesterov, I64Attr:$ns_steps);
+                       BoolAttr:$nesterov, I64Attr:$ns_steps,
+                       DefaultValuedAttr<I64Attr, "1">:$heads);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_buf);
   let assemblyFormat = [{
     $param `,` $grad `,` $buf `lr` $lr `step` $step `scale` $scale

@@ -2,6 +2,8 @@
 
 #include "models/builder/GraphBuilder.h"
 
+#include "dialects/ds/Contracts.h"
+
 #include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -114,6 +116,14 @@ Value GraphBuilder::load(StringRef qualifiedName) {
 //===----------------------------------------------------------------------===//
 // Layers
 //===----------------------------------------------------------------------===//
+
+void GraphBuilder::markAttentionHeads(StringRef qualifiedName, int64_t heads) {
+  auto it = variables.find(qualifiedName);
+  if (it == variables.end())
+    llvm::report_fatal_error(Twine("GraphBuilder: no parameter '") +
+                             qualifiedName + "' to mark");
+  it->second->setAttr(ds::kAttentionHeadsAttr, b.getI64IntegerAttr(heads));
+}
 
 Value GraphBuilder::linear(Value x, StringRef name, int64_t in, int64_t out,
                            bool bias, double initStd) {

@@ -87,6 +87,10 @@ public:
   /// (GPT-2's lm_head reads "transformer.wte.weight"). Aborts if there is no
   /// such variable.
   mlir::Value load(llvm::StringRef qualifiedName);
+  /// Marks the declared parameter `qualifiedName` as a projection whose
+  /// rows are `heads` attention heads (ds.attention_heads, which Muon's
+  /// per_head_muon reads). Aborts if there is no such variable.
+  void markAttentionHeads(llvm::StringRef qualifiedName, int64_t heads);
 
   //===--------------------------------------------------------------------===//
   // Layers: each opens a scope `name` holding `weight` (and `bias`)

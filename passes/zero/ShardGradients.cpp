@@ -30,9 +30,10 @@ struct Group {
   dist::GroupOp op;
   VariableOp grad;
   SmallVector<VariableOp> states; ///< the optimizer's, sharded
-  VariableOp param;  ///< stage 3: this rank's shard of the parameters
-  VariableOp master; ///< mixed precision: the fp32 master shard
-  Update like;       ///< a member's update: the group's hyper-parameters
+  VariableOp param;            ///< stage 3: this rank's shard of the parameters
+  VariableOp master;           ///< mixed precision: the fp32 master shard
+  SmallVector<Update> updates; ///< the members', in order
+  Update like; ///< a member's update: the group's hyper-parameters
   RankedTensorType shard, flat; ///< in the gradients' (and params') type
   RankedTensorType stateShard;  ///< in the optimizer's fp32
 };
@@ -166,7 +167,9 @@ Group GradientSharding::createGroup(ArrayRef<Accumulation> bucket,
   g.op = mb.create<dist::GroupOp>(
       module.getLoc(), mb.getStringAttr(name), mb.getArrayAttr(members),
       mb.getI64IntegerAttr(shard * opts.worldSize), UnitAttr());
-  g.like = updateOf.lookup(paramOf(bucket[0]).getValue());
+  for (const Accumulation &a : bucket)
+    g.updates.push_back(updateOf.lookup(paramOf(a).getValue()));
+  g.like = g.updates.front();
   g.stateShard = RankedTensorType::get(
       {shard}, cast<ShapedType>(g.like.getParam().getType()).getElementType());
   g.grad = addState(g, VariableKind::grad, dsc::plan::kGradSuffix, g.shard);
@@ -289,8 +292,8 @@ void GradientSharding::updateShard(OpBuilder &ub, Group &g) {
   for (VariableOp var : g.states)
     stateValues.push_back(
         ub.create<LoadOp>(gl, g.stateShard, var.getSymName()));
-  ShardUpdate update = updateOverShard(ub, gl, g.like, g.op, symbols, ranks, ps,
-                                       gs, stateValues);
+  ShardUpdate update = updateOverShard(ub, gl, g.updates, g.op, symbols, ranks,
+                                       ps, gs, stateValues);
   for (auto [value, var] : llvm::zip(update.newStates, g.states))
     ub.create<StoreOp>(gl, value, var.getSymName());
   Value newShard = newParamShard(ub, gl, update.newParam, g.master, g.shard);

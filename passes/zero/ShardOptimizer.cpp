@@ -98,7 +98,7 @@ LogicalResult shardGroup(ModuleOp module, SymbolTable &symbols, OpBuilder &mb,
   SmallVector<Value> stateValues;
   for (VariableOp var : states)
     stateValues.push_back(b.create<LoadOp>(loc, stateShard, var.getSymName()));
-  ShardUpdate update = updateOverShard(b, loc, first, groupOp, symbols, ranks,
+  ShardUpdate update = updateOverShard(b, loc, group, groupOp, symbols, ranks,
                                        ps, gs, stateValues);
   for (auto [value, var] : llvm::zip(update.newStates, states))
     b.create<StoreOp>(loc, value, var.getSymName());

@@ -3,7 +3,6 @@
 #include "passes/zero/ZeroUtils.h"
 
 #include "dialects/ds/DsUtils.h"
-#include "passes/MuonIteration.h"
 
 #include "runtime/plan/VariableNames.h"
 
@@ -146,65 +145,16 @@ ShardUpdate lambOverShard(OpBuilder &b, Location loc, LambOp lamb,
   return {lamb.getNewParam(), {lamb.getNewM(), lamb.getNewV()}};
 }
 
-/// Muon over a shard: the momentum moves on the shard; the direction is
-/// all-gathered so every rank runs each member's iteration (scaled by its
-/// aspect factor) and keeps its shard of the result.
-ShardUpdate muonOverShard(OpBuilder &b, Location loc, MuonOp like,
-                          ArrayRef<RankedTensorType> types, IntegerAttr ranks,
-                          Value ps, Value gs, ValueRange states) {
-  auto shard = cast<RankedTensorType>(states[0].getType());
-  auto moved = b.create<MuonMomentumOp>(
-      loc, TypeRange{shard, shard}, gs, states[0], like.getScale(),
-      like.getMomentumAttr(), like.getNesterovAttr());
-  const int64_t size = shard.getNumElements() * ranks.getInt();
-  auto flat = RankedTensorType::get({size}, shard.getElementType());
-  Value gathered =
-      b.create<dist::AllGatherOp>(loc, flat, moved.getDirection(), ranks);
-  Value direction = b.create<dist::WaitOp>(loc, gathered);
-  SmallVector<Value> pieces;
-  int64_t at = 0;
-  for (RankedTensorType t : types) {
-    const int64_t n = t.getNumElements(), rows = t.getDimSize(0);
-    Value piece = n == size
-                      ? direction
-                      : b.create<SliceOp>(loc, direction, ArrayRef<int64_t>{at},
-                                          ArrayRef<int64_t>{n})
-                            .getResult();
-    auto matrix =
-        RankedTensorType::get({rows, n / rows}, shard.getElementType());
-    Value x = buildNewtonSchulz(b, loc, b.create<ReshapeOp>(loc, matrix, piece),
-                                like.getNsSteps(), /*host=*/false);
-    double factor = muonAspectFactor(rows, n / rows);
-    if (factor != 1.0)
-      x = b.create<MulOp>(
-          loc, x,
-          splat(b, loc, RankedTensorType::get({}, b.getF32Type()), factor));
-    pieces.push_back(b.create<ReshapeOp>(
-        loc, RankedTensorType::get({n}, shard.getElementType()), x));
-    at += n;
-  }
-  Value ortho = pieces.size() == 1
-                    ? pieces[0]
-                    : b.create<ConcatOp>(loc, pieces, 0).getResult();
-  if (at < size)
-    ortho = b.create<PadOp>(loc, ortho, ArrayRef<int64_t>{0},
-                            ArrayRef<int64_t>{size - at});
-  Value mine = b.create<dist::ShardOp>(loc, shard, ortho, ranks);
-  Value newParam =
-      b.create<MuonApplyOp>(loc, shard, ps, mine, like.getLr(), like.getScale(),
-                            like.getWeightDecayAttr(), b.getF64FloatAttr(1.0));
-  return {newParam, {moved.getNewBuf()}};
-}
-
 } // namespace
 
-ShardUpdate updateOverShard(OpBuilder &b, Location loc, Update like,
-                            dist::GroupOp group, SymbolTable &symbols,
-                            IntegerAttr ranks, Value ps, Value gs,
-                            ValueRange states) {
+ShardUpdate updateOverShard(OpBuilder &b, Location loc,
+                            ArrayRef<Update> updates, dist::GroupOp group,
+                            SymbolTable &symbols, IntegerAttr ranks, Value ps,
+                            Value gs, ValueRange states) {
   SmallVector<RankedTensorType> types = memberTypes(group, symbols);
-  if (auto muon = dyn_cast<MuonOp>(like.getOperation()))
-    return muonOverShard(b, loc, muon, types, ranks, ps, gs, states);
+  Update like = updates.front();
+  if (isa<MuonOp>(like.getOperation()))
+    return muonOverShard(b, loc, updates, types, ranks, ps, gs, states);
   auto update = cast<Update>(like.cloneOver(b, loc, ps, gs, states));
   if (auto lamb = dyn_cast<LambOp>(update.getOperation()))
     return lambOverShard(b, loc, lamb, types, ps, gs, states);

@@ -80,18 +80,23 @@ struct ShardUpdate {
   Value newParam;
   SmallVector<Value> newStates;
 };
-/// `like`'s update (same hyper-parameters) over this rank's shard of
-/// `group`: ps, gs and the state shards. A Lamb update first computes its
-/// shard's part of each member's norms (ds.lamb_norms) and sums them over
-/// the ranks (an all-reduce waited for at once), so every element takes
-/// its whole parameter's trust ratio. A Muon update moves the momentum of
-/// its shard (ds.muon_momentum), all-gathers the direction, runs every
-/// member's Newton-Schulz iteration on every rank and applies this rank's
-/// shard of the result (ds.muon_apply).
-ShardUpdate updateOverShard(OpBuilder &b, Location loc, Update like,
-                            dist::GroupOp group, SymbolTable &symbols,
-                            IntegerAttr ranks, Value ps, Value gs,
-                            ValueRange states);
+/// The update of `group` (`updates`: its members', in order, which share
+/// their hyper-parameters) over this rank's shard: ps, gs and the state
+/// shards. A Lamb update first computes its shard's part of each member's
+/// norms (ds.lamb_norms) and sums them over the ranks (an all-reduce
+/// waited for at once), so every element takes its whole parameter's
+/// trust ratio. Muon: muonOverShard.
+ShardUpdate updateOverShard(OpBuilder &b, Location loc,
+                            ArrayRef<Update> updates, dist::GroupOp group,
+                            SymbolTable &symbols, IntegerAttr ranks, Value ps,
+                            Value gs, ValueRange states);
+/// Muon over a shard (MuonOverShard.cpp): moves the momentum of this
+/// rank's shard (ds.muon_momentum), all-gathers the direction, divides
+/// the members' Newton-Schulz iterations among the ranks and applies this
+/// rank's shard of the result (ds.muon_apply).
+ShardUpdate muonOverShard(OpBuilder &b, Location loc, ArrayRef<Update> updates,
+                          ArrayRef<RankedTensorType> types, IntegerAttr ranks,
+                          Value ps, Value gs, ValueRange states);
 /// The update of a shard under mixed precision: stores the new master and
 /// returns it rounded to `paramShard`'s type; fp32: returns it as is.
 Value newParamShard(OpBuilder &b, Location loc, Value newParam,

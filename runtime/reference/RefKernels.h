@@ -240,20 +240,23 @@ Result<UpdateState> muonMomentum(const Tensor &g, const Tensor &buf,
 /// The standard Newton-Schulz iteration on u as a rows x cols matrix (rows
 /// = u's first dimension): X = u (transposed when rows > cols) / (|u|_F +
 /// 1e-7), then `steps` times A = X X^T, X = a X + (b A + c A A) X with (a,
-/// b, c) = (3.4445, -4.7750, 2.0315); transposed back, in u's shape.
-Result<Tensor> newtonSchulz(const Tensor &u, int64_t steps);
+/// b, c) = (3.4445, -4.7750, 2.0315); transposed back, in u's shape. With
+/// `heads`, each of the `heads` consecutive row blocks is its own matrix
+/// (DeepSpeed's per_head_muon).
+Result<Tensor> newtonSchulz(const Tensor &u, int64_t steps, int64_t heads = 1);
 /// Muon's step: p (1 - lr weightDecay) - lr factor ortho, or p when
 /// gradScale is not finite.
 Result<Tensor> muonApply(const Tensor &p, const Tensor &ortho, double lr,
                          double weightDecay, double factor, double gradScale);
 /// One Muon update of a matrix: the three above, factor = sqrt(max(1, rows
-/// / cols)). Returns {p', buf'}.
+/// / cols)) of one head's block. Returns {p', buf'}.
 Result<UpdateState> muon(const Tensor &p, const Tensor &g, const Tensor &buf,
                          double lr, double momentum, double weightDecay,
-                         bool nesterov, int64_t nsSteps, double gradScale);
+                         bool nesterov, int64_t nsSteps, double gradScale,
+                         int64_t heads = 1);
 /// sqrt(max(1, rows / cols)) for a tensor seen as rows = its first
-/// dimension by cols = the rest.
-double muonFactor(const Shape &shape);
+/// dimension / heads by cols = the rest.
+double muonFactor(const Shape &shape, int64_t heads = 1);
 /// Normal draws use rng::normalAt(seed, tensorId, 0xFFFFFFFF, flatIndex).
 Result<Tensor> init(InitKind kind, const Shape &shape, uint64_t seed,
                     uint32_t tensorId, double mean, double stddev);

@@ -10,6 +10,7 @@
 #include "runtime/reference/RefFail.h"
 #include "runtime/reference/RefKernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -51,13 +52,13 @@ Matrix transposed(const Matrix &m) {
 
 } // namespace
 
-double muonFactor(const Shape &shape) {
-  if (shape.empty() || shape[0] <= 0)
+double muonFactor(const Shape &shape, int64_t heads) {
+  if (shape.empty() || shape[0] <= 0 || heads <= 0)
     return 1;
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
-  const double rows = double(shape[0]), cols = double(n / shape[0]);
+  const double rows = double(shape[0] / heads), cols = double(n / shape[0]);
   return rows > cols ? std::sqrt(rows / cols) : 1.0;
 }
 
@@ -79,13 +80,12 @@ Result<UpdateState> muonMomentum(const Tensor &g, const Tensor &buf,
   return out;
 }
 
-Result<Tensor> newtonSchulz(const Tensor &u, int64_t steps) {
-  if (u.rank() < 2 || u.numel() <= 0)
-    return fail("newton_schulz: needs a matrix, got shape ",
-                shapeToString(u.shape));
-  const int64_t rows = u.shape[0], cols = u.numel() / rows;
+namespace {
+
+/// The iteration on one rows x cols block of `data`, in place.
+void iterate(double *data, int64_t rows, int64_t cols, int64_t steps) {
   Matrix x(rows, cols);
-  x.v = u.data;
+  x.v.assign(data, data + rows * cols);
   const bool tall = rows > cols;
   if (tall)
     x = transposed(x);
@@ -108,7 +108,23 @@ Result<Tensor> newtonSchulz(const Tensor &u, int64_t steps) {
   }
   if (tall)
     x = transposed(x);
-  return Tensor(u.shape, x.v);
+  std::copy(x.v.begin(), x.v.end(), data);
+}
+
+} // namespace
+
+Result<Tensor> newtonSchulz(const Tensor &u, int64_t steps, int64_t heads) {
+  if (u.rank() < 2 || u.numel() <= 0)
+    return fail("newton_schulz: needs a matrix, got shape ",
+                shapeToString(u.shape));
+  if (heads < 1 || u.shape[0] % heads != 0)
+    return fail("newton_schulz: ", u.shape[0], " rows do not split into ",
+                heads, " heads");
+  const int64_t rows = u.shape[0] / heads, cols = u.numel() / u.shape[0];
+  Tensor out = u;
+  for (int64_t h = 0; h < heads; ++h)
+    iterate(out.data.data() + h * rows * cols, rows, cols, steps);
+  return out;
 }
 
 Result<Tensor> muonApply(const Tensor &p, const Tensor &ortho, double lr,
@@ -127,7 +143,8 @@ Result<Tensor> muonApply(const Tensor &p, const Tensor &ortho, double lr,
 
 Result<UpdateState> muon(const Tensor &p, const Tensor &g, const Tensor &buf,
                          double lr, double momentum, double weightDecay,
-                         bool nesterov, int64_t nsSteps, double gradScale) {
+                         bool nesterov, int64_t nsSteps, double gradScale,
+                         int64_t heads) {
   if (p.shape != g.shape)
     return fail("muon: grad has shape ", shapeToString(g.shape),
                 " but param has shape ", shapeToString(p.shape));
@@ -136,11 +153,11 @@ Result<UpdateState> muon(const Tensor &p, const Tensor &g, const Tensor &buf,
     return Error{moved.error};
   if (!std::isfinite(gradScale))
     return UpdateState{p, buf};
-  auto ortho = newtonSchulz(moved.value.state, nsSteps);
+  auto ortho = newtonSchulz(moved.value.state, nsSteps, heads);
   if (!ortho)
     return Error{ortho.error};
-  auto next = muonApply(p, ortho.value, lr, weightDecay, muonFactor(p.shape),
-                        gradScale);
+  auto next = muonApply(p, ortho.value, lr, weightDecay,
+                        muonFactor(p.shape, heads), gradScale);
   if (!next)
     return Error{next.error};
   return UpdateState{next.value, moved.value.p};

@@ -55,10 +55,12 @@ TEST(ConfigTest, OptimizerErrors) {
       {R"({"optimizer": {"type": "AdamW", "params": {"muon_lr": 0.1}}})",
        "ds_config.json: $.optimizer.params.muon_lr: not a parameter of AdamW "
        "(it is Muon's)"},
-      {R"({"optimizer": {"type": "Muon", "params": {"per_head_muon": true}}})",
-       "ds_config.json: $.optimizer.params.per_head_muon: not supported yet "
-       "(Muon: each attention head's block orthogonalized on its own; dsc "
-       "orthogonalizes whole matrices (false accepted))"},
+      {R"({"optimizer": {"type": "Muon", "params": {"per_head_muon": 1}}})",
+       "ds_config.json: $.optimizer.params.per_head_muon: expected a "
+       "boolean, got a number"},
+      {R"({"optimizer": {"type": "Lamb", "params": {"per_head_muon": true}}})",
+       "ds_config.json: $.optimizer.params.per_head_muon: not a parameter of "
+       "Lamb (it is Muon's)"},
       {R"({"optimizer": {"type": "Muon", "params": {"adam_w_mode": false}}})",
        "ds_config.json: $.optimizer.params.adam_w_mode: false is not "
        "supported: dsc's Muon decays its AdamW half decoupled; leave "
@@ -158,8 +160,11 @@ TEST(ConfigTest, Muon) {
   EXPECT_EQ(muon.optimizer.momentum, 0.95);
   EXPECT_TRUE(muon.optimizer.nesterov);
   EXPECT_EQ(muon.optimizer.nsMethod, "gram");
+  EXPECT_FALSE(muon.optimizer.perHeadMuon);
   DsConfig shared = parseOk(R"({"optimizer": {"type": "Muon", "params": {
-      "lr": 0.01, "momentum": 0.9, "ns_method": "standard"}}})");
+      "lr": 0.01, "momentum": 0.9, "ns_method": "standard",
+      "per_head_muon": true}}})");
+  EXPECT_TRUE(shared.optimizer.perHeadMuon);
   EXPECT_EQ(shared.optimizer.lr, 0.01);
   EXPECT_EQ(shared.optimizer.muonLr, 0.01);
   EXPECT_EQ(shared.optimizer.momentum, 0.9);

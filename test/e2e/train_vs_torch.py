@@ -263,8 +263,11 @@ class Muon(torch.optim.Optimizer):
                     buf = state.setdefault("momentum_buffer", torch.zeros_like(p))
                     buf.lerp_(g, 1 - beta)
                     u = g.lerp(buf, beta).reshape(p.size(0), -1)
-                    rows, cols = u.shape
-                    update = newton_schulz(u) * (math.sqrt(rows / cols) if rows > cols else 1.0)
+                    # per_head_muon: each head's block of rows on its own.
+                    heads = getattr(p, "muon_heads", 1)
+                    rows, cols = u.size(0) // heads, u.size(1)
+                    update = torch.cat([newton_schulz(block) for block in u.split(rows)])
+                    update *= math.sqrt(rows / cols) if rows > cols else 1.0
                     p.mul_(1 - lr * wd)
                     p.add_(update.reshape(p.shape), alpha=-lr)
                     continue
@@ -288,6 +291,12 @@ def muon(params, config, model, wd):
     sched = (config.get("scheduler") or {}).get("type")
     scale = muon_lr / adam_lr if sched in (None, "WarmupCosineLR") else 1.0
     named = list(model.named_parameters())
+    if params.get("per_head_muon"):
+        # DeepSpeed's per-head tagging: query, key and value projections
+        # split into their attention module's heads (no GQA here).
+        for n, p in named:
+            if n.split(".")[-2] in ("q_proj", "k_proj", "v_proj"):
+                p.muon_heads = model.get_submodule(n.rsplit(".", 2)[0]).h
     groups = [{"params": [p for n, p in named if takes_muon(n, p)], "use_muon": True,
                "weight_decay": wd, "lr_scale": scale},
               {"params": [p for n, p in named if not takes_muon(n, p) and p.dim() >= 2],

@@ -501,6 +501,40 @@ TEST(RefKernelsPinned, BinaryBroadcast) {
   EXPECT_FALSE(ref::binary(ref::BinaryKind::Add, Tensor({2}, {1}), b).ok());
 }
 
+// Muon's iteration with heads (per_head_muon) is the iteration on each
+// head's block of rows; the factor is a block's. Orthogonalizing makes a
+// wide block's rows near-orthonormal (the quintic iteration leaves the
+// singular values in about [0.7, 1.2]).
+TEST(RefKernelsPinned, NewtonSchulzByHeads) {
+  std::vector<double> v(4 * 3);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = std::sin(double(i) + 1);
+  Tensor u({4, 3}, v);
+  ASSIGN_OK(whole, ref::newtonSchulz(u, 5));
+  ASSIGN_OK(heads, ref::newtonSchulz(u, 5, 2));
+  ASSIGN_OK(top,
+            ref::newtonSchulz(Tensor({2, 3}, {v.begin(), v.begin() + 6}), 5));
+  ASSIGN_OK(bottom,
+            ref::newtonSchulz(Tensor({2, 3}, {v.begin() + 6, v.end()}), 5));
+  std::vector<double> blocks = top.data;
+  blocks.insert(blocks.end(), bottom.data.begin(), bottom.data.end());
+  EXPECT_EQ(heads.shape, u.shape);
+  EXPECT_EQ(heads.data, blocks);
+  EXPECT_NE(heads.data, whole.data);
+  for (int row = 0; row < 2; ++row) {
+    double sq = 0;
+    for (int c = 0; c < 3; ++c)
+      sq += top.data[size_t(row * 3 + c)] * top.data[size_t(row * 3 + c)];
+    EXPECT_NEAR(std::sqrt(sq), 1.0, 0.3);
+  }
+  EXPECT_DOUBLE_EQ(ref::muonFactor({4, 3}), std::sqrt(4.0 / 3.0));
+  EXPECT_DOUBLE_EQ(ref::muonFactor({4, 3}, 2), 1.0);
+  EXPECT_DOUBLE_EQ(ref::muonFactor({8, 3}, 2), std::sqrt(4.0 / 3.0));
+  ref::Result<Tensor> bad = ref::newtonSchulz(u, 5, 3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error, "newton_schulz: 4 rows do not split into 3 heads");
+}
+
 TEST(RefKernelsPinned, TransposeSlicePadConcatSplit) {
   Tensor x = ref::iota({2, 3, 4}, 2).value;
   for (size_t i = 0; i < x.data.size(); ++i)

@@ -47,7 +47,7 @@ OPS = {
     'ds.maximum': OpInfo(('lhs', 'rhs'), ('result',), (), True),
     'ds.minimum': OpInfo(('lhs', 'rhs'), ('result',), (), True),
     'ds.mul': OpInfo(('lhs', 'rhs'), ('result',), (), True),
-    'ds.muon': OpInfo(('param', 'grad', 'buf', 'lr', 'step', 'scale'), ('new_param', 'new_buf'), ('momentum', 'weight_decay', 'nesterov', 'ns_steps'), False),
+    'ds.muon': OpInfo(('param', 'grad', 'buf', 'lr', 'step', 'scale'), ('new_param', 'new_buf'), ('momentum', 'weight_decay', 'nesterov', 'ns_steps', 'heads'), False),
     'ds.muon_apply': OpInfo(('param', 'ortho', 'lr', 'scale'), ('new_param',), ('weight_decay', 'factor'), True),
     'ds.muon_momentum': OpInfo(('grad', 'buf', 'scale'), ('new_buf', 'direction'), ('momentum', 'nesterov'), True),
     'ds.neg': OpInfo(('x',), ('result',), (), True),
@@ -79,4 +79,4 @@ OPS = {
     'ds.variable': OpInfo((), (), ('kind', 'sym_name', 'of', 'type', 'init', 'std'), False),
 }
 
-DIALECT_ATTRIBUTES = ('ds.grad_accumulation', 'ds.global_grad_norm', 'ds.loss_seed', 'ds.recompute', 'ds.remat', 'ds.aliases', 'ds.name', 'ds.decay')
+DIALECT_ATTRIBUTES = ('ds.grad_accumulation', 'ds.global_grad_norm', 'ds.loss_seed', 'ds.recompute', 'ds.remat', 'ds.aliases', 'ds.name', 'ds.decay', 'ds.attention_heads')

@@ -20,6 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from . import mlir_text as mt
 from .aten_ops import HANDLERS, Unsupported
+from .attention_heads import attention_heads
 from .emitter import Const, Emitter, Value
 from .native import error_lines, one_line
 from .patterns import fuse_rms_norm, match_rotary, match_swiglu
@@ -350,9 +351,12 @@ class _Lowering:
             pairs = ", ".join(f"{_string(a)} = {_string(of)}" for a, of in sorted(aliases.items()))
             attrs = f" attributes {{ds.aliases = {{{pairs}}}}}"
         lines = [f"module @{_module_name(self.module)}{attrs} {{"]
+        heads = attention_heads(self.module,
+                                [(name, tuple(tensor.shape)) for name, tensor, _ in variables])
         for name, tensor, elt in variables:
+            marks = f" {{ds.attention_heads = {heads[name]} : i64}}" if name in heads else ""
             lines.append(f"  ds.variable param {mt.symbol(name)} : "
-                         f"{mt.tensor_type(tuple(tensor.shape), elt)} init {_init_of(tensor)}")
+                         f"{mt.tensor_type(tuple(tensor.shape), elt)} init {_init_of(tensor)}{marks}")
         args = ", ".join(f"{v.name}: {v.type}" for v in user)
         lines.append(f"  func.func @forward({args}) -> tensor<f32> {{")
         for line in loads + em.lines:

@@ -578,6 +578,14 @@ func.func @f(%p: tensor<12xf32>, %s: tensor<f32>) {
 // -----
 
 func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'ds.muon' op heads must be >= 1 and divide the 4 rows, got 3}}
+  %0:2 = ds.muon %p, %p, %p lr %s step %s scale %s momentum 0.9 weight_decay 0.0 ns_steps 5 {heads = 3 : i64, nesterov = true} : tensor<4x3xf32>, tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{'ds.muon' op momentum must be in [0, 1)}}
   %0:2 = ds.muon %p, %p, %p lr %s step %s scale %s momentum 1.0 weight_decay 0.0 ns_steps 5 {nesterov = true} : tensor<4x3xf32>, tensor<4x3xf32>
   return

@@ -180,6 +180,8 @@ func.func @optimizer(%p: tensor<4x3xf32>, %g16: tensor<4x3xbf16>, %lr: tensor<f3
   %6:3 = ds.lamb %p, %g16, %p, %p lr %lr step %lr scale %lr norms %n members [5, 7] : tensor<4xf32> betas(0.9, 0.999) eps 1.0e-8 weight_decay 0.01 coeff(0.01, 10.0) {bias_correction = true, eps_inside_sqrt = false} : tensor<4x3xf32>, tensor<4x3xbf16>
   // CHECK: ds.muon %{{.*}}, %{{.*}}, %{{.*}} lr %{{.*}} step %{{.*}} scale %{{.*}} momentum 0.94999999999999996 weight_decay 1.000000e-01 ns_steps 5 {nesterov = true} : tensor<4x3xf32>, tensor<4x3xbf16>
   %7:2 = ds.muon %p, %g16, %p lr %lr step %lr scale %lr momentum 0.95 weight_decay 0.1 ns_steps 5 {nesterov = true} : tensor<4x3xf32>, tensor<4x3xbf16>
+  // CHECK: ds.muon {{.*}} ns_steps 5 {heads = 2 : i64, nesterov = true} : tensor<4x3xf32>, tensor<4x3xf32>
+  %h:2 = ds.muon %p, %p, %p lr %lr step %lr scale %lr momentum 0.95 weight_decay 0.1 ns_steps 5 {heads = 2 : i64, nesterov = true} : tensor<4x3xf32>, tensor<4x3xf32>
   // CHECK: ds.muon_momentum %{{.*}}, %{{.*}} scale %{{.*}} momentum 0.94999999999999996 {nesterov = false} : tensor<4x3xbf16>, tensor<4x3xf32>
   %8:2 = ds.muon_momentum %g16, %p scale %lr momentum 0.95 {nesterov = false} : tensor<4x3xbf16>, tensor<4x3xf32>
   // CHECK: ds.muon_apply %{{.*}}, %{{.*}} lr %{{.*}} scale %{{.*}} weight_decay 0.000000e+00 factor 1.000000e+00 : tensor<4x3xf32>, tensor<4x3xbf16>
