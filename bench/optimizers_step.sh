@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One training step's time with each optimizer on bench/gpt2_cpu.sh's model
 # (gpt2 n_layer=4 n_head=4 n_embd=256 block_size=128, micro-batch 8,
-# clipping 1.0), one rank:
+# clipping 1.0), on one rank or, with RANKS=2, two ranks at ZeRO stage 1
+# (where Muon's Newton-Schulz iterations are divided among the ranks):
 #
-#   bash bench/optimizers_step.sh BUILD_DIR [ROUNDS]
+#   bash bench/optimizers_step.sh BUILD_DIR [ROUNDS] [RANKS]
 #
 # Compiles one plan per optimizer (AdamW, Lamb, Muon; Muon's matrices by
 # DeepSpeed's rule, the rest AdamW), trains each 30 steps on 4 MB of
@@ -18,13 +19,16 @@ source "$(dirname "$0")/lock.sh"
 
 build=${1:?build dir}
 rounds=${2:-3}
+ranks=${3:-1}
+zero=""
+if [ "$ranks" -gt 1 ]; then zero='"zero_optimization": {"stage": 1},'; fi
 py=/usr/bin/python3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 opts=(AdamW Lamb Muon)
 for o in "${opts[@]}"; do
   cat > "$out/$o.json" <<JSON
-{"train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0,
+{"train_micro_batch_size_per_gpu": 8, "gradient_clipping": 1.0, $zero
  "optimizer": {"type": "$o", "params": {"lr": 1e-3, "weight_decay": 0.1}}}
 JSON
 done
@@ -32,12 +36,12 @@ done
 model=gpt2:n_layer=4,n_head=4,n_embd=256,block_size=128,vocab_size=256,dropout=0
 for o in "${opts[@]}"; do
   "$build/tools/dsc" --model "$model" --config "$out/$o.json" -o "$out/$o.dsplan" \
-    --report > "$out/$o.report" 2>&1
+    --world-size "$ranks" --report > "$out/$o.report" 2>&1
 done
 for r in $(seq "$rounds"); do
   for k in 0 1 2; do
     o=${opts[$(((k + r) % 3))]}
-    "$build/tools/dsrun" "$out/$o.dsplan" --data "$out/data.bytes" --steps 30 \
+    "$build/tools/dsrun" "$out/$o.dsplan" --np "$ranks" --data "$out/data.bytes" --steps 30 \
       --metrics "$out/$o.$r.jsonl" > /dev/null 2>&1
   done
 done
