@@ -18,18 +18,44 @@ void Communicator::setTimeout(double seconds) {
     timeoutS_ = seconds;
 }
 
-std::string collectiveTimeoutLine(int rank, const char *name, uint64_t sequence,
-                                  double timeoutS) {
+std::string collectiveTimeoutLine(const std::string &who, const char *name,
+                                  uint64_t sequence, double timeoutS) {
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%g", timeoutS);
-  return "rank " + std::to_string(rank) + ": " + name + " #" +
-         std::to_string(sequence) + " timed out after " + seconds +
-         " s (a rank stopped answering)";
+  return who + ": " + name + " #" + std::to_string(sequence) +
+         " timed out after " + seconds + " s (a rank stopped answering)";
+}
+
+std::string Communicator::who() const {
+  if (groupName_.empty())
+    return "rank " + std::to_string(rank());
+  return "rank " + std::to_string(parentRank_) + " (" + groupName_ + ")";
 }
 
 std::string Communicator::prefix(const char *name) const {
-  return "rank " + std::to_string(rank()) + ": " + name + " #" +
-         std::to_string(sequence_);
+  return who() + ": " + name + " #" + std::to_string(sequence_);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key,
+                                                  const std::string &name,
+                                                  std::string &error) {
+  const char *what = "split";
+  if (color < 0) {
+    ++sequence_;
+    error = prefix(what) + ": color " + std::to_string(color) + " is negative";
+    return nullptr;
+  }
+  // The barrier bounds the wait for a rank that never comes; the split
+  // itself (MPI_Comm_split) has no non-blocking form.
+  if (!barrier(error))
+    return nullptr;
+  std::unique_ptr<Communicator> group = doSplit(color, key, error);
+  if (!group)
+    return nullptr;
+  group->timeoutS_ = timeoutS_;
+  group->groupName_ = name;
+  group->parentRank_ = groupName_.empty() ? rank() : parentRank_;
+  return group;
 }
 
 bool Communicator::begin(const char *name, std::string &error, const void *in,
@@ -58,6 +84,11 @@ bool Communicator::begin(const char *name, std::string &error, const void *in,
 }
 
 //===--- Local ------------------------------------------------------------===//
+
+std::unique_ptr<Communicator> LocalCommunicator::doSplit(int, int,
+                                                         std::string &) {
+  return std::make_unique<LocalCommunicator>();
+}
 
 namespace {
 

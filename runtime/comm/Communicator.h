@@ -87,6 +87,20 @@ public:
   }
   virtual bool barrier(std::string &error) = 0;
 
+  /// The communicator over the ranks of this one that pass the same
+  /// `color`, ranked by `key` (MPI_Comm_split): a mesh's tensor- or
+  /// data-parallel group (Mesh.h). A collective on this communicator: every
+  /// rank calls it at the same point, which a barrier bounded by timeout()
+  /// checks first. `name` ("tensor group 1") labels the group's lines,
+  /// which name the rank in this communicator's numbering: "rank 3 (tensor
+  /// group 1): all_reduce #2 ...". The group inherits the timeout. Null and
+  /// one line on failure.
+  std::unique_ptr<Communicator>
+  split(int color, int key, const std::string &name, std::string &error);
+  /// "rank R", or "rank R (NAME)" for a group (R: the rank in the
+  /// communicator it was split from, recursively the job's), for lines.
+  std::string who() const;
+
   // On host buffers, no stream (dsrun's main thread, tests).
   bool allReduceSum(const float *in, float *out, size_t count,
                     std::string &error) {
@@ -133,6 +147,9 @@ protected:
                            void *stream, std::string &error) = 0;
   virtual bool doBroadcast(void *data, size_t count, DType dtype, int root,
                            void *stream, std::string &error) = 0;
+  /// split() once every rank has arrived.
+  virtual std::unique_ptr<Communicator> doSplit(int color, int key,
+                                                std::string &error) = 0;
 
   /// Starts collective `name`: bumps the sequence number and fails with
   /// "rank R: NAME #S ..." if the communicator already failed or the
@@ -153,6 +170,9 @@ private:
   double timeoutS_ = kDefaultTimeoutS;
   uint64_t sequence_ = 0;
   std::string failed_; ///< "all_reduce #12" once a collective failed
+  /// A group's: its name and this process's rank in the parent's numbering.
+  std::string groupName_;
+  int parentRank_ = 0;
 };
 
 /// One rank: every collective is a copy (or nothing).
@@ -173,6 +193,8 @@ private:
                    void *stream, std::string &error) override;
   bool doBroadcast(void *data, size_t count, DType dtype, int root,
                    void *stream, std::string &error) override;
+  std::unique_ptr<Communicator> doSplit(int color, int key,
+                                        std::string &error) override;
 };
 
 /// Whether this process was started by OpenMPI's mpirun (it sets
@@ -185,10 +207,11 @@ bool underMpirun();
 /// line on failure (MPI did not start, a malformed DSC_COMM_TIMEOUT).
 std::unique_ptr<Communicator> createCommunicator(std::string &error);
 
-/// "rank R: NAME #S timed out after T s (a rank stopped answering)": a
-/// collective that timed out, the same line on every backend.
-std::string collectiveTimeoutLine(int rank, const char *name, uint64_t sequence,
-                                  double timeoutS);
+/// "WHO: NAME #S timed out after T s (a rank stopped answering)": a
+/// collective that timed out, the same line on every backend (WHO:
+/// Communicator::who()).
+std::string collectiveTimeoutLine(const std::string &who, const char *name,
+                                  uint64_t sequence, double timeoutS);
 
 /// The MPI communicator over every rank of the job (a duplicate of
 /// MPI_COMM_WORLD, so its traffic never mixes with another's). Each call

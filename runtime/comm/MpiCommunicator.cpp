@@ -339,6 +339,8 @@ private:
                    void *stream, std::string &error) override;
   bool doBroadcast(void *data, size_t count, DType dtype, int root,
                    void *stream, std::string &error) override;
+  std::unique_ptr<Communicator> doSplit(int color, int key,
+                                        std::string &error) override;
 
   /// Marks the start of collective `name` for the signal handler and sets
   /// the deadline.
@@ -439,7 +441,7 @@ bool MpiCommunicator::finish(const char *name, MPI_Request &request,
       pending_ = request;
       markFailed(name);
       anyFailed = true;
-      error = collectiveTimeoutLine(rank(), name, sequence(), timeout());
+      error = collectiveTimeoutLine(who(), name, sequence(), timeout());
       return false;
     }
     if (polls < 64)
@@ -550,6 +552,21 @@ bool MpiCommunicator::doBroadcast(void *data, size_t count, DType dtype,
     done += n;
   } while (done < count);
   return true;
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::doSplit(int color, int key,
+                                                       std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  auto group = std::make_unique<MpiCommunicator>();
+  int rc = MPI_Comm_split(comm_, color, key, &group->comm_);
+  if (rc != MPI_SUCCESS) {
+    error = who() + ": MPI_Comm_split failed: " + mpiErrorText(rc);
+    return nullptr;
+  }
+  MPI_Comm_set_errhandler(group->comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(group->comm_, &group->rank_);
+  MPI_Comm_size(group->comm_, &group->size_);
+  return group;
 }
 
 bool MpiCommunicator::barrier(std::string &error) {

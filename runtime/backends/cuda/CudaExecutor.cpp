@@ -291,12 +291,12 @@ CudaExecutor::collectiveFault(const PreparedProgram &program,
   const NcclCommunicator &comm = *dev_.nccl;
   const uint64_t sequence = comm.completedBefore() + k;
   // The CPU backend's lines (MpiCommunicator).
-  const std::string line =
-      fault.ncclError.empty()
-          ? collectiveTimeoutLine(comm.rank(), site.name, sequence,
-                                  comm.timeout())
-          : "rank " + std::to_string(comm.rank()) + ": " + site.name + " #" +
-                std::to_string(sequence) + " failed: " + fault.ncclError;
+  const std::string line = fault.ncclError.empty()
+                               ? collectiveTimeoutLine(comm.who(), site.name,
+                                                       sequence, comm.timeout())
+                               : comm.who() + ": " + site.name + " #" +
+                                     std::to_string(sequence) +
+                                     " failed: " + fault.ncclError;
   return instructionError(what, program, *site.instr, line);
 }
 

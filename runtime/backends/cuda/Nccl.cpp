@@ -93,6 +93,11 @@ public:
     error = "the NCCL communicator has no barrier (use the host's)";
     return false;
   }
+  std::unique_ptr<Communicator> doSplit(int, int, std::string &error) override {
+    error = "the NCCL communicator is not split: make a group's from the "
+            "host's group (NcclCommunicator::create)";
+    return nullptr;
+  }
   std::string asyncError() override {
     if (!comm_)
       return "the communicator was aborted";

@@ -9,7 +9,8 @@
 //
 // Sources: CommunicatorTest.cpp (the collectives), CommKernelsTest.cpp
 // (comm.* kernels), CommPlanTest.cpp (plans with collectives in a Session),
-// DsrunRanksTest.cpp (dsrun on every rank), CommMain.cpp (main).
+// DsrunRanksTest.cpp (dsrun on every rank), MeshTest.cpp (mesh groups),
+// CommMain.cpp (main).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_TEST_UNIT_COMM_COMMTESTSUPPORT_H

@@ -415,6 +415,9 @@ protected:
   bool doBroadcast(void *, size_t, DType, int, void *, std::string &) override {
     return false;
   }
+  std::unique_ptr<Communicator> doSplit(int, int, std::string &) override {
+    return nullptr;
+  }
 
 public:
   double otherLoss = 10;

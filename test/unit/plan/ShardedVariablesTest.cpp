@@ -57,6 +57,11 @@ protected:
                           std::string &error) override {
     return unsupported("reduce_scatter", error);
   }
+  std::unique_ptr<rt::Communicator> doSplit(int, int,
+                                            std::string &error) override {
+    unsupported("split", error);
+    return nullptr;
+  }
   bool doAllGather(const void *, void *, size_t, rt::DType, void *,
                    std::string &error) override {
     return unsupported("all_gather", error);
