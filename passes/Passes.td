@@ -259,6 +259,32 @@ def DsSchedule : Pass<"ds-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsShard : Pass<"ds-shard", "::mlir::ModuleOp"> {
+  let summary = "phase `shard`: Megatron-style tensor parallelism";
+  let description = [{
+    Lays the training step out over a tensor-parallel group of
+    `tensor-parallel` ranks (passes/shard/ShardRules.h): the linear layers
+    Megatron-LM cuts are found by their module names (column-parallel:
+    q_proj, k_proj, v_proj, gate_proj, up_proj, c_fc, GPT-2's fused c_attn
+    as 3 blocks, ...; row-parallel: o_proj, c_proj, down_proj, ...) and
+    their weights (and a column-parallel layer's bias) cut along their
+    output or input features, with their gradients and optimizer state;
+    every other variable stays whole. The layouts then follow from each
+    op's rule through the forward, the backward and the optimizer, every
+    value's type becomes one rank's part, and a partial sum that must be
+    whole is all-reduced (dist.all_reduce, waited for at once): once after
+    each row-parallel layer's forward and once after each
+    column-parallel layer's input gradient. An op that cannot run on the
+    layouts it is given is an error naming it. Cut variables carry
+    dist.tensor_split, the module dist.tensor_parallel.
+  }];
+  let options = [
+    Option<"tensorParallel", "tensor-parallel", "int64_t", "1",
+           "ranks in the tensor-parallel group (1: the pass changes nothing)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
 def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "phase `dist`: data parallelism with ZeRO sharding";
   let description = [{

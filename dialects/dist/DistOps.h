@@ -26,6 +26,10 @@ constexpr llvm::StringLiteral kActivationAttr =
     DistDialect::ActivationAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kWorldSizeAttr =
     DistDialect::WorldSizeAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kTensorParallelAttr =
+    DistDialect::TensorParallelAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kTensorSplitAttr =
+    DistDialect::TensorSplitAttrHelper::getNameStr();
 
 /// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
 /// host memory.

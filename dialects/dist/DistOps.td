@@ -29,10 +29,18 @@ def Dist_Dialect : Dialect {
   //                forward value; plan lowering counts its buffer as an
   //                activation, not a communication buffer.
   //   world_size   ds-zero: on the module, the ranks it was compiled for.
+  //   tensor_parallel  ds-shard: on the module, the ranks of a
+  //                tensor-parallel group.
+  //   tensor_split ds-shard: on a ds.variable cut over the group,
+  //                array<i64: dim, blocks>: the dimension cut (of `blocks`
+  //                equal blocks, each cut alike); the variable's type is
+  //                one rank's part.
   let discardableAttrs = (ins
     "::mlir::UnitAttr":$host,
     "::mlir::UnitAttr":$activation,
-    "::mlir::IntegerAttr":$world_size
+    "::mlir::IntegerAttr":$world_size,
+    "::mlir::IntegerAttr":$tensor_parallel,
+    "::mlir::DenseI64ArrayAttr":$tensor_split
   );
 }
 

@@ -1,0 +1,291 @@
+//===- ShardPass.cpp - phase `shard`: Megatron-style tensor parallelism ---===//
+//
+// Three steps over the module after phase `train`:
+//   1. layouts of the variables: Megatron-LM's column- and row-parallel
+//      linear layers by module name, the weight's output dimension read from
+//      its matmul (a transposed rhs is [out, in]); gradients and optimizer
+//      state as their parameter;
+//   2. layouts of the values, op by op in each function (ShardRules.h),
+//      from the variables' (ds.load) and whole function arguments;
+//   3. the rewrite: every value's type becomes one rank's part, ds.split's
+//      sizes likewise, and each partial value that an op needs whole is
+//      all-reduced once, right after it is made.
+// The layouts are worked out on the whole types before anything changes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/shard/ShardRules.h"
+
+#include "dialects/dist/DistOps.h"
+#include "dialects/ds/Contracts.h"
+#include "dialects/ds/DsOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSSHARD
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+using shard::OpLayout;
+using shard::Sharding;
+
+namespace {
+
+/// Megatron's roles by the linear layer's module name (the parameter
+/// name's second-to-last component).
+enum class Role { None, Column, Row };
+struct RoleOf {
+  Role role = Role::None;
+  int64_t blocks = 1;
+};
+
+RoleOf roleOf(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  if (parts.size() < 2)
+    return {};
+  StringRef leaf = parts[parts.size() - 2];
+  if (leaf == "c_attn") // GPT-2's query, key and value in one weight
+    return {Role::Column, 3};
+  for (StringRef c :
+       {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "c_fc", "query",
+        "key", "value", "wq", "wk", "wv", "w1", "w3", "fc1"})
+    if (leaf == c)
+      return {Role::Column, 1};
+  for (StringRef r :
+       {"o_proj", "c_proj", "down_proj", "out_proj", "wo", "w2", "fc2"})
+    if (leaf == r)
+      return {Role::Row, 1};
+  return {};
+}
+
+struct ShardPass : ds::impl::DsShardBase<ShardPass> {
+  using Base::Base;
+
+  llvm::StringMap<Sharding> variables;
+  DenseMap<Value, Sharding> values;
+  /// Per op, the layouts it needs its operands in.
+  DenseMap<Operation *, SmallVector<Sharding>> needs;
+  /// Splat constants given the layout their user needs.
+  DenseSet<Value> relaid;
+
+  static bool isSplat(Value v) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+    return dense && dense.isSplat();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tensorParallel < 1) {
+      module.emitError("ds-shard: tensor-parallel must be >= 1");
+      return signalPassFailure();
+    }
+    if (tensorParallel == 1)
+      return;
+    if (failed(layoutVariables(module)))
+      return signalPassFailure();
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(propagate(func)))
+        return signalPassFailure();
+    rewrite(module);
+  }
+
+  /// The output dimension of weight `name`, from a matmul that reads it as
+  /// its rhs; -1 when none does (an embedding table, say).
+  int64_t outputDim(ModuleOp module, StringRef name) {
+    int64_t dim = -1;
+    module.walk([&](LoadOp load) {
+      if (dim >= 0 || load.getName() != name)
+        return;
+      for (Operation *user : load->getUsers())
+        if (auto m = dyn_cast<MatmulOp>(user))
+          if (m.getRhs() == load.getResult() && dim < 0)
+            dim = m.getTransposeRhs() ? 0 : 1;
+    });
+    return dim;
+  }
+
+  LogicalResult layoutVariables(ModuleOp module) {
+    bool any = false;
+    for (auto var : module.getOps<VariableOp>()) {
+      if (var.getKind() != VariableKind::param)
+        continue;
+      RoleOf r = roleOf(var.getSymName());
+      auto t = var.getTensorType();
+      if (r.role == Role::None || t.getRank() > 2)
+        continue;
+      Sharding s;
+      if (t.getRank() == 2) {
+        int64_t out = outputDim(module, var.getSymName());
+        if (out < 0)
+          continue;
+        s = Sharding::split(r.role == Role::Column ? out : 1 - out,
+                            r.role == Role::Column ? r.blocks : 1);
+      } else if (r.role == Role::Column) {
+        s = Sharding::split(0, r.blocks); // the bias of the cut outputs
+      } else {
+        continue; // a row-parallel bias is added after the all-reduce
+      }
+      if (t.getDimSize(s.dim) % (s.blocks * tensorParallel) != 0)
+        return var.emitError("ds-shard: ")
+               << var.getSymName() << ": dimension " << s.dim << " ("
+               << t.getDimSize(s.dim)
+               << (s.blocks > 1 ? " in " + std::to_string(s.blocks) + " blocks"
+                                : std::string())
+               << ") does not split over " << int64_t(tensorParallel)
+               << " ranks";
+      variables[var.getSymName()] = s;
+      any = true;
+    }
+    if (!any)
+      return module.emitError(
+          "ds-shard: no linear layer has a name tensor parallelism cuts "
+          "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
+          "GPT-2's c_attn, c_fc, c_proj, ...)");
+    // Gradients and optimizer state are laid out as their parameter.
+    for (auto var : module.getOps<VariableOp>())
+      if (auto of = var.getOfAttr())
+        if (auto it = variables.find(of.getValue()); it != variables.end())
+          variables[var.getSymName()] = it->second;
+    return success();
+  }
+
+  Sharding layoutOf(Value v) {
+    auto it = values.find(v);
+    return it == values.end() ? Sharding() : it->second;
+  }
+
+  Sharding variableLayout(StringRef name) {
+    auto it = variables.find(name);
+    return it == variables.end() ? Sharding() : it->second;
+  }
+
+  /// Whether an operand laid out as `have` can be given as `want`: as is,
+  /// or a partial sum all-reduced to the whole.
+  static bool reachable(const Sharding &have, const Sharding &want) {
+    return have == want || (have.isPartial() && want.isReplicated());
+  }
+
+  LogicalResult propagate(func::FuncOp func) {
+    for (Operation &op : func.front()) {
+      SmallVector<Sharding> in;
+      for (Value v : op.getOperands())
+        in.push_back(layoutOf(v));
+      FailureOr<OpLayout> l = layoutAt(&op, in);
+      if (failed(l))
+        return failure();
+      for (auto [i, have, want] : llvm::enumerate(in, l->operands)) {
+        Value v = op.getOperand(i);
+        // A splat (the zeros that reset a gradient) takes the layout its
+        // user asks for: a copy of its own when it has other users.
+        if (have.isReplicated() && want.isSplit() && isSplat(v)) {
+          if (!v.hasOneUse()) {
+            OpBuilder b(&op);
+            v = b.clone(*v.getDefiningOp())->getResult(0);
+            op.setOperand(i, v);
+          }
+          relaid.insert(v);
+          values[v] = have = want;
+        }
+        if (!reachable(have, want))
+          return op.emitError("ds-shard: an operand is ")
+                 << have.str() << " where the op needs it " << want.str();
+      }
+      needs[&op] = l->operands;
+      for (auto [r, s] : llvm::zip(op.getResults(), l->results))
+        values[r] = s;
+    }
+    return success();
+  }
+
+  /// The rule for `op`, with the variables' layouts for loads and stores
+  /// and whole results for returns.
+  FailureOr<OpLayout> layoutAt(Operation *op, ArrayRef<Sharding> in) {
+    if (auto load = dyn_cast<LoadOp>(op))
+      return OpLayout{{}, {variableLayout(load.getName())}};
+    if (auto store = dyn_cast<StoreOp>(op))
+      return OpLayout{{variableLayout(store.getName())}, {}};
+    if (isa<func::ReturnOp>(op))
+      return OpLayout{SmallVector<Sharding>(in.size()), {}};
+    std::string why;
+    FailureOr<OpLayout> l = shard::layoutOf(op, in, tensorParallel, why);
+    if (failed(l))
+      return op->emitError("ds-shard: ")
+             << op->getName() << " cannot run tensor-parallel: " << why;
+    return l;
+  }
+
+  void rewrite(ModuleOp module) {
+    OpBuilder b(module.getContext());
+    for (auto var : module.getOps<VariableOp>()) {
+      Sharding s = variableLayout(var.getSymName());
+      if (!s.isSplit())
+        continue;
+      var.setTypeAttr(TypeAttr::get(
+          shard::localType(var.getTensorType(), s, tensorParallel)));
+      var->setAttr(dist::kTensorSplitAttr,
+                   b.getDenseI64ArrayAttr({s.dim, s.blocks}));
+      // A projection's rows cut by heads hold their share of the heads.
+      if (auto heads = var->getAttrOfType<IntegerAttr>(kAttentionHeadsAttr)) {
+        if (s.dim == 0 && heads.getInt() % tensorParallel == 0)
+          var->setAttr(kAttentionHeadsAttr,
+                       b.getI64IntegerAttr(heads.getInt() / tensorParallel));
+        else
+          var->removeAttr(kAttentionHeadsAttr);
+      }
+    }
+    DenseMap<Value, Value> reduced;
+    for (auto func : module.getOps<func::FuncOp>())
+      for (Operation &op : llvm::make_early_inc_range(func.front())) {
+        for (auto [i, want] : llvm::enumerate(needs.lookup(&op))) {
+          Value v = op.getOperand(i);
+          if (!layoutOf(v).isPartial() || want.isPartial())
+            continue;
+          Value &whole = reduced[v];
+          if (!whole) {
+            b.setInsertionPointAfterValue(v);
+            Location loc = v.getLoc();
+            Value sum =
+                b.create<dist::AllReduceOp>(loc, v, b.getF64FloatAttr(1.0));
+            whole = b.create<dist::WaitOp>(loc, sum);
+          }
+          op.setOperand(i, whole);
+        }
+        localizeResults(b, op);
+      }
+    module->setAttr(dist::kTensorParallelAttr,
+                    b.getI64IntegerAttr(tensorParallel));
+  }
+
+  /// Each result's type (and ds.split's sizes) made one rank's part.
+  void localizeResults(OpBuilder &b, Operation &op) {
+    for (Value r : op.getResults()) {
+      Sharding s = layoutOf(r);
+      if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+        r.setType(shard::localType(t, s, tensorParallel));
+    }
+    if (auto c = dyn_cast<ConstantOp>(op); c && relaid.contains(c)) {
+      auto dense = cast<DenseElementsAttr>(c.getValue());
+      c.setValueAttr(
+          dense.resizeSplat(cast<ShapedType>(c.getResult().getType())));
+    }
+    if (auto split = dyn_cast<SplitOp>(op)) {
+      Sharding s = layoutOf(split.getResult(0));
+      if (s.isSplit() && s.dim == int64_t(split.getAxis())) {
+        SmallVector<int64_t> sizes;
+        for (int64_t n : split.getSizes())
+          sizes.push_back(n / tensorParallel);
+        split.setSizes(sizes);
+      }
+    }
+  }
+};
+
+} // namespace
