@@ -29,6 +29,10 @@ void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsEval());
   pm.addPass(createCSEPass());
 }
+void addShard(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  if (o.shard.tensorParallel > 1)
+    pm.addPass(ds::createDsShard(o.shard));
+}
 void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.precision)
     pm.addPass(ds::createDsPrecision(*o.precision));
@@ -93,6 +97,10 @@ constexpr PhaseInfo kPhases[] = {
      "autodiff and AdamW: one training step (@micro_step, @apply) and "
      "@eval (forward only)",
      addTrain},
+    {Phase::Shard, "shard",
+     "tensor parallelism: Megatron's layout over the tensor-parallel group, "
+     "its all-reduces (nothing without it)",
+     addShard},
     {Phase::Precision, "precision",
      "fp16/bf16: 16-bit model, fp32 master weights, loss scale, overflow "
      "check (nothing for fp32)",
@@ -201,6 +209,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                              llvm::cl::init(defaults.adamw.epsInsideSqrt)};
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::init(defaults.zero.worldSize)};
+  Option<int64_t> tensorParallel{
+      *this, "tensor-parallel",
+      llvm::cl::desc("ranks of a tensor-parallel group (phase shard)"),
+      llvm::cl::init(defaults.shard.tensorParallel)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
   Option<int64_t> bucketSize{*this, "bucket-size",
@@ -252,6 +264,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                optimizer,      lrDecay,      momentum, dampening,   nesterov,
                cycleMomentum,  decayAll,     noDecay,  minCoeff,    maxCoeff,
                biasCorrection, epsInsideSqrt};
+    o.shard.tensorParallel = tensorParallel;
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

@@ -26,6 +26,7 @@ namespace dsc {
 enum class Phase {
   Input,
   Train,
+  Shard,
   Precision,
   Remat,
   Dist,
@@ -65,6 +66,7 @@ struct TrainOptions {
   mlir::ds::DsVerifyInputOptions input;
   mlir::ds::DsAutodiffOptions autodiff;
   mlir::ds::DsAdamWOptions adamw;
+  mlir::ds::DsShardOptions shard;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;
