@@ -211,7 +211,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                             llvm::cl::init(defaults.zero.worldSize)};
   Option<int64_t> tensorParallel{
       *this, "tensor-parallel",
-      llvm::cl::desc("ranks of a tensor-parallel group (phase shard)"),
+      llvm::cl::desc("ranks of a tensor-parallel group (phase shard), "
+                     "dividing world-size"),
       llvm::cl::init(defaults.shard.tensorParallel)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
@@ -259,12 +260,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   TrainOptions get() const {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
-    o.setWorldSize(worldSize);
+    o.setWorldSize(worldSize, tensorParallel);
     o.adamw = {beta1,          beta2,        eps,      weightDecay, gradClip,
                optimizer,      lrDecay,      momentum, dampening,   nesterov,
                cycleMomentum,  decayAll,     noDecay,  minCoeff,    maxCoeff,
                biasCorrection, epsInsideSqrt};
-    o.shard.tensorParallel = tensorParallel;
     o.zero.stage = zeroStage;
     o.zero.bucketSize = bucketSize;
     o.zero.prefetchBucketSize = prefetchBucketSize;

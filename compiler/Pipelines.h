@@ -75,9 +75,13 @@ struct TrainOptions {
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;
 
-  /// Options that several passes take.
-  void setWorldSize(int64_t n) {
-    autodiff.worldSize = zero.worldSize = plan.worldSize = n;
+  /// Options that several passes take: `n` ranks, in tensor-parallel
+  /// groups of `tensorParallel` (the passes before the plan see the
+  /// data-parallel degree, n / tensorParallel).
+  void setWorldSize(int64_t n, int64_t tensorParallel = 1) {
+    shard.tensorParallel = tensorParallel;
+    autodiff.worldSize = zero.worldSize = n / tensorParallel;
+    plan.worldSize = n;
   }
   void setAccumulationSteps(int64_t n) {
     autodiff.accumulationSteps = zero.accumulationSteps =

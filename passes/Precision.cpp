@@ -122,6 +122,9 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
                                 FlatSymbolRefAttr::get(param),
                                 cast<RankedTensorType>(op.getParam().getType()),
                                 param.getInit(), param.getStdAttr());
+      // A tensor-parallel part's master is the same part (phase shard).
+      if (Attribute split = param->getAttr(dist::kTensorSplitAttr))
+        master->setAttr(dist::kTensorSplitAttr, split);
       symbols->insert(master);
       load.setName(master.getSymName());
       for (Operation *user :

@@ -425,6 +425,38 @@ namespace {
 
 /// DeepSpeed's `compile` section configures torch.compile (and DeepCompile)
 /// over the engine's module: an object (checkKeys notes it has no effect).
+/// tensor_parallel.autotp_size (0 and 1: off), which must divide the
+/// world size; so far it must be the world size.
+bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
+                        DsConfig &c) {
+  std::optional<Section> s;
+  if (!root.section("tensor_parallel", s))
+    return false;
+  if (!s->present())
+    return true;
+  int64_t size = 0;
+  if (!s->checkKeys() || !s->integer("autotp_size", size) ||
+      !r.atLeast(s->at("autotp_size"), size, int64_t(0)))
+    return false;
+  c.tensorParallel = std::max<int64_t>(size, 1);
+  if (worldSize % c.tensorParallel != 0) {
+    r.fail(s->at("autotp_size"), formatNumber(size) +
+                                     " does not divide the world size " +
+                                     formatNumber(worldSize));
+    c.tensorParallel = 1;
+    return false;
+  }
+  if (c.tensorParallel > 1 && c.tensorParallel != worldSize) {
+    r.fail(s->at("autotp_size"),
+           formatNumber(size) + " ranks of " + formatNumber(worldSize) +
+               ": data x tensor parallelism is not supported yet (set it "
+               "to the world size)");
+    c.tensorParallel = 1;
+    return false;
+  }
+  return true;
+}
+
 bool readCompile(Section &root) {
   std::optional<Section> compile;
   return root.section("compile", compile);
@@ -523,7 +555,12 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   // (a failed optimizer leaves the lr an "auto" warmup_max_lr reads at its
   // default: the run fails anyway). The checks across sections follow,
   // each once the sections it reads were read.
-  const bool batchOk = readBatch(r, root, worldSize, defaultMicroBatch, c);
+  // The batch is per data-parallel replica: a tensor-parallel group shares
+  // one.
+  const bool tpOk = readTensorParallel(r, root, worldSize, c);
+  const bool batchOk =
+      readBatch(r, root, tpOk ? worldSize / c.tensorParallel : worldSize,
+                defaultMicroBatch, c);
   const bool clipOk =
       root.number("gradient_clipping", c.gradientClipping) &&
       r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0);
@@ -537,6 +574,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
                   c.communicationDataType, /*allowAuto=*/false);
   bool ok = Reader::all(
       {keysOk,
+       tpOk,
        batchOk,
        clipOk,
        optimizerOk,

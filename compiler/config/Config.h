@@ -72,6 +72,10 @@ struct DsConfig {
     bool perHeadMuon = false;
   } optimizer;
 
+  /// tensor_parallel.autotp_size: ranks of a tensor-parallel group (1: no
+  /// tensor parallelism).
+  int64_t tensorParallel = 1;
+
   struct Scheduler {
     /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or
     /// "WarmupCosineLR". WarmupLR and WarmupDecayLR use warmupMinLr and

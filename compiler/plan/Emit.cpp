@@ -42,7 +42,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
     variables.push_back(fb::CreateVariableDirect(
         b, v.name.c_str(), static_cast<fb::VarKind>(v.kind), v.of.c_str(),
         v.buffer, static_cast<fb::InitKind>(v.init), v.std, v.rngStream,
-        v.weightDecay, v.sharded, v.shardOffset, &v.shape));
+        v.weightDecay, v.sharded, v.shardOffset, &v.shape, int32_t(v.splitDim),
+        uint32_t(v.splitBlocks)));
 
   std::vector<flatbuffers::Offset<fb::Constant>> constants;
   for (const PlanConstant &c : model.constants)
@@ -111,7 +112,7 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
       &arenas, &buffers, &variables, &constants, &programs, lossScale,
       model.skipsOverflow, plan::kUnsealedChecksum,
       aliases.empty() ? nullptr : &aliases, flopsProfile, c.wallClockBreakdown,
-      commsLogger, c.memoryBreakdown);
+      commsLogger, c.memoryBreakdown, uint32_t(model.options.tensorParallel));
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

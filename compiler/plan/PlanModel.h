@@ -96,6 +96,10 @@ struct PlanVariable {
   bool sharded = false;
   uint64_t shardOffset = 0;
   std::vector<int64_t> shape; ///< the whole variable's
+  /// Tensor parallelism (dist.tensor_split): the dimension of `shape` cut
+  /// over the group, in `splitBlocks` blocks; -1 when whole.
+  int64_t splitDim = -1;
+  int64_t splitBlocks = 1;
 };
 
 struct PlanConstant {
@@ -134,6 +138,7 @@ struct PlanProgram {
 
 struct PlanOptions {
   int64_t worldSize = 1;
+  int64_t tensorParallel = 1; ///< ranks of a tensor-parallel group
   int64_t accumulationSteps = 1;
   std::string model;
 };

@@ -27,18 +27,11 @@ namespace {
 struct LowerToPlanPass : impl::DsLowerToPlanBase<LowerToPlanPass> {
   using Base::Base;
   void runOnOperation() override {
-    // dsrun cannot yet hold a variable cut over a tensor-parallel group
-    // (docs/tensor-parallel.md): such a plan would train a smaller model.
-    if (auto tp = getOperation()->getAttrOfType<mlir::IntegerAttr>(
-            mlir::dist::kTensorParallelAttr);
-        tp && tp.getInt() > 1) {
-      getOperation().emitError(
-          "ds-lower-to-plan: tensor-parallel plans are not supported yet "
-          "(dsrun does not run them; stop at phase shard to see the IR)");
-      return signalPassFailure();
-    }
     PlanOptions options;
     options.worldSize = worldSize;
+    if (auto tp = getOperation()->getAttrOfType<mlir::IntegerAttr>(
+            mlir::dist::kTensorParallelAttr))
+      options.tensorParallel = tp.getInt();
     options.accumulationSteps = accumulationSteps;
     options.model = model;
     PlanModel lowered;

@@ -77,6 +77,7 @@ void PlanReader::readAttributes() {
   if (auto model = m->getAttrOfType<StringAttr>("plan.model"))
     plan.options.model = model.str();
   plan.options.worldSize = intAttr(m, "plan.world_size");
+  plan.options.tensorParallel = intAttr(m, "plan.tensor_parallel");
   plan.options.accumulationSteps = intAttr(m, "plan.accumulation_steps");
   plan.microBatch = intAttr(m, "plan.micro_batch");
   plan.seqLen = intAttr(m, "plan.seq_len");
@@ -142,6 +143,12 @@ LogicalResult PlanReader::readVariable(plan::VariableOp v) {
   pv.sharded = v.getShardOffset().has_value();
   pv.shardOffset = v.getShardOffset().value_or(0);
   pv.shape.assign(v.getShape().begin(), v.getShape().end());
+  if (std::optional<ArrayRef<int64_t>> split = v.getTensorSplit()) {
+    if (split->size() != 2)
+      return v.emitError("plan: tensor_split needs [dim, blocks]");
+    pv.splitDim = (*split)[0];
+    pv.splitBlocks = (*split)[1];
+  }
   plan.variables.push_back(std::move(pv));
   return success();
 }

@@ -99,6 +99,7 @@ void PlanWriter::writeAttributes() {
   auto set = [&](StringRef name, Attribute a) { module->setAttr(name, a); };
   set("plan.model", b.getStringAttr(plan.options.model));
   set("plan.world_size", b.getI64IntegerAttr(plan.options.worldSize));
+  set("plan.tensor_parallel", b.getI64IntegerAttr(plan.options.tensorParallel));
   set("plan.accumulation_steps",
       b.getI64IntegerAttr(plan.options.accumulationSteps));
   set("plan.micro_batch", b.getI64IntegerAttr(plan.microBatch));
@@ -161,7 +162,9 @@ void PlanWriter::writeVariables() {
         b.getF64FloatAttr(v.std), b.getI64IntegerAttr(v.rngStream),
         b.getDenseI64ArrayAttr(v.shape),
         v.weightDecay ? b.getUnitAttr() : UnitAttr(),
-        v.sharded ? b.getI64IntegerAttr(v.shardOffset) : IntegerAttr());
+        v.sharded ? b.getI64IntegerAttr(v.shardOffset) : IntegerAttr(),
+        v.splitDim >= 0 ? b.getDenseI64ArrayAttr({v.splitDim, v.splitBlocks})
+                        : DenseI64ArrayAttr());
   }
 }
 

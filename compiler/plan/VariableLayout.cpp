@@ -45,6 +45,15 @@ PlanVariable describe(VariableOp var, bool decay) {
   pv.weightDecay = decay;
   pv.shape.assign(var.getTensorType().getShape().begin(),
                   var.getTensorType().getShape().end());
+  // A tensor-parallel part: the plan lists the whole variable's shape.
+  if (auto split =
+          var->getAttrOfType<DenseI64ArrayAttr>(dist::kTensorSplitAttr)) {
+    auto tp = var->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+        dist::kTensorParallelAttr);
+    pv.splitDim = split[0];
+    pv.splitBlocks = split[1];
+    pv.shape[size_t(pv.splitDim)] *= tp ? tp.getInt() : 1;
+  }
   return pv;
 }
 

@@ -167,7 +167,9 @@ def Plan_VariableOp : Plan_Op<"variable",
     A parameter, gradient, optimizer moment or master weight, as the plan's
     variable table and checkpoints name it. With ZeRO stage 3, `shard_offset`
     says the storage holds this rank's shard of a group of variables,
-    starting at that element of the group.
+    starting at that element of the group. With tensor parallelism,
+    `tensor_split` [dim, blocks] says the storage holds the rank's part of
+    dimension `dim` of `shape` (of each of its `blocks` blocks).
 
     ```mlir
     plan.variable "transformer.wte.weight" <param> in @s0 : memref<64x16xf32> init <normal> std 2.000000e-02 rng 7 shape [64, 16] decay
@@ -177,11 +179,12 @@ def Plan_VariableOp : Plan_Op<"variable",
                        OptionalAttr<StrAttr>:$of, FlatSymbolRefAttr:$storage,
                        TypeAttrOf<Plan_Buffer>:$type, Plan_InitKindAttr:$init,
                        F64Attr:$std, I64Attr:$rng, DenseI64ArrayAttr:$shape,
-                       UnitAttr:$decay, OptionalAttr<I64Attr>:$shard_offset);
+                       UnitAttr:$decay, OptionalAttr<I64Attr>:$shard_offset,
+                       OptionalAttr<DenseI64ArrayAttr>:$tensor_split);
   let assemblyFormat = [{
     $name $kind (`of` $of^)? `in` $storage `:` $type `init` $init `std` $std
     `rng` $rng `shape` $shape (`decay` $decay^)?
-    (`shard` `at` $shard_offset^)? attr-dict
+    (`shard` `at` $shard_offset^)? (`tensor_split` $tensor_split^)? attr-dict
   }];
 }
 

@@ -114,6 +114,7 @@ public:
   bool run(std::string_view program, uint32_t step,
            std::string &error) override;
   std::vector<ArenaUsage> arenaUsage() const override;
+  bool readTensorSplit(const NamedTensor &v, float *out, std::string &error);
   bool readVariable(const NamedTensor &v, float *out,
                     std::string &error) override;
   void writeVariable(const NamedTensor &v, const float *in) override;
@@ -318,6 +319,15 @@ bool SessionImpl::init(std::string &error) {
             " is outside world size " + std::to_string(options_.worldSize);
     return false;
   }
+  // The collectives of a tensor-parallel plan run on the world's
+  // communicator, which is its group only while there is one group.
+  if (plan_.tensor_parallel() > 1 && plan_.tensor_parallel() != ranks) {
+    error = what + ": tensor parallelism over " +
+            std::to_string(plan_.tensor_parallel()) + " of " +
+            std::to_string(ranks) +
+            " ranks (data x tensor parallelism) is not supported yet";
+    return false;
+  }
   comm_ = options_.comm;
   if (!comm_) {
     ownComm_ = std::make_unique<LocalCommunicator>();
@@ -361,6 +371,13 @@ bool SessionImpl::init(std::string &error) {
       v.sharded = true;
       v.shardOffset = int64_t(var->shard_offset());
     }
+    if (var->tensor_split_dim() >= 0) {
+      v.shape.assign(var->shape()->begin(), var->shape()->end());
+      v.tpDim = var->tensor_split_dim();
+      v.tpBlocks = int64_t(var->tensor_split_blocks());
+      v.tpParts = int64_t(plan_.tensor_parallel());
+      v.tpPart = options_.rank % v.tpParts;
+    }
     variables_.push_back(std::move(v));
     noteWrite(var->buffer()); // persistent state is resident from the start
   }
@@ -399,10 +416,13 @@ void SessionImpl::initVariables() {
         // dsc::ref::init's draw, keyed by the element's index in the whole
         // variable: the float64 interpreter, and runs on any number of
         // ranks, start from the same weights.
+        const NamedTensor &nt = variables_[i];
+        const int64_t whole =
+            nt.tensorSplit() ? nt.wholeIndex(e, nt.tpPart) : e;
         double value = var->init() == fb::InitKind::ones
                            ? 1.0
                            : rng::normalAt(options_.seed, var->rng_stream(),
-                                           fb::kInitRngStep, uint64_t(e)) *
+                                           fb::kInitRngStep, uint64_t(whole)) *
                                  var->std();
         storeElement(host.data(), t.dtype, e - begin, value);
       }
@@ -415,6 +435,8 @@ void SessionImpl::initVariables() {
 
 bool SessionImpl::readVariable(const NamedTensor &v, float *out,
                                std::string &error) {
+  if (v.tensorSplit() && v.ref.dtype == DType::f32)
+    return readTensorSplit(v, out, error);
   if (!v.sharded || v.ref.dtype != DType::f32)
     return Session::readVariable(v, out, error);
   // Each rank holding a part broadcasts it into place: the traffic is the
@@ -435,7 +457,33 @@ bool SessionImpl::readVariable(const NamedTensor &v, float *out,
   return true;
 }
 
+bool SessionImpl::readTensorSplit(const NamedTensor &v, float *out,
+                                  std::string &error) {
+  // Each rank of the group broadcasts its part, which every rank places.
+  // The group is the world (tensor_parallel == world_size: checked when
+  // the session was made).
+  const int64_t n = v.ref.numel();
+  std::vector<float> part(static_cast<size_t>(n));
+  for (int64_t p = 0; p < v.tpParts; ++p) {
+    if (p == v.tpPart)
+      copyOut(part.data(), v.ref.data, size_t(n) * sizeof(float));
+    if (!comm_->broadcast(part.data(), size_t(n), int(p), error)) {
+      error = "reading variable '" + v.name + "': " + error;
+      return false;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      out[v.wholeIndex(i, p)] = part[size_t(i)];
+  }
+  return true;
+}
+
 void SessionImpl::writeVariable(const NamedTensor &v, const float *in) {
+  if (v.tensorSplit()) {
+    std::vector<float> part(size_t(v.ref.numel()));
+    for (size_t i = 0; i < part.size(); ++i)
+      part[i] = in[v.wholeIndex(int64_t(i), v.tpPart)];
+    return writeFloats(v.ref, 0, part.data(), int64_t(part.size()));
+  }
   if (!v.sharded)
     return Session::writeVariable(v, in);
   VariablePart part = localPart(v);
@@ -482,12 +530,13 @@ std::vector<ArenaUsage> SessionImpl::arenaUsage() const {
 static bool checkStagedSize(const NamedTensor &t, size_t bytes,
                             const char *verb, std::string &error) {
   size_t want = size_t(t.ref.numel()) * dtypeSize(t.ref.dtype);
-  if (bytes == want && !t.sharded)
+  if (bytes == want && !t.sharded && !t.tensorSplit())
     return true;
   error = std::string("cannot ") + verb + " '" + t.name + "': " +
-          (t.sharded ? std::string("it is sharded (use the variable calls)")
-                     : std::to_string(bytes) + " bytes given, it holds " +
-                           std::to_string(want));
+          (t.sharded || t.tensorSplit()
+               ? std::string("it is sharded (use the variable calls)")
+               : std::to_string(bytes) + " bytes given, it holds " +
+                     std::to_string(want));
   return false;
 }
 
@@ -514,7 +563,7 @@ bool Session::readVariable(const NamedTensor &v, float *out,
             "; only f32 variables can be read";
     return false;
   }
-  if (v.sharded) {
+  if (v.sharded || v.tensorSplit()) {
     error = "variable '" + v.name + "' is sharded; cannot gather it here";
     return false;
   }

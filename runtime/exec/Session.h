@@ -59,6 +59,9 @@ struct VariablePart {
 /// variable, if any (and may hold other variables). Element i of the
 /// variable is element shardOffset + i of the group, which rank
 /// (shardOffset + i) / S holds at index (shardOffset + i) % S.
+/// A tensor-parallel variable's `ref` is part `tpPart` of `tpParts` of its
+/// dimension `tpDim` (of each of its `tpBlocks` blocks): wholeIndex maps
+/// its elements into the whole tensor.
 /// Session::readVariable and writeVariable see the whole tensor either way.
 struct NamedTensor {
   std::string name;
@@ -67,6 +70,21 @@ struct NamedTensor {
   bool sharded = false;
   int64_t shardOffset = 0;
   StateKind kind = StateKind::none;
+  int tpDim = -1;
+  int64_t tpBlocks = 1, tpParts = 1, tpPart = 0;
+
+  bool tensorSplit() const { return tpDim >= 0; }
+  /// The index in the whole tensor of element `i` of part `part`.
+  int64_t wholeIndex(int64_t i, int64_t part) const {
+    int64_t inner = 1;
+    for (size_t d = size_t(tpDim) + 1; d < shape.size(); ++d)
+      inner *= shape[d];
+    const int64_t whole = shape[size_t(tpDim)], local = whole / tpParts;
+    const int64_t block = whole / tpBlocks, perBlock = block / tpParts;
+    const int64_t outer = i / (local * inner), l = (i / inner) % local;
+    const int64_t g = (l / perBlock) * block + part * perBlock + l % perBlock;
+    return (outer * whole + g) * inner + i % inner;
+  }
 
   /// Elements of the whole tensor: the product of `shape`.
   int64_t numel() const {
@@ -78,6 +96,8 @@ struct NamedTensor {
   /// What rank `rank` holds of it: all of it unless sharded. (The
   /// verifier keeps a group within kMaxBytes elements: nothing overflows.)
   VariablePart partOn(int64_t rank) const {
+    if (tensorSplit()) // every rank holds a part: ref's elements
+      return {0, ref.numel(), 0};
     if (!sharded)
       return {0, numel(), 0};
     int64_t s = ref.numel(), first = rank * s; // group index of the shard

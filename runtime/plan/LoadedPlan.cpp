@@ -97,6 +97,10 @@ public:
                       " (compile the plan again with the dsc of this build)"));
     if (plan_.world_size() < 1)
       return fail("world size 0; a plan runs on at least 1 rank");
+    if (plan_.tensor_parallel() < 1 ||
+        plan_.world_size() % plan_.tensor_parallel() != 0)
+      return fail(cat("tensor_parallel ", plan_.tensor_parallel(),
+                      " does not divide world size ", plan_.world_size()));
     if (plan_.accumulation_steps() < 1)
       return fail("accumulation_steps 0; a step runs micro_step at least "
                   "once");
@@ -204,6 +208,8 @@ private:
         return false;
       if (v->sharded() && !checkSharded(*v, what))
         return false;
+      if (v->tensor_split_dim() != -1 && !checkTensorSplit(*v, what))
+        return false;
     }
     return checkAliases(names);
   }
@@ -274,6 +280,32 @@ private:
                       v.shard_offset(), " does not fit its group: ", world,
                       " rank", plural(world), " x ", s, " elements (",
                       bufferName(v.buffer()), ")"));
+    return true;
+  }
+
+  /// A tensor-parallel part: dimension `dim` of the whole shape, of
+  /// `blocks` blocks each cut into the group's parts, is the buffer's.
+  bool checkTensorSplit(const Variable &v, const std::string &what) {
+    const Buffer *b = plan_.buffers()->Get(v.buffer());
+    const int64_t dim = v.tensor_split_dim(), blocks = v.tensor_split_blocks();
+    const uint32_t parts = plan_.tensor_parallel();
+    if (v.sharded() || !v.shape() || !b->shape() ||
+        v.shape()->size() != b->shape()->size() || dim < 0 ||
+        dim >= int64_t(v.shape()->size()) || blocks < 1)
+      return fail(cat(what, ": tensor_split_dim ", dim, " (", blocks,
+                      " blocks) does not fit shape ", shapeString(v.shape()),
+                      " and ", bufferName(v.buffer())));
+    for (uint32_t d = 0; d < v.shape()->size(); ++d) {
+      int64_t whole = v.shape()->Get(d), part = b->shape()->Get(d);
+      bool ok = int64_t(d) == dim
+                    ? whole % (blocks * parts) == 0 && part * parts == whole
+                    : part == whole;
+      if (!ok)
+        return fail(cat(
+            what, " of shape ", shapeString(v.shape()), " cut along dimension ",
+            dim, " in ", blocks, " blocks over ", parts, " ranks is not ",
+            bufferName(v.buffer()), " of shape ", shapeString(b->shape())));
+    }
     return true;
   }
 

@@ -72,7 +72,7 @@ namespace dsc::plan {
 /// 3: Instr.space (where an instruction runs); kernels selected by dtypes.
 /// 4: mixed precision: VarKind.master, Plan.loss_scale, skips_overflow.
 /// 5: Plan.checksum, verified on load.
-constexpr uint32_t kSchemaVersion = 5;
+constexpr uint32_t kSchemaVersion = 6;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

@@ -83,6 +83,7 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
   setup.accumulationSteps = info.accumulationSteps;
   setup.rank = uint32_t(comm.rank());
   setup.worldSize = uint32_t(comm.size());
+  setup.tensorParallel = info.tensorParallel;
   setup.comm = &comm;
   setup.seed = options.seed;
   setup.out = lead ? stdout : nullptr;
@@ -259,6 +260,14 @@ int start(const DsrunOptions &given, Communicator &comm,
                                    options.seed, error)
                    ? prepare(options, comm, p, error)
                    : kExitBadInput;
+  if (status == kExitOk && p.info.tensorParallel > 1 &&
+      (!options.saveDir.empty() || !options.dumpState.empty())) {
+    error =
+        std::string(options.saveDir.empty() ? "--dump-state" : "--save-dir") +
+        ": the state of a tensor-parallel plan cannot be saved yet "
+        "(not supported yet; --export-weights writes its weights)";
+    status = kExitBadInput;
+  }
   status = agreeToStart(comm, status, error);
   if (status != kExitOk || p.exported)
     return status;

@@ -17,6 +17,7 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
   info.seqLen = plan.seq_len();
   info.vocabSize = plan.vocab_size();
   info.accumulationSteps = plan.accumulation_steps();
+  info.tensorParallel = std::max<uint32_t>(1, plan.tensor_parallel());
   if (!info.microBatch || !info.seqLen || !info.vocabSize ||
       !info.accumulationSteps) {
     error = "plan: micro_batch, seq_len, vocab_size and accumulation_steps "

@@ -34,6 +34,9 @@ struct PlanInfo {
   std::optional<LossScaleOptions> lossScale;
   bool skipsOverflow = false;
   uint32_t evalBatch = 0; ///< rows of the eval program's batch; 0: no eval
+  /// Ranks of a tensor-parallel group (Plan.tensor_parallel): every rank
+  /// of a group trains on the same batches.
+  uint32_t tensorParallel = 1;
 };
 
 /// Fills `info` from `plan` (already verified); false + one line ("plan:

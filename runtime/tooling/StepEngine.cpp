@@ -88,8 +88,9 @@ bool StepEngine::microStep(const int32_t *tokens, const int32_t *targets,
   Session &session = *run->prepared.session;
   // The samples dsrun's micro-step `pending` of this rank would be: the
   // dropout masks are drawn per sample.
-  session.setSampleOffset((uint64_t(pending) * setup.worldSize + setup.rank) *
-                          setup.microBatch);
+  session.setSampleOffset(
+      (uint64_t(pending) * setup.dataWorld() + setup.dataRank()) *
+      setup.microBatch);
   const bool last = pending + 1 == setup.accumulationSteps;
   const std::optional<double> scale =
       scaler ? std::optional(scaler->scale()) : std::nullopt;

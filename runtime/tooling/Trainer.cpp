@@ -112,7 +112,7 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
   }
   const size_t elems = size_t(rows) * setup.seqLen;
   std::vector<int32_t> tokens(elems), targets(elems);
-  const uint32_t n = std::max<uint32_t>(1, setup.worldSize);
+  const uint32_t n = std::max<uint32_t>(1, setup.dataWorld());
   const uint32_t rounds = (batches + n - 1) / n;
   double sum = 0;
   for (uint32_t i = 0; i < rounds; ++i) {
@@ -124,7 +124,7 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
     }
     // Every rank runs as often as the others; a batch past the last one
     // (uneven split) runs for the collectives and is not counted.
-    uint32_t b = i * n + setup.rank;
+    uint32_t b = i * n + setup.dataRank();
     data.fill(BatchKey{setup.seed, 0, b, 0, 1}, tokens.data(), targets.data());
     session.setSampleOffset(uint64_t(b) * rows);
     double l = 0;
@@ -144,7 +144,8 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
     double total = 0;
     if (!setup.comm->allReduceSum(&sum, &total, 1, error))
       return false;
-    sum = total;
+    // Each batch's loss, once per rank of its tensor-parallel group.
+    sum = total * setup.dataWorld() / setup.worldSize;
   }
   loss = sum / batches;
   return true;
@@ -162,7 +163,7 @@ public:
             std::string &error)
       : session(session), data(data), setup(setup), error(error),
         tokensPerStep(uint64_t(setup.microBatch) * setup.seqLen *
-                      setup.accumulationSteps * setup.worldSize),
+                      setup.accumulationSteps * setup.dataWorld()),
         batchElems(size_t(setup.microBatch) * setup.seqLen), tokens(batchElems),
         targets(batchElems) {}
 
@@ -222,9 +223,11 @@ int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
     if (midStep)
       return stopInsideStep(step, m, midStep);
     bool last = m + 1 == setup.accumulationSteps;
-    BatchKey key{setup.seed, uint32_t(step), m, setup.rank, setup.worldSize};
-    session.setSampleOffset((uint64_t(m) * setup.worldSize + setup.rank) *
-                            setup.microBatch);
+    BatchKey key{setup.seed, uint32_t(step), m, setup.dataRank(),
+                 setup.dataWorld()};
+    session.setSampleOffset(
+        (uint64_t(m) * setup.dataWorld() + setup.dataRank()) *
+        setup.microBatch);
     data.fill(key, tokens.data(), targets.data());
     if (setup.dumpBatch) {
       size_t n = batchElems;

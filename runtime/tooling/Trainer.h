@@ -51,6 +51,14 @@ struct TrainSetup {
   uint32_t accumulationSteps = 1;
   uint32_t rank = 0;
   uint32_t worldSize = 1;
+  /// Ranks of a tensor-parallel group (consecutive ranks). Batches, and
+  /// the samples dropout is keyed by, are a data-parallel replica's: every
+  /// rank of a group has its group's.
+  uint32_t tensorParallel = 1;
+  uint32_t dataRank() const { return rank / tensorParallel; }
+  uint32_t dataWorld() const {
+    return worldSize / tensorParallel ? worldSize / tensorParallel : 1;
+  }
   /// With worldSize > 1: the step's loss is averaged over the ranks.
   Communicator *comm = nullptr;
   uint64_t seed = 0;

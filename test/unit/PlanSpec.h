@@ -57,6 +57,10 @@ struct PlanSpec {
     bool sharded = false;
     uint64_t shardOffset = 0;
     std::optional<std::vector<int64_t>> shape = std::nullopt;
+    /// Tensor parallelism: the dimension of `shape` cut over the group
+    /// (in that many blocks); -1 when whole.
+    int32_t tensorSplitDim = -1;
+    uint32_t tensorSplitBlocks = 1;
   };
   struct Constant {
     uint32_t buffer;
@@ -81,6 +85,7 @@ struct PlanSpec {
 
   uint32_t schemaVersion = fb::kSchemaVersion;
   uint32_t worldSize = 1;
+  uint32_t tensorParallel = 1;
   uint32_t accumulationSteps = 1;
   uint32_t microBatch = 1, seqLen = 4, vocabSize = 256;
   double lr = 1e-3;     ///< a constant schedule
@@ -123,7 +128,8 @@ struct PlanSpec {
       vs.push_back(fb::CreateVariableDirect(
           b, v.name.c_str(), v.kind, v.of.c_str(), v.buffer, v.init, v.std,
           v.rngStream, false, v.sharded, v.shardOffset,
-          v.shape ? &*v.shape : nullptr));
+          v.shape ? &*v.shape : nullptr, v.tensorSplitDim,
+          v.tensorSplitBlocks));
     std::vector<flatbuffers::Offset<fb::Constant>> cs;
     for (const Constant &c : constants)
       cs.push_back(fb::CreateConstantDirect(b, c.buffer, &c.data));
@@ -145,7 +151,9 @@ struct PlanSpec {
         b, schemaVersion, worldSize, "test", "{}", microBatch, seqLen,
         vocabSize, accumulationSteps, schedule, &as, &bs, &vs, &cs, &ps,
         /*loss_scale=*/0, /*skips_overflow=*/false,
-        checksum ? fb::kUnsealedChecksum : 0, als.empty() ? nullptr : &als);
+        checksum ? fb::kUnsealedChecksum : 0, als.empty() ? nullptr : &als,
+        /*flops_profile=*/0, /*wall_clock_breakdown=*/false,
+        /*comms_logger=*/0, /*memory_breakdown=*/false, tensorParallel);
     fb::FinishPlanBuffer(b, plan);
     std::vector<uint8_t> bytes(b.GetBufferPointer(),
                                b.GetBufferPointer() + b.GetSize());

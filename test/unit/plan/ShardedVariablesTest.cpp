@@ -275,4 +275,76 @@ TEST(ShardedVariables, ReadFailsOnAFailedCollective) {
                    "outside world size 1");
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor-parallel parts (phase shard): each rank holds part t of a cut
+// dimension, of each of its blocks
+//===----------------------------------------------------------------------===//
+
+/// "w" [4, 3] cut along dimension 0 in 2 blocks over 2 ranks: a rank holds
+/// rows {t, 2 + t} (its half of each block), as GPT-2's c_attn is cut.
+PlanSpec tensorSplitPlan() {
+  PlanSpec p;
+  p.worldSize = 2;
+  p.tensorParallel = 2;
+  uint32_t params = p.arena(fb::Space::device, fb::Category::params, 6 * 4);
+  uint32_t w = p.buffer(params, 0, {2, 3}, "w");
+  PlanSpec::Variable v{
+      "w", fb::VarKind::param, "", w, fb::InitKind::normal, 0.5, 21};
+  v.shape = std::vector<int64_t>{4, 3};
+  v.tensorSplitDim = 0;
+  v.tensorSplitBlocks = 2;
+  p.variables.push_back(v);
+  p.programs.push_back({"micro_step", {}});
+  p.programs.push_back({"apply", {}});
+  return p;
+}
+
+TEST(TensorSplitVariables, PartsDrawTheWholeVariablesValuesAndGather) {
+  TwoRanks ranks(tensorSplitPlan());
+  ASSERT_TRUE(ranks.session[1]);
+  std::vector<float> whole(12);
+  for (int i = 0; i < 12; ++i)
+    whole[size_t(i)] = float(rng::normalAt(5, 21, fb::kInitRngStep, i) * 0.5);
+  for (int r = 0; r < 2; ++r) {
+    const rt::NamedTensor &w = ranks.session[r]->variables()[0];
+    EXPECT_EQ(w.shape, (std::vector<int64_t>{4, 3}));
+    EXPECT_EQ(w.ref.numel(), 6);
+    EXPECT_EQ(w.tpPart, r);
+    ranks.session[r]->initVariables();
+    // Rows r and 2 + r of the whole tensor.
+    std::vector<float> want(whole.begin() + 3 * r, whole.begin() + 3 * r + 3);
+    want.insert(want.end(), whole.begin() + 6 + 3 * r,
+                whole.begin() + 9 + 3 * r);
+    EXPECT_EQ(floats(w.ref), want) << "rank " << r;
+  }
+  EXPECT_EQ(ranks.readAll(0), std::vector<std::vector<float>>{whole});
+  // Writing the whole tensor gives each rank its part back.
+  std::vector<float> counted(12);
+  for (int i = 0; i < 12; ++i)
+    counted[size_t(i)] = float(i);
+  for (int r = 0; r < 2; ++r)
+    ranks.session[r]->writeVariable(ranks.session[r]->variables()[0],
+                                    counted.data());
+  EXPECT_EQ(floats(ranks.session[1]->variables()[0].ref),
+            (std::vector<float>{3, 4, 5, 9, 10, 11}));
+  EXPECT_EQ(ranks.readAll(1), std::vector<std::vector<float>>{counted});
+}
+
+TEST(TensorSplitVariables, BadPartsAreRefused) {
+  PlanSpec p = tensorSplitPlan();
+  p.tensorParallel = 3;
+  EXPECT_EQ(loadError(p),
+            "t.dsplan: tensor_parallel 3 does not divide world size 2");
+  p = tensorSplitPlan();
+  p.variables[0].shape = std::vector<int64_t>{6, 3};
+  EXPECT_EQ(loadError(p),
+            "t.dsplan: variable 0 ('w') of shape [6,3] cut along dimension 0 "
+            "in 2 blocks over 2 ranks is not buffer 0 ('w') of shape [2,3]");
+  p = tensorSplitPlan();
+  p.variables[0].tensorSplitDim = 2;
+  EXPECT_EQ(loadError(p), "t.dsplan: variable 0 ('w'): tensor_split_dim 2 "
+                          "(2 blocks) does not fit shape [4,3] and buffer 0 "
+                          "('w')");
+}
+
 } // namespace
