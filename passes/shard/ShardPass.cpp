@@ -25,6 +25,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <functional>
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSSHARD
 #include "passes/Passes.h.inc"
@@ -92,7 +94,8 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     if (failed(layoutVariables(module)))
       return signalPassFailure();
     for (auto func : module.getOps<func::FuncOp>())
-      if (failed(propagate(func)))
+      if (failed(propagate(func)) ||
+          (regroupNorm(func) && failed(propagate(func))))
         return signalPassFailure();
     rewrite(module);
   }
@@ -203,6 +206,52 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
         values[r] = s;
     }
     return success();
+  }
+
+  /// The global gradient norm's sum of squares, a chain of adds, summed
+  /// again as (the whole gradients' terms) + (the cut gradients' partial
+  /// terms), so the cut ones take one all-reduce between them instead of
+  /// one each. Whether it changed anything (the layouts are then redone).
+  bool regroupNorm(func::FuncOp func) {
+    SqrtOp sqrt;
+    func.walk([&](SqrtOp s) {
+      if (s->hasAttr(kGlobalGradNormAttr))
+        sqrt = s;
+    });
+    if (!sqrt)
+      return false;
+    SmallVector<Value> leaves;
+    SmallVector<Operation *> adds;
+    std::function<void(Value)> collect = [&](Value v) {
+      auto add = v.getDefiningOp<AddOp>();
+      if (!add || !v.hasOneUse()) {
+        leaves.push_back(v);
+        return;
+      }
+      adds.push_back(add);
+      collect(add.getLhs());
+      collect(add.getRhs());
+    };
+    collect(sqrt.getX());
+    SmallVector<Value> partial, whole;
+    for (Value v : leaves)
+      (layoutOf(v).isPartial() ? partial : whole).push_back(v);
+    if (partial.size() < 2)
+      return false;
+    OpBuilder b(sqrt);
+    auto sum = [&](ArrayRef<Value> terms) {
+      Value total = terms.front();
+      for (Value t : terms.drop_front())
+        total = b.create<AddOp>(sqrt.getLoc(), total, t);
+      return total;
+    };
+    Value total = sum(partial);
+    if (!whole.empty())
+      total = b.create<AddOp>(sqrt.getLoc(), sum(whole), total);
+    sqrt.getXMutable().assign(total);
+    for (Operation *add : adds)
+      add->dropAllUses(), add->erase();
+    return true;
   }
 
   /// The rule for `op`, with the variables' layouts for loads and stores
