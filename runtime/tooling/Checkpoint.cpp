@@ -280,6 +280,20 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     if (!checkpointed(v))
       continue;
     shapes[v.name] = v.shape;
+    if (v.tensorSplit()) {
+      // Gathered whole on every rank (a collective) and written by rank 0
+      // under its name, as one rank would: resumable at any group size.
+      std::vector<float> &whole = values.emplace_back(size_t(v.numel()));
+      if (!run.session->readVariable(v, whole.data(), error)) {
+        ok = false;
+        break;
+      }
+      if (run.rank == 0)
+        tensors.push_back({v.name, v.shape, whole.data()});
+      else
+        values.pop_back();
+      continue;
+    }
     VariablePart part = v.partOn(run.rank);
     if (part.empty() || (!v.sharded && run.rank != 0))
       continue; // nothing here, or rank 0 writes what every rank holds
@@ -443,7 +457,9 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
   for (const NamedTensor &v : run.session->variables()) {
     if (!checkpointed(v))
       continue;
-    VariablePart part = v.partOn(run.rank);
+    // A tensor-parallel part is read whole; writeVariable takes the part.
+    VariablePart part =
+        v.tensorSplit() ? VariablePart{0, v.numel(), 0} : v.partOn(run.rank);
     if (part.empty())
       continue;
     std::vector<float> whole(size_t(v.numel()), 0.0f);

@@ -261,11 +261,9 @@ int start(const DsrunOptions &given, Communicator &comm,
                    ? prepare(options, comm, p, error)
                    : kExitBadInput;
   if (status == kExitOk && p.info.tensorParallel > 1 &&
-      (!options.saveDir.empty() || !options.dumpState.empty())) {
-    error =
-        std::string(options.saveDir.empty() ? "--dump-state" : "--save-dir") +
-        ": the state of a tensor-parallel plan cannot be saved yet "
-        "(not supported yet; --export-weights writes its weights)";
+      !options.dumpState.empty()) {
+    error = "--dump-state: a tensor-parallel plan's per-rank state is not "
+            "supported yet (--save-dir and --export-weights write it whole)";
     status = kExitBadInput;
   }
   status = agreeToStart(comm, status, error);
