@@ -446,15 +446,23 @@ bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
     c.tensorParallel = 1;
     return false;
   }
-  if (c.tensorParallel > 1 && c.tensorParallel != worldSize) {
-    r.fail(s->at("autotp_size"),
-           formatNumber(size) + " ranks of " + formatNumber(worldSize) +
-               ": data x tensor parallelism is not supported yet (set it "
-               "to the world size)");
-    c.tensorParallel = 1;
-    return false;
-  }
   return true;
+}
+
+/// Data x tensor meshes take ZeRO stages 0 and 1 so far: stages 2-3 sum
+/// the norm and shard gradients over buckets that mix cut and whole
+/// parameters.
+bool checkTensorParallelZero(Reader &r, Section &root, int64_t worldSize,
+                             const DsConfig &c) {
+  if (c.tensorParallel == 1 || c.tensorParallel == worldSize ||
+      c.zero.stage < 2)
+    return true;
+  return r.fail(root.at("zero_optimization") + ".stage",
+                "stage " + formatNumber(c.zero.stage) +
+                    " over a data x tensor mesh (" +
+                    formatNumber(worldSize / c.tensorParallel) + " x " +
+                    formatNumber(c.tensorParallel) +
+                    ") is not supported yet (stages 0 and 1 are)");
 }
 
 bool readCompile(Section &root) {
@@ -601,6 +609,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
     ok &= checkPrecisionChoice(r, root, c);
   if (optimizerOk && schedulerOk)
     muonHalvesUnderScheduler(r, root, c);
+  if (tpOk && zeroOk)
+    ok &= checkTensorParallelZero(r, root, worldSize, c);
   if (!ok)
     return false;
 

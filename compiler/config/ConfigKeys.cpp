@@ -455,8 +455,9 @@ constexpr ConfigKey kKeys[] = {
      "the policy (activation_checkpointing.remat) decides what is kept"},
 
     {"$.tensor_parallel", "autotp_size", Works,
-     ">= 0 [0: off] ranks of a tensor-parallel group; so far the whole world "
-     "size (no data parallelism beside it)"},
+     ">= 0 [0: off] ranks of a tensor-parallel group (consecutive ranks), "
+     "dividing the world size; the data-parallel replicas (world / size) "
+     "take ZeRO stages 0-1 so far"},
     {"$.tensor_parallel", "tp_overlap_comm", NotSupported,
      "dsc waits for each tensor-parallel all-reduce at once, so far"},
     {"$.tensor_parallel", "vocab_parallel_lm_head", NotSupported,

@@ -57,7 +57,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
           b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.intAttrs,
           &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait, &i.record,
           i.loc.c_str(),
-          fb::schemaSpace(memorySpace(static_cast<Space>(i.space))), i.flops));
+          fb::schemaSpace(memorySpace(static_cast<Space>(i.space))), i.flops,
+          i.tensorGroup));
     programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
                                                &p.inputs, &p.outputs,
                                                p.numEvents, p.flops));

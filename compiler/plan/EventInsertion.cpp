@@ -114,7 +114,7 @@ void InsertEventsPass::runOnOperation() {
                              call.getIns(), call.getOuts(), call.getIntsAttr(),
                              call.getFloatsAttr(), call.getStreamAttr(),
                              call.getPlaceAttr(), attr(e.wait), attr(e.record),
-                             call.getFlopsAttr());
+                             call.getFlopsAttr(), call.getTensorGroupAttr());
       call.erase();
     }
   }

@@ -462,6 +462,7 @@ PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
   instr.flops = p.flops;
   instr.awaits = p.awaits;
   instr.space = static_cast<uint8_t>(p.space);
+  instr.tensorGroup = p.op && p.op->hasAttr(dist::kTensorGroupAttr);
   return instr;
 }
 

@@ -41,6 +41,7 @@ struct Pending {
   SmallVector<int32_t> waits, records;
   std::optional<Location> loc; ///< none for a merged call
   double flops = 0;            ///< a merged call's: the sum of its parts
+  bool tensorGroup = false;    ///< a collective over the tensor group
 };
 
 /// Where buffers live: each buffer's storage, and new flat storage.
@@ -403,6 +404,7 @@ std::vector<Pending> takeCalls(func::FuncOp func) {
       p.records.assign(r->begin(), r->end());
     p.loc = call.getLoc();
     p.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
+    p.tensorGroup = call.getTensorGroup();
     pend.push_back(std::move(p));
     call.erase();
   }
@@ -428,7 +430,8 @@ void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
         p.space == pl::Space::host ? pl::SpaceAttr::get(ctx, p.space)
                                    : pl::SpaceAttr(),
         events(p.waits), events(p.records),
-        p.flops > 0 ? b.getF64FloatAttr(p.flops) : FloatAttr());
+        p.flops > 0 ? b.getF64FloatAttr(p.flops) : FloatAttr(),
+        p.tensorGroup ? b.getUnitAttr() : UnitAttr());
 }
 
 struct FuseOptimizerPass : impl::PlanFuseOptimizerBase<FuseOptimizerPass> {

@@ -117,6 +117,9 @@ struct PlanInstr {
   /// program needs the result of instruction `awaits`.
   bool async = false;
   int awaits = -1;
+  /// A collective over the rank's tensor-parallel group (dist.tensor_group)
+  /// rather than its data-parallel group.
+  bool tensorGroup = false;
   double flops = 0; ///< the op's KernelOpInterface count
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;

@@ -208,6 +208,7 @@ LogicalResult PlanReader::readProgram(func::FuncOp func) {
     i.floatAttrs.assign(call.getFloats().begin(), call.getFloats().end());
     i.loc = locationName(call.getLoc());
     i.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
+    i.tensorGroup = call.getTensorGroup();
     p.instrs.push_back(std::move(i));
   }
   for (auto outputs : body.getOps<plan::OutputsOp>())

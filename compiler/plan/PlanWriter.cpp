@@ -244,7 +244,8 @@ void PlanWriter::writeProgram(int index, const PlanProgram &p) {
         space == Space::Host ? plan::SpaceAttr::get(ctx, plan::Space::host)
                              : plan::SpaceAttr(),
         optional(i.wait), optional(i.record),
-        i.flops > 0 ? b.getF64FloatAttr(i.flops) : FloatAttr());
+        i.flops > 0 ? b.getF64FloatAttr(i.flops) : FloatAttr(),
+        i.tensorGroup ? b.getUnitAttr() : UnitAttr());
     tokens[n] = call.getToken();
   }
   b.create<plan::OutputsOp>(func.getLoc(), values(p.outputs));

@@ -63,6 +63,11 @@ PlanVariable describe(VariableOp var, bool decay) {
 PlanVariable describeShare(VariableOp p, VariableOp storage, bool stateShard,
                            StringRef suffix) {
   PlanVariable pv = describe(p, decays(p));
+  // A ZeRO share of a tensor-parallel part: `shape` is the part's, and
+  // the split says where the part sits in the whole tensor.
+  if (pv.splitDim >= 0)
+    pv.shape.assign(p.getTensorType().getShape().begin(),
+                    p.getTensorType().getShape().end());
   if (stateShard && storage.getKind() == VariableKind::master) {
     pv.name += plan::kMasterSuffix;
     pv.kind = static_cast<uint8_t>(VariableKind::master);

@@ -30,6 +30,8 @@ constexpr llvm::StringLiteral kTensorParallelAttr =
     DistDialect::TensorParallelAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kTensorSplitAttr =
     DistDialect::TensorSplitAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kTensorGroupAttr =
+    DistDialect::TensorGroupAttrHelper::getNameStr();
 
 /// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
 /// host memory.

@@ -35,7 +35,11 @@ def Dist_Dialect : Dialect {
   //                array<i64: dim, blocks>: the dimension cut (of `blocks`
   //                equal blocks, each cut alike); the variable's type is
   //                one rank's part.
+  //   tensor_group ds-shard: on a collective, it runs over the rank's
+  //                tensor-parallel group (else over its data-parallel
+  //                group, the world without tensor parallelism).
   let discardableAttrs = (ins
+    "::mlir::UnitAttr":$tensor_group,
     "::mlir::UnitAttr":$host,
     "::mlir::UnitAttr":$activation,
     "::mlir::IntegerAttr":$world_size,

@@ -212,7 +212,8 @@ def Plan_CallOp : Plan_Op<"call", [AttrSizedOperandSegments]> {
                        OptionalAttr<Plan_SpaceAttr>:$place,
                        OptionalAttr<DenseI32ArrayAttr>:$wait,
                        OptionalAttr<DenseI32ArrayAttr>:$record,
-                       OptionalAttr<F64Attr>:$flops);
+                       OptionalAttr<F64Attr>:$flops,
+                       UnitAttr:$tensor_group);
   let results = (outs Optional<Plan_TokenType>:$token);
   let assemblyFormat = [{
     $kernel `(` $ins `)` `->` `(` $outs `)` `ints` $ints `floats` $floats

@@ -301,8 +301,9 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
           if (!whole) {
             b.setInsertionPointAfterValue(v);
             Location loc = v.getLoc();
-            Value sum =
+            auto sum =
                 b.create<dist::AllReduceOp>(loc, v, b.getF64FloatAttr(1.0));
+            sum->setAttr(dist::kTensorGroupAttr, b.getUnitAttr());
             whole = b.create<dist::WaitOp>(loc, sum);
           }
           op.setOperand(i, whole);

@@ -65,6 +65,9 @@ struct PreparedInstr {
   /// Placed in the host space: a GPU executor runs it on the CPU, in its
   /// plan stream's order.
   bool host = false;
+  /// A collective over the tensor-parallel group (KernelContext's
+  /// tensorComm).
+  bool tensorGroup = false;
   /// (arena, end of the output's bytes) for the high-water mark.
   std::vector<std::pair<uint32_t, uint64_t>> writes;
 };

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/Executor.h"
 
+#include "runtime/comm/Communicator.h"
+
 #include "runtime/plan/PlanFormat.h"
 
 #include <algorithm>
@@ -99,6 +101,11 @@ void HostExecutor::runStream(Worker &worker, const PreparedProgram &program) {
       return;
 
     KernelContext instrCtx = ctx;
+    if (in.tensorGroup && ctx.tensorComm) { // the kernel's group
+      instrCtx.comm = ctx.tensorComm;
+      instrCtx.rank = ctx.tensorComm->rank();
+      instrCtx.worldSize = ctx.tensorComm->size();
+    }
     instrCtx.stream = in.resources.stream;
     instrCtx.handles = in.resources.handles;
     KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,

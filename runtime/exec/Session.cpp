@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Mesh.h"
 #include "runtime/core/Half.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/PlanFormat.h"
@@ -114,7 +115,9 @@ public:
   bool run(std::string_view program, uint32_t step,
            std::string &error) override;
   std::vector<ArenaUsage> arenaUsage() const override;
-  bool readTensorSplit(const NamedTensor &v, float *out, std::string &error);
+  bool readTensorSplit(const NamedTensor &v, const float *mine, float *out,
+                       std::string &error);
+  bool readShards(const NamedTensor &v, float *out, std::string &error);
   bool readVariable(const NamedTensor &v, float *out,
                     std::string &error) override;
   void writeVariable(const NamedTensor &v, const float *in) override;
@@ -148,10 +151,12 @@ private:
     const BufferView &b = buffers_[buffer];
     written_[b.arena] = std::max(written_[b.arena], b.end);
   }
-  /// This rank's part of variable `v`: the whole tensor unless sharded.
+  /// This rank's part of variable `v`: the whole tensor unless sharded
+  /// (ZeRO shards over the data-parallel group).
   VariablePart localPart(const NamedTensor &v) const {
-    return v.partOn(options_.rank);
+    return v.partOn(dataRank_);
   }
+  bool makeGroups(std::string &error);
   bool allocateArenas(std::string &error);
   void fillConstants();
   void prepareProgram(const fb::Program &program);
@@ -171,6 +176,12 @@ private:
   /// options_.comm, or ownComm_ when the caller gave none.
   std::unique_ptr<Communicator> ownComm_;
   Communicator *comm_ = nullptr;
+  /// Tensor parallelism over a data x tensor mesh (tensor innermost): the
+  /// rank's groups and its place among the data-parallel replicas. Without
+  /// it both groups are comm_ and dataRank_ the rank.
+  std::unique_ptr<Communicator> dataGroup_, tensorGroup_;
+  Communicator *dataComm_ = nullptr, *tensorComm_ = nullptr;
+  int dataRank_ = 0, dataWorld_ = 1;
   std::unique_ptr<StreamExecutor> executor_;
 };
 
@@ -276,6 +287,7 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
         {outs.data(), outs.size()}, where);
     pi.fn = info->fn;
     pi.host = where == MemorySpace::host;
+    pi.tensorGroup = in->tensor_group();
     pi.resources = loaded_.backend().streamResources(where, int(in->stream()));
     pi.kernel = info->name;
     pi.loc = view(in->loc());
@@ -319,15 +331,6 @@ bool SessionImpl::init(std::string &error) {
             " is outside world size " + std::to_string(options_.worldSize);
     return false;
   }
-  // The collectives of a tensor-parallel plan run on the world's
-  // communicator, which is its group only while there is one group.
-  if (plan_.tensor_parallel() > 1 && plan_.tensor_parallel() != ranks) {
-    error = what + ": tensor parallelism over " +
-            std::to_string(plan_.tensor_parallel()) + " of " +
-            std::to_string(ranks) +
-            " ranks (data x tensor parallelism) is not supported yet";
-    return false;
-  }
   comm_ = options_.comm;
   if (!comm_) {
     ownComm_ = std::make_unique<LocalCommunicator>();
@@ -340,6 +343,8 @@ bool SessionImpl::init(std::string &error) {
             " of " + std::to_string(comm_->size());
     return false;
   }
+  if (!makeGroups(error))
+    return false;
   if (!allocateArenas(error))
     return false;
   written_.assign(arenas_.size(), 0);
@@ -377,6 +382,8 @@ bool SessionImpl::init(std::string &error) {
       v.tpBlocks = int64_t(var->tensor_split_blocks());
       v.tpParts = int64_t(plan_.tensor_parallel());
       v.tpPart = options_.rank % v.tpParts;
+      if (v.sharded) // the plan lists a ZeRO share's part
+        v.shape[size_t(v.tpDim)] *= v.tpParts;
     }
     variables_.push_back(std::move(v));
     noteWrite(var->buffer()); // persistent state is resident from the start
@@ -395,6 +402,35 @@ bool SessionImpl::init(std::string &error) {
   executor_ = loaded_.backend().createExecutor(spec);
   if (!executor_)
     executor_ = std::make_unique<HostExecutor>(spec);
+  return true;
+}
+
+bool SessionImpl::makeGroups(std::string &error) {
+  const int tp = int(std::max<uint32_t>(1, plan_.tensor_parallel()));
+  dataRank_ = options_.rank / tp;
+  dataWorld_ = std::max(1, options_.worldSize / tp);
+  dataComm_ = tensorComm_ = comm_;
+  if (tp == 1 || dataWorld_ == 1)
+    return true; // one group: the world
+  // The CUDA executor runs every device collective on its one NCCL
+  // communicator over the world.
+  if (loaded_.backend().name() != "cpu") {
+    error = loaded_.name() + ": data x tensor parallelism on the " +
+            std::string(loaded_.backend().name()) +
+            " backend is not supported yet";
+    return false;
+  }
+  Mesh mesh = Mesh::make({{"data", dataWorld_}, {"tensor", tp}}, error);
+  if (!mesh.valid())
+    return false;
+  tensorGroup_ = splitAlong(*comm_, mesh, 1, error);
+  if (!tensorGroup_)
+    return false;
+  dataGroup_ = splitAlong(*comm_, mesh, 0, error);
+  if (!dataGroup_)
+    return false;
+  tensorComm_ = tensorGroup_.get();
+  dataComm_ = dataGroup_.get();
   return true;
 }
 
@@ -435,21 +471,35 @@ void SessionImpl::initVariables() {
 
 bool SessionImpl::readVariable(const NamedTensor &v, float *out,
                                std::string &error) {
-  if (v.tensorSplit() && v.ref.dtype == DType::f32)
-    return readTensorSplit(v, out, error);
-  if (!v.sharded || v.ref.dtype != DType::f32)
+  if (!v.tensorSplit())
+    return v.sharded && v.ref.dtype == DType::f32
+               ? readShards(v, out, error)
+               : Session::readVariable(v, out, error);
+  if (v.ref.dtype != DType::f32)
     return Session::readVariable(v, out, error);
+  if (!v.sharded)
+    return readTensorSplit(v, v.ref.f32(), out, error);
+  // A ZeRO share of a part: the part from the data group's shards, then
+  // the whole from the tensor group's parts.
+  std::vector<float> part(static_cast<size_t>(v.partNumel()));
+  return readShards(v, part.data(), error) &&
+         readTensorSplit(v, part.data(), out, error);
+}
+
+bool SessionImpl::readShards(const NamedTensor &v, float *out,
+                             std::string &error) {
   // Each rank holding a part broadcasts it into place: the traffic is the
   // variable's size, not its group's.
   int64_t s = v.ref.numel();
-  int64_t first = v.shardOffset / s, last = (v.shardOffset + v.numel() - 1) / s;
+  int64_t first = v.shardOffset / s,
+          last = (v.shardOffset + v.partNumel() - 1) / s;
   for (int64_t rank = first; rank <= last; ++rank) {
     VariablePart part = v.partOn(rank);
     float *dst = out + part.begin;
     size_t n = size_t(part.end - part.begin);
-    if (rank == options_.rank)
+    if (rank == dataRank_)
       copyOut(dst, v.ref.f32() + part.local, n * sizeof(float));
-    if (!comm_->broadcast(dst, n, int(rank), error)) {
+    if (!dataComm_->broadcast(dst, n, int(rank), error)) {
       error = "reading variable '" + v.name + "': " + error;
       return false;
     }
@@ -457,17 +507,21 @@ bool SessionImpl::readVariable(const NamedTensor &v, float *out,
   return true;
 }
 
-bool SessionImpl::readTensorSplit(const NamedTensor &v, float *out,
-                                  std::string &error) {
-  // Each rank of the group broadcasts its part, which every rank places.
-  // The group is the world (tensor_parallel == world_size: checked when
-  // the session was made).
-  const int64_t n = v.ref.numel();
+bool SessionImpl::readTensorSplit(const NamedTensor &v, const float *mine,
+                                  float *out, std::string &error) {
+  // Each rank of the tensor group broadcasts its part (its place in the
+  // group is its part's number), which every rank of the group places.
+  // `mine` is this rank's part: the variable's memory, or a host copy.
+  const int64_t n = v.partNumel();
   std::vector<float> part(static_cast<size_t>(n));
   for (int64_t p = 0; p < v.tpParts; ++p) {
-    if (p == v.tpPart)
-      copyOut(part.data(), v.ref.data, size_t(n) * sizeof(float));
-    if (!comm_->broadcast(part.data(), size_t(n), int(p), error)) {
+    if (p == v.tpPart) {
+      if (mine == v.ref.f32())
+        copyOut(part.data(), mine, size_t(n) * sizeof(float));
+      else
+        std::copy(mine, mine + n, part.begin());
+    }
+    if (!tensorComm_->broadcast(part.data(), size_t(n), int(p), error)) {
       error = "reading variable '" + v.name + "': " + error;
       return false;
     }
@@ -478,11 +532,14 @@ bool SessionImpl::readTensorSplit(const NamedTensor &v, float *out,
 }
 
 void SessionImpl::writeVariable(const NamedTensor &v, const float *in) {
-  if (v.tensorSplit()) {
-    std::vector<float> part(size_t(v.ref.numel()));
-    for (size_t i = 0; i < part.size(); ++i)
-      part[i] = in[v.wholeIndex(int64_t(i), v.tpPart)];
-    return writeFloats(v.ref, 0, part.data(), int64_t(part.size()));
+  std::vector<float> mine;
+  if (v.tensorSplit()) { // this rank's part of the whole
+    mine.resize(size_t(v.partNumel()));
+    for (size_t i = 0; i < mine.size(); ++i)
+      mine[i] = in[v.wholeIndex(int64_t(i), v.tpPart)];
+    if (!v.sharded)
+      return writeFloats(v.ref, 0, mine.data(), int64_t(mine.size()));
+    in = mine.data();
   }
   if (!v.sharded)
     return Session::writeVariable(v, in);
@@ -503,9 +560,10 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   ctx.seed = options_.seed;
   ctx.step = step;
   ctx.sampleOffset = sampleOffset_;
-  ctx.rank = options_.rank;
-  ctx.worldSize = options_.worldSize;
-  ctx.comm = comm_;
+  ctx.rank = dataRank_;
+  ctx.worldSize = dataWorld_;
+  ctx.comm = dataComm_;
+  ctx.tensorComm = tensorComm_;
   return executor_->run(*p, ctx, loaded_.name(), error);
 }
 

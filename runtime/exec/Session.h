@@ -74,6 +74,11 @@ struct NamedTensor {
   int64_t tpBlocks = 1, tpParts = 1, tpPart = 0;
 
   bool tensorSplit() const { return tpDim >= 0; }
+  /// Elements of this rank's tensor-parallel part (all of them without
+  /// tensor parallelism): what ZeRO shards.
+  int64_t partNumel() const {
+    return tensorSplit() ? numel() / tpParts : numel();
+  }
   /// The index in the whole tensor of element `i` of part `part`.
   int64_t wholeIndex(int64_t i, int64_t part) const {
     int64_t inner = 1;
@@ -96,13 +101,14 @@ struct NamedTensor {
   /// What rank `rank` holds of it: all of it unless sharded. (The
   /// verifier keeps a group within kMaxBytes elements: nothing overflows.)
   VariablePart partOn(int64_t rank) const {
-    if (tensorSplit()) // every rank holds a part: ref's elements
+    if (tensorSplit() && !sharded) // every rank holds a part: ref's elements
       return {0, ref.numel(), 0};
     if (!sharded)
       return {0, numel(), 0};
+    // ZeRO's shard of the rank's part: indices into the part.
     int64_t s = ref.numel(), first = rank * s; // group index of the shard
     int64_t lo = std::max(shardOffset, first);
-    int64_t hi = std::min(shardOffset + numel(), first + s);
+    int64_t hi = std::min(shardOffset + partNumel(), first + s);
     if (lo >= hi)
       return {};
     return {lo - shardOffset, hi - shardOffset, lo - first};

@@ -139,8 +139,13 @@ struct KernelContext {
   uint64_t sampleOffset = 0;
   int rank = 0;
   int worldSize = 1;
-  /// The ranks' collectives (comm.* kernels); null outside a Session.
+  /// The ranks' collectives (comm.* kernels); null outside a Session. With
+  /// tensor parallelism `comm` is the rank's data-parallel group (rank and
+  /// worldSize are its coordinates there) and the executor hands a
+  /// tensor-group instruction `tensorComm` as its `comm` (and its place and
+  /// size there as rank and worldSize).
   Communicator *comm = nullptr;
+  Communicator *tensorComm = nullptr;
   /// The backend's queue for the stream the instruction runs on and that
   /// stream's library handles (a cudaStream_t, and the cuBLASLt handle and
   /// workspace that go with it): whatever Backend::streamResources gave

@@ -289,12 +289,18 @@ private:
     const Buffer *b = plan_.buffers()->Get(v.buffer());
     const int64_t dim = v.tensor_split_dim(), blocks = v.tensor_split_blocks();
     const uint32_t parts = plan_.tensor_parallel();
-    if (v.sharded() || !v.shape() || !b->shape() ||
-        v.shape()->size() != b->shape()->size() || dim < 0 ||
+    if (!v.shape() || !b->shape() ||
+        (!v.sharded() && v.shape()->size() != b->shape()->size()) || dim < 0 ||
         dim >= int64_t(v.shape()->size()) || blocks < 1)
       return fail(cat(what, ": tensor_split_dim ", dim, " (", blocks,
                       " blocks) does not fit shape ", shapeString(v.shape()),
                       " and ", bufferName(v.buffer())));
+    if (v.sharded()) // the part's shape, sharded: its blocks must divide
+      return v.shape()->Get(dim) % blocks == 0
+                 ? true
+                 : fail(cat(what, ": dimension ", dim, " of ",
+                            shapeString(v.shape()), " is not ", blocks,
+                            " blocks"));
     for (uint32_t d = 0; d < v.shape()->size(); ++d) {
       int64_t whole = v.shape()->Get(d), part = b->shape()->Get(d);
       bool ok = int64_t(d) == dim

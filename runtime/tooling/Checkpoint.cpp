@@ -280,7 +280,7 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     if (!checkpointed(v))
       continue;
     shapes[v.name] = v.shape;
-    if (v.tensorSplit()) {
+    if (v.tensorSplit() && !v.sharded) {
       // Gathered whole on every rank (a collective) and written by rank 0
       // under its name, as one rank would: resumable at any group size.
       std::vector<float> &whole = values.emplace_back(size_t(v.numel()));
@@ -458,8 +458,9 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     if (!checkpointed(v))
       continue;
     // A tensor-parallel part is read whole; writeVariable takes the part.
-    VariablePart part =
-        v.tensorSplit() ? VariablePart{0, v.numel(), 0} : v.partOn(run.rank);
+    VariablePart part = v.tensorSplit() && !v.sharded
+                            ? VariablePart{0, v.numel(), 0}
+                            : v.partOn(run.rank);
     if (part.empty())
       continue;
     std::vector<float> whole(size_t(v.numel()), 0.0f);
