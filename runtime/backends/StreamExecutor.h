@@ -16,6 +16,7 @@
 #ifndef DSC_RUNTIME_BACKENDS_STREAMEXECUTOR_H
 #define DSC_RUNTIME_BACKENDS_STREAMEXECUTOR_H
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/kernels/Kernel.h"
 
 #include <array>
@@ -71,6 +72,25 @@ struct PreparedInstr {
   /// (arena, end of the output's bytes) for the high-water mark.
   std::vector<std::pair<uint32_t, uint64_t>> writes;
 };
+
+/// The context instruction `in` runs with: the run's, with the resources
+/// of its stream (`onHost`: none, a host function's), and for a
+/// tensor-group collective the tensor group as its communicator, with its
+/// place and size there as rank and world size. Every executor builds its
+/// instructions' contexts here.
+inline KernelContext instructionContext(const PreparedInstr &in,
+                                        const KernelContext &run,
+                                        bool onHost = false) {
+  KernelContext ctx = run;
+  ctx.stream = onHost ? nullptr : in.resources.stream;
+  ctx.handles = onHost ? nullptr : in.resources.handles;
+  if (in.tensorGroup && run.tensorComm) {
+    ctx.comm = run.tensorComm;
+    ctx.rank = run.tensorComm->rank();
+    ctx.worldSize = run.tensorComm->size();
+  }
+  return ctx;
+}
 
 struct PreparedProgram {
   std::string_view name;

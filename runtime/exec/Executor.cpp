@@ -2,8 +2,6 @@
 
 #include "runtime/exec/Executor.h"
 
-#include "runtime/comm/Communicator.h"
-
 #include "runtime/plan/PlanFormat.h"
 
 #include <algorithm>
@@ -100,14 +98,7 @@ void HostExecutor::runStream(Worker &worker, const PreparedProgram &program) {
     if (aborted_)
       return;
 
-    KernelContext instrCtx = ctx;
-    if (in.tensorGroup && ctx.tensorComm) { // the kernel's group
-      instrCtx.comm = ctx.tensorComm;
-      instrCtx.rank = ctx.tensorComm->rank();
-      instrCtx.worldSize = ctx.tensorComm->size();
-    }
-    instrCtx.stream = in.resources.stream;
-    instrCtx.handles = in.resources.handles;
+    KernelContext instrCtx = instructionContext(in, ctx);
     KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
                                      in.floatAttrs, &instrCtx);
 

@@ -124,9 +124,7 @@ std::string instructionError(const std::string &what,
 void CUDART_CB CudaExecutor::runHostJob(void *arg) {
   auto *job = static_cast<HostJob *>(arg);
   const PreparedInstr &in = *job->instr;
-  KernelContext ctx = *job->ctx;
-  ctx.stream = nullptr;
-  ctx.handles = nullptr;
+  KernelContext ctx = instructionContext(in, *job->ctx, /*onHost=*/true);
   KernelArgs args =
       makeKernelArgs(in.inputs, in.outputs, in.intAttrs, in.floatAttrs, &ctx);
   std::string err;
@@ -180,9 +178,7 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
       ok = cudaOk(cudaLaunchHostFunc(stream, runHostJob, &hostJob(in)),
                   kernelError, "cudaLaunchHostFunc");
     } else if (ok) {
-      KernelContext instrCtx = ctx;
-      instrCtx.stream = in.resources.stream;
-      instrCtx.handles = in.resources.handles;
+      KernelContext instrCtx = instructionContext(in, ctx);
       KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
                                        in.floatAttrs, &instrCtx);
       const uint32_t issuedBefore = dev_.nccl ? dev_.nccl->issued() : 0;
