@@ -449,22 +449,6 @@ bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
   return true;
 }
 
-/// Data x tensor meshes take ZeRO stages 0 and 1 so far: stages 2-3 sum
-/// the norm and shard gradients over buckets that mix cut and whole
-/// parameters.
-bool checkTensorParallelZero(Reader &r, Section &root, int64_t worldSize,
-                             const DsConfig &c) {
-  if (c.tensorParallel == 1 || c.tensorParallel == worldSize ||
-      c.zero.stage < 2)
-    return true;
-  return r.fail(root.at("zero_optimization") + ".stage",
-                "stage " + formatNumber(c.zero.stage) +
-                    " over a data x tensor mesh (" +
-                    formatNumber(worldSize / c.tensorParallel) + " x " +
-                    formatNumber(c.tensorParallel) +
-                    ") is not supported yet (stages 0 and 1 are)");
-}
-
 bool readCompile(Section &root) {
   std::optional<Section> compile;
   return root.section("compile", compile);
@@ -609,8 +593,6 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
     ok &= checkPrecisionChoice(r, root, c);
   if (optimizerOk && schedulerOk)
     muonHalvesUnderScheduler(r, root, c);
-  if (tpOk && zeroOk)
-    ok &= checkTensorParallelZero(r, root, worldSize, c);
   if (!ok)
     return false;
 

@@ -33,20 +33,25 @@ struct Group {
   VariableOp param;            ///< stage 3: this rank's shard of the parameters
   VariableOp master;           ///< mixed precision: the fp32 master shard
   SmallVector<Update> updates; ///< the members', in order
-  Update like; ///< a member's update: the group's hyper-parameters
+  Update like;      ///< a member's update: the group's hyper-parameters
+  bool cut = false; ///< its members are tensor-parallel parts
   RankedTensorType shard, flat; ///< in the gradients' (and params') type
   RankedTensorType stateShard;  ///< in the optimizer's fp32
 };
 
 /// The accumulations by class, each bucketed on its own: with weight decay
 /// or without, at stage 3 whether the parameters are sharded or stay whole
-/// as at stage 2, under the persistence threshold, and whether Muon
-/// updates them (one update rule per group).
-using Classes = std::array<SmallVector<Accumulation>, 8>;
-unsigned classOf(bool decays, bool persistent, bool muon) {
-  return (decays ? 0 : 1) + (persistent ? 2 : 0) + (muon ? 4 : 0);
+/// as at stage 2, under the persistence threshold, whether Muon updates
+/// them (one update rule per group), and whether they are tensor-parallel
+/// parts (their squares are summed over the tensor group for the norm, the
+/// whole parameters' are not: each tensor rank holds the same).
+using Classes = std::array<SmallVector<Accumulation>, 16>;
+unsigned classOf(bool decays, bool persistent, bool muon, bool cut) {
+  return (decays ? 0 : 1) + (persistent ? 2 : 0) + (muon ? 4 : 0) +
+         (cut ? 8 : 0);
 }
 bool isShardedClass(unsigned index) { return (index & 2) == 0; }
+bool isCutClass(unsigned index) { return (index & 8) != 0; }
 
 /// Stages 2-3 over one module, in steps: the updates, the buckets and
 /// their groups with the micro-step's reduce-scatters, the accumulation of
@@ -104,6 +109,7 @@ LogicalResult GradientSharding::run(ArrayRef<Accumulation> accs) {
   for (auto [index, list] : llvm::enumerate(*classes))
     for (SmallVector<Accumulation> &bucket : buckets(list, opts)) {
       Group g = createGroup(bucket, isShardedClass(index));
+      g.cut = isCutClass(index);
       scatters.push_back(scatterBucket(g, bucket));
       groups.push_back(g);
     }
@@ -142,8 +148,10 @@ FailureOr<Classes> GradientSharding::classify(ArrayRef<Accumulation> accs) {
              << paramOf(a);
     int64_t n = cast<RankedTensorType>(a.grad.getType()).getNumElements();
     bool persistent = opts.stage < 3 || n < opts.persistenceThreshold;
+    bool cut = symbols.lookup<VariableOp>(paramOf(a).getValue())
+                   ->hasAttr(dist::kTensorSplitAttr);
     classes[classOf(update.decaysWeights(), persistent,
-                    isa<MuonOp>(update.getOperation()))]
+                    isa<MuonOp>(update.getOperation()), cut)]
         .push_back(a);
   }
   return classes;
@@ -250,7 +258,9 @@ void GradientSharding::accumulateShards() {
 }
 
 /// Apply: the global norm from the shards, an all-reduce of this rank's
-/// sums of squares in place of the norm op's operand.
+/// sums of squares in place of the norm op's operand. On a data x tensor
+/// mesh the tensor-parallel parts' sum is first all-reduced over the
+/// tensor group: each rank's shards then stand for the whole parameters.
 LogicalResult GradientSharding::normFromShards() {
   FailureOr<SqrtOp> norm = findGlobalGradNorm(apply, "ds-zero");
   if (failed(norm))
@@ -258,15 +268,23 @@ LogicalResult GradientSharding::normFromShards() {
   SqrtOp sqrt = *norm;
   OpBuilder b(sqrt);
   Location loc = NameLoc::get(b.getStringAttr("zero.norm"), sqrt.getLoc());
-  Value total;
+  Value whole, cut;
   for (Group &g : groups) {
     Value acc = b.create<LoadOp>(loc, g.shard, g.grad.getSymName());
     if (g.shard != g.stateShard) // 16-bit squares overflow early
       acc = b.create<CastOp>(loc, g.stateShard, acc);
     Value sq = b.create<MulOp>(loc, acc, acc);
     Value s = b.create<ReduceSumOp>(loc, sq, ArrayRef<int64_t>{0});
+    Value &total = g.cut ? cut : whole;
     total = total ? b.create<AddOp>(loc, total, s).getResult() : s;
   }
+  if (cut) {
+    auto parts = b.create<dist::AllReduceOp>(loc, cut, b.getF64FloatAttr(1.0));
+    parts->setAttr(dist::kTensorGroupAttr, b.getUnitAttr());
+    cut = b.create<dist::WaitOp>(loc, parts);
+  }
+  Value total = whole && cut ? b.create<AddOp>(loc, whole, cut).getResult()
+                             : (whole ? whole : cut);
   Value reduced =
       b.create<dist::AllReduceOp>(loc, total, b.getF64FloatAttr(1.0));
   sqrt.getXMutable().assign(b.create<dist::WaitOp>(loc, reduced));

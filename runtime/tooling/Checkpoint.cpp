@@ -36,6 +36,14 @@ constexpr const char *kPartial = ".partial";
 constexpr const char *kOld = ".old";
 constexpr const char *kPruning = ".pruning";
 
+/// Whether `v` is saved whole by rank 0 and loaded whole by every rank:
+/// a tensor-parallel part, and on a mesh any ZeRO shard (whose place is
+/// the rank's data coordinate, not its rank). Other shards are saved as
+/// pieces by the ranks that hold them.
+bool gatheredWhole(const CheckpointRun &run, const NamedTensor &v) {
+  return v.tensorSplit() || (v.sharded && run.mesh);
+}
+
 /// The state a checkpoint holds: everything but the gradient accumulators,
 /// which every step boundary leaves at zero.
 bool checkpointed(const NamedTensor &v) {
@@ -280,7 +288,7 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     if (!checkpointed(v))
       continue;
     shapes[v.name] = v.shape;
-    if (v.tensorSplit() && !v.sharded) {
+    if (gatheredWhole(run, v)) {
       // Gathered whole on every rank (a collective) and written by rank 0
       // under its name, as one rank would: resumable at any group size.
       std::vector<float> &whole = values.emplace_back(size_t(v.numel()));
@@ -457,10 +465,10 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
   for (const NamedTensor &v : run.session->variables()) {
     if (!checkpointed(v))
       continue;
-    // A tensor-parallel part is read whole; writeVariable takes the part.
-    VariablePart part = v.tensorSplit() && !v.sharded
-                            ? VariablePart{0, v.numel(), 0}
-                            : v.partOn(run.rank);
+    // A tensor-parallel part (or any shard on a mesh) is read whole;
+    // writeVariable takes what this rank holds.
+    VariablePart part = gatheredWhole(run, v) ? VariablePart{0, v.numel(), 0}
+                                              : v.partOn(run.rank);
     if (part.empty())
       continue;
     std::vector<float> whole(size_t(v.numel()), 0.0f);

@@ -53,6 +53,10 @@ struct CheckpointRun {
   Session *session = nullptr;
   Communicator *comm = nullptr; ///< null for one rank
   int rank = 0, worldSize = 1;
+  /// A data x tensor mesh (tensor parallelism beside data-parallel
+  /// replicas): a ZeRO shard's place is the rank's data coordinate, so
+  /// sharded variables are gathered whole and written by rank 0.
+  bool mesh = false;
   uint64_t seed = 0;
   std::string model;   ///< the plan's model name
   uint64_t planId = 0; ///< planIdentity of the plan's bytes

@@ -260,16 +260,6 @@ int start(const DsrunOptions &given, Communicator &comm,
                                    options.seed, error)
                    ? prepare(options, comm, p, error)
                    : kExitBadInput;
-  // ZeRO's shards of tensor-parallel parts: each tensor rank's shard has
-  // its own content under one name.
-  if (status == kExitOk && p.info.tensorParallel > 1 &&
-      int(p.info.tensorParallel) < comm.size() && !options.saveDir.empty() &&
-      std::any_of(p.session->variables().begin(), p.session->variables().end(),
-                  [](const NamedTensor &v) { return v.sharded; })) {
-    error = "--save-dir: checkpoints of ZeRO stage 1 over a data x tensor "
-            "mesh are not supported yet (stage 0 is)";
-    status = kExitBadInput;
-  }
   if (status == kExitOk && p.info.tensorParallel > 1 &&
       !options.dumpState.empty()) {
     error = "--dump-state: a tensor-parallel plan's per-rank state is not "

@@ -128,6 +128,8 @@ CheckpointRun checkpointRun(const DsrunOptions &options, Communicator &comm,
   run.comm = &comm;
   run.rank = comm.rank();
   run.worldSize = comm.size();
+  run.mesh =
+      p.info.tensorParallel > 1 && int(p.info.tensorParallel) < run.worldSize;
   run.seed = options.seed;
   run.model = p.info.model;
   run.planId = planIdentity(p.loaded->bytes());
