@@ -16,16 +16,102 @@ using llvm::StringRef;
 
 namespace dsc {
 
-uint64_t parameterCount(const PlanModel &plan) {
-  uint64_t params = 0;
+namespace {
+
+/// A parameter's elements: the whole tensor's, and what one rank of its
+/// tensor-parallel group holds before ZeRO shards it (all of it unless cut).
+struct ParameterSize {
+  uint64_t whole = 0, perTensorRank = 0;
+};
+
+ParameterSize parameterSize(const PlanVariable &v, int64_t tensorParallel) {
+  uint64_t n = 1;
+  for (int64_t d : v.shape)
+    n *= uint64_t(d);
+  if (v.splitDim < 0)
+    return {n, n};
+  // A ZeRO share of a cut parameter lists the part's shape, the parameter
+  // itself the whole one's (PlanModel.h).
+  uint64_t tp = uint64_t(tensorParallel);
+  return v.sharded ? ParameterSize{n * tp, n} : ParameterSize{n, n / tp};
+}
+
+/// Parameters: every element once, and those one tensor rank holds.
+ParameterSize parameterTotals(const PlanModel &plan) {
+  ParameterSize total;
   for (const PlanVariable &v : plan.variables)
     if (v.kind == 0) {
-      uint64_t n = 1;
-      for (int64_t d : v.shape)
-        n *= d;
-      params += n;
+      ParameterSize s = parameterSize(v, plan.options.tensorParallel);
+      total.whole += s.whole;
+      total.perTensorRank += s.perTensorRank;
     }
-  return params;
+  return total;
+}
+
+std::string rankList(int64_t first, int64_t stride, int64_t n) {
+  std::string s = "{";
+  for (int64_t i = 0; i < n; ++i)
+    s += (i ? ", " : "") + std::to_string(first + i * stride);
+  return s + "}";
+}
+
+/// The data x tensor mesh: its shape, each rank's coordinates, its groups
+/// (the first few), the parameters a tensor rank holds, and per program
+/// the collectives over each group.
+void printMesh(const PlanModel &plan, llvm::raw_ostream &os) {
+  const int64_t tp = plan.options.tensorParallel;
+  const int64_t data = plan.options.worldSize / tp;
+  constexpr int64_t kShown = 4; // groups listed before "..."
+  os << "mesh: " << data << " data x " << tp
+     << " tensor (tensor innermost): rank r is (data r / " << tp
+     << ", tensor r % " << tp << ")\n  tensor groups:";
+  for (int64_t d = 0; d < std::min(data, kShown); ++d)
+    os << " " << rankList(d * tp, 1, tp);
+  os << (data > kShown ? " ...\n" : "\n");
+  if (data > 1) {
+    os << "  data groups:";
+    for (int64_t t = 0; t < std::min(tp, kShown); ++t)
+      os << " " << rankList(t, tp, data);
+    os << (tp > kShown ? " ...\n" : "\n");
+  }
+  ParameterSize params = parameterTotals(plan);
+  uint64_t cut = 0;
+  for (const PlanVariable &v : plan.variables)
+    if (v.kind == 0 && v.splitDim >= 0)
+      cut += parameterSize(v, tp).whole;
+  os << llvm::format("parameters per tensor rank: %llu cut / %lld + %llu "
+                     "whole = %llu (%.1f%% of %llu)\n",
+                     (unsigned long long)cut, (long long)tp,
+                     (unsigned long long)(params.whole - cut),
+                     (unsigned long long)params.perTensorRank,
+                     100.0 * double(params.perTensorRank) /
+                         double(std::max<uint64_t>(params.whole, 1)),
+                     (unsigned long long)params.whole);
+  // Per program, group and kind: how many, and the bytes this rank hands
+  // them (the input's: a reduce-scatter's whole, an all-gather's shard).
+  os << "collectives per run, by group:\n";
+  for (const PlanProgram &p : plan.programs) {
+    std::map<std::pair<bool, std::string>, std::pair<unsigned, uint64_t>>
+        traffic;
+    for (const PlanInstr &i : p.instrs)
+      if (StringRef(i.kernel).starts_with("comm.") && !i.inputs.empty()) {
+        auto &[count, bytes] =
+            traffic[{!i.tensorGroup, StringRef(i.kernel).drop_front(5).str()}];
+        ++count;
+        bytes += plan.buffers[i.inputs[0]].bytes();
+      }
+    for (const auto &[key, value] : traffic)
+      os << llvm::format("  %-13s %-6s %-15s x%-5u %14llu bytes\n",
+                         p.name.c_str(), key.first ? "data" : "tensor",
+                         key.second.c_str(), value.first,
+                         (unsigned long long)value.second);
+  }
+}
+
+} // namespace
+
+uint64_t parameterCount(const PlanModel &plan) {
+  return parameterTotals(plan).whole;
 }
 
 void printReport(const PlanModel &plan, StringRef remat,
@@ -35,6 +121,8 @@ void printReport(const PlanModel &plan, StringRef remat,
   os << "model " << plan.options.model << ": " << params << " parameters, "
      << "micro-batch " << plan.microBatch << " x " << plan.seqLen
      << " tokens, world size " << plan.options.worldSize << "\n";
+  if (plan.options.tensorParallel > 1)
+    printMesh(plan, os);
   // The host's arenas exist with offload only.
   for (Space space : {Space::Device, Space::Host}) {
     const auto &arenas =
@@ -109,15 +197,20 @@ void printReport(const PlanModel &plan, StringRef remat,
   }
   // ZeRO's accounting: K bytes per parameter over N ranks (fp32 Adam: K =
   // 16; mixed precision: 2 + 2 + 12 = 16 too, stage 0 holds all of it).
-  if (params)
-    os << llvm::format("  %-*s %14llu bytes = %.2f bytes x %llu parameters "
-                       "/ %lld ranks\n",
+  // With tensor parallelism, ZeRO shards a tensor rank's parameters over
+  // the data group.
+  const int64_t tp = plan.options.tensorParallel;
+  const uint64_t held = parameterTotals(plan).perTensorRank;
+  const int64_t ranks = plan.options.worldSize / tp;
+  if (held)
+    os << llvm::format("  %-*s %14llu bytes = %.2f bytes x %llu parameters%s "
+                       "/ %lld %sranks\n",
                        width + 6, (const char *)"total",
                        static_cast<unsigned long long>(stateBytes),
-                       double(stateBytes) * double(plan.options.worldSize) /
-                           double(params),
-                       static_cast<unsigned long long>(params),
-                       static_cast<long long>(plan.options.worldSize));
+                       double(stateBytes) * double(ranks) / double(held),
+                       static_cast<unsigned long long>(held),
+                       tp > 1 ? " of a tensor rank" : "",
+                       static_cast<long long>(ranks), tp > 1 ? "data " : "");
 }
 
 } // namespace dsc

@@ -91,13 +91,30 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     }
     if (tensorParallel == 1)
       return;
-    if (failed(layoutVariables(module)))
+    if (failed(checkHeads(module)) || failed(layoutVariables(module)))
       return signalPassFailure();
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(propagate(func)) ||
           (regroupNorm(func) && failed(propagate(func))))
         return signalPassFailure();
     rewrite(module);
+  }
+
+  /// Megatron cuts attention by heads, so the group must divide every
+  /// ds.attention's heads. Checked first, so that the error names the
+  /// heads rather than the reshape that makes them.
+  LogicalResult checkHeads(ModuleOp module) {
+    WalkResult r = module.walk([&](AttentionOp op) {
+      int64_t heads = op.getQ().getType().getDimSize(1);
+      if (heads % tensorParallel == 0)
+        return WalkResult::advance();
+      op.emitError("ds-shard: ")
+          << heads << " attention heads do not split over "
+          << int64_t(tensorParallel)
+          << " tensor-parallel ranks (autotp_size must divide the heads)";
+      return WalkResult::interrupt();
+    });
+    return failure(r.wasInterrupted());
   }
 
   /// The output dimension of weight `name`, from a matmul that reads it as
