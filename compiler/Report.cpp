@@ -87,19 +87,29 @@ void printMesh(const PlanModel &plan, llvm::raw_ostream &os) {
                      100.0 * double(params.perTensorRank) /
                          double(std::max<uint64_t>(params.whole, 1)),
                      (unsigned long long)params.whole);
-  // Per program, group and kind: how many, and the bytes this rank hands
-  // them (the input's: a reduce-scatter's whole, an all-gather's shard).
+}
+
+/// Per program, group and kind: how many collectives, and their message
+/// bytes (the larger of input and output, as dsrun's comms_logger counts
+/// them). Without tensor parallelism every group is the data group, the
+/// world.
+void printCollectives(const PlanModel &plan, llvm::raw_ostream &os) {
   os << "collectives per run, by group:\n";
   for (const PlanProgram &p : plan.programs) {
     std::map<std::pair<bool, std::string>, std::pair<unsigned, uint64_t>>
         traffic;
-    for (const PlanInstr &i : p.instrs)
-      if (StringRef(i.kernel).starts_with("comm.") && !i.inputs.empty()) {
-        auto &[count, bytes] =
-            traffic[{!i.tensorGroup, StringRef(i.kernel).drop_front(5).str()}];
-        ++count;
-        bytes += plan.buffers[i.inputs[0]].bytes();
-      }
+    for (const PlanInstr &i : p.instrs) {
+      if (!StringRef(i.kernel).starts_with("comm."))
+        continue;
+      uint64_t message = 0;
+      for (const std::vector<uint32_t> *ids : {&i.inputs, &i.outputs})
+        for (uint32_t id : *ids)
+          message = std::max(message, plan.buffers[id].bytes());
+      auto &[count, bytes] =
+          traffic[{!i.tensorGroup, StringRef(i.kernel).drop_front(5).str()}];
+      ++count;
+      bytes += message;
+    }
     for (const auto &[key, value] : traffic)
       os << llvm::format("  %-13s %-6s %-15s x%-5u %14llu bytes\n",
                          p.name.c_str(), key.first ? "data" : "tensor",
@@ -123,6 +133,8 @@ void printReport(const PlanModel &plan, StringRef remat,
      << " tokens, world size " << plan.options.worldSize << "\n";
   if (plan.options.tensorParallel > 1)
     printMesh(plan, os);
+  if (plan.options.worldSize > 1)
+    printCollectives(plan, os);
   // The host's arenas exist with offload only.
   for (Space space : {Space::Device, Space::Host}) {
     const auto &arenas =

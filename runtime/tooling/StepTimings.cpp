@@ -55,6 +55,7 @@ TimingPlan timingPlanOf(const fb::Plan &plan) {
   TimingPlan t;
   t.breakdown = plan.wall_clock_breakdown();
   t.worldSize = std::max<uint32_t>(1, plan.world_size());
+  t.tensorParallel = std::max<uint32_t>(1, plan.tensor_parallel());
   if (const fb::CommsLogger *l = plan.comms_logger()) {
     t.logComms = true;
     t.verboseComms = l->verbose();
@@ -74,8 +75,12 @@ TimingPlan timingPlanOf(const fb::Plan &plan) {
       const fb::Instr &in = *p->instrs()->Get(i);
       const std::string_view kernel = in.kernel()->string_view();
       if (kernel.substr(0, kComm.size()) == kComm)
-        t.collectives[name][i] = {std::string(kernel.substr(kComm.size())),
-                                  largestOperand(plan, in)};
+        t.collectives[name][i] = {
+            std::string(kernel.substr(kComm.size())), largestOperand(plan, in),
+            in.tensor_group(),
+            in.tensor_group()
+                ? t.tensorParallel
+                : std::max<uint32_t>(1, t.worldSize / t.tensorParallel)};
       if (hasLoss && in.outputs())
         for (uint32_t id : *in.outputs())
           if (id == loss)
@@ -142,7 +147,7 @@ void StepTimings::addRun(std::string_view program,
     current_.commMs += ms;
     if (!logged(c->second.op))
       continue;
-    Sizes &s = comms_[{c->second.op, c->second.bytes}];
+    Sizes &s = comms_[{c->second.op, c->second.tensorGroup, c->second.bytes}];
     ++s.count;
     s.totalMs += ms;
     if (verbose && plan_.verboseComms) {
@@ -151,7 +156,7 @@ void StepTimings::addRun(std::string_view program,
                    "comm op: %s | time (ms): %.3f | msg size: %s | algbw "
                    "(Gbps): %.2f | busbw (Gbps): %.2f\n",
                    c->second.op.c_str(), ms, sizeText(c->second.bytes).c_str(),
-                   algbw, algbw * busFactor(c->second.op, plan_.worldSize));
+                   algbw, algbw * busFactor(c->second.op, c->second.ranks));
     }
   }
   if (program == plan::kApplyProgram)
@@ -172,19 +177,24 @@ std::string StepTimings::commsSummary() const {
   std::string text = "comms (each collective this rank ran, by operation "
                      "and message size):\n";
   char buf[200];
-  std::snprintf(buf, sizeof(buf), "  %-15s %12s %8s %12s %10s %12s %12s\n",
+  std::snprintf(buf, sizeof(buf), "  %-17s %12s %8s %12s %10s %12s %12s\n",
                 "op", "message", "count", "total ms", "avg ms", "algbw Gbps",
                 "busbw Gbps");
   text += buf;
+  // On a tensor-parallel plan each operation is named with its group.
+  const uint32_t tp = plan_.tensorParallel;
   for (const auto &[key, s] : comms_) {
-    const auto &[op, bytes] = key;
+    const auto &[op, tensor, bytes] = key;
     const double avg = s.totalMs / double(s.count);
     const double algbw = gbps(bytes, avg);
+    const uint32_t ranks =
+        tensor ? tp : std::max<uint32_t>(1, plan_.worldSize / tp);
+    const std::string label = tp > 1 ? op + (tensor ? " tensor" : " data") : op;
     std::snprintf(buf, sizeof(buf),
-                  "  %-15s %12s %8llu %12.3f %10.3f %12.2f %12.2f\n",
-                  op.c_str(), sizeText(bytes).c_str(),
+                  "  %-17s %12s %8llu %12.3f %10.3f %12.2f %12.2f\n",
+                  label.c_str(), sizeText(bytes).c_str(),
                   static_cast<unsigned long long>(s.count), s.totalMs, avg,
-                  algbw, algbw * busFactor(op, plan_.worldSize));
+                  algbw, algbw * busFactor(op, ranks));
     text += buf;
   }
   return text;

@@ -31,16 +31,21 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace dsc::rt {
 
-/// A collective instruction: its operation ("all_reduce", ...) and the
-/// bytes of its whole tensor (the larger of its input and output).
+/// A collective instruction: its operation ("all_reduce", ...), the
+/// bytes of its whole tensor (the larger of its input and output), and its
+/// group: the tensor-parallel group's, or the data-parallel one's (the
+/// world without tensor parallelism), with the group's ranks.
 struct CollectiveInstr {
   std::string op;
   uint64_t bytes = 0;
+  bool tensorGroup = false;
+  uint32_t ranks = 1;
 };
 
 /// What the timings need from the plan.
@@ -51,6 +56,7 @@ struct TimingPlan {
   bool allOps = true; ///< log every operation, else those in `ops`
   std::set<std::string> ops;
   uint32_t worldSize = 1;
+  uint32_t tensorParallel = 1; ///< ranks of a tensor-parallel group
   /// Per micro-step program: the index of the instruction writing its loss.
   std::map<std::string, uint32_t, std::less<>> lossInstr;
   /// Per program: its collectives by instruction index.
@@ -90,9 +96,10 @@ public:
   /// The milliseconds of the instructions added before the last
   /// takeBreakdown, by module name (Instr.loc): the flops profile's times.
   const std::map<std::string, double> &moduleMs() const { return modules_; }
-  /// The comms logger's table over the run: per operation and message
-  /// size, the count, total and mean latency and the mean algorithm and
-  /// bus bandwidths; "" without a logger or collectives.
+  /// The comms logger's table over the run: per operation (and group, on
+  /// a tensor-parallel plan) and message size, the count, total and mean
+  /// latency and the mean algorithm and bus bandwidths; "" without a logger or
+  /// collectives.
   std::string commsSummary() const;
 
 private:
@@ -107,7 +114,8 @@ private:
   TimingPlan plan_;
   StepBreakdown current_;
   std::map<std::string, double> currentModules_, modules_;
-  std::map<std::pair<std::string, uint64_t>, Sizes> comms_;
+  /// (operation, tensor group, message bytes) -> what ran.
+  std::map<std::tuple<std::string, bool, uint64_t>, Sizes> comms_;
 };
 
 /// Bus bandwidth over algorithm bandwidth for `op` on `ranks` ranks (the

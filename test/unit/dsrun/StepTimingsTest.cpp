@@ -28,9 +28,9 @@ TimingPlan twoRankPlan() {
   p.logComms = true;
   p.worldSize = 2;
   p.lossInstr["micro_step"] = 2;
-  p.collectives["micro_step"][3] = {"reduce_scatter", 1000000};
-  p.collectives["apply"][1] = {"all_gather", 1000000};
-  p.collectives["eval"][0] = {"all_reduce", 4};
+  p.collectives["micro_step"][3] = {"reduce_scatter", 1000000, false, 2};
+  p.collectives["apply"][1] = {"all_gather", 1000000, false, 2};
+  p.collectives["eval"][0] = {"all_reduce", 4, false, 2};
   return p;
 }
 
@@ -72,14 +72,38 @@ TEST(StepTimings, CommsTableByOperationAndSize) {
   EXPECT_EQ(t.commsSummary(),
             "comms (each collective this rank ran, by operation and message "
             "size):\n"
-            "  op                   message    count     total ms     avg ms   "
-            "algbw Gbps   busbw Gbps\n"
-            "  all_gather        976.56 KiB        2        2.000      1.000 "
+            "  op                     message    count     total ms     avg ms "
+            "  algbw Gbps   busbw Gbps\n"
+            "  all_gather          976.56 KiB        2        2.000      1.000 "
             "        8.00         4.00\n"
-            "  all_reduce               4 B        1        2.000      2.000 "
+            "  all_reduce                 4 B        1        2.000      2.000 "
             "        0.00         0.00\n"
-            "  reduce_scatter    976.56 KiB        2        4.000      2.000 "
+            "  reduce_scatter      976.56 KiB        2        4.000      2.000 "
             "        4.00         2.00\n");
+}
+
+TEST(StepTimings, CommsTableNamesTheGroupOnAMesh) {
+  // 4 ranks as 2 data x 2 tensor: an all-reduce of each group, 1e6 bytes
+  // in 2 ms (4 Gbps); both groups have 2 ranks, so the bus factor is 1.
+  TimingPlan p;
+  p.logComms = true;
+  p.worldSize = 4;
+  p.tensorParallel = 2;
+  p.collectives["micro_step"][0] = {"all_reduce", 1000000, true, 2};
+  p.collectives["micro_step"][1] = {"all_reduce", 1000000, false, 2};
+  StepTimings t(p);
+  t.add(
+      {rec("micro_step", 0, 0, 2, "comm"), rec("micro_step", 1, 2, 4, "comm")},
+      nullptr);
+  EXPECT_EQ(t.commsSummary(),
+            "comms (each collective this rank ran, by operation and message "
+            "size):\n"
+            "  op                     message    count     total ms     avg ms "
+            "  algbw Gbps   busbw Gbps\n"
+            "  all_reduce data     976.56 KiB        1        2.000      2.000 "
+            "        4.00         4.00\n"
+            "  all_reduce tensor   976.56 KiB        1        2.000      2.000 "
+            "        4.00         4.00\n");
 }
 
 TEST(StepTimings, ProfOpsChooseWhatIsLogged) {
