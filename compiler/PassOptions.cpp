@@ -7,6 +7,7 @@ namespace dsc {
 TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   TrainOptions o;
   o.setWorldSize(worldSize, config.tensorParallel);
+  o.shard.sequenceParallel = config.sequenceParallel;
   o.setAccumulationSteps(config.gradientAccumulationSteps);
   // optimizer.params, gradient_clipping
   o.adamw.beta1 = config.optimizer.beta1;

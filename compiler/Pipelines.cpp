@@ -214,6 +214,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("ranks of a tensor-parallel group (phase shard), "
                      "dividing world-size"),
       llvm::cl::init(defaults.shard.tensorParallel)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Megatron-LM's sequence parallelism (phase shard)"),
+      llvm::cl::init(defaults.shard.sequenceParallel)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
   Option<int64_t> bucketSize{*this, "bucket-size",
@@ -261,6 +265,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize, tensorParallel);
+    o.shard.sequenceParallel = sequenceParallel;
     o.adamw = {beta1,          beta2,        eps,      weightDecay, gradClip,
                optimizer,      lrDecay,      momentum, dampening,   nesterov,
                cycleMomentum,  decayAll,     noDecay,  minCoeff,    maxCoeff,

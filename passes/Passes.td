@@ -275,12 +275,20 @@ def DsShard : Pass<"ds-shard", "::mlir::ModuleOp"> {
     whole is all-reduced (dist.all_reduce, waited for at once): once after
     each row-parallel layer's forward and once after each
     column-parallel layer's input gradient. An op that cannot run on the
-    layouts it is given is an error naming it. Cut variables carry
+    layouts it is given is an error naming it. With sequence-parallel, the
+    activations [B, S, ...] between the cut layers (norms, dropout,
+    residuals) are cut along their tokens instead of whole: each
+    all-reduce becomes a reduce-scatter, and the input of each
+    column-parallel layer is all-gathered. Cut variables carry
     dist.tensor_split, the module dist.tensor_parallel.
   }];
   let options = [
     Option<"tensorParallel", "tensor-parallel", "int64_t", "1",
-           "ranks in the tensor-parallel group (1: the pass changes nothing)">
+           "ranks in the tensor-parallel group (1: the pass changes nothing)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Megatron-LM's sequence parallelism: activations outside the cut "
+           "layers cut along their tokens (reduce-scatter + all-gather in "
+           "place of each all-reduce)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }

@@ -426,7 +426,7 @@ namespace {
 /// DeepSpeed's `compile` section configures torch.compile (and DeepCompile)
 /// over the engine's module: an object (checkKeys notes it has no effect).
 /// tensor_parallel.autotp_size (0 and 1: off), which must divide the
-/// world size; so far it must be the world size.
+/// world size, and dsc's sequence_parallel beside it.
 bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
                         DsConfig &c) {
   std::optional<Section> s;
@@ -436,9 +436,13 @@ bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
     return true;
   int64_t size = 0;
   if (!s->checkKeys() || !s->integer("autotp_size", size) ||
-      !r.atLeast(s->at("autotp_size"), size, int64_t(0)))
+      !r.atLeast(s->at("autotp_size"), size, int64_t(0)) ||
+      !s->boolean("sequence_parallel", c.sequenceParallel))
     return false;
   c.tensorParallel = std::max<int64_t>(size, 1);
+  if (c.sequenceParallel && c.tensorParallel == 1)
+    return r.fail(s->at("sequence_parallel"),
+                  "needs a tensor-parallel group (autotp_size > 1)");
   if (worldSize % c.tensorParallel != 0) {
     r.fail(s->at("autotp_size"), formatNumber(size) +
                                      " does not divide the world size " +

@@ -75,6 +75,9 @@ struct DsConfig {
   /// tensor_parallel.autotp_size: ranks of a tensor-parallel group (1: no
   /// tensor parallelism).
   int64_t tensorParallel = 1;
+  /// tensor_parallel.sequence_parallel (dsc's key): Megatron-LM's sequence
+  /// parallelism over the tensor-parallel group.
+  bool sequenceParallel = false;
 
   struct Scheduler {
     /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or

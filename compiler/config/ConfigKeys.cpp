@@ -457,7 +457,11 @@ constexpr ConfigKey kKeys[] = {
     {"$.tensor_parallel", "autotp_size", Works,
      ">= 0 [0: off] ranks of a tensor-parallel group (consecutive ranks), "
      "dividing the world size; the data-parallel replicas (world / size) "
-     "take ZeRO stages 0-1 so far"},
+     "take ZeRO stages 0-3"},
+    {"$.tensor_parallel", "sequence_parallel", Works,
+     "dsc's key (false): Megatron-LM's sequence parallelism, the "
+     "activations between the cut layers cut along their tokens "
+     "(reduce-scatter + all-gather in place of each all-reduce)"},
     {"$.tensor_parallel", "tp_overlap_comm", NotSupported,
      "dsc waits for each tensor-parallel all-reduce at once, so far"},
     {"$.tensor_parallel", "vocab_parallel_lm_head", NotSupported,

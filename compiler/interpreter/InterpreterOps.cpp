@@ -125,6 +125,10 @@ Outcome dropout(DropoutOp op, Operands in, const EvalContext &ctx) {
   if (id < 0 || id > int64_t(std::numeric_limits<uint32_t>::max()))
     return error("interpreter: dropout id " + llvm::Twine(id) +
                  " does not fit the 32-bit RNG stream");
+  if (op.getParts() > 1) // one rank's part: the interpreter runs whole values
+    return error("interpreter: dropout over one of " +
+                 llvm::Twine(op.getParts()) +
+                 " parts (sequence parallelism) is not interpreted");
   return one(ref::dropout(*in[0], op.getRate().convertToDouble(), ctx.seed,
                           uint32_t(id), ctx.step, ctx.sampleOffset));
 }

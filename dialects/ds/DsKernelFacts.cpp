@@ -60,6 +60,8 @@ void BiasGeluOp::getKernelAttributes(Ints &ints, Floats &) {
 
 void DropoutOp::getKernelAttributes(Ints &ints, Floats &floats) {
   ints.push_back(getId());
+  ints.push_back(getParts());
+  ints.push_back(getPartDim());
   floats.push_back(f(getRateAttr()));
 }
 

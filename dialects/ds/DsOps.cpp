@@ -115,6 +115,12 @@ LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0 && rate < 1)) // NaN too
     return emitOpError("rate must be in [0, 1), got ") << rate;
+  if (getParts() < 1)
+    return emitOpError("parts must be at least 1, got ") << getParts();
+  int64_t rank = tensorOf(getX()).getRank();
+  if (getParts() > 1 && (getPartDim() < 0 || getPartDim() >= rank))
+    return emitOpError("part_dim must be a dimension of x, got ")
+           << getPartDim();
   return success();
 }
 

@@ -222,7 +222,8 @@ def DS_CastOp : DS_Op<"cast",
 def DS_DropoutOp : DS_Op<"dropout",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
-  let kernel = DS_F32Kernel<["id"], ["rate"], "f32->f32", "any_input">;
+  let kernel = DS_F32Kernel<["id", "parts", "part_dim"], ["rate"], "f32->f32",
+                            "any_input">;
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
     Element e is kept when uniform(seed, id, step, g) >= rate and then scaled
@@ -232,11 +233,28 @@ def DS_DropoutOp : DS_Op<"dropout",
     context; `id` is unique per dropout site, so the mask is reproducible by
     any recomputation and the same however the global batch is split over
     ranks and micro-steps.
+
+    With `parts` P > 1 (sequence parallelism, phase shard), x is the
+    rank's part of an activation cut along dimension `part_dim` into P
+    contiguous parts, the one numbered by the rank's place in its
+    tensor-parallel group: e is then the element's index in the whole
+    activation, so every rank draws the mask one rank would.
   }];
-  let arguments = (ins DS_FloatTensor:$x, F64Attr:$rate, I64Attr:$id);
+  let arguments = (ins DS_FloatTensor:$x, F64Attr:$rate, I64Attr:$id,
+                       DefaultValuedAttr<I64Attr, "1">:$parts,
+                       DefaultValuedAttr<I64Attr, "0">:$part_dim);
   let results = (outs DS_FloatTensor:$result);
+  let builders = [
+    // A dropout on a whole activation.
+    OpBuilder<(ins "::mlir::Value":$x, "::mlir::FloatAttr":$rate,
+                   "::mlir::IntegerAttr":$id), [{
+      build($_builder, $_state, x.getType(), x, rate, id,
+            $_builder.getI64IntegerAttr(1), $_builder.getI64IntegerAttr(0));
+    }]>
+  ];
   let assemblyFormat = [{
-    $x `rate` $rate `id` $id attr-dict `:` type($x)
+    $x `rate` $rate `id` $id (`parts` $parts^)? (`along` $part_dim^)?
+    attr-dict `:` type($x)
   }];
   let hasVerifier = 1;
 }

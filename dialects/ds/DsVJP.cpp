@@ -193,7 +193,8 @@ LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs, ArrayRef<bool>,
 LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
                                   ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   // Same id, same mask: the VJP of a masked scale is the same masked scale.
-  out[0] = b.create<DropoutOp>(getLoc(), gs[0], getRateAttr(), getIdAttr());
+  out[0] = b.create<DropoutOp>(getLoc(), gs[0], getRateAttr(), getIdAttr(),
+                               getPartsAttr(), getPartDimAttr());
   return success();
 }
 

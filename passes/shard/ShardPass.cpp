@@ -76,6 +76,8 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
   DenseMap<Operation *, SmallVector<Sharding>> needs;
   /// Splat constants given the layout their user needs.
   DenseSet<Value> relaid;
+  /// The rules' context in the function being laid out.
+  shard::RuleContext rules;
 
   static bool isSplat(Value v) {
     auto c = v.getDefiningOp<ConstantOp>();
@@ -188,12 +190,33 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
   }
 
   /// Whether an operand laid out as `have` can be given as `want`: as is,
-  /// or a partial sum all-reduced to the whole.
+  /// a partial sum all-reduced to the whole or reduce-scattered along its
+  /// tokens, a token-cut value all-gathered, a whole one cut to its part.
   static bool reachable(const Sharding &have, const Sharding &want) {
-    return have == want || (have.isPartial() && want.isReplicated());
+    return have == want ||
+           (have.isPartial() && (want.isReplicated() || want.isTokens())) ||
+           (have.isTokens() && want.isReplicated()) ||
+           (have.isReplicated() && want.isTokens());
+  }
+
+  /// The rules' context in `func`: with sequence parallelism, the batch
+  /// and sequence of its tokens (the indices of its first embedding).
+  shard::RuleContext contextOf(func::FuncOp func) {
+    shard::RuleContext ctx;
+    ctx.parts = tensorParallel;
+    ctx.sequenceParallel = sequenceParallel;
+    func.walk([&](EmbeddingOp e) {
+      auto t = cast<RankedTensorType>(e.getIndices().getType());
+      if (ctx.batch == 0 && t.getRank() == 2) {
+        ctx.batch = t.getDimSize(0);
+        ctx.seq = t.getDimSize(1);
+      }
+    });
+    return ctx;
   }
 
   LogicalResult propagate(func::FuncOp func) {
+    rules = contextOf(func);
     for (Operation &op : func.front()) {
       SmallVector<Sharding> in;
       for (Value v : op.getOperands())
@@ -205,7 +228,8 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
         Value v = op.getOperand(i);
         // A splat (the zeros that reset a gradient) takes the layout its
         // user asks for: a copy of its own when it has other users.
-        if (have.isReplicated() && want.isSplit() && isSplat(v)) {
+        if (have.isReplicated() && (want.isSplit() || want.isTokens()) &&
+            isSplat(v)) {
           if (!v.hasOneUse()) {
             OpBuilder b(&op);
             v = b.clone(*v.getDefiningOp())->getResult(0);
@@ -281,11 +305,69 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     if (isa<func::ReturnOp>(op))
       return OpLayout{SmallVector<Sharding>(in.size()), {}};
     std::string why;
-    FailureOr<OpLayout> l = shard::layoutOf(op, in, tensorParallel, why);
+    FailureOr<OpLayout> l = shard::layoutOf(op, in, rules, why);
     if (failed(l))
       return op->emitError("ds-shard: ")
              << op->getName() << " cannot run tensor-parallel: " << why;
     return l;
+  }
+
+  /// `v` (laid out as `have`, its type already one rank's) made `want`,
+  /// right after it is computed: a partial sum all-reduced (whole) or
+  /// reduce-scattered (token-cut), a token-cut value all-gathered, a
+  /// whole one cut to this rank's part. The token layouts are contiguous
+  /// parts, so each is a flat collective between two reshapes.
+  Value convert(OpBuilder &b, Value v, const Sharding &have,
+                const Sharding &want) {
+    b.setInsertionPointAfterValue(v);
+    Location loc = v.getLoc();
+    auto type = cast<RankedTensorType>(v.getType());
+    auto tensorGroup = [&](Operation *c) {
+      c->setAttr(dist::kTensorGroupAttr, b.getUnitAttr());
+      return c->getResult(0);
+    };
+    if (have.isPartial() && want.isReplicated()) {
+      auto sum = b.create<dist::AllReduceOp>(loc, v, b.getF64FloatAttr(1.0));
+      return b.create<dist::WaitOp>(loc, tensorGroup(sum));
+    }
+    const int64_t parts = tensorParallel;
+    auto flat = [&](int64_t n) {
+      return RankedTensorType::get({n}, type.getElementType());
+    };
+    const int64_t n = type.getNumElements();
+    Value x = b.create<ReshapeOp>(loc, flat(n), v);
+    RankedTensorType to = type;
+    if (want.isTokens()) { // from partial or whole: this rank's part
+      to = shard::localType(type, want, parts);
+      if (have.isPartial())
+        x = b.create<dist::WaitOp>(
+            loc, tensorGroup(b.create<dist::ReduceScatterOp>(
+                     loc, flat(n / parts), x, b.getF64FloatAttr(1.0),
+                     b.getI64IntegerAttr(parts))));
+      else
+        x = tensorGroup(b.create<dist::ShardOp>(loc, flat(n / parts), x,
+                                                b.getI64IntegerAttr(parts)));
+    } else { // token-cut to whole
+      SmallVector<int64_t> shape(type.getShape());
+      shape[have.dim] *= parts;
+      to = RankedTensorType::get(shape, type.getElementType());
+      x = b.create<dist::WaitOp>(
+          loc, tensorGroup(b.create<dist::AllGatherOp>(
+                   loc, flat(n * parts), x, b.getI64IntegerAttr(parts))));
+    }
+    return b.create<ReshapeOp>(loc, to, x);
+  }
+
+  /// A dropout on a token-cut activation draws the mask of its part of the
+  /// whole (ds.dropout's parts): the one rank would.
+  void markDropoutPart(Operation &op) {
+    auto d = dyn_cast<DropoutOp>(op);
+    Sharding s = d ? layoutOf(d.getResult()) : Sharding();
+    if (!s.isTokens())
+      return;
+    OpBuilder b(d);
+    d.setPartsAttr(b.getI64IntegerAttr(tensorParallel));
+    d.setPartDimAttr(b.getI64IntegerAttr(s.dim));
   }
 
   void rewrite(ModuleOp module) {
@@ -307,24 +389,22 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
           var->removeAttr(kAttentionHeadsAttr);
       }
     }
-    DenseMap<Value, Value> reduced;
+    // Each value converted once per layout it is needed in.
+    DenseMap<std::pair<Value, unsigned>, Value> converted;
     for (auto func : module.getOps<func::FuncOp>())
       for (Operation &op : llvm::make_early_inc_range(func.front())) {
         for (auto [i, want] : llvm::enumerate(needs.lookup(&op))) {
           Value v = op.getOperand(i);
-          if (!layoutOf(v).isPartial() || want.isPartial())
+          Sharding have = layoutOf(v);
+          if (have == want || relaid.contains(v))
             continue;
-          Value &whole = reduced[v];
-          if (!whole) {
-            b.setInsertionPointAfterValue(v);
-            Location loc = v.getLoc();
-            auto sum =
-                b.create<dist::AllReduceOp>(loc, v, b.getF64FloatAttr(1.0));
-            sum->setAttr(dist::kTensorGroupAttr, b.getUnitAttr());
-            whole = b.create<dist::WaitOp>(loc, sum);
-          }
-          op.setOperand(i, whole);
+          unsigned key = want.isTokens() ? 1 + unsigned(want.dim) : 0;
+          Value &done = converted[{v, key}];
+          if (!done)
+            done = convert(b, v, have, want);
+          op.setOperand(i, done);
         }
+        markDropoutPart(op);
         localizeResults(b, op);
       }
     module->setAttr(dist::kTensorParallelAttr,

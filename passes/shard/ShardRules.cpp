@@ -16,6 +16,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <optional>
+
 namespace mlir::ds::shard {
 
 std::string Sharding::str() const {
@@ -27,13 +29,15 @@ std::string Sharding::str() const {
   case Split:
     return "split(" + std::to_string(dim) +
            (blocks > 1 ? ", " + std::to_string(blocks) + " blocks)" : ")");
+  case Tokens:
+    return "tokens(" + std::to_string(dim) + ")";
   }
   return "?";
 }
 
 RankedTensorType localType(RankedTensorType t, const Sharding &s,
                            int64_t parts) {
-  if (!s.isSplit())
+  if (!s.isSplit() && !s.isTokens())
     return t;
   SmallVector<int64_t> shape(t.getShape());
   shape[s.dim] /= parts;
@@ -287,6 +291,94 @@ FailureOr<OpLayout> update(Operation *op, Layouts in, std::string &why) {
   return l;
 }
 
+/// Sequence parallelism's ops: elementwise ops, dropout and the norms (and
+/// their gradients) on activations cut along their tokens, and sums over
+/// the tokens. Applies when an operand is token-cut, or is a partial
+/// activation that the op can take token-cut instead of whole (a
+/// reduce-scatter, not an all-reduce); whole operands that span the
+/// tokens are cut to match, those that do not (a bias, a norm's weight)
+/// stay whole. None when it does not apply, or the operands do not fit
+/// (then the op's own rule runs on them whole).
+std::optional<OpLayout> tokenWise(Operation *op, Layouts in,
+                                  const RuleContext &ctx) {
+  const bool gradOfNorm = isa<LayerNormGradOp, RmsNormGradOp>(op);
+  const bool sum = isa<ReduceSumOp>(op);
+  if (!gradOfNorm && !sum &&
+      !isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
+           LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
+           SiluGradOp, GeluGradOp, SwigluOp, CastOp, DropoutOp, LayerNormOp,
+           RmsNormOp>(op))
+    return std::nullopt;
+  if (llvm::any_of(in, [](const Sharding &s) { return s.isSplit(); }))
+    return std::nullopt;
+  if (isa<AddOp, SubOp>(op) &&
+      llvm::all_of(in, [](const Sharding &s) { return s.isPartial(); }))
+    return std::nullopt; // stays partial
+  // The frame: the first operand's type (the result's for elementwise ops,
+  // x for the norms and their gradients).
+  auto frame = typeOf(sum ? op->getOperand(0) : op->getResult(0));
+  if (gradOfNorm)
+    frame = typeOf(op->getOperand(0));
+  if (!frame)
+    return std::nullopt;
+  const int64_t rank = frame.getRank();
+  int64_t d = -1;
+  bool partialActivation = false;
+  for (auto [i, s] : llvm::enumerate(in)) {
+    auto t = typeOf(op->getOperand(i));
+    if (!t)
+      continue;
+    if (s.isTokens()) {
+      int64_t mapped = s.dim + rank - t.getRank();
+      if (d >= 0 && d != mapped)
+        return std::nullopt;
+      d = mapped;
+    }
+    partialActivation |=
+        s.isPartial() && t.getRank() == rank && tokenDim(t, ctx) >= 0;
+  }
+  if (d < 0 && (sum || !partialActivation))
+    return std::nullopt;
+  if (d < 0)
+    d = tokenDim(frame, ctx);
+  if (d < 0)
+    return std::nullopt;
+  OpLayout l = allReplicated(op);
+  for (auto [i, s] : llvm::enumerate(in)) {
+    auto t = typeOf(op->getOperand(i));
+    if (!t)
+      continue;
+    const int64_t od = d - (rank - t.getRank());
+    const bool spans = od >= 0 && t.getDimSize(od) == frame.getDimSize(d);
+    const bool contiguous =
+        llvm::all_of(t.getShape().take_front(std::max<int64_t>(od, 0)),
+                     [](int64_t n) { return n == 1; }) ||
+        od == 0;
+    if (s.isTokens() || (spans && contiguous))
+      l.operands[i] = spans ? Sharding::tokens(od) : s;
+    else if (spans)
+      return std::nullopt; // a part that is not contiguous
+    // Anything else is taken whole: a partial one all-reduced.
+  }
+  if (sum) {
+    ArrayRef<int64_t> axes = cast<ReduceSumOp>(op).getAxes();
+    if (llvm::is_contained(axes, d)) {
+      l.results[0] = Sharding::partial();
+      return l;
+    }
+    int64_t rd = d;
+    if (!cast<ReduceSumOp>(op).getKeepdim())
+      rd -= llvm::count_if(axes, [&](int64_t a) { return a < d; });
+    l.results[0] = Sharding::tokens(rd);
+    return l;
+  }
+  l.results[0] = Sharding::tokens(d);
+  // A norm's weight and bias gradients sum over every token: partial.
+  for (unsigned r = 1; gradOfNorm && r < op->getNumResults(); ++r)
+    l.results[r] = Sharding::partial();
+  return l;
+}
+
 /// The default: whole operands give whole results.
 FailureOr<OpLayout> replicatedOnly(Operation *op, Layouts in,
                                    std::string &why) {
@@ -301,8 +393,29 @@ FailureOr<OpLayout> replicatedOnly(Operation *op, Layouts in,
 
 } // namespace
 
-FailureOr<OpLayout> layoutOf(Operation *op, Layouts in, int64_t parts,
-                             std::string &why) {
+int64_t tokenDim(RankedTensorType t, const RuleContext &ctx) {
+  if (!ctx.sequenceParallel || !t || t.getRank() < 2 ||
+      t.getDimSize(0) != ctx.batch || t.getDimSize(1) != ctx.seq)
+    return -1;
+  if (ctx.batch % ctx.parts == 0)
+    return 0;
+  if (ctx.batch == 1 && ctx.seq % ctx.parts == 0)
+    return 1;
+  return -1;
+}
+
+FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
+                             const RuleContext &ctx, std::string &why) {
+  if (ctx.sequenceParallel)
+    if (std::optional<OpLayout> l = tokenWise(op, given, ctx))
+      return *l;
+  // Every other rule takes token-cut operands whole (all-gathered).
+  SmallVector<Sharding> whole(given.begin(), given.end());
+  for (Sharding &s : whole)
+    if (s.isTokens())
+      s = Sharding::replicated();
+  Layouts in = whole;
+  const int64_t parts = ctx.parts;
   if (isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp, LogOp,
           TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
           SiluGradOp, GeluGradOp, SwigluOp, CastOp>(op))

@@ -561,6 +561,8 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   ctx.step = step;
   ctx.sampleOffset = sampleOffset_;
   ctx.rank = dataRank_;
+  ctx.tensorRank =
+      options_.rank % int(std::max<uint32_t>(1, plan_.tensor_parallel()));
   ctx.worldSize = dataWorld_;
   ctx.comm = dataComm_;
   ctx.tensorComm = tensorComm_;

@@ -139,6 +139,9 @@ struct KernelContext {
   uint64_t sampleOffset = 0;
   int rank = 0;
   int worldSize = 1;
+  /// The rank's place in its tensor-parallel group (0 without one): which
+  /// part of a token-cut activation dropout draws for.
+  int tensorRank = 0;
   /// The ranks' collectives (comm.* kernels); null outside a Session. With
   /// tensor parallelism `comm` is the rank's data-parallel group (rank and
   /// worldSize are its coordinates there) and the executor hands a

@@ -436,6 +436,11 @@ bool checkDropout(const KernelArgs &a, std::string &err) {
     return fail(err, "id must be in [0, 2^32), got ", id);
   if (!(rate >= 0 && rate <= 1))
     return fail(err, "rate must be in [0, 1], got ", rate);
+  const int64_t parts = a.intAttrs[1], dim = a.intAttrs[2];
+  if (parts < 1)
+    return fail(err, "parts must be at least 1, got ", parts);
+  if (parts > 1 && (dim < 0 || dim >= x.rank))
+    return fail(err, "part_dim must be a dimension of x, got ", dim);
   return true;
 }
 

@@ -154,9 +154,10 @@ TEST(KernelFacts, AttributeEncodingsFlopsAndInPlaceSafety) {
   ASSERT_TRUE(adam);
   EXPECT_EQ(attrs(adam), std::make_pair(V{}, F{0.9, 0.95, 1e-8, 0.1}));
   EXPECT_TRUE(adam.isInPlaceSafe());
-  // ds.gelu tanh, ds.dropout rate 0.1 id 7, ds.slice offsets [0, 2].
+  // ds.gelu tanh, ds.dropout rate 0.1 id 7 (whole: 1 part, along 0),
+  // ds.slice offsets [0, 2].
   EXPECT_EQ(attrs(first("ds.gelu")), std::make_pair(V{1}, F{}));
-  EXPECT_EQ(attrs(first("ds.dropout")), std::make_pair(V{7}, F{0.1}));
+  EXPECT_EQ(attrs(first("ds.dropout")), std::make_pair(V{7, 1, 0}, F{0.1}));
   EXPECT_EQ(attrs(first("ds.slice")), std::make_pair(V{0, 2}, F{}));
   // Elementwise: one FLOP per output element; in place unless it compares.
   KernelOpInterface add = first("ds.add");

@@ -25,7 +25,7 @@ OPS = {
     'ds.cross_entropy': OpInfo(('logits', 'targets'), ('result',), ('ignore_index',), True),
     'ds.cross_entropy_grad': OpInfo(('logits', 'targets', 'grad'), ('result',), ('ignore_index',), True),
     'ds.div': OpInfo(('lhs', 'rhs'), ('result',), (), True),
-    'ds.dropout': OpInfo(('x',), ('result',), ('rate', 'id'), True),
+    'ds.dropout': OpInfo(('x',), ('result',), ('rate', 'id', 'parts', 'part_dim'), True),
     'ds.embedding': OpInfo(('table', 'indices'), ('result',), (), True),
     'ds.embedding_grad': OpInfo(('indices', 'grad'), ('result',), ('vocab_size',), True),
     'ds.equal': OpInfo(('lhs', 'rhs'), ('result',), (), True),

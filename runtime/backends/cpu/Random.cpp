@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/kernels/DropoutLayout.h"
 #include "runtime/rng/Philox.h"
 
 #include <cmath>
@@ -86,11 +87,12 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   const uint64_t seed = args.ctx->seed;
   const uint32_t stream = uint32_t(id), step = args.ctx->step;
   // Element e is keyed by its global index: the leading dimension is the
-  // micro-batch, which starts at sample ctx->sampleOffset.
+  // micro-batch, which starts at sample ctx->sampleOffset (and x may be
+  // one part of the whole activation: DropoutLayout.h).
+  const DropoutLayout where = dropoutLayout(
+      x, args.intAttrs[1], args.intAttrs[2], args.ctx->tensorRank);
   const uint64_t offset =
-      x.rank > 0 && x.shape[0] > 0
-          ? args.ctx->sampleOffset * uint64_t(n / x.shape[0])
-          : 0;
+      args.ctx->sampleOffset * where.sampleElements + where.partOffset;
   if (offset % 4 != 0) {
     // Rows not a multiple of 4 elements: the batched draw does not line up.
     for (int64_t e = 0; e < n; ++e)

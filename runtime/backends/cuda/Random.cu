@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
+#include "runtime/kernels/DropoutLayout.h"
 #include "runtime/rng/Philox.h"
 
 #include <cmath>
@@ -20,9 +21,10 @@ namespace {
 // One thread per group of four elements: one Philox call gives their words.
 __global__ void dropoutKernel(const void *x, Storage sx, void *y, Storage sy,
                               const RunContext *run, uint32_t stream,
-                              uint32_t threshold, float scale, int64_t rowElems,
+                              uint32_t threshold, float scale,
+                              uint64_t sampleElements, uint64_t partOffset,
                               int64_t n) {
-  const uint64_t offset = run->sampleOffset * uint64_t(rowElems);
+  const uint64_t offset = run->sampleOffset * sampleElements + partOffset;
   const uint64_t seed = run->seed;
   const uint32_t step = run->step;
   DSC_GRID_STRIDE(q, (n + 3) / 4) {
@@ -61,11 +63,14 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   // rate 0 every element is kept and scaled by 1, which copies.
   const uint32_t threshold = uint32_t(std::ceil(rate * 16777216.0));
   const float scale = float(1.0 / (1.0 - rate)); // inf at rate 1: unused
-  // Keyed by the global element index: the leading dim is the micro-batch.
-  const int64_t rowElems = x.rank > 0 && x.shape[0] > 0 ? n / x.shape[0] : 0;
+  // Keyed by the global element index: the leading dim is the micro-batch
+  // (and x may be one part of the whole activation: DropoutLayout.h).
+  const DropoutLayout where =
+      dropoutLayout(x, args.intAttrs[1], args.intAttrs[2],
+                    args.ctx ? args.ctx->tensorRank : 0);
   dropoutKernel<<<gridFor((n + 3) / 4), kBlock, 0, streamOf(args)>>>(
       x.data, storage(x), y.data, storage(y), h->run, uint32_t(id), threshold,
-      scale, rowElems, n);
+      scale, where.sampleElements, where.partOffset, n);
   return launched(err);
 }
 

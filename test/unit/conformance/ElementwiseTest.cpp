@@ -386,17 +386,21 @@ TEST_P(DropoutKernels, MatchesReferenceMask) {
       ctx.step = uint32_t(rng());
       uint32_t id = uint32_t(rng());
       Buf x = uniform(rng, s), y = poisoned(s);
-      RUN_OK("ds.dropout", {&x}, {&y}, {int64_t(id)}, {rate}, &ctx);
+      RUN_OK("ds.dropout", {&x}, {&y}, {int64_t(id), 1, 0}, {rate}, &ctx);
       REF_OK(want, ref::dropout(x.toRef(), rate, ctx.seed, id, ctx.step));
       EXPECT_TRUE(close(y, want));
       for (int64_t i = 0; i < y.numel(); ++i) // the very same mask
         ASSERT_EQ(y.get(i) == 0, want.data[size_t(i)] == 0) << i;
-      RUN_OK("ds.dropout", {&x}, {&x}, {int64_t(id)}, {rate}, &ctx);
+      RUN_OK("ds.dropout", {&x}, {&x}, {int64_t(id), 1, 0}, {rate}, &ctx);
       EXPECT_TRUE(bitwiseEqual(x, y));
     }
   Buf x({4}), y({4});
-  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1}, {1.5}),
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 1, 0}, {1.5}),
                    "ds.dropout: rate must be in [0, 1], got 1.5");
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 0, 0}, {0.5}),
+                   "ds.dropout: parts must be at least 1, got 0");
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 2, 1}, {0.5}),
+                   "ds.dropout: part_dim must be a dimension of x, got 1");
 }
 
 // A micro-batch's rows get the masks they would get as rows of a bigger
@@ -410,19 +414,54 @@ TEST_P(DropoutKernels, MasksFollowTheGlobalSample) {
     ctx.seed = rng();
     ctx.step = uint32_t(rng());
     Buf whole = uniform(rng, Shape{5, row}), all = poisoned(Shape{5, row});
-    RUN_OK("ds.dropout", {&whole}, {&all}, {3}, {0.5}, &ctx);
+    RUN_OK("ds.dropout", {&whole}, {&all}, {3, 1, 0}, {0.5}, &ctx);
     for (int64_t first : {1, 3}) {
       Buf part = uniform(rng, Shape{2, row}), out = poisoned(Shape{2, row});
       for (int64_t i = 0; i < 2 * row; ++i)
         part.set(i, whole.get(first * row + i));
       ctx.sampleOffset = uint64_t(first);
-      RUN_OK("ds.dropout", {&part}, {&out}, {3}, {0.5}, &ctx);
+      RUN_OK("ds.dropout", {&part}, {&out}, {3, 1, 0}, {0.5}, &ctx);
       REF_OK(want, ref::dropout(part.toRef(), 0.5, ctx.seed, 3, ctx.step,
                                 uint64_t(first)));
       EXPECT_TRUE(close(out, want));
       for (int64_t i = 0; i < 2 * row; ++i)
         ASSERT_EQ(out.get(i), all.get(first * row + i)) << i;
       ctx.sampleOffset = 0;
+    }
+  }
+}
+
+// Sequence parallelism: a rank's contiguous part of an activation, cut
+// along the batch or (a batch of one) along the sequence, draws the mask
+// of its elements in the whole, at any sample offset.
+TEST_P(DropoutKernels, APartDrawsItsShareOfTheWholeMask) {
+  SEEDED_RNG(rng);
+  struct Cut {
+    Shape whole;
+    int64_t parts, dim;
+  };
+  // 12 elements a row keeps the batched draw; 7 takes the per-element path.
+  for (const Cut &c : {Cut{{4, 3, 12}, 2, 0}, Cut{{1, 6, 12}, 3, 1},
+                       Cut{{4, 3, 7}, 4, 0}, Cut{{1, 4, 7}, 2, 1}}) {
+    SCOPED_TRACE(shapeString(c.whole) + " in " + std::to_string(c.parts) +
+                 " along " + std::to_string(c.dim));
+    rt::KernelContext ctx;
+    ctx.seed = rng();
+    ctx.step = uint32_t(rng());
+    ctx.sampleOffset = 5;
+    Buf whole = uniform(rng, c.whole), all = poisoned(c.whole);
+    RUN_OK("ds.dropout", {&whole}, {&all}, {9, 1, 0}, {0.5}, &ctx);
+    Shape local = c.whole;
+    local[size_t(c.dim)] /= c.parts;
+    const int64_t n = whole.numel() / c.parts;
+    for (int rank = 0; rank < c.parts; ++rank) {
+      Buf part = poisoned(local), out = poisoned(local);
+      for (int64_t i = 0; i < n; ++i)
+        part.set(i, whole.get(rank * n + i));
+      ctx.tensorRank = rank;
+      RUN_OK("ds.dropout", {&part}, {&out}, {9, c.parts, c.dim}, {0.5}, &ctx);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(out.get(i), all.get(rank * n + i)) << rank << " " << i;
     }
   }
 }
