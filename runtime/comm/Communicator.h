@@ -135,6 +135,12 @@ public:
 
 protected:
   Communicator() = default;
+  /// Lines name this communicator's ranks as `other`'s (a device
+  /// communicator over the same ranks as a host group).
+  void nameAs(const Communicator &other) {
+    groupName_ = other.groupName_;
+    parentRank_ = other.parentRank_;
+  }
 
   // What an implementation provides (the public calls above forward here).
   virtual bool doAllReduceSum(const void *in, void *out, size_t count,

@@ -412,14 +412,7 @@ bool SessionImpl::makeGroups(std::string &error) {
   dataComm_ = tensorComm_ = comm_;
   if (tp == 1 || dataWorld_ == 1)
     return true; // one group: the world
-  // The CUDA executor runs every device collective on its one NCCL
-  // communicator over the world.
-  if (loaded_.backend().name() != "cpu") {
-    error = loaded_.name() + ": data x tensor parallelism on the " +
-            std::string(loaded_.backend().name()) +
-            " backend is not supported yet";
-    return false;
-  }
+  // The CUDA backend makes an NCCL communicator for each group from it.
   Mesh mesh = Mesh::make({{"data", dataWorld_}, {"tensor", tp}}, error);
   if (!mesh.valid())
     return false;

@@ -100,7 +100,7 @@ bool CudaDevice::open(int device, const Settings &chosen, std::string &err) {
 void CudaDevice::close() {
   std::string unused;
   synchronize(unused);
-  nccl.reset();
+  nccls.clear();
   for (int s = 0; s < kNumStreams; ++s) {
     CudaHandles &h = handles[size_t(s)];
     std::string ignored;
@@ -199,21 +199,26 @@ NcclCommunicator *CudaDevice::ncclFor(Communicator *host, std::string &err) {
     err = "no communicator (collectives run inside a Session)";
     return nullptr;
   }
-  if (nccl && ncclHost == host)
-    return nccl.get();
-  nccl = NcclCommunicator::create(*host, err);
-  ncclHost = nccl ? host : nullptr;
-  if (!nccl)
+  for (Nccl &n : nccls)
+    if (n.host == host)
+      return n.comm.get();
+  std::unique_ptr<NcclCommunicator> comm = NcclCommunicator::create(*host, err);
+  if (!comm) {
     err = "cannot start NCCL: " + err;
-  return nccl.get();
+    return nullptr;
+  }
+  nccls.push_back({host, std::move(comm)});
+  return nccls.back().comm.get();
 }
 
 bool CudaDevice::finishCollectives(CollectiveFault &fault, std::string &err) {
-  if (!nccl)
+  if (nccls.empty())
     return synchronize(err);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  CollectiveWatch watch(nccl->timeout(), 0.0);
+  std::vector<CollectiveWatch> watches;
+  for (const Nccl &n : nccls)
+    watches.emplace_back(n.comm->timeout(), 0.0);
   for (;;) {
     bool done = true;
     for (cudaStream_t s : streams) {
@@ -230,14 +235,20 @@ bool CudaDevice::finishCollectives(CollectiveFault &fault, std::string &err) {
       return true;
     const double now =
         std::chrono::duration<double>(Clock::now() - start).count();
-    const uint32_t late = watch.observe(nccl->progress(), now);
-    std::string why = nccl->asyncError();
-    if (late || !why.empty()) {
-      fault.collective = late ? late : watch.current();
+    for (size_t c = 0; c < nccls.size(); ++c) {
+      NcclCommunicator &comm = *nccls[c].comm;
+      const uint32_t late = watches[c].observe(comm.progress(), now);
+      std::string why = comm.asyncError();
+      if (!late && why.empty())
+        continue;
+      fault.comm = c;
+      fault.collective = late ? late : watches[c].current();
       fault.ncclError = why;
-      err = "rank " + std::to_string(nccl->rank()) +
+      err = comm.who() +
             ": NCCL: " + (why.empty() ? "a collective timed out" : why);
-      nccl->abort("an earlier collective");
+      // Every group's kernels may wait on the lost rank: end them all.
+      for (Nccl &n : nccls)
+        n.comm->abort("an earlier collective");
       std::string ignored;
       synchronize(ignored); // the aborted kernels return
       return false;

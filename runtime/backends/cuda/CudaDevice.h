@@ -17,6 +17,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dsc::rt::cuda {
 
@@ -32,25 +33,32 @@ struct CudaDevice {
   std::array<cudaStream_t, kNumStreams> streams{};
   std::array<CudaHandles, kNumStreams> handles{};
   RunContext *run = nullptr; ///< device memory
-  /// The NCCL communicator over the run's ranks, made at the first
-  /// collective from the run's host communicator (ncclFor).
-  std::unique_ptr<NcclCommunicator> nccl;
-  Communicator *ncclHost = nullptr;
+  /// One NCCL communicator per host communicator the run's collectives
+  /// use (the world; on a data x tensor mesh the rank's data group and its
+  /// tensor group), each made at the first collective over it (ncclFor).
+  struct Nccl {
+    Communicator *host = nullptr;
+    std::unique_ptr<NcclCommunicator> comm;
+  };
+  std::vector<Nccl> nccls;
 
   /// The NCCL communicator for `host`'s ranks, made on first use (every
-  /// rank makes it at the same collective); null with one line.
+  /// rank of the group makes it at the same collective); null with one
+  /// line.
   NcclCommunicator *ncclFor(Communicator *host, std::string &err);
   /// Where a wait for a run with collectives went wrong: collective k of
-  /// the run (1-based; 0 when something else failed) stayed in flight past
-  /// the timeout, or NCCL reported an error (its message).
+  /// the run (1-based; 0 when something else failed) over communicator
+  /// `comm` (an index into nccls) stayed in flight past the timeout, or
+  /// NCCL reported an error (its message).
   struct CollectiveFault {
+    size_t comm = 0;
     uint32_t collective = 0;
     std::string ncclError;
   };
-  /// Waits for every plan stream; with an NCCL communicator, polls its
+  /// Waits for every plan stream; with NCCL communicators, polls each one's
   /// progress word (CollectiveWatch.h), and once a collective has been in
-  /// flight past its timeout or on an NCCL error aborts it and fails,
-  /// saying which collective in `fault`.
+  /// flight past its timeout or on an NCCL error aborts them all and
+  /// fails, saying which collective in `fault`.
   bool finishCollectives(CollectiveFault &fault, std::string &err);
 
   /// What `--backend cuda:...` chose (CudaBackend.cpp).

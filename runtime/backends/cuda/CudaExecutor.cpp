@@ -64,7 +64,8 @@ private:
     int runs = 0;
     cudaGraphExec_t exec = nullptr;
     bool uncapturable = false;
-    std::vector<CollectiveSite> collectives;
+    /// Per NCCL communicator (CudaDevice::nccls), its collectives.
+    std::vector<std::vector<CollectiveSite>> collectives;
   };
 
   /// A host instruction as a host function's argument: where its operands
@@ -181,7 +182,9 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
       KernelContext instrCtx = instructionContext(in, ctx);
       KernelArgs args = makeKernelArgs(in.inputs, in.outputs, in.intAttrs,
                                        in.floatAttrs, &instrCtx);
-      const uint32_t issuedBefore = dev_.nccl ? dev_.nccl->issued() : 0;
+      std::vector<uint32_t> issuedBefore;
+      for (const CudaDevice::Nccl &n : dev_.nccls)
+        issuedBefore.push_back(n.comm->issued());
       // A launch check reads CUDA's last error: clear what an earlier,
       // already handled call left there, so it is not blamed on this one.
       (void)cudaGetLastError();
@@ -191,10 +194,14 @@ bool CudaExecutor::enqueue(const PreparedProgram &program,
         ok = false;
         kernelError = ex.what();
       }
-      // (the first collective makes the communicator)
-      for (uint32_t k = issuedBefore + 1; dev_.nccl && k <= dev_.nccl->issued();
-           ++k)
-        state.collectives.push_back({&in, dev_.nccl->issuedName(k)});
+      // (the first collective over a group makes its communicator)
+      state.collectives.resize(dev_.nccls.size());
+      for (size_t c = 0; c < dev_.nccls.size(); ++c) {
+        const NcclCommunicator &comm = *dev_.nccls[c].comm;
+        for (uint32_t k = c < issuedBefore.size() ? issuedBefore[c] + 1 : 1;
+             k <= comm.issued(); ++k)
+          state.collectives[c].push_back({&in, comm.issuedName(k)});
+      }
     }
     if (ok && timed)
       ok = cudaOk(cudaEventRecord(timingEvent(2 * i + 1), stream), kernelError,
@@ -281,10 +288,11 @@ CudaExecutor::collectiveFault(const PreparedProgram &program,
   const std::string inProgram =
       what + ": program '" + std::string(program.name) + "'";
   const uint32_t k = fault.collective;
-  if (k == 0 || k > state.collectives.size() || !dev_.nccl)
+  if (k == 0 || fault.comm >= state.collectives.size() ||
+      k > state.collectives[fault.comm].size())
     return inProgram + ": " + err;
-  const CollectiveSite &site = state.collectives[k - 1];
-  const NcclCommunicator &comm = *dev_.nccl;
+  const CollectiveSite &site = state.collectives[fault.comm][k - 1];
+  const NcclCommunicator &comm = *dev_.nccls[fault.comm].comm;
   const uint64_t sequence = comm.completedBefore() + k;
   // The CPU backend's lines (MpiCommunicator).
   const std::string line = fault.ncclError.empty()
@@ -366,8 +374,8 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
     entry.second.error.clear();
   }
   Program &state = programs_[&program];
-  if (dev_.nccl) // number this run's collectives from 1
-    dev_.nccl->startRun();
+  for (CudaDevice::Nccl &n : dev_.nccls) // number this run's collectives
+    n.comm->startRun();                  // from 1
   const bool replay =
       graphs_ && !tracing_ && !state.uncapturable && state.runs >= 1;
   ++state.runs;
@@ -382,8 +390,8 @@ bool CudaExecutor::run(const PreparedProgram &program, const KernelContext &ctx,
   int64_t startNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - epoch_)
                         .count();
-  if (dev_.nccl) // a failed capture issued (and numbered) collectives
-    dev_.nccl->startRun();
+  for (CudaDevice::Nccl &n : dev_.nccls) // a failed capture issued (and
+    n.comm->startRun();                  // numbered) collectives
   if (!enqueue(program, ctx, what, state, error, tracing_)) {
     // Let what was enqueued finish before returning, under the collective
     // watch: collectives already issued may wait for a rank that is gone.

@@ -77,9 +77,10 @@ bool ncclType(DType t, ncclDataType_t &out) {
 
 class Impl final : public NcclCommunicator {
 public:
-  Impl(ncclComm_t comm, int rank, int size, double timeout, uint32_t *word)
-      : comm_(comm), rank_(rank), size_(size), word_(word) {
-    setTimeout(timeout);
+  Impl(ncclComm_t comm, const Communicator &host, uint32_t *word)
+      : comm_(comm), rank_(host.rank()), size_(host.size()), word_(word) {
+    setTimeout(host.timeout());
+    nameAs(host); // a group's lines name the group
   }
   ~Impl() override {
     if (comm_)
@@ -245,8 +246,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
     error = std::string("ncclCommInitRank: ") + api.errorString(r);
     return nullptr;
   }
-  return std::make_unique<Impl>(comm, host.rank(), host.size(), host.timeout(),
-                                static_cast<uint32_t *>(word));
+  return std::make_unique<Impl>(comm, host, static_cast<uint32_t *>(word));
 }
 
 } // namespace dsc::rt::cuda

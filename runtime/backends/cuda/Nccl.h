@@ -1,9 +1,10 @@
 //===- Nccl.h - the ranks' collectives on the GPU through NCCL --*- C++ -*-===//
 //
 // A Communicator whose collectives are enqueued on the caller's CUDA
-// stream (Communicator.h's device kind). It is made from the run's host
-// communicator (MPI), which carries NCCL's unique id from rank 0 to the
-// others, and spans the same ranks. libnccl is opened with dlopen when the
+// stream (Communicator.h's device kind). It is made from a host
+// communicator (MPI: the world, or a data or tensor group of a mesh),
+// which carries NCCL's unique id from its rank 0 to the others, and spans
+// the same ranks under the same name. libnccl is opened with dlopen when the
 // first one is made, for the reason cuBLASLt is (CublasLt.h).
 //
 // Faults: NCCL's kernels spin on the GPU while a peer is gone, so the
