@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tensor parallelism against ZeRO on 4 ranks of this machine (CPU, MPI):
 #   T = 4       "tensor_parallel": {"autotp_size": 4}, one replica
+#   T = 4 + SP  the same with "sequence_parallel": true
 #   D = 4 ZeRO-3  4 data-parallel ranks, every matrix sharded
 #   D = 4 stage 0 4 data-parallel ranks, plain all-reduce
 #   2 x 2       2 replicas of T = 2 at ZeRO 1
@@ -39,11 +40,12 @@ EOF2
   sed 's/^{$/{\n  "comms_logger": {"enabled": true},/' "$out/$1.json" > "$out/$1.comms.json"
 }
 config t4 8 '"tensor_parallel": {"autotp_size": 4}'
+config t4sp 8 '"tensor_parallel": {"autotp_size": 4, "sequence_parallel": true}'
 config z3 2 '"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10000}'
 config z0 2 '"zero_optimization": {"stage": 0}'
 config m22 4 '"tensor_parallel": {"autotp_size": 2}, "zero_optimization": {"stage": 1}'
 
-for tag in t4 z3 z0 m22; do
+for tag in t4 t4sp z3 z0 m22; do
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" --world-size 4 \
     -o "$out/$tag.dsplan" --report > "$out/$tag.report.txt"
   "$build/tools/dsc" --model "$model" --config "$out/$tag.comms.json" --world-size 4 \

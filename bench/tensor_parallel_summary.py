@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from zero_summary import overlap  # noqa: E402
 
-RUNS = [("t4", "T = 4"), ("z3", "D = 4, ZeRO-3"), ("z0", "D = 4, stage 0"),
+RUNS = [("t4", "T = 4"), ("t4sp", "T = 4, sequence parallel"), ("z3", "D = 4, ZeRO-3"), ("z0", "D = 4, stage 0"),
         ("m22", "2 x 2 (T = 2), ZeRO-1")]
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
@@ -60,10 +60,11 @@ def main():
     ap.add_argument("--first-step", type=int, default=3)
     a = ap.parse_args()
     print("| layout | step ms (median) | device MiB/rank written / predicted "
+          "| activations MiB/rank "
           "| peak RSS MiB (rank 0) | tensor-group MB/step measured / predicted "
           "| data-group MB/step measured / predicted | comm ms/step (rank 0) "
           "| comm hidden under compute |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for tag, name in RUNS:
         d = os.path.join(a.out, tag)
         total, pred = predicted(d + ".report.txt")
@@ -77,7 +78,9 @@ def main():
         nsteps = len({r["step"] for r in rows})
         share = f"{100 * hidden / comm:.0f}%" if comm > 0 else "n/a"
         cells = [f"{mb(meas.get(g, 0))} / {mb(pred.get(g, 0))}" for g in ("tensor", "data")]
+        acts = max(r["plan_written_bytes"]["activations"] for r in rows)
         print(f"| {name} | {step:.0f} | {written / 2**20:.1f} / {total / 2**20:.1f} "
+              f"| {acts / 2**20:.1f} "
               f"| {rss / 2**20:.0f} | " + " | ".join(cells) +
               f" | {comm / 1e3 / nsteps:.0f} | {share} |")
 
