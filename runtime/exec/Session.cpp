@@ -115,8 +115,8 @@ public:
   bool run(std::string_view program, uint32_t step,
            std::string &error) override;
   std::vector<ArenaUsage> arenaUsage() const override;
-  bool readTensorSplit(const NamedTensor &v, const float *mine, float *out,
-                       std::string &error);
+  bool readTensorSplit(const NamedTensor &v, const float *mine, bool inArena,
+                       float *out, std::string &error);
   bool readShards(const NamedTensor &v, float *out, std::string &error);
   bool readVariable(const NamedTensor &v, float *out,
                     std::string &error) override;
@@ -471,12 +471,12 @@ bool SessionImpl::readVariable(const NamedTensor &v, float *out,
   if (v.ref.dtype != DType::f32)
     return Session::readVariable(v, out, error);
   if (!v.sharded)
-    return readTensorSplit(v, v.ref.f32(), out, error);
+    return readTensorSplit(v, v.ref.f32(), /*inArena=*/true, out, error);
   // A ZeRO share of a part: the part from the data group's shards, then
   // the whole from the tensor group's parts.
   std::vector<float> part(static_cast<size_t>(v.partNumel()));
   return readShards(v, part.data(), error) &&
-         readTensorSplit(v, part.data(), out, error);
+         readTensorSplit(v, part.data(), /*inArena=*/false, out, error);
 }
 
 bool SessionImpl::readShards(const NamedTensor &v, float *out,
@@ -501,15 +501,17 @@ bool SessionImpl::readShards(const NamedTensor &v, float *out,
 }
 
 bool SessionImpl::readTensorSplit(const NamedTensor &v, const float *mine,
-                                  float *out, std::string &error) {
+                                  bool inArena, float *out,
+                                  std::string &error) {
   // Each rank of the tensor group broadcasts its part (its place in the
   // group is its part's number), which every rank of the group places.
-  // `mine` is this rank's part: the variable's memory, or a host copy.
+  // `mine` is this rank's part: the variable's memory (inArena: copied out
+  // through the backend), or a host copy.
   const int64_t n = v.partNumel();
   std::vector<float> part(static_cast<size_t>(n));
   for (int64_t p = 0; p < v.tpParts; ++p) {
     if (p == v.tpPart) {
-      if (mine == v.ref.f32())
+      if (inArena)
         copyOut(part.data(), mine, size_t(n) * sizeof(float));
       else
         std::copy(mine, mine + n, part.begin());
