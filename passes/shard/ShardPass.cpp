@@ -312,13 +312,16 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     return l;
   }
 
-  /// `v` (laid out as `have`, its type already one rank's) made `want`,
-  /// right after it is computed: a partial sum all-reduced (whole) or
-  /// reduce-scattered (token-cut), a token-cut value all-gathered, a
-  /// whole one cut to this rank's part. The token layouts are contiguous
-  /// parts, so each is a flat collective between two reshapes.
+  /// `v` (laid out as `have`, its type already one rank's) made `want` for
+  /// `user`, its first user that needs it so: a partial sum all-reduced
+  /// (whole) or reduce-scattered (token-cut), a token-cut value
+  /// all-gathered, a whole one cut to this rank's part. The token layouts
+  /// are contiguous parts, so each is a flat collective between two
+  /// reshapes. The collective starts right after `v` is computed and is
+  /// waited for right before `user`: the ops between (a column-parallel
+  /// layer's weight gradient after its input gradient) run under it.
   Value convert(OpBuilder &b, Value v, const Sharding &have,
-                const Sharding &want) {
+                const Sharding &want, Operation *user) {
     b.setInsertionPointAfterValue(v);
     Location loc = v.getLoc();
     auto type = cast<RankedTensorType>(v.getType());
@@ -326,10 +329,13 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
       c->setAttr(dist::kTensorGroupAttr, b.getUnitAttr());
       return c->getResult(0);
     };
-    if (have.isPartial() && want.isReplicated()) {
-      auto sum = b.create<dist::AllReduceOp>(loc, v, b.getF64FloatAttr(1.0));
-      return b.create<dist::WaitOp>(loc, tensorGroup(sum));
-    }
+    auto waitBeforeUser = [&](Value started) {
+      b.setInsertionPoint(user);
+      return b.create<dist::WaitOp>(loc, started).getResult();
+    };
+    if (have.isPartial() && want.isReplicated())
+      return waitBeforeUser(tensorGroup(
+          b.create<dist::AllReduceOp>(loc, v, b.getF64FloatAttr(1.0))));
     const int64_t parts = tensorParallel;
     auto flat = [&](int64_t n) {
       return RankedTensorType::get({n}, type.getElementType());
@@ -340,10 +346,9 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     if (want.isTokens()) { // from partial or whole: this rank's part
       to = shard::localType(type, want, parts);
       if (have.isPartial())
-        x = b.create<dist::WaitOp>(
-            loc, tensorGroup(b.create<dist::ReduceScatterOp>(
-                     loc, flat(n / parts), x, b.getF64FloatAttr(1.0),
-                     b.getI64IntegerAttr(parts))));
+        x = waitBeforeUser(tensorGroup(b.create<dist::ReduceScatterOp>(
+            loc, flat(n / parts), x, b.getF64FloatAttr(1.0),
+            b.getI64IntegerAttr(parts))));
       else
         x = tensorGroup(b.create<dist::ShardOp>(loc, flat(n / parts), x,
                                                 b.getI64IntegerAttr(parts)));
@@ -351,9 +356,8 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
       SmallVector<int64_t> shape(type.getShape());
       shape[have.dim] *= parts;
       to = RankedTensorType::get(shape, type.getElementType());
-      x = b.create<dist::WaitOp>(
-          loc, tensorGroup(b.create<dist::AllGatherOp>(
-                   loc, flat(n * parts), x, b.getI64IntegerAttr(parts))));
+      x = waitBeforeUser(tensorGroup(b.create<dist::AllGatherOp>(
+          loc, flat(n * parts), x, b.getI64IntegerAttr(parts))));
     }
     return b.create<ReshapeOp>(loc, to, x);
   }
@@ -401,7 +405,7 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
           unsigned key = want.isTokens() ? 1 + unsigned(want.dim) : 0;
           Value &done = converted[{v, key}];
           if (!done)
-            done = convert(b, v, have, want);
+            done = convert(b, v, have, want, &op);
           op.setOperand(i, done);
         }
         markDropoutPart(op);
