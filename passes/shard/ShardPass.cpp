@@ -189,6 +189,22 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     return it == variables.end() ? Sharding() : it->second;
   }
 
+  /// Sequence parallelism cuts a function's activations [B, S, ...] into
+  /// contiguous parts: B must split over the group, or be 1 with S split.
+  LogicalResult checkTokensSplit(func::FuncOp func) {
+    if (!rules.sequenceParallel || rules.batch == 0)
+      return success();
+    auto tokens = RankedTensorType::get(
+        {rules.batch, rules.seq}, IntegerType::get(func.getContext(), 32));
+    if (shard::tokenDim(tokens, rules) >= 0)
+      return success();
+    return func.emitError("ds-shard: sequence parallelism: a micro-batch of ")
+           << rules.batch << " x " << rules.seq
+           << " tokens does not split over " << int64_t(tensorParallel)
+           << " ranks (the micro-batch must be a multiple of "
+           << int64_t(tensorParallel) << ", or 1 with the sequence a multiple)";
+  }
+
   /// Whether an operand laid out as `have` can be given as `want`: as is,
   /// a partial sum all-reduced to the whole or reduce-scattered along its
   /// tokens, a token-cut value all-gathered, a whole one cut to its part.
@@ -217,6 +233,8 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
 
   LogicalResult propagate(func::FuncOp func) {
     rules = contextOf(func);
+    if (failed(checkTokensSplit(func)))
+      return failure();
     for (Operation &op : func.front()) {
       SmallVector<Sharding> in;
       for (Value v : op.getOperands())
