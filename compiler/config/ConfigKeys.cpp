@@ -462,8 +462,9 @@ constexpr ConfigKey kKeys[] = {
      "dsc's key (false): Megatron-LM's sequence parallelism, the "
      "activations between the cut layers cut along their tokens "
      "(reduce-scatter + all-gather in place of each all-reduce)"},
-    {"$.tensor_parallel", "tp_overlap_comm", NotSupported,
-     "dsc waits for each tensor-parallel all-reduce at once, so far"},
+    {"$.tensor_parallel", "tp_overlap_comm", NoEffect,
+     "dsc always starts each tensor-parallel collective where its operand "
+     "is made and waits for it at its first use"},
     {"$.tensor_parallel", "vocab_parallel_lm_head", NotSupported,
      "the embedding and the LM head stay whole on every rank, so far"},
     {"$.tensor_parallel", "vocab_parallel_ce_backend", NoEffect,

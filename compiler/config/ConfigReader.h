@@ -195,7 +195,9 @@ public:
       return fail(path, Twine("expected a number, got ") + kindName(v));
     if (!std::isfinite(*d))
       return fail(path, "expected a finite number, got " + formatNumber(*d));
-    out = *d;
+    // -0 is 0: the canonical JSON writes it as "-0", which reads back as
+    // the integer 0 (ConfigFuzzer found the round trip change).
+    out = *d == 0 ? 0.0 : *d;
     return true;
   }
 

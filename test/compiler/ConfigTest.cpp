@@ -624,6 +624,10 @@ TEST(ConfigTest, ToJsonRoundTrips) {
       R"({"scheduler": {"type": "WarmupDecayLR", "params": {
           "total_num_steps": 10000, "warmup_max_lr": 0.1}},
           "optimizer": {"type": "Adam"}})",
+      // -0 reads as 0 (ConfigFuzzer: "-0" in the canonical JSON read back
+      // as the integer 0).
+      R"({"gradient_clipping": -0.0,
+          "optimizer": {"type": "AdamW", "params": {"lr": -0.0}}})",
   };
   for (const char *text : configs) {
     SCOPED_TRACE(text);
