@@ -155,6 +155,16 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
       } else {
         continue; // a row-parallel bias is added after the all-reduce
       }
+      // A projection whose heads the exporter recorded (ds.attention_heads:
+      // grouped-query attention's fewer key and value heads too) is cut
+      // by heads.
+      if (auto heads = var->getAttrOfType<IntegerAttr>(kAttentionHeadsAttr);
+          heads && s.dim == 0 && heads.getInt() % tensorParallel != 0)
+        return var.emitError("ds-shard: ")
+               << var.getSymName() << ": its " << heads.getInt()
+               << " attention heads do not split over "
+               << int64_t(tensorParallel)
+               << " tensor-parallel ranks (autotp_size must divide the heads)";
       if (t.getDimSize(s.dim) % (s.blocks * tensorParallel) != 0)
         return var.emitError("ds-shard: ")
                << var.getSymName() << ": dimension " << s.dim << " ("

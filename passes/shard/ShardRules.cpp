@@ -199,6 +199,23 @@ FailureOr<OpLayout> reshape(ReshapeOp op, Layouts in, int64_t parts,
   return failure();
 }
 
+/// numpy broadcasting keeps a cut dimension that it does not expand (the
+/// key and value heads of grouped-query attention, repeated for the query
+/// heads of each group).
+FailureOr<OpLayout> broadcast(BroadcastOp op, Layouts in, std::string &why) {
+  OpLayout l{{in[0]}, {in[0]}}; // a partial sum broadcasts as one
+  if (!in[0].isSplit())
+    return l;
+  auto from = typeOf(op.getX()), to = typeOf(op.getResult());
+  const int64_t d = in[0].dim + to.getRank() - from.getRank();
+  if (from.getDimSize(in[0].dim) != to.getDimSize(d)) {
+    why = "it expands the cut dimension " + std::to_string(in[0].dim);
+    return failure();
+  }
+  l.results[0] = Sharding::split(d, in[0].blocks);
+  return l;
+}
+
 /// ds.split along the cut dimension into exactly its blocks, or along
 /// another dimension.
 FailureOr<OpLayout> splitOp(SplitOp op, Layouts in, std::string &why) {
@@ -432,6 +449,8 @@ FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
     }
     return l;
   }
+  if (auto b = dyn_cast<BroadcastOp>(op))
+    return broadcast(b, in, why);
   if (auto s = dyn_cast<SplitOp>(op))
     return splitOp(s, in, why);
   if (auto c = dyn_cast<ConcatOp>(op))
