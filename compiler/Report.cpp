@@ -18,10 +18,11 @@ namespace dsc {
 
 namespace {
 
-/// A parameter's elements: the whole tensor's, and what one rank of its
-/// tensor-parallel group holds before ZeRO shards it (all of it unless cut).
+/// A parameter's elements: the whole tensor's, what one rank of its
+/// tensor-parallel group holds before ZeRO shards it (all of it unless
+/// cut), and the whole tensor's again if it is cut (0 if not).
 struct ParameterSize {
-  uint64_t whole = 0, perTensorRank = 0;
+  uint64_t whole = 0, perTensorRank = 0, cut = 0;
 };
 
 ParameterSize parameterSize(const PlanVariable &v, int64_t tensorParallel) {
@@ -29,14 +30,16 @@ ParameterSize parameterSize(const PlanVariable &v, int64_t tensorParallel) {
   for (int64_t d : v.shape)
     n *= uint64_t(d);
   if (v.splitDim < 0)
-    return {n, n};
+    return {n, n, 0};
   // A ZeRO share of a cut parameter lists the part's shape, the parameter
   // itself the whole one's (PlanModel.h).
   uint64_t tp = uint64_t(tensorParallel);
-  return v.sharded ? ParameterSize{n * tp, n} : ParameterSize{n, n / tp};
+  return v.sharded ? ParameterSize{n * tp, n, n * tp}
+                   : ParameterSize{n, n / tp, n};
 }
 
-/// Parameters: every element once, and those one tensor rank holds.
+/// Parameters: every element once, those one tensor rank holds, and the
+/// cut ones'.
 ParameterSize parameterTotals(const PlanModel &plan) {
   ParameterSize total;
   for (const PlanVariable &v : plan.variables)
@@ -44,6 +47,7 @@ ParameterSize parameterTotals(const PlanModel &plan) {
       ParameterSize s = parameterSize(v, plan.options.tensorParallel);
       total.whole += s.whole;
       total.perTensorRank += s.perTensorRank;
+      total.cut += s.cut;
     }
   return total;
 }
@@ -75,10 +79,7 @@ void printMesh(const PlanModel &plan, llvm::raw_ostream &os) {
     os << (tp > kShown ? " ...\n" : "\n");
   }
   ParameterSize params = parameterTotals(plan);
-  uint64_t cut = 0;
-  for (const PlanVariable &v : plan.variables)
-    if (v.kind == 0 && v.splitDim >= 0)
-      cut += parameterSize(v, tp).whole;
+  const uint64_t cut = params.cut;
   os << llvm::format("parameters per tensor rank: %llu cut / %lld + %llu "
                      "whole = %llu (%.1f%% of %llu)\n",
                      (unsigned long long)cut, (long long)tp,

@@ -52,6 +52,13 @@ RankedTensorType typeOf(Value v) {
   return dyn_cast<RankedTensorType>(v.getType());
 }
 
+/// The elementwise ops (numpy broadcasting, one result).
+bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
+             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
+             SiluGradOp, GeluGradOp, SwigluOp, CastOp>(op);
+}
+
 /// Every operand whole, every result whole.
 OpLayout allReplicated(Operation *op) {
   return {SmallVector<Sharding>(op->getNumOperands()),
@@ -320,11 +327,8 @@ std::optional<OpLayout> tokenWise(Operation *op, Layouts in,
                                   const RuleContext &ctx) {
   const bool gradOfNorm = isa<LayerNormGradOp, RmsNormGradOp>(op);
   const bool sum = isa<ReduceSumOp>(op);
-  if (!gradOfNorm && !sum &&
-      !isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
-           LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
-           SiluGradOp, GeluGradOp, SwigluOp, CastOp, DropoutOp, LayerNormOp,
-           RmsNormOp>(op))
+  if (!gradOfNorm && !sum && !isElementwise(op) &&
+      !isa<DropoutOp, LayerNormOp, RmsNormOp>(op))
     return std::nullopt;
   if (llvm::any_of(in, [](const Sharding &s) { return s.isSplit(); }))
     return std::nullopt;
@@ -433,9 +437,7 @@ FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
       s = Sharding::replicated();
   Layouts in = whole;
   const int64_t parts = ctx.parts;
-  if (isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp, LogOp,
-          TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
-          SiluGradOp, GeluGradOp, SwigluOp, CastOp>(op))
+  if (isElementwise(op))
     return elementwise(op, in, why);
   if (auto m = dyn_cast<MatmulOp>(op))
     return matmul(m, in, why);

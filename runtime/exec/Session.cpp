@@ -182,6 +182,7 @@ private:
   std::unique_ptr<Communicator> dataGroup_, tensorGroup_;
   Communicator *dataComm_ = nullptr, *tensorComm_ = nullptr;
   int dataRank_ = 0, dataWorld_ = 1;
+  int tensorRank_ = 0; ///< this rank's place in its tensor group
   std::unique_ptr<StreamExecutor> executor_;
 };
 
@@ -408,6 +409,7 @@ bool SessionImpl::init(std::string &error) {
 bool SessionImpl::makeGroups(std::string &error) {
   const int tp = int(std::max<uint32_t>(1, plan_.tensor_parallel()));
   dataRank_ = options_.rank / tp;
+  tensorRank_ = options_.rank % tp;
   dataWorld_ = std::max(1, options_.worldSize / tp);
   dataComm_ = tensorComm_ = comm_;
   if (tp == 1 || dataWorld_ == 1)
@@ -556,8 +558,7 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   ctx.step = step;
   ctx.sampleOffset = sampleOffset_;
   ctx.rank = dataRank_;
-  ctx.tensorRank =
-      options_.rank % int(std::max<uint32_t>(1, plan_.tensor_parallel()));
+  ctx.tensorRank = tensorRank_;
   ctx.worldSize = dataWorld_;
   ctx.comm = dataComm_;
   ctx.tensorComm = tensorComm_;

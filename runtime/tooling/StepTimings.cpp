@@ -75,12 +75,8 @@ TimingPlan timingPlanOf(const fb::Plan &plan) {
       const fb::Instr &in = *p->instrs()->Get(i);
       const std::string_view kernel = in.kernel()->string_view();
       if (kernel.substr(0, kComm.size()) == kComm)
-        t.collectives[name][i] = {
-            std::string(kernel.substr(kComm.size())), largestOperand(plan, in),
-            in.tensor_group(),
-            in.tensor_group()
-                ? t.tensorParallel
-                : std::max<uint32_t>(1, t.worldSize / t.tensorParallel)};
+        t.collectives[name][i] = {std::string(kernel.substr(kComm.size())),
+                                  largestOperand(plan, in), in.tensor_group()};
       if (hasLoss && in.outputs())
         for (uint32_t id : *in.outputs())
           if (id == loss)
@@ -156,7 +152,9 @@ void StepTimings::addRun(std::string_view program,
                    "comm op: %s | time (ms): %.3f | msg size: %s | algbw "
                    "(Gbps): %.2f | busbw (Gbps): %.2f\n",
                    c->second.op.c_str(), ms, sizeText(c->second.bytes).c_str(),
-                   algbw, algbw * busFactor(c->second.op, c->second.ranks));
+                   algbw,
+                   algbw * busFactor(c->second.op,
+                                     plan_.groupRanks(c->second.tensorGroup)));
     }
   }
   if (program == plan::kApplyProgram)
@@ -187,8 +185,7 @@ std::string StepTimings::commsSummary() const {
     const auto &[op, tensor, bytes] = key;
     const double avg = s.totalMs / double(s.count);
     const double algbw = gbps(bytes, avg);
-    const uint32_t ranks =
-        tensor ? tp : std::max<uint32_t>(1, plan_.worldSize / tp);
+    const uint32_t ranks = plan_.groupRanks(tensor);
     const std::string label = tp > 1 ? op + (tensor ? " tensor" : " data") : op;
     std::snprintf(buf, sizeof(buf),
                   "  %-17s %12s %8llu %12.3f %10.3f %12.2f %12.2f\n",

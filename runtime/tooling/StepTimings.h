@@ -25,6 +25,7 @@
 #include "runtime/backends/StreamExecutor.h"
 #include "runtime/plan/PlanFormat.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -40,12 +41,11 @@ namespace dsc::rt {
 /// A collective instruction: its operation ("all_reduce", ...), the
 /// bytes of its whole tensor (the larger of its input and output), and its
 /// group: the tensor-parallel group's, or the data-parallel one's (the
-/// world without tensor parallelism), with the group's ranks.
+/// world without tensor parallelism).
 struct CollectiveInstr {
   std::string op;
   uint64_t bytes = 0;
   bool tensorGroup = false;
-  uint32_t ranks = 1;
 };
 
 /// What the timings need from the plan.
@@ -57,6 +57,12 @@ struct TimingPlan {
   std::set<std::string> ops;
   uint32_t worldSize = 1;
   uint32_t tensorParallel = 1; ///< ranks of a tensor-parallel group
+  /// The ranks of a collective's group: the tensor group's, or the data
+  /// group's (the world / tensorParallel).
+  uint32_t groupRanks(bool tensorGroup) const {
+    return tensorGroup ? tensorParallel
+                       : std::max<uint32_t>(1, worldSize / tensorParallel);
+  }
   /// Per micro-step program: the index of the instruction writing its loss.
   std::map<std::string, uint32_t, std::less<>> lossInstr;
   /// Per program: its collectives by instruction index.

@@ -28,9 +28,9 @@ TimingPlan twoRankPlan() {
   p.logComms = true;
   p.worldSize = 2;
   p.lossInstr["micro_step"] = 2;
-  p.collectives["micro_step"][3] = {"reduce_scatter", 1000000, false, 2};
-  p.collectives["apply"][1] = {"all_gather", 1000000, false, 2};
-  p.collectives["eval"][0] = {"all_reduce", 4, false, 2};
+  p.collectives["micro_step"][3] = {"reduce_scatter", 1000000, false};
+  p.collectives["apply"][1] = {"all_gather", 1000000, false};
+  p.collectives["eval"][0] = {"all_reduce", 4, false};
   return p;
 }
 
@@ -89,8 +89,8 @@ TEST(StepTimings, CommsTableNamesTheGroupOnAMesh) {
   p.logComms = true;
   p.worldSize = 4;
   p.tensorParallel = 2;
-  p.collectives["micro_step"][0] = {"all_reduce", 1000000, true, 2};
-  p.collectives["micro_step"][1] = {"all_reduce", 1000000, false, 2};
+  p.collectives["micro_step"][0] = {"all_reduce", 1000000, true};
+  p.collectives["micro_step"][1] = {"all_reduce", 1000000, false};
   StepTimings t(p);
   t.add(
       {rec("micro_step", 0, 0, 2, "comm"), rec("micro_step", 1, 2, 4, "comm")},
