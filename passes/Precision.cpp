@@ -256,7 +256,9 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
 
   /// Operands of `op` that stay fp32 next to 16-bit ones.
   static bool keepsF32(Operation *op, unsigned index) {
-    return isa<CrossEntropyGradOp>(op) && index == 2; // the seed
+    // The seed; a vocabulary-parallel gradient's summed statistics too.
+    return (isa<CrossEntropyGradOp>(op) && index == 2) ||
+           (isa<CrossEntropyPartGradOp>(op) && index >= 3);
   }
 
   /// Every op of `func` computes in 16 bits: loads take their variables'

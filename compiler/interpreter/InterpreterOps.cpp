@@ -49,6 +49,17 @@ std::vector<int64_t> toVector(ArrayRef<int64_t> values) {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
+/// An op that computes one tensor-parallel rank's part of a value (its
+/// place in the group is not known here: the interpreter runs whole
+/// values).
+Outcome notOnePart(Operation *op, int64_t parts) {
+  std::string what = parts > 1
+                         ? " over one of " + std::to_string(parts) + " parts"
+                         : " (a vocabulary-parallel loss)";
+  return error("interpreter: " + op->getName().getStringRef() + what +
+               " is not interpreted");
+}
+
 /// The value of a rank-0 (single element) operand.
 ref::Result<double> scalarOf(const ref::Tensor &t, StringRef what) {
   if (t.data.size() != 1 || !t.shape.empty())
@@ -609,11 +620,26 @@ Outcome evaluate(RotaryOp o, Operands in, const EvalContext &) {
 }
 
 // Lookup and loss.
-Outcome evaluate(EmbeddingOp, Operands in, const EvalContext &) {
+Outcome evaluate(EmbeddingOp o, Operands in, const EvalContext &) {
+  if (o.getParts() > 1)
+    return notOnePart(o, o.getParts());
   return one(ref::embedding(*in[0], *in[1]));
 }
 Outcome evaluate(EmbeddingGradOp o, Operands in, const EvalContext &) {
+  if (o.getParts() > 1)
+    return notOnePart(o, o.getParts());
   return one(ref::embedding_grad(*in[0], *in[1], o.getVocabSize()));
+}
+// One rank's share of a vocabulary-parallel loss (phase shard) needs the
+// rank's place in its group; the interpreter runs whole values.
+Outcome evaluate(CrossEntropyPartOp o, Operands, const EvalContext &) {
+  return notOnePart(o, o.getParts());
+}
+Outcome evaluate(CrossEntropyPartLossOp o, Operands, const EvalContext &) {
+  return notOnePart(o, 0);
+}
+Outcome evaluate(CrossEntropyPartGradOp o, Operands, const EvalContext &) {
+  return notOnePart(o, o.getParts());
 }
 Outcome evaluate(CrossEntropyOp o, Operands in, const EvalContext &) {
   return one(ref::cross_entropy(*in[0], *in[1], o.getIgnoreIndex()));

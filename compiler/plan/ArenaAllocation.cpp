@@ -163,6 +163,13 @@ FailureOr<std::vector<Transient>> transientsOf(func::FuncOp func,
   return out;
 }
 
+/// An arena's name in plan.arenas and plan.arena_peaks: its category, and
+/// "@host" for the host's.
+std::string arenaName(plan::Category c, plan::Space s) {
+  return (plan::stringifyCategory(c) + (s == plan::Space::host ? "@host" : ""))
+      .str();
+}
+
 struct PlacePass : impl::PlanPlaceBase<PlacePass> {
   void runOnOperation() override;
 };
@@ -188,6 +195,7 @@ void PlacePass::runOnOperation() {
                      });
     std::array<std::array<PlacedSlots, 8>, 2> placed;
     uint64_t ownActivations = 0; // this program's device activation peak
+    std::array<std::array<uint64_t, 8>, 2> own{}; // this program's peaks
     for (Transient &t : order) {
       int space = static_cast<int>(t.storage.getSpace());
       int category = static_cast<int>(t.storage.getCategory());
@@ -198,12 +206,23 @@ void PlacePass::runOnOperation() {
       // measures it: alignment padding after the top buffer is not counted.
       uint64_t end = offset + uint64_t(t.storage.getSize());
       peak[space][category] = std::max(peak[space][category], end);
+      own[space][category] = std::max(own[space][category], end);
       if (space == static_cast<int>(plan::Space::device) &&
           category == kActivations)
         ownActivations = std::max(ownActivations, end);
       arena.insert(offset, offset + t.bytes, int(t.first), int(t.last));
     }
     func->setAttr("plan.activation_bytes", b.getI64IntegerAttr(ownActivations));
+    // Its own peak in each transient arena: what a run that executes only
+    // some programs (training without eval) writes there.
+    NamedAttrList ownPeaks;
+    for (plan::Category c :
+         {plan::Category::activations, plan::Category::comm_buffers})
+      for (plan::Space s : {plan::Space::device, plan::Space::host})
+        if (uint64_t bytes = own[int(s)][int(c)])
+          ownPeaks.set(arenaName(c, s), b.getI64IntegerAttr(bytes));
+    func->setAttr("plan.arena_peaks",
+                  ownPeaks.getDictionary(module.getContext()));
   }
   // The transient arenas' sizes join the persistent ones lowering wrote.
   NamedAttrList arenas;
@@ -212,9 +231,7 @@ void PlacePass::runOnOperation() {
   for (plan::Category c :
        {plan::Category::activations, plan::Category::comm_buffers})
     for (plan::Space s : {plan::Space::device, plan::Space::host}) {
-      std::string name =
-          (plan::stringifyCategory(c) + (s == plan::Space::host ? "@host" : ""))
-              .str();
+      std::string name = arenaName(c, s);
       arenas.erase(name);
       if (uint64_t bytes = peak[int(s)][int(c)])
         arenas.set(name, b.getI64IntegerAttr(bytes));

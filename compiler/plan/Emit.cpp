@@ -59,9 +59,14 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
           i.loc.c_str(),
           fb::schemaSpace(memorySpace(static_cast<Space>(i.space))), i.flops,
           i.tensorGroup));
+    // Arena order as above: the device's categories, then the host's.
+    std::vector<uint64_t> peaks(p.arenaPeaks.begin(), p.arenaPeaks.end());
+    if (model.hasHostArenas())
+      peaks.insert(peaks.end(), p.hostArenaPeaks.begin(),
+                   p.hostArenaPeaks.end());
     programs.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &instrs,
                                                &p.inputs, &p.outputs,
-                                               p.numEvents, p.flops));
+                                               p.numEvents, p.flops, &peaks));
   }
 
   static const DsConfig kDefaults;

@@ -104,6 +104,12 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
       plan.vocabSize =
           cast<RankedTensorType>(ce.getLogits().getType()).getShape().back();
     });
+    // Vocabulary parallelism: each rank's logits are one part of the whole.
+    micro.walk([&](CrossEntropyPartOp ce) {
+      plan.vocabSize =
+          cast<RankedTensorType>(ce.getLogits().getType()).getShape().back() *
+          ce.getParts();
+    });
     // ds-precision's loss scale: a third input of the step's programs.
     plan.lossScaling = inputs.size() == 3;
   }

@@ -136,6 +136,9 @@ struct PlanProgram {
   double recomputedFlops = 0; ///< of ops marked ds.recompute (ds-remat)
   double commBytes = 0;       ///< bytes each rank hands to collectives per run
   uint64_t activationBytes = 0; ///< this program's activation peak
+  /// Per category, this program's own peak in the device's and the host's
+  /// transient arenas (activations, comm_buffers; 0 elsewhere).
+  std::array<uint64_t, kNumCategories> arenaPeaks{}, hostArenaPeaks{};
   uint32_t numEvents = 0;
 };
 

@@ -66,6 +66,10 @@ private:
   std::map<std::tuple<Operation *, const void *, uint64_t>, uint32_t> idOf;
 
   void readAttributes();
+  /// A dictionary of arena sizes by name ("activations", "comm_buffers@host").
+  static void readArenaBytes(Operation *op, StringRef attr,
+                             std::array<uint64_t, kNumCategories> &device,
+                             std::array<uint64_t, kNumCategories> &host);
   FailureOr<uint32_t> bufferId(Operation *user, FlatSymbolRefAttr storage,
                                MemRefType type, uint64_t viewOffset);
   LogicalResult readVariable(plan::VariableOp v);
@@ -90,12 +94,18 @@ void PlanReader::readAttributes() {
       plan.aliases.push_back(
           {cast<StringAttr>(names[0]).str(), cast<StringAttr>(names[1]).str()});
     }
-  if (auto arenas = m->getAttrOfType<DictionaryAttr>("plan.arenas"))
+  readArenaBytes(m, "plan.arenas", plan.arenaBytes, plan.hostArenaBytes);
+}
+
+void PlanReader::readArenaBytes(Operation *op, StringRef attr,
+                                std::array<uint64_t, kNumCategories> &device,
+                                std::array<uint64_t, kNumCategories> &host) {
+  if (auto arenas = op->getAttrOfType<DictionaryAttr>(attr))
     for (NamedAttribute a : arenas) {
-      auto [category, host] = a.getName().getValue().split('@');
+      auto [category, space] = a.getName().getValue().split('@');
       for (int c = 0; c < kNumCategories; ++c)
         if (categoryName(Category(c)) == category)
-          (host.empty() ? plan.arenaBytes : plan.hostArenaBytes)[c] =
+          (space.empty() ? device : host)[c] =
               cast<IntegerAttr>(a.getValue()).getInt();
     }
 }
@@ -160,6 +170,7 @@ LogicalResult PlanReader::readProgram(func::FuncOp func) {
   p.recomputedFlops = floatAttr(func, "plan.recomputed_flops");
   p.commBytes = floatAttr(func, "plan.comm_bytes");
   p.activationBytes = intAttr(func, "plan.activation_bytes");
+  readArenaBytes(func, "plan.arena_peaks", p.arenaPeaks, p.hostArenaPeaks);
   p.numEvents = intAttr(func, "plan.events");
   // Buffers are numbered as the plan has always numbered them: in each
   // program its inputs, then the constants it declares, then each call's

@@ -142,6 +142,23 @@ void RotaryOp::getKernelAttributes(Ints &ints, Floats &floats) {
   floats.push_back(f(getThetaAttr()));
 }
 
+void EmbeddingOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getParts());
+}
+void EmbeddingGradOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getParts());
+}
+void CrossEntropyPartOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getIgnoreIndex());
+  ints.push_back(getParts());
+}
+void CrossEntropyPartLossOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getIgnoreIndex());
+}
+void CrossEntropyPartGradOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getIgnoreIndex());
+  ints.push_back(getParts());
+}
 void CrossEntropyOp::getKernelAttributes(Ints &ints, Floats &) {
   ints.push_back(getIgnoreIndex());
 }

@@ -279,6 +279,45 @@ LogicalResult RotaryOp::verify() {
   return success();
 }
 
+LogicalResult EmbeddingOp::verify() {
+  if (getParts() < 1)
+    return emitOpError("parts must be at least 1, got ") << getParts();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (getParts() < 1)
+    return emitOpError("parts must be at least 1, got ") << getParts();
+  return success();
+}
+
+LogicalResult CrossEntropyPartOp::verify() {
+  if (getParts() < 1)
+    return emitOpError("parts must be at least 1, got ") << getParts();
+  if (tensorOf(getRowMax()).getShape() != tensorOf(getTargets()).getShape())
+    return emitOpError("row_max must have the targets' shape");
+  return success();
+}
+
+LogicalResult CrossEntropyPartGradOp::verify() {
+  if (getParts() < 1)
+    return emitOpError("parts must be at least 1, got ") << getParts();
+  if (tensorOf(getGrad()).getRank() != 0)
+    return emitOpError("grad must be a scalar");
+  auto logits = tensorOf(getLogits());
+  ArrayRef<int64_t> rows = tensorOf(getTargets()).getShape();
+  if (logits.getRank() < 1 || logits.getShape().drop_back() != rows)
+    return emitOpError("targets must have the shape of logits without the "
+                       "class dimension");
+  if (tensorOf(getRowMax()).getShape() != rows)
+    return emitOpError("row_max must have the targets' shape");
+  auto stats = tensorOf(getStats());
+  if (stats.getRank() < 1 || stats.getDimSize(0) != 2 ||
+      stats.getShape().drop_front() != rows)
+    return emitOpError("stats must be [2] + the targets' shape");
+  return success();
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   if (tensorOf(getGrad()).getRank() != 0)
     return emitOpError("grad must be a scalar");

@@ -424,30 +424,45 @@ def DS_RotaryOp : DS_Op<"rotary",
 //===----------------------------------------------------------------------===//
 
 def DS_EmbeddingOp : DS_Op<"embedding",
-    [DS_KernelOpInterface, Pure, InferTypeOpAdaptor,
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
-  let kernel = DS_F32Kernel<[], [], "f32,idx->f32", "none">;
+  let kernel = DS_F32Kernel<["parts"], [], "f32,idx->f32", "none">;
   let summary = "rows of a table gathered by integer indices";
-  let description = "table [V, C], indices [...] -> [..., C]";
-  let arguments = (ins DS_FloatTensor:$table, DS_IndexTensor:$indices);
+  let description = [{
+    table [V, C], indices [...] -> [..., C].
+
+    With `parts` P > 1 (vocabulary parallelism, phase shard) the table is
+    the rank's rows [r V, (r + 1) V) of a [P V, C] table, r its place in
+    its tensor-parallel group: an index outside them gives a row of zeros,
+    so the sum over the group is the lookup in the whole table.
+  }];
+  let arguments = (ins DS_FloatTensor:$table, DS_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "1">:$parts);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `,` $indices attr-dict `:` type($table) `,` type($indices) `->`
-    type($result)
+    $table `,` $indices (`parts` $parts^)? attr-dict `:` type($table) `,`
+    type($indices) `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def DS_EmbeddingGradOp : DS_Op<"embedding_grad",
-    [DS_KernelOpInterface, Pure, InferTypeOpAdaptor]> {
-  let kernel = DS_F32Kernel<[], [], "idx,f32->f32", "none">;
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor]> {
+  let kernel = DS_F32Kernel<["parts"], [], "idx,f32->f32", "none">;
   let summary = "scatter-add of row cotangents into a [V, C] table";
+  let description = [{
+    With `parts` P > 1 the result is the rank's rows [r V, (r + 1) V) of
+    the [P V, C] table's cotangent (`vocab` is V, the rows a rank holds).
+  }];
   let arguments = (ins DS_IndexTensor:$indices, DS_FloatTensor:$grad,
-                       I64Attr:$vocab_size);
+                       I64Attr:$vocab_size,
+                       DefaultValuedAttr<I64Attr, "1">:$parts);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
-    $indices `,` $grad `vocab` $vocab_size attr-dict `:` type($indices) `,`
-    type($grad) `->` type($result)
+    $indices `,` $grad `vocab` $vocab_size (`parts` $parts^)? attr-dict `:`
+    type($indices) `,` type($grad) `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def DS_CrossEntropyOp : DS_Op<"cross_entropy",
@@ -479,6 +494,80 @@ def DS_CrossEntropyGradOp : DS_Op<"cross_entropy_grad",
   let assemblyFormat = [{
     $logits `,` $targets `,` $grad attr-dict `:` type($logits) `,`
     type($targets) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+// Vocabulary-parallel cross-entropy (phase shard): each rank holds the
+// logits of its part of the vocabulary, [..., V] of [..., P V], and the
+// loss is made from per-row statistics summed over the group, so the
+// logits are never gathered (docs/tensor-parallel.md).
+
+def DS_CrossEntropyPartOp : DS_Op<"cross_entropy_part",
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor]> {
+  let kernel = DS_F32Kernel<["ignore_index", "parts"], [],
+                            "f32,idx,f32->f32", "none">;
+  let summary = "one rank's share of a vocabulary-parallel cross-entropy";
+  let description = [{
+    logits [..., V] are the rank's columns [r V, (r + 1) V) of [..., P V],
+    r its place in its tensor-parallel group; row_max [...] is each row's
+    maximum over the whole vocabulary. The result [2, ...] holds, per row,
+    the sum of exp(logit - row_max) over the rank's columns, then the
+    target's logit - row_max where the rank holds the target (0 elsewhere,
+    and for ignored rows). Summed over the group, the rows' statistics give
+    the loss (ds.cross_entropy_part_loss) and the gradient
+    (ds.cross_entropy_part_grad).
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$targets,
+                       DS_FloatTensor:$row_max,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       I64Attr:$parts);
+  let results = (outs DS_FloatTensor:$stats);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $row_max `parts` $parts attr-dict `:`
+    type($logits) `,` type($targets) `,` type($row_max) `->` type($stats)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_CrossEntropyPartLossOp : DS_Op<"cross_entropy_part_loss",
+    [DS_KernelWithAttrs, Pure, InferTypeOpAdaptor]> {
+  let kernel = DS_F32Kernel<["ignore_index"], [], "f32,idx->f32", "none">;
+  let summary = "the mean cross-entropy from rows' summed statistics";
+  let description = [{
+    stats [2, ...] are ds.cross_entropy_part's, summed over the group: the
+    loss is the mean over rows whose target is not `ignore_index` of
+    log(sum) - (target logit - row max); 0 when every row is ignored.
+  }];
+  let arguments = (ins DS_FloatTensor:$stats, DS_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $stats `,` $targets attr-dict `:` type($stats) `,` type($targets) `->`
+    type($result)
+  }];
+}
+
+def DS_CrossEntropyPartGradOp : DS_Op<"cross_entropy_part_grad",
+    [DS_KernelWithAttrs, Pure, AllTypesMatch<["logits", "result"]>]> {
+  let kernel = DS_F32Kernel<["ignore_index", "parts"], [],
+                            "f32,idx,f32,f32,f32->f32", "any_input">;
+  let summary = "cotangent of one rank's logits in a vocabulary-parallel loss";
+  let description = [{
+    grad / (rows not ignored) * (softmax - one-hot) on the rank's columns:
+    the softmax from row_max and the summed stats' first plane, the one-hot
+    where the rank holds the target; zero rows where it is ignored.
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$targets,
+                       DS_FloatTensor:$row_max, DS_FloatTensor:$stats,
+                       DS_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       I64Attr:$parts);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $row_max `,` $stats `,` $grad `parts` $parts
+    attr-dict `:` type($logits) `,` type($targets) `,` type($row_max) `,`
+    type($stats) `,` type($grad)
   }];
   let hasVerifier = 1;
 }

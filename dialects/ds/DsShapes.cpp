@@ -207,6 +207,38 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+LogicalResult CrossEntropyPartOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto logits = tensorOf(adaptor.getLogits());
+  auto targets = tensorOf(adaptor.getTargets());
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != targets.getShape())
+    return emitOptionalError(loc, "targets must have the shape of logits ",
+                             "without the class dimension: logits are ",
+                             shapeStr(logits.getShape()), ", targets are ",
+                             shapeStr(targets.getShape()));
+  // fp32 statistics for 16-bit logits, as ds.cross_entropy's loss.
+  SmallVector<int64_t> shape{2};
+  llvm::append_range(shape, targets.getShape());
+  inferred.push_back(RankedTensorType::get(shape, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult CrossEntropyPartLossOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto stats = tensorOf(adaptor.getStats());
+  auto targets = tensorOf(adaptor.getTargets());
+  if (stats.getRank() < 1 || stats.getDimSize(0) != 2 ||
+      stats.getShape().drop_front() != targets.getShape())
+    return emitOptionalError(loc, "stats must be [2] + targets' shape, got ",
+                             shapeStr(stats.getShape()), " for targets ",
+                             shapeStr(targets.getShape()));
+  inferred.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,

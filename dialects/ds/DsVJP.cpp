@@ -296,7 +296,7 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
   if (needed[0])
     out[0] = b.create<EmbeddingGradOp>(
         getLoc(), getIndices(), gs[0],
-        b.getI64IntegerAttr(tensorOf(getTable()).getDimSize(0)));
+        uint64_t(tensorOf(getTable()).getDimSize(0)), getParts());
   return success();
 }
 

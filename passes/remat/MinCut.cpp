@@ -76,7 +76,7 @@ Choice minimumCut(const ForwardGraph &g, double weight) {
     opFlops[g.opOf[v]] = g.flops(v);
   for (unsigned o = 0; o < numOps; ++o)
     addEdge(graph, source, opVertex(o),
-            isa<CrossEntropyOp>(g.ops[o])
+            isa<CrossEntropyOp, CrossEntropyPartLossOp>(g.ops[o])
                 ? kInfinite
                 : clampedCost(weight * opFlops[o]) + 1);
   for (unsigned v = 0; v < g.size(); ++v) {

@@ -108,7 +108,7 @@ Choice keepSelective(const ForwardGraph &g) {
   Choice c{llvm::BitVector(g.size()), kSelective.str()};
   for (unsigned i = 0; i < g.size(); ++i) {
     Operation *def = g.ops[g.opOf[i]];
-    if (isa<MatmulOp, EmbeddingOp, CrossEntropyOp>(def))
+    if (isa<MatmulOp, EmbeddingOp, CrossEntropyOp, CrossEntropyPartLossOp>(def))
       c.kept.set(i);
   }
   // The norms' inputs: the residual stream.

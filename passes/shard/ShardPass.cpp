@@ -16,6 +16,7 @@
 
 #include "passes/Passes.h"
 #include "passes/shard/ShardRules.h"
+#include "passes/shard/VocabParallel.h"
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
@@ -40,8 +41,10 @@ using shard::Sharding;
 namespace {
 
 /// Megatron's roles by the linear layer's module name (the parameter
-/// name's second-to-last component).
-enum class Role { None, Column, Row };
+/// name's second-to-last component); a token embedding's table and a
+/// separate LM head are cut along the vocabulary (their rows) when the
+/// group divides it, and left whole when it does not.
+enum class Role { None, Column, Row, Vocabulary };
 struct RoleOf {
   Role role = Role::None;
   int64_t blocks = 1;
@@ -55,6 +58,10 @@ RoleOf roleOf(StringRef name) {
   StringRef leaf = parts[parts.size() - 2];
   if (leaf == "c_attn") // GPT-2's query, key and value in one weight
     return {Role::Column, 3};
+  for (StringRef v : {"wte", "embed_tokens", "word_embeddings",
+                      "tok_embeddings", "lm_head", "embed_out"})
+    if (leaf == v)
+      return {Role::Vocabulary, 1};
   for (StringRef c :
        {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "c_fc", "query",
         "key", "value", "wq", "wk", "wv", "w1", "w3", "fc1"})
@@ -144,6 +151,12 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
       if (r.role == Role::None || t.getRank() > 2)
         continue;
       Sharding s;
+      if (r.role == Role::Vocabulary) {
+        if (t.getRank() != 2 || t.getDimSize(0) % tensorParallel != 0)
+          continue; // HF GPT-2's 50257 rows: whole (Megatron pads instead)
+        variables[var.getSymName()] = Sharding::split(0);
+        continue;
+      }
       if (t.getRank() == 2) {
         int64_t out = outputDim(module, var.getSymName());
         if (out < 0)
@@ -273,6 +286,9 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
       needs[&op] = l->operands;
       for (auto [r, s] : llvm::zip(op.getResults(), l->results))
         values[r] = s;
+      if (auto e = dyn_cast<EmbeddingOp>(op);
+          e && layoutOf(e.getResult()).isPartial())
+        rules.vocabularyLookups.insert(e.getIndices());
     }
     return success();
   }
@@ -323,15 +339,30 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     return true;
   }
 
+  /// A function returns whole values, but for logits cut along the
+  /// vocabulary (eval's, cut along their last dimension): those stay cut,
+  /// so that eval never holds B x S x V (the sampler gathers the one row
+  /// it draws from).
+  static SmallVector<Sharding> returnedAs(func::ReturnOp ret,
+                                          ArrayRef<Sharding> in) {
+    SmallVector<Sharding> want(in.size());
+    for (auto [i, s] : llvm::enumerate(in)) {
+      auto t = dyn_cast<RankedTensorType>(ret.getOperand(i).getType());
+      if (t && s.isSplit() && s.blocks == 1 && s.dim == t.getRank() - 1)
+        want[i] = s;
+    }
+    return want;
+  }
+
   /// The rule for `op`, with the variables' layouts for loads and stores
-  /// and whole results for returns.
+  /// and whole results for returns (returnedAs).
   FailureOr<OpLayout> layoutAt(Operation *op, ArrayRef<Sharding> in) {
     if (auto load = dyn_cast<LoadOp>(op))
       return OpLayout{{}, {variableLayout(load.getName())}};
     if (auto store = dyn_cast<StoreOp>(op))
       return OpLayout{{variableLayout(store.getName())}, {}};
-    if (isa<func::ReturnOp>(op))
-      return OpLayout{SmallVector<Sharding>(in.size()), {}};
+    if (auto ret = dyn_cast<func::ReturnOp>(op))
+      return OpLayout{returnedAs(ret, in), {}};
     std::string why;
     FailureOr<OpLayout> l = shard::layoutOf(op, in, rules, why);
     if (failed(l))
@@ -423,7 +454,12 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     }
     // Each value converted once per layout it is needed in.
     DenseMap<std::pair<Value, unsigned>, Value> converted;
-    for (auto func : module.getOps<func::FuncOp>())
+    // Ops replaced, erased once nothing refers to their values: an erased
+    // value's storage may be reused by a new one that the maps would
+    // mistake for it.
+    SmallVector<Operation *> replaced;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      shard::VocabParallelLoss vocabLoss(tensorParallel);
       for (Operation &op : llvm::make_early_inc_range(func.front())) {
         for (auto [i, want] : llvm::enumerate(needs.lookup(&op))) {
           Value v = op.getOperand(i);
@@ -437,10 +473,42 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
           op.setOperand(i, done);
         }
         markDropoutPart(op);
+        markVocabularyPart(op);
         localizeResults(b, op);
+        if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
+            layoutOf(op.getOperand(0)).isSplit()) {
+          values[vocabLoss.rewrite(&op)] = layoutOf(op.getResult(0));
+          replaced.push_back(&op);
+        }
       }
+    }
+    for (Operation *op : replaced)
+      op->erase();
+    // A function returning a cut value returns the rank's part.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      Operation *ret = func.front().getTerminator();
+      func.setType(FunctionType::get(module.getContext(),
+                                     func.getArgumentTypes(),
+                                     ret->getOperandTypes()));
+    }
     module->setAttr(dist::kTensorParallelAttr,
                     b.getI64IntegerAttr(tensorParallel));
+  }
+
+  /// A lookup in (or the cotangent of) a table cut along its rows works on
+  /// the rank's rows of the whole (ds.embedding's and embedding_grad's
+  /// parts).
+  void markVocabularyPart(Operation &op) {
+    OpBuilder b(&op);
+    if (auto e = dyn_cast<EmbeddingOp>(op);
+        e && layoutOf(e.getTable()).isSplit())
+      e.setPartsAttr(b.getI64IntegerAttr(tensorParallel));
+    if (auto g = dyn_cast<EmbeddingGradOp>(op);
+        g && layoutOf(g.getResult()).isSplit()) {
+      g.setPartsAttr(b.getI64IntegerAttr(tensorParallel));
+      g.setVocabSizeAttr(
+          b.getI64IntegerAttr(g.getVocabSize() / tensorParallel));
+    }
   }
 
   /// Each result's type (and ds.split's sizes) made one rank's part.

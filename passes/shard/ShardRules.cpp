@@ -400,6 +400,41 @@ std::optional<OpLayout> tokenWise(Operation *op, Layouts in,
   return l;
 }
 
+/// Vocabulary parallelism (Megatron's VocabParallelEmbedding and its
+/// cross-entropy): a lookup in a table cut along its rows gives partial
+/// sums (each rank's rows, zeros for the others'); the cotangent of such a
+/// table is cut as the table; a loss on logits cut along the vocabulary is
+/// whole (phase shard writes it with the rows' statistics summed over the
+/// group: VocabParallel.h), its gradient cut as the logits.
+std::optional<OpLayout> vocabulary(Operation *op, Layouts in,
+                                   const RuleContext &ctx) {
+  auto cutRows = [](const Sharding &s, int64_t d) {
+    return s.isSplit() && s.dim == d && s.blocks == 1;
+  };
+  auto whole = [](const Sharding &s) { return s.isReplicated(); };
+  if (auto e = dyn_cast<EmbeddingOp>(op)) {
+    if (!cutRows(in[0], 0) || !whole(in[1]))
+      return std::nullopt;
+    return OpLayout{{in[0], in[1]}, {Sharding::partial()}};
+  }
+  if (auto g = dyn_cast<EmbeddingGradOp>(op)) {
+    if (!ctx.vocabularyLookups.contains(g.getIndices()) ||
+        llvm::any_of(in, [](const Sharding &s) { return s.isSplit(); }))
+      return std::nullopt;
+    return OpLayout{{Sharding(), Sharding()}, {Sharding::split(0)}};
+  }
+  if (!isa<CrossEntropyOp, CrossEntropyGradOp>(op))
+    return std::nullopt;
+  const int64_t classes = typeOf(op->getOperand(0)).getRank() - 1;
+  if (!cutRows(in[0], classes))
+    return std::nullopt;
+  OpLayout l = allReplicated(op);
+  l.operands[0] = in[0];
+  if (isa<CrossEntropyGradOp>(op))
+    l.results[0] = in[0];
+  return l;
+}
+
 /// The default: whole operands give whole results.
 FailureOr<OpLayout> replicatedOnly(Operation *op, Layouts in,
                                    std::string &why) {
@@ -467,6 +502,8 @@ FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
     return sameCut(op, in, typeOf(op->getOperand(0)).getRank() - 1, why);
   if (isa<OptimizerUpdateOpInterface>(op))
     return update(op, in, why);
+  if (std::optional<OpLayout> l = vocabulary(op, in, ctx))
+    return *l;
   return replicatedOnly(op, in, why);
 }
 

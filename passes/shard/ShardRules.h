@@ -20,6 +20,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
@@ -72,6 +73,9 @@ struct RuleContext {
   /// layers are cut along their tokens (0 x 0: none in this function).
   bool sequenceParallel = false;
   int64_t batch = 0, seq = 0;
+  /// Vocabulary parallelism: the indices of lookups in a table cut along
+  /// its rows, so that their ds.embedding_grad makes the table's part.
+  llvm::DenseSet<Value> vocabularyLookups;
 };
 
 /// The dimension along which sequence parallelism cuts a value of type

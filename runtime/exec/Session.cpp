@@ -121,6 +121,10 @@ public:
   bool readVariable(const NamedTensor &v, float *out,
                     std::string &error) override;
   void writeVariable(const NamedTensor &v, const float *in) override;
+  bool gatherTensorParts(const float *part, size_t count, float *whole,
+                         std::string &error) override {
+    return tensorComm_->allGather(part, whole, count, error);
+  }
   void copyIn(void *tensor, const void *host, size_t bytes) override {
     loaded_.backend().copyToArena(tensor, host, bytes);
   }
@@ -170,6 +174,11 @@ private:
   std::unordered_map<std::string_view, size_t> variableIndex_;
   std::vector<PreparedProgram> programs_;
   std::unordered_map<std::string_view, size_t> programIndex_;
+  /// Per program, its Program.arena_peaks (empty in a plan without them);
+  /// per arena, the largest of them over the programs run so far: what the
+  /// plan predicts the run writes in a transient arena.
+  std::vector<std::vector<uint64_t>> programPeaks_;
+  std::vector<uint64_t> ranPeaks_;
   /// Per arena, the highest byte written outside instructions (constants,
   /// variables, program inputs); the executor tracks instruction outputs.
   std::vector<uint64_t> written_;
@@ -316,6 +325,9 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
   }
   programIndex_[p.name] = programs_.size();
   programs_.push_back(std::move(p));
+  std::vector<uint64_t> &peaks = programPeaks_.emplace_back();
+  if (const auto *given = program.arena_peaks())
+    peaks.assign(given->begin(), given->end());
 }
 
 bool SessionImpl::init(std::string &error) {
@@ -553,6 +565,10 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   }
   for (uint32_t id : p->inputs)
     noteWrite(id); // the tool filled them
+  const std::vector<uint64_t> &peaks = programPeaks_[programIndex_[program]];
+  ranPeaks_.resize(std::max(ranPeaks_.size(), peaks.size()), 0);
+  for (size_t a = 0; a < peaks.size(); ++a)
+    ranPeaks_[a] = std::max(ranPeaks_[a], peaks[a]);
   KernelContext ctx;
   ctx.seed = options_.seed;
   ctx.step = step;
@@ -574,6 +590,12 @@ std::vector<ArenaUsage> SessionImpl::arenaUsage() const {
     u.category = fb::categoryName(a->category());
     u.space = fb::spaceName(a->space());
     u.predictedBytes = a->bytes();
+    // A transient arena is as large as the largest program needs it; the
+    // programs this run executed predict what it wrote there.
+    const bool transient = a->category() == fb::Category::activations ||
+                           a->category() == fb::Category::comm_buffers;
+    if (transient && i < ranPeaks_.size())
+      u.predictedBytes = ranPeaks_[i];
     u.writtenBytes = std::max(written_[i], executed[i]);
     usage.push_back(u);
   }
@@ -609,6 +631,12 @@ bool Session::readTensor(const NamedTensor &t, void *out, size_t bytes,
   if (!checkStagedSize(t, bytes, "read", error))
     return false;
   copyOut(out, t.ref.data, bytes);
+  return true;
+}
+
+bool Session::gatherTensorParts(const float *part, size_t count, float *whole,
+                                std::string &) {
+  std::copy(part, part + count, whole);
   return true;
 }
 

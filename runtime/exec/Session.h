@@ -200,6 +200,13 @@ public:
   /// leaves sharded ones, and any not f32, f16 or bf16, alone.)
   virtual void writeVariable(const NamedTensor &v, const float *in);
 
+  /// The whole of a value cut into contiguous parts over the tensor-parallel
+  /// group (a row of eval's logits cut along the vocabulary): `part`, this
+  /// rank's `count` floats, and the others' placed in order in `whole`.
+  /// A collective of the tensor group. (The base version, one part, copies.)
+  virtual bool gatherTensorParts(const float *part, size_t count, float *whole,
+                                 std::string &error);
+
   /// Whether the plan has `program` (dsrun runs `init` only if present).
   virtual bool hasProgram(std::string_view program) const { return false; }
 

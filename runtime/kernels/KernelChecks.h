@@ -134,6 +134,16 @@ bool checkEmbeddingGradShapes(std::string &err, const TensorRef &idx,
 /// Cross-entropy: logits [..., V] and targets [...].
 bool checkTargetShapes(std::string &err, const TensorRef &logits,
                        const TensorRef &targets);
+/// A vocabulary-parallel kernel's place (ds.embedding, ds.embedding_grad
+/// and the ds.cross_entropy_part family with `parts` P): the rank's rows or
+/// columns [offset, offset + local) of local * P, by the context's tensor
+/// rank. Fails without a context when P > 1, or for a rank outside P.
+bool vocabularyPart(std::string &err, const KernelArgs &a, int64_t parts,
+                    int64_t local, int64_t &offset);
+/// The statistics of a vocabulary-parallel loss: row_max of the targets'
+/// shape (null: none), stats [2] + the targets' shape.
+bool checkRowStats(std::string &err, const TensorRef &targets,
+                   const TensorRef *rowMax, const TensorRef &stats);
 /// "<role> must hold one value, got shape ..." unless t has one element.
 bool checkOneValue(std::string &err, const TensorRef &t, const char *role);
 /// ds.rotary: x [..., T, D] with D even, out of x's shape, inverse 0 or 1,

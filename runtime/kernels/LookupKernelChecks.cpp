@@ -54,6 +54,37 @@ bool checkTargetShapes(std::string &err, const TensorRef &logits,
   return true;
 }
 
+bool vocabularyPart(std::string &err, const KernelArgs &a, int64_t parts,
+                    int64_t local, int64_t &offset) {
+  offset = 0;
+  if (parts < 1)
+    return fail(err, "parts must be at least 1, got ", parts);
+  if (parts == 1)
+    return true;
+  if (!a.ctx)
+    return fail(err, "one of ", parts,
+                " vocabulary parts needs a KernelContext (the tensor rank)");
+  if (a.ctx->tensorRank < 0 || a.ctx->tensorRank >= parts)
+    return fail(err, "tensor rank ", a.ctx->tensorRank, " is not one of ",
+                parts, " vocabulary parts");
+  offset = int64_t(a.ctx->tensorRank) * local;
+  return true;
+}
+
+bool checkRowStats(std::string &err, const TensorRef &targets,
+                   const TensorRef *rowMax, const TensorRef &stats) {
+  if (rowMax &&
+      !(rowMax->rank == targets.rank &&
+        std::equal(targets.shape, targets.shape + targets.rank, rowMax->shape)))
+    return fail(err, "row_max has shape ", shapeStr(*rowMax),
+                " but targets have shape ", shapeStr(targets));
+  if (stats.rank != targets.rank + 1 || stats.shape[0] != 2 ||
+      !std::equal(targets.shape, targets.shape + targets.rank, stats.shape + 1))
+    return fail(err, "stats have shape ", shapeStr(stats),
+                " but need [2] + the targets' shape ", shapeStr(targets));
+  return true;
+}
+
 bool checkOneValue(std::string &err, const TensorRef &t, const char *role) {
   if (t.numel() != 1)
     return fail(err, role, " must hold one value, got shape ", shapeStr(t));

@@ -362,6 +362,21 @@ private:
                     ", the kernel takes ", takes));
   }
 
+  /// Program.arena_peaks: none, or one per arena within its size.
+  bool checkArenaPeaks(const Program &p, const std::string &prog) {
+    const uint32_t arenas = count(plan_.arenas()), n = count(p.arena_peaks());
+    if (n != 0 && n != arenas)
+      return fail(
+          cat(prog, " has ", n, " arena peaks for ", arenas, " arenas"));
+    for (uint32_t a = 0; a < n; ++a)
+      if (p.arena_peaks()->Get(a) > plan_.arenas()->Get(a)->bytes())
+        return fail(cat(prog, ": its peak in arena ", a, " (",
+                        p.arena_peaks()->Get(a),
+                        " bytes) is past the arena's end (",
+                        plan_.arenas()->Get(a)->bytes(), " bytes)"));
+    return true;
+  }
+
   bool checkProgram(const Program &p) {
     std::string prog = cat("program ", quote(p.name()));
     if (p.num_events() > kMaxEvents)
@@ -373,6 +388,8 @@ private:
     for (uint32_t k = 0; k < count(p.outputs()); ++k)
       if (!checkBufferId(p.outputs()->Get(k), cat(prog, " output ", k)))
         return false;
+    if (!checkArenaPeaks(p, prog))
+      return false;
 
     // The instruction that records each event; every event is recorded at
     // most once per run and only waited on after (in program order) the

@@ -72,7 +72,11 @@ namespace dsc::plan {
 /// 3: Instr.space (where an instruction runs); kernels selected by dtypes.
 /// 4: mixed precision: VarKind.master, Plan.loss_scale, skips_overflow.
 /// 5: Plan.checksum, verified on load.
-constexpr uint32_t kSchemaVersion = 6;
+/// 6: tensor parallelism (Plan.tensor_parallel, Variable.tensor_split_*,
+///    Instr.tensor_group).
+/// 7: Program.arena_peaks; ds.embedding and ds.embedding_grad take an int
+///    attribute (parts: vocabulary parallelism).
+constexpr uint32_t kSchemaVersion = 7;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

@@ -160,6 +160,7 @@ int runSample(const DsrunOptions &options, bool lead, Prepared &p,
   so.microBatch = info.evalBatch ? info.evalBatch : info.microBatch;
   so.seqLen = info.seqLen;
   so.vocabSize = info.vocabSize;
+  so.tensorParallel = info.tensorParallel;
   std::vector<int32_t> tokens;
   if (!sampleTokens(*p.session, so, tokens, error))
     return error.rfind("plan:", 0) == 0 ? kExitBadInput : kExitTrainingFailed;

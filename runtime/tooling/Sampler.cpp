@@ -54,7 +54,13 @@ bool sampleTokens(Session &session, const SampleOptions &o,
   std::vector<NamedTensor> in = session.programInputs(program);
   std::vector<NamedTensor> outs = session.programOutputs(program);
   const int64_t rows = o.microBatch, t = o.seqLen, v = o.vocabSize;
-  std::vector<int64_t> logitsShape{rows, t, v};
+  // With vocabulary parallelism each rank's eval returns its part of the
+  // vocabulary; the row drawn from is gathered whole.
+  const int64_t parts = std::max<int64_t>(o.tensorParallel, 1);
+  std::vector<int64_t> logitsShape{rows, t, v / parts};
+  if (outs.size() >= 2 && outs[1].shape != logitsShape)
+    logitsShape.back() = v; // the vocabulary whole (it did not split)
+  const int64_t vl = logitsShape.back();
   if (in.size() != 2 || outs.size() < 2 || outs[1].ref.dtype != DType::f32 ||
       outs[1].shape != logitsShape) {
     error = "plan: eval has no f32 logits output [" + std::to_string(rows) +
@@ -66,7 +72,8 @@ bool sampleTokens(Session &session, const SampleOptions &o,
       o.prompt.empty() ? std::vector<int32_t>{10} : o.prompt;
   const size_t elems = size_t(rows * t);
   std::vector<int32_t> tokens(elems), targets(elems, 0);
-  std::vector<float> logits(size_t(rows * t * v));
+  std::vector<float> logits(size_t(rows * t * vl));
+  std::vector<float> row(static_cast<size_t>(v));
   for (uint32_t i = 0; i < o.count; ++i) {
     size_t len = std::min<size_t>(context.size(), size_t(t));
     std::fill(tokens.begin(), tokens.end(), 0);
@@ -78,7 +85,11 @@ bool sampleTokens(Session &session, const SampleOptions &o,
         !session.run(program, 0, error) ||
         !session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
       return false;
-    int32_t next = pick(logits.data() + (len - 1) * size_t(v), o, i);
+    const float *mine = logits.data() + (len - 1) * size_t(vl);
+    if (vl != v &&
+        !session.gatherTensorParts(mine, size_t(vl), row.data(), error))
+      return false;
+    int32_t next = pick(vl != v ? row.data() : mine, o, i);
     context.push_back(next);
     out.push_back(next);
   }

@@ -29,6 +29,9 @@ struct SampleOptions {
   uint32_t topK = 0;           ///< 0: every token
   uint64_t seed = 1337;
   uint32_t microBatch = 1, seqLen = 1, vocabSize = 256;
+  /// Ranks of a tensor-parallel group (eval's logits may be cut along the
+  /// vocabulary over them).
+  uint32_t tensorParallel = 1;
 };
 
 /// Appends options.count generated tokens to `out`. False + one line on

@@ -41,7 +41,11 @@ def main():
     for p in plan.get("programs", []):
         ins = ", ".join(buf(i) for i in p.get("inputs", []))
         outs = ", ".join(buf(i) for i in p.get("outputs", []))
-        print(f"program {p['name']} ({ins}) -> ({outs}) events {p.get('num_events', 0)}")
+        # Its own peak in each transient arena it uses (Program.arena_peaks).
+        peaks = " ".join(f"{names[i]}={v}" for i, v in
+                         enumerate(p.get("arena_peaks", [])) if v)
+        print(f"program {p['name']} ({ins}) -> ({outs}) events {p.get('num_events', 0)}"
+              + (f" peaks {peaks}" if peaks else ""))
         for n, ins_ in enumerate(p.get("instrs", [])):
             i = ", ".join(buf(x) for x in ins_.get("inputs", []))
             o = ", ".join(buf(x) for x in ins_.get("outputs", []))

@@ -81,6 +81,7 @@ struct PlanSpec {
     std::vector<Instr> instrs;
     std::vector<uint32_t> inputs = {}, outputs = {};
     uint32_t numEvents = 0;
+    std::vector<uint64_t> arenaPeaks = {}; ///< none: the plan stores none
   };
 
   uint32_t schemaVersion = fb::kSchemaVersion;
@@ -140,8 +141,9 @@ struct PlanSpec {
         is.push_back(fb::CreateInstrDirect(
             b, i.kernel.c_str(), &i.inputs, &i.outputs, &i.ints, &i.floats,
             i.stream, &i.wait, &i.record, i.loc.c_str(), i.space));
-      ps.push_back(fb::CreateProgramDirect(b, p.name.c_str(), &is, &p.inputs,
-                                           &p.outputs, p.numEvents, 0.0));
+      ps.push_back(fb::CreateProgramDirect(
+          b, p.name.c_str(), &is, &p.inputs, &p.outputs, p.numEvents, 0.0,
+          p.arenaPeaks.empty() ? nullptr : &p.arenaPeaks));
     }
     std::vector<flatbuffers::Offset<fb::Alias>> als;
     for (const auto &[name, of] : aliases)

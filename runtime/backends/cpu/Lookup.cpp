@@ -30,15 +30,17 @@ bool checkIndices(std::string &err, const TensorRef &idx, int64_t V) {
 
 // logits [..., V] and targets [...]; every target in [0, V) or ignored.
 // Returns the number of positions that count.
+// With `parts` P the logits are one rank's V columns of P V, and the
+// targets index the whole.
 bool checkTargets(std::string &err, const TensorRef &logits,
-                  const TensorRef &targets, int64_t ignoreIndex,
-                  int64_t &count) {
+                  const TensorRef &targets, int64_t ignoreIndex, int64_t &count,
+                  int64_t parts = 1) {
   if (!expectDType(err, logits, "logits", DType::f32) ||
       !expectIndexDType(err, targets, "targets"))
     return false;
   if (!checkTargetShapes(err, logits, targets))
     return false;
-  const int64_t V = logits.dim(-1), n = targets.numel();
+  const int64_t V = logits.dim(-1) * parts, n = targets.numel();
   count = 0;
   for (int64_t r = 0; r < n; ++r) {
     int64_t t = indexAt(targets, r);
@@ -73,19 +75,26 @@ bool embeddingBody(const KernelArgs &a, std::string &err) {
       !expectIndexDType(err, idx, "indices") ||
       !expectDType(err, out, "the output", DType::f32))
     return false;
-  int64_t V, C;
+  int64_t V, C, first;
+  const int64_t parts = a.intAttrs[0];
   if (!checkEmbeddingShapes(err, table, idx, out, V, C) ||
-      !checkIndices(err, idx, V))
+      !vocabularyPart(err, a, parts, V, first) ||
+      !checkIndices(err, idx, V * parts))
     return false;
   const float *tp = table.f32();
   float *op = out.f32();
-  parallelFor(idx.numel(),
-              std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)),
-              [&](int64_t i0, int64_t i1) {
-                for (int64_t i = i0; i < i1; ++i)
-                  std::memcpy(op + i * C, tp + indexAt(idx, i) * C,
-                              size_t(C) * sizeof(float));
-              });
+  // One part of the table (parts > 1) gives zeros for the others' rows.
+  parallelFor(
+      idx.numel(), std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)),
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t row = indexAt(idx, i) - first;
+          if (row >= 0 && row < V)
+            std::memcpy(op + i * C, tp + row * C, size_t(C) * sizeof(float));
+          else
+            std::memset(op + i * C, 0, size_t(C) * sizeof(float));
+        }
+      });
   return true;
 }
 
@@ -96,9 +105,11 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
       !expectDType(err, g, "g", DType::f32) ||
       !expectDType(err, out, "the output", DType::f32))
     return false;
-  int64_t V, C;
+  int64_t V, C, first;
+  const int64_t parts = a.intAttrs[0];
   if (!checkEmbeddingGradShapes(err, idx, g, out, V, C) ||
-      !checkIndices(err, idx, V))
+      !vocabularyPart(err, a, parts, V, first) ||
+      !checkIndices(err, idx, V * parts))
     return false;
   float *op = out.f32();
   const float *gp = g.f32();
@@ -108,7 +119,10 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
   // tokens in order.
   parallelFor(C, 64, [&](int64_t c0, int64_t c1) {
     for (int64_t i = 0; i < n; ++i) {
-      float *dst = op + indexAt(idx, i) * C;
+      const int64_t row = indexAt(idx, i) - first;
+      if (row < 0 || row >= V)
+        continue; // another part's row
+      float *dst = op + row * C;
       const float *src = gp + i * C;
       for (int64_t c = c0; c < c1; ++c)
         dst[c] += src[c];
@@ -193,6 +207,126 @@ bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
                     dr[j] *= scale;
                   // p_t - 1 = -(sum - e_t) / sum, without cancellation.
                   dr[t] = float(-coef * ((sum - et) / sum));
+                }
+              });
+  return true;
+}
+
+//===--- Vocabulary-parallel cross-entropy
+//---------------------------------===//
+
+namespace {
+
+// The part kernels' common operands: logits [rows, V] (one rank's V of
+// parts x V columns), targets [rows], row maxima [rows] (null: none).
+struct LogitsPart {
+  int64_t rows = 0, V = 0, first = 0, count = 0;
+};
+
+bool checkLogitsPart(std::string &err, const KernelArgs &a,
+                     const TensorRef *rowMax, const TensorRef &stats,
+                     LogitsPart &p) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const int64_t ignoreIndex = a.intAttrs[0], parts = a.intAttrs[1];
+  if (!checkTargets(err, logits, targets, ignoreIndex, p.count, parts) ||
+      (rowMax && !expectDType(err, *rowMax, "row_max", DType::f32)) ||
+      !expectDType(err, stats, "stats", DType::f32) ||
+      !checkRowStats(err, targets, rowMax, stats))
+    return false;
+  p.rows = targets.numel();
+  p.V = logits.dim(-1);
+  return vocabularyPart(err, a, parts, p.V, p.first);
+}
+
+} // namespace
+
+bool crossEntropyPartBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &stats = a.outputs[0];
+  LogitsPart p;
+  if (!checkLogitsPart(err, a, &a.inputs[2], stats, p))
+    return false;
+  const TensorRef &targets = a.inputs[1];
+  const int64_t ignoreIndex = a.intAttrs[0];
+  const float *x = a.inputs[0].f32(), *mx = a.inputs[2].f32();
+  float *sums = stats.f32(), *picked = sums + p.rows;
+  parallelFor(p.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.V, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *row = x + r * p.V;
+                  const float m = mx[r];
+                  sums[r] = float(sumOf(p.V, [&](int64_t j) {
+                    return double(fm::exp(row[j] - m));
+                  }));
+                  const int64_t t = indexAt(targets, r) - p.first;
+                  const bool held =
+                      indexAt(targets, r) != ignoreIndex && t >= 0 && t < p.V;
+                  picked[r] = held ? row[t] - m : 0.0f;
+                }
+              });
+  return true;
+}
+
+bool crossEntropyPartLossBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &stats = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &loss = a.outputs[0];
+  const int64_t ignoreIndex = a.intAttrs[0];
+  if (!expectDType(err, stats, "stats", DType::f32) ||
+      !expectIndexDType(err, targets, "targets") ||
+      !checkRowStats(err, targets, nullptr, stats) ||
+      !expectDType(err, loss, "the loss", DType::f32) ||
+      !checkOneValue(err, loss, "the loss"))
+    return false;
+  const int64_t rows = targets.numel();
+  const float *sums = stats.f32(), *picked = sums + rows;
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (indexAt(targets, r) == ignoreIndex)
+      continue;
+    total += std::log(double(sums[r])) - double(picked[r]);
+    ++count;
+  }
+  *loss.f32() = count ? float(total / double(count)) : 0.0f;
+  return true;
+}
+
+bool crossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &out = a.outputs[0];
+  LogitsPart p;
+  float g;
+  if (!checkLogitsPart(err, a, &a.inputs[2], a.inputs[3], p) ||
+      !scalarOperand(err, a.inputs[4], "g", g) ||
+      !expectDType(err, out, "the output", DType::f32))
+    return false;
+  if (!sameShape(out, a.inputs[0]))
+    return fail(err, "output has shape ", shapeStr(out),
+                " but logits have shape ", shapeStr(a.inputs[0]));
+  const TensorRef &targets = a.inputs[1];
+  const int64_t ignoreIndex = a.intAttrs[0];
+  const double coef = p.count ? double(g) / double(p.count) : 0.0;
+  const float *x = a.inputs[0].f32(), *mx = a.inputs[2].f32();
+  const float *sums = a.inputs[3].f32();
+  float *dx = out.f32();
+  parallelFor(p.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.V, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *row = x + r * p.V;
+                  float *dr = dx + r * p.V;
+                  const int64_t target = indexAt(targets, r);
+                  if (target == ignoreIndex) {
+                    std::memset(dr, 0, size_t(p.V) * sizeof(float));
+                    continue;
+                  }
+                  const float m = mx[r];
+                  const double sum = sums[r];
+                  const float scale = float(coef / sum);
+                  const int64_t t = target - p.first;
+                  const float et = t >= 0 && t < p.V ? fm::exp(row[t] - m) : 0;
+                  for (int64_t j = 0; j < p.V; ++j)
+                    dr[j] = fm::exp(row[j] - m) * scale;
+                  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
+                  if (t >= 0 && t < p.V)
+                    dr[t] = float(-coef * ((sum - double(et)) / sum));
                 }
               });
   return true;

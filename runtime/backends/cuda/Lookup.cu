@@ -88,20 +88,22 @@ bool floatOperands(std::string &err, const TensorRef &t, const char *role) {
 //===--- Embedding
 //---------------------------------------------------------===//
 
+// Rows [first, first + V) of the whole table; any other id reads zeros.
 __global__ void embeddingKernel(const void *table, Storage st, Index idx,
                                 void *out, Storage so, int64_t V, int64_t C,
-                                int64_t n) {
+                                int64_t n, int64_t first) {
   DSC_GRID_STRIDE(e, n * C) {
-    int64_t i = e / C, c = e % C, v = idx.at(i);
+    int64_t i = e / C, c = e % C, v = idx.at(i) - first;
     store(out, so, e, v >= 0 && v < V ? load(table, st, v * C + c) : 0.0f);
   }
 }
 
-__global__ void sortKeys(Index idx, int64_t n, int64_t V, uint32_t *keys,
-                         uint32_t *positions) {
+__global__ void sortKeys(Index idx, int64_t n, int64_t V, int64_t first,
+                         uint32_t *keys, uint32_t *positions) {
   DSC_GRID_STRIDE(i, n) {
-    int64_t v = idx.at(i);
-    keys[i] = uint32_t(v >= 0 && v < V ? v : V); // bad ids sort last, unused
+    int64_t v = idx.at(i) - first;
+    // Bad ids and other parts' rows sort last, unused.
+    keys[i] = uint32_t(v >= 0 && v < V ? v : V);
     positions[i] = uint32_t(i);
   }
 }
@@ -259,36 +261,117 @@ __global__ void crossEntropyGradRows(const void *x, Storage sx, Index targets,
   }
 }
 
+//===--- Vocabulary-parallel cross-entropy --------------------------------===//
+// The rank's logits are columns [first, first + V) of the whole vocabulary;
+// row maxima and the stats' sums are over the whole (phase shard).
+
+// stats[0][r] = sum_j e^(x - max), stats[1][r] = x[t] - max where the rank
+// holds target t (0 elsewhere).
+__global__ void crossEntropyPartRows(const void *x, Storage sx, Index targets,
+                                     const void *rowMax, Storage sm,
+                                     void *stats, Storage ss, int64_t rows,
+                                     int64_t V, int64_t first, int64_t ignore) {
+  __shared__ double red[33];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float mx = load(rowMax, sm, r);
+    const int64_t base = r * V;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+      s += expf(load(x, sx, base + j) - mx);
+    s = blockSum(s, red);
+    if (threadIdx.x == 0) {
+      const int64_t target = targets.at(r), t = target - first;
+      const bool held = target != ignore && t >= 0 && t < V;
+      store(stats, ss, r, float(s));
+      store(stats, ss, rows + r, held ? load(x, sx, base + t) - mx : 0.0f);
+    }
+  }
+}
+
+__global__ void crossEntropyPartTotal(const void *stats, Storage ss,
+                                      Index targets, int64_t rows,
+                                      int64_t ignore, void *loss, Storage sl) {
+  __shared__ double red[33];
+  double total = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    if (targets.at(r) == ignore)
+      continue;
+    total +=
+        log(double(load(stats, ss, r))) - double(load(stats, ss, rows + r));
+    count += 1;
+  }
+  total = blockSum(total, red);
+  count = blockSum(count, red);
+  if (threadIdx.x == 0)
+    store(loss, sl, 0, count > 0 ? float(total / count) : 0.0f);
+}
+
+// dx = coef (softmax - onehot) on the rank's columns, the softmax from the
+// whole rows' max and sum.
+__global__ void crossEntropyPartGradRows(const void *x, Storage sx,
+                                         Index targets, const void *rowMax,
+                                         Storage sm, const void *stats,
+                                         Storage ss, const void *g, Storage sg,
+                                         const double *count, void *dx,
+                                         Storage sd, int64_t rows, int64_t V,
+                                         int64_t first, int64_t ignore) {
+  const double n = *count;
+  const double coef = n > 0 ? double(load(g, sg, 0)) / n : 0.0;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t target = targets.at(r), t = target - first, base = r * V;
+    if (target == ignore) {
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+        store(dx, sd, base + j, 0.0f);
+      continue;
+    }
+    const float mx = load(rowMax, sm, r);
+    const double sum = load(stats, ss, r);
+    const bool held = t >= 0 && t < V;
+    const double et = held ? expf(load(x, sx, base + t) - mx) : 0.0;
+    const float scale = float(coef / sum);
+    __syncthreads(); // every read of the row is done before dx overwrites it
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+      float v = j == t ? float(-coef * ((sum - et) / sum))
+                       : expf(load(x, sx, base + j) - mx) * scale;
+      store(dx, sd, base + j, v);
+    }
+  }
+}
+
 } // namespace
 
 bool embeddingBody(const KernelArgs &a, std::string &err) {
   const TensorRef &table = a.inputs[0], &idx = a.inputs[1];
   const TensorRef &out = a.outputs[0];
-  int64_t V, C;
+  int64_t V, C, first;
+  const int64_t parts = a.intAttrs[0];
   void *scratch = nullptr;
   if (!floatOperands(err, table, "table") ||
       !expectIndexDType(err, idx, "indices") ||
       !floatOperands(err, out, "the output") ||
       !checkEmbeddingShapes(err, table, idx, out, V, C) ||
+      !vocabularyPart(err, a, parts, V, first) ||
       !scratchOf(a, kFlagBytes, scratch, err) ||
-      !validate(a, idx, V, 0, false, kEmbeddingIndex, scratch, err))
+      !validate(a, idx, V * parts, 0, false, kEmbeddingIndex, scratch, err))
     return false;
   const int64_t n = idx.numel();
   if (n * C == 0)
     return true;
   embeddingKernel<<<gridFor(n * C), kBlock, 0, streamOf(a)>>>(
-      table.data, storage(table), indexOf(idx), out.data, storage(out), V, C,
-      n);
+      table.data, storage(table), indexOf(idx), out.data, storage(out), V, C, n,
+      first);
   return launched(err);
 }
 
 bool embeddingGradBody(const KernelArgs &a, std::string &err) {
   const TensorRef &idx = a.inputs[0], &g = a.inputs[1];
   const TensorRef &out = a.outputs[0];
-  int64_t V, C;
+  int64_t V, C, first;
+  const int64_t parts = a.intAttrs[0];
   if (!expectIndexDType(err, idx, "indices") || !floatOperands(err, g, "g") ||
       !floatOperands(err, out, "the output") ||
-      !checkEmbeddingGradShapes(err, idx, g, out, V, C))
+      !checkEmbeddingGradShapes(err, idx, g, out, V, C) ||
+      !vocabularyPart(err, a, parts, V, first))
     return false;
   const int64_t n = idx.numel();
   // CUB's item count is an int.
@@ -307,7 +390,7 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
   void *scratch = nullptr;
   if (!scratchOf(a, kFlagBytes + 4 * align(words) + sortBytes, scratch, err) ||
-      !validate(a, idx, V, 0, false, kEmbeddingGradIndex, scratch, err))
+      !validate(a, idx, V * parts, 0, false, kEmbeddingGradIndex, scratch, err))
     return false;
   if (!zeroOnStream(out.data, size_t(V * C) * dtypeSize(out.dtype), s, err))
     return false;
@@ -319,7 +402,8 @@ bool embeddingGradBody(const KernelArgs &a, std::string &err) {
   auto *posIn = reinterpret_cast<uint32_t *>(base + 2 * align(words));
   auto *posOut = reinterpret_cast<uint32_t *>(base + 3 * align(words));
   void *temp = base + 4 * align(words);
-  sortKeys<<<gridFor(n), kBlock, 0, s>>>(indexOf(idx), n, V, keysIn, posIn);
+  sortKeys<<<gridFor(n), kBlock, 0, s>>>(indexOf(idx), n, V, first, keysIn,
+                                         posIn);
   cudaError_t status = cub::DeviceRadixSort::SortPairs(
       temp, sortBytes, keysIn, keysOut, posIn, posOut, int(n), 0, bits, s);
   if (status != cudaSuccess)
@@ -388,6 +472,105 @@ bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
                            rowThreads(V), 0, s>>>(
         logits.data, storage(logits), indexOf(targets), g.data, storage(g),
         count, out.data, storage(out), rows, V, ignore);
+  return launched(err);
+}
+
+namespace {
+
+// The part kernels' operands, checked on the host in the CPU kernels'
+// order: logits [rows, V] of the rank's V columns, targets, row maxima and
+// stats ([2, rows]).
+bool checkPartOperands(const KernelArgs &a, const TensorRef &stats,
+                       int64_t &rows, int64_t &V, int64_t &first,
+                       std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &rowMax = a.inputs[2];
+  if (!floatOperands(err, logits, "logits") ||
+      !expectIndexDType(err, targets, "targets") ||
+      !checkTargetShapes(err, logits, targets) ||
+      !floatOperands(err, rowMax, "row_max") ||
+      !floatOperands(err, stats, "stats") ||
+      !checkRowStats(err, targets, &rowMax, stats))
+    return false;
+  rows = targets.numel();
+  V = logits.dim(-1);
+  return vocabularyPart(err, a, a.intAttrs[1], V, first);
+}
+
+// The targets checked against the whole vocabulary on the device, in the
+// scratch's flag; `extra` scratch bytes follow it.
+bool validateTargets(const KernelArgs &a, int64_t whole, RunError what,
+                     size_t extra, void *&scratch, std::string &err) {
+  return scratchOf(a, kFlagBytes + extra, scratch, err) &&
+         validate(a, a.inputs[1], whole, a.intAttrs[0], true, what, scratch,
+                  err);
+}
+
+unsigned rowBlocks(int64_t rows) {
+  return unsigned(rows < (1 << 20) ? rows : (1 << 20));
+}
+
+} // namespace
+
+bool crossEntropyPartBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &rowMax = a.inputs[2], &stats = a.outputs[0];
+  int64_t rows, V, first;
+  void *scratch = nullptr;
+  if (!checkPartOperands(a, stats, rows, V, first, err) ||
+      !validateTargets(a, V * a.intAttrs[1], kCrossEntropyTarget, 0, scratch,
+                       err))
+    return false;
+  if (rows > 0)
+    crossEntropyPartRows<<<rowBlocks(rows), rowThreads(V), 0, streamOf(a)>>>(
+        logits.data, storage(logits), indexOf(targets), rowMax.data,
+        storage(rowMax), stats.data, storage(stats), rows, V, first,
+        a.intAttrs[0]);
+  return launched(err);
+}
+
+bool crossEntropyPartLossBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &stats = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &loss = a.outputs[0];
+  if (!floatOperands(err, stats, "stats") ||
+      !expectIndexDType(err, targets, "targets") ||
+      !checkRowStats(err, targets, nullptr, stats) ||
+      !floatOperands(err, loss, "the loss") ||
+      !checkOneValue(err, loss, "the loss"))
+    return false;
+  crossEntropyPartTotal<<<1, 1024, 0, streamOf(a)>>>(
+      stats.data, storage(stats), indexOf(targets), targets.numel(),
+      a.intAttrs[0], loss.data, storage(loss));
+  return launched(err);
+}
+
+bool crossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
+  const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
+  const TensorRef &rowMax = a.inputs[2], &stats = a.inputs[3];
+  const TensorRef &g = a.inputs[4], &out = a.outputs[0];
+  int64_t rows, V, first;
+  void *scratch = nullptr;
+  if (!checkPartOperands(a, stats, rows, V, first, err) ||
+      !floatOperands(err, g, "g") || !checkOneValue(err, g, "g") ||
+      !floatOperands(err, out, "the output"))
+    return false;
+  if (!sameShape(out, logits))
+    return fail(err, "output has shape ", shapeStr(out),
+                " but logits have shape ", shapeStr(logits));
+  if (!validateTargets(a, V * a.intAttrs[1], kCrossEntropyGradTarget,
+                       sizeof(double), scratch, err))
+    return false;
+  auto *count =
+      reinterpret_cast<double *>(static_cast<char *>(scratch) + kFlagBytes);
+  cudaStream_t s = streamOf(a);
+  const int64_t ignore = a.intAttrs[0], parts = a.intAttrs[1];
+  countTargets<<<1, 1024, 0, s>>>(indexOf(targets), rows, V * parts, ignore,
+                                  count);
+  if (rows > 0 && V > 0)
+    crossEntropyPartGradRows<<<rowBlocks(rows), rowThreads(V), 0, s>>>(
+        logits.data, storage(logits), indexOf(targets), rowMax.data,
+        storage(rowMax), stats.data, storage(stats), g.data, storage(g), count,
+        out.data, storage(out), rows, V, first, ignore);
   return launched(err);
 }
 

@@ -247,6 +247,39 @@ func.func @f(%l: tensor<2x5x16xf32>, %t: tensor<2x5xi32>, %g: tensor<2xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<16x8xf32>, %i: tensor<2x5xi32>) {
+  // expected-error @+1 {{'ds.embedding' op parts must be at least 1, got 0}}
+  %0 = ds.embedding %x, %i parts 0 : tensor<16x8xf32>, tensor<2x5xi32> -> tensor<2x5x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x5x16xf32>, %t: tensor<2x5xi32>, %m: tensor<2x4xf32>) {
+  // expected-error @+1 {{'ds.cross_entropy_part' op row_max must have the targets' shape}}
+  %0 = ds.cross_entropy_part %l, %t, %m parts 2 : tensor<2x5x16xf32>, tensor<2x5xi32>, tensor<2x4xf32> -> tensor<2x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x2x4xf32>, %t: tensor<2x5xi32>) {
+  // expected-error @+2 {{stats must be [2] + targets' shape, got 2x2x4 for targets 2x5}}
+  // expected-error @+1 {{'ds.cross_entropy_part_loss' op failed to infer returned types}}
+  %0 = ds.cross_entropy_part_loss %s, %t : tensor<2x2x4xf32>, tensor<2x5xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x5x16xf32>, %t: tensor<2x5xi32>, %m: tensor<2x5xf32>, %s: tensor<2x5xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'ds.cross_entropy_part_grad' op stats must be [2] + the targets' shape}}
+  %0 = ds.cross_entropy_part_grad %l, %t, %m, %s, %g parts 2 : tensor<2x5x16xf32>, tensor<2x5xi32>, tensor<2x5xf32>, tensor<2x5xf32>, tensor<f32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x6xf32>) {
   // expected-error @+1 {{'ds.reshape' op cannot reshape 2x6 (12 elements) to 5x2 (10 elements)}}
   %0 = ds.reshape %x : tensor<2x6xf32> -> tensor<5x2xf32>

@@ -135,6 +135,26 @@ func.func @lookup_and_loss(%t: tensor<16x8xf32>, %i: tensor<2x5xi32>,
   return
 }
 
+// Vocabulary parallelism (phase shard): one rank's rows of a table of 4 x 16
+// rows, one rank's 16 columns of a row of 64 logits.
+// CHECK-LABEL: func @vocabulary_parts
+func.func @vocabulary_parts(%t: tensor<16x8xf32>, %i: tensor<2x5xi32>,
+                            %l: tensor<2x5x16xbf16>, %m: tensor<2x5xbf16>,
+                            %s: tensor<f32>) {
+  // CHECK: ds.embedding %{{.*}}, %{{.*}} parts 4 : tensor<16x8xf32>, tensor<2x5xi32> -> tensor<2x5x8xf32>
+  %0 = ds.embedding %t, %i parts 4 : tensor<16x8xf32>, tensor<2x5xi32> -> tensor<2x5x8xf32>
+  // CHECK: ds.embedding_grad %{{.*}}, %{{.*}} vocab 16 parts 4 : tensor<2x5xi32>, tensor<2x5x8xf32> -> tensor<16x8xf32>
+  %1 = ds.embedding_grad %i, %0 vocab 16 parts 4 : tensor<2x5xi32>, tensor<2x5x8xf32> -> tensor<16x8xf32>
+  // The statistics are fp32 for 16-bit logits.
+  // CHECK: ds.cross_entropy_part %{{.*}}, %{{.*}}, %{{.*}} parts 4 : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<2x5xbf16> -> tensor<2x2x5xf32>
+  %2 = ds.cross_entropy_part %l, %i, %m parts 4 : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<2x5xbf16> -> tensor<2x2x5xf32>
+  // CHECK: ds.cross_entropy_part_loss %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : tensor<2x2x5xf32>, tensor<2x5xi32> -> tensor<f32>
+  %3 = ds.cross_entropy_part_loss %2, %i {ignore_index = -100} : tensor<2x2x5xf32>, tensor<2x5xi32> -> tensor<f32>
+  // CHECK: ds.cross_entropy_part_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} parts 4 : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<2x5xbf16>, tensor<2x2x5xf32>, tensor<f32>
+  %4 = ds.cross_entropy_part_grad %l, %i, %m, %2, %s parts 4 : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<2x5xbf16>, tensor<2x2x5xf32>, tensor<f32>
+  return
+}
+
 // CHECK-LABEL: func @shapes
 func.func @shapes(%x: tensor<2x6xf32>) {
   // CHECK: ds.reshape %{{.*}} : tensor<2x6xf32> -> tensor<3x4xf32>

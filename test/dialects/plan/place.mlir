@@ -35,7 +35,9 @@ module {
     plan.storage @b "b" <activations> <device> size 60 transient
     // CHECK: plan.storage @h "h" <activations> <host> size 64 at 0 transient
     plan.storage @h "h" <activations> <host> size 64 transient
-    // CHECK: func.func @step() attributes {plan.activation_bytes = 128 : i64}
+    // Its own peak in each transient arena (here the only program's: the
+    // arenas' sizes).
+    // CHECK: func.func @step() attributes {plan.activation_bytes = 128 : i64, plan.arena_peaks = {activations = 128 : i64, "activations@host" = 64 : i64, comm_buffers = 64 : i64}}
     func.func @step() {
       %w = plan.buffer @w : memref<16xf32>
       %c = plan.buffer @c : memref<16xf32>
@@ -51,6 +53,21 @@ module {
       plan.call "ds.exp"(%b) -> (%b) ints [] floats [] on <compute> : (memref<15xf32>) -> memref<15xf32>
       plan.call "ds.copy"(%d) -> (%h) ints [] floats [] on <d2h> record [2] : (memref<16xf32>) -> memref<16xf32>
       plan.outputs %d : memref<16xf32>
+      return
+    }
+    // A second program (an eval that runs less): its own storage packs into
+    // the same arenas from offset 0, and its peaks are its own; the arenas
+    // are as large as the larger program needs them.
+    // CHECK: plan.storage @e "e" <activations> <device> size 32 at 0 transient live [1, 2]
+    plan.storage @e "e" <activations> <device> size 32 transient
+    // CHECK: func.func @eval() attributes {plan.activation_bytes = 32 : i64, plan.arena_peaks = {activations = 32 : i64}}
+    func.func @eval() {
+      %w = plan.buffer @w : memref<16xf32>
+      %e = plan.buffer @e : memref<8xf32>
+      plan.inputs
+      plan.call "ds.exp"(%w) -> (%w) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.exp"(%e) -> (%e) ints [] floats [] on <compute> : (memref<8xf32>) -> memref<8xf32>
+      plan.outputs %e : memref<8xf32>
       return
     }
   }

@@ -80,8 +80,10 @@ PlanSpec bigramPlan(int n, int64_t batch) {
       {kTokens, kTargets},
       {kLoss},
       1};
+  micro.instrs[0].ints = {1}; // parts: the whole vocabulary
   micro.instrs[1].ints = {-1};
   micro.instrs[2].ints = {-1};
+  micro.instrs[3].ints = {1};
   micro.instrs[4].floats = {1.0 / n};
   p.programs.push_back(micro);
   p.programs.push_back({"apply",
@@ -287,8 +289,10 @@ PlanSpec shardedBigramPlan(int n, int64_t batch) {
       {tokens, targets},
       {loss},
       2};
+  micro.instrs[1].ints = {1}; // parts: the whole vocabulary
   micro.instrs[2].ints = {-1};
   micro.instrs[3].ints = {-1};
+  micro.instrs[4].ints = {1};
   micro.instrs[5].floats = {1.0 / n};
   p.programs.push_back(micro);
   PlanSpec::Program apply{

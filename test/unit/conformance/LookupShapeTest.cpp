@@ -34,11 +34,11 @@ TEST_P(LookupKernels, EmbeddingAndGradMatchReference) {
       Shape outShape = idxShape;
       outShape.push_back(C);
       Buf out = poisoned(outShape);
-      RUN_OK("ds.embedding", {&table, &idx}, {&out});
+      RUN_OK("ds.embedding", {&table, &idx}, {&out}, {1});
       REF_OK(want, ref::embedding(table.toRef(), idx.toRef()));
       EXPECT_TRUE(close(out, want));
       Buf g = uniform(rng, outShape), dt = poisoned({V, C});
-      RUN_OK("ds.embedding_grad", {&idx, &g}, {&dt});
+      RUN_OK("ds.embedding_grad", {&idx, &g}, {&dt}, {1});
       REF_OK(grad, ref::embedding_grad(idx.toRef(), g.toRef(), V));
       EXPECT_TRUE(close(dt, grad));
     }
@@ -48,7 +48,7 @@ TEST_P(LookupKernels, EmbeddingAndGradMatchReference) {
   for (int64_t i = 0; i < 768; ++i)
     idx.set(i, i % 3 == 2 ? 0.0 : 2.0);
   Buf g = uniform(rng, {768, 260}), dt = poisoned({3, 260});
-  RUN_OK("ds.embedding_grad", {&idx, &g}, {&dt});
+  RUN_OK("ds.embedding_grad", {&idx, &g}, {&dt}, {1});
   REF_OK(grad, ref::embedding_grad(idx.toRef(), g.toRef(), 3));
   EXPECT_TRUE(close(dt, grad));
 }
@@ -57,23 +57,23 @@ TEST_P(LookupKernels, EmbeddingIndexErrorsNameTheValue) {
   Buf table({5, 3}), out({2, 3}), idx({2}, DType::i32);
   idx.set(0, 1);
   idx.set(1, 5);
-  EXPECT_RUN_ERROR(run("ds.embedding", {&table, &idx}, {&out}),
+  EXPECT_RUN_ERROR(run("ds.embedding", {&table, &idx}, {&out}, {1}),
                    "ds.embedding: index 5 at position 1 is outside [0, 5): the "
                    "table has V = 5 rows");
   idx.set(1, -2);
   EXPECT_RUN_ERROR(
-      run("ds.embedding", {&table, &idx}, {&out}),
+      run("ds.embedding", {&table, &idx}, {&out}, {1}),
       "ds.embedding: index -2 at position 1 is outside [0, 5): the "
       "table has V = 5 rows");
   Buf g({2, 3}), dt({4, 3});
   idx.set(1, 4);
   EXPECT_RUN_ERROR(
-      run("ds.embedding_grad", {&idx, &g}, {&dt}),
+      run("ds.embedding_grad", {&idx, &g}, {&dt}, {1}),
       "ds.embedding_grad: index 4 at position 1 is outside [0, 4): the "
       "table has V = 4 rows");
   Buf fidx({2});
   EXPECT_RUN_ERROR(
-      run("ds.embedding", {&table, &fidx}, {&out}),
+      run("ds.embedding", {&table, &fidx}, {&out}, {1}),
       "ds.embedding: unsupported dtype f32 for indices (expected i32 or "
       "i64)");
 }
@@ -135,6 +135,115 @@ TEST_P(LookupKernels, CrossEntropyEdgeCasesAndErrors) {
       run("ds.cross_entropy", {&logits, &t3}, {&loss}, {-1}),
       "ds.cross_entropy: targets of shape [3] do not match logits of "
       "shape [2, 3] (need logits [..., V] and targets [...])");
+}
+
+// Vocabulary parallelism: each rank's part of a table, or of a row of
+// logits, with its place from KernelContext::tensorRank, gives its share
+// of what the whole gives.
+TEST_P(LookupKernels, VocabularyPartsMatchTheWhole) {
+  SEEDED_RNG(rng);
+  rt::KernelContext ctx;
+  for (int64_t parts : {2, 4}) {
+    SCOPED_TRACE("parts " + std::to_string(parts));
+    const int64_t rows = 5, C = 6, V = rows * parts;
+    Buf table = uniform(rng, {V, C}), idx = indices(rng, {3, 7}, V, DType::i32);
+    Buf g = uniform(rng, {3, 7, C});
+    REF_OK(lookup, ref::embedding(table.toRef(), idx.toRef()));
+    REF_OK(dtable, ref::embedding_grad(idx.toRef(), g.toRef(), V));
+    std::vector<double> sum(size_t(3 * 7 * C), 0.0);
+    for (int rank = 0; rank < parts; ++rank) {
+      ctx.tensorRank = rank;
+      Buf part = poisoned({rows, C}), out = poisoned({3, 7, C});
+      for (int64_t i = 0; i < rows * C; ++i)
+        part.set(i, table.get(rank * rows * C + i));
+      RUN_OK("ds.embedding", {&part, &idx}, {&out}, {parts}, {}, &ctx);
+      for (int64_t i = 0; i < out.numel(); ++i)
+        sum[size_t(i)] += out.get(i);
+      Buf dpart = poisoned({rows, C});
+      RUN_OK("ds.embedding_grad", {&idx, &g}, {&dpart}, {parts}, {}, &ctx);
+      for (int64_t i = 0; i < rows * C; ++i)
+        ASSERT_NEAR(dpart.get(i), dtable.data[size_t(rank * rows * C + i)],
+                    1e-5)
+            << rank << " " << i;
+    }
+    for (int64_t i = 0; i < lookup.numel(); ++i)
+      ASSERT_EQ(sum[size_t(i)], lookup.data[size_t(i)]) << i;
+  }
+}
+
+TEST_P(LookupKernels, VocabularyParallelCrossEntropyMatchesTheWhole) {
+  SEEDED_RNG(rng);
+  rt::KernelContext ctx;
+  const Shape tShape{4, 3};
+  const int64_t n = 12;
+  for (int64_t parts : {1, 2, 4})
+    for (int64_t ignore : {int64_t(-1), int64_t(-100)}) {
+      SCOPED_TRACE("parts " + std::to_string(parts) + " ignore " +
+                   std::to_string(ignore));
+      const int64_t local = 7, V = local * parts;
+      Buf logits = uniform(rng, {4, 3, V}, -4, 4),
+          targets = indices(rng, tShape, V, DType::i64);
+      for (int64_t i = 0; i < n; i += 5) // some ignored
+        targets.set(i, double(ignore));
+      REF_OK(loss, ref::cross_entropy(logits.toRef(), targets.toRef(), ignore));
+      REF_OK(grad, ref::cross_entropy_grad(logits.toRef(), targets.toRef(),
+                                           0.75, ignore));
+      // The rows' maxima over the whole vocabulary (the all-gather's).
+      Buf rowMax = poisoned(tShape);
+      for (int64_t r = 0; r < n; ++r) {
+        double m = logits.get(r * V);
+        for (int64_t j = 1; j < V; ++j)
+          m = std::max(m, logits.get(r * V + j));
+        rowMax.set(r, m);
+      }
+      std::vector<Buf> mine;
+      Buf stats = filled({2, 4, 3}, 0.0); // summed over the group
+      for (int rank = 0; rank < parts; ++rank) {
+        ctx.tensorRank = rank;
+        Buf part = poisoned({4, 3, local}), out = poisoned({2, 4, 3});
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < local; ++j)
+            part.set(r * local + j, logits.get(r * V + rank * local + j));
+        RUN_OK("ds.cross_entropy_part", {&part, &targets, &rowMax}, {&out},
+               {ignore, parts}, {}, &ctx);
+        for (int64_t i = 0; i < 2 * n; ++i)
+          stats.set(i, stats.get(i) + out.get(i));
+        mine.push_back(std::move(part));
+      }
+      Buf got = poisoned({});
+      RUN_OK("ds.cross_entropy_part_loss", {&stats, &targets}, {&got},
+             {ignore});
+      EXPECT_TRUE(close(got, loss));
+      Buf g = scalarBuf(0.75);
+      for (int rank = 0; rank < parts; ++rank) {
+        ctx.tensorRank = rank;
+        Buf dx = poisoned({4, 3, local});
+        RUN_OK("ds.cross_entropy_part_grad",
+               {&mine[size_t(rank)], &targets, &rowMax, &stats, &g}, {&dx},
+               {ignore, parts}, {}, &ctx);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < local; ++j)
+            ASSERT_NEAR(dx.get(r * local + j),
+                        grad.data[size_t(r * V + rank * local + j)], 1e-6)
+                << rank << " row " << r << " column " << j;
+      }
+    }
+  // A target outside the whole vocabulary is named as the whole's.
+  Buf part = filled({2, 3}, 0.5), rowMax = filled({2}, 0.5);
+  Buf targets({2}, DType::i32), out({2, 2});
+  targets.set(0, 5);
+  targets.set(1, 6);
+  ctx.tensorRank = 1;
+  EXPECT_RUN_ERROR(run("ds.cross_entropy_part", {&part, &targets, &rowMax},
+                       {&out}, {-1, 2}, {}, &ctx),
+                   "ds.cross_entropy_part: target 6 at position 1 is outside "
+                   "[0, 6) and is not the ignore index -1");
+  targets.set(1, 3);
+  ctx.tensorRank = 2;
+  EXPECT_RUN_ERROR(run("ds.cross_entropy_part", {&part, &targets, &rowMax},
+                       {&out}, {-1, 2}, {}, &ctx),
+                   "ds.cross_entropy_part: tensor rank 2 is not one of 2 "
+                   "vocabulary parts");
 }
 
 //===--- Shapes and data movement -----------------------------------------===//

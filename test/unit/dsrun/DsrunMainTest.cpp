@@ -68,10 +68,10 @@ std::string writeBigramPlan(const std::string &name) {
                                  fb::Stream::compute, nullptr, nullptr, "");
   };
   std::vector<flatbuffers::Offset<fb::Instr>> micro = {
-      instr("ds.embedding", {table, tokens}, {logits}),
+      instr("ds.embedding", {table, tokens}, {logits}, {1}),
       instr("ds.cross_entropy", {logits, targets}, {loss}, {-1}),
       instr("ds.cross_entropy_grad", {logits, targets, one}, {dlogits}, {-1}),
-      instr("ds.embedding_grad", {tokens, dlogits}, {grad})};
+      instr("ds.embedding_grad", {tokens, dlogits}, {grad}, {1})};
   std::vector<flatbuffers::Offset<fb::Instr>> apply = {
       instr("ds.mul", {grad, grad}, {square}),
       instr("ds.reduce_sum", {square}, {sum}, {0, 1}),

@@ -92,14 +92,28 @@ TEST(PlanVerifier, NoChecksum) {
 TEST(PlanVerifier, SchemaVersion) {
   PlanSpec p = basicPlan();
   p.schemaVersion = 8;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 8, this dsrun reads 6 "
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 8, this dsrun reads 7 "
                           "(compile the plan again with the dsc of this "
                           "build)");
   // A plan from the previous release (no master weights) as well.
   p.schemaVersion = 3;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 6 "
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 7 "
                           "(compile the plan again with the dsc of this "
                           "build)");
+}
+
+TEST(PlanVerifier, ArenaPeaks) {
+  // One per arena, each within its arena: a program's own peak.
+  PlanSpec p = basicPlan();
+  p.programs[0].arenaPeaks = {0, 0, 0, 16, 0};
+  std::string error;
+  EXPECT_NE(load(p, error), nullptr) << error;
+  p.programs[0].arenaPeaks = {0, 0, 16};
+  EXPECT_EQ(loadError(p), "t.dsplan: program 'micro_step' has 3 arena peaks "
+                          "for 5 arenas");
+  p.programs[0].arenaPeaks = {0, 0, 0, 17, 0};
+  EXPECT_EQ(loadError(p), "t.dsplan: program 'micro_step': its peak in arena "
+                          "3 (17 bytes) is past the arena's end (16 bytes)");
 }
 
 TEST(PlanVerifier, WorldSizeZero) {
