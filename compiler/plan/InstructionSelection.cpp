@@ -240,7 +240,8 @@ LogicalResult Lowering::ProgramLowering::lowerOp(Operation &op) {
     return lowerStore(store);
   if (isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(op))
     lowerCopyBetweenSpaces(op);
-  else if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op))
+  else if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp,
+               dist::AllToAllOp>(op))
     lowerCollective(op);
   else if (auto shard = dyn_cast<dist::ShardOp>(op))
     lowerShard(shard);

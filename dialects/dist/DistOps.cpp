@@ -46,3 +46,14 @@ LogicalResult ShardOp::verify() {
   return verifySlices(*this, cast<RankedTensorType>(getX().getType()),
                       cast<RankedTensorType>(getType()), getWorldSize());
 }
+
+LogicalResult AllToAllOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  int64_t ranks = getWorldSize();
+  if (ranks < 1)
+    return emitOpError("needs at least one rank");
+  if (x.getRank() != 1 || x.getDimSize(0) % ranks != 0)
+    return emitOpError("x must be 1-D with a multiple of ")
+           << ranks << " elements (one block a rank), got " << x;
+  return success();
+}

@@ -83,6 +83,20 @@ def Dist_AllGatherOp : Dist_Op<"all_gather", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dist_AllToAllOp : Dist_Op<"all_to_all",
+    [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "block j of each rank's x to rank j, in rank order";
+  let description = [{
+    x holds `world_size` equal blocks; rank r's block j becomes block r of
+    rank j's result (MPI_Alltoall). Ulysses sequence parallelism trades
+    tokens for heads with it around attention.
+  }];
+  let arguments = (ins Dist_FloatTensor:$x, I64Attr:$world_size);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$x `ranks` $world_size attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def Dist_CopyToHostOp : Dist_Op<"copy_to_host",
     [Pure, AllTypesMatch<["x", "result"]>]> {
   let summary = "a device value copied into host memory (d2h stream)";
@@ -187,6 +201,8 @@ def Dist_ReduceScatterKernel
                    Dist_SumKernel<"none">>;
 def Dist_AllGatherKernel : DS_KernelDef<"comm.all_gather", ["x"], ["out"],
                                         DS_GenericKernel<[], "T->T">>;
+def Dist_AllToAllKernel : DS_KernelDef<"comm.all_to_all", ["x"], ["out"],
+                                       DS_GenericKernel<[], "T->T">>;
 def Dist_BroadcastKernel
     : DS_KernelDef<"comm.broadcast", ["x"], ["out"],
                    DS_GenericKernel<["root"], "T->T", "any_input">>;

@@ -80,6 +80,13 @@ public:
                  void *stream, std::string &error) {
     return doAllGather(in, out, count, dtype, stream, error);
   }
+  /// in and out hold size() blocks of `count`: rank r's block j goes to
+  /// rank j's block r (MPI_Alltoall; Ulysses' exchange between cut tokens
+  /// and cut heads). in and out must not overlap.
+  bool allToAll(const void *in, void *out, size_t count, DType dtype,
+                void *stream, std::string &error) {
+    return doAllToAll(in, out, count, dtype, stream, error);
+  }
   /// data[0, count) = root's data[0, count) on every rank.
   bool broadcast(void *data, size_t count, DType dtype, int root, void *stream,
                  std::string &error) {
@@ -121,6 +128,9 @@ public:
   bool broadcast(float *data, size_t count, int root, std::string &error) {
     return broadcast(data, count, DType::f32, root, nullptr, error);
   }
+  bool allToAll(const float *in, float *out, size_t count, std::string &error) {
+    return allToAll(in, out, count, DType::f32, nullptr, error);
+  }
 
   /// This rank gives up while others may still wait for it in a collective,
   /// so its exit must not wait for them: under MPI it skips MPI_Finalize
@@ -151,6 +161,8 @@ protected:
                                   std::string &error) = 0;
   virtual bool doAllGather(const void *in, void *out, size_t count, DType dtype,
                            void *stream, std::string &error) = 0;
+  virtual bool doAllToAll(const void *in, void *out, size_t count, DType dtype,
+                          void *stream, std::string &error) = 0;
   virtual bool doBroadcast(void *data, size_t count, DType dtype, int root,
                            void *stream, std::string &error) = 0;
   /// split() once every rank has arrived.
@@ -197,6 +209,8 @@ private:
                           void *stream, std::string &error) override;
   bool doAllGather(const void *in, void *out, size_t count, DType dtype,
                    void *stream, std::string &error) override;
+  bool doAllToAll(const void *in, void *out, size_t count, DType dtype,
+                  void *stream, std::string &error) override;
   bool doBroadcast(void *data, size_t count, DType dtype, int root,
                    void *stream, std::string &error) override;
   std::unique_ptr<Communicator> doSplit(int color, int key,

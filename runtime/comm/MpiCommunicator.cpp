@@ -4,11 +4,11 @@
 // MPI_UINT16_T with user-defined sums (add in float, round back).
 //
 // Each collective is MPI's nonblocking form (MPI_Iallreduce,
-// MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ibarrier)
-// polled with MPI_Test until it completes or the deadline passes, so a rank
-// that stops answering costs at most the timeout, never a hang. Polling
-// spins briefly, then yields, then sleeps up to 200 us between tests: ranks
-// share cores when oversubscribed, and OpenMPI progresses nonblocking
+// MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ialltoall, MPI_Ibcast,
+// MPI_Ibarrier) polled with MPI_Test until it completes or the deadline passes,
+// so a rank that stops answering costs at most the timeout, never a hang.
+// Polling spins briefly, then yields, then sleeps up to 200 us between tests:
+// ranks share cores when oversubscribed, and OpenMPI progresses nonblocking
 // collectives only inside MPI calls, so the sleep is short.
 //
 // Thread level: MPI_THREAD_SERIALIZED. The comm stream's worker thread
@@ -337,6 +337,8 @@ private:
                           void *stream, std::string &error) override;
   bool doAllGather(const void *in, void *out, size_t count, DType dtype,
                    void *stream, std::string &error) override;
+  bool doAllToAll(const void *in, void *out, size_t count, DType dtype,
+                  void *stream, std::string &error) override;
   bool doBroadcast(void *data, size_t count, DType dtype, int root,
                    void *stream, std::string &error) override;
   std::unique_ptr<Communicator> doSplit(int color, int key,
@@ -527,6 +529,23 @@ bool MpiCommunicator::doAllGather(const void *in, void *out, size_t count,
   return started(name,
                  MPI_Iallgather(send, int(count), type, out, int(count), type,
                                 comm_, &request),
+                 error) &&
+         finish(name, request, end, error);
+}
+
+bool MpiCommunicator::doAllToAll(const void *in, void *out, size_t count,
+                                 DType dtype, void *, std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "all_to_all";
+  if (!begin(name, error, in, out, count, 0, dtype) ||
+      !fits(name, count, error))
+    return false;
+  Clock::time_point end = start(name);
+  MPI_Datatype type = mpiType(dtype);
+  MPI_Request request = MPI_REQUEST_NULL;
+  return started(name,
+                 MPI_Ialltoall(in, int(count), type, out, int(count), type,
+                               comm_, &request),
                  error) &&
          finish(name, request, end, error);
 }

@@ -66,6 +66,14 @@ bool checkCollectiveCounts(std::string &err, const TensorRef &x,
                 shapeStr(out), "; with ", ranks,
                 ranks == 1 ? " rank" : " ranks", " out needs ", ranks, " x ",
                 nx, " = ", ranks * nx, " elements");
+  case Counts::Blocks:
+    if (nx == nout && ranks > 0 && nx % ranks == 0)
+      return true;
+    return fail(err, "x has shape ", shapeStr(x), " and out has shape ",
+                shapeStr(out), "; with ", ranks,
+                ranks == 1 ? " rank" : " ranks",
+                " both need the same multiple of ", ranks,
+                " elements (one block a rank)");
   }
   return false;
 }

@@ -84,6 +84,8 @@
 //                       (shapes need only these element counts).
 //   comm.all_gather     (x [S]) -> out [N*S]        block r of out = rank
 //                       r's x.
+//   comm.all_to_all     (x [N*S]) -> out [N*S]      block j of x goes to
+//                       rank j's block `rank`.
 //   comm.broadcast      (x) -> out                  [root]
 //                       out = root's x on every rank. out may be x.
 //   dist.shard          (x [N*S]) -> out [S]        [N]

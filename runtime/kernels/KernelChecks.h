@@ -254,7 +254,8 @@ bool checkCollectiveScale(const KernelArgs &args, std::string &err,
 bool checkCollectiveDTypes(std::string &err, const TensorRef &x,
                            const TensorRef &out, bool sum);
 /// How x's and out's element counts relate.
-enum class Counts { Same, XHoldsAll, OutHoldsAll };
+/// Blocks: x and out the same count, a multiple of the ranks (all_to_all).
+enum class Counts { Same, XHoldsAll, OutHoldsAll, Blocks };
 bool checkCollectiveCounts(std::string &err, const TensorRef &x,
                            const TensorRef &out, Counts relation, int ranks);
 /// dist.shard: compiled for the run's world size, x = ranks x out.

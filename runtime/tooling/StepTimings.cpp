@@ -90,7 +90,7 @@ double busFactor(const std::string &op, uint32_t ranks) {
   const double n = std::max<uint32_t>(1, ranks);
   if (op == "all_reduce")
     return 2 * (n - 1) / n;
-  if (op == "all_gather" || op == "reduce_scatter")
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all")
     return (n - 1) / n;
   return 1;
 }

@@ -1,4 +1,4 @@
-//===- Comm.cpp - comm.all_reduce, reduce_scatter, all_gather, broadcast --===//
+//===- Comm.cpp - comm.all_reduce, reduce_scatter, all_gather, ... --------===//
 //
 // The plan's collectives over host buffers, through the run's Communicator
 // (KernelContext::comm) with the element type of the operands and the comm
@@ -103,6 +103,17 @@ bool commAllGatherBody(const KernelArgs &args, std::string &err) {
                                comm->size()) &&
          comm->allGather(x.data, out.data, size_t(x.numel()), x.dtype,
                          streamOf(args), err);
+}
+
+bool commAllToAllBody(const KernelArgs &args, std::string &err) {
+  Communicator *comm = nullptr;
+  const TensorRef &x = args.inputs[0], &out = args.outputs[0];
+  if (!checkCollectiveDTypes(err, x, out, false) ||
+      !checkCommunicator(args, err, comm))
+    return false;
+  return checkCollectiveCounts(err, x, out, Counts::Blocks, comm->size()) &&
+         comm->allToAll(x.data, out.data, size_t(x.numel() / comm->size()),
+                        x.dtype, streamOf(args), err);
 }
 
 bool commBroadcastBody(const KernelArgs &args, std::string &err) {

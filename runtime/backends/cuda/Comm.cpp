@@ -1,4 +1,4 @@
-//===- Comm.cpp - comm.all_reduce, reduce_scatter, all_gather, broadcast --===//
+//===- Comm.cpp - comm.all_reduce, reduce_scatter, all_gather, ... --------===//
 //
 // The plan's collectives on the comm stream through NCCL (Nccl.h), made at
 // the first collective from the run's host communicator; the same checks
@@ -87,6 +87,19 @@ bool commAllGatherBody(const KernelArgs &args, std::string &err) {
   NcclCommunicator *nccl = ncclOf(args, host, err);
   return nccl && nccl->allGather(x.data, out.data, size_t(x.numel()), x.dtype,
                                  args.ctx->stream, err);
+}
+
+bool commAllToAllBody(const KernelArgs &args, std::string &err) {
+  Communicator *host = nullptr;
+  const TensorRef &x = args.inputs[0], &out = args.outputs[0];
+  if (!checkCollectiveDTypes(err, x, out, false) ||
+      !checkCommunicator(args, err, host) ||
+      !checkCollectiveCounts(err, x, out, Counts::Blocks, host->size()))
+    return false;
+  NcclCommunicator *nccl = ncclOf(args, host, err);
+  return nccl &&
+         nccl->allToAll(x.data, out.data, size_t(x.numel() / host->size()),
+                        x.dtype, args.ctx->stream, err);
 }
 
 bool commBroadcastBody(const KernelArgs &args, std::string &err) {

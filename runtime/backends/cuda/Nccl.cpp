@@ -23,6 +23,10 @@ struct NcclApi {
   decltype(&ncclReduceScatter) reduceScatter;
   decltype(&ncclAllGather) allGather;
   decltype(&ncclBroadcast) broadcast;
+  decltype(&ncclSend) send;
+  decltype(&ncclRecv) recv;
+  decltype(&ncclGroupStart) groupStart;
+  decltype(&ncclGroupEnd) groupEnd;
   std::string error;
 };
 
@@ -42,7 +46,11 @@ NcclApi loadNccl() {
          bindSymbol(lib, "ncclAllReduce", a.allReduce, "NCCL", e) &&
          bindSymbol(lib, "ncclReduceScatter", a.reduceScatter, "NCCL", e) &&
          bindSymbol(lib, "ncclAllGather", a.allGather, "NCCL", e) &&
-         bindSymbol(lib, "ncclBroadcast", a.broadcast, "NCCL", e));
+         bindSymbol(lib, "ncclBroadcast", a.broadcast, "NCCL", e) &&
+         bindSymbol(lib, "ncclSend", a.send, "NCCL", e) &&
+         bindSymbol(lib, "ncclRecv", a.recv, "NCCL", e) &&
+         bindSymbol(lib, "ncclGroupStart", a.groupStart, "NCCL", e) &&
+         bindSymbol(lib, "ncclGroupEnd", a.groupEnd, "NCCL", e));
   return a;
 }
 
@@ -155,6 +163,26 @@ protected:
                  [&](ncclDataType_t t, cudaStream_t s) {
                    return nccl().allGather(in, out, count, t, comm_, s);
                  });
+  }
+  // NCCL has no all-to-all: one grouped send and receive per peer.
+  bool doAllToAll(const void *in, void *out, size_t count, DType dtype,
+                  void *stream, std::string &error) override {
+    const size_t block = count * dtypeSize(dtype);
+    return issue(
+        "all_to_all", error, in, out, count, 0, dtype, stream,
+        [&](ncclDataType_t t, cudaStream_t s) {
+          ncclResult_t r = nccl().groupStart();
+          for (int peer = 0; r == ncclSuccess && peer < size(); ++peer) {
+            r = nccl().send(static_cast<const char *>(in) +
+                                size_t(peer) * block,
+                            count, t, peer, comm_, s);
+            if (r == ncclSuccess)
+              r = nccl().recv(static_cast<char *>(out) + size_t(peer) * block,
+                              count, t, peer, comm_, s);
+          }
+          ncclResult_t end = nccl().groupEnd();
+          return r != ncclSuccess ? r : end;
+        });
   }
   bool doBroadcast(void *data, size_t count, DType dtype, int root,
                    void *stream, std::string &error) override {

@@ -8,6 +8,14 @@ func.func @f(%x: tensor<8xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<9xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op x must be 1-D with a multiple of 2 elements (one block a rank), got 'tensor<9xf32>'}}
+  %0 = dist.all_to_all %x ranks 2 : tensor<9xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<4xf32>) {
   // expected-error @+1 {{'dist.all_gather' op cannot change the element type}}
   %0 = dist.all_gather %x ranks 2 : tensor<4xf32> -> tensor<8xf64>

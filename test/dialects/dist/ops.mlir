@@ -15,6 +15,8 @@ func.func @collectives(%x: tensor<8xf32>) -> tensor<8xf32> {
   %r = dist.reduce_scatter %w scale 1.0 ranks 2 : tensor<8xf32> -> tensor<4xf32>
   // CHECK: dist.all_gather %{{.*}} ranks 2 : tensor<4xf32> -> tensor<8xf32>
   %g = dist.all_gather %r ranks 2 : tensor<4xf32> -> tensor<8xf32>
+  // CHECK: dist.all_to_all %{{.*}} ranks 2 : tensor<8xf32>
+  %t = dist.all_to_all %g ranks 2 : tensor<8xf32>
   // CHECK: dist.shard %{{.*}} ranks 4 : tensor<8xf32> -> tensor<2xf32>
   %s = dist.shard %g ranks 4 : tensor<8xf32> -> tensor<2xf32>
   // CHECK: dist.flat_params @g : tensor<8xf32>

@@ -45,8 +45,9 @@ struct KernelCall {
 };
 
 TEST(CommKernels, Registered) {
-  for (const char *name : {"comm.all_reduce", "comm.reduce_scatter",
-                           "comm.all_gather", "comm.broadcast"})
+  for (const char *name :
+       {"comm.all_reduce", "comm.reduce_scatter", "comm.all_gather",
+        "comm.all_to_all", "comm.broadcast"})
     EXPECT_NE(rt::findCpuKernel(name), nullptr) << name;
   const rt::KernelInfo *k = rt::findCpuKernel("comm.broadcast");
   EXPECT_EQ(k->numInputs, 1);
@@ -104,6 +105,21 @@ TEST(CommKernels, DTypesReachTheCommunicator) {
     EXPECT_EQ(all[size_t(2 * r + 1)], -r);
   }
 
+  // An i32 exchange: rank r sends (r, j) to rank j, which gets (s, rank)
+  // from each rank s.
+  std::vector<int32_t> sent(2 * size_t(n)), got(2 * size_t(n), -9);
+  for (int j = 0; j < n; ++j) {
+    sent[size_t(2 * j)] = rank;
+    sent[size_t(2 * j + 1)] = j;
+  }
+  ASSERT_TRUE(call("comm.all_to_all", {sent.data(), rt::DType::i32, twoN, 1},
+                   {got.data(), rt::DType::i32, twoN, 1}, {}, {}, error))
+      << error;
+  for (int s = 0; s < n; ++s) {
+    EXPECT_EQ(got[size_t(2 * s)], s);
+    EXPECT_EQ(got[size_t(2 * s + 1)], rank);
+  }
+
   // Sums of integers have no variant; the body refuses them too.
   EXPECT_FALSE(call("comm.all_reduce", {ids.data(), rt::DType::i32, two, 1},
                     {ids.data(), rt::DType::i32, two, 1}, {}, {1.0}, error));
@@ -154,6 +170,11 @@ TEST(CommKernels, ErrorsAreOneLine) {
   EXPECT_FALSE(gather.run("comm.all_gather", &ctx, error));
   EXPECT_EQ(error, "comm.all_gather: x has shape [3] and out has shape [4]; "
                    "with 1 rank out needs 1 x 3 = 3 elements");
+  KernelCall exchange{{{3}}, {{2}}, {{1, 2, 3}}, {{0, 0}}};
+  EXPECT_FALSE(exchange.run("comm.all_to_all", &ctx, error));
+  EXPECT_EQ(error, "comm.all_to_all: x has shape [3] and out has shape [2]; "
+                   "with 1 rank both need the same multiple of 1 elements "
+                   "(one block a rank)");
   KernelCall scatter{{{3}}, {{2}}, {{1, 2, 3}}, {{0, 0}}, {}, {1.0}};
   EXPECT_FALSE(scatter.run("comm.reduce_scatter", &ctx, error));
   EXPECT_EQ(error, "comm.reduce_scatter: x has shape [3] and out has shape "

@@ -157,6 +157,22 @@ TEST(Communicator, AllGather) {
   }
 }
 
+// Block j of each rank's input lands as block `rank` on rank j: rank r's
+// output block s holds what rank s sent it, value(s, r * count + i).
+TEST(Communicator, AllToAll) {
+  Communicator &c = world();
+  const int n = c.size();
+  std::string error;
+  for (size_t count : kCounts) {
+    std::vector<float> in = filled(c.rank(), n * count), out(n * count, -1);
+    ASSERT_TRUE(c.allToAll(in.data(), out.data(), count, error)) << error;
+    for (int s = 0; s < n; ++s)
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(out[s * count + i], value(s, c.rank() * count + i))
+            << "count " << count << " from rank " << s << " element " << i;
+  }
+}
+
 TEST(Communicator, Broadcast) {
   Communicator &c = world();
   std::string error;
@@ -216,10 +232,13 @@ TEST(Communicator, LocalCopies) {
   std::fill(out.begin(), out.end(), 0);
   ASSERT_TRUE(local.allGather(in.data(), out.data(), 3, error));
   EXPECT_EQ(out, in);
+  std::fill(out.begin(), out.end(), 0);
+  ASSERT_TRUE(local.allToAll(in.data(), out.data(), 3, error));
+  EXPECT_EQ(out, in);
   ASSERT_TRUE(local.broadcast(in.data(), 3, 0, error));
   EXPECT_EQ(in, (std::vector<float>{1, 2, 3}));
   ASSERT_TRUE(local.barrier(error));
-  EXPECT_EQ(local.sequence(), 5u);
+  EXPECT_EQ(local.sequence(), 6u);
   EXPECT_EQ(local.timeout(), 300);
   local.setTimeout(-1); // ignored
   EXPECT_EQ(local.timeout(), 300);

@@ -412,6 +412,10 @@ protected:
                    std::string &) override {
     return false;
   }
+  bool doAllToAll(const void *, void *, size_t, DType, void *,
+                  std::string &) override {
+    return false;
+  }
   bool doBroadcast(void *, size_t, DType, int, void *, std::string &) override {
     return false;
   }

@@ -66,6 +66,10 @@ protected:
                    std::string &error) override {
     return unsupported("all_gather", error);
   }
+  bool doAllToAll(const void *, void *, size_t, rt::DType, void *,
+                  std::string &error) override {
+    return unsupported("all_to_all", error);
+  }
 
 private:
   bool unsupported(const char *name, std::string &error) {
