@@ -11,7 +11,8 @@
 # gpt2 n_layer=4 n_head=8 n_embd=512 block_size=128 vocab_size=256
 # dropout=0, a global batch of 8 sequences a step (T = 4: micro-batch 8 on
 # the one replica; D = 4: 2 a rank), AdamW, clipping 1.0. For each: dsc
-# --report (the prediction), dsrun for STEPS (10) steps with --metrics and
+# --report --machine cpu (the prediction: bytes, memory, and the collective
+# time hidden under compute), dsrun for STEPS (10) steps with --metrics and
 # --trace (step time, memory written, comm time hidden), then 3 steps with
 # comms_logger (what each rank ran, per group); tensor_parallel_summary.py
 # prints the table. Builds nothing; holds $DSC_BENCH_LOCK (lock.sh).
@@ -47,7 +48,7 @@ config m22 4 '"tensor_parallel": {"autotp_size": 2}, "zero_optimization": {"stag
 
 for tag in t4 t4sp z3 z0 m22; do
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" --world-size 4 \
-    -o "$out/$tag.dsplan" --report > "$out/$tag.report.txt"
+    -o "$out/$tag.dsplan" --report --machine cpu > "$out/$tag.report.txt"
   "$build/tools/dsc" --model "$model" --config "$out/$tag.comms.json" --world-size 4 \
     -o "$out/$tag.comms.dsplan"
   rm -f "$out/$tag.metrics.jsonl" "$out/$tag.trace"*.json

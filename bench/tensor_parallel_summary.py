@@ -33,6 +33,10 @@ def predicted(path):
         m = re.match(r"\s+(micro_step|apply)\s+(tensor|data)\s+\w+\s+x(\d+)\s+(\d+) bytes", line)
         if m:
             groups[m.group(2)] = groups.get(m.group(2), 0) + int(m.group(4))
+        # The timeline on --machine cpu: micro_step's share hidden.
+        m = re.match(r"\s+micro_step\s+[\d.]+ ms compute .* \((\d+)% hidden\)", line)
+        if m:
+            groups["hidden"] = m.group(1) + "%"
     return total, groups
 
 
@@ -63,7 +67,7 @@ def main():
           "| activations MiB/rank "
           "| peak RSS MiB (rank 0) | tensor-group MB/step measured / predicted "
           "| data-group MB/step measured / predicted | comm ms/step (rank 0) "
-          "| comm hidden under compute |")
+          "| comm hidden under compute measured / predicted |")
     print("|---|---|---|---|---|---|---|---|---|")
     for tag, name in RUNS:
         d = os.path.join(a.out, tag)
@@ -82,7 +86,7 @@ def main():
         print(f"| {name} | {step:.0f} | {written / 2**20:.1f} / {total / 2**20:.1f} "
               f"| {acts / 2**20:.1f} "
               f"| {rss / 2**20:.0f} | " + " | ".join(cells) +
-              f" | {comm / 1e3 / nsteps:.0f} | {share} |")
+              f" | {comm / 1e3 / nsteps:.0f} | {share} / {pred.get('hidden', 'n/a')} |")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 
 #include "compiler/Compile.h"
 #include "compiler/Report.h"
+#include "compiler/StepTimeline.h"
 #include "runtime/core/OutputPath.h"
 #include "runtime/core/PathRules.h"
 
@@ -97,6 +98,12 @@ struct Options {
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "
                                 "FLOPs of a step")};
+  cl::opt<std::string> machine{
+      "machine", cl::value_desc("h100|cpu[,key=value...]"),
+      cl::desc("--report: the machine model the collectives' hidden time is "
+               "predicted on (tflops, mem_gbps, link_gbps, host_gbps, "
+               "latency_us override; default h100)"),
+      cl::init("h100")};
   cl::opt<std::string> output{"o", cl::value_desc("FILE"),
                               cl::desc("output file (default: stdout)"),
                               cl::init("-")};
@@ -254,6 +261,9 @@ int runDscMain(int argc, char **argv) {
     return fail("--emit: expected 'mlir' or 'plan', got '" + emit + "'");
   if (emit == "plan" && *phase != Phase::Emit)
     return fail("--emit=plan needs --compile-to=emit (the default)");
+  MachineModel machine;
+  if (std::string error; !parseMachine(opts.machine, machine, error))
+    return fail(error);
 
   CompileRequest req;
   req.inputPath = opts.input;
@@ -285,7 +295,7 @@ int runDscMain(int argc, char **argv) {
   PlanResult &planResult = *compiled.plan;
 
   if (opts.report) {
-    printReport(planResult.plan, compiled.remat, llvm::outs());
+    printReport(planResult.plan, compiled.remat, machine, llvm::outs());
     // A failed write (a full disk, /dev/full) is this run's error, not a
     // "LLVM ERROR" when the stream is destroyed.
     llvm::outs().flush();

@@ -2,6 +2,7 @@
 
 #include "compiler/Report.h"
 
+#include "compiler/StepTimeline.h"
 #include "compiler/plan/PlanModel.h"
 #include "passes/remat/RematPolicy.h"
 #include "runtime/plan/ProgramNames.h"
@@ -119,6 +120,24 @@ void printCollectives(const PlanModel &plan, llvm::raw_ostream &os) {
   }
 }
 
+/// Each program played on the machine model: its compute, its
+/// collectives, and the part of them the compute stream waits for.
+void printTimeline(const PlanModel &plan, const MachineModel &machine,
+                   llvm::raw_ostream &os) {
+  os << "predicted per run on " << describe(machine) << ":\n";
+  for (const PlanProgram &p : plan.programs) {
+    ProgramTimeline t = playProgram(plan, p, machine);
+    const double hidden =
+        t.collectives > 0
+            ? 100 * std::clamp(1 - t.exposed() / t.collectives, 0.0, 1.0)
+            : 100.0;
+    os << llvm::format("  %-13s %10.3f ms compute %10.3f ms collectives "
+                       "%10.3f ms not hidden (%.0f%% hidden)\n",
+                       p.name.c_str(), t.compute * 1e3, t.collectives * 1e3,
+                       t.exposed() * 1e3, hidden);
+  }
+}
+
 } // namespace
 
 uint64_t parameterCount(const PlanModel &plan) {
@@ -126,7 +145,7 @@ uint64_t parameterCount(const PlanModel &plan) {
 }
 
 void printReport(const PlanModel &plan, StringRef remat,
-                 llvm::raw_ostream &os) {
+                 const MachineModel &machine, llvm::raw_ostream &os) {
   uint64_t params = parameterCount(plan);
   auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
   os << "model " << plan.options.model << ": " << params << " parameters, "
@@ -134,8 +153,10 @@ void printReport(const PlanModel &plan, StringRef remat,
      << " tokens, world size " << plan.options.worldSize << "\n";
   if (plan.options.tensorParallel > 1)
     printMesh(plan, os);
-  if (plan.options.worldSize > 1)
+  if (plan.options.worldSize > 1) {
     printCollectives(plan, os);
+    printTimeline(plan, machine, os);
+  }
   // The host's arenas exist with offload only.
   for (Space space : {Space::Device, Space::Host}) {
     const auto &arenas =

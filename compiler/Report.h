@@ -10,15 +10,18 @@
 namespace dsc {
 
 struct PlanModel;
+struct MachineModel;
 
 /// Elements of the model's parameters (each tensor once, however sharded).
 uint64_t parameterCount(const PlanModel &plan);
 
 /// `--report`: what one rank holds, by category and memory space, the work
-/// of each program, remat's recomputation and the model state by dtype.
-/// `remat` is the policy the remat phase ran ("" for none).
+/// of each program, remat's recomputation and the model state by dtype;
+/// for several ranks their collectives and, played on `machine`, the time
+/// of them not hidden under compute (StepTimeline.h). `remat` is the policy
+/// the remat phase ran ("" for none).
 void printReport(const PlanModel &plan, llvm::StringRef remat,
-                 llvm::raw_ostream &os);
+                 const MachineModel &machine, llvm::raw_ostream &os);
 
 } // namespace dsc
 

@@ -7,6 +7,7 @@
 
 #include "compiler/Compile.h"
 #include "compiler/Report.h"
+#include "compiler/StepTimeline.h"
 #include "compiler/plan/PlanModel.h"
 #include "frontends/torch/native/Bindings.h"
 #include "passes/remat/RematPolicy.h"
@@ -116,7 +117,11 @@ py::tuple compile(const std::string &source, bool isModelSpec,
   }
   std::string reportText;
   llvm::raw_string_ostream os(reportText);
-  printReport(out.plan->plan, out.remat, os);
+  // The report's timeline on dsc's default machine model (--machine h100).
+  dsc::MachineModel machine;
+  std::string unused;
+  dsc::parseMachine("h100", machine, unused);
+  printReport(out.plan->plan, out.remat, machine, os);
   os.flush();
   const std::vector<uint8_t> &bytes = out.plan->bytes;
   return py::make_tuple(
