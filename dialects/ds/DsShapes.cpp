@@ -186,18 +186,27 @@ EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+/// A loss's targets: the logits' shape without the class dimension.
+static LogicalResult checkTargetsOfLogits(std::optional<Location> loc,
+                                          RankedTensorType logits,
+                                          RankedTensorType targets) {
+  if (logits.getRank() >= 1 &&
+      logits.getShape().drop_back() == targets.getShape())
+    return success();
+  return emitOptionalError(loc, "targets must have the shape of logits ",
+                           "without the class dimension: logits are ",
+                           shapeStr(logits.getShape()), ", targets are ",
+                           shapeStr(targets.getShape()));
+}
+
 LogicalResult
 CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                  Adaptor adaptor,
                                  SmallVectorImpl<Type> &inferred) {
   auto logits = tensorOf(adaptor.getLogits());
   auto targets = tensorOf(adaptor.getTargets());
-  if (logits.getRank() < 1 ||
-      logits.getShape().drop_back() != targets.getShape())
-    return emitOptionalError(loc, "targets must have the shape of logits ",
-                             "without the class dimension: logits are ",
-                             shapeStr(logits.getShape()), ", targets are ",
-                             shapeStr(targets.getShape()));
+  if (failed(checkTargetsOfLogits(loc, logits, targets)))
+    return failure();
   // The loss is fp32 for 16-bit logits: mixed precision reduces it in fp32
   // and reports it unrounded.
   Type elt = logits.getElementType();
@@ -212,12 +221,8 @@ LogicalResult CrossEntropyPartOp::inferReturnTypes(
     SmallVectorImpl<Type> &inferred) {
   auto logits = tensorOf(adaptor.getLogits());
   auto targets = tensorOf(adaptor.getTargets());
-  if (logits.getRank() < 1 ||
-      logits.getShape().drop_back() != targets.getShape())
-    return emitOptionalError(loc, "targets must have the shape of logits ",
-                             "without the class dimension: logits are ",
-                             shapeStr(logits.getShape()), ", targets are ",
-                             shapeStr(targets.getShape()));
+  if (failed(checkTargetsOfLogits(loc, logits, targets)))
+    return failure();
   // fp32 statistics for 16-bit logits, as ds.cross_entropy's loss.
   SmallVector<int64_t> shape{2};
   llvm::append_range(shape, targets.getShape());

@@ -190,13 +190,13 @@ FailureOr<OpLayout> reshape(ReshapeOp op, Layouts in, int64_t parts,
     return failure();
   }
   const int64_t blocks = in[0].blocks;
+  if (to[j] != from[d] && blocks > 1) {
+    why = "a dimension cut in blocks is reshaped";
+    return failure();
+  }
   if (to[j] == from[d] ||
-      (blocks == 1 && to[j] % parts == 0 &&
+      (to[j] % parts == 0 &&
        (to[j] < from[d] ? from[d] % to[j] == 0 : to[j] % from[d] == 0))) {
-    if (to[j] != from[d] && blocks > 1) {
-      why = "a dimension cut in blocks is reshaped";
-      return failure();
-    }
     l.results[0] = Sharding::split(j, blocks);
     return l;
   }

@@ -229,6 +229,24 @@ __global__ void countTargets(Index targets, int64_t rows, int64_t V,
     *count = c;
 }
 
+// One row of dx = coef (softmax - onehot) from the row's max and sum of
+// e^(x - max); t outside [0, V) (a target another rank holds) has no
+// one-hot here. dx may be x: the row is read whole before it is written.
+__device__ void softmaxGradRow(const void *x, Storage sx, void *dx, Storage sd,
+                               int64_t base, int64_t V, int64_t t, float mx,
+                               double sum, double coef) {
+  const bool held = t >= 0 && t < V;
+  const double et = held ? expf(load(x, sx, base + t) - mx) : 0.0;
+  const float scale = float(coef / sum);
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    // p_t - 1 = -(sum - e_t) / sum, without cancellation.
+    float v = j == t ? float(-coef * ((sum - et) / sum))
+                     : expf(load(x, sx, base + j) - mx) * scale;
+    store(dx, sd, base + j, v);
+  }
+}
+
 // dx = coef (softmax - onehot), coef = g / count, from the logits alone
 // (dx may be the logits: each row is read whole before it is written).
 __global__ void crossEntropyGradRows(const void *x, Storage sx, Index targets,
@@ -249,15 +267,7 @@ __global__ void crossEntropyGradRows(const void *x, Storage sx, Index targets,
     float mx;
     double sum;
     rowMaxSum(x, sx, base, V, redMax, red, mx, sum);
-    const double et = expf(load(x, sx, base + t) - mx);
-    const float scale = float(coef / sum);
-    __syncthreads(); // every read of the row is done before dx overwrites it
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      // p_t - 1 = -(sum - e_t) / sum, without cancellation.
-      float v = j == t ? float(-coef * ((sum - et) / sum))
-                       : expf(load(x, sx, base + j) - mx) * scale;
-      store(dx, sd, base + j, v);
-    }
+    softmaxGradRow(x, sx, dx, sd, base, V, t, mx, sum, coef);
   }
 }
 
@@ -326,15 +336,7 @@ __global__ void crossEntropyPartGradRows(const void *x, Storage sx,
     }
     const float mx = load(rowMax, sm, r);
     const double sum = load(stats, ss, r);
-    const bool held = t >= 0 && t < V;
-    const double et = held ? expf(load(x, sx, base + t) - mx) : 0.0;
-    const float scale = float(coef / sum);
-    __syncthreads(); // every read of the row is done before dx overwrites it
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      float v = j == t ? float(-coef * ((sum - et) / sum))
-                       : expf(load(x, sx, base + j) - mx) * scale;
-      store(dx, sd, base + j, v);
-    }
+    softmaxGradRow(x, sx, dx, sd, base, V, t, mx, sum, coef);
   }
 }
 

@@ -335,6 +335,7 @@ TEST(Conformance, EveryRegisteredKernelHasACase) {
   static const std::map<std::string, std::string, std::less<>> elsewhere = {
       {"comm.all_gather", "CommTest (needs ranks)"},
       {"comm.all_reduce", "CommTest (needs ranks)"},
+      {"comm.all_to_all", "CommTest (needs ranks)"},
       {"comm.broadcast", "CommTest (needs ranks)"},
       {"comm.reduce_scatter", "CommTest (needs ranks)"},
   };
