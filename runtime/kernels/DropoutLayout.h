@@ -3,11 +3,14 @@
 // ds.dropout keys element e of x by its global index g: x's leading
 // dimension is the micro-batch, which starts at global sample s, so
 // g = s * (elements per sample) + e. Under sequence parallelism x is one
-// of `parts` contiguous parts of the whole activation (cut along
-// `partDim`: the batch, or the sequence of a batch of one), the one
-// numbered by the rank's place in its tensor-parallel group; e is then
-// counted from that part's first element in the whole. Both backends'
-// kernels use these two numbers: g = s * sampleElements + partOffset + e.
+// of `parts` parts of the whole activation cut along `partDim`, the one
+// numbered by the rank's place in its group (its tensor rank). Cut along
+// the batch, the part is one contiguous run of the whole; cut along a
+// later dimension (the sequence), it is one run of R = the part's
+// elements from partDim on, repeated for each index of the dimensions
+// before, every parts x R elements of the whole. Both backends' kernels
+// use these numbers: for e in run k = e / segment,
+//   g = s * sampleElements + partOffset + k * stride + e % segment.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_KERNELS_DROPOUTLAYOUT_H
@@ -22,17 +25,26 @@ namespace dsc::rt {
 struct DropoutLayout {
   uint64_t sampleElements = 0; ///< of the whole activation, per sample
   uint64_t partOffset = 0;     ///< the part's first element in the whole
+  uint64_t segment = 0;        ///< x's elements in one run of the whole
+  uint64_t stride = 0;         ///< the whole's elements from run to run
 };
 
 inline DropoutLayout dropoutLayout(const TensorRef &x, int64_t parts,
                                    int64_t partDim, int tensorRank) {
   const int64_t n = x.numel();
-  if (x.rank == 0 || x.shape[0] == 0)
-    return {};
+  const uint64_t un = uint64_t(n);
+  if (x.rank == 0 || n == 0) // a scalar: its one element, keyed as 0
+    return {0, 0, un > 0 ? un : 1, 0};
+  const uint64_t rows = uint64_t(x.shape[0]);
   if (parts <= 1)
-    return {uint64_t(n / x.shape[0]), 0};
-  const int64_t wholeRows = partDim == 0 ? x.shape[0] * parts : x.shape[0];
-  return {uint64_t(n * parts / wholeRows), uint64_t(tensorRank) * uint64_t(n)};
+    return {un / rows, 0, un, 0};
+  const uint64_t p = uint64_t(parts), rank = uint64_t(tensorRank);
+  if (partDim == 0) // the batch cut: rows x parts samples, one run
+    return {un / rows, rank * un, un, 0};
+  uint64_t run = 1; // the part's elements from partDim on
+  for (int d = int(partDim); d < x.rank; ++d)
+    run *= uint64_t(x.shape[d]);
+  return {un / rows * p, rank * run, run, run * p};
 }
 
 } // namespace dsc::rt

@@ -61,6 +61,36 @@ void philoxBatch(uint64_t seed, uint32_t stream, uint32_t step,
   }
 }
 
+/// One run of x whose elements are consecutive in the whole, the first at
+/// global index `offset`.
+void dropoutRun(const float *xp, float *yp, int64_t n, uint64_t offset,
+                uint64_t seed, uint32_t stream, uint32_t step,
+                uint32_t threshold, float scale) {
+  if (offset % 4 != 0) {
+    // Rows not a multiple of 4 elements: the batched draw does not line up.
+    for (int64_t e = 0; e < n; ++e)
+      yp[e] = (rng::bitsAt(seed, stream, step, offset + uint64_t(e)) >> 8) >=
+                      threshold
+                  ? xp[e] * scale
+                  : 0.0f;
+    return;
+  }
+  parallelFor((n + kBatch - 1) / kBatch, kGrainBatches,
+              [&](int64_t first, int64_t last) {
+                uint32_t words[kBatch];
+                for (int64_t batch = first; batch < last; ++batch) {
+                  int64_t base = batch * kBatch;
+                  philoxBatch(seed, stream, step, (offset + uint64_t(base)) / 4,
+                              words);
+                  int64_t count = std::min<int64_t>(kBatch, n - base);
+                  const float *xb = xp + base;
+                  float *yb = yp + base;
+                  for (int64_t j = 0; j < count; ++j)
+                    yb[j] = (words[j] >> 8) >= threshold ? xb[j] * scale : 0.0f;
+                }
+              });
+}
+
 } // namespace
 
 bool dropoutBody(const KernelArgs &args, std::string &err) {
@@ -88,34 +118,16 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   const uint32_t stream = uint32_t(id), step = args.ctx->step;
   // Element e is keyed by its global index: the leading dimension is the
   // micro-batch, which starts at sample ctx->sampleOffset (and x may be
-  // one part of the whole activation: DropoutLayout.h).
+  // one part of the whole activation, in runs: DropoutLayout.h).
   const DropoutLayout where = dropoutLayout(
       x, args.intAttrs[1], args.intAttrs[2], args.ctx->tensorRank);
-  const uint64_t offset =
+  const uint64_t first =
       args.ctx->sampleOffset * where.sampleElements + where.partOffset;
-  if (offset % 4 != 0) {
-    // Rows not a multiple of 4 elements: the batched draw does not line up.
-    for (int64_t e = 0; e < n; ++e)
-      yp[e] = (rng::bitsAt(seed, stream, step, offset + uint64_t(e)) >> 8) >=
-                      threshold
-                  ? xp[e] * scale
-                  : 0.0f;
-    return true;
-  }
-  parallelFor((n + kBatch - 1) / kBatch, kGrainBatches,
-              [&](int64_t first, int64_t last) {
-                uint32_t words[kBatch];
-                for (int64_t batch = first; batch < last; ++batch) {
-                  int64_t base = batch * kBatch;
-                  philoxBatch(seed, stream, step, (offset + uint64_t(base)) / 4,
-                              words);
-                  int64_t count = std::min<int64_t>(kBatch, n - base);
-                  const float *xb = xp + base;
-                  float *yb = yp + base;
-                  for (int64_t j = 0; j < count; ++j)
-                    yb[j] = (words[j] >> 8) >= threshold ? xb[j] * scale : 0.0f;
-                }
-              });
+  const int64_t segment = int64_t(where.segment);
+  for (int64_t at = 0; at < n; at += segment)
+    dropoutRun(xp + at, yp + at, std::min(segment, n - at),
+               first + uint64_t(at / segment) * where.stride, seed, stream,
+               step, threshold, scale);
   return true;
 }
 

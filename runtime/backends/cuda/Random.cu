@@ -22,17 +22,21 @@ namespace {
 __global__ void dropoutKernel(const void *x, Storage sx, void *y, Storage sy,
                               const RunContext *run, uint32_t stream,
                               uint32_t threshold, float scale,
-                              uint64_t sampleElements, uint64_t partOffset,
-                              int64_t n) {
-  const uint64_t offset = run->sampleOffset * sampleElements + partOffset;
+                              DropoutLayout where, int64_t n) {
+  const uint64_t offset =
+      run->sampleOffset * where.sampleElements + where.partOffset;
   const uint64_t seed = run->seed;
   const uint32_t step = run->step;
   DSC_GRID_STRIDE(q, (n + 3) / 4) {
     uint32_t words[4];
     uint64_t block = ~uint64_t(0);
     for (int64_t e = 4 * q; e < 4 * q + 4 && e < n; ++e) {
-      uint64_t g = offset + uint64_t(e); // straddles two blocks unless
-      if ((g >> 2) != block) {           // offset is a multiple of 4
+      // The element's run and place in it (DropoutLayout.h); four
+      // elements straddle two Philox blocks unless their run starts at a
+      // multiple of 4.
+      const uint64_t k = uint64_t(e) / where.segment;
+      uint64_t g = offset + k * where.stride + uint64_t(e) % where.segment;
+      if ((g >> 2) != block) {
         block = g >> 2;
         rng::blockWords(seed, stream, step, block, words);
       }
@@ -70,7 +74,7 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
                     args.ctx ? args.ctx->tensorRank : 0);
   dropoutKernel<<<gridFor((n + 3) / 4), kBlock, 0, streamOf(args)>>>(
       x.data, storage(x), y.data, storage(y), h->run, uint32_t(id), threshold,
-      scale, where.sampleElements, where.partOffset, n);
+      scale, where, n);
   return launched(err);
 }
 

@@ -441,8 +441,12 @@ TEST_P(DropoutKernels, APartDrawsItsShareOfTheWholeMask) {
     int64_t parts, dim;
   };
   // 12 elements a row keeps the batched draw; 7 takes the per-element path.
-  for (const Cut &c : {Cut{{4, 3, 12}, 2, 0}, Cut{{1, 6, 12}, 3, 1},
-                       Cut{{4, 3, 7}, 4, 0}, Cut{{1, 4, 7}, 2, 1}}) {
+  // A cut after the batch with more than one sample (Ulysses' tokens of
+  // several sequences, or a later dimension) is a run per outer index.
+  for (const Cut &c :
+       {Cut{{4, 3, 12}, 2, 0}, Cut{{1, 6, 12}, 3, 1}, Cut{{4, 3, 7}, 4, 0},
+        Cut{{1, 4, 7}, 2, 1}, Cut{{3, 4, 12}, 2, 1}, Cut{{2, 6, 7}, 3, 1},
+        Cut{{2, 3, 4, 5}, 2, 2}}) {
     SCOPED_TRACE(shapeString(c.whole) + " in " + std::to_string(c.parts) +
                  " along " + std::to_string(c.dim));
     rt::KernelContext ctx;
@@ -453,15 +457,23 @@ TEST_P(DropoutKernels, APartDrawsItsShareOfTheWholeMask) {
     RUN_OK("ds.dropout", {&whole}, {&all}, {9, 1, 0}, {0.5}, &ctx);
     Shape local = c.whole;
     local[size_t(c.dim)] /= c.parts;
+    // Elements from the cut dimension on: a run of the part, parts of them
+    // a run of the whole.
+    int64_t span = 1;
+    for (size_t d = size_t(c.dim); d < local.size(); ++d)
+      span *= local[d];
     const int64_t n = whole.numel() / c.parts;
     for (int rank = 0; rank < c.parts; ++rank) {
+      auto wholeIndex = [&](int64_t e) {
+        return e / span * span * c.parts + rank * span + e % span;
+      };
       Buf part = poisoned(local), out = poisoned(local);
       for (int64_t i = 0; i < n; ++i)
-        part.set(i, whole.get(rank * n + i));
+        part.set(i, whole.get(wholeIndex(i)));
       ctx.tensorRank = rank;
       RUN_OK("ds.dropout", {&part}, {&out}, {9, c.parts, c.dim}, {0.5}, &ctx);
       for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(out.get(i), all.get(rank * n + i)) << rank << " " << i;
+        ASSERT_EQ(out.get(i), all.get(wholeIndex(i))) << rank << " " << i;
     }
   }
 }
