@@ -365,6 +365,8 @@ private:
   /// Program.arena_peaks: none, or one per arena within its size.
   bool checkArenaPeaks(const Program &p, const std::string &prog) {
     const uint32_t arenas = count(plan_.arenas()), n = count(p.arena_peaks());
+    if (!aligned(p.arena_peaks()))
+      return fail(cat(prog, " has misaligned arena peaks (corrupt plan)"));
     if (n != 0 && n != arenas)
       return fail(
           cat(prog, " has ", n, " arena peaks for ", arenas, " arenas"));
