@@ -289,6 +289,8 @@ private:
     const Buffer *b = plan_.buffers()->Get(v.buffer());
     const int64_t dim = v.tensor_split_dim(), blocks = v.tensor_split_blocks();
     const uint32_t parts = plan_.tensor_parallel();
+    if (!aligned(v.shape()))
+      return fail(cat(what, " has a misaligned shape (corrupt plan)"));
     if (!v.shape() || !b->shape() ||
         (!v.sharded() && v.shape()->size() != b->shape()->size()) || dim < 0 ||
         dim >= int64_t(v.shape()->size()) || blocks < 1)
