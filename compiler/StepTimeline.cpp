@@ -103,10 +103,9 @@ bool parseMachine(llvm::StringRef text, MachineModel &machine,
                          : key == "latency_us" ? 1e-6
                                                : 1e9;
     *slot = v * scale;
-    machine.name = "custom";
   }
-  if (machine.name == "custom")
-    machine.name = fields.front().trim().str() + " (modified)";
+  if (fields.size() > 1)
+    machine.name += " (modified)";
   return true;
 }
 
