@@ -24,6 +24,8 @@ void addInput(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsVerifyInput(o.input));
 }
 void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  if (o.ulysses.sequenceParallel > 1)
+    pm.addPass(ds::createDsUlysses(o.ulysses));
   pm.addPass(ds::createDsAutodiff(o.autodiff));
   pm.addPass(ds::createDsAdamW(o.adamw));
   pm.addPass(ds::createDsEval());
@@ -218,6 +220,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "sequence-parallel",
       llvm::cl::desc("Megatron-LM's sequence parallelism (phase shard)"),
       llvm::cl::init(defaults.shard.sequenceParallel)};
+  Option<int64_t> sequenceParallelSize{
+      *this, "sequence-parallel-size",
+      llvm::cl::desc("ranks of a Ulysses sequence-parallel group (phase "
+                     "train), dividing world-size"),
+      llvm::cl::init(defaults.ulysses.sequenceParallel)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
   Option<int64_t> bucketSize{*this, "bucket-size",
@@ -266,6 +273,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize, tensorParallel);
     o.shard.sequenceParallel = sequenceParallel;
+    o.ulysses.sequenceParallel = sequenceParallelSize;
     o.adamw = {beta1,          beta2,        eps,      weightDecay, gradClip,
                optimizer,      lrDecay,      momentum, dampening,   nesterov,
                cycleMomentum,  decayAll,     noDecay,  minCoeff,    maxCoeff,
@@ -295,6 +303,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 void registerAll(DialectRegistry &registry) {
   registry.insert<ds::DSDialect, dist::DistDialect, mlir::plan::PlanDialect,
                   func::FuncDialect>();
+  ds::registerDistGradients(registry);
   ds::registerDsPasses();
   registerPlanPasses();
   registerCSEPass();

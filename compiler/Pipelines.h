@@ -67,6 +67,7 @@ struct TrainOptions {
   mlir::ds::DsAutodiffOptions autodiff;
   mlir::ds::DsAdamWOptions adamw;
   mlir::ds::DsShardOptions shard;
+  mlir::ds::DsUlyssesOptions ulysses;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;

@@ -153,6 +153,13 @@ void printReport(const PlanModel &plan, StringRef remat,
      << " tokens, world size " << plan.options.worldSize << "\n";
   if (plan.options.tensorParallel > 1)
     printMesh(plan, os);
+  if (const int64_t sp = plan.options.sequenceParallel; sp > 1)
+    os << "mesh: " << plan.options.worldSize / sp << " data x " << sp
+       << " sequence (Ulysses, sequence innermost): rank r holds tokens "
+          "[(r % "
+       << sp << ") L / " << sp << ", (r % " << sp << " + 1) L / " << sp
+       << ") of its group's batch; data parallelism spans all "
+       << plan.options.worldSize << " ranks\n";
   if (plan.options.worldSize > 1) {
     printCollectives(plan, os);
     printTimeline(plan, machine, os);

@@ -58,9 +58,13 @@ double instructionSeconds(const PlanModel &plan, const PlanInstr &in,
         touched += bytes;
     }
   if (kernel.consume_front("comm.")) {
+    // A tensor-group collective runs over the tensor (or Ulysses) group;
+    // the rest over the data group (the world / T; Ulysses: the world).
     const int64_t tp = std::max<int64_t>(plan.options.tensorParallel, 1);
+    const int64_t group = std::max(tp, plan.options.sequenceParallel);
     const int64_t ranks =
-        in.tensorGroup ? tp : std::max<int64_t>(plan.options.worldSize / tp, 1);
+        in.tensorGroup ? group
+                       : std::max<int64_t>(plan.options.worldSize / tp, 1);
     if (ranks < 2)
       return 0;
     return m.latency + double(message) * busFactor(kernel, ranks) / m.link;

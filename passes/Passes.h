@@ -9,6 +9,7 @@
 #include "passes/zero/ZeroDefaults.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::ds {
@@ -25,6 +26,10 @@ enum class LowPrecision { bf16, f16 };
 /// ds-precision's options for training in `dtype`: whether the loss is
 /// scaled follows from the dtype, decided here only.
 DsPrecisionOptions precisionOptionsFor(LowPrecision dtype);
+
+/// The reverse-mode rules (VJPOpInterface) of the collectives ds-ulysses
+/// puts into @forward: dist.all_to_all and dist.wait.
+void registerDistGradients(DialectRegistry &registry);
 
 } // namespace mlir::ds
 

@@ -293,6 +293,32 @@ def DsShard : Pass<"ds-shard", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }
 
+def DsUlysses : Pass<"ds-ulysses", "::mlir::ModuleOp"> {
+  let summary = "phase `train`: Ulysses sequence parallelism on @forward";
+  let description = [{
+    Runs before ds-autodiff. Each rank of a sequence-parallel group of
+    `sequence-parallel` ranks takes its contiguous part of every sequence:
+    @forward's (and @forward_eval's) token and target arguments become
+    [B, L/S], and the cut is carried op by op through the forward
+    (passes/shard/ShardRules.h's split layouts, plus lookups, norms,
+    dropout and the loss on cut rows). Attention and rotary embeddings need
+    whole sequences: their operands are exchanged from the token cut to a
+    cut of the heads by one dist.all_to_all over the group (DeepSpeed-
+    Ulysses), and attention's result goes back the same way. Positions are
+    the rank's part of the whole ds.iota (dist.shard). The loss is the
+    mean over the rank's tokens; autodiff differentiates the rewritten
+    forward (an all-to-all's gradient is the same all-to-all), and every
+    weight stays whole, so gradients average over all ranks as in data
+    parallelism. An op that would need a whole sequence it does not have
+    is an error naming it. The module gets dist.sequence_parallel.
+  }];
+  let options = [
+    Option<"sequenceParallel", "sequence-parallel", "int64_t", "1",
+           "ranks in a sequence-parallel group (1: the pass changes nothing)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
 def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "phase `dist`: data parallelism with ZeRO sharding";
   let description = [{

@@ -453,6 +453,26 @@ bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
   return true;
 }
 
+/// sequence_parallel_size (Ulysses): at least 1, dividing the world size,
+/// and not beside a tensor-parallel group yet.
+bool readSequenceParallel(Reader &r, Section &root, int64_t worldSize,
+                          DsConfig &c) {
+  int64_t size = 1;
+  if (!root.integer("sequence_parallel_size", size) ||
+      !r.atLeast(root.at("sequence_parallel_size"), size, int64_t(1)))
+    return false;
+  if (worldSize % size != 0)
+    return r.fail(root.at("sequence_parallel_size"),
+                  formatNumber(size) + " does not divide the world size " +
+                      formatNumber(worldSize));
+  if (size > 1 && c.tensorParallel > 1)
+    return r.fail(root.at("sequence_parallel_size"),
+                  "Ulysses sequence parallelism beside tensor_parallel is "
+                  "not supported yet: use one of them");
+  c.sequenceParallelSize = size;
+  return true;
+}
+
 bool readCompile(Section &root) {
   std::optional<Section> compile;
   return root.section("compile", compile);
@@ -462,7 +482,6 @@ bool readCompile(Section &root) {
 /// is accepted, another is refused by name.
 bool readPinnedValues(Reader &r, Section &root) {
   std::string op = "mean";
-  int64_t sequence = 1;
   return Reader::all(
       {root.onlyBoolean("managed_gradient_accumulation", true,
                         "the plan runs gradient_accumulation_steps "
@@ -473,12 +492,6 @@ bool readPinnedValues(Reader &r, Section &root) {
             r.fail(root.at("gradient_allreduce_op"),
                    "\"sum\" is not supported: dsc averages gradients over "
                    "the ranks")),
-       root.integer("sequence_parallel_size", sequence) &&
-           (sequence == 1 ||
-            r.fail(root.at("sequence_parallel_size"),
-                   formatNumber(sequence) +
-                       " is not supported yet: dsc has no sequence "
-                       "parallelism")),
        root.ignoredBoolean("disable_allgather"),
        root.ignoredBoolean("graph_harvesting"),
        root.ignoredBoolean("dataloader_drop_last")});
@@ -554,9 +567,12 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   // The batch is per data-parallel replica: a tensor-parallel group shares
   // one.
   const bool tpOk = readTensorParallel(r, root, worldSize, c);
-  const bool batchOk =
-      readBatch(r, root, tpOk ? worldSize / c.tensorParallel : worldSize,
-                defaultMicroBatch, c);
+  const bool spOk = readSequenceParallel(r, root, worldSize, c);
+  const bool batchOk = readBatch(
+      r, root,
+      tpOk && spOk ? worldSize / (c.tensorParallel * c.sequenceParallelSize)
+                   : worldSize,
+      defaultMicroBatch, c);
   const bool clipOk =
       root.number("gradient_clipping", c.gradientClipping) &&
       r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0);
@@ -571,6 +587,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   bool ok = Reader::all(
       {keysOk,
        tpOk,
+       spOk,
        batchOk,
        clipOk,
        optimizerOk,

@@ -78,6 +78,10 @@ struct DsConfig {
   /// tensor_parallel.sequence_parallel (dsc's key): Megatron-LM's sequence
   /// parallelism over the tensor-parallel group.
   bool sequenceParallel = false;
+  /// sequence_parallel_size (DeepSpeed's key): ranks of a Ulysses
+  /// sequence-parallel group, consecutive ranks that share one batch and
+  /// each take a contiguous part of its sequences (phase train, ds-ulysses).
+  int64_t sequenceParallelSize = 1;
 
   struct Scheduler {
     /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or

@@ -92,11 +92,12 @@ constexpr ConfigKey kKeys[] = {
     {"$", "gradient_allreduce_op", Works,
      "\"mean\" only: gradients are averaged over the ranks"},
     {"$", "sequence_parallel_size", Works,
-     "1 only: dsc has no sequence "
-     "parallelism yet"},
+     "Ulysses sequence parallelism: groups of this many consecutive ranks "
+     "share a batch, each rank a contiguous part of its sequences, with "
+     "all-to-alls around attention (docs/tensor-parallel.md); dividing the "
+     "world size, not with tensor_parallel"},
     {"$", "seq_parallel_communication_data_type", NoEffect,
-     "it is the dtype of sequence-parallel reductions; dsc has no sequence "
-     "parallelism yet"},
+     "the all-to-alls carry the activations in the model's dtype"},
     {"$", "disable_allgather", NoEffect,
      "DeepSpeed reads it and uses it nowhere"},
     {"$", "graph_harvesting", NoEffect,

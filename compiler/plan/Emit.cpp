@@ -118,7 +118,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
       &arenas, &buffers, &variables, &constants, &programs, lossScale,
       model.skipsOverflow, plan::kUnsealedChecksum,
       aliases.empty() ? nullptr : &aliases, flopsProfile, c.wallClockBreakdown,
-      commsLogger, c.memoryBreakdown, uint32_t(model.options.tensorParallel));
+      commsLogger, c.memoryBreakdown, uint32_t(model.options.tensorParallel),
+      uint32_t(model.options.sequenceParallel));
   fb::FinishPlanBuffer(b, root);
   std::vector<uint8_t> bytes(b.GetBufferPointer(),
                              b.GetBufferPointer() + b.GetSize());

@@ -98,7 +98,8 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
       if (auto t = dyn_cast<RankedTensorType>(inputs[0]);
           t && t.getRank() == 2) {
         plan.microBatch = t.getDimSize(0);
-        plan.seqLen = t.getDimSize(1);
+        // Ulysses: each rank's [B, L / S] of the whole sequence.
+        plan.seqLen = t.getDimSize(1) * options.sequenceParallel;
       }
     micro.walk([&](CrossEntropyOp ce) {
       plan.vocabSize =

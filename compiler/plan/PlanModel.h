@@ -145,6 +145,9 @@ struct PlanProgram {
 struct PlanOptions {
   int64_t worldSize = 1;
   int64_t tensorParallel = 1; ///< ranks of a tensor-parallel group
+  /// Ranks of a Ulysses sequence-parallel group (ds-ulysses): each holds
+  /// [B, L / S] of the tokens; data parallelism spans the world.
+  int64_t sequenceParallel = 1;
   int64_t accumulationSteps = 1;
   std::string model;
 };

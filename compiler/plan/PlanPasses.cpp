@@ -32,6 +32,9 @@ struct LowerToPlanPass : impl::DsLowerToPlanBase<LowerToPlanPass> {
     if (auto tp = getOperation()->getAttrOfType<mlir::IntegerAttr>(
             mlir::dist::kTensorParallelAttr))
       options.tensorParallel = tp.getInt();
+    if (auto sp = getOperation()->getAttrOfType<mlir::IntegerAttr>(
+            mlir::dist::kSequenceParallelAttr))
+      options.sequenceParallel = sp.getInt();
     options.accumulationSteps = accumulationSteps;
     options.model = model;
     PlanModel lowered;

@@ -82,6 +82,8 @@ void PlanReader::readAttributes() {
     plan.options.model = model.str();
   plan.options.worldSize = intAttr(m, "plan.world_size");
   plan.options.tensorParallel = intAttr(m, "plan.tensor_parallel");
+  plan.options.sequenceParallel =
+      std::max<int64_t>(1, intAttr(m, "plan.sequence_parallel"));
   plan.options.accumulationSteps = intAttr(m, "plan.accumulation_steps");
   plan.microBatch = intAttr(m, "plan.micro_batch");
   plan.seqLen = intAttr(m, "plan.seq_len");

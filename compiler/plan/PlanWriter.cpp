@@ -100,6 +100,8 @@ void PlanWriter::writeAttributes() {
   set("plan.model", b.getStringAttr(plan.options.model));
   set("plan.world_size", b.getI64IntegerAttr(plan.options.worldSize));
   set("plan.tensor_parallel", b.getI64IntegerAttr(plan.options.tensorParallel));
+  set("plan.sequence_parallel",
+      b.getI64IntegerAttr(plan.options.sequenceParallel));
   set("plan.accumulation_steps",
       b.getI64IntegerAttr(plan.options.accumulationSteps));
   set("plan.micro_batch", b.getI64IntegerAttr(plan.microBatch));

@@ -32,6 +32,8 @@ constexpr llvm::StringLiteral kTensorSplitAttr =
     DistDialect::TensorSplitAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kTensorGroupAttr =
     DistDialect::TensorGroupAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kSequenceParallelAttr =
+    DistDialect::SequenceParallelAttrHelper::getNameStr();
 
 /// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
 /// host memory.

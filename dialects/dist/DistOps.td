@@ -35,15 +35,20 @@ def Dist_Dialect : Dialect {
   //                array<i64: dim, blocks>: the dimension cut (of `blocks`
   //                equal blocks, each cut alike); the variable's type is
   //                one rank's part.
-  //   tensor_group ds-shard: on a collective, it runs over the rank's
-  //                tensor-parallel group (else over its data-parallel
-  //                group, the world without tensor parallelism).
+  //   tensor_group ds-shard, ds-ulysses: on a collective, it runs over the
+  //                rank's tensor-parallel (or sequence-parallel) group
+  //                (else over its data-parallel group, the world without
+  //                tensor parallelism).
+  //   sequence_parallel ds-ulysses: on the module, the ranks of a
+  //                sequence-parallel group; data parallelism spans the
+  //                world.
   let discardableAttrs = (ins
     "::mlir::UnitAttr":$tensor_group,
     "::mlir::UnitAttr":$host,
     "::mlir::UnitAttr":$activation,
     "::mlir::IntegerAttr":$world_size,
     "::mlir::IntegerAttr":$tensor_parallel,
+    "::mlir::IntegerAttr":$sequence_parallel,
     "::mlir::DenseI64ArrayAttr":$tensor_split
   );
 }
@@ -52,6 +57,8 @@ class Dist_Op<string mnemonic, list<Trait> traits = []>
     : Op<Dist_Dialect, mnemonic, traits>;
 
 def Dist_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+/// dist.shard also cuts integer tensors (Ulysses' positions).
+def Dist_ShardableTensor : RankedTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 
 def Dist_AllReduceOp : Dist_Op<"all_reduce",
     [Pure, AllTypesMatch<["x", "result"]>]> {
@@ -178,8 +185,8 @@ def Dist_StoreParamsOp : Dist_Op<"store_params", [MemoryEffects<[MemWrite]>]> {
 
 def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
   let summary = "this rank's slice [r S, (r + 1) S) of a flat tensor";
-  let arguments = (ins Dist_FloatTensor:$x, I64Attr:$world_size);
-  let results = (outs Dist_FloatTensor:$result);
+  let arguments = (ins Dist_ShardableTensor:$x, I64Attr:$world_size);
+  let results = (outs Dist_ShardableTensor:$result);
   let assemblyFormat = [{
     $x `ranks` $world_size attr-dict `:` type($x) `->` type($result)
   }];

@@ -52,13 +52,6 @@ RankedTensorType typeOf(Value v) {
   return dyn_cast<RankedTensorType>(v.getType());
 }
 
-/// The elementwise ops (numpy broadcasting, one result).
-bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
-             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
-             SiluGradOp, GeluGradOp, SwigluOp, CastOp>(op);
-}
-
 /// Every operand whole, every result whole.
 OpLayout allReplicated(Operation *op) {
   return {SmallVector<Sharding>(op->getNumOperands()),
@@ -448,6 +441,12 @@ FailureOr<OpLayout> replicatedOnly(Operation *op, Layouts in,
 }
 
 } // namespace
+
+bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MinimumOp, MaximumOp, NegOp, ExpOp,
+             LogOp, TanhOp, SqrtOp, RsqrtOp, ReluOp, SiluOp, GeluOp, ReluGradOp,
+             SiluGradOp, GeluGradOp, SwigluOp, CastOp>(op);
+}
 
 int64_t tokenDim(RankedTensorType t, const RuleContext &ctx) {
   if (!ctx.sequenceParallel || !t || t.getRank() < 2 ||

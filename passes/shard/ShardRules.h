@@ -78,6 +78,9 @@ struct RuleContext {
   llvm::DenseSet<Value> vocabularyLookups;
 };
 
+/// The elementwise ops (numpy broadcasting, one result).
+bool isElementwise(Operation *op);
+
 /// The dimension along which sequence parallelism cuts a value of type
 /// `t`: 0 for an activation [B, S, ...] whose B the group divides, 1 when
 /// B is 1 and the group divides S, -1 for anything else.

@@ -101,6 +101,14 @@ public:
         plan_.world_size() % plan_.tensor_parallel() != 0)
       return fail(cat("tensor_parallel ", plan_.tensor_parallel(),
                       " does not divide world size ", plan_.world_size()));
+    if (plan_.sequence_parallel() < 1 ||
+        plan_.world_size() % plan_.sequence_parallel() != 0 ||
+        plan_.seq_len() % plan_.sequence_parallel() != 0)
+      return fail(cat("sequence_parallel ", plan_.sequence_parallel(),
+                      " does not divide world size ", plan_.world_size(),
+                      " and seq_len ", plan_.seq_len()));
+    if (plan_.sequence_parallel() > 1 && plan_.tensor_parallel() > 1)
+      return fail("sequence_parallel and tensor_parallel are both above 1");
     if (plan_.accumulation_steps() < 1)
       return fail("accumulation_steps 0; a step runs micro_step at least "
                   "once");

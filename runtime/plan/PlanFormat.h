@@ -76,7 +76,8 @@ namespace dsc::plan {
 ///    Instr.tensor_group).
 /// 7: Program.arena_peaks; ds.embedding and ds.embedding_grad take an int
 ///    attribute (parts: vocabulary parallelism).
-constexpr uint32_t kSchemaVersion = 7;
+/// 8: Plan.sequence_parallel (Ulysses); dist.shard of integer tensors.
+constexpr uint32_t kSchemaVersion = 8;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

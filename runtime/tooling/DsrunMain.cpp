@@ -84,6 +84,7 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
   setup.rank = uint32_t(comm.rank());
   setup.worldSize = uint32_t(comm.size());
   setup.tensorParallel = info.tensorParallel;
+  setup.sequenceParallel = info.sequenceParallel;
   setup.comm = &comm;
   setup.seed = options.seed;
   setup.out = lead ? stdout : nullptr;
@@ -135,6 +136,13 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
 int runSample(const DsrunOptions &options, bool lead, Prepared &p,
               std::string &error) {
   const PlanInfo &info = p.info;
+  if (info.sequenceParallel > 1) {
+    error = "--sample: a Ulysses plan (sequence_parallel_size " +
+            std::to_string(info.sequenceParallel) +
+            ") cannot sample yet; export its weights (--export-weights) "
+            "and sample with a plan compiled without it";
+    return kExitBadInput;
+  }
   double temperature = 0;
   if (!parseFiniteNumber(options.temperature, 0, 1e6, temperature)) {
     error = "--temperature: expected a number from 0 to 1e6, got '" +

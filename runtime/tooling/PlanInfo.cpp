@@ -18,6 +18,7 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
   info.vocabSize = plan.vocab_size();
   info.accumulationSteps = plan.accumulation_steps();
   info.tensorParallel = std::max<uint32_t>(1, plan.tensor_parallel());
+  info.sequenceParallel = std::max<uint32_t>(1, plan.sequence_parallel());
   if (!info.microBatch || !info.seqLen || !info.vocabSize ||
       !info.accumulationSteps) {
     error = "plan: micro_batch, seq_len, vocab_size and accumulation_steps "

@@ -37,6 +37,9 @@ struct PlanInfo {
   /// Ranks of a tensor-parallel group (Plan.tensor_parallel): every rank
   /// of a group trains on the same batches.
   uint32_t tensorParallel = 1;
+  /// Ranks of a Ulysses group (Plan.sequence_parallel): each feeds its
+  /// [microBatch, seqLen / sequenceParallel] part of the group's batch.
+  uint32_t sequenceParallel = 1;
 };
 
 /// Fills `info` from `plan` (already verified); false + one line ("plan:

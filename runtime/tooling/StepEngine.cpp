@@ -22,7 +22,7 @@ StepEngine::open(const std::vector<std::string> &args, int &status,
   const TrainSetup &setup = engine->run->prepared.setup;
   const StepShape shape{setup.microBatch, setup.seqLen,
                         setup.lossScale.has_value(),
-                        setup.schedule.cyclesMomentum()};
+                        setup.schedule.cyclesMomentum(), setup.sequencePart()};
   if (!bindPrograms(*engine->run->prepared.session, shape, engine->io, error)) {
     status = kExitBadInput;
     return nullptr;
@@ -38,6 +38,7 @@ uint32_t StepEngine::microBatch() const {
   return run->prepared.setup.microBatch;
 }
 uint32_t StepEngine::seqLen() const { return run->prepared.setup.seqLen; }
+const TrainSetup &StepEngine::setup() const { return run->prepared.setup; }
 uint32_t StepEngine::accumulationSteps() const {
   return run->prepared.setup.accumulationSteps;
 }
@@ -55,7 +56,8 @@ bool StepEngine::evalStep(const int32_t *tokens, const int32_t *targets,
       error = "the plan has no eval program (compile it with this dsc)";
       return false;
     }
-    const Slot batch{DType::i32, {evalBatch(), seqLen()}};
+    const Slot batch{DType::i32,
+                     {evalBatch(), seqLen() / setup().sequenceParallel}};
     std::vector<NamedTensor> in;
     if (!bindProgram(session, program, {batch, batch}, "tokens, targets",
                      Slot{DType::f32, {}}, "the loss", in, evalLoss, error))
@@ -66,6 +68,10 @@ bool StepEngine::evalStep(const int32_t *tokens, const int32_t *targets,
   }
   const size_t bytes = size_t(evalTokens.numel()) * sizeof(int32_t);
   session.setSampleOffset(0);
+  const SequencePart part = setup().sequencePart();
+  std::vector<int32_t> tokenPart, targetPart;
+  tokens = part.take(tokens, evalBatch(), seqLen(), tokenPart);
+  targets = part.take(targets, evalBatch(), seqLen(), targetPart);
   return session.writeTensor(evalTokens, tokens, bytes, error) &&
          session.writeTensor(evalTargets, targets, bytes, error) &&
          session.run(program, 0, error) &&

@@ -26,6 +26,7 @@
 namespace dsc::rt {
 
 struct OpenedRun;
+struct TrainSetup;
 
 class StepEngine {
 public:
@@ -85,6 +86,7 @@ public:
                       std::string &error);
 
 private:
+  const TrainSetup &setup() const;
   StepEngine() = default;
 
   std::unique_ptr<OpenedRun> run;

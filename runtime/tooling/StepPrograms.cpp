@@ -72,8 +72,12 @@ bool bindProgram(Session &session, const std::string &program,
 
 bool bindPrograms(Session &session, const StepShape &shape, ProgramIO &io,
                   std::string &error) {
-  Slot batch{DType::i32, {shape.microBatch, shape.seqLen}};
+  Slot batch{DType::i32,
+             {shape.microBatch, shape.seqLen / shape.sequence.parts}};
   Slot scalar{DType::f32, {}};
+  io.microBatch = shape.microBatch;
+  io.seqLen = shape.seqLen;
+  io.sequence = shape.sequence;
   const bool scaled = shape.lossScaled;
   std::vector<NamedTensor> in;
   auto bindMicro = [&](std::string_view name, MicroIO &out) {
@@ -133,6 +137,19 @@ bool writeScalar(Session &session, const NamedTensor &t, double value,
   return session.writeTensor(t, &v, sizeof(v), error);
 }
 
+const int32_t *SequencePart::take(const int32_t *whole, uint32_t rows,
+                                  uint32_t seqLen,
+                                  std::vector<int32_t> &scratch) const {
+  if (parts <= 1)
+    return whole;
+  const size_t n = seqLen / parts;
+  scratch.resize(size_t(rows) * n);
+  for (uint32_t r = 0; r < rows; ++r)
+    std::copy_n(whole + size_t(r) * seqLen + size_t(index) * n, n,
+                scratch.begin() + ptrdiff_t(size_t(r) * n));
+  return scratch.data();
+}
+
 bool runMicroStep(Session &session, const ProgramIO &io, bool last,
                   const int32_t *tokens, const int32_t *targets,
                   std::optional<double> lossScale, uint32_t tag, double &loss,
@@ -140,6 +157,9 @@ bool runMicroStep(Session &session, const ProgramIO &io, bool last,
   const bool sync = io.hasSync && last;
   const MicroIO &mio = sync ? io.sync : io.micro;
   const size_t bytes = size_t(mio.tokens.numel()) * sizeof(int32_t);
+  std::vector<int32_t> tokenPart, targetPart;
+  tokens = io.sequence.take(tokens, io.microBatch, io.seqLen, tokenPart);
+  targets = io.sequence.take(targets, io.microBatch, io.seqLen, targetPart);
   return session.writeTensor(mio.tokens, tokens, bytes, error) &&
          session.writeTensor(mio.targets, targets, bytes, error) &&
          (!lossScale ||

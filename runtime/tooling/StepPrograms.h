@@ -27,6 +27,16 @@ struct Slot {
   std::vector<int64_t> shape; ///< empty: a scalar (one element, any rank)
 };
 
+/// Ulysses (Plan.sequence_parallel): the contiguous part of each sequence
+/// a rank feeds, `index` of `parts` (its place in its group).
+struct SequencePart {
+  uint32_t parts = 1, index = 0;
+  /// `whole` [rows, seqLen] cut to this rank's [rows, seqLen / parts] in
+  /// `scratch`; `whole` itself when there is one part.
+  const int32_t *take(const int32_t *whole, uint32_t rows, uint32_t seqLen,
+                      std::vector<int32_t> &scratch) const;
+};
+
 /// Checks `program`'s signature against dsrun's convention: exactly the
 /// `inputs` (named `inputNames` in errors) and at least one output, the
 /// first being `output`. False + one line ("plan: ...") if not.
@@ -46,6 +56,10 @@ struct ProgramIO {
   MicroIO micro, sync; ///< sync: micro_step_sync's, if the plan has it
   bool hasSync = false;
   NamedTensor lr, step, beta1, lossScale, gradNorm;
+  /// The batch's shape as the host holds it, and the part this rank
+  /// feeds of it.
+  uint32_t microBatch = 1, seqLen = 1;
+  SequencePart sequence;
 };
 
 /// What the programs' signatures depend on.
@@ -53,6 +67,7 @@ struct StepShape {
   uint32_t microBatch = 1, seqLen = 1;
   bool lossScaled = false;     ///< fp16: a loss-scale input everywhere
   bool cyclesMomentum = false; ///< OneCycle's momentum: apply takes beta1
+  SequencePart sequence;       ///< the programs take [B, seqLen / parts]
 };
 
 bool bindPrograms(Session &session, const StepShape &shape, ProgramIO &io,

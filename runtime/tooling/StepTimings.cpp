@@ -56,6 +56,7 @@ TimingPlan timingPlanOf(const fb::Plan &plan) {
   t.breakdown = plan.wall_clock_breakdown();
   t.worldSize = std::max<uint32_t>(1, plan.world_size());
   t.tensorParallel = std::max<uint32_t>(1, plan.tensor_parallel());
+  t.sequenceParallel = std::max<uint32_t>(1, plan.sequence_parallel());
   if (const fb::CommsLogger *l = plan.comms_logger()) {
     t.logComms = true;
     t.verboseComms = l->verbose();
@@ -180,7 +181,7 @@ std::string StepTimings::commsSummary() const {
                 "busbw Gbps");
   text += buf;
   // On a tensor-parallel plan each operation is named with its group.
-  const uint32_t tp = plan_.tensorParallel;
+  const uint32_t tp = std::max(plan_.tensorParallel, plan_.sequenceParallel);
   for (const auto &[key, s] : comms_) {
     const auto &[op, tensor, bytes] = key;
     const double avg = s.totalMs / double(s.count);

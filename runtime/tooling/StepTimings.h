@@ -56,11 +56,13 @@ struct TimingPlan {
   bool allOps = true; ///< log every operation, else those in `ops`
   std::set<std::string> ops;
   uint32_t worldSize = 1;
-  uint32_t tensorParallel = 1; ///< ranks of a tensor-parallel group
-  /// The ranks of a collective's group: the tensor group's, or the data
-  /// group's (the world / tensorParallel).
+  uint32_t tensorParallel = 1;   ///< ranks of a tensor-parallel group
+  uint32_t sequenceParallel = 1; ///< ranks of a Ulysses group
+  /// The ranks of a collective's group: the tensor (or Ulysses) group's,
+  /// or the data group's (the world / tensorParallel: Ulysses' data
+  /// parallelism spans the world).
   uint32_t groupRanks(bool tensorGroup) const {
-    return tensorGroup ? tensorParallel
+    return tensorGroup ? std::max(tensorParallel, sequenceParallel)
                        : std::max<uint32_t>(1, worldSize / tensorParallel);
   }
   /// Per micro-step program: the index of the instruction writing its loss.

@@ -101,7 +101,8 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
   const std::string program(plan::kEvalProgram);
   const uint32_t rows =
       setup.evalMicroBatch ? setup.evalMicroBatch : setup.microBatch;
-  Slot batch{DType::i32, {rows, setup.seqLen}};
+  const SequencePart part = setup.sequencePart();
+  Slot batch{DType::i32, {rows, setup.seqLen / part.parts}};
   std::vector<NamedTensor> in;
   NamedTensor out;
   if (!bindProgram(session, program, {batch, batch}, "tokens, targets",
@@ -111,7 +112,7 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
     return false;
   }
   const size_t elems = size_t(rows) * setup.seqLen;
-  std::vector<int32_t> tokens(elems), targets(elems);
+  std::vector<int32_t> tokens(elems), targets(elems), tokenPart, targetPart;
   const uint32_t n = std::max<uint32_t>(1, setup.dataWorld());
   const uint32_t rounds = (batches + n - 1) / n;
   double sum = 0;
@@ -128,8 +129,13 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
     data.fill(BatchKey{setup.seed, 0, b, 0, 1}, tokens.data(), targets.data());
     session.setSampleOffset(uint64_t(b) * rows);
     double l = 0;
-    if (!session.writeTensor(in[0], tokens.data(), elems * 4, error) ||
-        !session.writeTensor(in[1], targets.data(), elems * 4, error) ||
+    const size_t fed = elems / part.parts;
+    if (!session.writeTensor(
+            in[0], part.take(tokens.data(), rows, setup.seqLen, tokenPart),
+            fed * 4, error) ||
+        !session.writeTensor(
+            in[1], part.take(targets.data(), rows, setup.seqLen, targetPart),
+            fed * 4, error) ||
         !session.run(program, 0, error) || !readScalar(session, out, l, error))
       return false;
     if (b < batches)
@@ -499,7 +505,7 @@ void TrainLoop::printSummary() {
 int TrainLoop::run() {
   const StepShape shape{setup.microBatch, setup.seqLen,
                         setup.lossScale.has_value(),
-                        setup.schedule.cyclesMomentum()};
+                        setup.schedule.cyclesMomentum(), setup.sequencePart()};
   if (!bindPrograms(session, shape, io, error))
     return kExitBadInput;
   if (setup.lossScale)

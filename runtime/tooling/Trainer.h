@@ -30,6 +30,7 @@
 #include "runtime/tooling/LossScaler.h"
 #include "runtime/tooling/Metrics.h"
 #include "runtime/tooling/Schedule.h"
+#include "runtime/tooling/StepPrograms.h"
 
 #include <csignal>
 #include <cstdio>
@@ -55,9 +56,16 @@ struct TrainSetup {
   /// the samples dropout is keyed by, are a data-parallel replica's: every
   /// rank of a group has its group's.
   uint32_t tensorParallel = 1;
-  uint32_t dataRank() const { return rank / tensorParallel; }
+  /// Ranks of a Ulysses group (consecutive ranks): they share a batch as a
+  /// tensor-parallel group does, and each feeds its part of the sequences.
+  uint32_t sequenceParallel = 1;
+  uint32_t batchGroup() const { return tensorParallel * sequenceParallel; }
+  uint32_t dataRank() const { return rank / batchGroup(); }
   uint32_t dataWorld() const {
-    return worldSize / tensorParallel ? worldSize / tensorParallel : 1;
+    return worldSize / batchGroup() ? worldSize / batchGroup() : 1;
+  }
+  SequencePart sequencePart() const {
+    return {sequenceParallel, rank % sequenceParallel};
   }
   /// With worldSize > 1: the step's loss is averaged over the ranks.
   Communicator *comm = nullptr;

@@ -113,14 +113,34 @@ TEST(ConfigKeysTest, PinnedValuesPassAndOthersAreRefused) {
       {R"({"gradient_allreduce_op": "sum"})",
        "ds_config.json: $.gradient_allreduce_op: \"sum\" is not supported: "
        "dsc averages gradients over the ranks"},
-      {R"({"sequence_parallel_size": 2})",
-       "ds_config.json: $.sequence_parallel_size: 2 is not supported yet: "
-       "dsc has no sequence parallelism"},
       {R"({"optimizer": {"type": "AdamW",
                          "params": {"fp32_optimizer_states": false}}})",
        "ds_config.json: $.optimizer.params.fp32_optimizer_states: false is "
        "not supported: dsc keeps the optimizer's state in fp32"},
   });
+}
+
+// sequence_parallel_size (Ulysses): groups of S ranks share a batch, so
+// the batch triple counts world / S replicas; S divides the world and does
+// not stand beside tensor_parallel yet.
+TEST(ConfigKeysTest, SequenceParallelSizeGroupsTheRanks) {
+  DsConfig c = parseOk(R"({"sequence_parallel_size": 2,
+                           "train_batch_size": 16,
+                           "train_micro_batch_size_per_gpu": 4})",
+                       /*worldSize=*/4);
+  EXPECT_EQ(c.sequenceParallelSize, 2);
+  EXPECT_EQ(c.gradientAccumulationSteps, 2); // 16 = 4 x 2 x (4 / 2)
+  EXPECT_EQ(errorOf(R"({"sequence_parallel_size": 3})", 4),
+            "ds_config.json: $.sequence_parallel_size: 3 does not divide the "
+            "world size 4");
+  EXPECT_EQ(errorOf(R"({"sequence_parallel_size": 0})", 4),
+            "ds_config.json: $.sequence_parallel_size: must be >= 1, got 0");
+  EXPECT_EQ(errorOf(R"({"sequence_parallel_size": 2,
+                        "tensor_parallel": {"autotp_size": 2}})",
+                    4),
+            "ds_config.json: $.sequence_parallel_size: Ulysses sequence "
+            "parallelism beside tensor_parallel is not supported yet: use "
+            "one of them");
 }
 
 // Hugging Face's ZeRO-2 and ZeRO-3 example configs (transformers'
