@@ -421,39 +421,31 @@ bool SessionImpl::init(std::string &error) {
 bool SessionImpl::makeGroups(std::string &error) {
   const int tp = int(std::max<uint32_t>(1, plan_.tensor_parallel()));
   const int sp = int(std::max<uint32_t>(1, plan_.sequence_parallel()));
-  dataRank_ = options_.rank / tp;
-  tensorRank_ = options_.rank % tp;
-  dataWorld_ = std::max(1, options_.worldSize / tp);
+  // The group of consecutive ranks: tensor-parallel, or Ulysses'. Ulysses
+  // keeps every weight whole, so its data parallelism (ZeRO) spans the
+  // world; tensor parallelism's spans the ranks with one tensor rank.
+  const int group = std::max(tp, sp);
+  const int replicas = std::max(1, options_.worldSize / group);
+  tensorRank_ = options_.rank % group;
+  dataRank_ = sp > 1 ? options_.rank : options_.rank / tp;
+  dataWorld_ = sp > 1 ? options_.worldSize : replicas;
   dataComm_ = tensorComm_ = comm_;
-  if (sp > 1) {
-    // Ulysses: the all-to-alls run over groups of sp consecutive ranks;
-    // every weight is whole, so data parallelism (ZeRO) spans the world.
-    tensorRank_ = options_.rank % sp;
-    if (sp == options_.worldSize)
-      return true;
-    Mesh mesh = Mesh::make(
-        {{"data", options_.worldSize / sp}, {"sequence", sp}}, error);
-    if (!mesh.valid())
-      return false;
-    tensorGroup_ = splitAlong(*comm_, mesh, 1, error);
-    if (!tensorGroup_)
-      return false;
-    tensorComm_ = tensorGroup_.get();
-    return true;
-  }
-  if (tp == 1 || dataWorld_ == 1)
+  if (group == 1 || replicas == 1)
     return true; // one group: the world
   // The CUDA backend makes an NCCL communicator for each group from it.
-  Mesh mesh = Mesh::make({{"data", dataWorld_}, {"tensor", tp}}, error);
+  Mesh mesh = Mesh::make(
+      {{"data", replicas}, {sp > 1 ? "sequence" : "tensor", group}}, error);
   if (!mesh.valid())
     return false;
   tensorGroup_ = splitAlong(*comm_, mesh, 1, error);
   if (!tensorGroup_)
     return false;
+  tensorComm_ = tensorGroup_.get();
+  if (sp > 1)
+    return true;
   dataGroup_ = splitAlong(*comm_, mesh, 0, error);
   if (!dataGroup_)
     return false;
-  tensorComm_ = tensorGroup_.get();
   dataComm_ = dataGroup_.get();
   return true;
 }
