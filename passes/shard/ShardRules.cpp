@@ -182,6 +182,11 @@ FailureOr<OpLayout> reshape(ReshapeOp op, Layouts in, int64_t parts,
           std::to_string(d);
     return failure();
   }
+  // Dimensions of size 1 inserted before the cut one move it, and nothing
+  // else (Llama's repeated key/value heads: [B, Hkv, L, D] reshaped to
+  // [B, Hkv, 1, L, D] keeps L cut).
+  while (j + 1 < int64_t(to.size()) && to[j] == 1 && from[d] != 1)
+    ++j;
   const int64_t blocks = in[0].blocks;
   if (to[j] != from[d] && blocks > 1) {
     why = "a dimension cut in blocks is reshaped";

@@ -50,10 +50,15 @@ RankedTensorType tensorOf(Value v) {
 }
 
 /// Where a value is cut: along `dim` (one rank's part along it), by its
-/// tokens or, between the exchanges around attention, by its heads.
+/// tokens or, between the exchanges around attention, by its heads. With
+/// `rows`, `dim` merges the batch with the tokens ([B, L/S, V] flattened to
+/// [B L/S, V] before a loss): the rank's rows are its tokens of every
+/// sequence in turn, not one contiguous part, so only ops that work row
+/// by row may read them.
 struct Cut {
   int64_t dim = -1;
   bool heads = false;
+  bool rows = false;
 };
 
 struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
@@ -63,6 +68,10 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
   /// Whole values already cut along a dimension (an iota or a lookup
   /// read by several ops): the rank's part, made once.
   llvm::DenseMap<std::pair<Value, int64_t>, Value> parts;
+  /// The function's values computed from a parameter (they have
+  /// gradients); the others (constants, positions, rotary tables) may be
+  /// computed whole and cut.
+  llvm::DenseSet<Value> varied;
 
   void runOnOperation() override {
     if (sequenceParallel <= 1)
@@ -91,9 +100,9 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
   }
 
   /// Sets `v`'s type to one rank's part along `dim`.
-  void cutValue(Value v, int64_t dim, bool heads = false) {
+  void cutValue(Value v, int64_t dim, bool heads = false, bool rows = false) {
     v.setType(local(tensorOf(v), dim));
-    cuts[v] = {dim, heads};
+    cuts[v] = {dim, heads, rows};
   }
 
   std::optional<Cut> cutOf(Value v) {
@@ -106,7 +115,13 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
   LogicalResult rewrite(func::FuncOp func) {
     cuts.clear();
     parts.clear();
+    varied.clear();
     Block &body = func.front();
+    for (Operation &op : body)
+      if (isa<LoadOp>(op) || llvm::any_of(op.getOperands(), [&](Value x) {
+            return varied.contains(x);
+          }))
+        varied.insert(op.result_begin(), op.result_end());
     // dsrun feeds each rank [B, L / S] of the tokens and the targets.
     for (BlockArgument arg : body.getArguments()) {
       auto t = tensorOf(arg);
@@ -128,19 +143,33 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
     return success();
   }
 
+  /// The ops that work row by row, which may read merged rows.
+  static bool isRowWise(Operation *op) {
+    return shard::isElementwise(op) ||
+           isa<CrossEntropyOp, MatmulOp, LayerNormOp, RmsNormOp, SoftmaxOp>(op);
+  }
+
   LogicalResult rewriteOp(Operation *op) {
-    bool anyCut = false;
+    bool anyCut = false, heads = false, tokens = false;
     for (Value v : op->getOperands()) {
       std::optional<Cut> c = cutOf(v);
       if (!c)
         continue;
       anyCut = true;
-      if (c->heads && !isa<AttentionOp, RotaryOp>(op))
-        return refuse(op, "it reads a value cut by heads (only attention "
-                          "and rotary embeddings do)");
+      (c->heads ? heads : tokens) = true;
+      if (c->heads &&
+          isa<EmbeddingOp, LayerNormOp, RmsNormOp, DropoutOp, CrossEntropyOp>(
+              op))
+        return refuse(op, "it reads a value cut by heads");
+      if (c->rows && !isRowWise(op))
+        return refuse(op, "it reads rows that merge the batch with the "
+                          "rank's tokens (only row-wise ops and the loss "
+                          "do)");
     }
     if (!anyCut)
       return success(); // whole operands, whole results
+    if (heads && tokens && !isa<AttentionOp, RotaryOp>(op))
+      return refuse(op, "it mixes values cut by heads and by tokens");
     if (isa<AttentionOp, RotaryOp>(op))
       return acrossTokens(op);
     if (auto e = dyn_cast<EmbeddingOp>(op))
@@ -163,7 +192,7 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
     for (unsigned i = wholeFrom; i < op->getNumOperands(); ++i)
       if (cutOf(op->getOperand(i)))
         return refuse(op, "its operand " + std::to_string(i) + " is cut");
-    cutValue(op->getResult(0), c.dim);
+    cutValue(op->getResult(0), c.dim, false, c.rows);
     return success();
   }
 
@@ -198,7 +227,7 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
       if (failed(part))
         return failure();
       ce.getTargetsMutable().assign(*part);
-    } else if (t->dim != l->dim) {
+    } else if (t->dim != l->dim || t->rows != l->rows) {
       return refuse(ce, "its logits and targets are cut differently");
     }
     return success();
@@ -209,10 +238,15 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
   /// that would be a sum over the sequence, or an operand it needs whole,
   /// is refused.
   LogicalResult byRule(Operation *op) {
+    if (auto r = dyn_cast<ReshapeOp>(op); r && mergesRows(r))
+      return success();
     SmallVector<Sharding> in;
+    bool rows = false, heads = false;
     for (Value v : op->getOperands()) {
       std::optional<Cut> c = cutOf(v);
       in.push_back(c ? Sharding::split(c->dim) : Sharding());
+      rows |= c && c->rows;
+      heads |= c && c->heads;
     }
     shard::RuleContext ctx;
     ctx.parts = sequenceParallel;
@@ -238,6 +272,11 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
       if (want == in[i])
         continue;
       if (want.isSplit() && in[i].isReplicated() && want.blocks == 1) {
+        if (rows || heads)
+          return refuse(op, "operand " + std::to_string(i) +
+                                " is whole, and the rank's " +
+                                (rows ? "merged rows" : "heads") +
+                                " are no part of it");
         FailureOr<Value> part = wholeToPart(op, v, want.dim);
         if (failed(part))
           return failure();
@@ -251,10 +290,32 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
       if (s.isPartial())
         return refuse(op, "it sums over the cut sequence");
       if (s.isSplit())
-        cutValue(r, s.dim);
+        cutValue(r, s.dim, heads, rows); // GQA's repeated key/value heads
     }
     // ds.split's sizes are along an uncut dimension: they stay.
     return success();
+  }
+
+  /// A reshape that merges the batch (B > 1) and the dimensions up to the
+  /// cut one into its first, leaving the rest: nanoGPT's
+  /// logits.view(-1, V) and targets.view(-1). The rank's rows are its
+  /// tokens of each sequence in turn (Cut::rows). False for any other
+  /// reshape.
+  bool mergesRows(ReshapeOp r) {
+    std::optional<Cut> c = cutOf(r.getX());
+    if (!c || c->rows || c->heads || c->dim == 0)
+      return false;
+    ArrayRef<int64_t> from = tensorOf(r.getX()).getShape();    // local
+    ArrayRef<int64_t> to = tensorOf(r.getResult()).getShape(); // whole
+    int64_t merged = 1;
+    for (int64_t i = 0; i <= c->dim; ++i)
+      merged *= from[i];
+    if (merged == from[c->dim] || to.empty() ||
+        to[0] != merged * sequenceParallel ||
+        to.drop_front() != from.drop_front(c->dim + 1))
+      return false; // a contiguous part (B = 1), or another reshape
+    cutValue(r.getResult(), 0, false, /*rows=*/true);
+    return true;
   }
 
   /// Elementwise ops (numpy broadcasting): the cut operands agree on the
@@ -286,9 +347,10 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
   }
 
   /// The rank's part along `dim` of a whole value `v` that `user` needs
-  /// cut: an iota cut by dist.shard, a lookup by cut indices. Values with
-  /// a gradient are not cut this way (a part of a whole value would need
-  /// one of its own): refused.
+  /// cut: a lookup by cut indices, or a value no gradient passes through
+  /// cut by dist.shard. Other values with a gradient are not cut this way
+  /// (a part of a whole value would need a gradient rule of its own):
+  /// refused.
   FailureOr<Value> wholeToPart(Operation *user, Value v, int64_t dim) {
     auto key = std::make_pair(v, dim);
     if (Value p = parts.lookup(key))
@@ -311,29 +373,35 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
       part = b.create<EmbeddingOp>(e.getLoc(), local(t, dim), e.getTable(),
                                    *idx, e.getPartsAttr())
                  .getResult();
-    } else if (isa_and_nonnull<IotaOp>(def) &&
+    } else if (def && !varied.contains(v) &&
                llvm::all_of(t.getShape().take_front(dim),
                             [](int64_t n) { return n == 1; })) {
-      // A contiguous part: the flat value's slice r.
+      // No gradient passes (positions, a folded arange, rotary tables):
+      // computed whole, the rank's contiguous part is the flat value's
+      // slice r.
       b.setInsertionPointAfter(def);
       Location loc = def->getLoc();
       const int64_t n = t.getNumElements();
       auto flat = [&](int64_t k) {
         return RankedTensorType::get({k}, t.getElementType());
       };
-      Value x = b.create<ReshapeOp>(loc, flat(n), v);
+      Value x = t.getRank() == 1 ? v : b.create<ReshapeOp>(loc, flat(n), v);
       auto shard =
           b.create<dist::ShardOp>(loc, flat(n / sequenceParallel), x,
                                   b.getI64IntegerAttr(sequenceParallel));
       shard->setAttr(dist::kTensorGroupAttr, b.getUnitAttr());
-      part = b.create<ReshapeOp>(loc, local(t, dim), shard.getResult());
+      part = t.getRank() == 1
+                 ? shard.getResult()
+                 : b.create<ReshapeOp>(loc, local(t, dim), shard.getResult())
+                       .getResult();
     } else {
       return refuse(user, "it needs a part of a value every rank computes "
                           "whole (" +
                               (def ? def->getName().getStringRef().str()
                                    : std::string("an argument")) +
-                              "), which only an iota or a lookup of one "
-                              "can be cut into");
+                              "), which only a lookup, or a value without "
+                              "a gradient whose part is contiguous, can be "
+                              "cut into");
     }
     cuts[part] = {dim, false};
     parts[key] = part;
@@ -343,7 +411,8 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
   /// Attention and rotary embeddings need whole sequences: each token-cut
   /// operand [..., H, L/S, D] is exchanged for [..., H/S, L, D]; attention's
   /// result goes back to the token cut, rotary's stays cut by heads (it
-  /// feeds attention).
+  /// feeds attention, through the reshapes and the broadcast that repeat
+  /// grouped-query attention's key heads: ShardRules keeps the cut).
   LogicalResult acrossTokens(Operation *op) {
     const int64_t rank = tensorOf(op->getOperand(0)).getRank();
     const int64_t seqDim = rank - 2, headDim = rank - 3;
@@ -355,8 +424,11 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
         return refuse(op, "operand " +
                               std::to_string(operand.getOperandNumber()) +
                               " is whole and the others are cut");
-      if (c->heads)
+      if (c->heads && c->dim == headDim)
         continue;
+      if (c->heads)
+        return refuse(op, "it is cut by heads along dimension " +
+                              std::to_string(c->dim));
       if (c->dim != seqDim)
         return refuse(op, "it is cut along dimension " +
                               std::to_string(c->dim) + ", not its tokens");
