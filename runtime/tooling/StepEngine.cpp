@@ -44,6 +44,8 @@ uint32_t StepEngine::accumulationSteps() const {
 }
 uint32_t StepEngine::rank() const { return run->prepared.setup.rank; }
 uint32_t StepEngine::worldSize() const { return run->prepared.setup.worldSize; }
+uint32_t StepEngine::dataRank() const { return setup().dataRank(); }
+uint32_t StepEngine::dataWorld() const { return setup().dataWorld(); }
 
 uint32_t StepEngine::evalBatch() const { return run->prepared.info.evalBatch; }
 

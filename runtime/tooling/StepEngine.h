@@ -42,6 +42,10 @@ public:
   uint32_t accumulationSteps() const;
   uint32_t rank() const;
   uint32_t worldSize() const;
+  /// The rank's data-parallel coordinates: ranks of a tensor-parallel or
+  /// Ulysses group share a batch (TrainSetup::dataRank).
+  uint32_t dataRank() const;
+  uint32_t dataWorld() const;
 
   /// The current step's next micro-step on `tokens` and `targets` (int32
   /// host arrays of microBatch() x seqLen()); `loss` is this rank's.

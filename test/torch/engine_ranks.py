@@ -3,7 +3,10 @@ nanoGPT's GPT, run as one rank or as each rank of `dsc-launch --num_gpus
 N`. Every step draws one global batch of N x gas micro-batches from the
 GPL's bytes; rank k's micro-step m takes micro-batch m * N + k, dsrun's
 order, so N ranks with gas micro-steps and one rank with N x gas (the
-config's batch triple says which) train on the same samples. Rank 0
+config's batch triple says which) train on the same samples. N counts
+data-parallel replicas (engine.dp_world_size): the ranks of a Ulysses
+group feed the same micro-batch, which the engine cuts along the
+sequence. Rank 0
 writes the final weights (engine.export_weights) and prints its rank
 count. `engine_ranks.py compare A B TOL`: the two weights files' largest
 relative difference per tensor, exit 1 above TOL."""
@@ -30,11 +33,14 @@ def main(config_path, out, steps):
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     gas, b = engine.gradient_accumulation_steps(), engine.train_micro_batch_size_per_gpu()
     data = torch.tensor(list(open("/usr/share/common-licenses/GPL-3", "rb").read()))
-    per_step = world * gas  # micro-batches in the global batch
+    # A Ulysses group's ranks share a batch: the data-parallel replicas.
+    dp = engine.dp_world_size
+    data_rank = rank // (world // dp)
+    per_step = dp * gas  # micro-batches in the global batch
     loss = None
     for s in range(steps):
         for m in range(gas):
-            first = ((s * per_step) + m * world + rank) * b
+            first = ((s * per_step) + m * dp + data_rank) * b
             rows = torch.stack([data[(first + r) * T:(first + r) * T + T + 1] for r in range(b)])
             loss = engine(rows[:, :-1], rows[:, 1:])
             engine.backward(loss)

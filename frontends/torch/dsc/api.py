@@ -43,14 +43,21 @@ def _read_config(config):
 
 def _micro_batch(config, world_size):
     """train_micro_batch_size_per_gpu, or what DeepSpeed's batch triple
-    implies; dsc's parser checks the triple itself."""
+    implies over the data-parallel replicas (a tensor-parallel or Ulysses
+    group shares one batch); dsc's parser checks the triple itself."""
     micro = config.get("train_micro_batch_size_per_gpu")
     if isinstance(micro, int):
         return micro
     total = config.get("train_batch_size")
     accum = config.get("gradient_accumulation_steps", 1)
+    def size(v):  # a group size as written; anything else is 1 here
+        return v if isinstance(v, int) and v > 0 else 1
+    tp = config.get("tensor_parallel")
+    group = size((tp if isinstance(tp, dict) else {}).get("autotp_size"))
+    group *= size(config.get("sequence_parallel_size"))
+    replicas = max(1, world_size // group)
     if isinstance(total, int) and isinstance(accum, int) and accum > 0:
-        return max(1, total // (accum * world_size))
+        return max(1, total // (accum * replicas))
     return DEFAULT_MICRO_BATCH
 
 

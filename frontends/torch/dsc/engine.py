@@ -251,7 +251,13 @@ class Engine:
 
     def train_batch_size(self):
         n = self._native
-        return n.micro_batch * n.accumulation_steps * n.world_size
+        return n.micro_batch * n.accumulation_steps * n.data_world_size
+
+    @property
+    def dp_world_size(self):
+        """DeepSpeed's data-parallel degree: the world over the ranks of a
+        tensor-parallel or Ulysses group, which share one batch."""
+        return self._native.data_world_size
 
     def is_gradient_accumulation_boundary(self):
         return (self._micro_steps + 1) % self._native.accumulation_steps == 0
@@ -505,8 +511,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
 
 def _dataloader(dataset, handle, collate_fn, seed):
     from torch.utils.data import DataLoader, DistributedSampler
-    sampler = DistributedSampler(dataset, num_replicas=handle.world_size,
-                                 rank=handle.rank, shuffle=True,
+    # The ranks of a tensor-parallel or Ulysses group read the same samples.
+    sampler = DistributedSampler(dataset, num_replicas=handle.data_world_size,
+                                 rank=handle.data_rank, shuffle=True,
                                  seed=0 if seed is None else int(seed))
     return DataLoader(dataset, batch_size=handle.micro_batch, sampler=sampler,
                       collate_fn=collate_fn, drop_last=True)

@@ -196,6 +196,8 @@ void bindEngine(py::module_ &m) {
                              &rt::StepEngine::accumulationSteps)
       .def_property_readonly("rank", &rt::StepEngine::rank)
       .def_property_readonly("world_size", &rt::StepEngine::worldSize)
+      .def_property_readonly("data_rank", &rt::StepEngine::dataRank)
+      .def_property_readonly("data_world_size", &rt::StepEngine::dataWorld)
       .def_property_readonly("pending_micro_steps",
                              &rt::StepEngine::pendingMicroSteps)
       .def_property_readonly("applied_steps", &rt::StepEngine::appliedSteps)
