@@ -5,6 +5,7 @@
 #   D = 4 ZeRO-3  4 data-parallel ranks, every matrix sharded
 #   D = 4 stage 0 4 data-parallel ranks, plain all-reduce
 #   2 x 2       2 replicas of T = 2 at ZeRO 1
+#   S = 4       "sequence_parallel_size": 4 (Ulysses), one replica
 #
 #   bash bench/tensor_parallel.sh [OUT_DIR]   # default /tmp/dsc-tp-bench
 #
@@ -45,8 +46,9 @@ config t4sp 8 '"tensor_parallel": {"autotp_size": 4, "sequence_parallel": true}'
 config z3 2 '"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10000}'
 config z0 2 '"zero_optimization": {"stage": 0}'
 config m22 4 '"tensor_parallel": {"autotp_size": 2}, "zero_optimization": {"stage": 1}'
+config u4 8 '"sequence_parallel_size": 4'
 
-for tag in t4 t4sp z3 z0 m22; do
+for tag in ${TAGS:-t4 t4sp z3 z0 m22 u4}; do
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" --world-size 4 \
     -o "$out/$tag.dsplan" --report --machine cpu > "$out/$tag.report.txt"
   "$build/tools/dsc" --model "$model" --config "$out/$tag.comms.json" --world-size 4 \

@@ -15,7 +15,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from zero_summary import overlap  # noqa: E402
 
 RUNS = [("t4", "T = 4"), ("t4sp", "T = 4, sequence parallel"), ("z3", "D = 4, ZeRO-3"), ("z0", "D = 4, stage 0"),
-        ("m22", "2 x 2 (T = 2), ZeRO-1")]
+        ("m22", "2 x 2 (T = 2), ZeRO-1"), ("u4", "S = 4 (Ulysses)")]
+# A Ulysses group's all-to-alls share the tensor group's column.
+GROUP_COLUMN = {"sequence": "tensor"}
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
@@ -30,9 +32,10 @@ def predicted(path):
         m = re.match(r"\s+total\s+(\d+) bytes", line)
         if m and in_memory:
             total, in_memory = int(m.group(1)), False
-        m = re.match(r"\s+(micro_step|apply)\s+(tensor|data)\s+\w+\s+x(\d+)\s+(\d+) bytes", line)
+        m = re.match(r"\s+(micro_step|apply)\s+(tensor|sequence|data)\s+\w+\s+x(\d+)\s+(\d+) bytes", line)
         if m:
-            groups[m.group(2)] = groups.get(m.group(2), 0) + int(m.group(4))
+            g = GROUP_COLUMN.get(m.group(2), m.group(2))
+            groups[g] = groups.get(g, 0) + int(m.group(4))
         # The timeline on --machine cpu: micro_step's share hidden.
         m = re.match(r"\s+micro_step\s+[\d.]+ ms compute .* \((\d+)% hidden\)", line)
         if m:
@@ -46,9 +49,10 @@ def measured_comms(path, steps):
     group's."""
     groups = {}
     for line in open(path):
-        m = re.match(r"\s+(\w+)(?: (tensor|data))?\s+([\d.]+) (B|KiB|MiB|GiB)\s+(\d+)\s", line)
-        if m and m.group(1) in ("all_reduce", "all_gather", "reduce_scatter"):
+        m = re.match(r"\s+(\w+)(?: (tensor|sequence|data))?\s+([\d.]+) (B|KiB|MiB|GiB)\s+(\d+)\s", line)
+        if m and m.group(1) in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
             g = m.group(2) or "data"
+            g = GROUP_COLUMN.get(g, g)
             groups[g] = groups.get(g, 0) + float(m.group(3)) * UNITS[m.group(4)] * int(m.group(5))
     return {g: b / steps for g, b in groups.items()}
 
@@ -65,7 +69,7 @@ def main():
     a = ap.parse_args()
     print("| layout | step ms (median) | device MiB/rank written / predicted "
           "| activations MiB/rank "
-          "| peak RSS MiB (rank 0) | tensor-group MB/step measured / predicted "
+          "| peak RSS MiB (rank 0) | tensor/sequence-group MB/step measured / predicted "
           "| data-group MB/step measured / predicted | comm ms/step (rank 0) "
           "| comm hidden under compute measured / predicted |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -34,6 +34,8 @@ void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
 void addShard(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.shard.tensorParallel > 1)
     pm.addPass(ds::createDsShard(o.shard));
+  if (o.shard.tensorParallel > 1 || o.ulysses.sequenceParallel > 1)
+    pm.addPass(ds::createDsOverlapCollectives());
 }
 void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.precision)

@@ -93,10 +93,11 @@ void printMesh(const PlanModel &plan, llvm::raw_ostream &os) {
 
 /// Per program, group and kind: how many collectives, and their message
 /// bytes (the larger of input and output, as dsrun's comms_logger counts
-/// them). Without tensor parallelism every group is the data group, the
-/// world.
+/// them). Without tensor or sequence parallelism every group is the data
+/// group, the world.
 void printCollectives(const PlanModel &plan, llvm::raw_ostream &os) {
   os << "collectives per run, by group:\n";
+  const char *group = plan.options.sequenceParallel > 1 ? "sequence" : "tensor";
   for (const PlanProgram &p : plan.programs) {
     std::map<std::pair<bool, std::string>, std::pair<unsigned, uint64_t>>
         traffic;
@@ -113,8 +114,8 @@ void printCollectives(const PlanModel &plan, llvm::raw_ostream &os) {
       bytes += message;
     }
     for (const auto &[key, value] : traffic)
-      os << llvm::format("  %-13s %-6s %-15s x%-5u %14llu bytes\n",
-                         p.name.c_str(), key.first ? "data" : "tensor",
+      os << llvm::format("  %-13s %-8s %-15s x%-5u %14llu bytes\n",
+                         p.name.c_str(), key.first ? "data" : group,
                          key.second.c_str(), value.first,
                          (unsigned long long)value.second);
   }

@@ -272,7 +272,8 @@ def DsShard : Pass<"ds-shard", "::mlir::ModuleOp"> {
     every other variable stays whole. The layouts then follow from each
     op's rule through the forward, the backward and the optimizer, every
     value's type becomes one rank's part, and a partial sum that must be
-    whole is all-reduced (dist.all_reduce, waited for at once): once after
+    whole is all-reduced (dist.all_reduce; ds-overlap-collectives then
+    starts it early and waits late): once after
     each row-parallel layer's forward and once after each
     column-parallel layer's input gradient. An op that cannot run on the
     layouts it is given is an error naming it. With sequence-parallel, the
@@ -316,6 +317,23 @@ def DsUlysses : Pass<"ds-ulysses", "::mlir::ModuleOp"> {
     Option<"sequenceParallel", "sequence-parallel", "int64_t", "1",
            "ranks in a sequence-parallel group (1: the pass changes nothing)">
   ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
+def DsOverlapCollectives : Pass<"ds-overlap-collectives", "::mlir::ModuleOp"> {
+  let summary = "phase `shard`: tensor- and sequence-group collectives under compute";
+  let description = [{
+    Runs after ds-shard (and, with Ulysses, on ds-ulysses' all-to-alls once
+    autodiff has made their gradients). Each collective marked
+    dist.tensor_group starts right after its operand is made: the adds of a
+    partial sum and the reshapes and transposes that prepare a flat operand
+    move up to just after what they read (autodiff sums a layer's
+    input-gradient parts after the weight gradients, which then run under
+    the all-reduce). Its dist.wait, with the reshapes and transposes that
+    only it feeds, moves down to just before the first op that reads them,
+    so the compute in between (the next projection's GEMM, the next
+    exchange's preparation) runs while the collective is on the wire.
+  }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }
 

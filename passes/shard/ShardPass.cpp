@@ -421,50 +421,6 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     return b.create<ReshapeOp>(loc, to, x);
   }
 
-  /// Starts each tensor-group collective as early as its operand allows.
-  /// Autodiff sums a layer's input-gradient parts (q, k, v; gate, up) after
-  /// it has made the weight gradients, so the partial sum, and with it the
-  /// all-reduce, came after work that does not need it: the sum's adds (and
-  /// the reshapes of a flat collective) move up to just after what they
-  /// read, the collective right after its operand, and the weight
-  /// gradients left before its wait run under it.
-  void startCollectivesEarly(func::FuncOp func) {
-    SmallVector<Operation *> collectives;
-    func.walk([&](Operation *op) {
-      if (op->hasAttr(dist::kTensorGroupAttr) &&
-          isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp>(op))
-        collectives.push_back(op);
-    });
-    for (Operation *c : collectives) {
-      if (Operation *def = c->getOperand(0).getDefiningOp())
-        hoistSum(def);
-      moveAfterOperands(c);
-    }
-  }
-
-  /// Moves a partial sum's add or reshape, and those it reads, up to just
-  /// after their operands (cheap ops with no effects; anything else stays).
-  void hoistSum(Operation *op) {
-    if (!isa<AddOp, ReshapeOp>(op))
-      return;
-    for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp();
-          def && def->getBlock() == op->getBlock())
-        hoistSum(def);
-    moveAfterOperands(op);
-  }
-
-  static void moveAfterOperands(Operation *op) {
-    Operation *last = nullptr;
-    for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp();
-          def && def->getBlock() == op->getBlock() &&
-          (!last || last->isBeforeInBlock(def)))
-        last = def;
-    if (last && last->isBeforeInBlock(op))
-      op->moveAfter(last);
-  }
-
   /// A dropout on a token-cut activation draws the mask of its part of the
   /// whole (ds.dropout's parts): the one rank would.
   void markDropoutPart(Operation &op) {
@@ -534,7 +490,6 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
       func.setType(FunctionType::get(module.getContext(),
                                      func.getArgumentTypes(),
                                      ret->getOperandTypes()));
-      startCollectivesEarly(func);
     }
     module->setAttr(dist::kTensorParallelAttr,
                     b.getI64IntegerAttr(tensorParallel));

@@ -136,13 +136,6 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
 int runSample(const DsrunOptions &options, bool lead, Prepared &p,
               std::string &error) {
   const PlanInfo &info = p.info;
-  if (info.sequenceParallel > 1) {
-    error = "--sample: a Ulysses plan (sequence_parallel_size " +
-            std::to_string(info.sequenceParallel) +
-            ") cannot sample yet; export its weights (--export-weights) "
-            "and sample with a plan compiled without it";
-    return kExitBadInput;
-  }
   double temperature = 0;
   if (!parseFiniteNumber(options.temperature, 0, 1e6, temperature)) {
     error = "--temperature: expected a number from 0 to 1e6, got '" +
@@ -169,6 +162,7 @@ int runSample(const DsrunOptions &options, bool lead, Prepared &p,
   so.seqLen = info.seqLen;
   so.vocabSize = info.vocabSize;
   so.tensorParallel = info.tensorParallel;
+  so.sequence = p.setup.sequencePart();
   std::vector<int32_t> tokens;
   if (!sampleTokens(*p.session, so, tokens, error))
     return error.rfind("plan:", 0) == 0 ? kExitBadInput : kExitTrainingFailed;

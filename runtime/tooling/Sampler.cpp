@@ -55,9 +55,12 @@ bool sampleTokens(Session &session, const SampleOptions &o,
   std::vector<NamedTensor> outs = session.programOutputs(program);
   const int64_t rows = o.microBatch, t = o.seqLen, v = o.vocabSize;
   // With vocabulary parallelism each rank's eval returns its part of the
-  // vocabulary; the row drawn from is gathered whole.
+  // vocabulary; the row drawn from is gathered whole. With Ulysses each
+  // returns its part of the positions; the row comes from the rank that
+  // holds the context's last token.
   const int64_t parts = std::max<int64_t>(o.tensorParallel, 1);
-  std::vector<int64_t> logitsShape{rows, t, v / parts};
+  const int64_t seqParts = o.sequence.parts, tl = t / seqParts;
+  std::vector<int64_t> logitsShape{rows, tl, v / parts};
   if (outs.size() >= 2 && outs[1].shape != logitsShape)
     logitsShape.back() = v; // the vocabulary whole (it did not split)
   const int64_t vl = logitsShape.back();
@@ -72,24 +75,32 @@ bool sampleTokens(Session &session, const SampleOptions &o,
       o.prompt.empty() ? std::vector<int32_t>{10} : o.prompt;
   const size_t elems = size_t(rows * t);
   std::vector<int32_t> tokens(elems), targets(elems, 0);
-  std::vector<float> logits(size_t(rows * t * vl));
-  std::vector<float> row(static_cast<size_t>(v));
+  std::vector<float> logits(size_t(rows * tl * vl));
+  std::vector<float> row(static_cast<size_t>(v * seqParts));
+  std::vector<int32_t> part;
   for (uint32_t i = 0; i < o.count; ++i) {
     size_t len = std::min<size_t>(context.size(), size_t(t));
     std::fill(tokens.begin(), tokens.end(), 0);
     for (int64_t r = 0; r < rows; ++r)
       std::copy(context.end() - long(len), context.end(),
                 tokens.begin() + r * t);
-    if (!session.writeTensor(in[0], tokens.data(), elems * 4, error) ||
-        !session.writeTensor(in[1], targets.data(), elems * 4, error) ||
+    const size_t fed = elems / size_t(seqParts);
+    const int32_t *feed =
+        o.sequence.take(tokens.data(), uint32_t(rows), uint32_t(t), part);
+    if (!session.writeTensor(in[0], feed, fed * 4, error) ||
+        !session.writeTensor(in[1], targets.data(), fed * 4, error) ||
         !session.run(program, 0, error) ||
         !session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
       return false;
-    const float *mine = logits.data() + (len - 1) * size_t(vl);
-    if (vl != v &&
-        !session.gatherTensorParts(mine, size_t(vl), row.data(), error))
-      return false;
-    int32_t next = pick(vl != v ? row.data() : mine, o, i);
+    const size_t last = len - 1;
+    const float *mine = logits.data() + (last % size_t(tl)) * size_t(vl);
+    const float *drawn = mine;
+    if (seqParts > 1 || vl != v) {
+      if (!session.gatherTensorParts(mine, size_t(vl), row.data(), error))
+        return false;
+      drawn = row.data() + (seqParts > 1 ? last / size_t(tl) * size_t(v) : 0);
+    }
+    int32_t next = pick(drawn, o, i);
     context.push_back(next);
     out.push_back(next);
   }

@@ -15,6 +15,7 @@
 #define DSC_RUNTIME_TOOLING_SAMPLER_H
 
 #include "runtime/exec/Session.h"
+#include "runtime/tooling/StepPrograms.h"
 
 #include <cstdint>
 #include <string>
@@ -32,6 +33,9 @@ struct SampleOptions {
   /// Ranks of a tensor-parallel group (eval's logits may be cut along the
   /// vocabulary over them).
   uint32_t tensorParallel = 1;
+  /// A Ulysses group's cut of the sequence: eval takes this rank's part of
+  /// the tokens and returns its part of the logits.
+  SequencePart sequence;
 };
 
 /// Appends options.count generated tokens to `out`. False + one line on

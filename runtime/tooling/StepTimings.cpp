@@ -176,20 +176,22 @@ std::string StepTimings::commsSummary() const {
   std::string text = "comms (each collective this rank ran, by operation "
                      "and message size):\n";
   char buf[200];
-  std::snprintf(buf, sizeof(buf), "  %-17s %12s %8s %12s %10s %12s %12s\n",
+  std::snprintf(buf, sizeof(buf), "  %-19s %12s %8s %12s %10s %12s %12s\n",
                 "op", "message", "count", "total ms", "avg ms", "algbw Gbps",
                 "busbw Gbps");
   text += buf;
-  // On a tensor-parallel plan each operation is named with its group.
+  // On a tensor- or sequence-parallel plan each operation is named with
+  // its group.
   const uint32_t tp = std::max(plan_.tensorParallel, plan_.sequenceParallel);
+  const char *group = plan_.sequenceParallel > 1 ? " sequence" : " tensor";
   for (const auto &[key, s] : comms_) {
     const auto &[op, tensor, bytes] = key;
     const double avg = s.totalMs / double(s.count);
     const double algbw = gbps(bytes, avg);
     const uint32_t ranks = plan_.groupRanks(tensor);
-    const std::string label = tp > 1 ? op + (tensor ? " tensor" : " data") : op;
+    const std::string label = tp > 1 ? op + (tensor ? group : " data") : op;
     std::snprintf(buf, sizeof(buf),
-                  "  %-17s %12s %8llu %12.3f %10.3f %12.2f %12.2f\n",
+                  "  %-19s %12s %8llu %12.3f %10.3f %12.2f %12.2f\n",
                   label.c_str(), sizeText(bytes).c_str(),
                   static_cast<unsigned long long>(s.count), s.totalMs, avg,
                   algbw, algbw * busFactor(op, ranks));

@@ -69,17 +69,18 @@ TEST(StepTimings, CommsTableByOperationAndSize) {
   t.add({rec("eval", 0, 6, 8, "comm")}, nullptr);
   // 1e6 bytes in 2 ms: 4 Gbps; all-gather's 1 ms: 8 Gbps; bus factors
   // (n-1)/n for both at n = 2, 2(n-1)/n for the all-reduce.
-  EXPECT_EQ(t.commsSummary(),
-            "comms (each collective this rank ran, by operation and message "
-            "size):\n"
-            "  op                     message    count     total ms     avg ms "
-            "  algbw Gbps   busbw Gbps\n"
-            "  all_gather          976.56 KiB        2        2.000      1.000 "
-            "        8.00         4.00\n"
-            "  all_reduce                 4 B        1        2.000      2.000 "
-            "        0.00         0.00\n"
-            "  reduce_scatter      976.56 KiB        2        4.000      2.000 "
-            "        4.00         2.00\n");
+  EXPECT_EQ(
+      t.commsSummary(),
+      "comms (each collective this rank ran, by operation and message "
+      "size):\n"
+      "  op                       message    count     total ms     avg ms "
+      "  algbw Gbps   busbw Gbps\n"
+      "  all_gather            976.56 KiB        2        2.000      1.000 "
+      "        8.00         4.00\n"
+      "  all_reduce                   4 B        1        2.000      2.000 "
+      "        0.00         0.00\n"
+      "  reduce_scatter        976.56 KiB        2        4.000      2.000 "
+      "        4.00         2.00\n");
 }
 
 TEST(StepTimings, CommsTableNamesTheGroupOnAMesh) {
@@ -95,15 +96,16 @@ TEST(StepTimings, CommsTableNamesTheGroupOnAMesh) {
   t.add(
       {rec("micro_step", 0, 0, 2, "comm"), rec("micro_step", 1, 2, 4, "comm")},
       nullptr);
-  EXPECT_EQ(t.commsSummary(),
-            "comms (each collective this rank ran, by operation and message "
-            "size):\n"
-            "  op                     message    count     total ms     avg ms "
-            "  algbw Gbps   busbw Gbps\n"
-            "  all_reduce data     976.56 KiB        1        2.000      2.000 "
-            "        4.00         4.00\n"
-            "  all_reduce tensor   976.56 KiB        1        2.000      2.000 "
-            "        4.00         4.00\n");
+  EXPECT_EQ(
+      t.commsSummary(),
+      "comms (each collective this rank ran, by operation and message "
+      "size):\n"
+      "  op                       message    count     total ms     avg ms "
+      "  algbw Gbps   busbw Gbps\n"
+      "  all_reduce data       976.56 KiB        1        2.000      2.000 "
+      "        4.00         4.00\n"
+      "  all_reduce tensor     976.56 KiB        1        2.000      2.000 "
+      "        4.00         4.00\n");
 }
 
 TEST(StepTimings, ProfOpsChooseWhatIsLogged) {
