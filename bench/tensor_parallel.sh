@@ -2,6 +2,8 @@
 # Tensor parallelism against ZeRO on 4 ranks of this machine (CPU, MPI):
 #   T = 4       "tensor_parallel": {"autotp_size": 4}, one replica
 #   T = 4 + SP  the same with "sequence_parallel": true
+#   T = 4 x 2   the same with "micro_batch_chunks": 2 (the forward's
+#               all-reduces under the other chunk's GEMMs)
 #   D = 4 ZeRO-3  4 data-parallel ranks, every matrix sharded
 #   D = 4 stage 0 4 data-parallel ranks, plain all-reduce
 #   2 x 2       2 replicas of T = 2 at ZeRO 1
@@ -43,12 +45,13 @@ EOF2
 }
 config t4 8 '"tensor_parallel": {"autotp_size": 4}'
 config t4sp 8 '"tensor_parallel": {"autotp_size": 4, "sequence_parallel": true}'
+config t4c 8 '"tensor_parallel": {"autotp_size": 4, "micro_batch_chunks": 2}'
 config z3 2 '"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10000}'
 config z0 2 '"zero_optimization": {"stage": 0}'
 config m22 4 '"tensor_parallel": {"autotp_size": 2}, "zero_optimization": {"stage": 1}'
 config u4 8 '"sequence_parallel_size": 4'
 
-for tag in ${TAGS:-t4 t4sp z3 z0 m22 u4}; do
+for tag in ${TAGS:-t4 t4sp t4c z3 z0 m22 u4}; do
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" --world-size 4 \
     -o "$out/$tag.dsplan" --report --machine cpu > "$out/$tag.report.txt"
   "$build/tools/dsc" --model "$model" --config "$out/$tag.comms.json" --world-size 4 \

@@ -14,8 +14,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from zero_summary import overlap  # noqa: E402
 
-RUNS = [("t4", "T = 4"), ("t4sp", "T = 4, sequence parallel"), ("z3", "D = 4, ZeRO-3"), ("z0", "D = 4, stage 0"),
-        ("m22", "2 x 2 (T = 2), ZeRO-1"), ("u4", "S = 4 (Ulysses)")]
+RUNS = [("t4", "T = 4"), ("t4sp", "T = 4, sequence parallel"), ("t4c", "T = 4, 2 chunks"),
+        ("z3", "D = 4, ZeRO-3"), ("z0", "D = 4, stage 0"), ("m22", "2 x 2 (T = 2), ZeRO-1"),
+        ("u4", "S = 4 (Ulysses)")]
 # A Ulysses group's all-to-alls share the tensor group's column.
 GROUP_COLUMN = {"sequence": "tensor"}
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}

@@ -9,6 +9,7 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.setWorldSize(worldSize, config.tensorParallel);
   o.shard.sequenceParallel = config.sequenceParallel;
   o.ulysses.sequenceParallel = config.sequenceParallelSize;
+  o.chunk.chunks = config.microBatchChunks;
   o.setAccumulationSteps(config.gradientAccumulationSteps);
   // optimizer.params, gradient_clipping
   o.adamw.beta1 = config.optimizer.beta1;

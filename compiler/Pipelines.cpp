@@ -26,6 +26,8 @@ void addInput(OpPassManager &pm, const TrainOptions &o, const Result &) {
 void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.ulysses.sequenceParallel > 1)
     pm.addPass(ds::createDsUlysses(o.ulysses));
+  if (o.chunk.chunks > 1)
+    pm.addPass(ds::createDsChunkMicroBatch(o.chunk));
   pm.addPass(ds::createDsAutodiff(o.autodiff));
   pm.addPass(ds::createDsAdamW(o.adamw));
   pm.addPass(ds::createDsEval());
@@ -227,6 +229,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("ranks of a Ulysses sequence-parallel group (phase "
                      "train), dividing world-size"),
       llvm::cl::init(defaults.ulysses.sequenceParallel)};
+  Option<int64_t> microBatchChunks{
+      *this, "micro-batch-chunks",
+      llvm::cl::desc("chunks of the micro-batch whose forwards interleave "
+                     "(phase train, with tensor-parallel)"),
+      llvm::cl::init(defaults.chunk.chunks)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
   Option<int64_t> bucketSize{*this, "bucket-size",
@@ -276,6 +283,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.setWorldSize(worldSize, tensorParallel);
     o.shard.sequenceParallel = sequenceParallel;
     o.ulysses.sequenceParallel = sequenceParallelSize;
+    o.chunk.chunks = microBatchChunks;
     o.adamw = {beta1,          beta2,        eps,      weightDecay, gradClip,
                optimizer,      lrDecay,      momentum, dampening,   nesterov,
                cycleMomentum,  decayAll,     noDecay,  minCoeff,    maxCoeff,

@@ -68,6 +68,7 @@ struct TrainOptions {
   mlir::ds::DsAdamWOptions adamw;
   mlir::ds::DsShardOptions shard;
   mlir::ds::DsUlyssesOptions ulysses;
+  mlir::ds::DsChunkMicroBatchOptions chunk;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;

@@ -337,6 +337,30 @@ def DsOverlapCollectives : Pass<"ds-overlap-collectives", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }
 
+def DsChunkMicroBatch : Pass<"ds-chunk-micro-batch", "::mlir::ModuleOp"> {
+  let summary = "phase `train`: @forward on chunks of the micro-batch, interleaved";
+  let description = [{
+    Runs before ds-autodiff, with tensor parallelism. @forward's token and
+    target arguments are split along their samples into `chunks` equal
+    chunks, and every op computed from them is cloned once per chunk, the
+    clones side by side where the op stood (weights and positions are
+    computed once and shared); the loss is the mean of the chunks'. After
+    ds-shard, ds-overlap-collectives then starts one chunk's all-reduce
+    before the other chunk's GEMM and waits for it after: the forward's
+    collectives, which otherwise feed the very next op, run under compute,
+    and the backward (autodiff's reverse of the interleaved forward) is
+    interleaved too. Each batched op is checked to work sample by sample
+    (ShardRules' split layouts along dimension 0, lookups, norms, the
+    loss); one that does not, or a dropout with a nonzero rate (a chunk
+    would not draw the micro-batch's mask), is an error naming it.
+  }];
+  let options = [
+    Option<"chunks", "chunks", "int64_t", "1",
+           "chunks of the micro-batch (1: the pass changes nothing)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "phase `dist`: data parallelism with ZeRO sharding";
   let description = [{

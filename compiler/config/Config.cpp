@@ -437,11 +437,16 @@ bool readTensorParallel(Reader &r, Section &root, int64_t worldSize,
   int64_t size = 0;
   if (!s->checkKeys() || !s->integer("autotp_size", size) ||
       !r.atLeast(s->at("autotp_size"), size, int64_t(0)) ||
-      !s->boolean("sequence_parallel", c.sequenceParallel))
+      !s->boolean("sequence_parallel", c.sequenceParallel) ||
+      !s->integer("micro_batch_chunks", c.microBatchChunks) ||
+      !r.atLeast(s->at("micro_batch_chunks"), c.microBatchChunks, int64_t(1)))
     return false;
   c.tensorParallel = std::max<int64_t>(size, 1);
   if (c.sequenceParallel && c.tensorParallel == 1)
     return r.fail(s->at("sequence_parallel"),
+                  "needs a tensor-parallel group (autotp_size > 1)");
+  if (c.microBatchChunks > 1 && c.tensorParallel == 1)
+    return r.fail(s->at("micro_batch_chunks"),
                   "needs a tensor-parallel group (autotp_size > 1)");
   if (worldSize % c.tensorParallel != 0) {
     r.fail(s->at("autotp_size"), formatNumber(size) +
@@ -612,6 +617,11 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
        readPinnedValues(r, root)});
   if (fp16Ok && bf16Ok && commOk)
     ok &= checkPrecisionChoice(r, root, c);
+  if (tpOk && batchOk && c.microBatchSize % c.microBatchChunks != 0)
+    ok = r.fail(root.at("tensor_parallel") + ".micro_batch_chunks",
+                formatNumber(c.microBatchChunks) +
+                    " chunks do not divide the micro-batch of " +
+                    formatNumber(c.microBatchSize) + " samples");
   if (optimizerOk && schedulerOk)
     muonHalvesUnderScheduler(r, root, c);
   if (!ok)

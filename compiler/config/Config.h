@@ -78,6 +78,11 @@ struct DsConfig {
   /// tensor_parallel.sequence_parallel (dsc's key): Megatron-LM's sequence
   /// parallelism over the tensor-parallel group.
   bool sequenceParallel = false;
+  /// tensor_parallel.micro_batch_chunks (dsc's key): the micro-batch cut
+  /// into this many chunks whose forwards interleave, so that one chunk's
+  /// tensor-parallel collectives run under another's compute
+  /// (ds-chunk-micro-batch).
+  int64_t microBatchChunks = 1;
   /// sequence_parallel_size (DeepSpeed's key): ranks of a Ulysses
   /// sequence-parallel group, consecutive ranks that share one batch and
   /// each take a contiguous part of its sequences (phase train, ds-ulysses).

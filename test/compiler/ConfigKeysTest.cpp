@@ -143,6 +143,25 @@ TEST(ConfigKeysTest, SequenceParallelSizeGroupsTheRanks) {
             "one of them");
 }
 
+TEST(ConfigKeysTest, MicroBatchChunksDivideTheMicroBatch) {
+  DsConfig c = parseOk(R"({"tensor_parallel": {"autotp_size": 2,
+                                                "micro_batch_chunks": 2},
+                           "train_batch_size": 8,
+                           "train_micro_batch_size_per_gpu": 4})",
+                       /*worldSize=*/4);
+  EXPECT_EQ(c.microBatchChunks, 2);
+  EXPECT_EQ(c.gradientAccumulationSteps, 1); // 8 = 4 x 1 x (4 / 2)
+  EXPECT_EQ(errorOf(R"({"tensor_parallel": {"autotp_size": 2,
+                                            "micro_batch_chunks": 3},
+                        "train_micro_batch_size_per_gpu": 4})",
+                    2),
+            "ds_config.json: $.tensor_parallel.micro_batch_chunks: 3 chunks "
+            "do not divide the micro-batch of 4 samples");
+  EXPECT_EQ(errorOf(R"({"tensor_parallel": {"micro_batch_chunks": 2}})", 2),
+            "ds_config.json: $.tensor_parallel.micro_batch_chunks: needs a "
+            "tensor-parallel group (autotp_size > 1)");
+}
+
 // Hugging Face's ZeRO-2 and ZeRO-3 example configs (transformers'
 // DeepSpeed docs), "auto" everywhere its Trainer fills in: they compile, and
 // "auto" takes TrainingArguments' defaults where the Trainer would.
