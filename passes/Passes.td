@@ -361,6 +361,29 @@ def DsChunkMicroBatch : Pass<"ds-chunk-micro-batch", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsPipelineCut : Pass<"ds-pipeline-cut", "::mlir::ModuleOp"> {
+  let summary = "phase `train`: @forward cut into pipeline stages";
+  let description = [{
+    Runs before ds-autodiff. The transformer blocks (parameters named
+    PREFIX.N.*, in the order the forward reads them) are split into
+    `stages` contiguous runs of equal size; each op of @forward (and
+    @forward_eval) gets dist.stage, the stage that runs it: the ops before
+    the first block on stage 0, those after the last on the last stage.
+    A value one stage makes and a later stage reads goes through one
+    dist.transfer per reading stage, whose gradient (autodiff) is the
+    transfer of the cotangent back. The arguments, the parameters' loads
+    and what is computed from constants alone stay unstaged: every stage
+    may have them. A forward that reads a later stage's value, or has
+    fewer blocks than stages, is an error. The module gets
+    dist.pipeline_stages.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1",
+           "pipeline stages (1: the pass changes nothing)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
 def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "phase `dist`: data parallelism with ZeRO sharding";
   let description = [{

@@ -47,6 +47,13 @@ LogicalResult ShardOp::verify() {
                       cast<RankedTensorType>(getType()), getWorldSize());
 }
 
+LogicalResult TransferOp::verify() {
+  if (getFrom() < 0 || getTo() < 0 || getFrom() == getTo())
+    return emitOpError("needs two different stages, got ")
+           << getFrom() << " and " << getTo();
+  return success();
+}
+
 LogicalResult AllToAllOp::verify() {
   auto x = cast<RankedTensorType>(getX().getType());
   int64_t ranks = getWorldSize();

@@ -34,6 +34,10 @@ constexpr llvm::StringLiteral kTensorGroupAttr =
     DistDialect::TensorGroupAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kSequenceParallelAttr =
     DistDialect::SequenceParallelAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kPipelineStagesAttr =
+    DistDialect::PipelineStagesAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kStageAttr =
+    DistDialect::StageAttrHelper::getNameStr();
 
 /// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
 /// host memory.

@@ -42,6 +42,10 @@ def Dist_Dialect : Dialect {
   //   sequence_parallel ds-ulysses: on the module, the ranks of a
   //                sequence-parallel group; data parallelism spans the
   //                world.
+  //   pipeline_stages ds-pipeline-cut: on the module, the pipeline's
+  //                stages.
+  //   stage        ds-pipeline-cut: on a forward op, the pipeline stage
+  //                that runs it.
   let discardableAttrs = (ins
     "::mlir::UnitAttr":$tensor_group,
     "::mlir::UnitAttr":$host,
@@ -49,6 +53,8 @@ def Dist_Dialect : Dialect {
     "::mlir::IntegerAttr":$world_size,
     "::mlir::IntegerAttr":$tensor_parallel,
     "::mlir::IntegerAttr":$sequence_parallel,
+    "::mlir::IntegerAttr":$pipeline_stages,
+    "::mlir::IntegerAttr":$stage,
     "::mlir::DenseI64ArrayAttr":$tensor_split
   );
 }
@@ -181,6 +187,23 @@ def Dist_StoreParamsOp : Dist_Op<"store_params", [MemoryEffects<[MemWrite]>]> {
   let summary = "writes a group's parameters (with padding) from a flat tensor";
   let arguments = (ins Dist_FloatTensor:$value, FlatSymbolRefAttr:$group);
   let assemblyFormat = "$value `,` $group attr-dict `:` type($value)";
+}
+
+def Dist_TransferOp : Dist_Op<"transfer",
+    [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "a value made on one pipeline stage, read on another";
+  let description = [{
+    The identity on values; `x` is computed by stage `from` and the result
+    read by stage `to`. ds-pipeline-cut puts one on every value of the
+    forward that crosses stages, before autodiff; its gradient is the
+    transfer of the cotangent the other way. When the stages are split
+    into their own programs, it becomes a send on `from` and a receive on
+    `to`.
+  }];
+  let arguments = (ins Dist_FloatTensor:$x, I64Attr:$from, I64Attr:$to);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = "$x `from` $from `to` $to attr-dict `:` type($x)";
+  let hasVerifier = 1;
 }
 
 def Dist_ShardOp : Dist_Op<"shard", [Pure]> {

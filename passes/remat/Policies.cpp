@@ -1,4 +1,5 @@
 //===- Policies.cpp - ds-remat's hand policies: none, layers, selective ---===//
+#include "passes/BlockNames.h"
 #include "passes/remat/Remat.h"
 #include "passes/remat/RematPolicy.h"
 
@@ -12,29 +13,6 @@ namespace mlir::ds::remat {
 Choice keepAll(const ForwardGraph &g) {
   return {llvm::BitVector(g.size(), true), kNone.str()};
 }
-
-namespace {
-
-/// "transformer.h.3.attn.c_attn.weight" -> ("transformer.h.", 3): the name
-/// up to its first numbered component, and the number. None for a name
-/// without one (embeddings, the final norm).
-std::optional<std::pair<std::string, int64_t>> blockOf(StringRef name) {
-  size_t start = 0;
-  while (start < name.size()) {
-    size_t end = name.find('.', start);
-    StringRef part = name.slice(start, end);
-    int64_t n;
-    if (!part.empty() && llvm::all_of(part, llvm::isDigit) &&
-        !part.getAsInteger(10, n))
-      return std::make_pair(name.take_front(start).str(), n);
-    if (end == StringRef::npos)
-      break;
-    start = end + 1;
-  }
-  return std::nullopt;
-}
-
-} // namespace
 
 namespace {
 

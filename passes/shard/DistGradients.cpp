@@ -1,7 +1,8 @@
 //===- DistGradients.cpp - reverse-mode rules of the forward's collectives ===//
 //
-// ds-ulysses puts dist.all_to_all (and its dist.wait) into @forward before
-// ds-autodiff runs, so autodiff needs their rules. The dist dialect does
+// ds-ulysses puts dist.all_to_all (and its dist.wait), ds-pipeline-cut
+// dist.transfer, into @forward before ds-autodiff runs, so autodiff needs
+// their rules. The dist dialect does
 // not depend on ds; the rules attach to its ops from here, as external
 // models of ds's VJPOpInterface.
 //
@@ -34,6 +35,21 @@ struct AllToAllVJP
   }
 };
 
+/// The cotangent of a value read on another stage goes back to the stage
+/// that made it.
+struct TransferVJP
+    : ds::VJPOpInterface::ExternalModel<TransferVJP, dist::TransferOp> {
+  LogicalResult buildVJP(Operation *op, OpBuilder &b,
+                         ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                         SmallVectorImpl<Value> &operandGrads) const {
+    auto t = cast<dist::TransferOp>(op);
+    if (needed[0] && resultGrads[0])
+      operandGrads[0] = b.create<dist::TransferOp>(
+          op->getLoc(), resultGrads[0], t.getToAttr(), t.getFromAttr());
+    return success();
+  }
+};
+
 /// The identity on values.
 struct WaitVJP : ds::VJPOpInterface::ExternalModel<WaitVJP, dist::WaitOp> {
   LogicalResult buildVJP(Operation *, OpBuilder &, ArrayRef<Value> resultGrads,
@@ -51,5 +67,6 @@ void mlir::ds::registerDistGradients(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, dist::DistDialect *) {
     dist::AllToAllOp::attachInterface<AllToAllVJP>(*ctx);
     dist::WaitOp::attachInterface<WaitVJP>(*ctx);
+    dist::TransferOp::attachInterface<TransferVJP>(*ctx);
   });
 }

@@ -1,0 +1,162 @@
+//===- PipelineCut.cpp - the forward cut into pipeline stages -------------===//
+//
+// Pipeline parallelism's first step (docs/pipeline.md), before autodiff:
+// every op of @forward (and @forward_eval) is given the stage that runs it
+// (dist.stage), and every value one stage makes and a later stage reads
+// goes through a dist.transfer. Autodiff then gives each transfer its
+// gradient, the transfer of the cotangent back, so the backward's
+// crossings need no rule of their own; a later phase splits the stages
+// into their programs.
+//
+// The stages are contiguous runs of the model's transformer blocks, found
+// by the parameters the forward reads (BlockNames.h) in program order:
+// ops before the first block (the embeddings) run on stage 0, ops after
+// the last (the final norm, the head, the loss) on the last stage.
+// "uniform" gives each stage the same number of blocks (the first stages
+// one more when they do not divide). Values every stage can have without
+// a transfer are not staged: the function's arguments (the runtime feeds
+// the tokens to the first stage and the targets to the last), parameters'
+// loads (a parameter read on two stages, as GPT-2's tied embedding, is
+// held by both), and what is computed from constants alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/BlockNames.h"
+#include "passes/Passes.h"
+
+#include "dialects/dist/DistOps.h"
+#include "dialects/ds/DsOps.h"
+#include "runtime/plan/ProgramNames.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <string>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSPIPELINECUT
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace plan = dsc::plan;
+
+namespace {
+
+struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (stages <= 1)
+      return;
+    ModuleOp module = getOperation();
+    for (std::string_view name :
+         {plan::kForwardFunction, plan::kForwardEvalFunction}) {
+      auto func = module.lookupSymbol<func::FuncOp>(
+          StringRef(name.data(), name.size()));
+      if (func && failed(cut(func)))
+        return signalPassFailure();
+    }
+    OpBuilder b(module.getContext());
+    module->setAttr(dist::kPipelineStagesAttr, b.getI64IntegerAttr(stages));
+  }
+
+  /// Ops every stage may compute for itself: loads, and ops whose
+  /// operands are all such (or none), but for a parameter's value itself
+  /// (a load feeds ops that are staged).
+  static bool isShared(Operation *op, const llvm::DenseSet<Value> &unstaged) {
+    if (isa<LoadOp>(op))
+      return true;
+    return llvm::all_of(op->getOperands(),
+                        [&](Value v) { return unstaged.contains(v); });
+  }
+
+  /// Each block's stage: `blocks` split into `stages` contiguous runs.
+  int64_t stageOfBlock(int64_t index, int64_t blocks) const {
+    const int64_t base = blocks / stages, extra = blocks % stages;
+    // The first `extra` stages take base + 1 blocks.
+    const int64_t big = extra * (base + 1);
+    return index < big ? index / (base + 1) : extra + (index - big) / base;
+  }
+
+  LogicalResult cut(func::FuncOp func) {
+    Block &body = func.front();
+    // Blocks in the order the forward first reads them.
+    llvm::StringMap<int64_t> blockIndex;
+    std::string prefix;
+    for (auto load : body.getOps<LoadOp>())
+      if (auto block = blockOf(load.getName())) {
+        if (prefix.empty())
+          prefix = block->first;
+        std::string key = block->first + std::to_string(block->second);
+        if (block->first == prefix && !blockIndex.count(key))
+          blockIndex[key] = int64_t(blockIndex.size());
+      }
+    const int64_t blocks = int64_t(blockIndex.size());
+    if (blocks == 0)
+      return func.emitError("ds-pipeline-cut: @")
+             << func.getSymName()
+             << " has no transformer blocks to cut into stages (parameters "
+                "named PREFIX.N.*, as transformer.h.0.attn.c_attn.weight)";
+    if (blocks < stages)
+      return func.emitError("ds-pipeline-cut: ")
+             << blocks << " transformer blocks do not fill " << int64_t(stages)
+             << " pipeline stages";
+
+    // Values computed from constants alone (and the arguments).
+    llvm::DenseSet<Value> unstaged(body.args_begin(), body.args_end());
+    llvm::DenseMap<Value, int64_t> stageOf;
+    int64_t current = 0; // before the first block: the embeddings
+    bool seenBlock = false;
+    OpBuilder b(func.getContext());
+    llvm::DenseMap<std::pair<Value, int64_t>, Value> transferred;
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      if (auto load = dyn_cast<LoadOp>(op)) {
+        auto block = blockOf(load.getName());
+        if (block && block->first == prefix) {
+          current = stageOfBlock(
+              blockIndex.lookup(block->first + std::to_string(block->second)),
+              blocks);
+          seenBlock = true;
+        } else if (seenBlock) {
+          current = stages - 1; // after the last block: the head
+        }
+        continue;
+      }
+      if (isShared(&op, unstaged)) {
+        unstaged.insert(op.result_begin(), op.result_end());
+        continue;
+      }
+      op.setAttr(dist::kStageAttr, b.getI64IntegerAttr(current));
+      for (OpOperand &use : op.getOpOperands()) {
+        auto it = stageOf.find(use.get());
+        if (it == stageOf.end() || it->second == current)
+          continue;
+        if (it->second > current)
+          return op.emitError("ds-pipeline-cut: '")
+                 << op.getName() << "' on stage " << current
+                 << " reads a value of stage " << it->second
+                 << " (a later stage): the forward is not a sequence of "
+                    "blocks";
+        Value &t = transferred[{use.get(), current}];
+        if (!t) {
+          b.setInsertionPoint(&op);
+          t = b.create<dist::TransferOp>(op.getLoc(), use.get(),
+                                         b.getI64IntegerAttr(it->second),
+                                         b.getI64IntegerAttr(current))
+                  .getResult();
+          stageOf[t] = current;
+        }
+        use.set(t);
+      }
+      for (Value r : op.getResults())
+        stageOf[r] = current;
+    }
+    return success();
+  }
+};
+
+} // namespace
