@@ -384,6 +384,35 @@ def DsPipelineCut : Pass<"ds-pipeline-cut", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }
 
+def DsPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
+  let summary = "phase `pipeline`: each stage's step, unrolled in schedule order";
+  let description = [{
+    After autodiff, on a module cut by ds-pipeline-cut: @micro_step's ops
+    are placed on their stages (the forward's as marked, every other op
+    where its operands are; ops with no staged operand are copied into
+    each stage that reads them), and for each stage s a function
+    @pipeline_step_s(tokens, targets) takes the step's `micro-batches`
+    micro-batches (the arguments `micro-batches` times as many rows) and
+    runs the stage's forward and backward of each in the order of
+    `schedule`: gpipe (every forward, then every backward) or 1f1b
+    (stages - s - 1 forwards, then one forward and one backward in turn,
+    then the remaining backwards). Each dist.transfer becomes a dist.send
+    on its source stage and a dist.recv on its destination, numbered by
+    the transfer and the micro-batch. The last stage returns the mean of
+    the micro-batches' losses, the others 0. @micro_step is removed.
+    (docs/pipeline.md: @apply, @eval and the plans per stage come next.)
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1",
+           "pipeline stages (1: the pass changes nothing)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "micro-batches per step: autodiff's accumulation steps">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe or 1f1b">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
 def DsZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "phase `dist`: data parallelism with ZeRO sharding";
   let description = [{

@@ -206,6 +206,35 @@ def Dist_TransferOp : Dist_Op<"transfer",
   let hasVerifier = 1;
 }
 
+def Dist_SendOp : Dist_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "a value sent to another pipeline stage";
+  let description = [{
+    Phase `pipeline`: the sending half of a dist.transfer in micro-batch
+    `micro_batch`, matched by the stage `peer`'s dist.recv with the same
+    `transfer` and `micro_batch`.
+  }];
+  let arguments = (ins Dist_FloatTensor:$x, I64Attr:$peer, I64Attr:$transfer,
+                       I64Attr:$micro_batch);
+  let assemblyFormat = [{
+    $x `to` $peer `transfer` $transfer `micro_batch` $micro_batch attr-dict
+    `:` type($x)
+  }];
+}
+
+def Dist_RecvOp : Dist_Op<"recv", [MemoryEffects<[MemWrite]>]> {
+  let summary = "a value received from another pipeline stage";
+  let description = [{
+    Phase `pipeline`: the receiving half of a dist.transfer in micro-batch
+    `micro_batch` (see dist.send).
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$transfer, I64Attr:$micro_batch);
+  let results = (outs Dist_FloatTensor:$result);
+  let assemblyFormat = [{
+    `from` $peer `transfer` $transfer `micro_batch` $micro_batch attr-dict
+    `:` type($result)
+  }];
+}
+
 def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
   let summary = "this rank's slice [r S, (r + 1) S) of a flat tensor";
   let arguments = (ins Dist_ShardableTensor:$x, I64Attr:$world_size);

@@ -1,0 +1,295 @@
+//===- PipelineSchedule.cpp - each stage's step, in schedule order --------===//
+//
+// Phase `pipeline` (docs/pipeline.md), after autodiff: @micro_step holds
+// one micro-batch's forward and backward for every stage, the forward's
+// ops marked with their stage (ds-pipeline-cut) and dist.transfer where a
+// value crosses. For each stage s this writes @pipeline_step_s: the step's
+// `micro-batches` micro-batches through the stage, unrolled in the order
+// the schedule gives (GPipe: every forward, then every backward; 1F1B:
+// P - s - 1 forwards to fill the pipeline, then one forward and one
+// backward in turn, then the rest of the backwards). Micro-batch m reads
+// its rows of the step's tokens and targets; each transfer becomes a
+// dist.send on the stage that makes the value and a dist.recv on the one
+// that reads it, numbered by the transfer and the micro-batch.
+//
+// An op's stage: the forward's as marked; any other op (the backward, the
+// gradients' accumulation) runs where its operands are. Ops with no staged
+// operand (loads, constants, the gradient's seed, reshapes of the
+// arguments) are copied into each stage that reads them, once per
+// micro-batch when they read the arguments. The backward's seed is
+// autodiff's 1 / accumulation steps, so the stage accumulates the step's
+// gradients as gradient accumulation does, in micro-batch order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/dist/DistOps.h"
+#include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
+#include "runtime/plan/ProgramNames.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <string>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSPIPELINE
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace plan = dsc::plan;
+
+namespace {
+
+enum class Part { Forward, Backward };
+
+/// One action of a stage's schedule: a micro-batch's forward or backward.
+struct Action {
+  Part part;
+  int64_t microBatch;
+};
+
+RankedTensorType tensorOf(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
+  using Base::Base;
+
+  /// Where each staged op runs: a set of stages (a bit each) and its
+  /// part. An op runs on several stages below a tied parameter's gradient
+  /// sum (GPT-2's embedding, read on the first stage and by the head on
+  /// the last): autodiff adds the two stages' contributions, and each stage
+  /// accumulates its own into its copy instead (`tiedSums`: the add, on
+  /// each stage, is the operand that stage made).
+  struct Placement {
+    uint64_t stages = 0;
+    Part part = Part::Backward;
+  };
+  llvm::DenseMap<Operation *, Placement> placed;
+  llvm::DenseSet<Operation *> tiedSums;
+  SmallVector<dist::TransferOp> transfers;
+  llvm::DenseMap<Value, uint64_t> stagesOfValue;
+
+  void runOnOperation() override {
+    if (stages <= 1)
+      return;
+    if (schedule != "gpipe" && schedule != "1f1b") {
+      getOperation().emitError("ds-pipeline: unknown schedule '")
+          << schedule << "' (gpipe or 1f1b)";
+      return signalPassFailure();
+    }
+    std::string_view name = plan::kMicroStepProgram;
+    auto micro = getOperation().lookupSymbol<func::FuncOp>(
+        StringRef(name.data(), name.size()));
+    if (!micro) {
+      getOperation().emitError("ds-pipeline: no @micro_step");
+      return signalPassFailure();
+    }
+    if (failed(place(micro)))
+      return signalPassFailure();
+    Operation *after = micro;
+    for (int64_t s = 0; s < stages; ++s) {
+      FailureOr<func::FuncOp> stage = buildStage(micro, s, after);
+      if (failed(stage))
+        return signalPassFailure();
+      after = *stage;
+    }
+    micro.erase();
+  }
+
+  /// The stages (and part) of every op that has them.
+  LogicalResult place(func::FuncOp micro) {
+    placed.clear();
+    tiedSums.clear();
+    transfers.clear();
+    stagesOfValue.clear();
+    for (Operation &op : micro.front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      if (auto t = dyn_cast<dist::TransferOp>(op)) {
+        transfers.push_back(t);
+        stagesOfValue[t.getResult()] = uint64_t(1) << t.getTo();
+        continue;
+      }
+      Placement p;
+      if (auto mark = op.getAttrOfType<IntegerAttr>(dist::kStageAttr)) {
+        if (mark.getInt() < 0 || mark.getInt() >= stages)
+          return op.emitError("ds-pipeline: stage ")
+                 << mark.getInt() << " of " << int64_t(stages);
+        p = {uint64_t(1) << mark.getInt(), Part::Forward};
+      } else if (failed(placeByOperands(op, p))) {
+        return failure();
+      }
+      if (!p.stages)
+        continue; // unstaged: copied where it is read
+      placed[&op] = p;
+      for (Value r : op.getResults())
+        stagesOfValue[r] = p.stages;
+    }
+    return success();
+  }
+
+  /// An op of the backward runs where its operands are; a sum of
+  /// operands from different stages is a tied parameter's gradient.
+  LogicalResult placeByOperands(Operation &op, Placement &p) {
+    SmallVector<uint64_t> sets;
+    for (Value v : op.getOperands())
+      if (uint64_t set = stagesOfValue.lookup(v))
+        sets.push_back(set);
+    if (sets.empty())
+      return success();
+    p.stages = sets.front();
+    if (llvm::all_equal(sets))
+      return success();
+    uint64_t seen = 0;
+    for (uint64_t set : sets) {
+      if ((seen & set) || !isa<AddOp>(op))
+        return op.emitError("ds-pipeline: '")
+               << op.getName()
+               << "' reads values of different stages and is no tied "
+                  "parameter's gradient sum";
+      seen |= set;
+    }
+    p.stages = seen;
+    tiedSums.insert(&op);
+    return success();
+  }
+
+  /// The order of stage s's actions.
+  SmallVector<Action> actions(int64_t s) const {
+    const int64_t m = microBatches;
+    SmallVector<Action> out;
+    int64_t warmup = schedule == "gpipe" ? m : std::min(stages - s - 1, m);
+    for (int64_t i = 0; i < warmup; ++i)
+      out.push_back({Part::Forward, i});
+    for (int64_t i = 0; warmup + i < m; ++i) {
+      out.push_back({Part::Forward, warmup + i});
+      out.push_back({Part::Backward, i});
+    }
+    for (int64_t i = std::max<int64_t>(m - warmup, 0); i < m; ++i)
+      out.push_back({Part::Backward, i});
+    return out;
+  }
+
+  /// Builds @pipeline_step_s after `after`.
+  FailureOr<func::FuncOp> buildStage(func::FuncOp micro, int64_t s,
+                                     Operation *after) {
+    const int64_t m = microBatches;
+    Block &body = micro.front();
+    SmallVector<Type> argTypes;
+    for (BlockArgument arg : body.getArguments()) {
+      auto t = tensorOf(arg);
+      if (!t || t.getRank() < 1) {
+        micro.emitError("ds-pipeline: argument #")
+            << arg.getArgNumber() << " has no batch dimension";
+        return failure();
+      }
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] *= m;
+      argTypes.push_back(t.clone(shape));
+    }
+    OpBuilder b(micro);
+    b.setInsertionPointAfter(after);
+    auto lossType = RankedTensorType::get({}, b.getF32Type());
+    auto func = b.create<func::FuncOp>(micro.getLoc(),
+                                       "pipeline_step_" + std::to_string(s),
+                                       b.getFunctionType(argTypes, {lossType}));
+    Block *entry = func.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    SmallVector<IRMapping> maps(m);
+    for (auto [arg, whole] :
+         llvm::zip(body.getArguments(), entry->getArguments())) {
+      SmallVector<int64_t> sizes(m, tensorOf(arg).getDimSize(0));
+      auto split = b.create<SplitOp>(arg.getLoc(), whole, 0, sizes);
+      for (int64_t i = 0; i < m; ++i)
+        maps[i].map(arg, split.getResult(i));
+    }
+    IRMapping shared; // unstaged values that read no argument
+    for (const Action &a : actions(s)) {
+      IRMapping &map = maps[a.microBatch];
+      for (Operation &op : body) {
+        if (auto t = dyn_cast<dist::TransferOp>(op)) {
+          const Part part =
+              t.getFrom() < t.getTo() ? Part::Forward : Part::Backward;
+          if (part == a.part)
+            transfer(b, t, s, a.microBatch, map, shared);
+          continue;
+        }
+        auto it = placed.find(&op);
+        if (it == placed.end() || !(it->second.stages >> s & 1) ||
+            it->second.part != a.part)
+          continue;
+        if (tiedSums.contains(&op)) { // this stage's contribution
+          for (Value v : op.getOperands())
+            if (stagesOfValue.lookup(v) >> s & 1)
+              map.map(op.getResult(0), map.lookup(v));
+          continue;
+        }
+        for (Value v : op.getOperands())
+          materialize(b, v, map, shared);
+        b.clone(op, map);
+      }
+    }
+    Value loss;
+    if (s == stages - 1) {
+      Value result = body.getTerminator()->getOperand(0);
+      for (int64_t i = 0; i < m; ++i) {
+        materialize(b, result, maps[i], shared);
+        Value l = maps[i].lookup(result);
+        loss = loss ? b.create<AddOp>(micro.getLoc(), loss, l).getResult() : l;
+      }
+      loss = b.create<MulOp>(micro.getLoc(), loss,
+                             splat(b, micro.getLoc(), lossType, 1.0 / m));
+    } else {
+      loss = splat(b, micro.getLoc(), lossType, 0.0);
+    }
+    b.create<func::ReturnOp>(micro.getLoc(), loss);
+    return func;
+  }
+
+  /// A transfer's half on stage s, if it has one.
+  void transfer(OpBuilder &b, dist::TransferOp t, int64_t s, int64_t m,
+                IRMapping &map, IRMapping &shared) {
+    const int64_t id = llvm::find(transfers, t) - transfers.begin();
+    if (t.getFrom() == s) {
+      materialize(b, t.getX(), map, shared);
+      b.create<dist::SendOp>(t.getLoc(), map.lookup(t.getX()), t.getTo(), id,
+                             m);
+    } else if (t.getTo() == s) {
+      auto recv =
+          b.create<dist::RecvOp>(t.getLoc(), t.getType(), t.getFrom(), id, m);
+      map.map(t.getResult(), recv.getResult());
+    }
+  }
+
+  /// Makes `v` available in micro-batch `map`: a staged value is there
+  /// already; an unstaged one is copied here with what it reads, once per
+  /// micro-batch if it reads the arguments, else once.
+  bool materialize(OpBuilder &b, Value v, IRMapping &map, IRMapping &shared) {
+    if (shared.contains(v)) {
+      map.map(v, shared.lookup(v));
+      return false;
+    }
+    if (map.contains(v))
+      return true;
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return true; // an argument: mapped per micro-batch
+    bool readsArguments = false;
+    for (Value x : def->getOperands())
+      readsArguments |= materialize(b, x, map, shared);
+    Operation *copy = b.clone(*def, map);
+    if (!readsArguments)
+      for (auto [r, c] : llvm::zip(def->getResults(), copy->getResults()))
+        shared.map(r, c);
+    return readsArguments;
+  }
+};
+
+} // namespace
