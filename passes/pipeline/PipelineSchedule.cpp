@@ -32,6 +32,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <string>
 
@@ -75,6 +76,9 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   llvm::DenseSet<Operation *> tiedSums;
   SmallVector<dist::TransferOp> transfers;
   llvm::DenseMap<Value, uint64_t> stagesOfValue;
+  /// Variables @micro_step stores (the gradient accumulators): a load of
+  /// one is read again by each micro-batch, after the previous one's store.
+  llvm::StringSet<> stored;
 
   void runOnOperation() override {
     if (stages <= 1)
@@ -109,6 +113,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     tiedSums.clear();
     transfers.clear();
     stagesOfValue.clear();
+    stored.clear();
+    micro.walk([&](StoreOp st) { stored.insert(st.getName()); });
     for (Operation &op : micro.front()) {
       if (isa<func::ReturnOp>(op))
         continue;
@@ -270,7 +276,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
 
   /// Makes `v` available in micro-batch `map`: a staged value is there
   /// already; an unstaged one is copied here with what it reads, once per
-  /// micro-batch if it reads the arguments, else once.
+  /// micro-batch if it reads the arguments or a variable the step stores,
+  /// else once. Returns whether it is the micro-batch's own.
   bool materialize(OpBuilder &b, Value v, IRMapping &map, IRMapping &shared) {
     if (shared.contains(v)) {
       map.map(v, shared.lookup(v));
@@ -281,7 +288,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     Operation *def = v.getDefiningOp();
     if (!def)
       return true; // an argument: mapped per micro-batch
-    bool readsArguments = false;
+    auto load = dyn_cast<LoadOp>(def);
+    bool readsArguments = load && stored.contains(load.getName());
     for (Value x : def->getOperands())
       readsArguments |= materialize(b, x, map, shared);
     Operation *copy = b.clone(*def, map);
