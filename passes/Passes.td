@@ -400,7 +400,11 @@ def DsPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
     on its source stage and a dist.recv on its destination, numbered by
     the transfer and the micro-batch. The last stage returns the mean of
     the micro-batches' losses, the others 0. @micro_step is removed.
-    (docs/pipeline.md: @apply, @eval and the plans per stage come next.)
+    @apply becomes @apply_s per stage (passes/pipeline/PipelineApply.cpp):
+    a tied parameter's gradient summed over the stages holding it, the
+    global norm's parts summed over all stages (dist.all_reduce marked
+    dist.pipeline_group), the stage's own updates. (docs/pipeline.md:
+    @eval and the plans per stage come next.)
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1",

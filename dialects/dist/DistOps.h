@@ -38,6 +38,8 @@ constexpr llvm::StringLiteral kPipelineStagesAttr =
     DistDialect::PipelineStagesAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kStageAttr =
     DistDialect::StageAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kPipelineGroupAttr =
+    DistDialect::PipelineGroupAttrHelper::getNameStr();
 
 /// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
 /// host memory.

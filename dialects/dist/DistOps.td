@@ -46,6 +46,10 @@ def Dist_Dialect : Dialect {
   //                stages.
   //   stage        ds-pipeline-cut: on a forward op, the pipeline stage
   //                that runs it.
+  //   pipeline_group ds-pipeline: on a collective of a stage's @apply, the
+  //                stages it runs over (a bit each): the global norm's
+  //                partial sums over all stages, a tied parameter's
+  //                gradient over the stages that hold it.
   let discardableAttrs = (ins
     "::mlir::UnitAttr":$tensor_group,
     "::mlir::UnitAttr":$host,
@@ -55,6 +59,7 @@ def Dist_Dialect : Dialect {
     "::mlir::IntegerAttr":$sequence_parallel,
     "::mlir::IntegerAttr":$pipeline_stages,
     "::mlir::IntegerAttr":$stage,
+    "::mlir::IntegerAttr":$pipeline_group,
     "::mlir::DenseI64ArrayAttr":$tensor_split
   );
 }

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/pipeline/Pipeline.h"
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
@@ -98,13 +99,25 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     if (failed(place(micro)))
       return signalPassFailure();
     Operation *after = micro;
+    pipeline::Holders holders;
     for (int64_t s = 0; s < stages; ++s) {
       FailureOr<func::FuncOp> stage = buildStage(micro, s, after);
       if (failed(stage))
         return signalPassFailure();
+      stage->walk([&](Operation *op) {
+        if (auto load = dyn_cast<LoadOp>(op))
+          holders[load.getName()] |= pipeline::StageSet(1) << s;
+        if (auto store = dyn_cast<StoreOp>(op))
+          holders[store.getName()] |= pipeline::StageSet(1) << s;
+      });
       after = *stage;
     }
     micro.erase();
+    std::string_view applyName = plan::kApplyProgram;
+    if (auto apply = getOperation().lookupSymbol<func::FuncOp>(
+            StringRef(applyName.data(), applyName.size())))
+      if (failed(pipeline::splitApply(apply, stages, std::move(holders))))
+        return signalPassFailure();
   }
 
   /// The stages (and part) of every op that has them.

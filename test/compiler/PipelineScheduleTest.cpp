@@ -69,6 +69,9 @@ OwningOpRef<ModuleOp> build(MLIRContext &ctx, const Case &c, bool pipelined,
   DsAutodiffOptions ad;
   ad.accumulationSteps = c.microBatches;
   pm.addPass(createDsAutodiff(ad));
+  DsAdamWOptions adamw;
+  adamw.gradClip = 1e-3; // clips: the global norm scales every update
+  pm.addPass(createDsAdamW(adamw));
   if (pipelined) {
     DsPipelineOptions p;
     p.stages = c.stages;
@@ -81,37 +84,81 @@ OwningOpRef<ModuleOp> build(MLIRContext &ctx, const Case &c, bool pipelined,
   return module;
 }
 
-/// One stage's run through its function, op by op.
+/// One stage's run through a function, op by op.
 struct StageRun {
+  int64_t stage = 0;
   func::FuncOp func;
   Block::iterator next;
   llvm::DenseMap<Value, ref::Tensor> values;
   llvm::StringMap<ref::Tensor> vars;
-  double loss = 0;
+  /// Collectives started per group, and whether this one was posted.
+  std::map<int64_t, int64_t> started;
+  bool posted = false;
+  std::vector<ref::Tensor> results;
   bool done = false;
 };
 
-using Mailbox = std::map<std::pair<int64_t, int64_t>, ref::Tensor>;
+/// What the stages exchange: sends by (transfer, micro-batch); all-reduce
+/// contributions by (group, index in the group's order), per stage.
+struct Exchange {
+  std::map<std::pair<int64_t, int64_t>, ref::Tensor> mail;
+  std::map<std::pair<int64_t, int64_t>, std::map<int64_t, ref::Tensor>> sums;
+};
 
-/// Runs ops until the stage finishes or waits for a message; whether it
-/// ran any. Fails the test on an op the simulator cannot run.
-bool advance(StageRun &s, Mailbox &mail, const dsc::EvalContext &ctx) {
+/// An all-reduce over a group of stages: false while a member has not
+/// posted its part.
+bool allReduce(StageRun &s, dist::AllReduceOp op, Exchange &x) {
+  auto group = op->getAttrOfType<IntegerAttr>(dist::kPipelineGroupAttr);
+  EXPECT_TRUE(group) << "an all-reduce without dist.pipeline_group";
+  const int64_t mask = group ? group.getInt() : 0;
+  auto key = std::make_pair(mask, s.started[mask]);
+  auto &parts = x.sums[key];
+  if (!s.posted) {
+    parts[s.stage] = s.values[op.getX()];
+    s.posted = true;
+  }
+  if (int64_t(parts.size()) != llvm::popcount(uint64_t(mask)))
+    return false;
+  ref::Tensor sum = parts.begin()->second;
+  for (double &v : sum.data)
+    v = 0;
+  for (const auto &[stage, part] : parts)
+    for (size_t i = 0; i < sum.data.size(); ++i)
+      sum.data[i] += part.data[i];
+  for (double &v : sum.data)
+    v *= op.getScale().convertToDouble();
+  s.values[op.getResult()] = sum;
+  s.posted = false;
+  ++s.started[mask];
+  return true;
+}
+
+/// Runs ops until the stage finishes or waits for another; whether it ran
+/// any. Fails the test on an op the simulator cannot run.
+bool advance(StageRun &s, Exchange &x, const dsc::EvalContext &ctx) {
   bool ran = false;
   while (!s.done) {
     Operation &op = *s.next;
     if (auto recv = dyn_cast<dist::RecvOp>(op)) {
-      auto it = mail.find({recv.getTransfer(), recv.getMicroBatch()});
-      if (it == mail.end())
+      auto it = x.mail.find({recv.getTransfer(), recv.getMicroBatch()});
+      if (it == x.mail.end())
         return ran;
       s.values[recv.getResult()] = it->second;
+    } else if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+      if (!allReduce(s, reduce, x))
+        return ran;
+    } else if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      s.values[wait.getResult()] = s.values[wait.getX()];
     } else if (auto send = dyn_cast<dist::SendOp>(op)) {
-      mail[{send.getTransfer(), send.getMicroBatch()}] = s.values[send.getX()];
+      x.mail[{send.getTransfer(), send.getMicroBatch()}] =
+          s.values[send.getX()];
     } else if (auto load = dyn_cast<LoadOp>(op)) {
       s.values[load.getResult()] = s.vars[load.getName()];
     } else if (auto store = dyn_cast<StoreOp>(op)) {
       s.vars[store.getName()] = s.values[store.getValue()];
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      s.loss = s.values[ret.getOperand(0)].data[0];
+      for (Value v : ret.getOperands())
+        s.results.push_back(s.values[v]);
       s.done = true;
     } else {
       std::vector<const ref::Tensor *> in;
@@ -130,6 +177,33 @@ bool advance(StageRun &s, Mailbox &mail, const dsc::EvalContext &ctx) {
     ran = true;
   }
   return ran;
+}
+
+/// Runs `name`_s on every stage together; false if they deadlock.
+bool runStages(ModuleOp module, const std::string &name,
+               std::vector<StageRun> &runs,
+               const std::vector<ref::Tensor> &args) {
+  Exchange x;
+  for (StageRun &r : runs) {
+    r.func =
+        module.lookupSymbol<func::FuncOp>(name + "_" + std::to_string(r.stage));
+    if (!r.func)
+      return false;
+    r.next = r.func.front().begin();
+    r.values.clear();
+    r.results.clear();
+    r.done = false;
+    for (auto [arg, value] : llvm::zip(r.func.getArguments(), args))
+      r.values[arg] = value;
+  }
+  dsc::EvalContext ctx;
+  ctx.round = false;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (StageRun &r : runs)
+      progress |= advance(r, x, ctx);
+  }
+  return llvm::all_of(runs, [](const StageRun &r) { return r.done; });
 }
 
 class PipelineScheduleTest : public ::testing::TestWithParam<Case> {};
@@ -179,27 +253,14 @@ TEST_P(PipelineScheduleTest, StagesMatchOneRank) {
   ASSERT_TRUE(succeeded(init.initVariables())) << diags.text;
   std::vector<StageRun> runs(c.stages);
   for (int64_t s = 0; s < c.stages; ++s) {
-    StageRun &r = runs[s];
-    r.func =
-        piped->lookupSymbol<func::FuncOp>("pipeline_step_" + std::to_string(s));
-    ASSERT_TRUE(r.func);
-    r.next = r.func.front().begin();
-    r.vars = init.variables();
-    r.values[r.func.getArgument(0)] = tokens;
-    r.values[r.func.getArgument(1)] = targets;
+    runs[s].stage = s;
+    runs[s].vars = init.variables();
   }
-  Mailbox mail;
-  dsc::EvalContext evalContext;
-  evalContext.round = false;
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (StageRun &r : runs)
-      progress |= advance(r, mail, evalContext);
-  }
-  for (int64_t s = 0; s < c.stages; ++s)
-    ASSERT_TRUE(runs[s].done) << "stage " << s << " waits for a message "
-                              << "no stage sends: the schedule deadlocks";
-  EXPECT_NEAR(runs.back().loss, meanLoss, 1e-12 * std::abs(meanLoss));
+  ASSERT_TRUE(runStages(*piped, "pipeline_step", runs, {tokens, targets}))
+      << "a stage waits for a message no stage sends: the schedule "
+         "deadlocks";
+  const double lastLoss = runs.back().results.at(0).data[0];
+  EXPECT_NEAR(lastLoss, meanLoss, 1e-12 * std::abs(meanLoss));
 
   // Each accumulator one rank has: the sum of the stages' copies (one
   // stage's, but for a tied parameter's).
@@ -228,6 +289,40 @@ TEST_P(PipelineScheduleTest, StagesMatchOneRank) {
     ++checked;
   }
   EXPECT_GT(checked, 10);
+
+  // The optimizer step: every stage's parameters (a tied one on each of
+  // its stages) as one rank's after @apply, and the same global norm.
+  const ref::Tensor lr = ref::Tensor::scalar(1e-2),
+                    step = ref::Tensor::scalar(1);
+  std::vector<ref::Tensor> norm;
+  ASSERT_TRUE(succeeded(reference.run("apply", {lr, step}, norm)))
+      << diags.text;
+  ASSERT_TRUE(runStages(*piped, "apply", runs, {lr, step}));
+  for (StageRun &r : runs)
+    EXPECT_NEAR(r.results.at(0).data[0], norm.at(0).data[0],
+                1e-12 * norm[0].data[0])
+        << "stage " << r.stage << "'s global norm";
+  int params = 0;
+  for (auto var : one->getOps<VariableOp>()) {
+    if (var.getKind() != VariableKind::param)
+      continue;
+    const ref::Tensor &want = reference.variable(var.getSymName());
+    int holders = 0;
+    for (StageRun &r : runs) {
+      if (!r.vars.count(var.getSymName()) ||
+          r.vars[var.getSymName()].data == init.variable(var.getSymName()).data)
+        continue; // not this stage's: never updated
+      ++holders;
+      const ref::Tensor &got = r.vars[var.getSymName()];
+      for (size_t i = 0; i < want.data.size(); ++i)
+        ASSERT_NEAR(got.data[i], want.data[i],
+                    1e-12 * std::max(1.0, std::abs(want.data[i])))
+            << var.getSymName().str() << "[" << i << "] on stage " << r.stage;
+    }
+    EXPECT_GE(holders, 1) << var.getSymName().str() << ": no stage updated it";
+    ++params;
+  }
+  EXPECT_GT(params, 10);
 }
 
 const Case kCases[] = {
