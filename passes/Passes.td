@@ -351,8 +351,8 @@ def DsChunkMicroBatch : Pass<"ds-chunk-micro-batch", "::mlir::ModuleOp"> {
     and the backward (autodiff's reverse of the interleaved forward) is
     interleaved too. Each batched op is checked to work sample by sample
     (ShardRules' split layouts along dimension 0, lookups, norms, the
-    loss); one that does not, or a dropout with a nonzero rate (a chunk
-    would not draw the micro-batch's mask), is an error naming it.
+    loss); one that does not is an error naming it. A chunk's dropout
+    draws its rows of the micro-batch's mask (ds.dropout's sample_offset).
   }];
   let options = [
     Option<"chunks", "chunks", "int64_t", "1",

@@ -467,8 +467,7 @@ constexpr ConfigKey kKeys[] = {
      "dsc's key (1): the micro-batch cut into this many chunks of samples "
      "whose forwards interleave op by op, so that one chunk's "
      "tensor-parallel collectives run under another chunk's compute "
-     "(DeepSpeed-Domino's idea); it must divide the micro-batch; a "
-     "dropout with a nonzero rate is refused"},
+     "(DeepSpeed-Domino's idea); it must divide the micro-batch"},
     {"$.tensor_parallel", "tp_overlap_comm", NoEffect,
      "dsc always starts each tensor-parallel collective where its operand "
      "is made and waits for it at its first use"},

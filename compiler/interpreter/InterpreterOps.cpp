@@ -141,7 +141,8 @@ Outcome dropout(DropoutOp op, Operands in, const EvalContext &ctx) {
                  llvm::Twine(op.getParts()) +
                  " parts (sequence parallelism) is not interpreted");
   return one(ref::dropout(*in[0], op.getRate().convertToDouble(), ctx.seed,
-                          uint32_t(id), ctx.step, ctx.sampleOffset));
+                          uint32_t(id), ctx.step,
+                          ctx.sampleOffset + uint64_t(op.getSampleOffset())));
 }
 
 //===----------------------------------------------------------------------===//

@@ -62,6 +62,7 @@ void DropoutOp::getKernelAttributes(Ints &ints, Floats &floats) {
   ints.push_back(getId());
   ints.push_back(getParts());
   ints.push_back(getPartDim());
+  ints.push_back(getSampleOffset());
   floats.push_back(f(getRateAttr()));
 }
 

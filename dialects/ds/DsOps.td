@@ -222,8 +222,8 @@ def DS_CastOp : DS_Op<"cast",
 def DS_DropoutOp : DS_Op<"dropout",
     [DS_KernelWithAttrs, DS_InPlaceSafe, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
-  let kernel = DS_F32Kernel<["id", "parts", "part_dim"], ["rate"], "f32->f32",
-                            "any_input">;
+  let kernel = DS_F32Kernel<["id", "parts", "part_dim", "sample_offset"],
+                            ["rate"], "f32->f32", "any_input">;
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
     Element e is kept when uniform(seed, id, step, g) >= rate and then scaled
@@ -239,22 +239,29 @@ def DS_DropoutOp : DS_Op<"dropout",
     contiguous parts, the one numbered by the rank's place in its
     tensor-parallel group: e is then the element's index in the whole
     activation, so every rank draws the mask one rank would.
+
+    With `sample_offset` k > 0, x's leading dimension starts k samples
+    into the micro-batch (s + k): a chunk of it (ds-chunk-micro-batch), or
+    micro-batch k / B of a pipeline stage's unrolled step (ds-pipeline),
+    draws the mask the whole micro-batch would.
   }];
   let arguments = (ins DS_FloatTensor:$x, F64Attr:$rate, I64Attr:$id,
                        DefaultValuedAttr<I64Attr, "1">:$parts,
-                       DefaultValuedAttr<I64Attr, "0">:$part_dim);
+                       DefaultValuedAttr<I64Attr, "0">:$part_dim,
+                       DefaultValuedAttr<I64Attr, "0">:$sample_offset);
   let results = (outs DS_FloatTensor:$result);
   let builders = [
     // A dropout on a whole activation.
     OpBuilder<(ins "::mlir::Value":$x, "::mlir::FloatAttr":$rate,
                    "::mlir::IntegerAttr":$id), [{
       build($_builder, $_state, x.getType(), x, rate, id,
-            $_builder.getI64IntegerAttr(1), $_builder.getI64IntegerAttr(0));
+            $_builder.getI64IntegerAttr(1), $_builder.getI64IntegerAttr(0),
+            $_builder.getI64IntegerAttr(0));
     }]>
   ];
   let assemblyFormat = [{
     $x `rate` $rate `id` $id (`parts` $parts^)? (`along` $part_dim^)?
-    attr-dict `:` type($x)
+    (`from_sample` $sample_offset^)? attr-dict `:` type($x)
   }];
   let hasVerifier = 1;
 }

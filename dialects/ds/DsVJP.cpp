@@ -194,7 +194,8 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
                                   ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   // Same id, same mask: the VJP of a masked scale is the same masked scale.
   out[0] = b.create<DropoutOp>(getLoc(), gs[0], getRateAttr(), getIdAttr(),
-                               getPartsAttr(), getPartDimAttr());
+                               getPartsAttr(), getPartDimAttr(),
+                               getSampleOffsetAttr());
   return success();
 }
 

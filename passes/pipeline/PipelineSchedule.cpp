@@ -252,7 +252,14 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
         }
         for (Value v : op.getOperands())
           materialize(b, v, map, shared);
-        b.clone(op, map);
+        Operation *clone = b.clone(op, map);
+        // Micro-batch m's samples follow the m before it (one data-
+        // parallel replica: one rank's micro-step m starts m x B samples
+        // in).
+        if (auto d = dyn_cast<DropoutOp>(clone))
+          d.setSampleOffset(d.getSampleOffset() +
+                            a.microBatch *
+                                tensorOf(body.getArgument(0)).getDimSize(0));
       }
     }
     Value loss;

@@ -17,7 +17,9 @@
 // holds a contiguous part of it. Every other value (weights, positions)
 // is computed once and shared. The loss is the mean of the chunks'
 // losses: the micro-batch's mean, as with gradient accumulation over
-// chunks (with an ignore_index, the mean of each chunk's mean).
+// chunks (with an ignore_index, the mean of each chunk's mean). A dropout
+// in chunk c draws the rows of the micro-batch's mask it holds
+// (sample_offset: c times the chunk's rows).
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,9 +128,6 @@ struct ChunkMicroBatchPass
   /// Whether `op`, given its batched operands cut along dimension 0 into
   /// the chunks, computes its batched results the same way.
   LogicalResult ruleFor(Operation *op) {
-    if (auto d = dyn_cast<DropoutOp>(op); d && d.getRate().convertToDouble())
-      return refuse(op, "a chunk's dropout mask would not be the micro-"
-                        "batch's (not supported yet; set the dropout to 0)");
     if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
       if (!batched.contains(ce.getLogits()) ||
           !batched.contains(ce.getTargets()))
@@ -219,6 +218,11 @@ struct ChunkMicroBatchPass
       b.setInsertionPoint(&op);
       for (int64_t c = 0; c < chunks; ++c) {
         Operation *clone = b.clone(op, maps[c]);
+        // A chunk's dropout draws its rows of the micro-batch's mask.
+        if (auto d = dyn_cast<DropoutOp>(clone))
+          d.setSampleOffset(
+              d.getSampleOffset() +
+              c * (tensorOf(op.getOperand(0)).getDimSize(0) / chunks));
         for (auto [r, whole] : llvm::zip(clone->getResults(), op.getResults()))
           if (batched.contains(whole))
             r.setType(

@@ -10,7 +10,9 @@
 // elements from partDim on, repeated for each index of the dimensions
 // before, every parts x R elements of the whole. Both backends' kernels
 // use these numbers: for e in run k = e / segment,
-//   g = s * sampleElements + partOffset + k * stride + e % segment.
+//   g = s * sampleElements + partOffset + k * stride + e % segment,
+// where partOffset also counts the `sample_offset` samples x starts after
+// the micro-batch's first.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_KERNELS_DROPOUTLAYOUT_H
@@ -29,8 +31,8 @@ struct DropoutLayout {
   uint64_t stride = 0;         ///< the whole's elements from run to run
 };
 
-inline DropoutLayout dropoutLayout(const TensorRef &x, int64_t parts,
-                                   int64_t partDim, int tensorRank) {
+inline DropoutLayout partLayout(const TensorRef &x, int64_t parts,
+                                int64_t partDim, int tensorRank) {
   const int64_t n = x.numel();
   const uint64_t un = uint64_t(n);
   if (x.rank == 0 || n == 0) // a scalar: its one element, keyed as 0
@@ -45,6 +47,16 @@ inline DropoutLayout dropoutLayout(const TensorRef &x, int64_t parts,
   for (int d = int(partDim); d < x.rank; ++d)
     run *= uint64_t(x.shape[d]);
   return {un / rows * p, rank * run, run, run * p};
+}
+
+inline DropoutLayout dropoutLayout(const TensorRef &x, int64_t parts,
+                                   int64_t partDim, int tensorRank,
+                                   int64_t sampleOffset) {
+  DropoutLayout where = partLayout(x, parts, partDim, tensorRank);
+  // x starts sampleOffset samples into the micro-batch (a chunk of it, or
+  // a later micro-batch of an unrolled pipeline step).
+  where.partOffset += uint64_t(sampleOffset) * where.sampleElements;
+  return where;
 }
 
 } // namespace dsc::rt

@@ -441,6 +441,8 @@ bool checkDropout(const KernelArgs &a, std::string &err) {
     return fail(err, "parts must be at least 1, got ", parts);
   if (parts > 1 && (dim < 0 || dim >= x.rank))
     return fail(err, "part_dim must be a dimension of x, got ", dim);
+  if (a.intAttrs[3] < 0)
+    return fail(err, "sample_offset must be at least 0, got ", a.intAttrs[3]);
   return true;
 }
 

@@ -157,7 +157,7 @@ TEST(KernelFacts, AttributeEncodingsFlopsAndInPlaceSafety) {
   // ds.gelu tanh, ds.dropout rate 0.1 id 7 (whole: 1 part, along 0),
   // ds.slice offsets [0, 2].
   EXPECT_EQ(attrs(first("ds.gelu")), std::make_pair(V{1}, F{}));
-  EXPECT_EQ(attrs(first("ds.dropout")), std::make_pair(V{7, 1, 0}, F{0.1}));
+  EXPECT_EQ(attrs(first("ds.dropout")), std::make_pair(V{7, 1, 0, 0}, F{0.1}));
   EXPECT_EQ(attrs(first("ds.slice")), std::make_pair(V{0, 2}, F{}));
   // Elementwise: one FLOP per output element; in place unless it compares.
   KernelOpInterface add = first("ds.add");

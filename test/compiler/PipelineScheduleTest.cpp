@@ -197,6 +197,7 @@ bool runStages(ModuleOp module, const std::string &name,
       r.values[arg] = value;
   }
   dsc::EvalContext ctx;
+  ctx.seed = kSeed; // as the reference interpreter's: dropout's masks
   ctx.round = false;
   for (bool progress = true; progress;) {
     progress = false;
@@ -241,6 +242,7 @@ TEST_P(PipelineScheduleTest, StagesMatchOneRank) {
   ASSERT_TRUE(succeeded(reference.initVariables())) << diags.text;
   double meanLoss = 0;
   for (int64_t i = 0; i < m; ++i) {
+    reference.setSampleOffset(uint64_t(i * kBatch)); // dropout's keys
     std::vector<ref::Tensor> out;
     ASSERT_TRUE(succeeded(
         reference.run("micro_step", {rows(tokens, i), rows(targets, i)}, out)))
@@ -335,6 +337,9 @@ const Case kCases[] = {
     {"gpt2_4x8_1f1b",
      "gpt2:n_layer=4,n_head=2,n_embd=8,block_size=5,vocab_size=11", 4, 8,
      "1f1b"},
+    {"gpt2_dropout_2x4_1f1b",
+     "gpt2:n_layer=2,n_head=2,n_embd=8,block_size=5,vocab_size=11,dropout=0.3",
+     2, 4, "1f1b"},
     {"llama_2x4_1f1b",
      "llama:dim=8,n_layer=2,n_head=2,hidden_dim=12,vocab_size=11,block_size=5",
      2, 4, "1f1b"},

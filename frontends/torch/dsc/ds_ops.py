@@ -28,7 +28,7 @@ OPS = {
     'ds.cross_entropy_part_grad': OpInfo(('logits', 'targets', 'row_max', 'stats', 'grad'), ('result',), ('ignore_index', 'parts'), True),
     'ds.cross_entropy_part_loss': OpInfo(('stats', 'targets'), ('result',), ('ignore_index',), True),
     'ds.div': OpInfo(('lhs', 'rhs'), ('result',), (), True),
-    'ds.dropout': OpInfo(('x',), ('result',), ('rate', 'id', 'parts', 'part_dim'), True),
+    'ds.dropout': OpInfo(('x',), ('result',), ('rate', 'id', 'parts', 'part_dim', 'sample_offset'), True),
     'ds.embedding': OpInfo(('table', 'indices'), ('result',), ('parts',), True),
     'ds.embedding_grad': OpInfo(('indices', 'grad'), ('result',), ('vocab_size', 'parts'), True),
     'ds.equal': OpInfo(('lhs', 'rhs'), ('result',), (), True),

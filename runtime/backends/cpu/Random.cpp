@@ -119,8 +119,9 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   // Element e is keyed by its global index: the leading dimension is the
   // micro-batch, which starts at sample ctx->sampleOffset (and x may be
   // one part of the whole activation, in runs: DropoutLayout.h).
-  const DropoutLayout where = dropoutLayout(
-      x, args.intAttrs[1], args.intAttrs[2], args.ctx->tensorRank);
+  const DropoutLayout where =
+      dropoutLayout(x, args.intAttrs[1], args.intAttrs[2], args.ctx->tensorRank,
+                    args.intAttrs[3]);
   const uint64_t first =
       args.ctx->sampleOffset * where.sampleElements + where.partOffset;
   const int64_t segment = int64_t(where.segment);

@@ -71,7 +71,7 @@ bool dropoutBody(const KernelArgs &args, std::string &err) {
   // (and x may be one part of the whole activation: DropoutLayout.h).
   const DropoutLayout where =
       dropoutLayout(x, args.intAttrs[1], args.intAttrs[2],
-                    args.ctx ? args.ctx->tensorRank : 0);
+                    args.ctx ? args.ctx->tensorRank : 0, args.intAttrs[3]);
   dropoutKernel<<<gridFor((n + 3) / 4), kBlock, 0, streamOf(args)>>>(
       x.data, storage(x), y.data, storage(y), h->run, uint32_t(id), threshold,
       scale, where, n);

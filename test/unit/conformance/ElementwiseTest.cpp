@@ -386,21 +386,57 @@ TEST_P(DropoutKernels, MatchesReferenceMask) {
       ctx.step = uint32_t(rng());
       uint32_t id = uint32_t(rng());
       Buf x = uniform(rng, s), y = poisoned(s);
-      RUN_OK("ds.dropout", {&x}, {&y}, {int64_t(id), 1, 0}, {rate}, &ctx);
+      RUN_OK("ds.dropout", {&x}, {&y}, {int64_t(id), 1, 0, 0}, {rate}, &ctx);
       REF_OK(want, ref::dropout(x.toRef(), rate, ctx.seed, id, ctx.step));
       EXPECT_TRUE(close(y, want));
       for (int64_t i = 0; i < y.numel(); ++i) // the very same mask
         ASSERT_EQ(y.get(i) == 0, want.data[size_t(i)] == 0) << i;
-      RUN_OK("ds.dropout", {&x}, {&x}, {int64_t(id), 1, 0}, {rate}, &ctx);
+      RUN_OK("ds.dropout", {&x}, {&x}, {int64_t(id), 1, 0, 0}, {rate}, &ctx);
       EXPECT_TRUE(bitwiseEqual(x, y));
     }
   Buf x({4}), y({4});
-  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 1, 0}, {1.5}),
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 1, 0, 0}, {1.5}),
                    "ds.dropout: rate must be in [0, 1], got 1.5");
-  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 0, 0}, {0.5}),
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 0, 0, 0}, {0.5}),
                    "ds.dropout: parts must be at least 1, got 0");
-  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 2, 1}, {0.5}),
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 2, 1, 0}, {0.5}),
                    "ds.dropout: part_dim must be a dimension of x, got 1");
+  EXPECT_RUN_ERROR(run("ds.dropout", {&x}, {&y}, {1, 1, 0, -1}, {0.5}),
+                   "ds.dropout: sample_offset must be at least 0, got -1");
+}
+
+// sample_offset k: rows that start k samples into the micro-batch (a
+// chunk of it, a later micro-batch of a pipeline stage's step) draw the
+// whole micro-batch's mask, alone and as one rank's part of the chunk
+// (sequence parallelism cutting the chunk's samples).
+TEST_P(DropoutKernels, ASampleOffsetDrawsTheLaterRows) {
+  SEEDED_RNG(rng);
+  for (int64_t row : {12, 7}) {
+    SCOPED_TRACE("row " + std::to_string(row));
+    rt::KernelContext ctx;
+    ctx.seed = rng();
+    ctx.step = uint32_t(rng());
+    ctx.sampleOffset = 3;
+    Buf whole = uniform(rng, Shape{8, row}), all = poisoned(Shape{8, row});
+    RUN_OK("ds.dropout", {&whole}, {&all}, {4, 1, 0, 0}, {0.5}, &ctx);
+    // The chunk of rows 4-7, whole and in 2 parts of 2 rows.
+    Buf chunk = poisoned(Shape{4, row}), out = poisoned(Shape{4, row});
+    for (int64_t i = 0; i < 4 * row; ++i)
+      chunk.set(i, whole.get(4 * row + i));
+    RUN_OK("ds.dropout", {&chunk}, {&out}, {4, 1, 0, 4}, {0.5}, &ctx);
+    for (int64_t i = 0; i < 4 * row; ++i)
+      ASSERT_EQ(out.get(i), all.get(4 * row + i)) << i;
+    for (int rank = 0; rank < 2; ++rank) {
+      Buf part = poisoned(Shape{2, row}), got = poisoned(Shape{2, row});
+      for (int64_t i = 0; i < 2 * row; ++i)
+        part.set(i, whole.get((4 + 2 * rank) * row + i));
+      ctx.tensorRank = rank;
+      RUN_OK("ds.dropout", {&part}, {&got}, {4, 2, 0, 4}, {0.5}, &ctx);
+      for (int64_t i = 0; i < 2 * row; ++i)
+        ASSERT_EQ(got.get(i), all.get((4 + 2 * rank) * row + i))
+            << rank << " " << i;
+    }
+  }
 }
 
 // A micro-batch's rows get the masks they would get as rows of a bigger
@@ -414,13 +450,13 @@ TEST_P(DropoutKernels, MasksFollowTheGlobalSample) {
     ctx.seed = rng();
     ctx.step = uint32_t(rng());
     Buf whole = uniform(rng, Shape{5, row}), all = poisoned(Shape{5, row});
-    RUN_OK("ds.dropout", {&whole}, {&all}, {3, 1, 0}, {0.5}, &ctx);
+    RUN_OK("ds.dropout", {&whole}, {&all}, {3, 1, 0, 0}, {0.5}, &ctx);
     for (int64_t first : {1, 3}) {
       Buf part = uniform(rng, Shape{2, row}), out = poisoned(Shape{2, row});
       for (int64_t i = 0; i < 2 * row; ++i)
         part.set(i, whole.get(first * row + i));
       ctx.sampleOffset = uint64_t(first);
-      RUN_OK("ds.dropout", {&part}, {&out}, {3, 1, 0}, {0.5}, &ctx);
+      RUN_OK("ds.dropout", {&part}, {&out}, {3, 1, 0, 0}, {0.5}, &ctx);
       REF_OK(want, ref::dropout(part.toRef(), 0.5, ctx.seed, 3, ctx.step,
                                 uint64_t(first)));
       EXPECT_TRUE(close(out, want));
@@ -454,7 +490,7 @@ TEST_P(DropoutKernels, APartDrawsItsShareOfTheWholeMask) {
     ctx.step = uint32_t(rng());
     ctx.sampleOffset = 5;
     Buf whole = uniform(rng, c.whole), all = poisoned(c.whole);
-    RUN_OK("ds.dropout", {&whole}, {&all}, {9, 1, 0}, {0.5}, &ctx);
+    RUN_OK("ds.dropout", {&whole}, {&all}, {9, 1, 0, 0}, {0.5}, &ctx);
     Shape local = c.whole;
     local[size_t(c.dim)] /= c.parts;
     // Elements from the cut dimension on: a run of the part, parts of them
@@ -471,7 +507,8 @@ TEST_P(DropoutKernels, APartDrawsItsShareOfTheWholeMask) {
       for (int64_t i = 0; i < n; ++i)
         part.set(i, whole.get(wholeIndex(i)));
       ctx.tensorRank = rank;
-      RUN_OK("ds.dropout", {&part}, {&out}, {9, c.parts, c.dim}, {0.5}, &ctx);
+      RUN_OK("ds.dropout", {&part}, {&out}, {9, c.parts, c.dim, 0}, {0.5},
+             &ctx);
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(out.get(i), all.get(wholeIndex(i))) << rank << " " << i;
     }
