@@ -15,10 +15,6 @@ using namespace mlir::ds;
 #define GET_OP_CLASSES
 #include "dialects/ds/DsOps.cpp.inc"
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 //===----------------------------------------------------------------------===//
 // Model state
 //===----------------------------------------------------------------------===//

@@ -37,10 +37,6 @@ std::string mlir::ds::shapeStr(ArrayRef<int64_t> shape) {
   return s;
 }
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 static LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs,
                                     Value rhs,
                                     SmallVectorImpl<Type> &inferred) {

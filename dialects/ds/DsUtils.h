@@ -13,6 +13,11 @@
 
 namespace mlir::ds {
 
+/// v's ranked tensor type; null for any other type.
+inline RankedTensorType tensorOf(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
 /// numpy broadcast of two shapes; std::nullopt when incompatible.
 std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                     ArrayRef<int64_t> b);

@@ -13,10 +13,6 @@
 using namespace mlir;
 using namespace mlir::ds;
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 Value mlir::ds::splat(OpBuilder &b, Location loc, RankedTensorType type,
                       double value) {
   Type elt = type.getElementType();

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/BlockNames.h"
+#include "passes/Functions.h"
 #include "passes/Passes.h"
 
 #include "dialects/dist/DistOps.h"
@@ -51,13 +52,9 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
     if (stages <= 1)
       return;
     ModuleOp module = getOperation();
-    for (std::string_view name :
-         {plan::kForwardFunction, plan::kForwardEvalFunction}) {
-      auto func = module.lookupSymbol<func::FuncOp>(
-          StringRef(name.data(), name.size()));
-      if (func && failed(cut(func)))
+    for (func::FuncOp func : forwardFunctions(module))
+      if (failed(cut(func)))
         return signalPassFailure();
-    }
     OpBuilder b(module.getContext());
     module->setAttr(dist::kPipelineStagesAttr, b.getI64IntegerAttr(stages));
   }

@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Functions.h"
 #include "passes/Passes.h"
 #include "passes/pipeline/Pipeline.h"
 
@@ -56,10 +57,6 @@ struct Action {
   int64_t microBatch;
 };
 
-RankedTensorType tensorOf(Value v) {
-  return dyn_cast<RankedTensorType>(v.getType());
-}
-
 struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   using Base::Base;
 
@@ -89,9 +86,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
           << schedule << "' (gpipe or 1f1b)";
       return signalPassFailure();
     }
-    std::string_view name = plan::kMicroStepProgram;
-    auto micro = getOperation().lookupSymbol<func::FuncOp>(
-        StringRef(name.data(), name.size()));
+    func::FuncOp micro =
+        lookupFunction(getOperation(), plan::kMicroStepProgram);
     if (!micro) {
       getOperation().emitError("ds-pipeline: no @micro_step");
       return signalPassFailure();
@@ -101,7 +97,9 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     Operation *after = micro;
     pipeline::Holders holders;
     for (int64_t s = 0; s < stages; ++s) {
-      FailureOr<func::FuncOp> stage = buildStage(micro, s, after);
+      FailureOr<func::FuncOp> stage =
+          buildStage(micro, s, after, "pipeline_step_" + std::to_string(s),
+                     microBatches, actions(s), /*eval=*/false);
       if (failed(stage))
         return signalPassFailure();
       stage->walk([&](Operation *op) {
@@ -113,11 +111,26 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
       after = *stage;
     }
     micro.erase();
-    std::string_view applyName = plan::kApplyProgram;
-    if (auto apply = getOperation().lookupSymbol<func::FuncOp>(
-            StringRef(applyName.data(), applyName.size())))
+    if (func::FuncOp apply =
+            lookupFunction(getOperation(), plan::kApplyProgram))
       if (failed(pipeline::splitApply(apply, stages, std::move(holders))))
         return signalPassFailure();
+    // @eval: a forward-only pipeline of one micro-batch.
+    if (func::FuncOp eval =
+            lookupFunction(getOperation(), plan::kEvalProgram)) {
+      if (failed(place(eval)))
+        return signalPassFailure();
+      after = eval;
+      for (int64_t s = 0; s < stages; ++s) {
+        FailureOr<func::FuncOp> stage =
+            buildStage(eval, s, after, "eval_" + std::to_string(s), 1,
+                       {Action{Part::Forward, 0}}, /*eval=*/true);
+        if (failed(stage))
+          return signalPassFailure();
+        after = *stage;
+      }
+      eval.erase();
+    }
   }
 
   /// The stages (and part) of every op that has them.
@@ -196,16 +209,21 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     return out;
   }
 
-  /// Builds @pipeline_step_s after `after`.
-  FailureOr<func::FuncOp> buildStage(func::FuncOp micro, int64_t s,
-                                     Operation *after) {
-    const int64_t m = microBatches;
-    Block &body = micro.front();
+  /// Builds `name` for stage s after `after` from `src` (@micro_step, or
+  /// @eval with one forward): its arguments `m` micro-batches of rows, its
+  /// body the actions in order. A step returns the mean of the micro-
+  /// batches' losses on the last stage; eval returns what @eval does
+  /// there. Other stages return a zero loss.
+  FailureOr<func::FuncOp> buildStage(func::FuncOp src, int64_t s,
+                                     Operation *after, StringRef name,
+                                     int64_t m, ArrayRef<Action> actions,
+                                     bool eval) {
+    Block &body = src.front();
     SmallVector<Type> argTypes;
     for (BlockArgument arg : body.getArguments()) {
       auto t = tensorOf(arg);
       if (!t || t.getRank() < 1) {
-        micro.emitError("ds-pipeline: argument #")
+        src.emitError("ds-pipeline: argument #")
             << arg.getArgNumber() << " has no batch dimension";
         return failure();
       }
@@ -213,70 +231,90 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
       shape[0] *= m;
       argTypes.push_back(t.clone(shape));
     }
-    OpBuilder b(micro);
+    OpBuilder b(src);
     b.setInsertionPointAfter(after);
+    const bool last = s == stages - 1;
     auto lossType = RankedTensorType::get({}, b.getF32Type());
-    auto func = b.create<func::FuncOp>(micro.getLoc(),
-                                       "pipeline_step_" + std::to_string(s),
-                                       b.getFunctionType(argTypes, {lossType}));
+    SmallVector<Type> results{lossType};
+    if (last && eval)
+      results.assign(body.getTerminator()->getOperandTypes().begin(),
+                     body.getTerminator()->getOperandTypes().end());
+    auto func = b.create<func::FuncOp>(src.getLoc(), name,
+                                       b.getFunctionType(argTypes, results));
     Block *entry = func.addEntryBlock();
     b.setInsertionPointToStart(entry);
     SmallVector<IRMapping> maps(m);
     for (auto [arg, whole] :
          llvm::zip(body.getArguments(), entry->getArguments())) {
+      if (m == 1) {
+        maps[0].map(arg, whole);
+        continue;
+      }
       SmallVector<int64_t> sizes(m, tensorOf(arg).getDimSize(0));
       auto split = b.create<SplitOp>(arg.getLoc(), whole, 0, sizes);
       for (int64_t i = 0; i < m; ++i)
         maps[i].map(arg, split.getResult(i));
     }
     IRMapping shared; // unstaged values that read no argument
-    for (const Action &a : actions(s)) {
-      IRMapping &map = maps[a.microBatch];
-      for (Operation &op : body) {
-        if (auto t = dyn_cast<dist::TransferOp>(op)) {
-          const Part part =
-              t.getFrom() < t.getTo() ? Part::Forward : Part::Backward;
-          if (part == a.part)
-            transfer(b, t, s, a.microBatch, map, shared);
-          continue;
+    for (const Action &a : actions)
+      emitAction(b, body, s, a, maps[a.microBatch], shared);
+    SmallVector<Value> returned;
+    Location loc = src.getLoc();
+    if (last) {
+      Operation *ret = body.getTerminator();
+      for (Value v : ret->getOperands())
+        for (int64_t i = 0; i < m; ++i)
+          materialize(b, v, maps[i], shared);
+      if (eval) {
+        for (Value v : ret->getOperands())
+          returned.push_back(maps[0].lookup(v));
+      } else {
+        Value loss;
+        for (int64_t i = 0; i < m; ++i) {
+          Value l = maps[i].lookup(ret->getOperand(0));
+          loss = loss ? b.create<AddOp>(loc, loss, l).getResult() : l;
         }
-        auto it = placed.find(&op);
-        if (it == placed.end() || !(it->second.stages >> s & 1) ||
-            it->second.part != a.part)
-          continue;
-        if (tiedSums.contains(&op)) { // this stage's contribution
-          for (Value v : op.getOperands())
-            if (stagesOfValue.lookup(v) >> s & 1)
-              map.map(op.getResult(0), map.lookup(v));
-          continue;
-        }
-        for (Value v : op.getOperands())
-          materialize(b, v, map, shared);
-        Operation *clone = b.clone(op, map);
-        // Micro-batch m's samples follow the m before it (one data-
-        // parallel replica: one rank's micro-step m starts m x B samples
-        // in).
-        if (auto d = dyn_cast<DropoutOp>(clone))
-          d.setSampleOffset(d.getSampleOffset() +
-                            a.microBatch *
-                                tensorOf(body.getArgument(0)).getDimSize(0));
+        returned.push_back(b.create<MulOp>(
+            loc, loss, splat(b, loc, lossType, 1.0 / double(m))));
       }
-    }
-    Value loss;
-    if (s == stages - 1) {
-      Value result = body.getTerminator()->getOperand(0);
-      for (int64_t i = 0; i < m; ++i) {
-        materialize(b, result, maps[i], shared);
-        Value l = maps[i].lookup(result);
-        loss = loss ? b.create<AddOp>(micro.getLoc(), loss, l).getResult() : l;
-      }
-      loss = b.create<MulOp>(micro.getLoc(), loss,
-                             splat(b, micro.getLoc(), lossType, 1.0 / m));
     } else {
-      loss = splat(b, micro.getLoc(), lossType, 0.0);
+      returned.push_back(splat(b, loc, lossType, 0.0));
     }
-    b.create<func::ReturnOp>(micro.getLoc(), loss);
+    b.create<func::ReturnOp>(loc, returned);
     return func;
+  }
+
+  /// One micro-batch's forward or backward on stage s.
+  void emitAction(OpBuilder &b, Block &body, int64_t s, const Action &a,
+                  IRMapping &map, IRMapping &shared) {
+    for (Operation &op : body) {
+      if (auto t = dyn_cast<dist::TransferOp>(op)) {
+        const Part part =
+            t.getFrom() < t.getTo() ? Part::Forward : Part::Backward;
+        if (part == a.part)
+          transfer(b, t, s, a.microBatch, map, shared);
+        continue;
+      }
+      auto it = placed.find(&op);
+      if (it == placed.end() || !(it->second.stages >> s & 1) ||
+          it->second.part != a.part)
+        continue;
+      if (tiedSums.contains(&op)) { // this stage's contribution
+        for (Value v : op.getOperands())
+          if (stagesOfValue.lookup(v) >> s & 1)
+            map.map(op.getResult(0), map.lookup(v));
+        continue;
+      }
+      for (Value v : op.getOperands())
+        materialize(b, v, map, shared);
+      Operation *clone = b.clone(op, map);
+      // Micro-batch m's samples follow the m before it (one data-parallel
+      // replica: one rank's micro-step m starts m x B samples in).
+      if (auto d = dyn_cast<DropoutOp>(clone))
+        d.setSampleOffset(d.getSampleOffset() +
+                          a.microBatch *
+                              tensorOf(body.getArgument(0)).getDimSize(0));
+    }
   }
 
   /// A transfer's half on stage s, if it has one.

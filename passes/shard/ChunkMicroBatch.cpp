@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Functions.h"
 #include "passes/Passes.h"
 #include "passes/shard/ShardRules.h"
 
@@ -48,10 +49,6 @@ using shard::Sharding;
 
 namespace {
 
-RankedTensorType tensorOf(Value v) {
-  return dyn_cast<RankedTensorType>(v.getType());
-}
-
 struct ChunkMicroBatchPass
     : ds::impl::DsChunkMicroBatchBase<ChunkMicroBatchPass> {
   using Base::Base;
@@ -64,9 +61,7 @@ struct ChunkMicroBatchPass
   void runOnOperation() override {
     if (chunks <= 1)
       return;
-    std::string_view name = plan::kForwardFunction;
-    auto func = getOperation().lookupSymbol<func::FuncOp>(
-        StringRef(name.data(), name.size()));
+    func::FuncOp func = lookupFunction(getOperation(), plan::kForwardFunction);
     if (!func)
       return;
     if (failed(analyze(func)))
@@ -75,7 +70,7 @@ struct ChunkMicroBatchPass
     // (sampling reads them), which the chunks would have to join again.
     ModuleOp module = getOperation();
     std::string_view evalName = plan::kForwardEvalFunction;
-    if (!module.lookupSymbol(StringRef(evalName.data(), evalName.size()))) {
+    if (!lookupFunction(module, evalName)) {
       func::FuncOp eval = func.clone();
       eval.setSymName(StringRef(evalName.data(), evalName.size()));
       SymbolTable(module).insert(eval, std::next(func->getIterator()));

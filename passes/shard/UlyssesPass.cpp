@@ -21,11 +21,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Functions.h"
 #include "passes/Passes.h"
 #include "passes/shard/ShardRules.h"
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 #include "runtime/plan/ProgramNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,10 +46,6 @@ namespace plan = dsc::plan;
 using shard::Sharding;
 
 namespace {
-
-RankedTensorType tensorOf(Value v) {
-  return dyn_cast<RankedTensorType>(v.getType());
-}
 
 /// Where a value is cut: along `dim` (one rank's part along it), by its
 /// tokens or, between the exchanges around attention, by its heads. With
@@ -77,13 +75,9 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
     if (sequenceParallel <= 1)
       return;
     ModuleOp module = getOperation();
-    for (std::string_view name :
-         {plan::kForwardFunction, plan::kForwardEvalFunction}) {
-      auto func = module.lookupSymbol<func::FuncOp>(
-          StringRef(name.data(), name.size()));
-      if (func && failed(rewrite(func)))
+    for (func::FuncOp func : forwardFunctions(module))
+      if (failed(rewrite(func)))
         return signalPassFailure();
-    }
     OpBuilder b(module.getContext());
     module->setAttr(dist::kSequenceParallelAttr,
                     b.getI64IntegerAttr(sequenceParallel));

@@ -8,8 +8,10 @@
 // deadlocks fails). After one step every stage's gradient accumulators
 // must equal one rank's after the same micro-batches through @micro_step
 // (the tied embedding's: the stages' copies summed), and the last stage's
-// loss the mean of one rank's. No runtime is involved: this checks the
-// IR's numbers before any plan runs a stage.
+// loss the mean of one rank's; after the stages' @apply_s every parameter
+// is one rank's; the stages' @eval_s gives one rank's held-out loss and
+// logits. No runtime is involved: this checks the IR's numbers before any
+// plan runs a stage.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +74,7 @@ OwningOpRef<ModuleOp> build(MLIRContext &ctx, const Case &c, bool pipelined,
   DsAdamWOptions adamw;
   adamw.gradClip = 1e-3; // clips: the global norm scales every update
   pm.addPass(createDsAdamW(adamw));
+  pm.addPass(createDsEval());
   if (pipelined) {
     DsPipelineOptions p;
     p.stages = c.stages;
@@ -325,6 +328,21 @@ TEST_P(PipelineScheduleTest, StagesMatchOneRank) {
     ++params;
   }
   EXPECT_GT(params, 10);
+
+  // Held-out loss: @eval_s, a forward-only pipeline of one micro-batch;
+  // the last stage returns one rank's loss and logits.
+  std::vector<ref::Tensor> want;
+  const std::vector<ref::Tensor> batch{rows(tokens, 0), rows(targets, 0)};
+  reference.setSampleOffset(0);
+  ASSERT_TRUE(succeeded(reference.run("eval", batch, want))) << diags.text;
+  ASSERT_TRUE(runStages(*piped, "eval", runs, batch));
+  const std::vector<ref::Tensor> &got = runs.back().results;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k)
+    for (size_t i = 0; i < want[k].data.size(); ++i)
+      ASSERT_NEAR(got[k].data[i], want[k].data[i],
+                  1e-12 * std::max(1.0, std::abs(want[k].data[i])))
+          << "eval result " << k << "[" << i << "]";
 }
 
 const Case kCases[] = {

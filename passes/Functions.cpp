@@ -1,0 +1,15 @@
+//===- Functions.cpp - the module's functions by their plan names ---------===//
+#include "passes/Functions.h"
+
+#include "runtime/plan/ProgramNames.h"
+
+using namespace mlir;
+
+SmallVector<func::FuncOp, 2> mlir::ds::forwardFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp, 2> out;
+  for (std::string_view name :
+       {dsc::plan::kForwardFunction, dsc::plan::kForwardEvalFunction})
+    if (func::FuncOp f = lookupFunction(module, name))
+      out.push_back(f);
+  return out;
+}
