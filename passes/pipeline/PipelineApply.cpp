@@ -37,6 +37,9 @@ namespace {
 constexpr StageSet kEveryStage = StageSet(1) << 63;
 
 struct ApplySplit {
+  ApplySplit(func::FuncOp apply, int64_t stages, pipeline::Holders holders)
+      : apply(apply), stages(stages), holders(std::move(holders)) {}
+
   func::FuncOp apply;
   int64_t stages;
   pipeline::Holders holders;
@@ -203,7 +206,7 @@ struct ApplySplit {
 
 LogicalResult pipeline::splitApply(func::FuncOp apply, int64_t stages,
                                    Holders holders) {
-  ApplySplit split{apply, stages, std::move(holders), {}, {}, {}};
+  ApplySplit split(apply, stages, std::move(holders));
   if (failed(split.analyze()))
     return failure();
   Operation *after = apply;
