@@ -111,8 +111,7 @@ struct ChunkMicroBatchPass
         if (losses.contains(v))
           return refuse(&op, "it reads a chunk's loss (only the return may: "
                              "the chunks' losses are averaged there)");
-      if (llvm::none_of(op.getOperands(),
-                        [&](Value v) { return batched.contains(v); }))
+      if (!isBatchedOp(op))
         continue; // shared: computed once
       if (failed(ruleFor(&op)))
         return failure();
