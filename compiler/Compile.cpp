@@ -392,8 +392,15 @@ int Compiler::runPipeline(MLIRContext &context) {
     return kExitBadInput;
   // ds-emit-plan reads the plan module for the report; at phase `plan`
   // nothing has yet.
+  // A pipeline's stages are modules of their own: the first stage's plan.
+  ModuleOp planned = *out.module;
+  for (auto nested : out.module->getBody()->getOps<ModuleOp>())
+    if (nested->hasAttr(dist::kStageAttr)) {
+      planned = nested;
+      break;
+    }
   if (req.phase == Phase::Plan &&
-      failed(readPlanModule(*out.module, out.plan->plan)))
+      failed(readPlanModule(planned, out.plan->plan)))
     return kExitBadInput;
   return kExitOk;
 }

@@ -6,7 +6,8 @@ namespace dsc {
 
 TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   TrainOptions o;
-  o.setWorldSize(worldSize, config.tensorParallel);
+  o.setWorldSize(worldSize, config.tensorParallel, config.pipelineStages);
+  o.pipeline.schedule = config.pipelineSchedule;
   o.shard.sequenceParallel = config.sequenceParallel;
   o.ulysses.sequenceParallel = config.sequenceParallelSize;
   o.chunk.chunks = config.microBatchChunks;

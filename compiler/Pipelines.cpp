@@ -28,6 +28,8 @@ void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
     pm.addPass(ds::createDsUlysses(o.ulysses));
   if (o.chunk.chunks > 1)
     pm.addPass(ds::createDsChunkMicroBatch(o.chunk));
+  if (o.pipeline.stages > 1)
+    pm.addPass(ds::createDsPipelineCut({o.pipeline.stages}));
   pm.addPass(ds::createDsAutodiff(o.autodiff));
   pm.addPass(ds::createDsAdamW(o.adamw));
   pm.addPass(ds::createDsEval());
@@ -38,6 +40,12 @@ void addShard(OpPassManager &pm, const TrainOptions &o, const Result &) {
     pm.addPass(ds::createDsShard(o.shard));
   if (o.shard.tensorParallel > 1 || o.ulysses.sequenceParallel > 1)
     pm.addPass(ds::createDsOverlapCollectives());
+}
+void addPipeline(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  if (o.pipeline.stages <= 1)
+    return;
+  pm.addPass(ds::createDsPipeline(o.pipeline));
+  pm.addPass(ds::createDsPipelineSplit());
 }
 void addPrecision(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.precision)
@@ -107,6 +115,10 @@ constexpr PhaseInfo kPhases[] = {
      "tensor parallelism: Megatron's layout over the tensor-parallel group, "
      "its all-reduces (nothing without it)",
      addShard},
+    {Phase::Pipeline, "pipeline",
+     "pipeline parallelism: each stage's step in schedule order, its sends "
+     "and receives, each stage a module of its own (nothing without it)",
+     addPipeline},
     {Phase::Precision, "precision",
      "fp16/bf16: 16-bit model, fp32 master weights, loss scale, overflow "
      "check (nothing for fp32)",
@@ -166,10 +178,17 @@ void buildPipeline(OpPassManager &pm, Phase phase, const TrainOptions &options,
                    std::shared_ptr<PlanResult> result) {
   if (!result)
     result = std::make_shared<PlanResult>();
+  // After phase `pipeline` each stage is a module of its own, and the
+  // phases up to the plan run on each; emission writes them into one file.
+  OpPassManager *target = &pm;
   for (const PhaseInfo &p : kPhases) {
-    p.addPasses(pm, options, result);
+    if (p.phase == Phase::Emit)
+      target = &pm;
+    p.addPasses(*target, options, result);
     if (p.phase == phase)
       return;
+    if (p.phase == Phase::Pipeline && options.pipeline.stages > 1)
+      target = &pm.nest<ModuleOp>();
   }
 }
 
@@ -234,6 +253,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("chunks of the micro-batch whose forwards interleave "
                      "(phase train, with tensor-parallel)"),
       llvm::cl::init(defaults.chunk.chunks)};
+  Option<int64_t> pipelineStages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("stages of a pipeline (phases train and pipeline), "
+                     "dividing world-size"),
+      llvm::cl::init(defaults.pipeline.stages)};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule", llvm::cl::desc("gpipe or 1f1b"),
+      llvm::cl::init(defaults.pipeline.schedule)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
   Option<int64_t> bucketSize{*this, "bucket-size",
@@ -280,7 +307,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   TrainOptions get() const {
     TrainOptions o;
     o.setAccumulationSteps(accumulationSteps);
-    o.setWorldSize(worldSize, tensorParallel);
+    o.setWorldSize(worldSize, tensorParallel, pipelineStages);
+    o.pipeline.schedule = pipelineSchedule;
     o.shard.sequenceParallel = sequenceParallel;
     o.ulysses.sequenceParallel = sequenceParallelSize;
     o.chunk.chunks = microBatchChunks;

@@ -27,6 +27,7 @@ enum class Phase {
   Input,
   Train,
   Shard,
+  Pipeline,
   Precision,
   Remat,
   Dist,
@@ -69,6 +70,9 @@ struct TrainOptions {
   mlir::ds::DsShardOptions shard;
   mlir::ds::DsUlyssesOptions ulysses;
   mlir::ds::DsChunkMicroBatchOptions chunk;
+  /// Pipeline parallelism (phase `pipeline`); its `stages` also cut the
+  /// forward (ds-pipeline-cut, phase train).
+  mlir::ds::DsPipelineOptions pipeline;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;
@@ -78,16 +82,20 @@ struct TrainOptions {
   DsEmitPlanOptions emit;
 
   /// Options that several passes take: `n` ranks, in tensor-parallel
-  /// groups of `tensorParallel` (the passes before the plan see the
-  /// data-parallel degree, n / tensorParallel).
-  void setWorldSize(int64_t n, int64_t tensorParallel = 1) {
+  /// groups of `tensorParallel` and pipelines of `stages` (the passes
+  /// before the plan see the data-parallel degree, n / (tensorParallel x
+  /// stages)).
+  void setWorldSize(int64_t n, int64_t tensorParallel = 1, int64_t stages = 1) {
     shard.tensorParallel = tensorParallel;
-    autodiff.worldSize = zero.worldSize = n / tensorParallel;
+    pipeline.stages = stages;
+    autodiff.worldSize = zero.worldSize = pipeline.replicas =
+        n / tensorParallel / stages;
     plan.worldSize = n;
   }
+  /// A pipeline's micro-batches per step are the accumulation steps.
   void setAccumulationSteps(int64_t n) {
     autodiff.accumulationSteps = zero.accumulationSteps =
-        plan.accumulationSteps = n;
+        plan.accumulationSteps = pipeline.microBatches = n;
   }
 };
 

@@ -412,8 +412,26 @@ def DsPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "micro-batches per step: autodiff's accumulation steps">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe or 1f1b">
+           "gpipe or 1f1b">,
+    Option<"replicas", "replicas", "int64_t", "1",
+           "data-parallel replicas of the pipeline (dropout: micro-batch m "
+           "of replica r draws samples (m x replicas + r) x B on)">
   ];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
+}
+
+def DsPipelineSplit : Pass<"ds-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "phase `pipeline`: each stage as a module of its own";
+  let description = [{
+    After ds-pipeline: for each stage s, a nested module @stage_s holding
+    @pipeline_step_s as @micro_step, @apply_s as @apply and @eval_s as
+    @eval, the variables they read or write (and those their `of` names),
+    and the outer module's attributes, marked dist.pipeline_stages and
+    dist.stage. The stage functions leave the outer module. The phases
+    after `pipeline` run on each stage's module as on any training module
+    (compiler/Pipelines.cpp nests them), and ds-emit-plan writes the
+    stages' plans into one file (docs/pipeline.md).
+  }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }
 

@@ -573,11 +573,14 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
   // one.
   const bool tpOk = readTensorParallel(r, root, worldSize, c);
   const bool spOk = readSequenceParallel(r, root, worldSize, c);
-  const bool batchOk = readBatch(
-      r, root,
-      tpOk && spOk ? worldSize / (c.tensorParallel * c.sequenceParallelSize)
-                   : worldSize,
-      defaultMicroBatch, c);
+  const bool ppOk = readPipeline(r, root, worldSize, c);
+  const bool batchOk =
+      readBatch(r, root,
+                tpOk && spOk && ppOk
+                    ? worldSize / (c.tensorParallel * c.sequenceParallelSize *
+                                   c.pipelineStages)
+                    : worldSize,
+                defaultMicroBatch, c);
   const bool clipOk =
       root.number("gradient_clipping", c.gradientClipping) &&
       r.atLeast(root.at("gradient_clipping"), c.gradientClipping, 0.0);
@@ -593,6 +596,7 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
       {keysOk,
        tpOk,
        spOk,
+       ppOk,
        batchOk,
        clipOk,
        optimizerOk,
@@ -624,6 +628,8 @@ bool dsc::parseDsConfig(StringRef text, StringRef fileName, int64_t worldSize,
                     formatNumber(c.microBatchSize) + " samples");
   if (optimizerOk && schedulerOk)
     muonHalvesUnderScheduler(r, root, c);
+  if (tpOk && spOk && ppOk && fp16Ok && bf16Ok && zeroOk)
+    ok &= checkPipelineComposition(r, root, c);
   if (!ok)
     return false;
 

@@ -87,6 +87,10 @@ struct DsConfig {
   /// sequence-parallel group, consecutive ranks that share one batch and
   /// each take a contiguous part of its sequences (phase train, ds-ulysses).
   int64_t sequenceParallelSize = 1;
+  /// pipeline.stages: a pipeline's stages, one per rank (1: none), and
+  /// pipeline.schedule (dsc's key): "1f1b" or "gpipe" (docs/pipeline.md).
+  int64_t pipelineStages = 1;
+  std::string pipelineSchedule = "1f1b";
 
   struct Scheduler {
     /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or

@@ -128,7 +128,10 @@ constexpr ConfigKey kKeys[] = {
      "dsc --report predicts the memory of a configuration without running "
      "it"},
     {"$", "elasticity", NotSupported, "a plan is compiled for one world size"},
-    {"$", "pipeline", NotSupported, "dsc has no pipeline parallelism"},
+    {"$", "pipeline", Works,
+     "pipeline parallelism with the schedule compiled into each stage's "
+     "plan (phase pipeline, docs/pipeline.md): fp32, ZeRO stages 0 and 1, "
+     "so far"},
     {"$", "sparse_attention", NotSupported,
      "dsc's attention is dense and causal"},
     {"$", "amp", NotSupported, "use bf16 or fp16 (docs/precision.md)"},
@@ -455,6 +458,27 @@ constexpr ConfigKey kKeys[] = {
     {"$.activation_checkpointing", "number_checkpoints", NoEffect,
      "the policy (activation_checkpointing.remat) decides what is kept"},
 
+    {"$.pipeline", "stages", Works,
+     ">= 1 [1: off] pipeline stages, one rank each, dividing the world "
+     "size: the world / stages data-parallel replicas of the pipeline "
+     "(consecutive ranks a pipeline) take ZeRO stages 0 and 1; the "
+     "micro-batches of a step are gradient_accumulation_steps"},
+    {"$.pipeline", "partition", Works,
+     "\"uniform\" (dsc's default): the transformer blocks in equal runs, "
+     "the first stages taking one more when they do not divide; "
+     "\"parameters\" and \"balanced\" are not supported yet"},
+    {"$.pipeline", "schedule", Works,
+     "dsc's key (\"1f1b\"): \"1f1b\" or \"gpipe\", unrolled into each "
+     "stage's micro_step at compile time"},
+    {"$.pipeline", "seed_layers", NoEffect,
+     "every stage initializes its parameters from the run's seed and the "
+     "parameter's name, as one rank does"},
+    {"$.pipeline", "activation_checkpoint_interval", NoEffect,
+     "use activation_checkpointing.remat (per stage)"},
+    {"$.pipeline", "pipe_partitioned", NoEffect,
+     "activations cross stages whole"},
+    {"$.pipeline", "grad_partitioned", NoEffect,
+     "activation gradients cross stages whole"},
     {"$.tensor_parallel", "autotp_size", Works,
      ">= 0 [0: off] ranks of a tensor-parallel group (consecutive ranks), "
      "dividing the world size; the data-parallel replicas (world / size) "

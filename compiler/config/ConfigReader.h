@@ -426,6 +426,12 @@ private:
 /// here and written by the Python side (ConfigMonitors.cpp).
 bool readMonitors(Reader &r, Section &root);
 
+/// The pipeline section: stages (for now all the world's ranks), the
+/// partition and dsc's schedule (ConfigPipeline.cpp).
+bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c);
+/// What a pipeline does not compose with yet, refused by name.
+bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c);
+
 /// The optimizer section (ConfigOptimizer.cpp).
 bool readOptimizer(Reader &r, Section &root, DsConfig::Optimizer &o);
 

@@ -9,6 +9,21 @@
 #include <cassert>
 
 namespace dsc {
+namespace {
+
+/// The finished buffer's bytes, sealed with their checksum.
+std::vector<uint8_t> finish(flatbuffers::FlatBufferBuilder &b,
+                            flatbuffers::Offset<dsc::plan::Plan> root) {
+  dsc::plan::FinishPlanBuffer(b, root);
+  std::vector<uint8_t> bytes(b.GetBufferPointer(),
+                             b.GetBufferPointer() + b.GetSize());
+  bool sealed = plan::sealPlan(bytes);
+  assert(sealed && "Plan.checksum is stored");
+  (void)sealed;
+  return bytes;
+}
+
+} // namespace
 
 std::vector<uint8_t> serializePlan(const PlanModel &model,
                                    const DsConfig *config) {
@@ -58,7 +73,7 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
           &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait, &i.record,
           i.loc.c_str(),
           fb::schemaSpace(memorySpace(static_cast<Space>(i.space))), i.flops,
-          i.tensorGroup));
+          i.tensorGroup, i.pipelineGroup));
     // Arena order as above: the device's categories, then the host's.
     std::vector<uint64_t> peaks(p.arenaPeaks.begin(), p.arenaPeaks.end());
     if (model.hasHostArenas())
@@ -119,14 +134,36 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
       model.skipsOverflow, plan::kUnsealedChecksum,
       aliases.empty() ? nullptr : &aliases, flopsProfile, c.wallClockBreakdown,
       commsLogger, c.memoryBreakdown, uint32_t(model.options.tensorParallel),
-      uint32_t(model.options.sequenceParallel));
-  fb::FinishPlanBuffer(b, root);
-  std::vector<uint8_t> bytes(b.GetBufferPointer(),
-                             b.GetBufferPointer() + b.GetSize());
-  bool sealed = plan::sealPlan(bytes);
-  assert(sealed && "Plan.checksum is stored");
-  (void)sealed;
-  return bytes;
+      uint32_t(model.options.sequenceParallel),
+      uint32_t(model.options.pipelineStages),
+      uint32_t(model.options.pipelineStage),
+      model.pipelineGroups.empty() ? nullptr : &model.pipelineGroups,
+      /*stages=*/nullptr, model.modelParameters);
+  return finish(b, root);
+}
+
+std::vector<uint8_t>
+serializePipeline(const std::vector<std::vector<uint8_t>> &stagePlans,
+                  int64_t worldSize, const std::string &model) {
+  namespace fb = dsc::plan;
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+  std::vector<flatbuffers::Offset<fb::PipelineStage>> stages;
+  for (const std::vector<uint8_t> &bytes : stagePlans) {
+    // A nested FlatBuffer is read in place: aligned as a buffer's start.
+    b.ForceVectorAlignment(bytes.size(), 1, 16);
+    stages.push_back(fb::CreatePipelineStage(b, b.CreateVector(bytes)));
+  }
+  // Offsets first: the builder takes no nested objects once a table starts.
+  auto modelName = b.CreateString(model);
+  auto stageVector = b.CreateVector(stages);
+  fb::PlanBuilder root(b);
+  root.add_schema_version(fb::kSchemaVersion);
+  root.add_world_size(uint32_t(worldSize));
+  root.add_model(modelName);
+  root.add_checksum(plan::kUnsealedChecksum);
+  root.add_pipeline_parallel(uint32_t(stagePlans.size()));
+  root.add_stages(stageVector);
+  return finish(b, root.Finish());
 }
 
 } // namespace dsc

@@ -110,11 +110,13 @@ void InsertEventsPass::runOnOperation() {
       }
       // The same call without its token.
       b.setInsertionPoint(call);
-      b.create<plan::CallOp>(call.getLoc(), Type(), call.getKernelAttr(),
-                             call.getIns(), call.getOuts(), call.getIntsAttr(),
-                             call.getFloatsAttr(), call.getStreamAttr(),
-                             call.getPlaceAttr(), attr(e.wait), attr(e.record),
-                             call.getFlopsAttr(), call.getTensorGroupAttr());
+      auto replaced = b.create<plan::CallOp>(
+          call.getLoc(), Type(), call.getKernelAttr(), call.getIns(),
+          call.getOuts(), call.getIntsAttr(), call.getFloatsAttr(),
+          call.getStreamAttr(), call.getPlaceAttr(), attr(e.wait),
+          attr(e.record), call.getFlopsAttr(), call.getTensorGroupAttr());
+      // Marks of other passes (a pipeline group) go with it.
+      replaced->setDiscardableAttrs(call->getDiscardableAttrDictionary());
       call.erase();
     }
   }

@@ -88,6 +88,7 @@ public:
     for (auto [i, op] : llvm::enumerate(func.front()))
       position[&op] = i;
     func.walk([&](LoadOp load) { loads[load.getName()].push_back(load); });
+    func.walk([&](StoreOp store) { stores[store.getName()].push_back(store); });
   }
 
   LogicalResult run();
@@ -101,7 +102,25 @@ private:
   DenseMap<Value, int> slotOf;
   DenseMap<Value, uint64_t> viewOffset; ///< bytes into the slot, for views
   DenseMap<Operation *, int> position;  ///< the body's ops in program order
-  llvm::StringMap<SmallVector<LoadOp>> loads; ///< per variable
+  llvm::StringMap<SmallVector<LoadOp>> loads;   ///< per variable
+  llvm::StringMap<SmallVector<StoreOp>> stores; ///< per variable
+
+  /// The loads `store` overwrites the value of: its variable's loads after
+  /// the variable's previous store and before this one. (A pipeline
+  /// stage's step stores a gradient accumulator once per micro-batch and
+  /// loads it again after each store, reading the value just stored.)
+  SmallVector<LoadOp> loadsBefore(StoreOp store) {
+    const int at = position.lookup(store);
+    int previous = -1;
+    for (StoreOp other : stores.lookup(store.getName()))
+      if (int p = position.lookup(other); p < at)
+        previous = std::max(previous, p);
+    SmallVector<LoadOp> out;
+    for (LoadOp load : loads.lookup(store.getName()))
+      if (int p = position.lookup(load); p > previous && p < at)
+        out.push_back(load);
+    return out;
+  }
 
   // The storage the program's values live in.
   void bindArguments();
@@ -122,6 +141,7 @@ private:
   LogicalResult copyIntoVariable(StoreOp store, int target);
   void lowerCopyBetweenSpaces(Operation &op);
   void lowerCollective(Operation &op);
+  void lowerMessage(Operation &op);
   void lowerShard(dist::ShardOp shard);
   void lowerStoreParams(dist::StoreParamsOp store);
   LogicalResult lowerKernelCall(Operation &op);
@@ -243,6 +263,8 @@ LogicalResult Lowering::ProgramLowering::lowerOp(Operation &op) {
   else if (isa<dist::AllReduceOp, dist::ReduceScatterOp, dist::AllGatherOp,
                dist::AllToAllOp>(op))
     lowerCollective(op);
+  else if (isa<dist::SendOp, dist::RecvOp>(op))
+    lowerMessage(op);
   else if (auto shard = dyn_cast<dist::ShardOp>(op))
     lowerShard(shard);
   else if (auto store = dyn_cast<dist::StoreParamsOp>(op))
@@ -293,7 +315,7 @@ LogicalResult Lowering::ProgramLowering::lowerStore(StoreOp store) {
   // Only a compute instruction's output can be pointed at the
   // variable (a collective's result, after its wait, is copied).
   if (lowering.producerIndex.count(v) &&
-      lowering.canForward(store, position, loads.lookup(store.getName()))) {
+      lowering.canForward(store, position, loadsBefore(store))) {
     // The producer writes the variable directly; its own transient
     // slot is never referenced again and is not placed.
     slotOf[v] = target;
@@ -330,10 +352,9 @@ bool Lowering::ProgramLowering::forwardCopyIntoVariable(StoreOp store,
   bool forward =
       copy && isa<dist::CopyToHostOp, dist::CopyToDeviceOp>(copy) &&
       copied.hasOneUse() && v.hasOneUse() && lowering.commOf.count(copied) &&
-      llvm::all_of(readersOf(loads.lookup(store.getName())),
-                   [&](Operation *user) {
-                     return position.lookup(user) < position.lookup(copy);
-                   });
+      llvm::all_of(readersOf(loadsBefore(store)), [&](Operation *user) {
+        return position.lookup(user) < position.lookup(copy);
+      });
   if (!forward)
     return false;
   pend[lowering.commOf.lookup(copied)].outs[0].slot = target;
@@ -343,7 +364,7 @@ bool Lowering::ProgramLowering::forwardCopyIntoVariable(StoreOp store,
 
 LogicalResult Lowering::ProgramLowering::copyIntoVariable(StoreOp store,
                                                           int target) {
-  for (Operation *user : readersOf(loads.lookup(store.getName())))
+  for (Operation *user : readersOf(loadsBefore(store)))
     if (position.lookup(user) > position.lookup(store))
       return store.emitError(
           "plan: a variable is read after being overwritten in the "
@@ -387,6 +408,29 @@ void Lowering::ProgramLowering::lowerCollective(Operation &op) {
             &op};
   p.async = true;
   prog.commBytes += bytesOf(p.ins[0].type);
+  lowering.push(pend, std::move(p));
+}
+
+/// A pipeline stage's send or receive: asynchronous on the comm stream
+/// (the stream runs them in program order, which is the schedule's); a
+/// received value is a comm buffer, waited for at its dist.wait. A send
+/// has no result and nothing waits for it, so what it reads stays live to
+/// the end of the program (plan-liveness).
+void Lowering::ProgramLowering::lowerMessage(Operation &op) {
+  // The ops' I64Attrs read as unsigned; the plan's ints are signed.
+  auto key = [](auto m) -> std::vector<int64_t> {
+    return {int64_t(m.getPeer()), int64_t(m.getTransfer()),
+            int64_t(m.getMicroBatch())};
+  };
+  auto recv = dyn_cast<dist::RecvOp>(op);
+  std::vector<int64_t> ints = recv ? key(recv) : key(cast<dist::SendOp>(op));
+  Pending p{recv ? "comm.recv" : "comm.send", {}, {}, std::move(ints), {}, &op};
+  if (recv)
+    p.outs.push_back(newSlot(recv.getResult(), &op, Category::CommBuffers));
+  else
+    p.ins.push_back(ref(op.getOperand(0)));
+  p.async = true;
+  prog.commBytes += bytesOf(recv ? p.outs[0].type : p.ins[0].type);
   lowering.push(pend, std::move(p));
 }
 
@@ -464,6 +508,14 @@ PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {
   instr.awaits = p.awaits;
   instr.space = static_cast<uint8_t>(p.space);
   instr.tensorGroup = p.op && p.op->hasAttr(dist::kTensorGroupAttr);
+  if (p.op)
+    if (auto group =
+            p.op->getAttrOfType<IntegerAttr>(dist::kPipelineGroupAttr)) {
+      instr.pipelineGroup = group.getValue().getZExtValue();
+      if (!llvm::is_contained(lowering.plan.pipelineGroups,
+                              instr.pipelineGroup))
+        lowering.plan.pipelineGroups.push_back(instr.pipelineGroup);
+    }
   return instr;
 }
 

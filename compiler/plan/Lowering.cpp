@@ -70,7 +70,7 @@ LogicalResult Lowering::run() {
 }
 
 void Lowering::push(std::vector<Pending> &pend, Pending p) {
-  if (p.async)
+  if (p.async && p.op->getNumResults())
     commOf[p.op->getResult(0)] = pend.size();
   pend.push_back(std::move(p));
 }
@@ -97,7 +97,10 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
     if (!inputs.empty())
       if (auto t = dyn_cast<RankedTensorType>(inputs[0]);
           t && t.getRank() == 2) {
-        plan.microBatch = t.getDimSize(0);
+        // A pipeline stage's step takes the step's micro-batches at once.
+        plan.microBatch =
+            t.getDimSize(0) /
+            (options.pipelineStages > 1 ? options.accumulationSteps : 1);
         // Ulysses: each rank's [B, L / S] of the whole sequence.
         plan.seqLen = t.getDimSize(1) * options.sequenceParallel;
       }

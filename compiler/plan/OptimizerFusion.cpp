@@ -42,6 +42,8 @@ struct Pending {
   std::optional<Location> loc; ///< none for a merged call
   double flops = 0;            ///< a merged call's: the sum of its parts
   bool tensorGroup = false;    ///< a collective over the tensor group
+  /// Other passes' marks on the call (a pipeline group), kept.
+  DictionaryAttr marks;
 };
 
 /// Where buffers live: each buffer's storage, and new flat storage.
@@ -405,6 +407,7 @@ std::vector<Pending> takeCalls(func::FuncOp func) {
     p.loc = call.getLoc();
     p.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
     p.tensorGroup = call.getTensorGroup();
+    p.marks = call->getDiscardableAttrDictionary();
     pend.push_back(std::move(p));
     call.erase();
   }
@@ -422,8 +425,8 @@ void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
   auto events = [&](ArrayRef<int32_t> e) {
     return e.empty() ? DenseI32ArrayAttr() : b.getDenseI32ArrayAttr(e);
   };
-  for (const Pending &p : pend)
-    b.create<pl::CallOp>(
+  for (const Pending &p : pend) {
+    auto call = b.create<pl::CallOp>(
         p.loc.value_or(b.getUnknownLoc()), Type(), b.getStringAttr(p.kernel),
         p.ins, p.outs, b.getDenseI64ArrayAttr(p.ints),
         b.getDenseF64ArrayAttr(p.floats), pl::StreamAttr::get(ctx, p.stream),
@@ -432,6 +435,9 @@ void putCalls(func::FuncOp func, const std::vector<Pending> &pend) {
         events(p.waits), events(p.records),
         p.flops > 0 ? b.getF64FloatAttr(p.flops) : FloatAttr(),
         p.tensorGroup ? b.getUnitAttr() : UnitAttr());
+    if (p.marks)
+      call->setDiscardableAttrs(p.marks);
+  }
 }
 
 struct FuseOptimizerPass : impl::PlanFuseOptimizerBase<FuseOptimizerPass> {

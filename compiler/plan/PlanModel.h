@@ -120,6 +120,9 @@ struct PlanInstr {
   /// A collective over the rank's tensor-parallel group (dist.tensor_group)
   /// rather than its data-parallel group.
   bool tensorGroup = false;
+  /// A collective over these pipeline stages (a bit each;
+  /// dist.pipeline_group), 0 for none.
+  uint64_t pipelineGroup = 0;
   double flops = 0; ///< the op's KernelOpInterface count
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;
@@ -149,6 +152,9 @@ struct PlanOptions {
   /// [B, L / S] of the tokens; data parallelism spans the world.
   int64_t sequenceParallel = 1;
   int64_t accumulationSteps = 1;
+  /// A pipeline's stages and the one this plan runs (the stage module's
+  /// dist.pipeline_stages and dist.stage).
+  int64_t pipelineStages = 1, pipelineStage = 0;
   std::string model;
 };
 
@@ -173,6 +179,12 @@ struct PlanModel {
   std::vector<PlanStorage> storages; ///< lowering's, for the plan IR
   bool lossScaling = false;          ///< micro_step and apply take `loss_scale`
   bool skipsOverflow = false;        ///< apply has ds.overflow_guard
+  /// Every set of stages a collective of the pipeline runs over
+  /// (Plan.pipeline_groups), the same in every stage's plan.
+  std::vector<uint64_t> pipelineGroups;
+  /// A pipeline stage's: the whole model's parameter elements (0: this
+  /// plan's own are the model's).
+  uint64_t modelParameters = 0;
 };
 
 /// Lowers @micro_step and @apply of a `train`-phase module. Emits a
@@ -193,10 +205,20 @@ mlir::LogicalResult lowerToPlan(mlir::ModuleOp module,
 std::vector<uint8_t> serializePlan(const PlanModel &plan,
                                    const DsConfig *config);
 
+/// The file of a pipeline: each stage's plan bytes (serializePlan's),
+/// stage s at index s, nested in one sealed plan for `worldSize` ranks.
+std::vector<uint8_t>
+serializePipeline(const std::vector<std::vector<uint8_t>> &stagePlans,
+                  int64_t worldSize, const std::string &model);
+
 /// Writes `plan` (as lowered, transient storage not yet placed) into
 /// `module` as the nested module @plan of the plan dialect, replacing one
 /// there (PlanWriter.cpp).
 void writePlanModule(mlir::ModuleOp module, const PlanModel &plan);
+
+/// On a plan.call: the stages a pipeline-group collective runs over
+/// (PlanInstr::pipelineGroup), an i64 of stage bits.
+constexpr llvm::StringLiteral kPipelineGroupCallAttr = "plan.pipeline_group";
 
 /// The nested module @plan of `module`, or null.
 mlir::ModuleOp findPlanModule(mlir::ModuleOp module);

@@ -32,6 +32,8 @@ struct PlanResult {
   std::optional<DsConfig> config;
   PlanModel plan;             ///< set by ds-emit-plan, as it read the IR
   std::vector<uint8_t> bytes; ///< set by ds-emit-plan
+  /// A pipeline's: each stage's plan (`plan` is the first's).
+  std::vector<PlanModel> stages;
 };
 
 std::unique_ptr<mlir::Pass>

@@ -85,6 +85,12 @@ void PlanReader::readAttributes() {
   plan.options.sequenceParallel =
       std::max<int64_t>(1, intAttr(m, "plan.sequence_parallel"));
   plan.options.accumulationSteps = intAttr(m, "plan.accumulation_steps");
+  plan.options.pipelineStages =
+      std::max<int64_t>(1, intAttr(m, "plan.pipeline_stages"));
+  plan.options.pipelineStage = intAttr(m, "plan.pipeline_stage");
+  if (auto groups = m->getAttrOfType<DenseI64ArrayAttr>("plan.pipeline_groups"))
+    for (int64_t g : groups.asArrayRef())
+      plan.pipelineGroups.push_back(uint64_t(g));
   plan.microBatch = intAttr(m, "plan.micro_batch");
   plan.seqLen = intAttr(m, "plan.seq_len");
   plan.vocabSize = intAttr(m, "plan.vocab_size");
@@ -222,6 +228,8 @@ LogicalResult PlanReader::readProgram(func::FuncOp func) {
     i.loc = locationName(call.getLoc());
     i.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
     i.tensorGroup = call.getTensorGroup();
+    if (auto group = call->getAttrOfType<IntegerAttr>(kPipelineGroupCallAttr))
+      i.pipelineGroup = uint64_t(group.getInt());
     p.instrs.push_back(std::move(i));
   }
   for (auto outputs : body.getOps<plan::OutputsOp>())

@@ -102,6 +102,14 @@ void PlanWriter::writeAttributes() {
   set("plan.tensor_parallel", b.getI64IntegerAttr(plan.options.tensorParallel));
   set("plan.sequence_parallel",
       b.getI64IntegerAttr(plan.options.sequenceParallel));
+  if (plan.options.pipelineStages > 1) {
+    set("plan.pipeline_stages",
+        b.getI64IntegerAttr(plan.options.pipelineStages));
+    set("plan.pipeline_stage", b.getI64IntegerAttr(plan.options.pipelineStage));
+    SmallVector<int64_t> groups(plan.pipelineGroups.begin(),
+                                plan.pipelineGroups.end());
+    set("plan.pipeline_groups", b.getDenseI64ArrayAttr(groups));
+  }
   set("plan.accumulation_steps",
       b.getI64IntegerAttr(plan.options.accumulationSteps));
   set("plan.micro_batch", b.getI64IntegerAttr(plan.microBatch));
@@ -248,6 +256,9 @@ void PlanWriter::writeProgram(int index, const PlanProgram &p) {
         optional(i.wait), optional(i.record),
         i.flops > 0 ? b.getF64FloatAttr(i.flops) : FloatAttr(),
         i.tensorGroup ? b.getUnitAttr() : UnitAttr());
+    if (i.pipelineGroup)
+      call->setAttr(kPipelineGroupCallAttr,
+                    b.getI64IntegerAttr(int64_t(i.pipelineGroup)));
     tokens[n] = call.getToken();
   }
   b.create<plan::OutputsOp>(func.getLoc(), values(p.outputs));

@@ -270,6 +270,16 @@ def Dist_AllToAllKernel : DS_KernelDef<"comm.all_to_all", ["x"], ["out"],
 def Dist_BroadcastKernel
     : DS_KernelDef<"comm.broadcast", ["x"], ["out"],
                    DS_GenericKernel<["root"], "T->T", "any_input">>;
+// A pipeline stage's halves of a transfer (dist.send, dist.recv): peer is
+// the other stage, (transfer, micro_batch) the message's key.
+def Dist_SendKernel
+    : DS_KernelDef<"comm.send", ["x"], [],
+                   DS_GenericKernel<["peer", "transfer", "micro_batch"],
+                                    "any->">>;
+def Dist_RecvKernel
+    : DS_KernelDef<"comm.recv", [], ["out"],
+                   DS_GenericKernel<["peer", "transfer", "micro_batch"],
+                                    "->any">>;
 def Dist_ShardKernel : DS_KernelDef<"dist.shard", ["x"], ["out"],
                                     DS_GenericKernel<["world_size"], "T->T">>;
 

@@ -308,11 +308,11 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
       for (Value v : op.getOperands())
         materialize(b, v, map, shared);
       Operation *clone = b.clone(op, map);
-      // Micro-batch m's samples follow the m before it (one data-parallel
-      // replica: one rank's micro-step m starts m x B samples in).
+      // Micro-batch m's samples are data-parallel micro-step m's: (m x W +
+      // r) x B on, the replica's r x B added by the runtime.
       if (auto d = dyn_cast<DropoutOp>(clone))
         d.setSampleOffset(d.getSampleOffset() +
-                          a.microBatch *
+                          a.microBatch * replicas *
                               tensorOf(body.getArgument(0)).getDimSize(0));
     }
   }
@@ -326,9 +326,11 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
       b.create<dist::SendOp>(t.getLoc(), map.lookup(t.getX()), t.getTo(), id,
                              m);
     } else if (t.getTo() == s) {
+      // Received on the comm stream; compute waits for it here.
       auto recv =
           b.create<dist::RecvOp>(t.getLoc(), t.getType(), t.getFrom(), id, m);
-      map.map(t.getResult(), recv.getResult());
+      auto wait = b.create<dist::WaitOp>(t.getLoc(), recv.getResult());
+      map.map(t.getResult(), wait.getResult());
     }
   }
 

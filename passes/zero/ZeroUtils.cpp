@@ -16,8 +16,16 @@ FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func) {
   DenseMap<Operation *, int64_t> position;
   for (auto [i, op] : llvm::enumerate(func.front()))
     position[&op] = i;
+  // A pipeline stage's step accumulates each gradient once per micro-
+  // batch: the gradient is complete at the last of its accumulations, the
+  // only one ZeRO reduces (the others stay plain accumulations).
+  llvm::StringMap<int64_t> last;
+  for (GradAccumulation g : *marked)
+    last[g.store.getName()] = position.lookup(g.store);
   SmallVector<Accumulation> accs;
-  for (const GradAccumulation &g : *marked) {
+  for (GradAccumulation g : *marked) {
+    if (position.lookup(g.store) != last.lookup(g.store.getName()))
+      continue;
     Accumulation a;
     static_cast<GradAccumulation &>(a) = g;
     Operation *def = g.grad.getDefiningOp();

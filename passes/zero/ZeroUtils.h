@@ -32,7 +32,9 @@ struct Accumulation : GradAccumulation {
   int64_t position = -1; ///< index in the block of %d's defining op
 };
 
-/// `func`'s gradient accumulations in the order their gradients complete.
+/// `func`'s gradient accumulations in the order their gradients complete;
+/// of a variable accumulated several times (a pipeline stage's micro-
+/// batches), the last.
 FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func);
 
 int64_t elementsOf(ArrayRef<Accumulation> accs);

@@ -69,6 +69,10 @@ struct PreparedInstr {
   /// A collective over the tensor-parallel group (KernelContext's
   /// tensorComm).
   bool tensorGroup = false;
+  /// A pipeline-group collective's or a stage's message's communicator
+  /// (the Session resolves Instr.pipeline_group and comm.send/recv to the
+  /// group they run over), its ranks the group's stages; else null.
+  Communicator *groupComm = nullptr;
   /// (arena, end of the output's bytes) for the high-water mark.
   std::vector<std::pair<uint32_t, uint64_t>> writes;
 };
@@ -84,10 +88,13 @@ inline KernelContext instructionContext(const PreparedInstr &in,
   KernelContext ctx = run;
   ctx.stream = onHost ? nullptr : in.resources.stream;
   ctx.handles = onHost ? nullptr : in.resources.handles;
-  if (in.tensorGroup && run.tensorComm) {
-    ctx.comm = run.tensorComm;
-    ctx.rank = run.tensorComm->rank();
-    ctx.worldSize = run.tensorComm->size();
+  Communicator *group = in.groupComm     ? in.groupComm
+                        : in.tensorGroup ? run.tensorComm
+                                         : nullptr;
+  if (group) {
+    ctx.comm = group;
+    ctx.rank = group->rank();
+    ctx.worldSize = group->size();
   }
   return ctx;
 }

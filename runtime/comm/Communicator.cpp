@@ -83,6 +83,24 @@ bool Communicator::begin(const char *name, std::string &error, const void *in,
   return true;
 }
 
+bool Communicator::doSend(const void *data, size_t count, DType dtype, int peer,
+                          int, std::string &error) {
+  if (!begin("send", error, data, data, count, peer, dtype))
+    return false;
+  error = prefix("send") + ": a " + kind() +
+          " communicator has no point-to-point messages";
+  return false;
+}
+
+bool Communicator::doRecv(void *data, size_t count, DType dtype, int peer, int,
+                          std::string &error) {
+  if (!begin("recv", error, data, data, count, peer, dtype))
+    return false;
+  error = prefix("recv") + ": a " + kind() +
+          " communicator has no point-to-point messages";
+  return false;
+}
+
 //===--- Local ------------------------------------------------------------===//
 
 std::unique_ptr<Communicator> LocalCommunicator::doSplit(int, int,

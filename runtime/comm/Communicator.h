@@ -94,6 +94,23 @@ public:
   }
   virtual bool barrier(std::string &error) = 0;
 
+  /// Point-to-point messages between pipeline stages, on host buffers (no
+  /// stream): a message is keyed by (peer, tag) and matched in order per
+  /// key. send copies `data` out and returns at once, whether or not the
+  /// peer has posted its recv (a buffered send: a stage never waits on its
+  /// sends, so any schedule that completes with blocking receives alone
+  /// completes here); recv returns once the message is in `data`, or fails
+  /// after timeout() naming the peer. Not collectives: the sequence number
+  /// counts them, but the ranks need not call them in the same order.
+  bool send(const void *data, size_t count, DType dtype, int peer, int tag,
+            std::string &error) {
+    return doSend(data, count, dtype, peer, tag, error);
+  }
+  bool recv(void *data, size_t count, DType dtype, int peer, int tag,
+            std::string &error) {
+    return doRecv(data, count, dtype, peer, tag, error);
+  }
+
   /// The communicator over the ranks of this one that pass the same
   /// `color`, ranked by `key` (MPI_Comm_split): a mesh's tensor- or
   /// data-parallel group (Mesh.h). A collective on this communicator: every
@@ -165,6 +182,11 @@ protected:
                           void *stream, std::string &error) = 0;
   virtual bool doBroadcast(void *data, size_t count, DType dtype, int root,
                            void *stream, std::string &error) = 0;
+  /// Point-to-point (send, recv above); by default refused, naming kind().
+  virtual bool doSend(const void *data, size_t count, DType dtype, int peer,
+                      int tag, std::string &error);
+  virtual bool doRecv(void *data, size_t count, DType dtype, int peer, int tag,
+                      std::string &error);
   /// split() once every rank has arrived.
   virtual std::unique_ptr<Communicator> doSplit(int color, int key,
                                                 std::string &error) = 0;

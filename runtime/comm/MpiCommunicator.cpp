@@ -59,6 +59,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <list>
+#include <vector>
+
 namespace dsc::rt {
 namespace {
 
@@ -343,6 +346,15 @@ private:
                    void *stream, std::string &error) override;
   std::unique_ptr<Communicator> doSplit(int color, int key,
                                         std::string &error) override;
+  bool doSend(const void *data, size_t count, DType dtype, int peer, int tag,
+              std::string &error) override;
+  bool doRecv(void *data, size_t count, DType dtype, int peer, int tag,
+              std::string &error) override;
+  /// Drops the buffered sends that have completed (under mpiMutex).
+  bool reapSends(std::string &error);
+  /// Waits up to `seconds` for the buffered sends (under mpiMutex); false
+  /// if some are still pending.
+  bool drainSends(double seconds);
 
   /// Marks the start of collective `name` for the signal handler and sets
   /// the deadline.
@@ -359,6 +371,13 @@ private:
   int rank_ = 0, size_ = 1;
   /// A collective that timed out still owns its buffers inside MPI.
   MPI_Request pending_ = MPI_REQUEST_NULL;
+  /// Sends in flight, each with its own copy of the data (MPI_Isend's
+  /// buffer must outlive the request; the plan reuses the sender's).
+  struct Outgoing {
+    std::vector<char> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::list<Outgoing> outgoing_;
 };
 
 MpiCommunicator::~MpiCommunicator() {
@@ -367,6 +386,12 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Finalized(&finalized);
   if (finalized)
     return;
+  // A peer stage may still be on its way to the receive of a message sent
+  // last: give it the time a receive would have.
+  if (!drainSends(timeout())) {
+    unclean = true;
+    return;
+  }
   if (pending_ != MPI_REQUEST_NULL) {
     // The late rank may have caught up since: give it a moment.
     Clock::time_point end = Clock::now() + std::chrono::seconds(1);
@@ -586,6 +611,68 @@ std::unique_ptr<Communicator> MpiCommunicator::doSplit(int color, int key,
   MPI_Comm_rank(group->comm_, &group->rank_);
   MPI_Comm_size(group->comm_, &group->size_);
   return group;
+}
+
+bool MpiCommunicator::reapSends(std::string &error) {
+  for (auto it = outgoing_.begin(); it != outgoing_.end();) {
+    int done = 0;
+    int rc = MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      markFailed("send");
+      anyFailed = true;
+      error = prefix("send") + " failed: " + mpiErrorText(rc);
+      return false;
+    }
+    it = done ? outgoing_.erase(it) : std::next(it);
+  }
+  return true;
+}
+
+bool MpiCommunicator::drainSends(double seconds) {
+  Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  std::string ignored;
+  while (!outgoing_.empty() && Clock::now() < end) {
+    if (!reapSends(ignored))
+      return false;
+    if (!outgoing_.empty())
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return outgoing_.empty();
+}
+
+bool MpiCommunicator::doSend(const void *data, size_t count, DType dtype,
+                             int peer, int tag, std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const char *name = "send";
+  if (!begin(name, error, data, data, count, peer, dtype) ||
+      !fits(name, count, error) || !reapSends(error))
+    return false;
+  start(name);
+  Outgoing &out = outgoing_.emplace_back();
+  const char *bytes = static_cast<const char *>(data);
+  out.bytes.assign(bytes, bytes + count * dtypeSize(dtype));
+  return started(name,
+                 MPI_Isend(out.bytes.data(), int(count), mpiType(dtype), peer,
+                           tag, comm_, &out.request),
+                 error);
+}
+
+bool MpiCommunicator::doRecv(void *data, size_t count, DType dtype, int peer,
+                             int tag, std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  const std::string name = "recv from rank " + std::to_string(peer);
+  if (!begin("recv", error, data, data, count, peer, dtype) ||
+      !fits("recv", count, error) || !reapSends(error))
+    return false;
+  Clock::time_point end = start(name.c_str());
+  MPI_Request request = MPI_REQUEST_NULL;
+  return started(name.c_str(),
+                 MPI_Irecv(data, int(count), mpiType(dtype), peer, tag, comm_,
+                           &request),
+                 error) &&
+         finish(name.c_str(), request, end, error);
 }
 
 bool MpiCommunicator::barrier(std::string &error) {

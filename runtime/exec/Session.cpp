@@ -37,6 +37,15 @@ static_assert(uint8_t(DType::f32) == uint8_t(fb::DType::f32) &&
 static_assert(kNumStreams == int(fb::Stream::MAX) + 1,
               "plan.fbs streams changed");
 
+/// "0,3": the stages of a set (bit s: stage s), for a group's name.
+std::string stageList(uint64_t set) {
+  std::string out;
+  for (int s = 0; s < 64; ++s)
+    if (set >> s & 1)
+      out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
+
 template <typename T> flatbuffers::uoffset_t count(const T *vec) {
   return vec ? vec->size() : 0;
 }
@@ -161,6 +170,7 @@ private:
     return v.partOn(dataRank_);
   }
   bool makeGroups(std::string &error);
+  bool makePipelineGroups(std::string &error);
   bool allocateArenas(std::string &error);
   void fillConstants();
   void prepareProgram(const fb::Program &program);
@@ -188,10 +198,21 @@ private:
   /// Tensor parallelism over a data x tensor mesh (tensor innermost): the
   /// rank's groups and its place among the data-parallel replicas. Without
   /// it both groups are comm_ and dataRank_ the rank.
-  std::unique_ptr<Communicator> dataGroup_, tensorGroup_;
+  std::unique_ptr<Communicator> dataGroup_, tensorGroup_, pipelineGroup_;
   Communicator *dataComm_ = nullptr, *tensorComm_ = nullptr;
   int dataRank_ = 0, dataWorld_ = 1;
   int tensorRank_ = 0; ///< this rank's place in its tensor group
+  /// Pipeline parallelism: the ranks of the rank's pipeline, numbered by
+  /// stage (comm.send and comm.recv run over it), and the communicator of
+  /// each set of stages in Plan.pipeline_groups (bit s: stage s).
+  Communicator *pipelineComm_ = nullptr;
+  std::vector<std::pair<uint64_t, std::unique_ptr<Communicator>>> stageGroups_;
+  Communicator *groupOfStages(uint64_t stages) const {
+    for (const auto &[set, comm] : stageGroups_)
+      if (set == stages)
+        return comm ? comm.get() : pipelineComm_;
+    return nullptr;
+  }
   std::unique_ptr<StreamExecutor> executor_;
 };
 
@@ -298,6 +319,10 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     pi.fn = info->fn;
     pi.host = where == MemorySpace::host;
     pi.tensorGroup = in->tensor_group();
+    if (in->pipeline_group())
+      pi.groupComm = groupOfStages(in->pipeline_group());
+    else if (info->name == "comm.send" || info->name == "comm.recv")
+      pi.groupComm = pipelineComm_;
     pi.resources = loaded_.backend().streamResources(where, int(in->stream()));
     pi.kernel = info->name;
     pi.loc = view(in->loc());
@@ -419,6 +444,8 @@ bool SessionImpl::init(std::string &error) {
 }
 
 bool SessionImpl::makeGroups(std::string &error) {
+  if (plan_.pipeline_parallel() > 1)
+    return makePipelineGroups(error);
   const int tp = int(std::max<uint32_t>(1, plan_.tensor_parallel()));
   const int sp = int(std::max<uint32_t>(1, plan_.sequence_parallel()));
   // The group of consecutive ranks: tensor-parallel, or Ulysses'. Ulysses
@@ -447,6 +474,53 @@ bool SessionImpl::makeGroups(std::string &error) {
   if (!dataGroup_)
     return false;
   dataComm_ = dataGroup_.get();
+  return true;
+}
+
+// The world is data-parallel replicas of one pipeline, stages innermost:
+// rank d x P + s runs stage s of replica d (dsrun hands it that stage's
+// plan). The replica's ranks form the pipeline group (numbered by stage),
+// the ranks of one stage the data-parallel group ZeRO works over. Each set
+// of stages gets its communicator from a split of the pipeline group that
+// every rank takes part in, in the plan's order; a rank outside the set
+// holds one it never uses.
+bool SessionImpl::makePipelineGroups(std::string &error) {
+  const int stages = int(plan_.pipeline_parallel());
+  if (options_.worldSize % stages != 0) {
+    error = loaded_.name() + ": a pipeline of " + std::to_string(stages) +
+            " stages does not divide this run's " +
+            std::to_string(options_.worldSize) + " ranks";
+    return false;
+  }
+  const int replicas = options_.worldSize / stages;
+  const int stage = options_.rank % stages;
+  dataRank_ = options_.rank / stages;
+  dataWorld_ = replicas;
+  dataComm_ = tensorComm_ = pipelineComm_ = comm_;
+  if (replicas > 1) {
+    Mesh mesh = Mesh::make({{"data", replicas}, {"pipeline", stages}}, error);
+    if (!mesh.valid() ||
+        !(pipelineGroup_ = splitAlong(*comm_, mesh, 1, error)) ||
+        !(dataGroup_ = splitAlong(*comm_, mesh, 0, error)))
+      return false;
+    pipelineComm_ = pipelineGroup_.get();
+    dataComm_ = dataGroup_.get();
+  }
+  const uint64_t all =
+      stages >= 64 ? ~uint64_t(0) : (uint64_t(1) << stages) - 1;
+  if (const auto *sets = plan_.pipeline_groups())
+    for (uint64_t set : *sets) {
+      if (set == all) {
+        stageGroups_.push_back({set, nullptr});
+        continue;
+      }
+      const bool member = set >> stage & 1;
+      std::unique_ptr<Communicator> group = pipelineComm_->split(
+          member ? 0 : 1, stage, "stages " + stageList(set), error);
+      if (!group)
+        return false;
+      stageGroups_.push_back({set, std::move(group)});
+    }
   return true;
 }
 

@@ -23,6 +23,25 @@ bool checkCommunicator(const KernelArgs &args, std::string &err,
   return true;
 }
 
+bool checkPipelineMessage(const KernelArgs &args, std::string &err,
+                          Communicator *&comm, int &peer, int &tag) {
+  if (!checkCommunicator(args, err, comm))
+    return false;
+  const int64_t p = args.intAttrs[0], transfer = args.intAttrs[1],
+                micro = args.intAttrs[2];
+  if (p < 0 || p >= comm->size() || p == comm->rank())
+    return fail(err, "peer stage ", p, " is not another of the ", comm->size(),
+                " stages (this is stage ", comm->rank(), ")");
+  if (transfer < 0 || transfer >= (int64_t(1) << 14) || micro < 0 ||
+      micro >= (int64_t(1) << 16))
+    return fail(err, "transfer ", transfer, " or micro-batch ", micro,
+                " is outside the message tags (transfer < 16384, "
+                "micro-batch < 65536)");
+  peer = int(p);
+  tag = int(transfer << 16 | micro);
+  return true;
+}
+
 bool checkCollectiveScale(const KernelArgs &args, std::string &err,
                           float &scale) {
   double s = args.floatAttrs[0];

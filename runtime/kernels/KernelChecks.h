@@ -258,6 +258,12 @@ bool checkCollectiveDTypes(std::string &err, const TensorRef &x,
 enum class Counts { Same, XHoldsAll, OutHoldsAll, Blocks };
 bool checkCollectiveCounts(std::string &err, const TensorRef &x,
                            const TensorRef &out, Counts relation, int ranks);
+/// comm.send's and comm.recv's [peer, transfer, micro_batch]: the pipeline
+/// group's communicator (the Session hands it as KernelContext::comm, its
+/// ranks the stages), a peer stage other than this one, and the message's
+/// tag (transfer < 2^14, micro_batch < 2^16: MPI tags are 31-bit).
+bool checkPipelineMessage(const KernelArgs &args, std::string &err,
+                          Communicator *&comm, int &peer, int &tag);
 /// dist.shard: compiled for the run's world size, x = ranks x out.
 bool checkShard(const KernelArgs &args, std::string &err);
 

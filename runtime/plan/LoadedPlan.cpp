@@ -109,6 +109,13 @@ public:
                       " and seq_len ", plan_.seq_len()));
     if (plan_.sequence_parallel() > 1 && plan_.tensor_parallel() > 1)
       return fail("sequence_parallel and tensor_parallel are both above 1");
+    if (plan_.stages())
+      return checkPipelineFile();
+    if (plan_.pipeline_parallel() < 1 || plan_.pipeline_parallel() > 64 ||
+        plan_.pipeline_stage() >= plan_.pipeline_parallel())
+      return fail(cat("pipeline stage ", plan_.pipeline_stage(), " of ",
+                      plan_.pipeline_parallel(),
+                      " stages (1 to 64 stages, numbered from 0)"));
     if (plan_.accumulation_steps() < 1)
       return fail("accumulation_steps 0; a step runs micro_step at least "
                   "once");
@@ -117,6 +124,28 @@ public:
   }
 
 private:
+  /// The file of a pipeline: a plan per stage and nothing else; each stage's
+  /// plan is checked when a rank loads it (LoadedPlan::stage).
+  bool checkPipelineFile() {
+    const uint32_t n = count(plan_.stages());
+    if (plan_.pipeline_parallel() < 2 || plan_.pipeline_parallel() > 64 ||
+        n != plan_.pipeline_parallel())
+      return fail(cat("a pipeline file of ", n, " stage plan", plural(n),
+                      " for pipeline_parallel ", plan_.pipeline_parallel(),
+                      " (2 to 64 stages, a plan each)"));
+    if (plan_.world_size() % n != 0)
+      return fail(cat(n, " pipeline stages do not divide world size ",
+                      plan_.world_size()));
+    if (count(plan_.programs()) || count(plan_.arenas()) ||
+        count(plan_.variables()))
+      return fail("a pipeline file holds programs, arenas or variables "
+                  "beside its stages' plans");
+    for (uint32_t s = 0; s < n; ++s)
+      if (!plan_.stages()->Get(s)->plan())
+        return fail(cat("pipeline stage ", s, " has no plan"));
+    return true;
+  }
+
   bool fail(std::string message) {
     error_ = std::move(message);
     return false;
@@ -672,6 +701,34 @@ std::unique_ptr<LoadedPlan> LoadedPlan::fromBytes(std::vector<uint8_t> bytes,
   loaded->plan_ = GetPlan(loaded->bytes_.data());
   loaded->name_ = what;
   loaded->backend_ = &backend;
+  return loaded;
+}
+
+uint32_t LoadedPlan::stageCount() const {
+  return plan_->stages() ? plan_->stages()->size() : 0;
+}
+
+std::unique_ptr<LoadedPlan> LoadedPlan::stage(uint32_t s,
+                                              std::string &error) const {
+  if (s >= stageCount()) {
+    error = cat(name_, ": no pipeline stage ", s, " (the file holds ",
+                stageCount(), ")");
+    return nullptr;
+  }
+  const auto *nested = plan_->stages()->Get(s)->plan();
+  std::unique_ptr<LoadedPlan> loaded =
+      fromBytes(std::vector<uint8_t>(nested->begin(), nested->end()),
+                cat(name_, " (stage ", s, ")"), error, *backend_);
+  if (loaded && (loaded->plan_->pipeline_stage() != s ||
+                 loaded->plan_->pipeline_parallel() != stageCount() ||
+                 loaded->plan_->world_size() != plan_->world_size())) {
+    error = cat(loaded->name_, ": its plan is stage ",
+                loaded->plan_->pipeline_stage(), " of ",
+                loaded->plan_->pipeline_parallel(), " for ",
+                loaded->plan_->world_size(), " ranks, not stage ", s, " of ",
+                stageCount(), " for ", plan_->world_size());
+    return nullptr;
+  }
   return loaded;
 }
 

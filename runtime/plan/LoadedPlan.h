@@ -42,6 +42,11 @@ public:
   const std::vector<uint8_t> &bytes() const { return bytes_; }
   /// The path or description the plan was loaded from, for messages.
   const std::string &name() const { return name_; }
+  /// A pipeline's file (Plan.stages): the number of stage plans, else 0.
+  uint32_t stageCount() const;
+  /// Stage s's plan out of a pipeline's file, verified as a file is
+  /// (named "PATH (stage s)"); null and one line on failure.
+  std::unique_ptr<LoadedPlan> stage(uint32_t s, std::string &error) const;
   /// The backend the plan was verified for.
   Backend &backend() const { return *backend_; }
 

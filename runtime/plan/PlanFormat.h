@@ -77,7 +77,10 @@ namespace dsc::plan {
 /// 7: Program.arena_peaks; ds.embedding and ds.embedding_grad take an int
 ///    attribute (parts: vocabulary parallelism).
 /// 8: Plan.sequence_parallel (Ulysses); dist.shard of integer tensors.
-constexpr uint32_t kSchemaVersion = 8;
+/// 9: pipeline parallelism (Plan.pipeline_parallel, pipeline_stage,
+///    pipeline_groups, stages, model_parameters; Instr.pipeline_group;
+///    comm.send, comm.recv).
+constexpr uint32_t kSchemaVersion = 9;
 
 /// FlatBuffers file identifier and extension (also in plan.fbs).
 constexpr std::string_view kFileIdentifier = "DSPL";

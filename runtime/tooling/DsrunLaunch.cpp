@@ -17,6 +17,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace dsc::rt {
@@ -51,12 +52,21 @@ int launchDsrun(int argc, char **argv) {
     if (plan) {
       planRanks = plan->plan().world_size();
       // What a rank holds in this machine's memory: every arena on the
-      // CPU backend, the host arenas beside a GPU.
+      // CPU backend, the host arenas beside a GPU; a pipeline's stages'
+      // largest.
       const bool cpu = options.backend.rfind("cpu", 0) == 0;
-      if (const auto *arenas = plan->plan().arenas())
-        for (const fb::Arena *a : *arenas)
-          if (cpu || a->space() == fb::Space::host)
-            planBytes += a->bytes();
+      auto bytesOf = [&](const fb::Plan &p) {
+        uint64_t n = 0;
+        if (const auto *arenas = p.arenas())
+          for (const fb::Arena *a : *arenas)
+            if (cpu || a->space() == fb::Space::host)
+              n += a->bytes();
+        return n;
+      };
+      planBytes = bytesOf(plan->plan());
+      for (uint32_t s = 0; s < plan->stageCount(); ++s)
+        if (std::unique_ptr<LoadedPlan> stage = plan->stage(s, ignored))
+          planBytes = std::max(planBytes, bytesOf(stage->plan()));
     }
   }
   if (planRanks && planRanks != options.np)

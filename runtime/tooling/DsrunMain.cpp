@@ -18,6 +18,7 @@
 #include "runtime/tooling/Flags.h"
 #include "runtime/tooling/Interrupt.h"
 #include "runtime/tooling/Launch.h"
+#include "runtime/tooling/PipelineWeights.h"
 #include "runtime/tooling/Sampler.h"
 #include "runtime/tooling/Trainer.h"
 #include "runtime/tooling/Weights.h"
@@ -62,6 +63,9 @@ void describeRun(const std::string &planName, const Communicator &comm,
   const PlanInfo &info = p.info;
   std::string ranks =
       comm.size() == 1 ? "" : "; " + std::to_string(comm.size()) + " ranks";
+  if (info.pipelineStages > 1)
+    ranks +=
+        ", a pipeline of " + std::to_string(info.pipelineStages) + " stages";
   std::printf("dsrun: %s: %s, %llu parameters; %u x %u tokens per "
               "micro-batch, %u micro-step%s per step; %llu steps; %s%s\n",
               planName.c_str(),
@@ -70,6 +74,20 @@ void describeRun(const std::string &planName, const Communicator &comm,
               info.accumulationSteps, info.accumulationSteps == 1 ? "" : "s",
               (unsigned long long)p.setup.steps,
               p.setup.schedule.describe().c_str(), ranks.c_str());
+}
+
+/// What a pipeline's plan does not do yet (docs/pipeline.md, order of work).
+int refuseForPipeline(const DsrunOptions &options, std::string &error) {
+  const char *flag = !options.saveDir.empty()     ? "--save-dir"
+                     : options.sample             ? "--sample"
+                     : !options.dumpState.empty() ? "--dump-state"
+                     : !options.initFrom.empty()  ? "--init-from"
+                                                  : nullptr;
+  if (!flag)
+    return kExitOk;
+  error = std::string(flag) + ": not supported for a pipeline's plan yet "
+                              "(docs/pipeline.md)";
+  return kExitBadInput;
 }
 
 /// The training loop's settings from the plan, the flags and this rank.
@@ -85,6 +103,7 @@ void fillSetup(const DsrunOptions &options, Communicator &comm,
   setup.worldSize = uint32_t(comm.size());
   setup.tensorParallel = info.tensorParallel;
   setup.sequenceParallel = info.sequenceParallel;
+  setup.pipelineStages = info.pipelineStages;
   setup.comm = &comm;
   setup.seed = options.seed;
   setup.out = lead ? stdout : nullptr;
@@ -190,8 +209,14 @@ int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
         // The weights' step: a resumed run past --steps trained nothing.
         {"step", std::to_string(std::max(setup.steps, setup.start.step))},
         {"seed", std::to_string(options.seed)}};
-    if (!exportWeights(*p.session, p.layout, options.exportWeights, metadata,
-                       lead, error))
+    const bool written =
+        p.info.pipelineStages > 1
+            ? exportPipelineWeights(*p.session, p.layout, *setup.comm,
+                                    int(p.info.pipelineStages),
+                                    options.exportWeights, metadata, error)
+            : exportWeights(*p.session, p.layout, options.exportWeights,
+                            metadata, lead, error);
+    if (!written)
       return kExitTrainingFailed;
     if (lead && !options.quietExport)
       std::printf("dsrun: wrote %s\n", options.exportWeights.c_str());
@@ -269,6 +294,8 @@ int start(const DsrunOptions &given, Communicator &comm,
             "supported yet (--save-dir and --export-weights write it whole)";
     status = kExitBadInput;
   }
+  if (status == kExitOk && p.info.pipelineStages > 1)
+    status = refuseForPipeline(options, error);
   status = agreeToStart(comm, status, error);
   if (status != kExitOk || p.exported)
     return status;

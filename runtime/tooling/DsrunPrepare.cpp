@@ -192,7 +192,9 @@ bool checkRunPaths(const DsrunOptions &options, int rank, std::string &error) {
 }
 
 /// The backend, the plan (loaded and verified) and what dsrun reads of it.
-int openPlan(const DsrunOptions &options, Prepared &p, std::string &error) {
+/// A pipeline's file holds a plan per stage: rank r runs stage r.
+int openPlan(const DsrunOptions &options, int rank, Prepared &p,
+             std::string &error) {
   p.backend = createBackend(options.backend, error);
   if (!p.backend) {
     // An environment variable the backend reads (DSC_CPU_THREADS) names
@@ -202,6 +204,8 @@ int openPlan(const DsrunOptions &options, Prepared &p, std::string &error) {
     return kExitBadInput;
   }
   p.loaded = LoadedPlan::load(options.plan, error, *p.backend);
+  if (p.loaded && p.loaded->stageCount() > 0)
+    p.loaded = p.loaded->stage(uint32_t(rank) % p.loaded->stageCount(), error);
   if (!p.loaded || !readPlanInfo(p.loaded->plan(), p.info, error) ||
       !LrSchedule::create(p.info.schedule, p.setup.schedule, error))
     return kExitBadInput;
@@ -364,6 +368,10 @@ int createSession(const DsrunOptions &options, Communicator &comm, Prepared &p,
   for (const std::string &name : info.params)
     if (const NamedTensor *v = p.session->findVariable(name))
       info.numParams += uint64_t(v->numel()); // whole, even if sharded
+  // A pipeline stage holds its blocks' parameters: the plan counts the
+  // model's.
+  if (p.loaded->plan().model_parameters())
+    info.numParams = p.loaded->plan().model_parameters();
   return kExitOk;
 }
 
@@ -373,7 +381,7 @@ int prepare(const DsrunOptions &options, Communicator &comm, Prepared &p,
             std::string &error) {
   if (!checkRunPaths(options, comm.rank(), error))
     return kExitBadInput;
-  if (int status = openPlan(options, p, error))
+  if (int status = openPlan(options, comm.rank(), p, error))
     return status;
   if (int status = chooseSteps(options, comm.rank() == 0, p, error))
     return status;

@@ -19,6 +19,8 @@ bool readPlanInfo(const fb::Plan &plan, PlanInfo &info, std::string &error) {
   info.accumulationSteps = plan.accumulation_steps();
   info.tensorParallel = std::max<uint32_t>(1, plan.tensor_parallel());
   info.sequenceParallel = std::max<uint32_t>(1, plan.sequence_parallel());
+  info.pipelineStages = std::max<uint32_t>(1, plan.pipeline_parallel());
+  info.pipelineStage = plan.pipeline_stage();
   if (!info.microBatch || !info.seqLen || !info.vocabSize ||
       !info.accumulationSteps) {
     error = "plan: micro_batch, seq_len, vocab_size and accumulation_steps "

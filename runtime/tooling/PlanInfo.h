@@ -40,6 +40,8 @@ struct PlanInfo {
   /// Ranks of a Ulysses group (Plan.sequence_parallel): each feeds its
   /// [microBatch, seqLen / sequenceParallel] part of the group's batch.
   uint32_t sequenceParallel = 1;
+  /// A pipeline's stages and the one this plan runs (Plan.pipeline_*).
+  uint32_t pipelineStages = 1, pipelineStage = 0;
 };
 
 /// Fills `info` from `plan` (already verified); false + one line ("plan:

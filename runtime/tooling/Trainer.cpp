@@ -150,8 +150,9 @@ bool evaluate(Session &session, const DataLoader &data, const TrainSetup &setup,
     double total = 0;
     if (!setup.comm->allReduceSum(&sum, &total, 1, error))
       return false;
-    // Each batch's loss, once per rank of its tensor-parallel group.
-    sum = total * setup.dataWorld() / setup.worldSize;
+    // Each batch's loss, once per rank of its tensor-parallel group (a
+    // pipeline's last stage alone).
+    sum = total / setup.lossCopies();
   }
   loss = sum / batches;
   return true;
@@ -170,8 +171,9 @@ public:
       : session(session), data(data), setup(setup), error(error),
         tokensPerStep(uint64_t(setup.microBatch) * setup.seqLen *
                       setup.accumulationSteps * setup.dataWorld()),
-        batchElems(size_t(setup.microBatch) * setup.seqLen), tokens(batchElems),
-        targets(batchElems) {}
+        batchElems(size_t(setup.microBatch) * setup.microBatchesPerRun() *
+                   setup.seqLen),
+        tokens(batchElems), targets(batchElems) {}
 
   int run();
 
@@ -222,19 +224,26 @@ private:
 // was after step - 1, which is saved unless a checkpoint already holds it.
 int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
   double lossSum = 0;
-  for (uint32_t m = 0; m < setup.accumulationSteps; ++m) {
+  // A pipeline's micro_step takes the step's micro-batches at once.
+  const uint32_t perRun = setup.microBatchesPerRun();
+  const uint32_t runs = setup.accumulationSteps / perRun;
+  const size_t microElems = size_t(setup.microBatch) * setup.seqLen;
+  for (uint32_t r = 0; r < runs; ++r) {
     int midStep = 0;
-    if (m > 0 && !agreeOnStop(setup, midStep, error))
+    if (r > 0 && !agreeOnStop(setup, midStep, error))
       return fail(step, error);
     if (midStep)
-      return stopInsideStep(step, m, midStep);
-    bool last = m + 1 == setup.accumulationSteps;
-    BatchKey key{setup.seed, uint32_t(step), m, setup.dataRank(),
-                 setup.dataWorld()};
+      return stopInsideStep(step, r, midStep);
+    bool last = r + 1 == runs;
+    for (uint32_t k = 0; k < perRun; ++k) {
+      BatchKey key{setup.seed, uint32_t(step), r * perRun + k, setup.dataRank(),
+                   setup.dataWorld()};
+      data.fill(key, tokens.data() + k * microElems,
+                targets.data() + k * microElems);
+    }
     session.setSampleOffset(
-        (uint64_t(m) * setup.dataWorld() + setup.dataRank()) *
+        (uint64_t(r) * perRun * setup.dataWorld() + setup.dataRank()) *
         setup.microBatch);
-    data.fill(key, tokens.data(), targets.data());
     if (setup.dumpBatch) {
       size_t n = batchElems;
       if (std::fwrite(tokens.data(), sizeof(int32_t), n, setup.dumpBatch) !=
@@ -252,7 +261,7 @@ int TrainLoop::microSteps(uint64_t step, double lossScale, double &loss) {
     takeTrace(step);
     lossSum += microLoss;
   }
-  loss = lossSum / setup.accumulationSteps;
+  loss = lossSum / runs;
   return kExitOk;
 }
 
@@ -292,7 +301,7 @@ int TrainLoop::agreeOnLoss(uint64_t step, double &loss, int &stopSignal) {
     double sum[3] = {0, 0, 0};
     if (!setup.comm->allReduceSum(local, sum, 3, error))
       return fail(step, "averaging the loss over the ranks: " + error);
-    loss = sum[0] / setup.worldSize;
+    loss = sum[0] / (setup.dataWorld() * setup.lossCopies());
     stopSignal = sum[2] > 0 ? SIGTERM : sum[1] > 0 ? SIGINT : 0;
   }
   // A plan that skips overflowed steps reads a non-finite loss as one (its
@@ -503,8 +512,8 @@ void TrainLoop::printSummary() {
 }
 
 int TrainLoop::run() {
-  const StepShape shape{setup.microBatch, setup.seqLen,
-                        setup.lossScale.has_value(),
+  const StepShape shape{setup.microBatch * setup.microBatchesPerRun(),
+                        setup.seqLen, setup.lossScale.has_value(),
                         setup.schedule.cyclesMomentum(), setup.sequencePart()};
   if (!bindPrograms(session, shape, io, error))
     return kExitBadInput;

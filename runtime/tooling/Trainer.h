@@ -59,7 +59,20 @@ struct TrainSetup {
   /// Ranks of a Ulysses group (consecutive ranks): they share a batch as a
   /// tensor-parallel group does, and each feeds its part of the sequences.
   uint32_t sequenceParallel = 1;
-  uint32_t batchGroup() const { return tensorParallel * sequenceParallel; }
+  /// Stages of a pipeline (Plan.pipeline_parallel): every stage has its
+  /// pipeline's batches, micro_step takes the step's accumulationSteps
+  /// micro-batches at once, and only the last stage has the loss.
+  uint32_t pipelineStages = 1;
+  uint32_t batchGroup() const {
+    return tensorParallel * sequenceParallel * pipelineStages;
+  }
+  /// Micro-batches one micro_step run takes.
+  uint32_t microBatchesPerRun() const {
+    return pipelineStages > 1 ? accumulationSteps : 1;
+  }
+  /// Ranks of a data-parallel replica that report each batch's loss (the
+  /// others, a pipeline's earlier stages, report 0).
+  uint32_t lossCopies() const { return tensorParallel * sequenceParallel; }
   uint32_t dataRank() const { return rank / batchGroup(); }
   uint32_t dataWorld() const {
     return worldSize / batchGroup() ? worldSize / batchGroup() : 1;

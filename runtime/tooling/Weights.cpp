@@ -88,6 +88,27 @@ bool checkFinite(const std::vector<float> &values, const std::string &what,
 
 } // namespace
 
+bool readWholeParam(Session &session, const std::string &name,
+                    std::vector<float> &whole, std::vector<int64_t> &shape,
+                    std::string &error) {
+  NamedTensor *v = findParam(session, name, error);
+  if (!v)
+    return false;
+  // Through the Session, which gathers a sharded parameter (every rank
+  // takes part) and stages the copy out of the backend's memory.
+  whole.assign(size_t(v->numel()), 0.0f);
+  shape = v->shape;
+  return session.readVariable(*v, whole.data(), error);
+}
+
+bool checkFiniteParam(const std::vector<float> &whole, const std::string &name,
+                      const std::string &path, std::string &error) {
+  if (checkFinite(whole, "the trained parameter '" + name + "'", error))
+    return true;
+  error += "; not exporting " + path;
+  return false;
+}
+
 bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
                    std::map<std::string, std::string> metadata, bool write,
@@ -95,29 +116,29 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
   std::vector<TensorToSave> tensors;
   std::list<std::vector<float>> gathered; // stable addresses
   for (const std::string &name : layout.params) {
-    NamedTensor *v = findParam(session, name, error);
-    if (!v)
-      return false;
-    // Through the Session, which gathers a sharded parameter (every rank
-    // takes part) and stages the copy out of the backend's memory.
-    std::vector<float> whole(size_t(v->numel()));
-    if (!session.readVariable(*v, whole.data(), error))
-      return false;
+    std::vector<float> whole;
+    std::vector<int64_t> shape;
     // Every rank holds the whole tensor here, so all refuse together.
-    if (!checkFinite(whole, "the trained parameter '" + name + "'", error)) {
-      error += "; not exporting " + path;
+    if (!readWholeParam(session, name, whole, shape, error) ||
+        !checkFiniteParam(whole, name, path, error))
       return false;
-    }
     if (!write)
       continue; // this rank only takes part in the gathers
     gathered.push_back(std::move(whole));
     const float *data = gathered.back().data();
-    tensors.push_back({name, v->shape, data});
+    tensors.push_back({name, shape, data});
     for (const std::string &alias : layout.aliasesOf(name))
-      tensors.push_back({alias, v->shape, data});
+      tensors.push_back({alias, shape, data});
   }
   if (!write)
     return true;
+  return saveWeightsFile(path, tensors, std::move(metadata), error);
+}
+
+bool saveWeightsFile(const std::string &path,
+                     const std::vector<TensorToSave> &tensors,
+                     std::map<std::string, std::string> metadata,
+                     std::string &error) {
   // Hugging Face loaders read "format" to pick the framework.
   metadata["format"] = "pt";
   return saveSafetensors(path, tensors, metadata, error);

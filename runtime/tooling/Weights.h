@@ -10,6 +10,7 @@
 #ifndef DSC_RUNTIME_TOOLING_WEIGHTS_H
 #define DSC_RUNTIME_TOOLING_WEIGHTS_H
 
+#include "runtime/checkpoint/Safetensors.h"
 #include "runtime/exec/Session.h"
 
 #include <map>
@@ -49,6 +50,24 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
                    std::map<std::string, std::string> metadata, bool write,
                    std::string &error);
+
+/// Parameter `name` whole, as exportWeights writes it (its fp32 master
+/// under mixed precision; a sharded one gathered, so every rank calls it in
+/// step).
+bool readWholeParam(Session &session, const std::string &name,
+                    std::vector<float> &whole, std::vector<int64_t> &shape,
+                    std::string &error);
+/// False + "the trained parameter 'NAME' holds N non-finite values (...);
+/// not exporting PATH" if `whole` has one.
+bool checkFiniteParam(const std::vector<float> &whole, const std::string &name,
+                      const std::string &path, std::string &error);
+
+/// Writes `tensors` as a weights file (safetensors with {"format": "pt"}
+/// beside `metadata`, via path.tmp).
+bool saveWeightsFile(const std::string &path,
+                     const std::vector<TensorToSave> &tensors,
+                     std::map<std::string, std::string> metadata,
+                     std::string &error);
 
 /// The same file as exportWeights would write after loading `checkpoint`,
 /// but from the checkpoint alone and streamed: one variable in memory at a

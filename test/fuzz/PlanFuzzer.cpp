@@ -39,6 +39,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       std::abort(); // one line, always
     return 0;
   }
+  // A pipeline's file: each stage's plan is loaded as a file is (its own
+  // checksum guards it, so mutations reach the stages' checks rarely).
+  for (uint32_t s = 0; s < loaded->stageCount(); ++s)
+    if (!loaded->stage(s, error) &&
+        (error.empty() || error.find('\n') != std::string::npos))
+      std::abort();
+  if (loaded->stageCount())
+    return 0;
   // Small arenas only: a plan may ask for any size, legitimately.
   uint64_t total = 0;
   if (const auto *arenas = loaded->plan().arenas())

@@ -133,6 +133,22 @@ bool commBroadcastBody(const KernelArgs &args, std::string &err) {
                          streamOf(args), err);
 }
 
+bool commSendBody(const KernelArgs &args, std::string &err) {
+  Communicator *comm = nullptr;
+  int peer = 0, tag = 0;
+  const TensorRef &x = args.inputs[0];
+  return checkPipelineMessage(args, err, comm, peer, tag) &&
+         comm->send(x.data, size_t(x.numel()), x.dtype, peer, tag, err);
+}
+
+bool commRecvBody(const KernelArgs &args, std::string &err) {
+  Communicator *comm = nullptr;
+  int peer = 0, tag = 0;
+  const TensorRef &out = args.outputs[0];
+  return checkPipelineMessage(args, err, comm, peer, tag) &&
+         comm->recv(out.data, size_t(out.numel()), out.dtype, peer, tag, err);
+}
+
 bool distShardBody(const KernelArgs &args, std::string &err) {
   const TensorRef &x = args.inputs[0], &out = args.outputs[0];
   if (!checkShard(args, err))

@@ -64,6 +64,7 @@ using rt::checkMatmul;
 using rt::checkMuonApply;
 using rt::checkMuonMomentum;
 using rt::checkOneValue;
+using rt::checkPipelineMessage;
 using rt::checkReduce;
 using rt::checkRmsNorm;
 using rt::checkRmsNormGrad;

@@ -12,6 +12,8 @@
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/kernels/KernelChecks.h"
 
+#include <vector>
+
 namespace dsc::rt::cuda {
 namespace {
 
@@ -119,6 +121,46 @@ bool commBroadcastBody(const KernelArgs &args, std::string &err) {
                    size_t(x.numel()) * dtypeSize(x.dtype), err) &&
          nccl->broadcast(out.data, size_t(out.numel()), x.dtype, int(root),
                          args.ctx->stream, err);
+}
+
+// A pipeline stage's messages go through host memory over the host
+// communicator (MPI): the copy out waits for the comm stream, the message
+// is buffered (Communicator::send), and a receive lands in the host copy
+// before the stream copies it in. NCCL's send/recv would keep the bytes on
+// the device, but a blocking ncclSend on the one comm stream could wait on
+// a receive queued behind it on the peer; docs/pipeline.md.
+static bool stagedCopy(const KernelArgs &args, void *dst, const void *src,
+                       size_t bytes, std::string &err) {
+  auto stream = static_cast<cudaStream_t>(args.ctx->stream);
+  cudaError_t status =
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+  if (status == cudaSuccess)
+    status = cudaStreamSynchronize(stream);
+  return status == cudaSuccess ||
+         fail(err, "staging a pipeline message: ", cudaGetErrorString(status));
+}
+
+bool commSendBody(const KernelArgs &args, std::string &err) {
+  Communicator *host = nullptr;
+  int peer = 0, tag = 0;
+  const TensorRef &x = args.inputs[0];
+  if (!checkPipelineMessage(args, err, host, peer, tag))
+    return false;
+  std::vector<char> staged(size_t(x.numel()) * dtypeSize(x.dtype));
+  return stagedCopy(args, staged.data(), x.data, staged.size(), err) &&
+         host->send(staged.data(), size_t(x.numel()), x.dtype, peer, tag, err);
+}
+
+bool commRecvBody(const KernelArgs &args, std::string &err) {
+  Communicator *host = nullptr;
+  int peer = 0, tag = 0;
+  const TensorRef &out = args.outputs[0];
+  if (!checkPipelineMessage(args, err, host, peer, tag))
+    return false;
+  std::vector<char> staged(size_t(out.numel()) * dtypeSize(out.dtype));
+  return host->recv(staged.data(), size_t(out.numel()), out.dtype, peer, tag,
+                    err) &&
+         stagedCopy(args, out.data, staged.data(), staged.size(), err);
 }
 
 bool distShardBody(const KernelArgs &args, std::string &err) {

@@ -338,6 +338,8 @@ TEST(Conformance, EveryRegisteredKernelHasACase) {
       {"comm.all_to_all", "CommTest (needs ranks)"},
       {"comm.broadcast", "CommTest (needs ranks)"},
       {"comm.reduce_scatter", "CommTest (needs ranks)"},
+      {"comm.recv", "CommTest (needs ranks)"},
+      {"comm.send", "CommTest (needs ranks)"},
   };
   namespace fs = std::filesystem;
   const fs::path self(DSC_SOURCE_DIR

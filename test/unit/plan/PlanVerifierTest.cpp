@@ -91,13 +91,13 @@ TEST(PlanVerifier, NoChecksum) {
 
 TEST(PlanVerifier, SchemaVersion) {
   PlanSpec p = basicPlan();
-  p.schemaVersion = 9;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 9, this dsrun reads 8 "
+  p.schemaVersion = 10;
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 10, this dsrun reads 9 "
                           "(compile the plan again with the dsc of this "
                           "build)");
   // A plan from the previous release (no master weights) as well.
   p.schemaVersion = 3;
-  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 8 "
+  EXPECT_EQ(loadError(p), "t.dsplan: schema version 3, this dsrun reads 9 "
                           "(compile the plan again with the dsc of this "
                           "build)");
 }

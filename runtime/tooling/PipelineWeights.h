@@ -1,0 +1,27 @@
+//===- PipelineWeights.h - a pipeline's weights in one file -----*- C++ -*-===//
+#ifndef DSC_RUNTIME_TOOLING_PIPELINEWEIGHTS_H
+#define DSC_RUNTIME_TOOLING_PIPELINEWEIGHTS_H
+
+#include "runtime/tooling/Weights.h"
+
+#include <map>
+#include <string>
+
+namespace dsc::rt {
+
+class Communicator;
+
+/// --export-weights for replicas of a pipeline of `stages` stages over the
+/// world `comm` (rank s of replica 0 runs stage s; `layout`: this rank's
+/// stage's parameters): the file one rank would write, each parameter
+/// once, written by rank 0. A collective: every rank calls it. False + one
+/// line on error.
+bool exportPipelineWeights(Session &session, const WeightsLayout &layout,
+                           Communicator &comm, int stages,
+                           const std::string &path,
+                           std::map<std::string, std::string> metadata,
+                           std::string &error);
+
+} // namespace dsc::rt
+
+#endif // DSC_RUNTIME_TOOLING_PIPELINEWEIGHTS_H
