@@ -4,6 +4,7 @@
 
 #include "compiler/StepTimeline.h"
 #include "compiler/plan/PlanModel.h"
+#include "passes/BlockNames.h"
 #include "passes/remat/RematPolicy.h"
 #include "runtime/plan/ProgramNames.h"
 
@@ -99,7 +100,8 @@ void printCollectives(const PlanModel &plan, llvm::raw_ostream &os) {
   os << "collectives per run, by group:\n";
   const char *group = plan.options.sequenceParallel > 1 ? "sequence" : "tensor";
   for (const PlanProgram &p : plan.programs) {
-    std::map<std::pair<bool, std::string>, std::pair<unsigned, uint64_t>>
+    // (group: 0 tensor or sequence, 1 data, 2 pipeline; kind)
+    std::map<std::pair<int, std::string>, std::pair<unsigned, uint64_t>>
         traffic;
     for (const PlanInstr &i : p.instrs) {
       if (!StringRef(i.kernel).starts_with("comm."))
@@ -108,16 +110,24 @@ void printCollectives(const PlanModel &plan, llvm::raw_ostream &os) {
       for (const std::vector<uint32_t> *ids : {&i.inputs, &i.outputs})
         for (uint32_t id : *ids)
           message = std::max(message, plan.buffers[id].bytes());
-      auto &[count, bytes] =
-          traffic[{!i.tensorGroup, StringRef(i.kernel).drop_front(5).str()}];
+      // A pipeline's messages and its stages' collectives: "pipeline".
+      const bool pipeline =
+          i.pipelineGroup || i.kernel == "comm.send" || i.kernel == "comm.recv";
+      const std::string kind = StringRef(i.kernel).drop_front(5).str();
+      auto &[count, bytes] = traffic[{pipeline         ? 2
+                                      : !i.tensorGroup ? 1
+                                                       : 0,
+                                      kind}];
       ++count;
       bytes += message;
     }
     for (const auto &[key, value] : traffic)
-      os << llvm::format("  %-13s %-8s %-15s x%-5u %14llu bytes\n",
-                         p.name.c_str(), key.first ? "data" : group,
-                         key.second.c_str(), value.first,
-                         (unsigned long long)value.second);
+      os << llvm::format(
+          "  %-13s %-8s %-15s x%-5u %14llu bytes\n", p.name.c_str(),
+          key.first == 2   ? "pipeline"
+          : key.first == 1 ? "data"
+                           : group,
+          key.second.c_str(), value.first, (unsigned long long)value.second);
   }
 }
 
@@ -253,6 +263,80 @@ void printReport(const PlanModel &plan, StringRef remat,
                        static_cast<unsigned long long>(held),
                        tp > 1 ? " of a tensor rank" : "",
                        static_cast<long long>(ranks), tp > 1 ? "data " : "");
+}
+
+namespace {
+
+/// "3-5": the transformer blocks whose parameters `plan` holds ("-" for
+/// none).
+std::string blocksOf(const PlanModel &plan) {
+  int64_t first = -1, last = -1;
+  for (const PlanVariable &v : plan.variables)
+    if (v.kind == 0)
+      if (auto block = mlir::ds::blockOf(v.name)) {
+        first = first < 0 ? block->second : std::min(first, block->second);
+        last = std::max(last, block->second);
+      }
+  if (first < 0)
+    return "-";
+  return first == last ? std::to_string(first)
+                       : std::to_string(first) + "-" + std::to_string(last);
+}
+
+} // namespace
+
+void printPipelineReport(const std::vector<PlanModel> &stages, StringRef remat,
+                         const MachineModel &machine, llvm::raw_ostream &os) {
+  const PlanModel &first = stages.front();
+  const int64_t p = int64_t(stages.size());
+  const int64_t replicas = first.options.worldSize / p;
+  const int64_t m = first.options.accumulationSteps;
+  auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+  os << "model " << first.options.model << ": " << first.modelParameters
+     << " parameters, micro-batch " << first.microBatch << " x " << first.seqLen
+     << " tokens, world size " << first.options.worldSize << "\n";
+  os << "mesh: " << replicas << " data x " << p
+     << " pipeline (stages innermost): rank r runs stage r % " << p
+     << " of replica r / " << p << "; " << m
+     << " micro-batches a step through each pipeline\n";
+  PipelineTimeline t = playPipeline(stages, machine);
+  os << "stage  blocks   parameters   GFLOP/step  activations  device "
+        "total   step on "
+     << machine.name << "\n";
+  for (int64_t s = 0; s < p; ++s) {
+    const PlanModel &plan = stages[size_t(s)];
+    uint64_t device = 0, activations = 0;
+    double flops = 0;
+    for (uint64_t b : plan.arenaBytes)
+      device += b;
+    for (const PlanProgram &prog : plan.programs)
+      if (prog.name == plan::kMicroStepProgram ||
+          prog.name == plan::kMicroStepSyncProgram) {
+        flops = std::max(flops, prog.flops);
+        activations = std::max(activations, prog.activationBytes);
+      }
+    const double seconds =
+        size_t(s) < t.stages.size() ? t.stages[size_t(s)].makespan : 0;
+    os << llvm::format("%5lld  %-7s %11llu %12.3f %8.2f MiB %8.2f MiB "
+                       "%9.3f ms\n",
+                       (long long)s, blocksOf(plan).c_str(),
+                       (unsigned long long)parameterCount(plan), flops / 1e9,
+                       mib(activations), mib(device), seconds * 1e3);
+  }
+  // With equal stages and free messages, GPipe's and 1F1B's bubble is
+  // (P - 1) / (M + P - 1) of the step.
+  os << llvm::format("predicted on %s: step %.3f ms, bubble %.1f%% of the "
+                     "stages' time (equal stages, free messages: %.1f%%)\n",
+                     describe(machine).c_str(), t.makespan * 1e3,
+                     100 * t.bubble(),
+                     100.0 * double(p - 1) / double(m + p - 1));
+  for (int64_t s = 0; s < p; ++s) {
+    os << "stage " << s << " (ranks";
+    for (int64_t d = 0; d < std::min<int64_t>(replicas, 4); ++d)
+      os << " " << d * p + s;
+    os << (replicas > 4 ? " ...):\n" : "):\n");
+    printReport(stages[size_t(s)], remat, machine, os);
+  }
 }
 
 } // namespace dsc

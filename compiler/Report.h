@@ -6,6 +6,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace dsc {
 
@@ -22,6 +23,14 @@ uint64_t parameterCount(const PlanModel &plan);
 /// the remat phase ran ("" for none).
 void printReport(const PlanModel &plan, llvm::StringRef remat,
                  const MachineModel &machine, llvm::raw_ostream &os);
+
+/// `--report` of a pipeline: the mesh, per stage its blocks, parameters,
+/// FLOPs, activation peak (the in-flight micro-batches the schedule keeps)
+/// and device memory, the step and the bubble the stages played together
+/// predict (StepTimeline.h: playPipeline), then each stage's own report.
+void printPipelineReport(const std::vector<PlanModel> &stages,
+                         llvm::StringRef remat, const MachineModel &machine,
+                         llvm::raw_ostream &os);
 
 } // namespace dsc
 

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
+#include <vector>
 
 namespace dsc {
 
@@ -54,6 +55,22 @@ struct ProgramTimeline {
 
 ProgramTimeline playProgram(const PlanModel &plan, const PlanProgram &program,
                             const MachineModel &machine);
+
+/// A pipeline's stages' step programs (micro_step_sync where there is one,
+/// else micro_step) played together: a stage's
+/// receive waits for its message, which arrives when the peer's send
+/// (latency plus bytes over the link) ends. The stages are played again
+/// until the messages' times settle.
+struct PipelineTimeline {
+  std::vector<ProgramTimeline> stages;
+  double makespan = 0; ///< the step: when the last stage's work ends
+  /// The share of the stages' time they do not compute: 1 - (sum of the
+  /// stages' compute) / (stages x makespan).
+  double bubble() const;
+};
+
+PipelineTimeline playPipeline(const std::vector<PlanModel> &stages,
+                              const MachineModel &machine);
 
 } // namespace dsc
 
