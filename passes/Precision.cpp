@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsUtils.h"
 #include "passes/Passes.h"
@@ -223,6 +224,16 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
   /// @micro_step: the reverse pass starts from seed x loss_scale (in fp32:
   /// 2^16 is not an f16 number).
   LogicalResult scaleSeed(func::FuncOp micro) {
+    // A pipeline stage before the last has no loss: its backward starts
+    // from the gradients the next stage sends, scaled there. It takes the
+    // scale as every stage's micro_step does, and does not read it.
+    auto module = micro->getParentOfType<ModuleOp>();
+    auto stage = module->getAttrOfType<IntegerAttr>(dist::kStageAttr);
+    auto stages = module->getAttrOfType<IntegerAttr>(dist::kPipelineStagesAttr);
+    if (stage && stages && stage.getInt() + 1 < stages.getInt()) {
+      addLossScaleInput(micro);
+      return success();
+    }
     FailureOr<ConstantOp> seed = findLossSeed(micro, kPass);
     if (failed(seed))
       return failure();
@@ -303,6 +314,19 @@ struct PrecisionPass : ds::impl::DsPrecisionBase<PrecisionPass> {
       }
       if (isa<CastOp>(op))
         continue; // the model's own conversion
+      // A pipeline's stages exchange 16-bit activations and gradients: a
+      // send sends one, a receive gets one.
+      if (auto send = dyn_cast<dist::SendOp>(op)) {
+        if (isF32Tensor(send.getX().getType()))
+          convertOperand(send, 0, lowered(send.getX().getType()));
+        continue;
+      }
+      if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+        if (isF32Tensor(recv.getType()))
+          recv.getResult().setType(
+              cast<RankedTensorType>(lowered(recv.getType())));
+        continue;
+      }
 
       bool anyLow = false;
       for (auto [i, v] : llvm::enumerate(op.getOperands()))

@@ -130,8 +130,8 @@ constexpr ConfigKey kKeys[] = {
     {"$", "elasticity", NotSupported, "a plan is compiled for one world size"},
     {"$", "pipeline", Works,
      "pipeline parallelism with the schedule compiled into each stage's "
-     "plan (phase pipeline, docs/pipeline.md): fp32, ZeRO stages 0 and 1, "
-     "so far"},
+     "plan (phase pipeline, docs/pipeline.md): fp32, bf16 or fp16, ZeRO "
+     "stages 0 and 1, so far"},
     {"$", "sparse_attention", NotSupported,
      "dsc's attention is dense and causal"},
     {"$", "amp", NotSupported, "use bf16 or fp16 (docs/precision.md)"},

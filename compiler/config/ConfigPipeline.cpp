@@ -59,15 +59,13 @@ bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c) {
       : c.zero.stage > 1           ? "zero_optimization.stage 2 and 3"
       : c.zero.offloadOptimizer != "none" || c.zero.offloadParam != "none"
           ? "zero_optimization's offload"
-      : c.fp16.enabled ? "fp16"
-      : c.bf16.enabled ? "bf16"
-                       : nullptr;
+                                     : nullptr;
   if (!other)
     return true;
   return r.fail(root.at("pipeline") + ".stages",
                 std::string(other) +
                     " beside a pipeline is not supported yet "
-                    "(docs/pipeline.md: fp32, ZeRO stages 0 and 1)");
+                    "(docs/pipeline.md: ZeRO stages 0 and 1, no offload)");
 }
 
 } // namespace dsc::config

@@ -269,13 +269,17 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
         for (Value v : ret->getOperands())
           returned.push_back(maps[0].lookup(v));
       } else {
-        Value loss;
-        for (int64_t i = 0; i < m; ++i) {
-          Value l = maps[i].lookup(ret->getOperand(0));
-          loss = loss ? b.create<AddOp>(loc, loss, l).getResult() : l;
-        }
-        returned.push_back(b.create<MulOp>(
-            loc, loss, splat(b, loc, lossType, 1.0 / double(m))));
+        // The mean of the micro-batches' losses, with no constant in it:
+        // phase precision keeps it fp32, as a step's loss is.
+        SmallVector<Value> losses;
+        auto one = RankedTensorType::get({1}, b.getF32Type());
+        for (int64_t i = 0; i < m; ++i)
+          losses.push_back(b.create<ReshapeOp>(
+              loc, one, maps[i].lookup(ret->getOperand(0))));
+        Value all = m == 1 ? losses.front()
+                           : b.create<ConcatOp>(loc, losses, 0).getResult();
+        returned.push_back(
+            b.create<ReduceMeanOp>(loc, all, ArrayRef<int64_t>{0}));
       }
     } else {
       returned.push_back(splat(b, loc, lossType, 0.0));

@@ -26,23 +26,27 @@ bool shareInts(Communicator &comm, std::vector<int64_t> &v, int root,
   return comm.broadcast(v.data(), v.size(), DType::i64, root, nullptr, error);
 }
 
-/// One stage's parameters, from `root` to every rank; rank 0 keeps those
-/// not seen yet in `tensors` (their values in `held`).
+/// One stage's parameters, from `root` (stage `root` of the first replica)
+/// to every rank; rank 0 keeps those not seen yet in `tensors` (their
+/// values in `held`). Every replica's rank of that stage reads each
+/// parameter too: a ZeRO-sharded one (an fp32 master) is gathered over
+/// the stage's data group.
 bool shareStage(Session &session, const WeightsLayout &layout,
-                Communicator &comm, int root, const std::string &path,
-                std::set<std::string> &seen,
+                Communicator &comm, int stages, int root,
+                const std::string &path, std::set<std::string> &seen,
                 std::list<std::vector<float>> &held,
                 std::vector<TensorToSave> &tensors, std::string &error) {
   const bool mine = comm.rank() == root;
+  const bool stage = comm.rank() % stages == root;
   std::vector<int64_t> count{mine ? int64_t(layout.params.size()) : 0};
   if (!shareInts(comm, count, root, error))
     return false;
   for (int64_t i = 0; i < count[0]; ++i) {
-    std::string name = mine ? layout.params[size_t(i)] : "";
+    std::string name = stage ? layout.params[size_t(i)] : "";
     std::vector<float> whole;
     std::vector<int64_t> shape;
-    if (mine && (!readWholeParam(session, name, whole, shape, error) ||
-                 !checkFiniteParam(whole, name, path, error)))
+    if (stage && (!readWholeParam(session, name, whole, shape, error) ||
+                  !checkFiniteParam(whole, name, path, error)))
       return false;
     std::vector<int64_t> header{int64_t(name.size()), int64_t(shape.size())};
     if (!shareInts(comm, header, root, error))
@@ -88,8 +92,8 @@ bool exportPipelineWeights(Session &session, const WeightsLayout &layout,
   std::vector<TensorToSave> tensors;
   // The first replica's ranks: stage s is rank s.
   for (int root = 0; root < stages; ++root)
-    if (!shareStage(session, layout, comm, root, path, seen, held, tensors,
-                    error))
+    if (!shareStage(session, layout, comm, stages, root, path, seen, held,
+                    tensors, error))
       return false;
   if (comm.rank() != 0)
     return true;
