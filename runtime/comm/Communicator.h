@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace dsc::rt {
 
@@ -110,6 +111,10 @@ public:
             std::string &error) {
     return doRecv(data, count, dtype, peer, tag, error);
   }
+  /// What a receive's line calls its peer: "rank", or "stage" on a
+  /// pipeline group, whose ranks are the stages ("recv from stage 1").
+  void setPeerLabel(std::string label) { peerLabel_ = std::move(label); }
+  const std::string &peerLabel() const { return peerLabel_; }
 
   /// The communicator over the ranks of this one that pass the same
   /// `color`, ranked by `key` (MPI_Comm_split): a mesh's tensor- or
@@ -208,6 +213,7 @@ protected:
 
 private:
   double timeoutS_ = kDefaultTimeoutS;
+  std::string peerLabel_ = "rank";
   uint64_t sequence_ = 0;
   std::string failed_; ///< "all_reduce #12" once a collective failed
   /// A group's: its name and this process's rank in the parent's numbering.

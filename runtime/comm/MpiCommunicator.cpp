@@ -662,7 +662,8 @@ bool MpiCommunicator::doSend(const void *data, size_t count, DType dtype,
 bool MpiCommunicator::doRecv(void *data, size_t count, DType dtype, int peer,
                              int tag, std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
-  const std::string name = "recv from rank " + std::to_string(peer);
+  const std::string name =
+      "recv from " + peerLabel() + " " + std::to_string(peer);
   if (!begin("recv", error, data, data, count, peer, dtype) ||
       !fits("recv", count, error) || !reapSends(error))
     return false;

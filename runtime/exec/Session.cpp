@@ -506,6 +506,7 @@ bool SessionImpl::makePipelineGroups(std::string &error) {
     pipelineComm_ = pipelineGroup_.get();
     dataComm_ = dataGroup_.get();
   }
+  pipelineComm_->setPeerLabel("stage");
   const uint64_t all =
       stages >= 64 ? ~uint64_t(0) : (uint64_t(1) << stages) - 1;
   if (const auto *sets = plan_.pipeline_groups())
