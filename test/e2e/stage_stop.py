@@ -12,27 +12,10 @@ import subprocess
 import sys
 import time
 
-
-def rank_pids(marker):
-    """pid -> OMPI_COMM_WORLD_RANK of the ranks whose command line has
-    `marker`."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-            if marker.encode() not in cmdline or b"mpirun" in cmdline[0]:
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        for var in env:
-            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
-                found[int(entry)] = int(var.split(b"=")[1])
-    return found
+# The ranks of a run by their command line: comm_faults.py's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "unit"))
+from comm_faults import rank_pids  # noqa: E402
 
 
 def main():
