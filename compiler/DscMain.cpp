@@ -295,11 +295,8 @@ int runDscMain(int argc, char **argv) {
   PlanResult &planResult = *compiled.plan;
 
   if (opts.report) {
-    if (planResult.stages.empty())
-      printReport(planResult.plan, compiled.remat, machine, llvm::outs());
-    else
-      printPipelineReport(planResult.stages, compiled.remat, machine,
-                          llvm::outs());
+    printPlanReport(planResult.plan, planResult.stages, compiled.remat, machine,
+                    llvm::outs());
     // A failed write (a full disk, /dev/full) is this run's error, not a
     // "LLVM ERROR" when the stream is destroyed.
     llvm::outs().flush();

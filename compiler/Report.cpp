@@ -339,4 +339,13 @@ void printPipelineReport(const std::vector<PlanModel> &stages, StringRef remat,
   }
 }
 
+void printPlanReport(const PlanModel &plan,
+                     const std::vector<PlanModel> &stages, StringRef remat,
+                     const MachineModel &machine, llvm::raw_ostream &os) {
+  if (stages.empty())
+    printReport(plan, remat, machine, os);
+  else
+    printPipelineReport(stages, remat, machine, os);
+}
+
 } // namespace dsc

@@ -32,6 +32,13 @@ void printPipelineReport(const std::vector<PlanModel> &stages,
                          llvm::StringRef remat, const MachineModel &machine,
                          llvm::raw_ostream &os);
 
+/// `plan`'s report, or the pipeline's when `stages` holds its stages'
+/// plans (PlanResult::stages).
+void printPlanReport(const PlanModel &plan,
+                     const std::vector<PlanModel> &stages,
+                     llvm::StringRef remat, const MachineModel &machine,
+                     llvm::raw_ostream &os);
+
 } // namespace dsc
 
 #endif // DSC_COMPILER_REPORT_H
