@@ -59,7 +59,7 @@ bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c) {
       : c.zero.stage > 1           ? "zero_optimization.stage 2 and 3"
       : c.zero.offloadOptimizer != "none" || c.zero.offloadParam != "none"
           ? "zero_optimization's offload"
-                                     : nullptr;
+          : nullptr;
   if (!other)
     return true;
   return r.fail(root.at("pipeline") + ".stages",
