@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/comm/Mesh.h"
 #include "runtime/core/Half.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/RankGroups.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/rng/Philox.h"
 
@@ -36,15 +36,6 @@ static_assert(uint8_t(DType::f32) == uint8_t(fb::DType::f32) &&
               "runtime/kernels/Kernel.h DType differs from plan.fbs");
 static_assert(kNumStreams == int(fb::Stream::MAX) + 1,
               "plan.fbs streams changed");
-
-/// "0,3": the stages of a set (bit s: stage s), for a group's name.
-std::string stageList(uint64_t set) {
-  std::string out;
-  for (int s = 0; s < 64; ++s)
-    if (set >> s & 1)
-      out += (out.empty() ? "" : ",") + std::to_string(s);
-  return out;
-}
 
 template <typename T> flatbuffers::uoffset_t count(const T *vec) {
   return vec ? vec->size() : 0;
@@ -132,7 +123,7 @@ public:
   void writeVariable(const NamedTensor &v, const float *in) override;
   bool gatherTensorParts(const float *part, size_t count, float *whole,
                          std::string &error) override {
-    return tensorComm_->allGather(part, whole, count, error);
+    return groups_.tensor->allGather(part, whole, count, error);
   }
   void copyIn(void *tensor, const void *host, size_t bytes) override {
     loaded_.backend().copyToArena(tensor, host, bytes);
@@ -167,10 +158,8 @@ private:
   /// This rank's part of variable `v`: the whole tensor unless sharded
   /// (ZeRO shards over the data-parallel group).
   VariablePart localPart(const NamedTensor &v) const {
-    return v.partOn(dataRank_);
+    return v.partOn(groups_.dataRank);
   }
-  bool makeGroups(std::string &error);
-  bool makePipelineGroups(std::string &error);
   bool allocateArenas(std::string &error);
   void fillConstants();
   void prepareProgram(const fb::Program &program);
@@ -195,24 +184,8 @@ private:
   /// options_.comm, or ownComm_ when the caller gave none.
   std::unique_ptr<Communicator> ownComm_;
   Communicator *comm_ = nullptr;
-  /// Tensor parallelism over a data x tensor mesh (tensor innermost): the
-  /// rank's groups and its place among the data-parallel replicas. Without
-  /// it both groups are comm_ and dataRank_ the rank.
-  std::unique_ptr<Communicator> dataGroup_, tensorGroup_, pipelineGroup_;
-  Communicator *dataComm_ = nullptr, *tensorComm_ = nullptr;
-  int dataRank_ = 0, dataWorld_ = 1;
-  int tensorRank_ = 0; ///< this rank's place in its tensor group
-  /// Pipeline parallelism: the ranks of the rank's pipeline, numbered by
-  /// stage (comm.send and comm.recv run over it), and the communicator of
-  /// each set of stages in Plan.pipeline_groups (bit s: stage s).
-  Communicator *pipelineComm_ = nullptr;
-  std::vector<std::pair<uint64_t, std::unique_ptr<Communicator>>> stageGroups_;
-  Communicator *groupOfStages(uint64_t stages) const {
-    for (const auto &[set, comm] : stageGroups_)
-      if (set == stages)
-        return comm ? comm.get() : pipelineComm_;
-    return nullptr;
-  }
+  /// The rank's data, tensor and pipeline groups (RankGroups.h).
+  RankGroups groups_;
   std::unique_ptr<StreamExecutor> executor_;
 };
 
@@ -320,9 +293,9 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     pi.host = where == MemorySpace::host;
     pi.tensorGroup = in->tensor_group();
     if (in->pipeline_group())
-      pi.groupComm = groupOfStages(in->pipeline_group());
+      pi.groupComm = groups_.ofStages(in->pipeline_group());
     else if (info->name == "comm.send" || info->name == "comm.recv")
-      pi.groupComm = pipelineComm_;
+      pi.groupComm = groups_.pipeline;
     pi.resources = loaded_.backend().streamResources(where, int(in->stream()));
     pi.kernel = info->name;
     pi.loc = view(in->loc());
@@ -381,7 +354,8 @@ bool SessionImpl::init(std::string &error) {
             " of " + std::to_string(comm_->size());
     return false;
   }
-  if (!makeGroups(error))
+  if (!groups_.make(plan_, loaded_.name(), options_.rank, options_.worldSize,
+                    *comm_, error))
     return false;
   if (!allocateArenas(error))
     return false;
@@ -419,7 +393,7 @@ bool SessionImpl::init(std::string &error) {
       v.tpDim = var->tensor_split_dim();
       v.tpBlocks = int64_t(var->tensor_split_blocks());
       v.tpParts = int64_t(plan_.tensor_parallel());
-      v.tpPart = options_.rank % v.tpParts;
+      v.tpPart = groups_.tensorRank;
       if (v.sharded) // the plan lists a ZeRO share's part
         v.shape[size_t(v.tpDim)] *= v.tpParts;
     }
@@ -440,88 +414,6 @@ bool SessionImpl::init(std::string &error) {
   executor_ = loaded_.backend().createExecutor(spec);
   if (!executor_)
     executor_ = std::make_unique<HostExecutor>(spec);
-  return true;
-}
-
-bool SessionImpl::makeGroups(std::string &error) {
-  if (plan_.pipeline_parallel() > 1)
-    return makePipelineGroups(error);
-  const int tp = int(std::max<uint32_t>(1, plan_.tensor_parallel()));
-  const int sp = int(std::max<uint32_t>(1, plan_.sequence_parallel()));
-  // The group of consecutive ranks: tensor-parallel, or Ulysses'. Ulysses
-  // keeps every weight whole, so its data parallelism (ZeRO) spans the
-  // world; tensor parallelism's spans the ranks with one tensor rank.
-  const int group = std::max(tp, sp);
-  const int replicas = std::max(1, options_.worldSize / group);
-  tensorRank_ = options_.rank % group;
-  dataRank_ = sp > 1 ? options_.rank : options_.rank / tp;
-  dataWorld_ = sp > 1 ? options_.worldSize : replicas;
-  dataComm_ = tensorComm_ = comm_;
-  if (group == 1 || replicas == 1)
-    return true; // one group: the world
-  // The CUDA backend makes an NCCL communicator for each group from it.
-  Mesh mesh = Mesh::make(
-      {{"data", replicas}, {sp > 1 ? "sequence" : "tensor", group}}, error);
-  if (!mesh.valid())
-    return false;
-  tensorGroup_ = splitAlong(*comm_, mesh, 1, error);
-  if (!tensorGroup_)
-    return false;
-  tensorComm_ = tensorGroup_.get();
-  if (sp > 1)
-    return true;
-  dataGroup_ = splitAlong(*comm_, mesh, 0, error);
-  if (!dataGroup_)
-    return false;
-  dataComm_ = dataGroup_.get();
-  return true;
-}
-
-// The world is data-parallel replicas of one pipeline, stages innermost:
-// rank d x P + s runs stage s of replica d (dsrun hands it that stage's
-// plan). The replica's ranks form the pipeline group (numbered by stage),
-// the ranks of one stage the data-parallel group ZeRO works over. Each set
-// of stages gets its communicator from a split of the pipeline group that
-// every rank takes part in, in the plan's order; a rank outside the set
-// holds one it never uses.
-bool SessionImpl::makePipelineGroups(std::string &error) {
-  const int stages = int(plan_.pipeline_parallel());
-  if (options_.worldSize % stages != 0) {
-    error = loaded_.name() + ": a pipeline of " + std::to_string(stages) +
-            " stages does not divide this run's " +
-            std::to_string(options_.worldSize) + " ranks";
-    return false;
-  }
-  const int replicas = options_.worldSize / stages;
-  const int stage = options_.rank % stages;
-  dataRank_ = options_.rank / stages;
-  dataWorld_ = replicas;
-  dataComm_ = tensorComm_ = pipelineComm_ = comm_;
-  if (replicas > 1) {
-    Mesh mesh = Mesh::make({{"data", replicas}, {"pipeline", stages}}, error);
-    if (!mesh.valid() ||
-        !(pipelineGroup_ = splitAlong(*comm_, mesh, 1, error)) ||
-        !(dataGroup_ = splitAlong(*comm_, mesh, 0, error)))
-      return false;
-    pipelineComm_ = pipelineGroup_.get();
-    dataComm_ = dataGroup_.get();
-  }
-  pipelineComm_->setPeerLabel("stage");
-  const uint64_t all =
-      stages >= 64 ? ~uint64_t(0) : (uint64_t(1) << stages) - 1;
-  if (const auto *sets = plan_.pipeline_groups())
-    for (uint64_t set : *sets) {
-      if (set == all) {
-        stageGroups_.push_back({set, nullptr});
-        continue;
-      }
-      const bool member = set >> stage & 1;
-      std::unique_ptr<Communicator> group = pipelineComm_->split(
-          member ? 0 : 1, stage, "stages " + stageList(set), error);
-      if (!group)
-        return false;
-      stageGroups_.push_back({set, std::move(group)});
-    }
   return true;
 }
 
@@ -588,9 +480,9 @@ bool SessionImpl::readShards(const NamedTensor &v, float *out,
     VariablePart part = v.partOn(rank);
     float *dst = out + part.begin;
     size_t n = size_t(part.end - part.begin);
-    if (rank == dataRank_)
+    if (rank == groups_.dataRank)
       copyOut(dst, v.ref.f32() + part.local, n * sizeof(float));
-    if (!dataComm_->broadcast(dst, n, int(rank), error)) {
+    if (!groups_.data->broadcast(dst, n, int(rank), error)) {
       error = "reading variable '" + v.name + "': " + error;
       return false;
     }
@@ -614,7 +506,7 @@ bool SessionImpl::readTensorSplit(const NamedTensor &v, const float *mine,
       else
         std::copy(mine, mine + n, part.begin());
     }
-    if (!tensorComm_->broadcast(part.data(), size_t(n), int(p), error)) {
+    if (!groups_.tensor->broadcast(part.data(), size_t(n), int(p), error)) {
       error = "reading variable '" + v.name + "': " + error;
       return false;
     }
@@ -657,11 +549,11 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   ctx.seed = options_.seed;
   ctx.step = step;
   ctx.sampleOffset = sampleOffset_;
-  ctx.rank = dataRank_;
-  ctx.tensorRank = tensorRank_;
-  ctx.worldSize = dataWorld_;
-  ctx.comm = dataComm_;
-  ctx.tensorComm = tensorComm_;
+  ctx.rank = groups_.dataRank;
+  ctx.tensorRank = groups_.tensorRank;
+  ctx.worldSize = groups_.dataWorld;
+  ctx.comm = groups_.data;
+  ctx.tensorComm = groups_.tensor;
   return executor_->run(*p, ctx, loaded_.name(), error);
 }
 
