@@ -66,18 +66,27 @@ std::string rankList(int64_t first, int64_t stride, int64_t n) {
 /// the collectives over each group.
 void printMesh(const PlanModel &plan, llvm::raw_ostream &os) {
   const int64_t tp = plan.options.tensorParallel;
-  const int64_t data = plan.options.worldSize / tp;
+  // A pipeline stage's plan: its ranks' groups (the world is data x
+  // pipeline x tensor, printPipelineReport's mesh).
+  const int64_t p = plan.options.pipelineStages, s = plan.options.pipelineStage;
+  const int64_t data = plan.options.worldSize / (tp * p);
   constexpr int64_t kShown = 4; // groups listed before "..."
-  os << "mesh: " << data << " data x " << tp
-     << " tensor (tensor innermost): rank r is (data r / " << tp
-     << ", tensor r % " << tp << ")\n  tensor groups:";
+  if (p == 1)
+    os << "mesh: " << data << " data x " << tp
+       << " tensor (tensor innermost): rank r is (data r / " << tp
+       << ", tensor r % " << tp << ")\n";
+  else
+    os << "mesh of stage " << s << ": " << data << " data x " << tp
+       << " tensor: rank r is (data r / " << p * tp << ", tensor r % " << tp
+       << ")\n";
+  os << "  tensor groups:";
   for (int64_t d = 0; d < std::min(data, kShown); ++d)
-    os << " " << rankList(d * tp, 1, tp);
+    os << " " << rankList((d * p + s) * tp, 1, tp);
   os << (data > kShown ? " ...\n" : "\n");
   if (data > 1) {
     os << "  data groups:";
     for (int64_t t = 0; t < std::min(tp, kShown); ++t)
-      os << " " << rankList(t, tp, data);
+      os << " " << rankList(s * tp + t, p * tp, data);
     os << (tp > kShown ? " ...\n" : "\n");
   }
   ParameterSize params = parameterTotals(plan);
@@ -289,16 +298,22 @@ void printPipelineReport(const std::vector<PlanModel> &stages, StringRef remat,
                          const MachineModel &machine, llvm::raw_ostream &os) {
   const PlanModel &first = stages.front();
   const int64_t p = int64_t(stages.size());
-  const int64_t replicas = first.options.worldSize / p;
+  const int64_t tp = std::max<int64_t>(1, first.options.tensorParallel);
+  const int64_t replicas = first.options.worldSize / (p * tp);
   const int64_t m = first.options.accumulationSteps;
   auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
   os << "model " << first.options.model << ": " << first.modelParameters
      << " parameters, micro-batch " << first.microBatch << " x " << first.seqLen
      << " tokens, world size " << first.options.worldSize << "\n";
-  os << "mesh: " << replicas << " data x " << p
-     << " pipeline (stages innermost): rank r runs stage r % " << p
-     << " of replica r / " << p << "; " << m
-     << " micro-batches a step through each pipeline\n";
+  if (tp == 1)
+    os << "mesh: " << replicas << " data x " << p
+       << " pipeline (stages innermost): rank r runs stage r % " << p
+       << " of replica r / " << p;
+  else
+    os << "mesh: " << replicas << " data x " << p << " pipeline x " << tp
+       << " tensor (tensor innermost): rank r runs stage r / " << tp << " % "
+       << p << " of replica r / " << p * tp;
+  os << "; " << m << " micro-batches a step through each pipeline\n";
   PipelineTimeline t = playPipeline(stages, machine);
   os << "stage  blocks   parameters   GFLOP/step  activations  device "
         "total   step on "
@@ -332,9 +347,10 @@ void printPipelineReport(const std::vector<PlanModel> &stages, StringRef remat,
                      100.0 * double(p - 1) / double(m + p - 1));
   for (int64_t s = 0; s < p; ++s) {
     os << "stage " << s << " (ranks";
-    for (int64_t d = 0; d < std::min<int64_t>(replicas, 4); ++d)
-      os << " " << d * p + s;
-    os << (replicas > 4 ? " ...):\n" : "):\n");
+    const int64_t shown = std::min<int64_t>(replicas * tp, 4);
+    for (int64_t i = 0; i < shown; ++i)
+      os << " " << (i / tp * p + s) * tp + i % tp;
+    os << (replicas * tp > shown ? " ...):\n" : "):\n");
     printReport(stages[size_t(s)], remat, machine, os);
   }
 }

@@ -131,7 +131,7 @@ constexpr ConfigKey kKeys[] = {
     {"$", "pipeline", Works,
      "pipeline parallelism with the schedule compiled into each stage's "
      "plan (phase pipeline, docs/pipeline.md): fp32, bf16 or fp16, ZeRO "
-     "stages 0 and 1, so far"},
+     "stages 0 and 1, tensor parallelism within each stage, so far"},
     {"$", "sparse_attention", NotSupported,
      "dsc's attention is dense and causal"},
     {"$", "amp", NotSupported, "use bf16 or fp16 (docs/precision.md)"},
@@ -459,10 +459,11 @@ constexpr ConfigKey kKeys[] = {
      "the policy (activation_checkpointing.remat) decides what is kept"},
 
     {"$.pipeline", "stages", Works,
-     ">= 1 [1: off] pipeline stages, one rank each, dividing the world "
-     "size: the world / stages data-parallel replicas of the pipeline "
-     "(consecutive ranks a pipeline) take ZeRO stages 0 and 1; the "
-     "micro-batches of a step are gradient_accumulation_steps"},
+     ">= 1 [1: off] pipeline stages, each one rank or one tensor-parallel "
+     "group, stages x autotp_size dividing the world size: the mesh is "
+     "data x pipeline x tensor (tensor innermost), its data-parallel "
+     "replicas of the pipeline take ZeRO stages 0 and 1; the micro-batches "
+     "of a step are gradient_accumulation_steps"},
     {"$.pipeline", "partition", Works,
      "\"uniform\" (dsc's default): the transformer blocks in equal runs, "
      "the first stages taking one more when they do not divide; "

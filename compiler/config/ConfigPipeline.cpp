@@ -47,6 +47,16 @@ bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c) {
     c.pipelineStages = 1;
     return false;
   }
+  // Read after tensor_parallel: a replica is stages x tensor groups.
+  if (worldSize % (c.pipelineStages * c.tensorParallel) != 0) {
+    r.fail(s->at("stages"), formatNumber(c.pipelineStages) + " stages x " +
+                                formatNumber(c.tensorParallel) +
+                                " tensor-parallel ranks do not divide the "
+                                "world size " +
+                                formatNumber(worldSize));
+    c.pipelineStages = 1;
+    return false;
+  }
   return true;
 }
 
@@ -54,9 +64,8 @@ bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c) {
   if (c.pipelineStages <= 1)
     return true;
   const char *other =
-      c.tensorParallel > 1         ? "tensor_parallel"
-      : c.sequenceParallelSize > 1 ? "sequence_parallel_size"
-      : c.zero.stage > 1           ? "zero_optimization.stage 2 and 3"
+      c.sequenceParallelSize > 1 ? "sequence_parallel_size"
+      : c.zero.stage > 1         ? "zero_optimization.stage 2 and 3"
       : c.zero.offloadOptimizer != "none" || c.zero.offloadParam != "none"
           ? "zero_optimization's offload"
           : nullptr;

@@ -144,7 +144,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
 
 std::vector<uint8_t>
 serializePipeline(const std::vector<std::vector<uint8_t>> &stagePlans,
-                  int64_t worldSize, const std::string &model) {
+                  int64_t worldSize, int64_t tensorParallel,
+                  const std::string &model) {
   namespace fb = dsc::plan;
   flatbuffers::FlatBufferBuilder b(1 << 16);
   std::vector<flatbuffers::Offset<fb::PipelineStage>> stages;
@@ -161,6 +162,7 @@ serializePipeline(const std::vector<std::vector<uint8_t>> &stagePlans,
   root.add_world_size(uint32_t(worldSize));
   root.add_model(modelName);
   root.add_checksum(plan::kUnsealedChecksum);
+  root.add_tensor_parallel(uint32_t(tensorParallel));
   root.add_pipeline_parallel(uint32_t(stagePlans.size()));
   root.add_stages(stageVector);
   return finish(b, root.Finish());

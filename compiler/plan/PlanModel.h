@@ -206,10 +206,12 @@ std::vector<uint8_t> serializePlan(const PlanModel &plan,
                                    const DsConfig *config);
 
 /// The file of a pipeline: each stage's plan bytes (serializePlan's),
-/// stage s at index s, nested in one sealed plan for `worldSize` ranks.
+/// stage s at index s, nested in one sealed plan for `worldSize` ranks in
+/// tensor groups of `tensorParallel`.
 std::vector<uint8_t>
 serializePipeline(const std::vector<std::vector<uint8_t>> &stagePlans,
-                  int64_t worldSize, const std::string &model);
+                  int64_t worldSize, int64_t tensorParallel,
+                  const std::string &model);
 
 /// Writes `plan` (as lowered, transient storage not yet placed) into
 /// `module` as the nested module @plan of the plan dialect, replacing one

@@ -106,6 +106,7 @@ struct EmitPlanPass : impl::DsEmitPlanBase<EmitPlanPass> {
     }
     result->plan = result->stages.front();
     result->bytes = serializePipeline(bytes, result->plan.options.worldSize,
+                                      result->plan.options.tensorParallel,
                                       result->plan.options.model);
     return mlir::success();
   }

@@ -8,7 +8,9 @@
 //   2. computes the norm's sum of squares from the terms it owns (a term
 //      held by several stages is owned by the first) and sums the parts
 //      over all stages: @apply's chain of adds over terms of different
-//      stages becomes one all-reduce of the stage's part;
+//      stages becomes one all-reduce of the stage's part, plus the terms
+//      every stage computes alike (under tensor parallelism, the all-
+//      reduced sum of the cut gradients' terms, itself such a sum);
 //   3. runs the rest where its variables are: the updates on the stages
 //      holding the parameter, what follows from the norm alone (the
 //      clipping factor, the returned norm) on every stage.
@@ -170,21 +172,32 @@ struct ApplySplit {
       if (sums.contains(&op) && !roots.contains(&op))
         continue;
       if (roots.contains(&op)) { // 2. the stage's part, summed over all
-        SmallVector<Value> terms;
+        SmallVector<Value> terms, global;
         leaves(&op, terms);
         Value part;
+        auto add = [&](Value x, Value y) {
+          return x ? b.create<AddOp>(loc, x, y).getResult() : y;
+        };
         for (Value t : terms) {
           StageSet set = setOf.lookup(t);
+          if (set == kEveryStage)
+            global.push_back(t);
           if (set == kEveryStage || llvm::countr_zero(set ? set : 1) != s)
             continue;
           materialize(b, t, map);
-          part = part ? b.create<AddOp>(loc, part, map.lookup(t)).getResult()
-                      : map.lookup(t);
+          part = add(part, map.lookup(t));
         }
         if (!part)
           part = splat(b, loc,
                        cast<RankedTensorType>(op.getResult(0).getType()), 0.0);
-        map.map(op.getResult(0), sumOver(b, loc, part, all()));
+        // A term every stage holds alike (tensor parallelism's all-reduced
+        // sum of its cut gradients' parts) joins the sum once, after it.
+        Value total = sumOver(b, loc, part, all());
+        for (Value t : global) {
+          materialize(b, t, map);
+          total = add(total, map.lookup(t));
+        }
+        map.map(op.getResult(0), total);
         continue;
       }
       StageSet set = isa<func::ReturnOp>(op) ? kEveryStage

@@ -133,9 +133,11 @@ private:
       return fail(cat("a pipeline file of ", n, " stage plan", plural(n),
                       " for pipeline_parallel ", plan_.pipeline_parallel(),
                       " (2 to 64 stages, a plan each)"));
-    if (plan_.world_size() % n != 0)
-      return fail(cat(n, " pipeline stages do not divide world size ",
-                      plan_.world_size()));
+    const uint32_t tp = plan_.tensor_parallel();
+    if (plan_.world_size() % (n * tp) != 0)
+      return fail(cat(n, " pipeline stages",
+                      tp > 1 ? cat(" x ", tp, "-way tensor groups") : "",
+                      " do not divide world size ", plan_.world_size()));
     if (count(plan_.programs()) || count(plan_.arenas()) ||
         count(plan_.variables()))
       return fail("a pipeline file holds programs, arenas or variables "
@@ -708,6 +710,11 @@ uint32_t LoadedPlan::stageCount() const {
   return plan_->stages() ? plan_->stages()->size() : 0;
 }
 
+uint32_t LoadedPlan::stageOfRank(int rank) const {
+  const uint32_t group = std::max<uint32_t>(1, plan_->tensor_parallel());
+  return stageCount() ? uint32_t(rank) / group % stageCount() : 0;
+}
+
 std::unique_ptr<LoadedPlan> LoadedPlan::stage(uint32_t s,
                                               std::string &error) const {
   if (s >= stageCount()) {
@@ -719,14 +726,18 @@ std::unique_ptr<LoadedPlan> LoadedPlan::stage(uint32_t s,
   std::unique_ptr<LoadedPlan> loaded =
       fromBytes(std::vector<uint8_t>(nested->begin(), nested->end()),
                 cat(name_, " (stage ", s, ")"), error, *backend_);
-  if (loaded && (loaded->plan_->pipeline_stage() != s ||
-                 loaded->plan_->pipeline_parallel() != stageCount() ||
-                 loaded->plan_->world_size() != plan_->world_size())) {
+  if (loaded &&
+      (loaded->plan_->pipeline_stage() != s ||
+       loaded->plan_->pipeline_parallel() != stageCount() ||
+       loaded->plan_->world_size() != plan_->world_size() ||
+       loaded->plan_->tensor_parallel() != plan_->tensor_parallel())) {
     error = cat(loaded->name_, ": its plan is stage ",
                 loaded->plan_->pipeline_stage(), " of ",
                 loaded->plan_->pipeline_parallel(), " for ",
-                loaded->plan_->world_size(), " ranks, not stage ", s, " of ",
-                stageCount(), " for ", plan_->world_size());
+                loaded->plan_->world_size(), " ranks in tensor groups of ",
+                loaded->plan_->tensor_parallel(), ", not stage ", s, " of ",
+                stageCount(), " for ", plan_->world_size(), " in groups of ",
+                plan_->tensor_parallel());
     return nullptr;
   }
   return loaded;

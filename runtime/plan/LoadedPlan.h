@@ -47,6 +47,9 @@ public:
   /// Stage s's plan out of a pipeline's file, verified as a file is
   /// (named "PATH (stage s)"); null and one line on failure.
   std::unique_ptr<LoadedPlan> stage(uint32_t s, std::string &error) const;
+  /// The stage rank `rank` runs: ranks are data x pipeline x tensor,
+  /// tensor innermost (runtime/exec/RankGroups.h).
+  uint32_t stageOfRank(int rank) const;
   /// The backend the plan was verified for.
   Backend &backend() const { return *backend_; }
 

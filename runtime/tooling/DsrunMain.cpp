@@ -66,6 +66,9 @@ void describeRun(const std::string &planName, const Communicator &comm,
   if (info.pipelineStages > 1)
     ranks +=
         ", a pipeline of " + std::to_string(info.pipelineStages) + " stages";
+  if (info.pipelineStages > 1 && info.tensorParallel > 1)
+    ranks += ", " + std::to_string(info.tensorParallel) +
+             " tensor-parallel ranks each";
   std::printf("dsrun: %s: %s, %llu parameters; %u x %u tokens per "
               "micro-batch, %u micro-step%s per step; %llu steps; %s%s\n",
               planName.c_str(),
@@ -213,6 +216,7 @@ int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
         p.info.pipelineStages > 1
             ? exportPipelineWeights(*p.session, p.layout, *setup.comm,
                                     int(p.info.pipelineStages),
+                                    int(p.info.tensorParallel),
                                     options.exportWeights, metadata, error)
             : exportWeights(*p.session, p.layout, options.exportWeights,
                             metadata, lead, error);

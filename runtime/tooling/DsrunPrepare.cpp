@@ -192,7 +192,7 @@ bool checkRunPaths(const DsrunOptions &options, int rank, std::string &error) {
 }
 
 /// The backend, the plan (loaded and verified) and what dsrun reads of it.
-/// A pipeline's file holds a plan per stage: rank r runs stage r.
+/// A pipeline's file holds a plan per stage: a rank runs its stage's.
 int openPlan(const DsrunOptions &options, int rank, Prepared &p,
              std::string &error) {
   p.backend = createBackend(options.backend, error);
@@ -205,7 +205,7 @@ int openPlan(const DsrunOptions &options, int rank, Prepared &p,
   }
   p.loaded = LoadedPlan::load(options.plan, error, *p.backend);
   if (p.loaded && p.loaded->stageCount() > 0)
-    p.loaded = p.loaded->stage(uint32_t(rank) % p.loaded->stageCount(), error);
+    p.loaded = p.loaded->stage(p.loaded->stageOfRank(rank), error);
   if (!p.loaded || !readPlanInfo(p.loaded->plan(), p.info, error) ||
       !LrSchedule::create(p.info.schedule, p.setup.schedule, error))
     return kExitBadInput;

@@ -3,11 +3,13 @@
 // Each stage of a pipeline holds only its blocks' parameters (and a tied
 // one, GPT-2's token embedding, on the first and last stage). To write
 // one weights file as one rank would, each stage of the first data-
-// parallel replica (ranks 0 to P - 1) in turn broadcasts its
-// parameters over the world: the count, then per parameter its name, its
-// shape and its values; rank 0 keeps each name the first time it comes
-// (a tied parameter's copies are equal after every step) and writes the
-// file. Broadcasts are collectives, so every rank runs the same sequence.
+// parallel replica in turn broadcasts its parameters over the world from
+// its first rank (rank s x T, with tensor groups of T ranks; the group
+// gathers each tensor-parallel parameter first): the count, then per
+// parameter its name, its shape and its values; rank 0 keeps each name
+// the first time it comes (a tied parameter's copies are equal after
+// every step) and writes the file. Broadcasts are collectives, so every
+// rank runs the same sequence.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/tooling/PipelineWeights.h"
@@ -26,18 +28,19 @@ bool shareInts(Communicator &comm, std::vector<int64_t> &v, int root,
   return comm.broadcast(v.data(), v.size(), DType::i64, root, nullptr, error);
 }
 
-/// One stage's parameters, from `root` (stage `root` of the first replica)
-/// to every rank; rank 0 keeps those not seen yet in `tensors` (their
-/// values in `held`). Every replica's rank of that stage reads each
-/// parameter too: a ZeRO-sharded one (an fp32 master) is gathered over
-/// the stage's data group.
+/// Stage `s`'s parameters, from `root` (its first rank in the first
+/// replica) to every rank; rank 0 keeps those not seen yet in `tensors`
+/// (their values in `held`). Every rank of that stage reads each parameter
+/// too: a ZeRO-sharded one (an fp32 master) is gathered over the stage's
+/// data group, a tensor-parallel one over its tensor group.
 bool shareStage(Session &session, const WeightsLayout &layout,
-                Communicator &comm, int stages, int root,
+                Communicator &comm, int stages, int tensorParallel, int s,
                 const std::string &path, std::set<std::string> &seen,
                 std::list<std::vector<float>> &held,
                 std::vector<TensorToSave> &tensors, std::string &error) {
+  const int root = s * tensorParallel;
   const bool mine = comm.rank() == root;
-  const bool stage = comm.rank() % stages == root;
+  const bool stage = comm.rank() / tensorParallel % stages == s;
   std::vector<int64_t> count{mine ? int64_t(layout.params.size()) : 0};
   if (!shareInts(comm, count, root, error))
     return false;
@@ -83,17 +86,16 @@ bool shareStage(Session &session, const WeightsLayout &layout,
 } // namespace
 
 bool exportPipelineWeights(Session &session, const WeightsLayout &layout,
-                           Communicator &comm, int stages,
+                           Communicator &comm, int stages, int tensorParallel,
                            const std::string &path,
                            std::map<std::string, std::string> metadata,
                            std::string &error) {
   std::set<std::string> seen;
   std::list<std::vector<float>> held; // stable addresses
   std::vector<TensorToSave> tensors;
-  // The first replica's ranks: stage s is rank s.
-  for (int root = 0; root < stages; ++root)
-    if (!shareStage(session, layout, comm, stages, root, path, seen, held,
-                    tensors, error))
+  for (int s = 0; s < stages; ++s)
+    if (!shareStage(session, layout, comm, stages, tensorParallel, s, path,
+                    seen, held, tensors, error))
       return false;
   if (comm.rank() != 0)
     return true;

@@ -11,13 +11,14 @@ namespace dsc::rt {
 
 class Communicator;
 
-/// --export-weights for replicas of a pipeline of `stages` stages over the
-/// world `comm` (rank s of replica 0 runs stage s; `layout`: this rank's
+/// --export-weights for replicas of a pipeline of `stages` stages, each
+/// stage `tensorParallel` ranks, over the world `comm` (ranks s x
+/// tensorParallel .. of replica 0 run stage s; `layout`: this rank's
 /// stage's parameters): the file one rank would write, each parameter
 /// once, written by rank 0. A collective: every rank calls it. False + one
 /// line on error.
 bool exportPipelineWeights(Session &session, const WeightsLayout &layout,
-                           Communicator &comm, int stages,
+                           Communicator &comm, int stages, int tensorParallel,
                            const std::string &path,
                            std::map<std::string, std::string> metadata,
                            std::string &error);
