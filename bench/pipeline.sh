@@ -1,33 +1,45 @@
 #!/usr/bin/env bash
-# Pipeline parallelism on 2 ranks of this machine (CPU, MPI), one core a
-# rank, against one rank on one core and 2 data-parallel ranks:
+# Pipeline parallelism on R ranks of this machine (CPU, MPI; RANKS=2 or 4),
+# against one rank and R data-parallel ranks:
 #   one     1 rank, 8 micro-batches a step
-#   d2      2 data-parallel ranks (ZeRO 0), 4 micro-batches each
-#   p2      "pipeline": {"stages": 2}, 1F1B, 8 micro-batches
-#   p2g     the same with GPipe
+#   dR      R data-parallel ranks (ZeRO 1), 8 / R micro-batches each
+#   pR      "pipeline": {"stages": R}, 1F1B, 8 micro-batches
+#   pRg     the same with GPipe
 #
-#   bash bench/pipeline.sh [OUT_DIR]   # default /tmp/dsc-pipeline-bench
+#   bash bench/pipeline.sh [OUT_DIR]          # 2 ranks, one core each
+#   RANKS=4 bash bench/pipeline.sh [OUT_DIR]  # 4 ranks (2 to a core here)
 #
-# gpt2 n_layer=4 n_head=8 n_embd=256 block_size=128 vocab_size=256
-# dropout=0, micro-batches of 2 sequences, 16 sequences a step, AdamW. For
-# each: dsc --report --machine cpu (the pipeline's predicted step and
-# bubble), dsrun for STEPS (12) steps with --metrics; then the median step
-# time over steps 3.., each rank's arena bytes, and the measured bubble of
-# a pipeline of P stages as 1 - T(one) / (P x T(pipeline)): the share of
-# the stages' time not spent on one rank's work (messages, waiting,
-# imbalance). Builds nothing; holds $DSC_BENCH_LOCK (lock.sh).
+# gpt2 n_head=8 n_embd=256 block_size=128 vocab_size=256 dropout=0 with 4
+# layers on 2 ranks and 8 on 4 (the issue's benchmark), micro-batches of 2
+# sequences, 16 sequences a step, AdamW. For each: dsc --report --machine
+# cpu (the pipeline's predicted step and bubble), dsrun for STEPS (12)
+# steps with --metrics; then the median step time over steps 3.., each
+# rank's arena bytes, the bubble dsrun measured (its metrics' "bubble":
+# 1 - the ranks' compute-stream busy time / (ranks x the step's micro_step
+# span), the median over steps 3..), and the share of the stages' time not
+# spent on one rank's work, 1 - T(one) / (R x T(pipeline)), which also
+# counts the messages' cost. Builds nothing; holds $DSC_BENCH_LOCK
+# (lock.sh).
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-out=${1:-${TMPDIR:-/tmp}/dsc-pipeline-bench}
+ranks=${RANKS:-2}
+out=${1:-${TMPDIR:-/tmp}/dsc-pipeline-bench-$ranks}
 steps=${STEPS:-12}
 data=${DATA:-/usr/share/common-licenses/GPL-3}
-model=gpt2:n_layer=4,n_head=8,n_embd=256,block_size=128,vocab_size=256,dropout=0
+case "$ranks" in
+2) layers=4 ;;
+4) layers=8 ;;
+*) echo "bench/pipeline.sh: RANKS=$ranks: 2 or 4" >&2; exit 2 ;;
+esac
+model=gpt2:n_layer=$layers,n_head=8,n_embd=256,block_size=128,vocab_size=256,dropout=0
 mkdir -p "$out"
 export OPENBLAS_NUM_THREADS=1 DSC_CPU_THREADS=1
+# More ranks than cores: mpirun must be told.
+over=$([ "$ranks" -gt "$(nproc)" ] && echo --oversubscribe || true)
 
 config() { # tag accumulation extra-json
   cat > "$out/$1.json" <<EOF2
@@ -40,27 +52,33 @@ config() { # tag accumulation extra-json
 EOF2
 }
 config one 8 ''
-config d2 4 ''
-config p2 8 ', "pipeline": {"stages": 2}'
-config p2g 8 ', "pipeline": {"stages": 2, "schedule": "gpipe"}'
+config "d$ranks" $((8 / ranks)) ', "zero_optimization": {"stage": 1}'
+config "p$ranks" 8 ", \"pipeline\": {\"stages\": $ranks}"
+config "p${ranks}g" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"gpipe\"}"
 
-for tag in one d2 p2 p2g; do
-  ranks=$([ "$tag" = one ] && echo 1 || echo 2)
+tags="one d$ranks p$ranks p${ranks}g"
+for tag in $tags; do
+  n=$([ "$tag" = one ] && echo 1 || echo "$ranks")
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" \
-    --world-size "$ranks" -o "$out/$tag.dsplan" --report --machine cpu \
+    --world-size "$n" -o "$out/$tag.dsplan" --report --machine cpu \
     > "$out/$tag.report.txt"
   rm -f "$out/$tag.metrics"*.jsonl
-  "$build/tools/dsrun" "$out/$tag.dsplan" --np "$ranks" --data "$data" \
-    --steps "$steps" --metrics "$out/$tag.metrics.jsonl" > "$out/$tag.out"
+  "$build/tools/dsrun" "$out/$tag.dsplan" --np "$n" $([ "$n" -gt 1 ] && echo $over) \
+    --data "$data" --steps "$steps" --metrics "$out/$tag.metrics.jsonl" \
+    > "$out/$tag.out"
 done
 
-python3 - "$out" <<'EOF2'
+python3 - "$out" "$ranks" $tags <<'EOF2'
 import glob, json, os, re, statistics, sys
-out = sys.argv[1]
-def step_s(tag):
+out, ranks, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def rows(tag):
     with open(os.path.join(out, f"{tag}.metrics.jsonl")) as f:
-        rows = [json.loads(l) for l in f]
-    return statistics.median(r["step_s"] for r in rows[2:])
+        return [json.loads(l) for l in f][2:]
+def step_s(tag):
+    return statistics.median(r["step_s"] for r in rows(tag))
+def measured(tag):
+    b = [r["bubble"] for r in rows(tag) if "bubble" in r]
+    return f"{100 * statistics.median(b):.1f}%" if b else "-"
 def arena_bytes(tag):
     per_rank = []
     for path in sorted(glob.glob(os.path.join(out, f"{tag}.metrics*.jsonl"))):
@@ -73,13 +91,15 @@ def predicted(tag):
     m = re.search(r"step ([0-9.]+) ms, bubble ([0-9.]+)%", text)
     return (float(m.group(1)), float(m.group(2))) if m else (None, None)
 t1 = step_s("one")
-print(f"{'run':6} {'step ms':>9} {'vs one':>7} {'bubble':>8} {'predicted':>10}  arena MiB per rank")
-for tag in ["one", "d2", "p2", "p2g"]:
+print(f"{'run':6} {'step ms':>9} {'vs one':>7} {'bubble':>8} {'predicted':>10} "
+      f"{'1-T1/RT':>8}  arena MiB per rank")
+for tag in tags:
     t = step_s(tag)
-    ranks = 1 if tag == "one" else 2
-    bubble = f"{100 * (1 - t1 / (ranks * t)):.1f}%" if tag.startswith("p") else "-"
+    n = 1 if tag == "one" else ranks
+    share = f"{100 * (1 - t1 / (n * t)):.1f}%" if tag.startswith("p") else "-"
     pm, pb = predicted(tag)
     pred = f"{pb:.1f}%" if pb is not None else "-"
     mib = " ".join(f"{b / 2**20:.1f}" for b in arena_bytes(tag))
-    print(f"{tag:6} {t * 1e3:9.1f} {t1 / t:6.2f}x {bubble:>8} {pred:>10}  {mib}")
+    print(f"{tag:6} {t * 1e3:9.1f} {t1 / t:6.2f}x {measured(tag):>8} "
+          f"{pred:>10} {share:>8}  {mib}")
 EOF2

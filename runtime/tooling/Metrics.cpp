@@ -80,6 +80,8 @@ std::string metricsJson(const StepRecord &r) {
     j["optimizer_ms"] = r.optimizerMs;
     j["comm_ms"] = r.commMs;
   }
+  if (r.hasBubble)
+    j["bubble"] = r.bubble;
   j["tokens"] = r.tokens;
   j["tokens_per_s"] = r.tokensPerS;
   j["step_s"] = r.stepS;
@@ -164,11 +166,15 @@ std::string memoryLine(const StepRecord &r) {
 
 std::string summaryText(const RunSummary &s) {
   double rate = s.seconds > 0 ? double(s.tokens) / s.seconds : 0;
-  std::string text = "done: " + std::to_string(s.steps) +
-                     (s.steps == 1 ? " step in " : " steps in ") +
-                     printf1(s.seconds < 10 ? "%.3f" : "%.1f", s.seconds) +
-                     " s, final loss " + printf1("%.4f", s.finalLoss) + ", " +
-                     formatRate(rate) + " tok/s\n";
+  std::string text =
+      "done: " + std::to_string(s.steps) +
+      (s.steps == 1 ? " step in " : " steps in ") +
+      printf1(s.seconds < 10 ? "%.3f" : "%.1f", s.seconds) + " s, final loss " +
+      printf1("%.4f", s.finalLoss) + ", " + formatRate(rate) + " tok/s" +
+      (s.hasBubble ? ", pipeline bubble " +
+                         printf1("%.1f", 100 * s.meanBubble) + "% measured"
+                   : "") +
+      "\n";
   if (s.skippedSteps || s.lossScaling)
     text += "skipped " + std::to_string(s.skippedSteps) +
             (s.skippedSteps == 1 ? " step" : " steps") +

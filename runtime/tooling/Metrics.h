@@ -46,6 +46,10 @@ struct StepRecord {
   /// collective milliseconds (StepTimings.h).
   bool hasTimes = false;
   double forwardMs = 0, backwardMs = 0, optimizerMs = 0, commMs = 0;
+  /// A pipeline's: the share of the step's micro_step its ranks did not
+  /// compute (PipelineBubble.h).
+  bool hasBubble = false;
+  double bubble = 0;
 };
 
 /// One JSON object (no newline):
@@ -53,7 +57,7 @@ struct StepRecord {
 ///    "grad_norm", "loss_scale", "skipped", "tokens",
 ///    "val_loss" (steps with a held-out evaluation only),
 ///    "forward_ms", "backward_ms", "optimizer_ms", "comm_ms"
-///    (wall_clock_breakdown's steps only),
+///    (wall_clock_breakdown's steps only), "bubble" (pipelines only),
 ///    "tokens_per_s", "step_s", "rank", "world_size",
 ///    "rss_baseline_bytes", "rss_peak_bytes",
 ///    "device_baseline_bytes", "device_peak_bytes", "device_total_bytes"
@@ -84,6 +88,9 @@ struct RunSummary {
   uint64_t rssBaselineBytes = 0, rssPeakBytes = 0;
   bool hasDevice = false; ///< as in StepRecord
   DeviceMemory device;
+  /// A pipeline's measured bubble, the mean over the steps after the first.
+  bool hasBubble = false;
+  double meanBubble = 0;
 };
 
 /// The end-of-run report: steps, final loss, throughput, a table of the

@@ -8,6 +8,7 @@
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/plan/VariableNames.h"
 #include "runtime/tooling/Metrics.h"
+#include "runtime/tooling/PipelineBubble.h"
 #include "runtime/tooling/ProcessMemory.h"
 #include "runtime/tooling/StepPrograms.h"
 #include "runtime/tooling/StepTimings.h"
@@ -198,6 +199,7 @@ private:
   bool breakdownStep(uint64_t step) const;
   bool tracedStep(uint64_t step) const;
   void takeTrace(uint64_t step);
+  int measureBubble(uint64_t step);
   int save(uint64_t step);
   void printSummary();
 
@@ -209,6 +211,9 @@ private:
   std::optional<LossScaler> scaler;
   uint64_t applied = 0;   ///< steps that updated the weights
   uint64_t savedStep = 0; ///< the newest step a checkpoint holds
+  PipelineBubble bubble;
+  double bubbleSum = 0; ///< the measured bubbles of the steps after the first
+  uint64_t bubbleSteps = 0;
   const uint64_t tokensPerStep;
   // The micro-batch is drawn into host memory and staged into the plan's
   // input buffers, which need not be host memory.
@@ -352,11 +357,12 @@ bool TrainLoop::breakdownStep(uint64_t step) const {
          (step % printInterval() == 0 || step == setup.steps);
 }
 
-/// The steps that run traced: every one with --trace or the comms logger,
-/// else the breakdown's and, with the breakdown, the flops profile's.
+/// The steps that run traced: every one with --trace, the comms logger or
+/// a pipeline (its measured bubble), else the breakdown's and, with the
+/// breakdown, the flops profile's.
 bool TrainLoop::tracedStep(uint64_t step) const {
   return setup.trace || (setup.timings && setup.timings->timesEveryStep()) ||
-         breakdownStep(step) ||
+         setup.pipelineStages > 1 || breakdownStep(step) ||
          (setup.timings && setup.timings->plan().breakdown &&
           step == setup.flopsProfileStep);
 }
@@ -367,10 +373,27 @@ void TrainLoop::takeTrace(uint64_t step) {
   if (!tracedStep(step))
     return;
   std::vector<TraceRecord> records = session.takeTrace();
+  if (setup.pipelineStages > 1)
+    bubble.add(records);
   if (setup.timings)
     setup.timings->add(records, setup.out);
   if (setup.trace)
     setup.trace->add(records, step);
+}
+
+/// A pipeline's bubble in this step's micro_step, over every rank.
+int TrainLoop::measureBubble(uint64_t step) {
+  if (setup.pipelineStages <= 1 || !setup.comm)
+    return kExitOk;
+  record.hasBubble = true;
+  if (!bubble.takeStep(*setup.comm, record.bubble, error))
+    return fail(step, "measuring the pipeline's bubble: " + error);
+  // The first step's runs include the executor's warm-up.
+  if (step > setup.start.step + 1) {
+    bubbleSum += record.bubble;
+    ++bubbleSteps;
+  }
+  return kExitOk;
 }
 
 // After the step's timing: evaluation is not training throughput. A stop
@@ -500,6 +523,10 @@ void TrainLoop::printSummary() {
   summary.finalLoss = record.loss;
   summary.seconds = secondsSince(runStart);
   summary.tokens = record.tokens;
+  if (bubbleSteps) {
+    summary.hasBubble = true;
+    summary.meanBubble = bubbleSum / double(bubbleSteps);
+  }
   summary.memory = session.arenaUsage();
   summary.rssBaselineBytes = setup.rssBaselineBytes;
   summary.rssPeakBytes = readProcessMemory().peakBytes;
@@ -533,6 +560,8 @@ int TrainLoop::run() {
     if (int status = microSteps(step, lossScale, loss))
       return status;
     if (int status = agreeOnLoss(step, loss, stopSignal))
+      return status;
+    if (int status = measureBubble(step))
       return status;
     if (int status = applyStep(step, lossScale))
       return status;
