@@ -36,10 +36,9 @@ constexpr const char *kPartial = ".partial";
 constexpr const char *kOld = ".old";
 constexpr const char *kPruning = ".pruning";
 
-/// Whether `v` is saved whole by rank 0 and loaded whole by every rank:
-/// a tensor-parallel part, and on a mesh any ZeRO shard (whose place is
-/// the rank's data coordinate, not its rank). Other shards are saved as
-/// pieces by the ranks that hold them.
+/// Whether `v` is saved whole by the state's lead rank and loaded whole by
+/// every rank: a tensor-parallel part, and on a mesh any ZeRO shard. Other
+/// shards are saved as pieces by the ranks that hold them.
 bool gatheredWhole(const CheckpointRun &run, const NamedTensor &v) {
   return v.tensorSplit() || (v.sharded && run.mesh);
 }
@@ -49,6 +48,11 @@ bool gatheredWhole(const CheckpointRun &run, const NamedTensor &v) {
 bool checkpointed(const NamedTensor &v) {
   return v.kind == StateKind::param || v.kind == StateKind::master ||
          v.kind == StateKind::optState;
+}
+
+/// "1 rank", "4 ranks".
+std::string ranksText(int ranks) {
+  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
 }
 
 /// The plan identity as the manifest writes it: 16 hex digits.
@@ -285,7 +289,9 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
   json shapes = json::object();
   std::map<const void *, std::vector<float>> shards; // one read per buffer
   for (const NamedTensor &v : run.session->variables()) {
-    if (!checkpointed(v))
+    // A lower stage writes what it shares with this one (every rank of
+    // the stage skips it alike, so its collectives stay matched).
+    if (!checkpointed(v) || run.heldEarlier.count(v.name))
       continue;
     shapes[v.name] = v.shape;
     if (gatheredWhole(run, v)) {
@@ -296,15 +302,15 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
         ok = false;
         break;
       }
-      if (run.rank == 0)
+      if (run.leadsState)
         tensors.push_back({v.name, v.shape, whole.data()});
       else
         values.pop_back();
       continue;
     }
-    VariablePart part = v.partOn(run.rank);
-    if (part.empty() || (!v.sharded && run.rank != 0))
-      continue; // nothing here, or rank 0 writes what every rank holds
+    VariablePart part = v.partOn(run.shardRank);
+    if (part.empty() || (!v.sharded && !run.leadsState))
+      continue; // nothing here, or the lead writes what every rank holds
     auto it = shards.find(v.ref.data);
     if (it == shards.end()) {
       std::vector<float> local;
@@ -429,10 +435,8 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     notes.push_back("checkpoint '" + path + "' is of model '" + index.model() +
                     "', the plan's is '" + run.model + "'");
   if (index.planId() != hex(run.planId) || index.worldSize() != run.worldSize)
-    notes.push_back("resuming '" + path + "' (" +
-                    std::to_string(index.worldSize()) +
-                    " ranks) into another plan (" +
-                    std::to_string(run.worldSize) + " ranks)");
+    notes.push_back("resuming '" + path + "' (" + ranksText(index.worldSize()) +
+                    ") into another plan (" + ranksText(run.worldSize) + ")");
 
   // The plan and the checkpoint must hold the same state.
   const auto &shapes = index.shapes();
@@ -449,8 +453,10 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
                            " in the checkpoint and " + formatShape(v.shape) +
                            " in the plan");
     }
+  // A pipeline stage holds part of the model: the others check theirs.
   for (const auto &[name, shape] : shapes)
-    if (!wanted.count(name))
+    if (run.pipelineState.empty() ? !wanted.count(name)
+                                  : !run.pipelineState.count(name))
       problems.push_back("the plan has no '" + printable(name) +
                          "', which the checkpoint holds");
   if (!problems.empty()) {
@@ -468,7 +474,7 @@ bool loadCheckpoint(const CheckpointRun &run, const std::string &path,
     // A tensor-parallel part (or any shard on a mesh) is read whole;
     // writeVariable takes what this rank holds.
     VariablePart part = gatheredWhole(run, v) ? VariablePart{0, v.numel(), 0}
-                                              : v.partOn(run.rank);
+                                              : v.partOn(run.shardRank);
     if (part.empty())
       continue;
     std::vector<float> whole(size_t(v.numel()), 0.0f);

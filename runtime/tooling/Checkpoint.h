@@ -5,7 +5,8 @@
 // one safetensors file per rank and manifest.json. Each rank writes what it
 // holds of every parameter, master weight and Adam moment under the variable's
 // logical name (per parameter, also for ZeRO's sharded groups): a whole tensor
-// as NAME (rank 0 only, for state every rank holds), a part as NAME@FIRST (its
+// as NAME (rank 0 only, for state every rank holds; on a pipeline, the first
+// rank of the lowest stage holding it), a part as NAME@FIRST (its
 // first element in the flat tensor); the file's metadata records the step.
 // The manifest (CheckpointManifest.h) holds the run's counters (steps,
 // applied steps, the loss scaler), the seed, the plan's identity and each
@@ -33,6 +34,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,9 +56,18 @@ struct CheckpointRun {
   Communicator *comm = nullptr; ///< null for one rank
   int rank = 0, worldSize = 1;
   /// A data x tensor mesh (tensor parallelism beside data-parallel
-  /// replicas): a ZeRO shard's place is the rank's data coordinate, so
-  /// sharded variables are gathered whole and written by rank 0.
+  /// replicas): sharded variables are gathered whole and written by the
+  /// state's lead rank.
   bool mesh = false;
+  /// The rank's place among the replicas its ZeRO shards are cut over
+  /// (the rank itself without a pipeline).
+  int shardRank = 0;
+  /// Whether the rank writes the whole state it holds: rank 0, or on a
+  /// pipeline each stage's first rank (replica 0, tensor rank 0).
+  bool leadsState = true;
+  /// A pipeline (PipelineState.h): the rank's variables a lower stage
+  /// writes, and every stage's state, which a checkpoint must match.
+  std::set<std::string> heldEarlier, pipelineState;
   uint64_t seed = 0;
   std::string model;   ///< the plan's model name
   uint64_t planId = 0; ///< planIdentity of the plan's bytes

@@ -133,9 +133,18 @@ bool CheckpointIndex::open(const std::string &path, std::string &error,
       error = file + ": no 'shapes' metadata (not a dsc checkpoint file)";
       return false;
     }
-    for (auto &[k, v] : s.items())
-      if (v.is_array())
-        shapes_[k] = v.get<std::vector<int64_t>>();
+    for (auto &[k, v] : s.items()) {
+      if (!v.is_array())
+        continue;
+      auto shape = v.get<std::vector<int64_t>>();
+      auto [at, fresh] = shapes_.emplace(k, shape);
+      if (!fresh && at->second != shape) {
+        error = file + ": '" + printable(k) + "' is " + formatShape(shape) +
+                " here and " + formatShape(at->second) +
+                " in an earlier rank file";
+        return false;
+      }
+    }
     for (const SafetensorsEntry &e : mapped->tensors()) {
       if (e.dtype != "F32") {
         error = file + ": tensor '" + printable(e.name) + "' is " + e.dtype +
@@ -156,9 +165,30 @@ bool CheckpointIndex::open(const std::string &path, std::string &error,
           return false;
         }
       }
-      fragments_[base].push_back({mapped.get(), &e, first});
+      fragments_[base].push_back({mapped.get(), &e, first, r});
     }
     files_.push_back(std::move(mapped));
+  }
+  return checkNoOverlap(m, error);
+}
+
+// Each element is in one rank file: two writers of one variable (a save
+// that did not agree on who writes it) are named, not read twice.
+bool CheckpointIndex::checkNoOverlap(const CheckpointManifest &m,
+                                     std::string &error) {
+  for (auto &[name, pieces] : fragments_) {
+    std::sort(
+        pieces.begin(), pieces.end(),
+        [](const Fragment &a, const Fragment &b) { return a.first < b.first; });
+    for (size_t i = 1; i < pieces.size(); ++i) {
+      const Fragment &a = pieces[i - 1], &b = pieces[i];
+      if (a.first + int64_t(a.entry->numel()) <= b.first)
+        continue;
+      error = path_ + ": " + m.files[a.rankFile].name + " and " +
+              m.files[b.rankFile].name + " both hold elements of '" +
+              printable(name) + "' from " + std::to_string(b.first);
+      return false;
+    }
   }
   return true;
 }

@@ -53,10 +53,13 @@ public:
             std::string &error) const;
 
 private:
+  bool checkNoOverlap(const CheckpointManifest &m, std::string &error);
+
   struct Fragment {
     const SafetensorsFile *file;
     const SafetensorsEntry *entry;
-    int64_t first; ///< its first element in the flattened variable
+    int64_t first;   ///< its first element in the flattened variable
+    size_t rankFile; ///< its file's index in the manifest's list
   };
 
   std::string path_;

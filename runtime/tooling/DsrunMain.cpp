@@ -81,8 +81,7 @@ void describeRun(const std::string &planName, const Communicator &comm,
 
 /// What a pipeline's plan does not do yet (docs/pipeline.md, order of work).
 int refuseForPipeline(const DsrunOptions &options, std::string &error) {
-  const char *flag = !options.saveDir.empty()     ? "--save-dir"
-                     : options.sample             ? "--sample"
+  const char *flag = options.sample               ? "--sample"
                      : !options.dumpState.empty() ? "--dump-state"
                      : !options.initFrom.empty()  ? "--init-from"
                                                   : nullptr;

@@ -7,6 +7,7 @@
 #include "runtime/core/PathRules.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/tooling/CheckpointIndex.h"
+#include "runtime/tooling/PipelineState.h"
 #include "runtime/tooling/ProcessMemory.h"
 
 #include <algorithm>
@@ -88,7 +89,13 @@ bool exportFromCheckpoint(const DsrunOptions &options, Prepared &p, bool &done,
     return false;
   if (checkpoint.state().step < p.setup.steps)
     return true; // there is training to do first
-  for (const auto &[name, shape] : paramShapes(p.loaded->plan())) {
+  // A pipeline's weights are every stage's parameters.
+  PipelineState stages;
+  if (p.pipelineFile)
+    stages = pipelineStateOf(*p.pipelineFile, 0);
+  else
+    stages.paramShapes = paramShapes(p.loaded->plan());
+  for (const auto &[name, shape] : stages.paramShapes) {
     auto it = checkpoint.shapes().find(name);
     if (it == checkpoint.shapes().end()) {
       error = path + ": the checkpoint has no '" + name + "'";
@@ -106,7 +113,10 @@ bool exportFromCheckpoint(const DsrunOptions &options, Prepared &p, bool &done,
       {"step", std::to_string(checkpoint.state().step)},
       {"seed", std::to_string(checkpoint.seed())}};
   p.layout =
-      WeightsLayout::forModel(p.info.model, p.info.params, p.info.aliases);
+      p.pipelineFile
+          ? WeightsLayout::forModel(p.info.model, stages.params, stages.aliases)
+          : WeightsLayout::forModel(p.info.model, p.info.params,
+                                    p.info.aliases);
   if (!exportCheckpointWeights(checkpoint, p.layout, options.exportWeights,
                                metadata, error))
     return false;
@@ -132,7 +142,21 @@ CheckpointRun checkpointRun(const DsrunOptions &options, Communicator &comm,
       p.info.tensorParallel > 1 && int(p.info.tensorParallel) < run.worldSize;
   run.seed = options.seed;
   run.model = p.info.model;
-  run.planId = planIdentity(p.loaded->bytes());
+  // A pipeline's identity is its file's, the same on every stage.
+  run.planId =
+      planIdentity((p.pipelineFile ? p.pipelineFile : p.loaded)->bytes());
+  // Ranks are data x pipeline x tensor (RankGroups.h); Ulysses' data
+  // parallelism spans the world.
+  const int group = int(p.info.tensorParallel * p.info.pipelineStages);
+  run.shardRank = p.info.sequenceParallel > 1 ? run.rank : run.rank / group;
+  run.leadsState =
+      run.rank == int(p.info.pipelineStage * p.info.tensorParallel);
+  if (p.pipelineFile) {
+    PipelineState state =
+        pipelineStateOf(*p.pipelineFile, p.info.pipelineStage);
+    run.heldEarlier = std::move(state.heldEarlier);
+    run.pipelineState = std::move(state.state);
+  }
   return run;
 }
 
@@ -204,8 +228,10 @@ int openPlan(const DsrunOptions &options, int rank, Prepared &p,
     return kExitBadInput;
   }
   p.loaded = LoadedPlan::load(options.plan, error, *p.backend);
-  if (p.loaded && p.loaded->stageCount() > 0)
-    p.loaded = p.loaded->stage(p.loaded->stageOfRank(rank), error);
+  if (p.loaded && p.loaded->stageCount() > 0) {
+    p.pipelineFile = std::move(p.loaded);
+    p.loaded = p.pipelineFile->stage(p.pipelineFile->stageOfRank(rank), error);
+  }
   if (!p.loaded || !readPlanInfo(p.loaded->plan(), p.info, error) ||
       !LrSchedule::create(p.info.schedule, p.setup.schedule, error))
     return kExitBadInput;

@@ -50,6 +50,9 @@ struct OutputFiles {
 struct Prepared {
   std::unique_ptr<Backend> backend; // first: it outlives the plan and Session
   std::unique_ptr<LoadedPlan> loaded;
+  /// A pipeline's file (every stage's plan; `loaded` is this rank's
+  /// stage), else null.
+  std::unique_ptr<LoadedPlan> pipelineFile;
   PlanInfo info;
   TrainSetup setup;
   std::unique_ptr<DataLoader> data;
