@@ -273,6 +273,10 @@ int Compiler::passOptions() {
                   "tensor parallelism");
     train = passOptionsFromConfig(config, req.worldSize);
   }
+  // The balanced partition weighs ops on --machine within --device-memory.
+  if (req.flopsPerByte > 0)
+    train.pipelineCut.flopsPerByte = req.flopsPerByte;
+  train.pipelineCut.stageMemory = int64_t(deviceBudget);
   if (!req.remat.empty()) {
     if (!ds::remat::isPolicy(req.remat))
       return fail("--remat: expected none, layers, selective or auto, got '" +
@@ -421,10 +425,16 @@ int Compiler::checkPlan() {
     return fail(configName + ": train_micro_batch_size_per_gpu is " +
                 Twine(config.microBatchSize) + " but the model's batch is " +
                 Twine(plan.microBatch));
-  if (deviceBudget) {
-    std::string refused = checkDeviceBudget(plan, deviceBudget);
+  // A pipeline's every stage is a plan a rank runs.
+  const std::vector<PlanModel> &stages = out.plan->stages;
+  for (size_t s = 0; deviceBudget && s < std::max<size_t>(1, stages.size());
+       ++s) {
+    std::string refused =
+        checkDeviceBudget(stages.empty() ? plan : stages[s], deviceBudget);
     if (!refused.empty())
-      return fail("--device-memory " + req.deviceMemory + ": " + refused);
+      return fail("--device-memory " + req.deviceMemory + ": " +
+                  (stages.empty() ? "" : "stage " + std::to_string(s) + ": ") +
+                  refused);
   }
   if (auto remat = out.module.get()->getAttrOfType<StringAttr>(ds::kRematAttr))
     out.remat = remat.getValue().str();

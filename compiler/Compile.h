@@ -43,8 +43,12 @@ struct CompileRequest {
   std::string remat;
   std::optional<int64_t> rematEvery;
   std::optional<int64_t> activationMemory;
-  /// Refuse a plan that needs more device memory per rank ("80GiB").
+  /// Refuse a plan that needs more device memory per rank ("80GiB"); the
+  /// balanced pipeline partition keeps each stage's prediction within it.
   std::string deviceMemory;
+  /// The machine's FLOP/s over its memory bandwidth (--machine), which the
+  /// balanced pipeline partition weighs ops with; 0: the h100 model's.
+  double flopsPerByte = 0;
   /// Parameter groups (dsc.initialize): every parameter decays but these
   /// (ds-adamw decay-all, no-decay); unset: rank >= 2 decays.
   std::optional<std::vector<std::string>> noDecay;

@@ -101,7 +101,8 @@ struct Options {
   cl::opt<std::string> machine{
       "machine", cl::value_desc("h100|cpu[,key=value...]"),
       cl::desc("--report: the machine model the collectives' hidden time is "
-               "predicted on (tflops, mem_gbps, link_gbps, host_gbps, "
+               "predicted on, and the one a \"balanced\" pipeline partition "
+               "weighs ops with (tflops, mem_gbps, link_gbps, host_gbps, "
                "latency_us override; default h100)"),
       cl::init("h100")};
   cl::opt<std::string> output{"o", cl::value_desc("FILE"),
@@ -278,6 +279,7 @@ int runDscMain(int argc, char **argv) {
   if (opts.activationMemory.getNumOccurrences())
     req.activationMemory = opts.activationMemory;
   req.deviceMemory = opts.deviceMemory;
+  req.flopsPerByte = machine.flops / machine.memory;
   req.phase = *phase;
   req.passPipeline = opts.passPipeline;
   // A --report alone writes no plan, so dsrun's inputs are not required.

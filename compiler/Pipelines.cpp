@@ -29,7 +29,7 @@ void addTrain(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.chunk.chunks > 1)
     pm.addPass(ds::createDsChunkMicroBatch(o.chunk));
   if (o.pipeline.stages > 1)
-    pm.addPass(ds::createDsPipelineCut({o.pipeline.stages}));
+    pm.addPass(ds::createDsPipelineCut(o.pipelineCutOptions()));
   pm.addPass(ds::createDsAutodiff(o.autodiff));
   pm.addPass(ds::createDsAdamW(o.adamw));
   pm.addPass(ds::createDsEval());
@@ -261,6 +261,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule", llvm::cl::desc("gpipe or 1f1b"),
       llvm::cl::init(defaults.pipeline.schedule)};
+  Option<std::string> pipelinePartition{
+      *this, "pipeline-partition",
+      llvm::cl::desc("uniform, parameters or balanced"),
+      llvm::cl::init(defaults.pipelineCut.partition)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::init(defaults.zero.stage)};
   Option<int64_t> bucketSize{*this, "bucket-size",
@@ -309,6 +313,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.setAccumulationSteps(accumulationSteps);
     o.setWorldSize(worldSize, tensorParallel, pipelineStages);
     o.pipeline.schedule = pipelineSchedule;
+    o.pipelineCut.partition = pipelinePartition;
     o.shard.sequenceParallel = sequenceParallel;
     o.ulysses.sequenceParallel = sequenceParallelSize;
     o.chunk.chunks = microBatchChunks;

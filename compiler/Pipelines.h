@@ -73,6 +73,9 @@ struct TrainOptions {
   /// Pipeline parallelism (phase `pipeline`); its `stages` also cut the
   /// forward (ds-pipeline-cut, phase train).
   mlir::ds::DsPipelineOptions pipeline;
+  /// How ds-pipeline-cut chooses each stage's blocks (its stages,
+  /// micro-batches and schedule come from `pipeline`).
+  mlir::ds::DsPipelineCutOptions pipelineCut;
   /// fp16/bf16 training; fp32 when unset (phase `precision` adds nothing).
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;
@@ -91,6 +94,15 @@ struct TrainOptions {
     autodiff.worldSize = zero.worldSize = pipeline.replicas =
         n / tensorParallel / stages;
     plan.worldSize = n;
+  }
+  /// ds-pipeline-cut's: the partition's and the machine's (pipelineCut)
+  /// with the pipeline's stages, micro-batches and schedule.
+  mlir::ds::DsPipelineCutOptions pipelineCutOptions() const {
+    mlir::ds::DsPipelineCutOptions cut = pipelineCut;
+    cut.stages = pipeline.stages;
+    cut.microBatches = pipeline.microBatches;
+    cut.schedule = pipeline.schedule;
+    return cut;
   }
   /// A pipeline's micro-batches per step are the accumulation steps.
   void setAccumulationSteps(int64_t n) {

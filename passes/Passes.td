@@ -366,7 +366,9 @@ def DsPipelineCut : Pass<"ds-pipeline-cut", "::mlir::ModuleOp"> {
   let description = [{
     Runs before ds-autodiff. The transformer blocks (parameters named
     PREFIX.N.*, in the order the forward reads them) are split into
-    `stages` contiguous runs of equal size; each op of @forward (and
+    `stages` contiguous runs (`partition`: of equal size, of equal
+    parameters, or of equal predicted time within a memory budget;
+    passes/pipeline/PipelinePartition.h); each op of @forward (and
     @forward_eval) gets dist.stage, the stage that runs it: the ops before
     the first block on stage 0, those after the last on the last stage.
     A value one stage makes and a later stage reads goes through one
@@ -379,7 +381,18 @@ def DsPipelineCut : Pass<"ds-pipeline-cut", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1",
-           "pipeline stages (1: the pass changes nothing)">
+           "pipeline stages (1: the pass changes nothing)">,
+    Option<"partition", "partition", "std::string", "\"uniform\"",
+           "uniform | parameters | balanced (PipelinePartition.h)">,
+    Option<"flopsPerByte", "flops-per-byte", "double", "119.4",
+           "balanced: the machine's FLOP/s over its memory bandwidth "
+           "(default the h100 model's)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "balanced: micro-batches a step (the in-flight activations)">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "balanced: gpipe | 1f1b (the in-flight activations)">,
+    Option<"stageMemory", "stage-memory", "int64_t", "0",
+           "balanced: bytes a stage's predicted memory may take (0: any)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::dist::DistDialect"];
 }

@@ -91,6 +91,7 @@ struct DsConfig {
   /// pipeline.schedule (dsc's key): "1f1b" or "gpipe" (docs/pipeline.md).
   int64_t pipelineStages = 1;
   std::string pipelineSchedule = "1f1b";
+  std::string pipelinePartition = "uniform";
 
   struct Scheduler {
     /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or

@@ -467,7 +467,9 @@ constexpr ConfigKey kKeys[] = {
     {"$.pipeline", "partition", Works,
      "\"uniform\" (dsc's default): the transformer blocks in equal runs, "
      "the first stages taking one more when they do not divide; "
-     "\"parameters\" and \"balanced\" are not supported yet"},
+     "\"parameters\": equal parameter elements (DeepSpeed's "
+     "partition_method); \"balanced\": equal predicted time on dsc's "
+     "--machine, each stage's predicted memory within --device-memory"},
     {"$.pipeline", "schedule", Works,
      "dsc's key (\"1f1b\"): \"1f1b\" or \"gpipe\", unrolled into each "
      "stage's micro_step at compile time"},

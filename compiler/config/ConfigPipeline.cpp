@@ -17,11 +17,10 @@ bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c) {
     return false;
   if (!s->present())
     return true;
-  std::string partition = "uniform";
   if (!s->checkKeys() || !s->integer("stages", c.pipelineStages) ||
       !r.atLeast(s->at("stages"), c.pipelineStages, int64_t(1)) ||
-      !s->choice("partition", {"uniform", "parameters", "balanced"}, partition,
-                 /*allowAuto=*/false) ||
+      !s->choice("partition", {"uniform", "parameters", "balanced"},
+                 c.pipelinePartition, /*allowAuto=*/false) ||
       !s->choice("schedule", {"1f1b", "gpipe"}, c.pipelineSchedule,
                  /*allowAuto=*/false) ||
       !s->ignoredBoolean("seed_layers") ||
@@ -29,11 +28,6 @@ bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c) {
       !s->ignoredBoolean("pipe_partitioned") ||
       !s->ignoredBoolean("grad_partitioned"))
     return false;
-  if (partition != "uniform")
-    return r.fail(s->at("partition"),
-                  "\"" + partition +
-                      "\" is not supported yet: dsc cuts the blocks into "
-                      "equal runs (\"uniform\")");
   if (c.pipelineStages > 64) {
     r.fail(s->at("stages"), formatNumber(c.pipelineStages) +
                                 " stages: at most 64 are supported");

@@ -12,8 +12,9 @@
 // by the parameters the forward reads (BlockNames.h) in program order:
 // ops before the first block (the embeddings) run on stage 0, ops after
 // the last (the final norm, the head, the loss) on the last stage.
-// "uniform" gives each stage the same number of blocks (the first stages
-// one more when they do not divide). Values every stage can have without
+// `partition` chooses the runs (PipelinePartition.h): equal numbers of
+// blocks, equal parameters, or equal predicted time, from each block's
+// ops as this pass walks them. Values every stage can have without
 // a transfer are not staged: the function's arguments (the runtime feeds
 // the tokens to the first stage and the targets to the last), parameters'
 // loads (a parameter read on two stages, as GPT-2's tied embedding, is
@@ -24,6 +25,7 @@
 #include "passes/BlockNames.h"
 #include "passes/Functions.h"
 #include "passes/Passes.h"
+#include "passes/pipeline/PipelinePartition.h"
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsOps.h"
@@ -52,6 +54,12 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
     if (stages <= 1)
       return;
     ModuleOp module = getOperation();
+    if (partition != "uniform" && partition != "parameters" &&
+        partition != "balanced") {
+      module.emitError("ds-pipeline-cut: partition '")
+          << partition << "': expected uniform, parameters or balanced";
+      return signalPassFailure();
+    }
     for (func::FuncOp func : forwardFunctions(module))
       if (failed(cut(func)))
         return signalPassFailure();
@@ -69,12 +77,59 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
                         [&](Value v) { return unstaged.contains(v); });
   }
 
-  /// Each block's stage: `blocks` split into `stages` contiguous runs.
-  int64_t stageOfBlock(int64_t index, int64_t blocks) const {
-    const int64_t base = blocks / stages, extra = blocks % stages;
-    // The first `extra` stages take base + 1 blocks.
-    const int64_t big = extra * (base + 1);
-    return index < big ? index / (base + 1) : extra + (index - big) / base;
+  static int64_t bytesOf(Type t) {
+    auto type = dyn_cast<RankedTensorType>(t);
+    if (!type || !type.hasStaticShape())
+      return 0;
+    return (type.getElementTypeBitWidth() + 7) / 8 * type.getNumElements();
+  }
+
+  /// The forward's pieces (PipelinePartition.h): before the blocks, each
+  /// block (`blockIndex`, under `prefix`), after them; walked as cut()
+  /// walks the ops.
+  SmallVector<pipeline::PartitionUnit>
+  unitsOf(Block &body, const llvm::StringMap<int64_t> &blockIndex,
+          StringRef prefix) const {
+    const int64_t blocks = int64_t(blockIndex.size());
+    SmallVector<pipeline::PartitionUnit> units(size_t(blocks + 2));
+    llvm::DenseSet<Value> unstaged(body.args_begin(), body.args_end());
+    llvm::DenseSet<std::pair<Operation *, int64_t>> counted;
+    int64_t unit = 0;
+    for (Operation &op : body) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      if (auto load = dyn_cast<LoadOp>(op)) {
+        auto block = blockOf(load.getName());
+        if (block && block->first == prefix)
+          unit = 1 + blockIndex.lookup(block->first +
+                                       std::to_string(block->second));
+        else if (unit > 0)
+          unit = blocks + 1;
+        continue;
+      }
+      if (isShared(&op, unstaged)) {
+        unstaged.insert(op.result_begin(), op.result_end());
+        continue;
+      }
+      pipeline::PartitionUnit &u = units[size_t(unit)];
+      int64_t bytes = 0;
+      for (Value v : op.getOperands()) {
+        bytes += bytesOf(v.getType());
+        // A parameter counts once on each piece that reads it.
+        if (auto load = v.getDefiningOp<LoadOp>();
+            load && counted.insert({load, unit}).second)
+          u.params += cast<RankedTensorType>(v.getType()).getNumElements();
+      }
+      for (Value r : op.getResults()) {
+        bytes += bytesOf(r.getType());
+        u.activations += bytesOf(r.getType());
+      }
+      const double flops = isa<KernelOpInterface>(op)
+                               ? cast<KernelOpInterface>(op).getFlops()
+                               : 0.0;
+      u.time += std::max(flops, double(bytes) * flopsPerByte);
+    }
+    return units;
   }
 
   LogicalResult cut(func::FuncOp func) {
@@ -101,6 +156,13 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
              << blocks << " transformer blocks do not fill " << int64_t(stages)
              << " pipeline stages";
 
+    std::string error;
+    const SmallVector<int64_t> stageOfBlock = pipeline::partitionBlocks(
+        unitsOf(body, blockIndex, prefix), stages, partition,
+        {microBatches, schedule == "gpipe", uint64_t(stageMemory)}, error);
+    if (stageOfBlock.empty())
+      return func.emitError("ds-pipeline-cut: ") << error;
+
     // Values computed from constants alone (and the arguments).
     llvm::DenseSet<Value> unstaged(body.args_begin(), body.args_end());
     llvm::DenseMap<Value, int64_t> stageOf;
@@ -114,9 +176,8 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
       if (auto load = dyn_cast<LoadOp>(op)) {
         auto block = blockOf(load.getName());
         if (block && block->first == prefix) {
-          current = stageOfBlock(
-              blockIndex.lookup(block->first + std::to_string(block->second)),
-              blocks);
+          current = stageOfBlock[size_t(
+              blockIndex.lookup(block->first + std::to_string(block->second)))];
           seenBlock = true;
         } else if (seenBlock) {
           current = stages - 1; // after the last block: the head
