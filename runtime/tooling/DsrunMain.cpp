@@ -81,14 +81,10 @@ void describeRun(const std::string &planName, const Communicator &comm,
 
 /// What a pipeline's plan does not do yet (docs/pipeline.md, order of work).
 int refuseForPipeline(const DsrunOptions &options, std::string &error) {
-  const char *flag = options.sample               ? "--sample"
-                     : !options.dumpState.empty() ? "--dump-state"
-                     : !options.initFrom.empty()  ? "--init-from"
-                                                  : nullptr;
-  if (!flag)
+  if (!options.sample)
     return kExitOk;
-  error = std::string(flag) + ": not supported for a pipeline's plan yet "
-                              "(docs/pipeline.md)";
+  error = "--sample: not supported for a pipeline's plan yet "
+          "(docs/pipeline.md)";
   return kExitBadInput;
 }
 
@@ -227,7 +223,12 @@ int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
   if (!options.dumpState.empty()) {
     std::string path = options.dumpState + ".rank" +
                        std::to_string(setup.rank) + ".safetensors";
-    if (!dumpState(*p.session, int(setup.rank), path, error))
+    // ZeRO shards are cut over the replicas of a stage (RankGroups.h).
+    const int shardRank =
+        p.info.sequenceParallel > 1
+            ? int(setup.rank)
+            : int(setup.rank / (p.info.pipelineStages * p.info.tensorParallel));
+    if (!dumpState(*p.session, shardRank, path, error))
       return kExitTrainingFailed;
   }
   return kExitOk;

@@ -386,8 +386,15 @@ int createSession(const DsrunOptions &options, Communicator &comm, Prepared &p,
   p.session->initVariables();
   PlanInfo &info = p.info;
   p.layout = WeightsLayout::forModel(info.model, info.params, info.aliases);
+  // A pipeline stage loads its parameters from a file of the whole model's.
+  WeightsLayout model;
+  if (p.pipelineFile) {
+    PipelineState stages = pipelineStateOf(*p.pipelineFile, 0);
+    model = WeightsLayout::forModel(info.model, stages.params, stages.aliases);
+  }
   if (!options.initFrom.empty() &&
-      !importWeights(*p.session, p.layout, options.initFrom, error))
+      !importWeights(*p.session, p.layout, options.initFrom, error,
+                     p.pipelineFile ? &model : nullptr))
     return kExitBadInput;
   if (!options.saveDir.empty() && !resumeFrom(options, comm, p, error))
     return kExitBadInput;

@@ -230,14 +230,14 @@ bool readLocalFloats(Session &session, const NamedTensor &v,
   return true;
 }
 
-bool dumpState(Session &session, int rank, const std::string &path,
+bool dumpState(Session &session, int shardRank, const std::string &path,
                std::string &error) {
   std::list<std::vector<float>> values; // stable addresses
   std::vector<TensorToSave> tensors;
   for (const NamedTensor &v : session.variables()) {
     if (!isFloat(v.ref.dtype))
       continue;
-    VariablePart part = v.partOn(rank);
+    VariablePart part = v.partOn(shardRank);
     if (part.empty())
       continue;
     std::vector<float> local;
@@ -258,7 +258,8 @@ bool dumpState(Session &session, int rank, const std::string &path,
 }
 
 bool importWeights(Session &session, const WeightsLayout &layout,
-                   const std::string &path, std::string &error) {
+                   const std::string &path, std::string &error,
+                   const WeightsLayout *model) {
   std::unique_ptr<SafetensorsFile> file = SafetensorsFile::read(path, error);
   if (!file)
     return false;
@@ -282,9 +283,10 @@ bool importWeights(Session &session, const WeightsLayout &layout,
     else
       loads.emplace_back(v, e);
   }
-  std::set<std::string> params(layout.params.begin(), layout.params.end());
-  std::map<std::string, std::string> aliasOf(layout.aliases.begin(),
-                                             layout.aliases.end());
+  const WeightsLayout &all = model ? *model : layout;
+  std::set<std::string> params(all.params.begin(), all.params.end());
+  std::map<std::string, std::string> aliasOf(all.aliases.begin(),
+                                             all.aliases.end());
   for (const SafetensorsEntry &e : file->tensors()) {
     if (params.count(e.name))
       continue;

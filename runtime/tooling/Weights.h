@@ -86,22 +86,27 @@ bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
 bool readLocalFloats(Session &session, const NamedTensor &v,
                      std::vector<float> &out, std::string &error);
 
-/// Debugging (--dump-state): writes every variable rank `rank` holds
-/// (parameters, masters, moments, accumulators: what it stores, not
+/// Debugging (--dump-state): writes every variable the rank holds, whose
+/// ZeRO shards are part `shardRank` of their groups (its place among the
+/// data-parallel replicas), (parameters, masters, moments, accumulators:
+/// what it stores, not
 /// gathered), as F32, to `path`: a variable it holds whole under its plan
 /// name, its part of a sharded one as NAME@FIRST (the part's first element
 /// in the whole variable). 16-bit values convert exactly. Local; false + one
 /// line on error.
-bool dumpState(Session &session, int rank, const std::string &path,
+bool dumpState(Session &session, int shardRank, const std::string &path,
                std::string &error);
 
 /// Loads every parameter from `path` after checking the whole file against
 /// the layout: a missing parameter, a shape or dtype mismatch or a tensor
 /// that is not a parameter is one line (the first problem and how many more)
 /// and nothing is loaded. Shapes are the whole parameters' (sharded ones
-/// too); each rank takes the part it holds.
+/// too); each rank takes the part it holds. A pipeline stage loads its
+/// parameters (`layout`) and checks the file against the whole model's
+/// (`model`; null: `layout` is the model's).
 bool importWeights(Session &session, const WeightsLayout &layout,
-                   const std::string &path, std::string &error);
+                   const std::string &path, std::string &error,
+                   const WeightsLayout *model = nullptr);
 
 } // namespace dsc::rt
 
