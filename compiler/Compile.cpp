@@ -307,15 +307,6 @@ int Compiler::passOptions() {
                 ": activation_checkpointing.activation_memory "
                 "is the budget of remat \"auto\", but remat is \"" +
                 ds::remat::policyName(train.remat.policy) + "\"");
-  // A stage's step interleaves its micro-batches' forwards and backwards;
-  // ds-remat finds one forward and one backward (docs/pipeline.md).
-  if (train.pipeline.stages > 1 &&
-      train.remat.policy != ds::remat::Policy::none)
-    return fail((req.remat.empty()
-                     ? configName + ": activation_checkpointing.remat"
-                     : std::string("--remat")) +
-                " \"" + ds::remat::policyName(train.remat.policy).str() +
-                "\" beside a pipeline is not supported yet (docs/pipeline.md)");
   train.input.dsrunInputs = req.phase == Phase::Emit && req.forDsrun;
   train.plan.model = req.model.empty()
                          ? llvm::sys::path::stem(sourceName).str()

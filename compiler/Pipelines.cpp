@@ -41,9 +41,15 @@ void addShard(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.shard.tensorParallel > 1 || o.ulysses.sequenceParallel > 1)
     pm.addPass(ds::createDsOverlapCollectives());
 }
+ds::RematEvaluator rematEvaluator(const TrainOptions &o);
 void addPipeline(OpPassManager &pm, const TrainOptions &o, const Result &) {
   if (o.pipeline.stages <= 1)
     return;
+  // A pipeline rematerializes per micro-batch: ds-remat rewrites the one
+  // micro-batch's step, which ds-pipeline then unrolls, each recomputation
+  // in its micro-batch's backward (docs/pipeline.md).
+  if (o.remat.policy != ds::remat::Policy::none)
+    pm.addPass(ds::createDsRemat(o.remat, rematEvaluator(o)));
   pm.addPass(ds::createDsPipeline(o.pipeline));
   pm.addPass(ds::createDsPipelineSplit());
 }
@@ -57,29 +63,60 @@ void addFused(OpPassManager &pm, const TrainOptions &, const Result &);
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &);
 void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &r);
 
-void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
-  // auto's cost model: the phases after remat, run on a candidate.
-  ds::RematEvaluator evaluate =
-      [o](ModuleOp candidate) -> FailureOr<ds::RematCost> {
-    PassManager pm(candidate->getContext());
-    auto result = std::make_shared<PlanResult>();
-    addDist(pm, o, result);
-    addOffload(pm, o, result);
-    addFused(pm, o, result);
-    addScheduled(pm, o, result);
-    addPlan(pm, o, result);
+/// A rewritten module's cost for remat auto: the activation peak (a
+/// pipeline's largest stage's: the budget is each stage's) and the FLOPs
+/// recomputed (over the stages).
+FailureOr<ds::RematCost> rematCostOf(ModuleOp planned) {
+  SmallVector<ModuleOp> plans;
+  for (auto nested : planned.getBody()->getOps<ModuleOp>())
+    if (nested->hasAttr(dist::kStageAttr))
+      plans.push_back(nested);
+  if (plans.empty())
+    plans.push_back(planned);
+  ds::RematCost cost;
+  for (ModuleOp m : plans) {
     PlanModel plan;
-    if (failed(pm.run(candidate)) || failed(readPlanModule(candidate, plan)))
+    if (failed(readPlanModule(m, plan)))
       return failure();
-    ds::RematCost cost;
     cost.activationPeak =
-        plan.arenaBytes[static_cast<int>(Category::Activations)];
+        std::max(cost.activationPeak,
+                 plan.arenaBytes[static_cast<int>(Category::Activations)]);
     for (const PlanProgram &p : plan.programs)
       if (p.name == plan::kMicroStepProgram)
-        cost.recomputedFlops = p.recomputedFlops;
-    return cost;
+        cost.recomputedFlops += p.recomputedFlops;
+  }
+  return cost;
+}
+
+/// auto's cost model: the phases after remat, run on a candidate. A
+/// pipeline's remat runs before phase pipeline, so its candidates go
+/// through the stages' split and each stage's precision too.
+ds::RematEvaluator rematEvaluator(const TrainOptions &o) {
+  return [o](ModuleOp candidate) -> FailureOr<ds::RematCost> {
+    PassManager pm(candidate->getContext());
+    auto result = std::make_shared<PlanResult>();
+    OpPassManager *target = &pm;
+    if (o.pipeline.stages > 1) {
+      pm.addPass(ds::createDsPipeline(o.pipeline));
+      pm.addPass(ds::createDsPipelineSplit());
+      target = &pm.nest<ModuleOp>();
+      addPrecision(*target, o, result);
+    }
+    addDist(*target, o, result);
+    addOffload(*target, o, result);
+    addFused(*target, o, result);
+    addScheduled(*target, o, result);
+    addPlan(*target, o, result);
+    if (failed(pm.run(candidate)))
+      return failure();
+    return rematCostOf(candidate);
   };
-  pm.addPass(ds::createDsRemat(o.remat, std::move(evaluate)));
+}
+
+void addRemat(OpPassManager &pm, const TrainOptions &o, const Result &) {
+  if (o.pipeline.stages > 1)
+    return; // ran before the stages were split (addPipeline)
+  pm.addPass(ds::createDsRemat(o.remat, rematEvaluator(o)));
 }
 void addDist(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsZero(o.zero));

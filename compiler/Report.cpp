@@ -214,12 +214,14 @@ void printReport(const PlanModel &plan, StringRef remat,
   // What the remat policy costs: the backward's recomputation.
   for (const PlanProgram &p : plan.programs)
     if (p.name == plan::kMicroStepProgram) {
-      os << llvm::format("remat: %s, %.6g GFLOP recomputed per micro-step "
+      // A pipeline stage's micro_step runs the step's micro-batches.
+      const bool stage = plan.options.pipelineStages > 1;
+      os << llvm::format("remat: %s, %.6g GFLOP recomputed per %s "
                          "(%.1f%% of its FLOPs)",
                          mlir::ds::remat::appliedPolicy(remat).str().c_str(),
-                         p.recomputedFlops / 1e9,
+                         p.recomputedFlops / 1e9, stage ? "step" : "micro-step",
                          p.flops > 0 ? 100 * p.recomputedFlops / p.flops : 0.0);
-      if (plan.options.accumulationSteps > 1)
+      if (plan.options.accumulationSteps > 1 && !stage)
         os << llvm::format(
             ", %.6g GFLOP per step of %lld micro-steps",
             p.recomputedFlops * 1e-9 * plan.options.accumulationSteps,

@@ -27,6 +27,7 @@
 #include "passes/pipeline/Pipeline.h"
 
 #include "dialects/dist/DistOps.h"
+#include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsOps.h"
 #include "dialects/ds/DsUtils.h"
 #include "runtime/plan/ProgramNames.h"
@@ -154,7 +155,9 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
         if (mark.getInt() < 0 || mark.getInt() >= stages)
           return op.emitError("ds-pipeline: stage ")
                  << mark.getInt() << " of " << int64_t(stages);
-        p = {uint64_t(1) << mark.getInt(), Part::Forward};
+        // ds-remat's clones of forward ops run in the backward.
+        p = {uint64_t(1) << mark.getInt(),
+             isRecompute(&op) ? Part::Backward : Part::Forward};
       } else if (failed(placeByOperands(op, p))) {
         return failure();
       }

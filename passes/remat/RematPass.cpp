@@ -1,5 +1,6 @@
 //===- RematPass.cpp - phase `remat`: the policy, and auto's choice -------===//
 #include "passes/remat/RematPass.h"
+#include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
 #include "passes/remat/Remat.h"
 #include "passes/remat/RematPolicy.h"
@@ -36,6 +37,15 @@ SmallVector<int> firstBlocks(int blocks) {
   for (int m = step; m < blocks; m += step)
     out.push_back(m);
   return out;
+}
+
+/// A value another pipeline stage sent (dist.transfer, before phase
+/// pipeline) is kept whatever the policy says: recomputing it would send
+/// it again.
+void keepMessages(const ForwardGraph &g, llvm::BitVector &kept) {
+  for (unsigned v = 0; v < g.size(); ++v)
+    if (isa<dist::TransferOp>(g.ops[g.opOf[v]]))
+      kept.set(v);
 }
 
 struct RematPass : ds::impl::DsRematBase<RematPass> {
@@ -77,6 +87,7 @@ struct RematPass : ds::impl::DsRematBase<RematPass> {
       choice = chooseAuto(module, *graph);
     if (failed(choice))
       return signalPassFailure();
+    keepMessages(*graph, choice->kept);
     recompute(*graph, choice->kept);
     module->setAttr(kRematAttr, StringAttr::get(&getContext(), choice->name));
   }
