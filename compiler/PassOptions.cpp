@@ -9,6 +9,7 @@ TrainOptions passOptionsFromConfig(const DsConfig &config, int64_t worldSize) {
   o.setWorldSize(worldSize, config.tensorParallel, config.pipelineStages);
   o.pipeline.schedule = config.pipelineSchedule;
   o.pipelineCut.partition = config.pipelinePartition;
+  o.pipeline.virtualStages = config.pipelineVirtualStages;
   o.shard.sequenceParallel = config.sequenceParallel;
   o.ulysses.sequenceParallel = config.sequenceParallelSize;
   o.chunk.chunks = config.microBatchChunks;

@@ -296,8 +296,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "dividing world-size"),
       llvm::cl::init(defaults.pipeline.stages)};
   Option<std::string> pipelineSchedule{
-      *this, "pipeline-schedule", llvm::cl::desc("gpipe or 1f1b"),
+      *this, "pipeline-schedule", llvm::cl::desc("gpipe, 1f1b or interleaved"),
       llvm::cl::init(defaults.pipeline.schedule)};
+  Option<int64_t> pipelineVirtualStages{
+      *this, "pipeline-virtual-stages",
+      llvm::cl::desc("model chunks a stage runs (schedule interleaved)"),
+      llvm::cl::init(defaults.pipeline.virtualStages)};
   Option<std::string> pipelinePartition{
       *this, "pipeline-partition",
       llvm::cl::desc("uniform, parameters or balanced"),
@@ -351,6 +355,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
     o.setWorldSize(worldSize, tensorParallel, pipelineStages);
     o.pipeline.schedule = pipelineSchedule;
     o.pipelineCut.partition = pipelinePartition;
+    o.pipeline.virtualStages = pipelineVirtualStages;
     o.shard.sequenceParallel = sequenceParallel;
     o.ulysses.sequenceParallel = sequenceParallelSize;
     o.chunk.chunks = microBatchChunks;

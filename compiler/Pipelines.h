@@ -99,7 +99,8 @@ struct TrainOptions {
   /// with the pipeline's stages, micro-batches and schedule.
   mlir::ds::DsPipelineCutOptions pipelineCutOptions() const {
     mlir::ds::DsPipelineCutOptions cut = pipelineCut;
-    cut.stages = pipeline.stages;
+    // The interleaved schedule's chunks: virtual stages of each stage.
+    cut.stages = pipeline.stages * pipeline.virtualStages;
     cut.microBatches = pipeline.microBatches;
     cut.schedule = pipeline.schedule;
     return cut;

@@ -278,20 +278,25 @@ void printReport(const PlanModel &plan, StringRef remat,
 
 namespace {
 
-/// "3-5": the transformer blocks whose parameters `plan` holds ("-" for
-/// none).
+/// "3-5": the transformer blocks whose parameters `plan` holds, as runs
+/// ("0-1,4-5" for an interleaved stage's chunks; "-" for none).
 std::string blocksOf(const PlanModel &plan) {
-  int64_t first = -1, last = -1;
+  std::set<int64_t> blocks;
   for (const PlanVariable &v : plan.variables)
     if (v.kind == 0)
-      if (auto block = mlir::ds::blockOf(v.name)) {
-        first = first < 0 ? block->second : std::min(first, block->second);
-        last = std::max(last, block->second);
-      }
-  if (first < 0)
+      if (auto block = mlir::ds::blockOf(v.name))
+        blocks.insert(block->second);
+  if (blocks.empty())
     return "-";
-  return first == last ? std::to_string(first)
-                       : std::to_string(first) + "-" + std::to_string(last);
+  std::string out;
+  for (auto it = blocks.begin(); it != blocks.end();) {
+    int64_t first = *it, last = first;
+    while (++it != blocks.end() && *it == last + 1)
+      last = *it;
+    out += (out.empty() ? "" : ",") + std::to_string(first) +
+           (last > first ? "-" + std::to_string(last) : "");
+  }
+  return out;
 }
 
 } // namespace
@@ -341,12 +346,14 @@ void printPipelineReport(const std::vector<PlanModel> &stages, StringRef remat,
                        mib(activations), mib(device), seconds * 1e3);
   }
   // With equal stages and free messages, GPipe's and 1F1B's bubble is
-  // (P - 1) / (M + P - 1) of the step.
+  // (P - 1) / (M + P - 1) of the step; the interleaved schedule's V chunks
+  // a stage shrink each fill and drain to 1 / V: (P - 1) / (V M + P - 1).
+  const int64_t v = first.options.virtualStages;
   os << llvm::format("predicted on %s: step %.3f ms, bubble %.1f%% of the "
                      "stages' time (equal stages, free messages: %.1f%%)\n",
                      describe(machine).c_str(), t.makespan * 1e3,
                      100 * t.bubble(),
-                     100.0 * double(p - 1) / double(m + p - 1));
+                     100.0 * double(p - 1) / double(v * m + p - 1));
   for (int64_t s = 0; s < p; ++s) {
     os << "stage " << s << " (ranks";
     const int64_t shown = std::min<int64_t>(replicas * tp, 4);

@@ -407,9 +407,13 @@ def DsPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
     @pipeline_step_s(tokens, targets) takes the step's `micro-batches`
     micro-batches (the arguments `micro-batches` times as many rows) and
     runs the stage's forward and backward of each in the order of
-    `schedule`: gpipe (every forward, then every backward) or 1f1b
+    `schedule`: gpipe (every forward, then every backward), 1f1b
     (stages - s - 1 forwards, then one forward and one backward in turn,
-    then the remaining backwards). Each dist.transfer becomes a dist.send
+    then the remaining backwards) or interleaved (Megatron's: the forward
+    was cut into stages x virtual-stages chunks, chunk c on stage
+    c % stages, and each stage runs its chunks' forwards and backwards in
+    groups of `stages` micro-batches, one forward and one backward in turn
+    after a longer warm-up). Each dist.transfer becomes a dist.send
     on its source stage and a dist.recv on its destination, numbered by
     the transfer and the micro-batch. The last stage returns the mean of
     the micro-batches' losses, the others 0. @micro_step is removed.
@@ -425,7 +429,11 @@ def DsPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "micro-batches per step: autodiff's accumulation steps">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe or 1f1b">,
+           "gpipe, 1f1b or interleaved">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "interleaved: the model chunks each stage runs (the forward was "
+           "cut into stages x virtual-stages chunks, chunk c on stage c % "
+           "stages)">,
     Option<"replicas", "replicas", "int64_t", "1",
            "data-parallel replicas of the pipeline (dropout: micro-batch m "
            "of replica r draws samples (m x replicas + r) x B on)">

@@ -92,6 +92,7 @@ struct DsConfig {
   int64_t pipelineStages = 1;
   std::string pipelineSchedule = "1f1b";
   std::string pipelinePartition = "uniform";
+  int64_t pipelineVirtualStages = 1; ///< "interleaved": chunks per stage
 
   struct Scheduler {
     /// "constant" (no scheduler key), "WarmupLR", "WarmupDecayLR" or

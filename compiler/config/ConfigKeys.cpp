@@ -471,8 +471,14 @@ constexpr ConfigKey kKeys[] = {
      "partition_method); \"balanced\": equal predicted time on dsc's "
      "--machine, each stage's predicted memory within --device-memory"},
     {"$.pipeline", "schedule", Works,
-     "dsc's key (\"1f1b\"): \"1f1b\" or \"gpipe\", unrolled into each "
-     "stage's micro_step at compile time"},
+     "dsc's key (\"1f1b\"): \"1f1b\", \"gpipe\" or \"interleaved\" "
+     "(Megatron's, virtual_stages model chunks a stage, "
+     "gradient_accumulation_steps a multiple of the stages), unrolled into "
+     "each stage's micro_step at compile time"},
+    {"$.pipeline", "virtual_stages", Works,
+     "dsc's key: >= 2 [2] model chunks each stage runs under the "
+     "\"interleaved\" schedule (the blocks are cut into stages x "
+     "virtual_stages chunks, chunk c on stage c % stages); 1 otherwise"},
     {"$.pipeline", "seed_layers", NoEffect,
      "every stage initializes its parameters from the run's seed and the "
      "parameter's name, as one rank does"},

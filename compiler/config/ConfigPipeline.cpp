@@ -21,13 +21,27 @@ bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c) {
       !r.atLeast(s->at("stages"), c.pipelineStages, int64_t(1)) ||
       !s->choice("partition", {"uniform", "parameters", "balanced"},
                  c.pipelinePartition, /*allowAuto=*/false) ||
-      !s->choice("schedule", {"1f1b", "gpipe"}, c.pipelineSchedule,
-                 /*allowAuto=*/false) ||
+      !s->choice("schedule", {"1f1b", "gpipe", "interleaved"},
+                 c.pipelineSchedule, /*allowAuto=*/false) ||
+      !s->integer("virtual_stages", c.pipelineVirtualStages) ||
+      !r.atLeast(s->at("virtual_stages"), c.pipelineVirtualStages,
+                 int64_t(1)) ||
       !s->ignoredBoolean("seed_layers") ||
       !s->ignoredInteger("activation_checkpoint_interval") ||
       !s->ignoredBoolean("pipe_partitioned") ||
       !s->ignoredBoolean("grad_partitioned"))
     return false;
+  // The interleaved schedule runs 2 chunks a stage unless told otherwise.
+  const bool interleaved = c.pipelineSchedule == "interleaved";
+  if (interleaved && !s->get("virtual_stages"))
+    c.pipelineVirtualStages = 2;
+  if (interleaved != (c.pipelineVirtualStages > 1))
+    return r.fail(s->at("virtual_stages"),
+                  formatNumber(c.pipelineVirtualStages) +
+                      (interleaved ? ": the interleaved schedule runs at "
+                                     "least 2 chunks a stage"
+                                   : " chunks a stage: virtual_stages is the "
+                                     "\"interleaved\" schedule's"));
   if (c.pipelineStages > 64) {
     r.fail(s->at("stages"), formatNumber(c.pipelineStages) +
                                 " stages: at most 64 are supported");
@@ -57,6 +71,14 @@ bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c) {
 bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c) {
   if (c.pipelineStages <= 1)
     return true;
+  if (c.pipelineSchedule == "interleaved" &&
+      c.gradientAccumulationSteps % c.pipelineStages != 0)
+    return r.fail(root.at("pipeline") + ".schedule",
+                  "\"interleaved\" runs the micro-batches in groups of the " +
+                      formatNumber(c.pipelineStages) +
+                      " stages: gradient_accumulation_steps " +
+                      formatNumber(c.gradientAccumulationSteps) +
+                      " is not a multiple of it");
   const char *other =
       c.sequenceParallelSize > 1 ? "sequence_parallel_size"
       : c.zero.stage > 1         ? "zero_optimization.stage 2 and 3"

@@ -155,6 +155,8 @@ struct PlanOptions {
   /// A pipeline's stages and the one this plan runs (the stage module's
   /// dist.pipeline_stages and dist.stage).
   int64_t pipelineStages = 1, pipelineStage = 0;
+  /// The interleaved schedule's model chunks a stage (1 otherwise).
+  int64_t virtualStages = 1;
   std::string model;
 };
 

@@ -49,6 +49,9 @@ struct LowerToPlanPass : impl::DsLowerToPlanBase<LowerToPlanPass> {
       if (auto stage = getOperation()->getAttrOfType<mlir::IntegerAttr>(
               mlir::dist::kStageAttr))
         options.pipelineStage = stage.getInt();
+      if (auto chunks = getOperation()->getAttrOfType<mlir::IntegerAttr>(
+              mlir::dist::kVirtualStagesAttr))
+        options.virtualStages = chunks.getInt();
     }
     PlanModel lowered;
     if (failed(lowerToPlan(getOperation(), options, lowered)))

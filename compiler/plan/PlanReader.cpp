@@ -88,6 +88,8 @@ void PlanReader::readAttributes() {
   plan.options.pipelineStages =
       std::max<int64_t>(1, intAttr(m, "plan.pipeline_stages"));
   plan.options.pipelineStage = intAttr(m, "plan.pipeline_stage");
+  plan.options.virtualStages =
+      std::max<int64_t>(1, intAttr(m, "plan.virtual_stages"));
   if (auto groups = m->getAttrOfType<DenseI64ArrayAttr>("plan.pipeline_groups"))
     for (int64_t g : groups.asArrayRef())
       plan.pipelineGroups.push_back(uint64_t(g));

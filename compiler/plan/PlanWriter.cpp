@@ -106,6 +106,9 @@ void PlanWriter::writeAttributes() {
     set("plan.pipeline_stages",
         b.getI64IntegerAttr(plan.options.pipelineStages));
     set("plan.pipeline_stage", b.getI64IntegerAttr(plan.options.pipelineStage));
+    if (plan.options.virtualStages > 1)
+      set("plan.virtual_stages",
+          b.getI64IntegerAttr(plan.options.virtualStages));
     SmallVector<int64_t> groups(plan.pipelineGroups.begin(),
                                 plan.pipelineGroups.end());
     set("plan.pipeline_groups", b.getDenseI64ArrayAttr(groups));

@@ -36,6 +36,8 @@ constexpr llvm::StringLiteral kSequenceParallelAttr =
     DistDialect::SequenceParallelAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kPipelineStagesAttr =
     DistDialect::PipelineStagesAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kVirtualStagesAttr =
+    DistDialect::VirtualStagesAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kStageAttr =
     DistDialect::StageAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kPipelineGroupAttr =

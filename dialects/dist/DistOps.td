@@ -43,7 +43,10 @@ def Dist_Dialect : Dialect {
   //                sequence-parallel group; data parallelism spans the
   //                world.
   //   pipeline_stages ds-pipeline-cut: on the module, the pipeline's
-  //                stages.
+  //                stages (the cut's chunks, until ds-pipeline puts
+  //                virtual_stages of them on each stage).
+  //   virtual_stages ds-pipeline: on the module, the model chunks each
+  //                stage runs (the interleaved schedule; 1 otherwise).
   //   stage        ds-pipeline-cut: on a forward op, the pipeline stage
   //                that runs it.
   //   pipeline_group ds-pipeline: on a collective of a stage's @apply, the
@@ -58,6 +61,7 @@ def Dist_Dialect : Dialect {
     "::mlir::IntegerAttr":$tensor_parallel,
     "::mlir::IntegerAttr":$sequence_parallel,
     "::mlir::IntegerAttr":$pipeline_stages,
+    "::mlir::IntegerAttr":$virtual_stages,
     "::mlir::IntegerAttr":$stage,
     "::mlir::IntegerAttr":$pipeline_group,
     "::mlir::DenseI64ArrayAttr":$tensor_split

@@ -52,10 +52,13 @@ namespace {
 
 enum class Part { Forward, Backward };
 
-/// One action of a stage's schedule: a micro-batch's forward or backward.
+/// One action of a stage's schedule: a micro-batch's forward or backward
+/// of one of the stage's model chunks (its virtual stage; 0 but for the
+/// interleaved schedule).
 struct Action {
   Part part;
   int64_t microBatch;
+  int64_t chunk = 0;
 };
 
 struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
@@ -75,6 +78,9 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   llvm::DenseSet<Operation *> tiedSums;
   SmallVector<dist::TransferOp> transfers;
   llvm::DenseMap<Value, uint64_t> stagesOfValue;
+  /// The model chunk (ds-pipeline-cut's stage: chunk c runs on stage
+  /// c % stages) of each staged value but a tied gradient sum's.
+  llvm::DenseMap<Value, int64_t> chunkOfValue;
   /// Variables @micro_step stores (the gradient accumulators): a load of
   /// one is read again by each micro-batch, after the previous one's store.
   llvm::StringSet<> stored;
@@ -82,11 +88,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   void runOnOperation() override {
     if (stages <= 1)
       return;
-    if (schedule != "gpipe" && schedule != "1f1b") {
-      getOperation().emitError("ds-pipeline: unknown schedule '")
-          << schedule << "' (gpipe or 1f1b)";
+    if (failed(checkOptions()))
       return signalPassFailure();
-    }
     func::FuncOp micro =
         lookupFunction(getOperation(), plan::kMicroStepProgram);
     if (!micro) {
@@ -123,15 +126,49 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
         return signalPassFailure();
       after = eval;
       for (int64_t s = 0; s < stages; ++s) {
+        SmallVector<Action> forward;
+        for (int64_t v = 0; v < virtualStages; ++v)
+          forward.push_back({Part::Forward, 0, v});
         FailureOr<func::FuncOp> stage =
-            buildStage(eval, s, after, "eval_" + std::to_string(s), 1,
-                       {Action{Part::Forward, 0}}, /*eval=*/true);
+            buildStage(eval, s, after, "eval_" + std::to_string(s), 1, forward,
+                       /*eval=*/true);
         if (failed(stage))
           return signalPassFailure();
         after = *stage;
       }
       eval.erase();
     }
+    // From here on a stage is a rank's: its chunks are one program.
+    auto i64 = IntegerType::get(&getContext(), 64);
+    getOperation()->setAttr(dist::kPipelineStagesAttr,
+                            IntegerAttr::get(i64, stages));
+    if (virtualStages > 1)
+      getOperation()->setAttr(dist::kVirtualStagesAttr,
+                              IntegerAttr::get(i64, virtualStages));
+  }
+
+  LogicalResult checkOptions() {
+    ModuleOp module = getOperation();
+    const bool interleaved = schedule == "interleaved";
+    if (schedule != "gpipe" && schedule != "1f1b" && !interleaved)
+      return module.emitError("ds-pipeline: unknown schedule '")
+             << schedule << "' (gpipe, 1f1b or interleaved)";
+    if (interleaved != (virtualStages > 1))
+      return module.emitError("ds-pipeline: virtual-stages ")
+             << int64_t(virtualStages) << " with schedule " << schedule
+             << ": the interleaved schedule runs 2 or more chunks a stage, "
+                "the others one";
+    if (interleaved && microBatches % stages != 0)
+      return module.emitError("ds-pipeline: the interleaved schedule runs "
+                              "micro-batches in groups of the stages: ")
+             << int64_t(microBatches) << " micro-batches are not a multiple "
+             << "of " << int64_t(stages);
+    auto cut = module->getAttrOfType<IntegerAttr>(dist::kPipelineStagesAttr);
+    if (cut && cut.getInt() != stages * virtualStages)
+      return module.emitError("ds-pipeline: the forward was cut into ")
+             << cut.getInt() << " stages, not stages x virtual-stages = "
+             << stages * virtualStages;
+    return success();
   }
 
   /// The stages (and part) of every op that has them.
@@ -140,6 +177,7 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     tiedSums.clear();
     transfers.clear();
     stagesOfValue.clear();
+    chunkOfValue.clear();
     stored.clear();
     micro.walk([&](StoreOp st) { stored.insert(st.getName()); });
     for (Operation &op : micro.front()) {
@@ -147,27 +185,59 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
         continue;
       if (auto t = dyn_cast<dist::TransferOp>(op)) {
         transfers.push_back(t);
-        stagesOfValue[t.getResult()] = uint64_t(1) << t.getTo();
+        stagesOfValue[t.getResult()] = uint64_t(1) << t.getTo() % stages;
+        chunkOfValue[t.getResult()] = t.getTo();
         continue;
       }
       Placement p;
+      int64_t chunk = -1;
       if (auto mark = op.getAttrOfType<IntegerAttr>(dist::kStageAttr)) {
-        if (mark.getInt() < 0 || mark.getInt() >= stages)
+        chunk = mark.getInt();
+        if (chunk < 0 || chunk >= stages * virtualStages)
           return op.emitError("ds-pipeline: stage ")
-                 << mark.getInt() << " of " << int64_t(stages);
+                 << chunk << " of " << stages * virtualStages;
         // ds-remat's clones of forward ops run in the backward.
-        p = {uint64_t(1) << mark.getInt(),
+        p = {uint64_t(1) << chunk % stages,
              isRecompute(&op) ? Part::Backward : Part::Forward};
       } else if (failed(placeByOperands(op, p))) {
         return failure();
+      } else if (!tiedSums.contains(&op)) {
+        for (Value v : op.getOperands())
+          if (auto it = chunkOfValue.find(v); it != chunkOfValue.end())
+            chunk = std::max(chunk, it->second);
       }
       if (!p.stages)
         continue; // unstaged: copied where it is read
       placed[&op] = p;
-      for (Value r : op.getResults())
+      for (Value r : op.getResults()) {
         stagesOfValue[r] = p.stages;
+        if (chunk >= 0)
+          chunkOfValue[r] = chunk;
+      }
     }
     return success();
+  }
+
+  /// The chunk whose action on stage s computes `v` there: a tied
+  /// gradient sum stands for the contribution stage s made.
+  int64_t chunkOn(Value v, int64_t s) const {
+    Operation *def = v.getDefiningOp();
+    if (def && tiedSums.contains(def)) {
+      for (Value x : def->getOperands())
+        if (stagesOfValue.lookup(x) >> s & 1)
+          return chunkOn(x, s);
+      return -1;
+    }
+    auto it = chunkOfValue.find(v);
+    if (it != chunkOfValue.end())
+      return it->second;
+    // An op that reads a tied sum only (its accumulation): the sum's.
+    int64_t chunk = -1;
+    if (def && placed.count(def))
+      for (Value x : def->getOperands())
+        if (stagesOfValue.lookup(x) >> s & 1)
+          chunk = std::max(chunk, chunkOn(x, s));
+    return chunk;
   }
 
   /// An op of the backward runs where its operands are; a sum of
@@ -198,6 +268,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
 
   /// The order of stage s's actions.
   SmallVector<Action> actions(int64_t s) const {
+    if (schedule == "interleaved")
+      return interleavedActions(s);
     const int64_t m = microBatches;
     SmallVector<Action> out;
     int64_t warmup = schedule == "gpipe" ? m : std::min(stages - s - 1, m);
@@ -209,6 +281,37 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     }
     for (int64_t i = std::max<int64_t>(m - warmup, 0); i < m; ++i)
       out.push_back({Part::Backward, i});
+    return out;
+  }
+
+  /// Megatron's interleaved 1F1B: the stage's forwards go through its
+  /// chunks in groups of `stages` micro-batches (chunk 0 for micro-batches
+  /// 0..P-1, chunk 1 for the same, ..., then the next group), its
+  /// backwards likewise from the last chunk; (P - s - 1) x 2 + (V - 1) x P
+  /// forwards warm the pipeline up, then one forward and one backward in
+  /// turn, then the remaining backwards. With M = P every forward comes
+  /// first.
+  SmallVector<Action> interleavedActions(int64_t s) const {
+    const int64_t p = stages, v = virtualStages, m = microBatches;
+    const int64_t total = m * v;
+    auto nth = [&](int64_t k, Part part) {
+      const int64_t inGroup = k % (p * v);
+      int64_t chunk = inGroup / p;
+      if (part == Part::Backward)
+        chunk = v - 1 - chunk;
+      return Action{part, k / (p * v) * p + k % p, chunk};
+    };
+    const int64_t warmup =
+        m == p ? total : std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+    SmallVector<Action> out;
+    for (int64_t k = 0; k < warmup; ++k)
+      out.push_back(nth(k, Part::Forward));
+    for (int64_t k = 0; warmup + k < total; ++k) {
+      out.push_back(nth(warmup + k, Part::Forward));
+      out.push_back(nth(k, Part::Backward));
+    }
+    for (int64_t k = std::max<int64_t>(total - warmup, 0); k < total; ++k)
+      out.push_back(nth(k, Part::Backward));
     return out;
   }
 
@@ -291,20 +394,23 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     return func;
   }
 
-  /// One micro-batch's forward or backward on stage s.
+  /// One micro-batch's forward or backward of one chunk on stage s.
   void emitAction(OpBuilder &b, Block &body, int64_t s, const Action &a,
                   IRMapping &map, IRMapping &shared) {
+    const int64_t chunk = a.chunk * stages + s;
     for (Operation &op : body) {
       if (auto t = dyn_cast<dist::TransferOp>(op)) {
         const Part part =
             t.getFrom() < t.getTo() ? Part::Forward : Part::Backward;
         if (part == a.part)
-          transfer(b, t, s, a.microBatch, map, shared);
+          transfer(b, t, chunk, a.microBatch, map, shared);
         continue;
       }
       auto it = placed.find(&op);
       if (it == placed.end() || !(it->second.stages >> s & 1) ||
-          it->second.part != a.part)
+          it->second.part != a.part ||
+          (op.getNumResults() ? chunkOn(op.getResult(0), s) : opChunk(op, s)) !=
+              chunk)
         continue;
       if (tiedSums.contains(&op)) { // this stage's contribution
         for (Value v : op.getOperands())
@@ -324,18 +430,29 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     }
   }
 
-  /// A transfer's half on stage s, if it has one.
-  void transfer(OpBuilder &b, dist::TransferOp t, int64_t s, int64_t m,
+  /// The chunk of an op with no results (a store) on stage s: its
+  /// operands'.
+  int64_t opChunk(Operation &op, int64_t s) const {
+    int64_t chunk = -1;
+    for (Value v : op.getOperands())
+      if (stagesOfValue.lookup(v) >> s & 1)
+        chunk = std::max(chunk, chunkOn(v, s));
+    return chunk;
+  }
+
+  /// A transfer's half on `chunk` (of stage chunk % stages), if it has
+  /// one; the peers are the chunks' stages.
+  void transfer(OpBuilder &b, dist::TransferOp t, int64_t chunk, int64_t m,
                 IRMapping &map, IRMapping &shared) {
     const int64_t id = llvm::find(transfers, t) - transfers.begin();
-    if (t.getFrom() == s) {
+    if (t.getFrom() == chunk) {
       materialize(b, t.getX(), map, shared);
-      b.create<dist::SendOp>(t.getLoc(), map.lookup(t.getX()), t.getTo(), id,
-                             m);
-    } else if (t.getTo() == s) {
+      b.create<dist::SendOp>(t.getLoc(), map.lookup(t.getX()),
+                             t.getTo() % stages, id, m);
+    } else if (t.getTo() == chunk) {
       // Received on the comm stream; compute waits for it here.
-      auto recv =
-          b.create<dist::RecvOp>(t.getLoc(), t.getType(), t.getFrom(), id, m);
+      auto recv = b.create<dist::RecvOp>(t.getLoc(), t.getType(),
+                                         t.getFrom() % stages, id, m);
       auto wait = b.create<dist::WaitOp>(t.getLoc(), recv.getResult());
       map.map(t.getResult(), wait.getResult());
     }

@@ -49,6 +49,7 @@ struct Case {
   std::string name, spec;
   int64_t stages, microBatches;
   std::string schedule;
+  int64_t virtualStages = 1; ///< interleaved: chunks a stage
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) {
@@ -65,7 +66,7 @@ OwningOpRef<ModuleOp> build(MLIRContext &ctx, const Case &c, bool pipelined,
   pm.addPass(createDsVerifyInput());
   if (pipelined) {
     DsPipelineCutOptions cut;
-    cut.stages = c.stages;
+    cut.stages = c.stages * c.virtualStages;
     pm.addPass(createDsPipelineCut(cut));
   }
   DsAutodiffOptions ad;
@@ -80,6 +81,7 @@ OwningOpRef<ModuleOp> build(MLIRContext &ctx, const Case &c, bool pipelined,
     p.stages = c.stages;
     p.microBatches = c.microBatches;
     p.schedule = c.schedule;
+    p.virtualStages = c.virtualStages;
     pm.addPass(createDsPipeline(p));
   }
   if (failed(pm.run(*module)))
@@ -364,6 +366,20 @@ const Case kCases[] = {
     {"llama_3x4_gpipe",
      "llama:dim=8,n_layer=3,n_head=2,hidden_dim=12,vocab_size=11,block_size=5",
      3, 4, "gpipe"},
+    // Interleaved: chunk c of the stages x virtual stages on stage c % P;
+    // GPT-2's tied embedding on chunk 0 (stage 0) and the last chunk.
+    {"gpt2_2x4_interleaved2",
+     "gpt2:n_layer=4,n_head=2,n_embd=8,block_size=5,vocab_size=11", 2, 4,
+     "interleaved", 2},
+    {"gpt2_dropout_2x6_interleaved3",
+     "gpt2:n_layer=6,n_head=2,n_embd=8,block_size=5,vocab_size=11,dropout=0.3",
+     2, 6, "interleaved", 3},
+    {"gpt2_4x8_interleaved2",
+     "gpt2:n_layer=8,n_head=2,n_embd=8,block_size=5,vocab_size=11", 4, 8,
+     "interleaved", 2},
+    {"llama_2x2_interleaved2",
+     "llama:dim=8,n_layer=4,n_head=2,hidden_dim=12,vocab_size=11,block_size=5",
+     2, 2, "interleaved", 2},
 };
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineScheduleTest,

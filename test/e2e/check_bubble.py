@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""check_bubble.py METRICS.jsonl STAGES MICRO_BATCHES: a pipeline run's
-measured bubble (the metrics' "bubble", every step after the first) is a
-share of the step no smaller than 0.8 x (P - 1) / (M + P - 1), the bubble
-of equal stages with free messages that no schedule of GPipe or 1F1B goes
-below, and below 1; prints the median. METRICS.jsonl "none": checks that
+"""check_bubble.py METRICS.jsonl STAGES MICRO_BATCHES [VIRTUAL_STAGES]: a
+pipeline run's measured bubble (the metrics' "bubble", every step after
+the first) is a share of the step no smaller than 0.8 x (P - 1) /
+(V M + P - 1), the bubble of equal stages with free messages that no
+schedule of GPipe or 1F1B (V = 1) or the interleaved one (V chunks a
+stage) goes below, and below 1; prints the median. METRICS.jsonl "none": checks that
 the file has no "bubble" (a plan without a pipeline). Exit 0 when all
 holds, 1 otherwise (one line per problem), 2 on bad arguments."""
 import json
@@ -12,10 +13,11 @@ import sys
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2
     path, stages, micro = argv[1], int(argv[2]), int(argv[3])
+    chunks = int(argv[4]) if len(argv) == 5 else 1
     with open(path) as f:
         records = [json.loads(line) for line in f]
     if stages == 1:
@@ -25,7 +27,7 @@ def main(argv):
             return 1
         print(f"{len(records)} steps, no bubble")
         return 0
-    floor = 0.8 * (stages - 1) / (micro + stages - 1)
+    floor = 0.8 * (stages - 1) / (chunks * micro + stages - 1)
     problems = []
     values = []
     for r in records[1:]:
