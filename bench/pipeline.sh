@@ -5,6 +5,7 @@
 #   dR      R data-parallel ranks (ZeRO 1), 8 / R micro-batches each
 #   pR      "pipeline": {"stages": R}, 1F1B, 8 micro-batches
 #   pRg     the same with GPipe
+#   pRi     the same, interleaved with 2 chunks a stage
 #
 #   bash bench/pipeline.sh [OUT_DIR]          # 2 ranks, one core each
 #   RANKS=4 bash bench/pipeline.sh [OUT_DIR]  # 4 ranks (2 to a core here)
@@ -55,8 +56,9 @@ config one 8 ''
 config "d$ranks" $((8 / ranks)) ', "zero_optimization": {"stage": 1}'
 config "p$ranks" 8 ", \"pipeline\": {\"stages\": $ranks}"
 config "p${ranks}g" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"gpipe\"}"
+config "p${ranks}i" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"interleaved\", \"virtual_stages\": 2}"
 
-tags="one d$ranks p$ranks p${ranks}g"
+tags="one d$ranks p$ranks p${ranks}g p${ranks}i"
 for tag in $tags; do
   n=$([ "$tag" = one ] && echo 1 || echo "$ranks")
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" \
