@@ -131,7 +131,8 @@ constexpr ConfigKey kKeys[] = {
     {"$", "pipeline", Works,
      "pipeline parallelism with the schedule compiled into each stage's "
      "plan (phase pipeline, docs/pipeline.md): fp32, bf16 or fp16, ZeRO "
-     "stages 0 and 1, tensor parallelism within each stage, so far"},
+     "stages 0 and 1 (with the optimizer's offload), tensor parallelism "
+     "within each stage, so far"},
     {"$", "sparse_attention", NotSupported,
      "dsc's attention is dense and causal"},
     {"$", "amp", NotSupported, "use bf16 or fp16 (docs/precision.md)"},

@@ -79,18 +79,15 @@ bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c) {
                       " stages: gradient_accumulation_steps " +
                       formatNumber(c.gradientAccumulationSteps) +
                       " is not a multiple of it");
-  const char *other =
-      c.sequenceParallelSize > 1 ? "sequence_parallel_size"
-      : c.zero.stage > 1         ? "zero_optimization.stage 2 and 3"
-      : c.zero.offloadOptimizer != "none" || c.zero.offloadParam != "none"
-          ? "zero_optimization's offload"
-          : nullptr;
+  // offload_param is stage 3's (readOffload), so the stage names it.
+  const char *other = c.sequenceParallelSize > 1 ? "sequence_parallel_size"
+                      : c.zero.stage > 1 ? "zero_optimization.stage 2 and 3"
+                                         : nullptr;
   if (!other)
     return true;
   return r.fail(root.at("pipeline") + ".stages",
-                std::string(other) +
-                    " beside a pipeline is not supported yet "
-                    "(docs/pipeline.md: ZeRO stages 0 and 1, no offload)");
+                std::string(other) + " beside a pipeline is not supported yet "
+                                     "(docs/pipeline.md: ZeRO stages 0 and 1)");
 }
 
 } // namespace dsc::config
