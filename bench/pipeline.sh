@@ -6,6 +6,7 @@
 #   pR      "pipeline": {"stages": R}, 1F1B, 8 micro-batches
 #   pRg     the same with GPipe
 #   pRi     the same, interleaved with 2 chunks a stage
+#   pRz     the same, ZB-H1
 #
 #   bash bench/pipeline.sh [OUT_DIR]          # 2 ranks, one core each
 #   RANKS=4 bash bench/pipeline.sh [OUT_DIR]  # 4 ranks (2 to a core here)
@@ -57,8 +58,9 @@ config "d$ranks" $((8 / ranks)) ', "zero_optimization": {"stage": 1}'
 config "p$ranks" 8 ", \"pipeline\": {\"stages\": $ranks}"
 config "p${ranks}g" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"gpipe\"}"
 config "p${ranks}i" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"interleaved\", \"virtual_stages\": 2}"
+config "p${ranks}z" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"zbh1\"}"
 
-tags="one d$ranks p$ranks p${ranks}g p${ranks}i"
+tags="one d$ranks p$ranks p${ranks}g p${ranks}i p${ranks}z"
 for tag in $tags; do
   n=$([ "$tag" = one ] && echo 1 || echo "$ranks")
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" \

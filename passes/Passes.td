@@ -429,7 +429,7 @@ def DsPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "micro-batches per step: autodiff's accumulation steps">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b or interleaved">,
+           "gpipe, 1f1b, interleaved or zbh1">,
     Option<"virtualStages", "virtual-stages", "int64_t", "1",
            "interleaved: the model chunks each stage runs (the forward was "
            "cut into stages x virtual-stages chunks, chunk c on stage c % "

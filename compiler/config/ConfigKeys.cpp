@@ -472,10 +472,12 @@ constexpr ConfigKey kKeys[] = {
      "partition_method); \"balanced\": equal predicted time on dsc's "
      "--machine, each stage's predicted memory within --device-memory"},
     {"$.pipeline", "schedule", Works,
-     "dsc's key (\"1f1b\"): \"1f1b\", \"gpipe\" or \"interleaved\" "
+     "dsc's key (\"1f1b\"): \"1f1b\", \"gpipe\", \"interleaved\" "
      "(Megatron's, virtual_stages model chunks a stage, "
-     "gradient_accumulation_steps a multiple of the stages), unrolled into "
-     "each stage's micro_step at compile time"},
+     "gradient_accumulation_steps a multiple of the stages) or \"zbh1\" "
+     "(zero bubble H1: each backward split into its input- and weight-"
+     "gradient halves, some weight halves deferred into the drain), "
+     "unrolled into each stage's micro_step at compile time"},
     {"$.pipeline", "virtual_stages", Works,
      "dsc's key: >= 2 [2] model chunks each stage runs under the "
      "\"interleaved\" schedule (the blocks are cut into stages x "

@@ -21,7 +21,7 @@ bool readPipeline(Reader &r, Section &root, int64_t worldSize, DsConfig &c) {
       !r.atLeast(s->at("stages"), c.pipelineStages, int64_t(1)) ||
       !s->choice("partition", {"uniform", "parameters", "balanced"},
                  c.pipelinePartition, /*allowAuto=*/false) ||
-      !s->choice("schedule", {"1f1b", "gpipe", "interleaved"},
+      !s->choice("schedule", {"1f1b", "gpipe", "interleaved", "zbh1"},
                  c.pipelineSchedule, /*allowAuto=*/false) ||
       !s->integer("virtual_stages", c.pipelineVirtualStages) ||
       !r.atLeast(s->at("virtual_stages"), c.pipelineVirtualStages,

@@ -50,7 +50,10 @@ namespace plan = dsc::plan;
 
 namespace {
 
-enum class Part { Forward, Backward };
+/// A micro-batch's forward, its backward, and under ZB-H1 the backward's
+/// weight-gradient half (Weight), split from the half the previous stage
+/// waits for (Backward: the gradient of the stage's input).
+enum class Part { Forward, Backward, Weight };
 
 /// One action of a stage's schedule: a micro-batch's forward or backward
 /// of one of the stage's model chunks (its virtual stage; 0 but for the
@@ -98,6 +101,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     }
     if (failed(place(micro)))
       return signalPassFailure();
+    if (schedule == "zbh1")
+      splitWeightGradients();
     Operation *after = micro;
     pipeline::Holders holders;
     for (int64_t s = 0; s < stages; ++s) {
@@ -150,9 +155,10 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   LogicalResult checkOptions() {
     ModuleOp module = getOperation();
     const bool interleaved = schedule == "interleaved";
-    if (schedule != "gpipe" && schedule != "1f1b" && !interleaved)
+    if (schedule != "gpipe" && schedule != "1f1b" && schedule != "zbh1" &&
+        !interleaved)
       return module.emitError("ds-pipeline: unknown schedule '")
-             << schedule << "' (gpipe, 1f1b or interleaved)";
+             << schedule << "' (gpipe, 1f1b, interleaved or zbh1)";
     if (interleaved != (virtualStages > 1))
       return module.emitError("ds-pipeline: virtual-stages ")
              << int64_t(virtualStages) << " with schedule " << schedule
@@ -218,6 +224,32 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     return success();
   }
 
+  /// ZB-H1: the backward ops that compute the gradients a stage sends back
+  /// (and what they read) stay the Backward; the others, the weight
+  /// gradients and their accumulation, become the Weight, which the
+  /// schedule may run later: nothing another stage waits for comes of it.
+  void splitWeightGradients() {
+    llvm::DenseSet<Operation *> inputGradient;
+    SmallVector<Operation *> work;
+    for (dist::TransferOp t : transfers)
+      if (t.getFrom() > t.getTo())
+        if (Operation *def = t.getX().getDefiningOp())
+          work.push_back(def);
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      auto it = placed.find(op);
+      if (it == placed.end() || it->second.part != Part::Backward ||
+          !inputGradient.insert(op).second)
+        continue;
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          work.push_back(def);
+    }
+    for (auto &[op, p] : placed)
+      if (p.part == Part::Backward && !inputGradient.contains(op))
+        p.part = Part::Weight;
+  }
+
   /// The chunk whose action on stage s computes `v` there: a tied
   /// gradient sum stands for the contribution stage s made.
   int64_t chunkOn(Value v, int64_t s) const {
@@ -270,6 +302,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   SmallVector<Action> actions(int64_t s) const {
     if (schedule == "interleaved")
       return interleavedActions(s);
+    if (schedule == "zbh1")
+      return zeroBubbleActions(s);
     const int64_t m = microBatches;
     SmallVector<Action> out;
     int64_t warmup = schedule == "gpipe" ? m : std::min(stages - s - 1, m);
@@ -281,6 +315,39 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     }
     for (int64_t i = std::max<int64_t>(m - warmup, 0); i < m; ++i)
       out.push_back({Part::Backward, i});
+    return out;
+  }
+
+  /// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism"): 1F1B's order
+  /// of forwards and backwards, each backward followed by a weight half,
+  /// but for the first s backwards of stage s, whose weight halves wait to
+  /// the end, where they fill the time 1F1B's stage s spends waiting for
+  /// the last gradients. Stage 0 runs each backward whole. The forwards and
+  /// backwards keep 1F1B's order, so its messages match as 1F1B's do.
+  SmallVector<Action> zeroBubbleActions(int64_t s) const {
+    const int64_t m = microBatches;
+    int64_t f = 0, b = 0, w = 0;
+    SmallVector<Action> out;
+    auto forward = [&] { out.push_back({Part::Forward, f++}); };
+    auto backward = [&] { out.push_back({Part::Backward, b++}); };
+    auto weight = [&] { out.push_back({Part::Weight, w++}); };
+    for (int64_t i = 0; i < stages - s - 1 && f < m; ++i)
+      forward();
+    for (int64_t i = 0; i < s && f < m; ++i) {
+      forward();
+      backward(); // its weight half deferred
+    }
+    while (f < m) {
+      forward();
+      backward();
+      weight();
+    }
+    while (b < m) {
+      backward();
+      weight();
+    }
+    while (w < m)
+      weight();
     return out;
   }
 

@@ -377,6 +377,17 @@ const Case kCases[] = {
     {"gpt2_4x8_interleaved2",
      "gpt2:n_layer=8,n_head=2,n_embd=8,block_size=5,vocab_size=11", 4, 8,
      "interleaved", 2},
+    // ZB-H1: each backward split into its input- and weight-gradient
+    // halves, stage s deferring s weight halves to the end.
+    {"gpt2_4x8_zbh1",
+     "gpt2:n_layer=4,n_head=2,n_embd=8,block_size=5,vocab_size=11", 4, 8,
+     "zbh1"},
+    {"gpt2_dropout_2x4_zbh1",
+     "gpt2:n_layer=2,n_head=2,n_embd=8,block_size=5,vocab_size=11,dropout=0.3",
+     2, 4, "zbh1"},
+    {"llama_3x2_zbh1",
+     "llama:dim=8,n_layer=3,n_head=2,hidden_dim=12,vocab_size=11,block_size=5",
+     3, 2, "zbh1"},
     {"llama_2x2_interleaved2",
      "llama:dim=8,n_layer=4,n_head=2,hidden_dim=12,vocab_size=11,block_size=5",
      2, 2, "interleaved", 2},
