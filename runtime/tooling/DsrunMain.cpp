@@ -79,15 +79,6 @@ void describeRun(const std::string &planName, const Communicator &comm,
               p.setup.schedule.describe().c_str(), ranks.c_str());
 }
 
-/// What a pipeline's plan does not do yet (docs/pipeline.md, order of work).
-int refuseForPipeline(const DsrunOptions &options, std::string &error) {
-  if (!options.sample)
-    return kExitOk;
-  error = "--sample: not supported for a pipeline's plan yet "
-          "(docs/pipeline.md)";
-  return kExitBadInput;
-}
-
 /// The training loop's settings from the plan, the flags and this rank.
 void fillSetup(const DsrunOptions &options, Communicator &comm,
                const DsrunHooks &hooks, Prepared &p) {
@@ -180,6 +171,10 @@ int runSample(const DsrunOptions &options, bool lead, Prepared &p,
   so.vocabSize = info.vocabSize;
   so.tensorParallel = info.tensorParallel;
   so.sequence = p.setup.sequencePart();
+  if (info.pipelineStages > 1) {
+    so.world = p.setup.comm;
+    so.drawer = int((info.pipelineStages - 1) * info.tensorParallel);
+  }
   std::vector<int32_t> tokens;
   if (!sampleTokens(*p.session, so, tokens, error))
     return error.rfind("plan:", 0) == 0 ? kExitBadInput : kExitTrainingFailed;
@@ -298,8 +293,6 @@ int start(const DsrunOptions &given, Communicator &comm,
             "supported yet (--save-dir and --export-weights write it whole)";
     status = kExitBadInput;
   }
-  if (status == kExitOk && p.info.pipelineStages > 1)
-    status = refuseForPipeline(options, error);
   status = agreeToStart(comm, status, error);
   if (status != kExitOk || p.exported)
     return status;

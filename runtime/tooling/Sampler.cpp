@@ -64,8 +64,12 @@ bool sampleTokens(Session &session, const SampleOptions &o,
   if (outs.size() >= 2 && outs[1].shape != logitsShape)
     logitsShape.back() = v; // the vocabulary whole (it did not split)
   const int64_t vl = logitsShape.back();
-  if (in.size() != 2 || outs.size() < 2 || outs[1].ref.dtype != DType::f32 ||
-      outs[1].shape != logitsShape) {
+  // A pipeline's earlier stages return no logits: they run eval and take
+  // the token the last stage drew.
+  const bool draws = !o.world || outs.size() >= 2;
+  if (in.size() != 2 ||
+      (draws && (outs.size() < 2 || outs[1].ref.dtype != DType::f32 ||
+                 outs[1].shape != logitsShape))) {
     error = "plan: eval has no f32 logits output [" + std::to_string(rows) +
             ", " + std::to_string(t) + ", " + std::to_string(v) +
             "] to sample from (its loss is not a cross-entropy)";
@@ -89,8 +93,17 @@ bool sampleTokens(Session &session, const SampleOptions &o,
         o.sequence.take(tokens.data(), uint32_t(rows), uint32_t(t), part);
     if (!session.writeTensor(in[0], feed, fed * 4, error) ||
         !session.writeTensor(in[1], targets.data(), fed * 4, error) ||
-        !session.run(program, 0, error) ||
-        !session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
+        !session.run(program, 0, error))
+      return false;
+    if (!draws) {
+      int64_t next = 0;
+      if (!o.world->broadcast(&next, 1, DType::i64, o.drawer, nullptr, error))
+        return false;
+      context.push_back(int32_t(next));
+      out.push_back(int32_t(next));
+      continue;
+    }
+    if (!session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
       return false;
     const size_t last = len - 1;
     const float *mine = logits.data() + (last % size_t(tl)) * size_t(vl);
@@ -101,6 +114,13 @@ bool sampleTokens(Session &session, const SampleOptions &o,
       drawn = row.data() + (seqParts > 1 ? last / size_t(tl) * size_t(v) : 0);
     }
     int32_t next = pick(drawn, o, i);
+    if (o.world) { // the last stage's first rank tells the others
+      int64_t drawnToken = next;
+      if (!o.world->broadcast(&drawnToken, 1, DType::i64, o.drawer, nullptr,
+                              error))
+        return false;
+      next = int32_t(drawnToken);
+    }
     context.push_back(next);
     out.push_back(next);
   }

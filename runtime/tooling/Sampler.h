@@ -8,7 +8,9 @@
 // greedy (argmax, the lowest token on a tie); otherwise softmax(logits /
 // T) over the top-k tokens, drawn with Philox keyed by (seed, the token's
 // index), so a run is reproducible. Every rank runs it in step (ZeRO-3
-// gathers inside eval) and gets the same tokens.
+// gathers inside eval) and gets the same tokens. On a pipeline only the
+// last stage's eval returns logits: its first rank draws each token and
+// broadcasts it to every rank before the next window runs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_TOOLING_SAMPLER_H
@@ -36,6 +38,10 @@ struct SampleOptions {
   /// A Ulysses group's cut of the sequence: eval takes this rank's part of
   /// the tokens and returns its part of the logits.
   SequencePart sequence;
+  /// A pipeline: the world, and the rank that draws each token (the last
+  /// stage's first); null: every rank draws the same token itself.
+  Communicator *world = nullptr;
+  int drawer = 0;
 };
 
 /// Appends options.count generated tokens to `out`. False + one line on
