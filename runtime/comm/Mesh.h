@@ -4,8 +4,8 @@
 // rank r at the row-major coordinates of r. dsc's meshes are data x
 // pipeline x tensor (tensor innermost, so a tensor-parallel group is
 // consecutive ranks, on one host as Megatron places them; any axis may be
-// 1) and data x sequence (runtime/exec/RankGroups.h cuts them). A group along an
-// axis is the ranks that agree on every other coordinate; its ranks are
+// 1) and data x sequence (runtime/exec/RankGroups.h cuts them). A group along
+// an axis is the ranks that agree on every other coordinate; its ranks are
 // numbered by their coordinate along the axis, so a tensor group's rank i
 // holds shard i of every tensor-parallel tensor.
 //

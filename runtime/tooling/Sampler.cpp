@@ -95,34 +95,26 @@ bool sampleTokens(Session &session, const SampleOptions &o,
         !session.writeTensor(in[1], targets.data(), fed * 4, error) ||
         !session.run(program, 0, error))
       return false;
-    if (!draws) {
-      int64_t next = 0;
-      if (!o.world->broadcast(&next, 1, DType::i64, o.drawer, nullptr, error))
+    int64_t next = 0;
+    if (draws) {
+      if (!session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
         return false;
-      context.push_back(int32_t(next));
-      out.push_back(int32_t(next));
-      continue;
+      const size_t last = len - 1;
+      const float *mine = logits.data() + (last % size_t(tl)) * size_t(vl);
+      const float *drawn = mine;
+      if (seqParts > 1 || vl != v) {
+        if (!session.gatherTensorParts(mine, size_t(vl), row.data(), error))
+          return false;
+        drawn = row.data() + (seqParts > 1 ? last / size_t(tl) * size_t(v) : 0);
+      }
+      next = pick(drawn, o, i);
     }
-    if (!session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
+    // On a pipeline the last stage's first rank tells every rank.
+    if (o.world &&
+        !o.world->broadcast(&next, 1, DType::i64, o.drawer, nullptr, error))
       return false;
-    const size_t last = len - 1;
-    const float *mine = logits.data() + (last % size_t(tl)) * size_t(vl);
-    const float *drawn = mine;
-    if (seqParts > 1 || vl != v) {
-      if (!session.gatherTensorParts(mine, size_t(vl), row.data(), error))
-        return false;
-      drawn = row.data() + (seqParts > 1 ? last / size_t(tl) * size_t(v) : 0);
-    }
-    int32_t next = pick(drawn, o, i);
-    if (o.world) { // the last stage's first rank tells the others
-      int64_t drawnToken = next;
-      if (!o.world->broadcast(&drawnToken, 1, DType::i64, o.drawer, nullptr,
-                              error))
-        return false;
-      next = int32_t(drawnToken);
-    }
-    context.push_back(next);
-    out.push_back(next);
+    context.push_back(int32_t(next));
+    out.push_back(int32_t(next));
   }
   return true;
 }
