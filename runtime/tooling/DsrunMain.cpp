@@ -218,12 +218,8 @@ int writeResults(const DsrunOptions &options, bool lead, Prepared &p,
   if (!options.dumpState.empty()) {
     std::string path = options.dumpState + ".rank" +
                        std::to_string(setup.rank) + ".safetensors";
-    // ZeRO shards are cut over the replicas of a stage (RankGroups.h).
-    const int shardRank =
-        p.info.sequenceParallel > 1
-            ? int(setup.rank)
-            : int(setup.rank / (p.info.pipelineStages * p.info.tensorParallel));
-    if (!dumpState(*p.session, shardRank, path, error))
+    if (!dumpState(*p.session, shardRankOf(p.info, int(setup.rank)), path,
+                   error))
       return kExitTrainingFailed;
   }
   return kExitOk;

@@ -145,10 +145,7 @@ CheckpointRun checkpointRun(const DsrunOptions &options, Communicator &comm,
   // A pipeline's identity is its file's, the same on every stage.
   run.planId =
       planIdentity((p.pipelineFile ? p.pipelineFile : p.loaded)->bytes());
-  // Ranks are data x pipeline x tensor (RankGroups.h); Ulysses' data
-  // parallelism spans the world.
-  const int group = int(p.info.tensorParallel * p.info.pipelineStages);
-  run.shardRank = p.info.sequenceParallel > 1 ? run.rank : run.rank / group;
+  run.shardRank = shardRankOf(p.info, run.rank);
   run.leadsState =
       run.rank == int(p.info.pipelineStage * p.info.tensorParallel);
   if (p.pipelineFile) {

@@ -44,6 +44,15 @@ struct PlanInfo {
   uint32_t pipelineStages = 1, pipelineStage = 0;
 };
 
+/// Rank `rank`'s place among the replicas its ZeRO shards are cut over:
+/// ranks are data x pipeline x tensor (RankGroups.h); Ulysses' data
+/// parallelism spans the world.
+inline int shardRankOf(const PlanInfo &info, int rank) {
+  return info.sequenceParallel > 1
+             ? rank
+             : rank / int(info.tensorParallel * info.pipelineStages);
+}
+
 /// Fills `info` from `plan` (already verified); false + one line ("plan:
 /// ...") when a table dsrun needs is missing or out of range.
 bool readPlanInfo(const plan::Plan &plan, PlanInfo &info, std::string &error);
