@@ -27,6 +27,7 @@
 #include <cstring>
 #include <thread>
 
+#include <ftw.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -129,7 +130,8 @@ bool checkLocalCapacity(uint64_t np, uint64_t planBytes, std::string &error) {
 std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                        const std::string &self, unsigned np,
                                        const std::vector<std::string> &args,
-                                       const std::string &hostfile) {
+                                       const std::string &hostfile,
+                                       const std::string &sessionBase) {
   // No stdin: mpirun runs in a background process group (Ctrl-C is the
   // launcher's), where reading the terminal would stop it.
   std::vector<std::string> cmd = {mpirun,
@@ -144,8 +146,38 @@ std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                   self};
   if (!hostfile.empty())
     cmd.insert(cmd.end() - 3, {"--hostfile", hostfile});
+  if (!sessionBase.empty())
+    cmd.insert(cmd.end() - 3, {"--mca", "orte_tmpdir_base", sessionBase});
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
+}
+
+std::string makeSessionBase() {
+  if (std::getenv("OMPI_MCA_orte_tmpdir_base") ||
+      std::getenv("OMPI_MCA_orte_local_tmpdir_base"))
+    return "";
+  const char *tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/dsrun-mpi-XXXXXX";
+  if (!::mkdtemp(pattern.data()))
+    return "";
+  return pattern;
+}
+
+namespace {
+int removeEntry(const char *path, const struct stat *, int, struct FTW *) {
+  ::remove(path); // what cannot go stays: a leftover, not a failure
+  return 0;
+}
+} // namespace
+
+void removeSessionBase(const std::string &dir) {
+  struct stat st;
+  if (dir.empty() || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      st.st_uid != ::getuid())
+    return;
+  // Depth first, never following a link out of the folder.
+  ::nftw(dir.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 std::string findOnPath(const std::string &name) {
@@ -181,8 +213,11 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
     error = flag + ": cannot find this dsrun's own path (/proc/self/exe)";
     return 2;
   }
+  // Across hosts the folder would have to exist on each of them; there
+  // Open MPI's default stays.
+  const std::string sessionBase = hostfile.empty() ? makeSessionBase() : "";
   std::vector<std::string> cmd =
-      mpirunCommand(mpirun, self, np, args, hostfile);
+      mpirunCommand(mpirun, self, np, args, hostfile, sessionBase);
   std::vector<char *> argv;
   for (std::string &a : cmd)
     argv.push_back(a.data());
@@ -221,11 +256,13 @@ int relaunchUnderMpirun(const std::vector<std::string> &args, unsigned np,
   int result = 2;
   if (pid < 0) {
     error = flag + ": cannot start mpirun: " + std::strerror(errno);
+    removeSessionBase(sessionBase);
   } else {
     childPid = pid;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     childPid = 0;
+    removeSessionBase(sessionBase); // before a second signal's own action
     if (killSignal) {
       // The second signal: every rank is gone; now its own action here.
       sigaction(SIGINT, &oldInt, nullptr);

@@ -17,11 +17,30 @@
 namespace dsc::rt {
 
 /// The mpirun command line that starts `np` ranks of `self` with `args`,
-/// on the hosts of `hostfile` when one is given.
+/// on the hosts of `hostfile` when one is given, with Open MPI's session
+/// files under `sessionBase` (orte_tmpdir_base) when one is given.
 std::vector<std::string> mpirunCommand(const std::string &mpirun,
                                        const std::string &self, unsigned np,
                                        const std::vector<std::string> &args,
-                                       const std::string &hostfile = "");
+                                       const std::string &hostfile = "",
+                                       const std::string &sessionBase = "");
+
+/// A new folder of this launch's own (mkdtemp under $TMPDIR, else /tmp) for
+/// mpirun's session files on this host. Open MPI 4 keeps every job's files
+/// under one ompi.HOST.UID folder and removes that folder when its job ends
+/// and finds it empty; a job starting at that moment on the same host loses
+/// the folder it has just made ("A call to mkdir was unable to create the
+/// desired directory", mpirun exits 1 before any rank starts). Two jobs
+/// with folders of their own cannot race. Empty, and mpirun's default kept,
+/// when the user chose a place (OMPI_MCA_orte_tmpdir_base or
+/// OMPI_MCA_orte_local_tmpdir_base) or none could be made. For one host
+/// only: under --hostfile the folder would have to exist on every host.
+std::string makeSessionBase();
+
+/// Removes what makeSessionBase made and all under it (mpirun removes its
+/// own files when it ends well; a killed one leaves them). Does nothing for
+/// an empty path or one that is no longer a folder of this user's.
+void removeSessionBase(const std::string &dir);
 
 /// The first executable `name` on PATH; empty if none.
 std::string findOnPath(const std::string &name);

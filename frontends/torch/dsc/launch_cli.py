@@ -12,18 +12,24 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 from .command_line import USAGE_ERROR
 
 
-def mpirun_command(mpirun, np, hostfile, script, args):
+def mpirun_command(mpirun, np, hostfile, script, args, session_base=None):
     """The mpirun line: dsrun's launcher flags (runtime/tooling/Launch.cpp),
     this Python, the script. The ranks get this process's environment
-    (PYTHONPATH and the DSC_ variables are passed by name for other hosts)."""
+    (PYTHONPATH and the DSC_ variables are passed by name for other hosts).
+    `session_base`: a folder of this launch's own for Open MPI's session
+    files on this host (Launch.h, makeSessionBase: two jobs sharing one
+    ompi.HOST.UID folder race when one ends as the other starts)."""
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
            "--stdin", "none", "-np", str(np)]
     if hostfile:
         cmd += ["--hostfile", hostfile]
+    if session_base:
+        cmd += ["--mca", "orte_tmpdir_base", session_base]
     for name in sorted(os.environ):
         if name == "PYTHONPATH" or name.startswith("DSC_"):
             cmd += ["-x", name]
@@ -53,7 +59,11 @@ def main(argv=None):
     if mpirun is None:
         print("dsc-launch: mpirun is not on PATH (Debian: openmpi-bin)", file=sys.stderr)
         return USAGE_ERROR
-    cmd = mpirun_command(mpirun, a.np, a.hostfile, a.script, a.args)
+    chosen = any(os.environ.get(k) for k in ("OMPI_MCA_orte_tmpdir_base",
+                                             "OMPI_MCA_orte_local_tmpdir_base"))
+    # Across hosts the folder would have to exist on each: Open MPI's default.
+    session_base = None if chosen or a.hostfile else tempfile.mkdtemp(prefix="dsc-launch-mpi-")
+    cmd = mpirun_command(mpirun, a.np, a.hostfile, a.script, a.args, session_base)
     # mpirun shares this terminal's process group: Ctrl-C reaches it and it
     # ends every rank.
     proc = subprocess.Popen(cmd)
@@ -62,6 +72,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGINT)
         return proc.wait()
+    finally:
+        if session_base:
+            shutil.rmtree(session_base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,11 @@
 #include "test/unit/dsrun/DsrunTestSupport.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
+
+#include <sys/stat.h>
 
 using namespace dsc::rt;
 using namespace dsc::rt::dsruntest;
@@ -399,8 +403,40 @@ TEST(Launch, MpirunCommandLine) {
             (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
                "--bind-to", "none", "--stdin", "none", "--hostfile",
                "hosts.txt", "-np", "3", "/x/dsrun", "p.dsplan"}));
+  // Session files in a folder of the launch's own, on this host only.
+  EXPECT_EQ(
+      mpirunCommand("/usr/bin/mpirun", "/x/dsrun", 2, {"p.dsplan"}, "",
+                    "/tmp/dsrun-mpi-abc"),
+      (V{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
+         "--bind-to", "none", "--stdin", "none", "--mca", "orte_tmpdir_base",
+         "/tmp/dsrun-mpi-abc", "-np", "2", "/x/dsrun", "p.dsplan"}));
   EXPECT_NE(findOnPath("sh"), "");
   EXPECT_EQ(findOnPath("dsrun-no-such-program"), "");
+}
+
+TEST(Launch, SessionBaseIsNewAndRemovedWithWhatIsInIt) {
+  std::string base = makeSessionBase();
+  ASSERT_NE(base, "");
+  struct stat st;
+  ASSERT_EQ(::lstat(base.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  std::string other = makeSessionBase();
+  EXPECT_NE(other, base) << "each launch has its own";
+  removeSessionBase(other);
+  // What a killed mpirun leaves: ompi.HOST.UID/pid.N/... with files.
+  std::string deep = base + "/ompi.h.0/pid.1";
+  ASSERT_EQ(::mkdir((base + "/ompi.h.0").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(deep.c_str(), 0700), 0);
+  std::FILE *f = std::fopen((deep + "/contact.txt").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  removeSessionBase(base);
+  EXPECT_NE(::lstat(base.c_str(), &st), 0);
+  removeSessionBase(""); // nothing to do
+  // The user's own choice is kept: no folder of dsrun's.
+  ::setenv("OMPI_MCA_orte_tmpdir_base", "/var/tmp", 1);
+  EXPECT_EQ(makeSessionBase(), "");
+  ::unsetenv("OMPI_MCA_orte_tmpdir_base");
 }
 
 TEST(Launch, LocalCapacity) {
