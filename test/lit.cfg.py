@@ -20,6 +20,10 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(
     ("%lit", config.python_executable + " " + os.path.abspath(sys.argv[0])))
 config.substitutions.append(
+    ("%pipeline-timeline", config.python_executable + " " +
+     os.path.join(os.path.dirname(config.test_source_root), "scripts",
+                  "pipeline_timeline.py")))
+config.substitutions.append(
     ("%expect-exit", config.python_executable + " " +
      os.path.join(config.test_source_root, "tools", "expect-exit.py")))
 

@@ -73,7 +73,8 @@ std::vector<uint8_t> serializePlan(const PlanModel &model,
           &i.floatAttrs, static_cast<fb::Stream>(i.stream), &i.wait, &i.record,
           i.loc.c_str(),
           fb::schemaSpace(memorySpace(static_cast<Space>(i.space))), i.flops,
-          i.tensorGroup, i.pipelineGroup));
+          i.tensorGroup, i.pipelineGroup, i.microBatch,
+          static_cast<fb::SchedulePart>(i.schedulePart)));
     // Arena order as above: the device's categories, then the host's.
     std::vector<uint64_t> peaks(p.arenaPeaks.begin(), p.arenaPeaks.end());
     if (model.hasHostArenas())

@@ -124,6 +124,10 @@ struct PlanInstr {
   /// dist.pipeline_group), 0 for none.
   uint64_t pipelineGroup = 0;
   double flops = 0; ///< the op's KernelOpInterface count
+  /// Its place in a pipeline stage's schedule (dist::ScheduleTag): the
+  /// micro-batch, -1 for none, and plan.fbs SchedulePart's value.
+  int32_t microBatch = -1;
+  uint8_t schedulePart = 0;
   std::vector<uint32_t> inputs, outputs;
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;

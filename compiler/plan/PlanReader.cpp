@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/plan/PlanModel.h"
 
+#include "dialects/dist/DistOps.h"
 #include "dialects/ds/DsUtils.h"
 #include "dialects/plan/PlanOps.h"
 
@@ -228,6 +229,10 @@ LogicalResult PlanReader::readProgram(func::FuncOp func) {
     i.intAttrs.assign(call.getInts().begin(), call.getInts().end());
     i.floatAttrs.assign(call.getFloats().begin(), call.getFloats().end());
     i.loc = locationName(call.getLoc());
+    if (auto tag = dist::scheduleTagOf(call.getLoc())) {
+      i.microBatch = int32_t(tag->microBatch);
+      i.schedulePart = tag->part == 'F' ? 1 : tag->part == 'B' ? 2 : 3;
+    }
     i.flops = call.getFlops() ? call.getFlops()->convertToDouble() : 0.0;
     i.tensorGroup = call.getTensorGroup();
     if (auto group = call->getAttrOfType<IntegerAttr>(kPipelineGroupCallAttr))

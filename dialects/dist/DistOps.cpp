@@ -18,6 +18,38 @@ void DistDialect::initialize() {
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.cpp.inc"
 
+static constexpr llvm::StringLiteral kMicroBatchKey = "dist.micro_batch";
+static constexpr llvm::StringLiteral kPartKey = "dist.part";
+
+Location mlir::dist::withScheduleTag(Location loc, ScheduleTag tag) {
+  MLIRContext *ctx = loc.getContext();
+  Builder b(ctx);
+  NamedAttribute fields[] = {
+      b.getNamedAttr(kMicroBatchKey, b.getI64IntegerAttr(tag.microBatch)),
+      b.getNamedAttr(kPartKey, b.getStringAttr(StringRef(&tag.part, 1)))};
+  // A retag replaces the old tag rather than nesting a second one.
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (scheduleTagOf(loc) && fused.getLocations().size() == 1)
+      loc = fused.getLocations()[0];
+  return FusedLoc::get(ctx, {loc}, b.getDictionaryAttr(fields));
+}
+
+std::optional<ScheduleTag> mlir::dist::scheduleTagOf(Location loc) {
+  auto fused = dyn_cast<FusedLoc>(loc);
+  if (!fused)
+    return std::nullopt;
+  if (auto dict = dyn_cast_or_null<DictionaryAttr>(fused.getMetadata())) {
+    auto mb = dict.getAs<IntegerAttr>(kMicroBatchKey);
+    auto part = dict.getAs<StringAttr>(kPartKey);
+    if (mb && part && part.size() == 1)
+      return ScheduleTag{mb.getInt(), part.getValue()[0]};
+  }
+  for (Location inner : fused.getLocations())
+    if (auto tag = scheduleTagOf(inner))
+      return tag;
+  return std::nullopt;
+}
+
 static LogicalResult verifySlices(Operation *op, RankedTensorType full,
                                   RankedTensorType slice, int64_t ranks) {
   if (ranks < 1)

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 #include "dialects/dist/DistDialect.h.inc"
 
 #define GET_OP_CLASSES
@@ -42,6 +44,22 @@ constexpr llvm::StringLiteral kStageAttr =
     DistDialect::StageAttrHelper::getNameStr();
 constexpr llvm::StringLiteral kPipelineGroupAttr =
     DistDialect::PipelineGroupAttrHelper::getNameStr();
+
+/// Where an op of a pipeline stage's program sits in its schedule: the
+/// micro-batch and the part of it ('F' forward, 'B' backward or its input
+/// gradients, 'W' ZB-H1's weight gradients). ds-pipeline tags every op it
+/// emits by its location (a FusedLoc's metadata, so the name the plan and
+/// the FLOPs profile read stays the op's own and rewrites that keep an op's
+/// location keep the tag); the plan carries it per instruction and
+/// dsrun --trace per event, from which the schedule's timeline is drawn.
+struct ScheduleTag {
+  int64_t microBatch = -1;
+  char part = 0;
+};
+Location withScheduleTag(Location loc, ScheduleTag tag);
+/// The tag `loc` carries (searched through nested FusedLocs); none for an
+/// op no schedule placed.
+std::optional<ScheduleTag> scheduleTagOf(Location loc);
 
 /// Whether ds-offload placed `op` (a ds.variable, or an op that runs) in
 /// host memory.

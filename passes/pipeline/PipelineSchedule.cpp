@@ -429,8 +429,20 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
         maps[i].map(arg, split.getResult(i));
     }
     IRMapping shared; // unstaged values that read no argument
-    for (const Action &a : actions)
+    for (const Action &a : actions) {
+      Operation *before = entry->empty() ? nullptr : &entry->back();
       emitAction(b, body, s, a, maps[a.microBatch], shared);
+      // Every op the action emitted carries its place in the schedule
+      // (dsrun --trace draws the timeline from it).
+      const char part = a.part == Part::Forward    ? 'F'
+                        : a.part == Part::Backward ? 'B'
+                                                   : 'W';
+      Operation *first = before           ? before->getNextNode()
+                         : entry->empty() ? nullptr
+                                          : &entry->front();
+      for (Operation *op = first; op; op = op->getNextNode())
+        op->setLoc(dist::withScheduleTag(op->getLoc(), {a.microBatch, part}));
+    }
     SmallVector<Value> returned;
     Location loc = src.getLoc();
     if (last) {

@@ -46,6 +46,9 @@ struct TraceRecord {
   uint32_t instr = 0;      ///< index in the program
   int64_t beginNs = 0;
   int64_t endNs = 0;
+  /// Its place in a pipeline schedule (PreparedInstr's): -1 / 0 for none.
+  int32_t microBatch = -1;
+  char part = 0;
 };
 
 constexpr int kNumStreams = 4; ///< compute, comm, h2d, d2h (plan.fbs Stream)
@@ -56,6 +59,10 @@ struct PreparedInstr {
   KernelFn fn = nullptr;
   std::string_view kernel;
   std::string_view loc;
+  /// Its place in a pipeline stage's schedule (plan Instr.micro_batch and
+  /// .schedule_part as 'F', 'B' or 'W'): -1 and 0 outside one.
+  int32_t microBatch = -1;
+  char part = 0;
   std::vector<TensorRef> inputs, outputs;
   std::vector<int64_t> intAttrs;
   std::vector<double> floatAttrs;

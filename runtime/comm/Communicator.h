@@ -111,6 +111,13 @@ public:
             std::string &error) {
     return doRecv(data, count, dtype, peer, tag, error);
   }
+  /// Waits until every message this rank sent has been received (each
+  /// within timeout(), else false + the line naming its peer). A program's
+  /// sends end with it (Session::run): MPI moves a message larger than its
+  /// eager limit only while the sender is inside an MPI call, so a stage
+  /// that sent its last message and went on computing would leave the
+  /// receiving stage idle until its next collective.
+  bool completeSends(std::string &error) { return doCompleteSends(error); }
   /// What a receive's line calls its peer: "rank", or "stage" on a
   /// pipeline group, whose ranks are the stages ("recv from stage 1").
   void setPeerLabel(std::string label) { peerLabel_ = std::move(label); }
@@ -192,6 +199,8 @@ protected:
                       int tag, std::string &error);
   virtual bool doRecv(void *data, size_t count, DType dtype, int peer, int tag,
                       std::string &error);
+  /// completeSends(); nothing to wait for without buffered sends.
+  virtual bool doCompleteSends(std::string &) { return true; }
   /// split() once every rank has arrived.
   virtual std::unique_ptr<Communicator> doSplit(int color, int key,
                                                 std::string &error) = 0;

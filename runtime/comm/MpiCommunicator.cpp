@@ -350,6 +350,7 @@ private:
               std::string &error) override;
   bool doRecv(void *data, size_t count, DType dtype, int peer, int tag,
               std::string &error) override;
+  bool doCompleteSends(std::string &error) override;
   /// Drops the buffered sends that have completed (under mpiMutex).
   bool reapSends(std::string &error);
   /// Waits up to `seconds` for the buffered sends (under mpiMutex); false
@@ -376,6 +377,7 @@ private:
   struct Outgoing {
     std::vector<char> bytes;
     MPI_Request request = MPI_REQUEST_NULL;
+    int peer = 0;
   };
   std::list<Outgoing> outgoing_;
 };
@@ -651,6 +653,7 @@ bool MpiCommunicator::doSend(const void *data, size_t count, DType dtype,
     return false;
   start(name);
   Outgoing &out = outgoing_.emplace_back();
+  out.peer = peer;
   const char *bytes = static_cast<const char *>(data);
   out.bytes.assign(bytes, bytes + count * dtypeSize(dtype));
   return started(name,
@@ -674,6 +677,21 @@ bool MpiCommunicator::doRecv(void *data, size_t count, DType dtype, int peer,
                            &request),
                  error) &&
          finish(name.c_str(), request, end, error);
+}
+
+bool MpiCommunicator::doCompleteSends(std::string &error) {
+  std::lock_guard<std::mutex> lock(mpiMutex());
+  while (!outgoing_.empty()) {
+    Outgoing &out = outgoing_.front();
+    const std::string name =
+        "send to " + peerLabel() + " " + std::to_string(out.peer);
+    // Polling the oldest send moves them all: MPI_Test progresses every
+    // request of the process.
+    if (!finish(name.c_str(), out.request, start(name.c_str()), error))
+      return false;
+    outgoing_.pop_front();
+  }
+  return true;
 }
 
 bool MpiCommunicator::barrier(std::string &error) {

@@ -10,8 +10,7 @@
 namespace dsc::rt {
 
 HostExecutor::HostExecutor(const ExecutorSpec &spec)
-    : highWater_(spec.numArenas, 0), epoch_(std::chrono::steady_clock::now()),
-      eventGen_(spec.maxEvents, 0) {
+    : highWater_(spec.numArenas, 0), eventGen_(spec.maxEvents, 0) {
   for (int s = 0; s < kNumStreams; ++s) {
     if (!spec.streamUsed[s])
       continue;
@@ -115,7 +114,8 @@ void HostExecutor::runStream(Worker &worker, const PreparedProgram &program) {
     if (tracing_)
       worker.trace.push_back({program.name, in.kernel, in.loc,
                               plan::streamName(plan::Stream(worker.stream)),
-                              in.index, begin, nowNs()});
+                              in.index, begin, nowNs(), in.microBatch,
+                              in.part});
     if (!ok) {
       std::string at(in.kernel);
       if (!in.loc.empty())

@@ -53,7 +53,10 @@ private:
 
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<uint64_t> highWater_;
-  std::chrono::steady_clock::time_point epoch_;
+  /// The clock's own zero: steady_clock is CLOCK_MONOTONIC, one clock for
+  /// every process of the machine, so the ranks' traces share a time axis
+  /// (scripts/pipeline_timeline.py lines the stages up on it).
+  std::chrono::steady_clock::time_point epoch_{};
   bool tracing_ = false;
 
   // Guarded by mutex_: the current run and the events' state.

@@ -299,6 +299,8 @@ void SessionImpl::prepareProgram(const fb::Program &program) {
     pi.resources = loaded_.backend().streamResources(where, int(in->stream()));
     pi.kernel = info->name;
     pi.loc = view(in->loc());
+    pi.microBatch = in->micro_batch();
+    pi.part = "\0FBW"[int(in->schedule_part()) & 3];
     for (uint32_t id : ids(in->inputs()))
       pi.inputs.push_back(buffers_[id].ref);
     for (uint32_t id : ids(in->outputs())) {
@@ -554,7 +556,9 @@ bool SessionImpl::run(std::string_view program, uint32_t step,
   ctx.worldSize = groups_.dataWorld;
   ctx.comm = groups_.data;
   ctx.tensorComm = groups_.tensor;
-  return executor_->run(*p, ctx, loaded_.name(), error);
+  // A stage's program ends when what it sent has arrived (completeSends).
+  return executor_->run(*p, ctx, loaded_.name(), error) &&
+         (!groups_.pipeline || groups_.pipeline->completeSends(error));
 }
 
 std::vector<ArenaUsage> SessionImpl::arenaUsage() const {

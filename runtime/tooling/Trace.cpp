@@ -69,6 +69,10 @@ void TraceWriter::add(const std::vector<TraceRecord> &records, uint64_t step) {
     nlohmann::json args = {{"step", step}, {"instr", r.instr}};
     if (!r.loc.empty())
       args["loc"] = std::string(r.loc);
+    if (r.microBatch >= 0) { // a pipeline schedule's place
+      args["micro_batch"] = r.microBatch;
+      args["part"] = std::string(1, r.part);
+    }
     event(dump({{"ph", "X"},
                 {"name", std::string(r.kernel)},
                 {"cat", std::string(r.program)},

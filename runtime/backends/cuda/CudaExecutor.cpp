@@ -21,8 +21,7 @@ class CudaExecutor final : public StreamExecutor {
 public:
   CudaExecutor(CudaDevice &device, const ExecutorSpec &spec)
       : dev_(device), highWater_(spec.numArenas, 0),
-        graphs_(device.settings.graphs),
-        epoch_(std::chrono::steady_clock::now()) {
+        graphs_(device.settings.graphs) {
     events_.resize(spec.maxEvents, nullptr);
     for (cudaEvent_t &e : events_)
       cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -98,7 +97,8 @@ private:
   std::vector<uint64_t> highWater_;
   bool graphs_;
   bool tracing_ = false;
-  std::chrono::steady_clock::time_point epoch_;
+  /// The clock's zero: every rank's trace on one time axis (Executor.h).
+  std::chrono::steady_clock::time_point epoch_{};
   std::vector<cudaEvent_t> events_; ///< the plan's, by index
   cudaEvent_t fork_ = nullptr;
   std::array<cudaEvent_t, kNumStreams> join_{};
@@ -354,7 +354,8 @@ void CudaExecutor::collectTrace(const PreparedProgram &program,
         stream = s;
     trace_.push_back({program.name, in.kernel, in.loc, kStreamNames[stream],
                       in.index, startNs + int64_t(double(begin) * 1e6),
-                      startNs + int64_t(double(end) * 1e6)});
+                      startNs + int64_t(double(end) * 1e6), in.microBatch,
+                      in.part});
   }
 }
 
