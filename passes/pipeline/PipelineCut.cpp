@@ -9,9 +9,11 @@
 // into their programs.
 //
 // The stages are contiguous runs of the model's transformer blocks, found
-// by the parameters the forward reads (BlockNames.h) in program order:
-// ops before the first block (the embeddings) run on stage 0, ops after
-// the last (the final norm, the head, the loss) on the last stage.
+// by the parameters the forward reads (BlockNames.h): an op belongs to the
+// latest block whose parameters it reads or whose values it takes, so the
+// ops before the first block (the embeddings) run on stage 0 and those
+// after the last (the final norm, the head, the loss) on the last stage,
+// wherever the function's loads stand.
 // `partition` chooses the runs (PipelinePartition.h): equal numbers of
 // blocks, equal parameters, or equal predicted time, from each block's
 // ops as this pass walks them. Values every stage can have without
@@ -34,6 +36,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <set>
 #include <string>
 
 namespace mlir::ds {
@@ -84,33 +87,59 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
     return (type.getElementTypeBitWidth() + 7) / 8 * type.getNumElements();
   }
 
-  /// The forward's pieces (PipelinePartition.h): before the blocks, each
-  /// block (`blockIndex`, under `prefix`), after them; walked as cut()
-  /// walks the ops.
-  SmallVector<pipeline::PartitionUnit>
-  unitsOf(Block &body, const llvm::StringMap<int64_t> &blockIndex,
-          StringRef prefix) const {
-    const int64_t blocks = int64_t(blockIndex.size());
-    SmallVector<pipeline::PartitionUnit> units(size_t(blocks + 2));
-    llvm::DenseSet<Value> unstaged(body.args_begin(), body.args_end());
-    llvm::DenseSet<std::pair<Operation *, int64_t>> counted;
-    int64_t unit = 0;
+  /// Where each op of the forward belongs: the values every stage has
+  /// (isShared), and for every other op its piece (PipelinePartition.h):
+  /// 0 before the blocks, 1 + b in block b. An op is in the latest block
+  /// whose parameters it reads or whose values it takes, so the final
+  /// norm, the head and the loss fall in the last block's piece (they read
+  /// its output) and the embeddings in piece 0; where the loads stand in
+  /// the function does not matter (the PyTorch frontend puts them all
+  /// first, the C++ builders next to their readers).
+  struct Placement {
+    llvm::DenseSet<Value> unstaged;
+    llvm::DenseMap<Operation *, int64_t> piece;
+  };
+
+  static Placement place(Block &body,
+                         const llvm::StringMap<int64_t> &blockIndex,
+                         StringRef prefix) {
+    Placement p;
+    p.unstaged.insert(body.args_begin(), body.args_end());
     for (Operation &op : body) {
-      if (isa<func::ReturnOp>(op))
+      // A load is every stage's, but not the ops that read it.
+      if (isa<func::ReturnOp, LoadOp>(op))
         continue;
-      if (auto load = dyn_cast<LoadOp>(op)) {
-        auto block = blockOf(load.getName());
-        if (block && block->first == prefix)
-          unit = 1 + blockIndex.lookup(block->first +
-                                       std::to_string(block->second));
-        else if (unit > 0)
-          unit = blocks + 1;
+      if (isShared(&op, p.unstaged)) {
+        p.unstaged.insert(op.result_begin(), op.result_end());
         continue;
       }
-      if (isShared(&op, unstaged)) {
-        unstaged.insert(op.result_begin(), op.result_end());
-        continue;
+      int64_t piece = 0;
+      for (Value v : op.getOperands()) {
+        if (auto load = v.getDefiningOp<LoadOp>()) {
+          auto block = blockOf(load.getName());
+          if (block && block->first == prefix)
+            piece = std::max(
+                piece, 1 + blockIndex.lookup(block->first +
+                                             std::to_string(block->second)));
+        } else if (Operation *def = v.getDefiningOp()) {
+          piece = std::max(piece, p.piece.lookup(def));
+        }
       }
+      p.piece[&op] = piece;
+    }
+    return p;
+  }
+
+  /// The pieces' parameters, activations and predicted time.
+  SmallVector<pipeline::PartitionUnit>
+  unitsOf(Block &body, const Placement &placement, int64_t blocks) const {
+    SmallVector<pipeline::PartitionUnit> units(size_t(blocks + 2));
+    llvm::DenseSet<std::pair<Operation *, int64_t>> counted;
+    for (Operation &op : body) {
+      auto it = placement.piece.find(&op);
+      if (it == placement.piece.end())
+        continue;
+      const int64_t unit = it->second;
       pipeline::PartitionUnit &u = units[size_t(unit)];
       int64_t bytes = 0;
       for (Value v : op.getOperands()) {
@@ -134,17 +163,19 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
 
   LogicalResult cut(func::FuncOp func) {
     Block &body = func.front();
-    // Blocks in the order the forward first reads them.
-    llvm::StringMap<int64_t> blockIndex;
+    // The blocks under the first prefix read, by their numbers.
     std::string prefix;
+    std::set<int64_t> numbers;
     for (auto load : body.getOps<LoadOp>())
       if (auto block = blockOf(load.getName())) {
         if (prefix.empty())
           prefix = block->first;
-        std::string key = block->first + std::to_string(block->second);
-        if (block->first == prefix && !blockIndex.count(key))
-          blockIndex[key] = int64_t(blockIndex.size());
+        if (block->first == prefix)
+          numbers.insert(block->second);
       }
+    llvm::StringMap<int64_t> blockIndex;
+    for (int64_t n : numbers)
+      blockIndex[prefix + std::to_string(n)] = int64_t(blockIndex.size());
     const int64_t blocks = int64_t(blockIndex.size());
     if (blocks == 0)
       return func.emitError("ds-pipeline-cut: @")
@@ -156,38 +187,23 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
              << blocks << " transformer blocks do not fill " << int64_t(stages)
              << " pipeline stages";
 
+    const Placement placement = place(body, blockIndex, prefix);
     std::string error;
     const SmallVector<int64_t> stageOfBlock = pipeline::partitionBlocks(
-        unitsOf(body, blockIndex, prefix), stages, partition,
+        unitsOf(body, placement, blocks), stages, partition,
         {microBatches, schedule == "gpipe", uint64_t(stageMemory)}, error);
     if (stageOfBlock.empty())
       return func.emitError("ds-pipeline-cut: ") << error;
 
-    // Values computed from constants alone (and the arguments).
-    llvm::DenseSet<Value> unstaged(body.args_begin(), body.args_end());
     llvm::DenseMap<Value, int64_t> stageOf;
-    int64_t current = 0; // before the first block: the embeddings
-    bool seenBlock = false;
     OpBuilder b(func.getContext());
     llvm::DenseMap<std::pair<Value, int64_t>, Value> transferred;
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      if (isa<func::ReturnOp>(op))
-        continue;
-      if (auto load = dyn_cast<LoadOp>(op)) {
-        auto block = blockOf(load.getName());
-        if (block && block->first == prefix) {
-          current = stageOfBlock[size_t(
-              blockIndex.lookup(block->first + std::to_string(block->second)))];
-          seenBlock = true;
-        } else if (seenBlock) {
-          current = stages - 1; // after the last block: the head
-        }
-        continue;
-      }
-      if (isShared(&op, unstaged)) {
-        unstaged.insert(op.result_begin(), op.result_end());
-        continue;
-      }
+      auto piece = placement.piece.find(&op);
+      if (piece == placement.piece.end())
+        continue; // shared, or the return
+      const int64_t current =
+          piece->second == 0 ? 0 : stageOfBlock[size_t(piece->second - 1)];
       op.setAttr(dist::kStageAttr, b.getI64IntegerAttr(current));
       for (OpOperand &use : op.getOpOperands()) {
         auto it = stageOf.find(use.get());

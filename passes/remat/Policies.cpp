@@ -17,8 +17,11 @@ Choice keepAll(const ForwardGraph &g) {
 namespace {
 
 /// The forward in segments, in program order: a new one starts at the
-/// first read of a parameter from another group of `every` blocks (or
-/// from no block). Each op's segment, and whether each segment is a block.
+/// first op that reads a parameter from another group of `every` blocks
+/// (or from no block). The reader, not the load, so that a graph whose
+/// loads all stand first (the PyTorch frontend's) is cut as one whose
+/// loads stand next to their readers (the C++ builders'). Each op's
+/// segment, and whether each segment is a block.
 struct Segments {
   llvm::DenseMap<Operation *, unsigned> of;
   SmallVector<bool> block;
@@ -30,7 +33,10 @@ Segments segmentsOf(const ForwardGraph &g, int64_t every) {
   for (Operation &op : g.func.front()) {
     if (&op == g.seed)
       break;
-    if (auto load = dyn_cast<LoadOp>(op)) {
+    for (Value v : op.getOperands()) {
+      auto load = v.getDefiningOp<LoadOp>();
+      if (!load)
+        continue;
       auto block = blockOf(load.getName());
       if (block)
         block->second /= every;
