@@ -369,13 +369,6 @@ int openDsrun(const std::vector<std::string> &args, OpenedRun &run,
   DsrunHooks quiet;
   quiet.quiet = true;
   int status = start(given, *run.comm, quiet, run.options, run.prepared, error);
-  // The engine steps one micro-batch at a time; a stage's micro_step
-  // takes the step's micro-batches at once.
-  if (status == kExitOk && run.prepared.info.pipelineStages > 1) {
-    error = "a pipeline's plan runs under dsrun, not the step-by-step "
-            "engine, so far (docs/pipeline.md)";
-    return kExitBadInput;
-  }
   if (status == kExitOk && run.prepared.exported) {
     error = "the run ended before its first step (--export-weights with "
             "--resume)";

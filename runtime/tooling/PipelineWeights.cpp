@@ -29,13 +29,14 @@ bool shareInts(Communicator &comm, std::vector<int64_t> &v, int root,
 }
 
 /// Stage `s`'s parameters, from `root` (its first rank in the first
-/// replica) to every rank; rank 0 keeps those not seen yet in `tensors`
+/// replica) to every rank; a rank that `keep`s them adds those not seen
+/// yet to `tensors`
 /// (their values in `held`). Every rank of that stage reads each parameter
 /// too: a ZeRO-sharded one (an fp32 master) is gathered over the stage's
 /// data group, a tensor-parallel one over its tensor group.
 bool shareStage(Session &session, const WeightsLayout &layout,
                 Communicator &comm, int stages, int tensorParallel, int s,
-                const std::string &path, std::set<std::string> &seen,
+                const std::string &path, bool keep, std::set<std::string> &seen,
                 std::list<std::vector<float>> &held,
                 std::vector<TensorToSave> &tensors, std::string &error) {
   const int root = s * tensorParallel;
@@ -70,7 +71,7 @@ bool shareStage(Session &session, const WeightsLayout &layout,
     if (!comm.broadcast(whole.data(), whole.size(), DType::f32, root, nullptr,
                         error))
       return false;
-    if (comm.rank() != 0)
+    if (!keep)
       continue;
     name.assign(chars.begin(), chars.end());
     if (!seen.insert(name).second)
@@ -89,15 +90,16 @@ bool exportPipelineWeights(Session &session, const WeightsLayout &layout,
                            Communicator &comm, int stages, int tensorParallel,
                            const std::string &path,
                            std::map<std::string, std::string> metadata,
-                           std::string &error) {
+                           std::string &error, bool everyRank) {
   std::set<std::string> seen;
   std::list<std::vector<float>> held; // stable addresses
   std::vector<TensorToSave> tensors;
+  const bool keep = everyRank || comm.rank() == 0;
   for (int s = 0; s < stages; ++s)
     if (!shareStage(session, layout, comm, stages, tensorParallel, s, path,
-                    seen, held, tensors, error))
+                    keep, seen, held, tensors, error))
       return false;
-  if (comm.rank() != 0)
+  if (!keep)
     return true;
   return saveWeightsFile(path, tensors, std::move(metadata), error);
 }

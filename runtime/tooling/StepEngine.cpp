@@ -5,6 +5,7 @@
 #include "runtime/tooling/Checkpoint.h"
 #include "runtime/tooling/DsrunMain.h"
 #include "runtime/tooling/DsrunPrepare.h"
+#include "runtime/tooling/PipelineWeights.h"
 #include "runtime/tooling/Weights.h"
 
 #include <map>
@@ -20,8 +21,8 @@ StepEngine::open(const std::vector<std::string> &args, int &status,
   if (status != kExitOk)
     return nullptr;
   const TrainSetup &setup = engine->run->prepared.setup;
-  const StepShape shape{setup.microBatch, setup.seqLen,
-                        setup.lossScale.has_value(),
+  const StepShape shape{setup.microBatch * setup.microBatchesPerRun(),
+                        setup.seqLen, setup.lossScale.has_value(),
                         setup.schedule.cyclesMomentum(), setup.sequencePart()};
   if (!bindPrograms(*engine->run->prepared.session, shape, engine->io, error)) {
     status = kExitBadInput;
@@ -41,6 +42,9 @@ uint32_t StepEngine::seqLen() const { return run->prepared.setup.seqLen; }
 const TrainSetup &StepEngine::setup() const { return run->prepared.setup; }
 uint32_t StepEngine::accumulationSteps() const {
   return run->prepared.setup.accumulationSteps;
+}
+uint32_t StepEngine::microBatchesPerRun() const {
+  return setup().microBatchesPerRun();
 }
 uint32_t StepEngine::rank() const { return run->prepared.setup.rank; }
 uint32_t StepEngine::worldSize() const { return run->prepared.setup.worldSize; }
@@ -77,7 +81,17 @@ bool StepEngine::evalStep(const int32_t *tokens, const int32_t *targets,
   return session.writeTensor(evalTokens, tokens, bytes, error) &&
          session.writeTensor(evalTargets, targets, bytes, error) &&
          session.run(program, 0, error) &&
-         readScalar(session, evalLoss, loss, error);
+         readScalar(session, evalLoss, loss, error) &&
+         (setup().pipelineStages <= 1 || agreeOnLoss(loss, error));
+}
+
+bool StepEngine::agreeOnLoss(double &loss, std::string &error) const {
+  const TrainSetup &s = setup();
+  double total = 0;
+  if (!s.comm || !s.comm->allReduceSum(&loss, &total, 1, error))
+    return false;
+  loss = total / (s.dataWorld() * s.lossCopies());
+  return true;
 }
 
 double StepEngine::nextLr() const {
@@ -87,6 +101,12 @@ double StepEngine::nextLr() const {
 bool StepEngine::microStep(const int32_t *tokens, const int32_t *targets,
                            double &loss, std::string &error) {
   const TrainSetup &setup = run->prepared.setup;
+  if (setup.pipelineStages > 1) {
+    error = "a pipeline stage takes the step's " +
+            std::to_string(setup.accumulationSteps) +
+            " micro-batches at once (train_batch), not one at a time";
+    return false;
+  }
   if (pending == setup.accumulationSteps) {
     error = "micro-step " + std::to_string(pending + 1) + " of a step that " +
             "accumulates " + std::to_string(setup.accumulationSteps) +
@@ -106,6 +126,33 @@ bool StepEngine::microStep(const int32_t *tokens, const int32_t *targets,
                     uint32_t(taken + 1), loss, error))
     return false;
   ++pending;
+  return true;
+}
+
+bool StepEngine::stepBatch(const int32_t *tokens, const int32_t *targets,
+                           double &loss, std::string &error) {
+  const TrainSetup &setup = run->prepared.setup;
+  if (setup.pipelineStages <= 1) {
+    error = "stepBatch is a pipeline's; this plan takes one micro-batch at "
+            "a time";
+    return false;
+  }
+  if (pending != 0) {
+    error = "a step's micro-batches a second time: the optimizer step "
+            "comes first";
+    return false;
+  }
+  Session &session = *run->prepared.session;
+  // The samples of dsrun's step on this replica (Trainer.cpp): the stage's
+  // program adds each micro-batch's own offset.
+  session.setSampleOffset(uint64_t(setup.dataRank()) * setup.microBatch);
+  const std::optional<double> scale =
+      scaler ? std::optional(scaler->scale()) : std::nullopt;
+  if (!runMicroStep(session, io, /*last=*/true, tokens, targets, scale,
+                    uint32_t(taken + 1), loss, error) ||
+      !agreeOnLoss(loss, error))
+    return false;
+  pending = setup.accumulationSteps;
   return true;
 }
 
@@ -132,14 +179,19 @@ bool StepEngine::apply(ApplyOutcome &outcome, std::string &error) {
   return !scaler || scaler->update(outcome.skipped, error);
 }
 
-bool StepEngine::exportWeights(const std::string &path, std::string &error) {
+bool StepEngine::exportWeights(const std::string &path, bool everyRank,
+                               std::string &error) {
   Prepared &p = run->prepared;
   std::map<std::string, std::string> metadata = {
       {"producer", "dsc.initialize"},
       {"model", p.info.model},
       {"step", std::to_string(taken)}};
+  if (p.info.pipelineStages > 1)
+    return exportPipelineWeights(
+        *p.session, p.layout, *p.setup.comm, int(p.info.pipelineStages),
+        int(p.info.tensorParallel), path, metadata, error, everyRank);
   return rt::exportWeights(*p.session, p.layout, path, metadata,
-                           p.setup.rank == 0, error);
+                           everyRank || p.setup.rank == 0, error);
 }
 
 bool StepEngine::betweenSteps(const char *what, std::string &error) const {

@@ -47,13 +47,29 @@ public:
   uint32_t dataRank() const;
   uint32_t dataWorld() const;
 
+  /// Micro-batches one run of the step program takes: a pipeline stage's
+  /// streams the step's accumulationSteps() through its schedule at once
+  /// (stepBatch()); 1 otherwise (microStep()).
+  uint32_t microBatchesPerRun() const;
+
   /// The current step's next micro-step on `tokens` and `targets` (int32
-  /// host arrays of microBatch() x seqLen()); `loss` is this rank's.
+  /// host arrays of microBatch() x seqLen()); `loss` is this rank's. Not
+  /// for a pipeline (stepBatch()).
   bool microStep(const int32_t *tokens, const int32_t *targets, double &loss,
                  std::string &error);
+  /// A pipeline stage's whole step of micro-batches, as DeepSpeed's
+  /// PipelineEngine.train_batch takes them: `tokens` and `targets` hold
+  /// accumulationSteps() micro-batches one after another; every rank
+  /// calls it (the first stage reads the tokens, the last the targets).
+  /// `loss` is the step's mean over its micro-batches and the data-parallel
+  /// replicas, the same on every rank. apply() follows.
+  bool stepBatch(const int32_t *tokens, const int32_t *targets, double &loss,
+                 std::string &error);
+
   /// The plan's eval program (dropout off, no gradients) on one batch of
   /// evalBatch() rows; on several ranks every rank calls it (ZeRO-3
-  /// gathers inside). `loss` is this rank's.
+  /// gathers inside). `loss` is this rank's; in a pipeline (where only the
+  /// last stage computes one) the mean over the replicas, on every rank.
   bool evalStep(const int32_t *tokens, const int32_t *targets, double &loss,
                 std::string &error);
   /// The eval program's rows; 0 when the plan has none.
@@ -73,8 +89,11 @@ public:
   double lossScale() const { return scaler ? scaler->scale() : 1.0; }
 
   /// The model's weights as dsrun --export-weights writes them (every rank
-  /// takes part; rank 0 writes).
-  bool exportWeights(const std::string &path, std::string &error);
+  /// takes part, a pipeline's stages each with their own): rank 0 writes
+  /// `path`, or with `everyRank` each rank its own `path` (engine.module
+  /// on every rank).
+  bool exportWeights(const std::string &path, bool everyRank,
+                     std::string &error);
 
   /// DeepSpeed's save_checkpoint: the run (weights, optimizer state, the
   /// counters, the loss scale) into `dir`/step-NNNNNNNN, committed as dsrun
@@ -99,6 +118,9 @@ private:
   NamedTensor evalTokens, evalTargets, evalLoss;
   std::optional<LossScaler> scaler;
   bool betweenSteps(const char *what, std::string &error) const;
+  /// A pipeline's loss, computed by its last stage alone: the mean over
+  /// the replicas' last stages, given to every rank.
+  bool agreeOnLoss(double &loss, std::string &error) const;
 
   uint64_t applied = 0, taken = 0, skipped = 0;
   uint32_t pending = 0;

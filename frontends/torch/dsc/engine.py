@@ -291,6 +291,7 @@ class Engine:
         if not self.training or not torch.is_grad_enabled():
             loss = self._evaluate(tokens, targets)
             return _Output(loss) if hf else loss
+        self._refuse_in_pipeline("engine()")
         if self._phase != "forward":
             raise InputError(f"engine(): the previous micro-batch's {self._phase}() has "
                              "not run (the order is engine(batch), backward(loss), step())")
@@ -303,9 +304,23 @@ class Engine:
 
     forward = __call__
 
+    def is_pipe_parallel(self):
+        """Whether the plan is a pipeline's stage (the config's "pipeline"):
+        it trains whole batches of micro-batches, through train_batch."""
+        return self._native.micro_batches_per_run > 1
+
+    def _refuse_in_pipeline(self, what):
+        # DeepSpeed's PipelineEngine refuses forward/backward/step the same
+        # way: a stage runs the step's micro-batches through its schedule.
+        if self.is_pipe_parallel():
+            raise InputError(f"{what}: a pipeline's stage trains the step's "
+                             f"{self._native.accumulation_steps} micro-batches at once: "
+                             "call train_batch(data_iter), as DeepSpeed's PipelineEngine")
+
     def backward(self, loss, **kwargs):
         """The micro-step's backward ran with its forward: this only keeps
         DeepSpeed's order."""
+        self._refuse_in_pipeline("backward()")
         if self._phase != "backward":
             raise InputError(f"backward(): expected {self._phase}() next (the order is "
                              "engine(batch), backward(loss), step())")
@@ -315,6 +330,7 @@ class Engine:
     def step(self, **kwargs):
         """At the gradient-accumulation boundary, the optimizer step (the
         plan's apply: clipping, the update, the schedule); else nothing."""
+        self._refuse_in_pipeline("step()")
         if self._phase != "step":
             raise InputError(f"step(): expected {self._phase}() next (the order is "
                              "engine(batch), backward(loss), step())")
@@ -323,9 +339,12 @@ class Engine:
         self._phase = "forward"
         if not boundary:
             return
-        self._last = _native_call(self._native.apply)
-        self._last["loss"] = sum(self._losses) / len(self._losses)
+        self._apply(sum(self._losses) / len(self._losses))
         self._losses = []
+
+    def _apply(self, loss):
+        self._last = _native_call(self._native.apply)
+        self._last["loss"] = loss
         self._stale = True
         self.global_samples += self.train_batch_size()
 
@@ -361,8 +380,12 @@ class Engine:
     def train_batch(self, data_iter):
         """One optimizer step over the next gradient_accumulation_steps
         batches of `data_iter` (as eval_batch takes them); returns the mean
-        loss."""
+        loss. A pipeline's stages (every rank calls it, each with its
+        replica's batches) run them through the compiled schedule at once;
+        the loss, computed by the last stage, is returned on every rank."""
         import torch
+        if self.is_pipe_parallel():
+            return self._train_pipeline_batch(data_iter)
         losses = []
         for _ in range(self._native.accumulation_steps):
             args, kwargs = _batch_arguments(next(data_iter))
@@ -372,6 +395,23 @@ class Engine:
             self.step()
             losses.append(loss)
         return torch.stack(losses).mean()
+
+    def _train_pipeline_batch(self, data_iter):
+        import numpy as np
+        import torch
+        if self._phase != "forward":
+            raise InputError(f"train_batch(): expected {self._phase}() next")
+        tokens, targets = [], []
+        for _ in range(self._native.accumulation_steps):
+            args, kwargs = _batch_arguments(next(data_iter))
+            t, y, _ = _step_arguments(kwargs, *args)
+            tokens.append(_as_batch(t, "tokens"))
+            targets.append(_as_batch(y, "targets"))
+        loss = _native_call(self._native.step_batch, np.concatenate(tokens),
+                            np.concatenate(targets))
+        self._micro_steps += self._native.accumulation_steps
+        self._apply(loss)
+        return torch.tensor(loss, dtype=torch.float32)
 
     # The weights.
     def export_weights(self, path):
@@ -442,12 +482,15 @@ class Engine:
 
     @property
     def module(self):
-        """The user's module, its weights those of the last optimizer step."""
+        """The user's module, its weights those of the last optimizer step.
+        With several ranks reading it brings the weights to every rank: a
+        collective, so every rank reads it at the same point."""
         if self._stale and self._module is not None and self._plan.exported is not None:
             from safetensors.torch import load_file
             with work_folder() as work:
+                # Every rank its own file: a collective, each rank's folder.
                 path = os.path.join(work.path, "weights.safetensors")
-                self.export_weights(path)
+                _native_call(self._native.export_weights, path, True)
                 state = self._plan.exported.state_dict_from(load_file(path))
             self._module.load_state_dict(state, strict=True)
             self._stale = False

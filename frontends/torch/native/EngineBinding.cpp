@@ -2,10 +2,11 @@
 //
 // Engine(args): a run opened in this process as dsrun opens one, stepped
 // by the caller (runtime/tooling/StepEngine.h): micro_step(tokens,
-// targets) -> loss, apply() -> {lr, grad_norm, skipped[, beta1]},
-// export_weights(path), save_checkpoint(dir, client_state_json) -> path,
-// load_checkpoint(path) -> notes; latest_checkpoint(dir) -> (path, notes).
-// Batches are C-contiguous int32 arrays of the compiled shape (anything
+// targets) -> loss (a pipeline's stage: step_batch(tokens, targets) with
+// the step's micro-batches), apply() -> {lr, grad_norm, skipped[, beta1]},
+// export_weights(path[, every_rank]), save_checkpoint(dir, client_state_json)
+// -> path, load_checkpoint(path) -> notes; latest_checkpoint(dir) -> (path,
+// notes). Batches are C-contiguous int32 arrays of the compiled shape (anything
 // else is converted when it can be, else one InputError naming the
 // argument); the GIL is released while the plan runs. Bad input raises
 // InputError; a failed step TrainingError.
@@ -94,6 +95,16 @@ double microStep(rt::StepEngine &engine, const Batch &tokens,
           std::string &error) { return engine.microStep(t, y, loss, error); });
 }
 
+double stepBatch(rt::StepEngine &engine, const Batch &tokens,
+                 const Batch &targets) {
+  return runBatch(
+      engine, tokens, targets,
+      engine.microBatch() * engine.microBatchesPerRun(),
+      "micro-batch x gradient_accumulation_steps",
+      [&](const int32_t *t, const int32_t *y, double &loss,
+          std::string &error) { return engine.stepBatch(t, y, loss, error); });
+}
+
 double evalStep(rt::StepEngine &engine, const Batch &tokens,
                 const Batch &targets) {
   if (engine.evalBatch() == 0)
@@ -123,12 +134,13 @@ py::dict apply(rt::StepEngine &engine) {
   return d;
 }
 
-void exportWeights(rt::StepEngine &engine, const std::string &path) {
+void exportWeights(rt::StepEngine &engine, const std::string &path,
+                   bool everyRank) {
   std::string error;
   bool ok;
   {
     py::gil_scoped_release nogil;
-    ok = engine.exportWeights(path, error);
+    ok = engine.exportWeights(path, everyRank, error);
   }
   if (!ok)
     throw TrainingFailure(error);
@@ -181,12 +193,19 @@ void bindEngine(py::module_ &m) {
            "Opens the run dsrun's flags describe (the plan first).")
       .def("micro_step", &microStep, py::arg("tokens"), py::arg("targets"),
            "The step's next micro-step; returns this rank's loss.")
+      .def("step_batch", &stepBatch, py::arg("tokens"), py::arg("targets"),
+           "A pipeline's step of micro-batches at once: tokens and targets "
+           "[micro-batch x gradient_accumulation_steps, seq_len]; the step's "
+           "mean loss, the same on every rank")
+      .def_property_readonly("micro_batches_per_run",
+                             &rt::StepEngine::microBatchesPerRun)
       .def("eval_step", &evalStep, py::arg("tokens"), py::arg("targets"),
            "The plan's eval program on one batch; returns this rank's loss.")
       .def_property_readonly("eval_batch", &rt::StepEngine::evalBatch)
       .def("apply", &apply,
            "The optimizer step after accumulation_steps micro-steps.")
-      .def("export_weights", &exportWeights, py::arg("path"))
+      .def("export_weights", &exportWeights, py::arg("path"),
+           py::arg("every_rank") = false)
       .def("save_checkpoint", &saveCheckpoint, py::arg("dir"),
            py::arg("client_state"))
       .def("load_checkpoint", &loadCheckpoint, py::arg("path"))
