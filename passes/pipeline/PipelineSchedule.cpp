@@ -80,6 +80,8 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   llvm::DenseMap<Operation *, Placement> placed;
   llvm::DenseSet<Operation *> tiedSums;
   SmallVector<dist::TransferOp> transfers;
+  /// Each transfer's number (its index in `transfers`): the messages' id.
+  llvm::DenseMap<Operation *, int64_t> transferId;
   llvm::DenseMap<Value, uint64_t> stagesOfValue;
   /// The model chunk (ds-pipeline-cut's stage: chunk c runs on stage
   /// c % stages) of each staged value but a tied gradient sum's.
@@ -182,6 +184,7 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
     placed.clear();
     tiedSums.clear();
     transfers.clear();
+    transferId.clear();
     stagesOfValue.clear();
     chunkOfValue.clear();
     stored.clear();
@@ -190,6 +193,7 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
       if (isa<func::ReturnOp>(op))
         continue;
       if (auto t = dyn_cast<dist::TransferOp>(op)) {
+        transferId[t] = int64_t(transfers.size());
         transfers.push_back(t);
         stagesOfValue[t.getResult()] = uint64_t(1) << t.getTo() % stages;
         chunkOfValue[t.getResult()] = t.getTo();
@@ -523,7 +527,7 @@ struct PipelinePass : ds::impl::DsPipelineBase<PipelinePass> {
   /// one; the peers are the chunks' stages.
   void transfer(OpBuilder &b, dist::TransferOp t, int64_t chunk, int64_t m,
                 IRMapping &map, IRMapping &shared) {
-    const int64_t id = llvm::find(transfers, t) - transfers.begin();
+    const int64_t id = transferId.lookup(t);
     if (t.getFrom() == chunk) {
       materialize(b, t.getX(), map, shared);
       b.create<dist::SendOp>(t.getLoc(), map.lookup(t.getX()),
