@@ -393,6 +393,41 @@ const Case kCases[] = {
      2, 2, "interleaved", 2},
 };
 
+// Between two stages the messages one sends arrive in the order the other
+// receives them, so a transport that matches messages by their order on a
+// pair of ranks (NCCL's send/recv, which has no tags) would pair each
+// receive with its own send, as MPI's tags (transfer, micro-batch) do.
+TEST_P(PipelineScheduleTest, MessagesBetweenTwoStagesKeepTheirOrder) {
+  const Case &c = GetParam();
+  DialectRegistry registry;
+  registerDistGradients(registry);
+  MLIRContext ctx(registry);
+  DiagnosticCapture diags(ctx);
+  std::string error;
+  OwningOpRef<ModuleOp> piped = build(ctx, c, true, error);
+  ASSERT_TRUE(piped) << error << diags.text;
+  using Message = std::pair<int64_t, int64_t>; // transfer, micro-batch
+  std::map<std::pair<int64_t, int64_t>, std::vector<Message>> sent, received;
+  int64_t messages = 0;
+  for (int64_t s = 0; s < c.stages; ++s) {
+    auto func =
+        piped->lookupSymbol<func::FuncOp>("pipeline_step_" + std::to_string(s));
+    ASSERT_TRUE(func) << "no @pipeline_step_" << s;
+    func.walk([&](Operation *op) {
+      if (auto send = dyn_cast<dist::SendOp>(op)) {
+        sent[{s, send.getPeer()}].push_back(
+            {send.getTransfer(), send.getMicroBatch()});
+        ++messages;
+      } else if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+        received[{recv.getPeer(), s}].push_back(
+            {recv.getTransfer(), recv.getMicroBatch()});
+      }
+    });
+  }
+  EXPECT_GT(messages, 0);
+  EXPECT_EQ(sent, received);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineScheduleTest,
                          ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case> &info) {
