@@ -7,8 +7,14 @@
 // fp32 parameters, gradients and moments, and ds.adamw_round (mixed
 // precision: fp16 gradients in, the fp32 master updated and rounded into an
 // fp16 parameter in the same pass). Prints one line per (kernel, size) with
-// the best of 5 updates after one warm-up, in elements per second, as JSON
-// lines that bench/cpu_adam.sh puts beside PyTorch's (torch_adam.py).
+// the best of 5 updates after one warm-up, in elements per second and in
+// the bytes it moves per second (28 a element either way: p, g, m, v read,
+// p, m, v written; the rounding kernel reads a 2-byte gradient and writes a
+// 2-byte parameter too), as JSON lines that bench/cpu_adam.sh puts beside
+// PyTorch's (torch_adam.py). Then this machine's memory bandwidth, STREAM's
+// way, over the same sizes and threads (the kernels' parallelFor, their
+// grain): copy (a = b, 8 bytes a element) and triad (a = b + s c, 12), and
+// each Adam kernel's bytes per second as a share of triad's.
 //
 //===----------------------------------------------------------------------===//
 #include "bench/BenchTensor.h"
@@ -84,6 +90,38 @@ double bestSeconds(int64_t n, bool round) {
   return best;
 }
 
+constexpr int64_t kGrain = 1 << 18; // the optimizer kernels' (Optimizer.cpp)
+constexpr double kAdamBytesPerElement = 28;
+
+/// STREAM's copy (triad = false: a = b) or triad (a = b + 3 c) over n
+/// floats: the best of 5 passes after a warm-up, in bytes per second.
+double streamBytesPerSecond(int64_t n, bool triad) {
+  std::vector<float> a(size_t(n), 0.f), b(size_t(n), 1.f), c(size_t(n), 2.f);
+  double best = 1e30;
+  for (int r = 0; r < 6; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    cpu::parallelFor(n, kGrain, [&](int64_t lo, int64_t hi) {
+      float *out = a.data();
+      const float *x = b.data(), *y = c.data();
+      if (triad)
+        for (int64_t i = lo; i < hi; ++i)
+          out[i] = x[i] + 3.f * y[i];
+      else
+        for (int64_t i = lo; i < hi; ++i)
+          out[i] = x[i];
+    });
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (r > 0)
+      best = std::min(best, s);
+  }
+  // Keep the result observable so the loops are not dropped.
+  if (a[size_t(n / 2)] < 0)
+    std::fprintf(stderr, "impossible\n");
+  return double(n) * (triad ? 12 : 8) / best;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -92,21 +130,33 @@ int main(int argc, char **argv) {
     sizes.push_back(std::atoll(argv[i]));
   if (sizes.empty())
     sizes = {1 << 20, 16 << 20, 128 << 20};
-  for (bool round : {false, true})
-    for (int64_t n : sizes) {
-      if (n < 1) {
-        std::fprintf(stderr, "dsc-bench-adam: sizes must be >= 1\n");
-        return 2;
-      }
+  for (int64_t n : sizes)
+    if (n < 1) {
+      std::fprintf(stderr, "dsc-bench-adam: sizes must be >= 1\n");
+      return 2;
+    }
+  for (int64_t n : sizes) {
+    const double copy = streamBytesPerSecond(n, false);
+    const double triad = streamBytesPerSecond(n, true);
+    std::printf("{\"impl\": \"stream copy\", \"elements\": %lld, "
+                "\"gb_per_s\": %.2f, \"threads\": %d}\n",
+                static_cast<long long>(n), copy / 1e9, cpu::kernelThreads());
+    std::printf("{\"impl\": \"stream triad\", \"elements\": %lld, "
+                "\"gb_per_s\": %.2f, \"threads\": %d}\n",
+                static_cast<long long>(n), triad / 1e9, cpu::kernelThreads());
+    for (bool round : {false, true}) {
       double s = bestSeconds(n, round);
       if (s < 0)
         return 1;
+      const double bytes = double(n) * kAdamBytesPerElement / s;
       std::printf("{\"impl\": \"dsc %s\", \"elements\": %lld, "
                   "\"seconds\": %.6f, \"elements_per_s\": %.4g, "
+                  "\"gb_per_s\": %.2f, \"of_triad\": %.2f, "
                   "\"threads\": %d}\n",
                   round ? "ds.adamw_round (f16 g, f16 p out)" : "ds.adamw",
-                  static_cast<long long>(n), s, double(n) / s,
-                  cpu::kernelThreads());
+                  static_cast<long long>(n), s, double(n) / s, bytes / 1e9,
+                  bytes / triad, cpu::kernelThreads());
     }
+  }
   return 0;
 }

@@ -11,8 +11,9 @@ block being consecutive instructions of one micro-batch's part.
 
 Default: a timeline, one pair of rows per rank on a common time axis
 (every rank's clock is this machine's monotonic one) W columns wide: the
-part's letter over the micro-batch (0-9, then a-z), '.' where the stream
-is idle, '-' for instructions of the step outside the schedule (the
+part's letter over the micro-batch (0-9, then a-z, then again from 0),
+'.' where the stream is idle (a rank with no event in the step: a row of
+them), '-' for instructions of the step outside the schedule (the
 gradient norm, the sums of tied weights). --order: each rank's blocks in
 order, e.g. "F0 F1 B0 F2 B1 F3 B2 B3", one line per rank (ZB-H1's B and
 W of one micro-batch, interleaved by the scheduled phase, as "B0+W0").
@@ -42,7 +43,17 @@ def load(path):
         raise ValueError(f"{path}: not a dsrun trace ({e.msg})")
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a dsrun trace (no event array)")
-    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    out = []
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        args = e.get("args")
+        if not isinstance(args, dict) or not all(
+                isinstance(e.get(k), (int, float)) for k in ("ts", "dur")):
+            raise ValueError(f"{path}: not a dsrun trace (an event without "
+                             "ts, dur or args)")
+        out.append(e)
+    return out
 
 
 def step_events(events, step):
@@ -90,7 +101,7 @@ def draw(rows, width):
     """Two lines per rank: part letters and micro-batch digits per column
     (the block covering the column's middle), over the step's span."""
     begin = min(b[2] for _, bs in rows for b in bs)
-    end = max(b[3] for _, bs in rows for b in bs)
+    end = max(b[3] for _, bs in rows for b in bs)  # some rank has blocks
     span = max(end - begin, 1e-9)
     lines = [f"{span / 1e3:.2f} ms across, {span / width:.0f} us a column"]
     for rank, bs in rows:
@@ -140,9 +151,10 @@ def main(argv):
               file=sys.stderr)
         return 2
     step = a.step if a.step is not None else max(e["args"]["step"] for e in tagged)
+    # A rank with nothing in the step stays as an idle row: an idle stage
+    # is what a timeline is for.
     rows = [(rank, blocks(step_events(es, step))) for rank, es in sorted(by_rank.items())]
-    rows = [(rank, bs) for rank, bs in rows if bs]
-    if not rows:
+    if not any(bs for _, bs in rows):
         print(f"pipeline_timeline.py: no event of step {step}", file=sys.stderr)
         return 2
     if a.order:

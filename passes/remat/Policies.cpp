@@ -33,17 +33,21 @@ Segments segmentsOf(const ForwardGraph &g, int64_t every) {
   for (Operation &op : g.func.front()) {
     if (&op == g.seed)
       break;
-    for (Value v : op.getOperands()) {
-      auto load = v.getDefiningOp<LoadOp>();
-      if (!load)
-        continue;
-      auto block = blockOf(load.getName());
-      if (block)
-        block->second /= every;
-      if (block != current) {
-        current = block;
-        s.block.push_back(block.has_value());
+    // An op reading several parameters goes with its block's, if any.
+    bool reads = false;
+    std::optional<std::pair<std::string, int64_t>> next;
+    for (Value v : op.getOperands())
+      if (auto load = v.getDefiningOp<LoadOp>()) {
+        auto block = blockOf(load.getName());
+        if (!reads || (block && !next))
+          next = block;
+        reads = true;
       }
+    if (next)
+      next->second /= every;
+    if (reads && next != current) {
+      current = next;
+      s.block.push_back(next.has_value());
     }
     s.of[&op] = s.block.size() - 1;
   }

@@ -681,17 +681,38 @@ bool MpiCommunicator::doRecv(void *data, size_t count, DType dtype, int peer,
 
 bool MpiCommunicator::doCompleteSends(std::string &error) {
   std::lock_guard<std::mutex> lock(mpiMutex());
-  while (!outgoing_.empty()) {
-    Outgoing &out = outgoing_.front();
-    const std::string name =
-        "send to " + peerLabel() + " " + std::to_string(out.peer);
-    // Polling the oldest send moves them all: MPI_Test progresses every
-    // request of the process.
-    if (!finish(name.c_str(), out.request, start(name.c_str()), error))
+  if (outgoing_.empty())
+    return true;
+  // One deadline for them all; polling progresses every request of the
+  // process. Not finish(): a send that times out stays with its buffer in
+  // outgoing_ (the destructor's drainSends gives it one more chance), and
+  // must not also become pending_, which MPI would free twice.
+  const std::string name =
+      "send to " + peerLabel() + " " + std::to_string(outgoing_.front().peer);
+  const Clock::time_point end = start(name.c_str());
+  auto nap = std::chrono::microseconds(1);
+  for (int polls = 0;; ++polls) {
+    if (!reapSends(error))
       return false;
-    outgoing_.pop_front();
+    if (outgoing_.empty())
+      return true;
+    if (Clock::now() >= end) {
+      const std::string late = "send to " + peerLabel() + " " +
+                               std::to_string(outgoing_.front().peer);
+      markFailed(late.c_str());
+      anyFailed = true;
+      error = collectiveTimeoutLine(who(), late.c_str(), sequence(), timeout());
+      return false;
+    }
+    if (polls < 64)
+      continue;
+    if (polls < 256) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(200));
   }
-  return true;
 }
 
 bool MpiCommunicator::barrier(std::string &error) {

@@ -153,14 +153,21 @@ std::vector<std::string> mpirunCommand(const std::string &mpirun,
 }
 
 std::string makeSessionBase() {
-  if (std::getenv("OMPI_MCA_orte_tmpdir_base") ||
-      std::getenv("OMPI_MCA_orte_local_tmpdir_base"))
-    return "";
+  for (const char *chosen :
+       {"OMPI_MCA_orte_tmpdir_base", "OMPI_MCA_orte_local_tmpdir_base"})
+    if (const char *v = std::getenv(chosen); v && *v)
+      return "";
   const char *tmp = std::getenv("TMPDIR");
   std::string pattern =
       std::string(tmp && *tmp ? tmp : "/tmp") + "/dsrun-mpi-XXXXXX";
   if (!::mkdtemp(pattern.data()))
     return "";
+  // The session's sockets live under it, and a socket's path has ~100
+  // bytes: a long TMPDIR keeps Open MPI's default.
+  if (pattern.size() > 64) {
+    ::rmdir(pattern.c_str());
+    return "";
+  }
   return pattern;
 }
 

@@ -33,7 +33,8 @@ std::vector<std::string> mpirunCommand(const std::string &mpirun,
 /// desired directory", mpirun exits 1 before any rank starts). Two jobs
 /// with folders of their own cannot race. Empty, and mpirun's default kept,
 /// when the user chose a place (OMPI_MCA_orte_tmpdir_base or
-/// OMPI_MCA_orte_local_tmpdir_base) or none could be made. For one host
+/// OMPI_MCA_orte_local_tmpdir_base) or none could be made, or its path is
+/// over 64 bytes (the session's sockets live under it). For one host
 /// only: under --hostfile the folder would have to exist on every host.
 std::string makeSessionBase();
 

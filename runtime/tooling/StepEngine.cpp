@@ -46,6 +46,7 @@ uint32_t StepEngine::accumulationSteps() const {
 uint32_t StepEngine::microBatchesPerRun() const {
   return setup().microBatchesPerRun();
 }
+uint32_t StepEngine::pipelineStages() const { return setup().pipelineStages; }
 uint32_t StepEngine::rank() const { return run->prepared.setup.rank; }
 uint32_t StepEngine::worldSize() const { return run->prepared.setup.worldSize; }
 uint32_t StepEngine::dataRank() const { return setup().dataRank(); }

@@ -51,6 +51,8 @@ public:
   /// streams the step's accumulationSteps() through its schedule at once
   /// (stepBatch()); 1 otherwise (microStep()).
   uint32_t microBatchesPerRun() const;
+  /// The plan's pipeline stages (1 without a pipeline).
+  uint32_t pipelineStages() const;
 
   /// The current step's next micro-step on `tokens` and `targets` (int32
   /// host arrays of microBatch() x seqLen()); `loss` is this rank's. Not

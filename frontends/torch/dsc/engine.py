@@ -307,15 +307,16 @@ class Engine:
     def is_pipe_parallel(self):
         """Whether the plan is a pipeline's stage (the config's "pipeline"):
         it trains whole batches of micro-batches, through train_batch."""
-        return self._native.micro_batches_per_run > 1
+        return self._native.pipeline_stages > 1
 
     def _refuse_in_pipeline(self, what):
         # DeepSpeed's PipelineEngine refuses forward/backward/step the same
         # way: a stage runs the step's micro-batches through its schedule.
         if self.is_pipe_parallel():
-            raise InputError(f"{what}: a pipeline's stage trains the step's "
-                             f"{self._native.accumulation_steps} micro-batches at once: "
-                             "call train_batch(data_iter), as DeepSpeed's PipelineEngine")
+            raise InputError(f"{what}: a pipeline's stage trains each step's micro-batches "
+                             f"(gradient_accumulation_steps = "
+                             f"{self._native.accumulation_steps}) at once: call "
+                             "train_batch(data_iter), as DeepSpeed's PipelineEngine")
 
     def backward(self, loss, **kwargs):
         """The micro-step's backward ran with its forward: this only keeps
@@ -407,10 +408,13 @@ class Engine:
             t, y, _ = _step_arguments(kwargs, *args)
             tokens.append(_as_batch(t, "tokens"))
             targets.append(_as_batch(y, "targets"))
-        loss = _native_call(self._native.step_batch, np.concatenate(tokens),
-                            np.concatenate(targets))
-        self._micro_steps += self._native.accumulation_steps
+        try:
+            tokens, targets = np.concatenate(tokens), np.concatenate(targets)
+        except ValueError as e:
+            raise InputError(f"train_batch(): the step's batches differ in shape ({e})") from None
+        loss = _native_call(self._native.step_batch, tokens, targets)
         self._apply(loss)
+        self._micro_steps += self._native.accumulation_steps
         return torch.tensor(loss, dtype=torch.float32)
 
     # The weights.

@@ -36,6 +36,25 @@ def mpirun_command(mpirun, np, hostfile, script, args, session_base=None):
     return cmd + [sys.executable, script] + list(args)
 
 
+def _session_base(hostfile):
+    """A folder of this launch's own for Open MPI's session files
+    (Launch.h, makeSessionBase), or None for Open MPI's default: when the
+    user chose one, across hosts (it would have to exist on each), or when
+    none can be made or its path is long (the session's sockets live
+    under it, and a socket's path has ~100 bytes)."""
+    if hostfile or os.environ.get("OMPI_MCA_orte_tmpdir_base") or \
+            os.environ.get("OMPI_MCA_orte_local_tmpdir_base"):
+        return None
+    try:
+        path = tempfile.mkdtemp(prefix="dsc-launch-mpi-")
+    except OSError:
+        return None
+    if len(path) > 64:
+        os.rmdir(path)
+        return None
+    return path
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="dsc-launch", description=__doc__.split("\n\n")[0],
@@ -59,21 +78,21 @@ def main(argv=None):
     if mpirun is None:
         print("dsc-launch: mpirun is not on PATH (Debian: openmpi-bin)", file=sys.stderr)
         return USAGE_ERROR
-    chosen = any(os.environ.get(k) for k in ("OMPI_MCA_orte_tmpdir_base",
-                                             "OMPI_MCA_orte_local_tmpdir_base"))
-    # Across hosts the folder would have to exist on each: Open MPI's default.
-    session_base = None if chosen or a.hostfile else tempfile.mkdtemp(prefix="dsc-launch-mpi-")
+    session_base = _session_base(a.hostfile)
     cmd = mpirun_command(mpirun, a.np, a.hostfile, a.script, a.args, session_base)
-    # mpirun shares this terminal's process group: Ctrl-C reaches it and it
-    # ends every rank.
-    proc = subprocess.Popen(cmd)
+    proc = None
     try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        return proc.wait()
+        # mpirun shares this terminal's process group: Ctrl-C reaches it
+        # and it ends every rank.
+        proc = subprocess.Popen(cmd)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            return proc.wait()
     finally:
-        if session_base:
+        # Never under a live mpirun (a second Ctrl-C while it ends).
+        if session_base and (proc is None or proc.poll() is not None):
             shutil.rmtree(session_base, ignore_errors=True)
 
 

@@ -199,6 +199,7 @@ void bindEngine(py::module_ &m) {
            "mean loss, the same on every rank")
       .def_property_readonly("micro_batches_per_run",
                              &rt::StepEngine::microBatchesPerRun)
+      .def_property_readonly("pipeline_stages", &rt::StepEngine::pipelineStages)
       .def("eval_step", &evalStep, py::arg("tokens"), py::arg("targets"),
            "The plan's eval program on one batch; returns this rank's loss.")
       .def_property_readonly("eval_batch", &rt::StepEngine::evalBatch)
