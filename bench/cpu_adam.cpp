@@ -13,8 +13,10 @@
 // 2-byte parameter too), as JSON lines that bench/cpu_adam.sh puts beside
 // PyTorch's (torch_adam.py). Then this machine's memory bandwidth, STREAM's
 // way, over the same sizes and threads (the kernels' parallelFor, their
-// grain): copy (a = b, 8 bytes a element) and triad (a = b + s c, 12), and
-// each Adam kernel's bytes per second as a share of triad's.
+// grain): copy (a = b, 8 bytes a element) and triad (a = b + s c, 12), as
+// STREAM counts them (not the write-allocate read of `a`), and an in-place
+// update (a = a + s b, 12 bytes, no write-allocate: Adam's own pattern);
+// each Adam kernel's bytes per second as a share of the in-place rate.
 //
 //===----------------------------------------------------------------------===//
 #include "bench/BenchTensor.h"
@@ -93,9 +95,12 @@ double bestSeconds(int64_t n, bool round) {
 constexpr int64_t kGrain = 1 << 18; // the optimizer kernels' (Optimizer.cpp)
 constexpr double kAdamBytesPerElement = 28;
 
-/// STREAM's copy (triad = false: a = b) or triad (a = b + 3 c) over n
-/// floats: the best of 5 passes after a warm-up, in bytes per second.
-double streamBytesPerSecond(int64_t n, bool triad) {
+enum class Stream { copy, triad, inPlace };
+
+/// STREAM's copy (a = b) or triad (a = b + 3 c), or an in-place update
+/// (a = a + 3 b), over n floats: the best of 5 passes after a warm-up, in
+/// bytes per second as STREAM counts them.
+double streamBytesPerSecond(int64_t n, Stream kind) {
   std::vector<float> a(size_t(n), 0.f), b(size_t(n), 1.f), c(size_t(n), 2.f);
   double best = 1e30;
   for (int r = 0; r < 6; ++r) {
@@ -103,9 +108,12 @@ double streamBytesPerSecond(int64_t n, bool triad) {
     cpu::parallelFor(n, kGrain, [&](int64_t lo, int64_t hi) {
       float *out = a.data();
       const float *x = b.data(), *y = c.data();
-      if (triad)
+      if (kind == Stream::triad)
         for (int64_t i = lo; i < hi; ++i)
           out[i] = x[i] + 3.f * y[i];
+      else if (kind == Stream::inPlace)
+        for (int64_t i = lo; i < hi; ++i)
+          out[i] += 3.f * x[i];
       else
         for (int64_t i = lo; i < hi; ++i)
           out[i] = x[i];
@@ -119,7 +127,7 @@ double streamBytesPerSecond(int64_t n, bool triad) {
   // Keep the result observable so the loops are not dropped.
   if (a[size_t(n / 2)] < 0)
     std::fprintf(stderr, "impossible\n");
-  return double(n) * (triad ? 12 : 8) / best;
+  return double(n) * (kind == Stream::copy ? 8 : 12) / best;
 }
 
 } // namespace
@@ -136,14 +144,18 @@ int main(int argc, char **argv) {
       return 2;
     }
   for (int64_t n : sizes) {
-    const double copy = streamBytesPerSecond(n, false);
-    const double triad = streamBytesPerSecond(n, true);
-    std::printf("{\"impl\": \"stream copy\", \"elements\": %lld, "
-                "\"gb_per_s\": %.2f, \"threads\": %d}\n",
-                static_cast<long long>(n), copy / 1e9, cpu::kernelThreads());
-    std::printf("{\"impl\": \"stream triad\", \"elements\": %lld, "
-                "\"gb_per_s\": %.2f, \"threads\": %d}\n",
-                static_cast<long long>(n), triad / 1e9, cpu::kernelThreads());
+    double inPlace = 0;
+    for (auto [kind, label] : {std::pair{Stream::copy, "stream copy"},
+                               {Stream::triad, "stream triad"},
+                               {Stream::inPlace, "in-place a += s b"}}) {
+      const double rate = streamBytesPerSecond(n, kind);
+      if (kind == Stream::inPlace)
+        inPlace = rate;
+      std::printf("{\"impl\": \"%s\", \"elements\": %lld, "
+                  "\"gb_per_s\": %.2f, \"threads\": %d}\n",
+                  label, static_cast<long long>(n), rate / 1e9,
+                  cpu::kernelThreads());
+    }
     for (bool round : {false, true}) {
       double s = bestSeconds(n, round);
       if (s < 0)
@@ -151,11 +163,11 @@ int main(int argc, char **argv) {
       const double bytes = double(n) * kAdamBytesPerElement / s;
       std::printf("{\"impl\": \"dsc %s\", \"elements\": %lld, "
                   "\"seconds\": %.6f, \"elements_per_s\": %.4g, "
-                  "\"gb_per_s\": %.2f, \"of_triad\": %.2f, "
+                  "\"gb_per_s\": %.2f, \"of_in_place\": %.2f, "
                   "\"threads\": %d}\n",
                   round ? "ds.adamw_round (f16 g, f16 p out)" : "ds.adamw",
                   static_cast<long long>(n), s, double(n) / s, bytes / 1e9,
-                  bytes / triad, cpu::kernelThreads());
+                  bytes / inPlace, cpu::kernelThreads());
     }
   }
   return 0;

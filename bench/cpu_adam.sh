@@ -9,7 +9,8 @@
 # imports and builds its extension) on one flat fp32 tensor of 1M, 16M and
 # 128M elements, both with DSC_CPU_THREADS=T (torch.set_num_threads(T)).
 # dsc-bench-adam also prints the machine's STREAM-like copy and triad
-# bandwidth and each dsc kernel's bytes per second as a share of triad's.
+# bandwidth, an in-place a += s b (Adam's access pattern) and each dsc
+# kernel's bytes per second as a share of the in-place rate.
 # JSON lines on stdout. PYTHON picks the interpreter with torch (default
 # /usr/bin/python3, Debian's python3-torch); DeepSpeedCPUAdam needs a
 # deepspeed that builds against that torch (docs in bench/RESULTS.md).
