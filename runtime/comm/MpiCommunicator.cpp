@@ -448,9 +448,24 @@ bool MpiCommunicator::started(const char *name, int rc, std::string &error) {
   return false;
 }
 
+/// Between two polls of a request: spin for the first 64, yield until 256,
+/// then sleep, doubling up to 200 us (ranks share cores when
+/// oversubscribed; MPI progresses only inside its calls, so the sleep stays
+/// short).
+static void pauseBeforePoll(int polls, std::chrono::microseconds &nap) {
+  if (polls < 64)
+    return;
+  if (polls < 256) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(nap);
+  nap = std::min(nap * 2, std::chrono::microseconds(200));
+}
+
 bool MpiCommunicator::finish(const char *name, MPI_Request &request,
                              Clock::time_point end, std::string &error) {
-  auto nap = std::chrono::microseconds(1);
+  std::chrono::microseconds nap{1};
   for (int polls = 0;; ++polls) {
     int done = 0;
     int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -473,14 +488,7 @@ bool MpiCommunicator::finish(const char *name, MPI_Request &request,
       error = collectiveTimeoutLine(who(), name, sequence(), timeout());
       return false;
     }
-    if (polls < 64)
-      continue;
-    if (polls < 256) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(200));
+    pauseBeforePoll(polls, nap);
   }
 }
 
@@ -690,7 +698,7 @@ bool MpiCommunicator::doCompleteSends(std::string &error) {
   const std::string name =
       "send to " + peerLabel() + " " + std::to_string(outgoing_.front().peer);
   const Clock::time_point end = start(name.c_str());
-  auto nap = std::chrono::microseconds(1);
+  std::chrono::microseconds nap{1};
   for (int polls = 0;; ++polls) {
     if (!reapSends(error))
       return false;
@@ -704,14 +712,7 @@ bool MpiCommunicator::doCompleteSends(std::string &error) {
       error = collectiveTimeoutLine(who(), late.c_str(), sequence(), timeout());
       return false;
     }
-    if (polls < 64)
-      continue;
-    if (polls < 256) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(200));
+    pauseBeforePoll(polls, nap);
   }
 }
 
