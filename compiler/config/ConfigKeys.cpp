@@ -131,8 +131,8 @@ constexpr ConfigKey kKeys[] = {
     {"$", "pipeline", Works,
      "pipeline parallelism with the schedule compiled into each stage's "
      "plan (phase pipeline, docs/pipeline.md): fp32, bf16 or fp16, ZeRO "
-     "stages 0 and 1 (with the optimizer's offload), tensor parallelism "
-     "within each stage, so far"},
+     "stages 0 to 3 (with the optimizer's and parameters' offload), "
+     "tensor parallelism within each stage, so far"},
     {"$", "sparse_attention", NotSupported,
      "dsc's attention is dense and causal"},
     {"$", "amp", NotSupported, "use bf16 or fp16 (docs/precision.md)"},
@@ -463,8 +463,10 @@ constexpr ConfigKey kKeys[] = {
      ">= 1 [1: off] pipeline stages, each one rank or one tensor-parallel "
      "group, stages x autotp_size dividing the world size: the mesh is "
      "data x pipeline x tensor (tensor innermost), its data-parallel "
-     "replicas of the pipeline take ZeRO stages 0 and 1; the micro-batches "
-     "of a step are gradient_accumulation_steps"},
+     "replicas of the pipeline take ZeRO stages 0 to 3 (2 and 3 reduce-"
+     "scatter each micro-batch's gradients, 3 gathers the parameters per "
+     "micro-batch); the micro-batches of a step are "
+     "gradient_accumulation_steps"},
     {"$.pipeline", "partition", Works,
      "\"uniform\" (dsc's default): the transformer blocks in equal runs, "
      "the first stages taking one more when they do not divide; "

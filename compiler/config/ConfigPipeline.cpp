@@ -79,15 +79,11 @@ bool checkPipelineComposition(Reader &r, Section &root, const DsConfig &c) {
                       " stages: gradient_accumulation_steps " +
                       formatNumber(c.gradientAccumulationSteps) +
                       " is not a multiple of it");
-  // offload_param is stage 3's (readOffload), so the stage names it.
-  const char *other = c.sequenceParallelSize > 1 ? "sequence_parallel_size"
-                      : c.zero.stage > 1 ? "zero_optimization.stage 2 and 3"
-                                         : nullptr;
-  if (!other)
+  if (c.sequenceParallelSize <= 1)
     return true;
   return r.fail(root.at("pipeline") + ".stages",
-                std::string(other) + " beside a pipeline is not supported yet "
-                                     "(docs/pipeline.md: ZeRO stages 0 and 1)");
+                "sequence_parallel_size beside a pipeline is not supported "
+                "yet (docs/pipeline.md)");
 }
 
 } // namespace dsc::config

@@ -8,7 +8,11 @@
 
 namespace mlir::ds::zero {
 
-FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func) {
+namespace {
+
+/// The marked accumulations of `func` in program order, each with its
+/// gradient's position.
+FailureOr<SmallVector<Accumulation>> markedAccumulations(func::FuncOp func) {
   FailureOr<SmallVector<GradAccumulation>> marked =
       findGradAccumulations(func, "ds-zero");
   if (failed(marked))
@@ -16,25 +20,63 @@ FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func) {
   DenseMap<Operation *, int64_t> position;
   for (auto [i, op] : llvm::enumerate(func.front()))
     position[&op] = i;
-  // A pipeline stage's step accumulates each gradient once per micro-
-  // batch: the gradient is complete at the last of its accumulations, the
-  // only one ZeRO reduces (the others stay plain accumulations).
-  llvm::StringMap<int64_t> last;
-  for (GradAccumulation g : *marked)
-    last[g.store.getName()] = position.lookup(g.store);
   SmallVector<Accumulation> accs;
   for (GradAccumulation g : *marked) {
-    if (position.lookup(g.store) != last.lookup(g.store.getName()))
-      continue;
     Accumulation a;
     static_cast<GradAccumulation &>(a) = g;
     Operation *def = g.grad.getDefiningOp();
     a.position = def ? position.lookup(def) : -1;
     accs.push_back(a);
   }
+  return accs;
+}
+
+void sortByCompletion(MutableArrayRef<Accumulation> accs) {
   llvm::stable_sort(accs, [](const Accumulation &a, const Accumulation &b) {
     return a.position < b.position;
   });
+}
+
+} // namespace
+
+FailureOr<SmallVector<SmallVector<Accumulation>>>
+findAccumulationRounds(func::FuncOp func) {
+  FailureOr<SmallVector<Accumulation>> marked = markedAccumulations(func);
+  if (failed(marked))
+    return failure();
+  llvm::StringMap<int64_t> seen;
+  SmallVector<SmallVector<Accumulation>> rounds;
+  for (Accumulation a : *marked) {
+    int64_t k = seen[a.store.getName()]++;
+    if (k >= int64_t(rounds.size()))
+      rounds.emplace_back();
+    rounds[k].push_back(a);
+  }
+  for (SmallVector<Accumulation> &round : rounds) {
+    if (round.size() != rounds.front().size())
+      return round.front().store.emitError(
+          "ds-zero: the gradients are accumulated different numbers of "
+          "times, and ZeRO stage 2 reduces every accumulation");
+    sortByCompletion(round);
+  }
+  return rounds;
+}
+
+FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func) {
+  FailureOr<SmallVector<Accumulation>> marked = markedAccumulations(func);
+  if (failed(marked))
+    return failure();
+  // A pipeline stage's step accumulates each gradient once per micro-
+  // batch: the gradient is complete at the last of its accumulations, the
+  // only one stages 0-1 reduce (the others stay plain accumulations).
+  llvm::StringMap<size_t> last;
+  for (auto [i, a] : llvm::enumerate(*marked))
+    last[a.store.getName()] = i;
+  SmallVector<Accumulation> accs;
+  for (auto [i, a] : llvm::enumerate(*marked))
+    if (last.lookup(a.store.getName()) == i)
+      accs.push_back(a);
+  sortByCompletion(accs);
   return accs;
 }
 

@@ -32,9 +32,15 @@ struct Accumulation : GradAccumulation {
   int64_t position = -1; ///< index in the block of %d's defining op
 };
 
-/// `func`'s gradient accumulations in the order their gradients complete;
-/// of a variable accumulated several times (a pipeline stage's micro-
-/// batches), the last.
+/// `func`'s gradient accumulations by round, each in the order its
+/// gradients complete: round k holds every variable's k-th accumulation
+/// (a pipeline stage's step accumulates each gradient once per micro-
+/// batch; other programs have one round). An error when the variables
+/// are accumulated different numbers of times.
+FailureOr<SmallVector<SmallVector<Accumulation>>>
+findAccumulationRounds(func::FuncOp func);
+
+/// The last round: of a variable accumulated several times, the last.
 FailureOr<SmallVector<Accumulation>> findAccumulations(func::FuncOp func);
 
 int64_t elementsOf(ArrayRef<Accumulation> accs);

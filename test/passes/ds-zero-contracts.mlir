@@ -55,3 +55,28 @@ func.func @apply(%lr: tensor<f32>, %step: tensor<f32>) -> tensor<f32> {
   %n = ds.sqrt %one : tensor<f32>
   return %n : tensor<f32>
 }
+
+// -----
+
+// Stage 2 reduce-scatters every accumulation in groups alike for all of
+// them (a pipeline stage's micro-batches): a gradient accumulated more
+// often than another is refused at its first extra accumulation.
+ds.variable param @w : tensor<4xf32> init ones
+ds.variable grad @w.grad of @w : tensor<4xf32> init zeros
+ds.variable param @u : tensor<4xf32> init ones
+ds.variable grad @u.grad of @u : tensor<4xf32> init zeros
+func.func @micro_step(%x: tensor<4xf32>) -> tensor<f32> {
+  %g = ds.neg %x : tensor<4xf32>
+  %a = ds.load @w.grad : tensor<4xf32>
+  %s = ds.add %a, %g : tensor<4xf32>, tensor<4xf32>
+  ds.store %s, @w.grad {ds.grad_accumulation} : tensor<4xf32>
+  %b = ds.load @u.grad : tensor<4xf32>
+  %t = ds.add %b, %g : tensor<4xf32>, tensor<4xf32>
+  ds.store %t, @u.grad {ds.grad_accumulation} : tensor<4xf32>
+  %c = ds.load @w.grad : tensor<4xf32>
+  %r = ds.add %c, %x : tensor<4xf32>, tensor<4xf32>
+  // expected-error @+1 {{ds-zero: the gradients are accumulated different numbers of times, and ZeRO stage 2 reduces every accumulation}}
+  ds.store %r, @w.grad {ds.grad_accumulation} : tensor<4xf32>
+  %l = ds.reduce_sum %x axes [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
