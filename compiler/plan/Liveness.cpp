@@ -3,15 +3,17 @@
 // A transient (what one program computes) lives from the first to the last
 // call that touches it, an output to the end of its program, and what a
 // collective or a copy on another stream touches until the compute call
-// that waits for the event it records (after its dist.wait), or to the end
-// when none does. The lifetime goes on the storage as `live [first, last]`,
-// in calls of its program; plan-place packs by it.
+// that waits for the event it records (after its dist.wait) or one a later
+// call on its stream records, or to the end when none does. The lifetime goes
+// on the storage as `live [first, last]`, in calls of its program; plan-place
+// packs by it.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/plan/PlanIR.h"
 #include "compiler/plan/PlanPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <climits>
@@ -68,17 +70,25 @@ private:
     it->second.second = std::max(it->second.second, at);
   }
 
-  /// The first compute call after `calls[i]` that waits for its last
-  /// recorded event, or the number of calls.
+  /// The first compute call after `calls[i]` that waits for an event
+  /// recorded by it or by a later call on its stream (a stream runs its
+  /// calls in order, so that one's end is this one's too), or the number
+  /// of calls. A pipeline's send, which nothing awaits, is so free at the
+  /// next wait for its comm stream.
   int64_t waiter(plan::CallOp async, size_t i) {
-    std::optional<ArrayRef<int32_t>> records = async.getRecord();
-    if (records && !records->empty())
-      for (size_t j = i + 1; j < calls.size(); ++j) {
-        std::optional<ArrayRef<int32_t>> waits = calls[j].getWait();
-        if (calls[j].getStream() == plan::Stream::compute && waits &&
-            llvm::is_contained(*waits, records->back()))
-          return j;
+    llvm::SmallDenseSet<int32_t, 8> done;
+    for (size_t j = i; j < calls.size(); ++j) {
+      plan::CallOp call = calls[j];
+      if (call.getStream() == async.getStream()) {
+        if (std::optional<ArrayRef<int32_t>> records = call.getRecord())
+          done.insert(records->begin(), records->end());
+        continue;
       }
+      std::optional<ArrayRef<int32_t>> waits = call.getWait();
+      if (call.getStream() == plan::Stream::compute && waits &&
+          llvm::any_of(*waits, [&](int32_t e) { return done.contains(e); }))
+        return j;
+    }
     return calls.size();
   }
 };
