@@ -17,6 +17,7 @@ ONE.out OTHER.out TOL`: every "rank R losses:" line of both outputs
 against the first one's, step by step, exit 1 above TOL."""
 import json
 import os
+import re
 import sys
 
 import torch
@@ -98,11 +99,12 @@ def compare(a_path, b_path, tol):
 
 
 def compare_losses(paths, tol):
+    # mpirun forwards each rank's output as it comes: one rank's line can
+    # run into another's, so the losses are found wherever they stand.
     runs = []
     for path in paths:
-        for line in open(path):
-            if " losses:" in line:
-                runs.append([float(v) for v in line.split(":", 1)[1].split()])
+        for found in re.findall(r"rank \d+ losses:((?: -?\d+\.\d{6})+)", open(path).read()):
+            runs.append([float(v) for v in found.split()])
     if len(runs) < 2 or any(len(r) != len(runs[0]) for r in runs):
         print(f"losses: {len(runs)} runs of lengths {[len(r) for r in runs]}")
         return 1
