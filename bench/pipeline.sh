@@ -7,6 +7,7 @@
 #   pRg     the same with GPipe
 #   pRi     the same, interleaved with 2 chunks a stage
 #   pRz     the same, ZB-H1
+#   p2d2zZ  (4 ranks) 2 replicas of 2 stages, 1F1B, at ZeRO Z = 1, 2, 3
 #
 #   bash bench/pipeline.sh [OUT_DIR]          # 2 ranks, one core each
 #   RANKS=4 bash bench/pipeline.sh [OUT_DIR]  # 4 ranks (2 to a core here)
@@ -61,6 +62,17 @@ config "p${ranks}i" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"inte
 config "p${ranks}z" 8 ", \"pipeline\": {\"stages\": $ranks, \"schedule\": \"zbh1\"}"
 
 tags="one d$ranks p$ranks p${ranks}g p${ranks}i p${ranks}z"
+if [ "$ranks" = 4 ]; then
+  # Two replicas of a 2-stage pipeline at ZeRO 1, 2 and 3: the memory each
+  # stage saves against the reduce-scatters (and at 3 the gathers) each
+  # micro-batch costs (stage 3's persistence threshold 0: every parameter
+  # sharded).
+  for z in 1 2 3; do
+    extra=$([ "$z" = 3 ] && echo ', "stage3_param_persistence_threshold": 0' || true)
+    config "p2d2z$z" 4 ", \"pipeline\": {\"stages\": 2}, \"zero_optimization\": {\"stage\": $z$extra}"
+    tags="$tags p2d2z$z"
+  done
+fi
 for tag in $tags; do
   n=$([ "$tag" = one ] && echo 1 || echo "$ranks")
   "$build/tools/dsc" --model "$model" --config "$out/$tag.json" \

@@ -91,7 +91,7 @@ bool StepEngine::agreeOnLoss(double &loss, std::string &error) const {
   double total = 0;
   if (!s.comm || !s.comm->allReduceSum(&loss, &total, 1, error))
     return false;
-  loss = total / (s.dataWorld() * s.lossCopies());
+  loss = s.meanLoss(total);
   return true;
 }
 

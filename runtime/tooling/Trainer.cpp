@@ -306,7 +306,7 @@ int TrainLoop::agreeOnLoss(uint64_t step, double &loss, int &stopSignal) {
     double sum[3] = {0, 0, 0};
     if (!setup.comm->allReduceSum(local, sum, 3, error))
       return fail(step, "averaging the loss over the ranks: " + error);
-    loss = sum[0] / (setup.dataWorld() * setup.lossCopies());
+    loss = setup.meanLoss(sum[0]);
     stopSignal = sum[2] > 0 ? SIGTERM : sum[1] > 0 ? SIGINT : 0;
   }
   // A plan that skips overflowed steps reads a non-finite loss as one (its

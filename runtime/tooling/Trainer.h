@@ -73,6 +73,10 @@ struct TrainSetup {
   /// Ranks of a data-parallel replica that report each batch's loss (the
   /// others, a pipeline's earlier stages, report 0).
   uint32_t lossCopies() const { return tensorParallel * sequenceParallel; }
+  /// The step's mean loss from its sum over every rank.
+  double meanLoss(double sumOverRanks) const {
+    return sumOverRanks / (double(dataWorld()) * lossCopies());
+  }
   uint32_t dataRank() const { return rank / batchGroup(); }
   uint32_t dataWorld() const {
     return worldSize / batchGroup() ? worldSize / batchGroup() : 1;
