@@ -303,6 +303,46 @@ Outcome crossEntropyGrad(CrossEntropyGradOp op, Operands in) {
       ref::cross_entropy_grad(*in[0], *in[1], g.value, op.getIgnoreIndex()));
 }
 
+// The unfused ops' values, each rounded to its type as theirs would be;
+// the chunk is g's last chunk_rows rows.
+Outcome linearCrossEntropy(LinearCrossEntropyOp op, Operands in,
+                           const EvalContext &ctx) {
+  ref::Result<double> g = scalarOf(*in[3], "linear_cross_entropy's grad");
+  if (!g)
+    return ref::Error{g.error};
+  auto product = ref::matmul(*in[0], *in[1], false, true);
+  if (!product)
+    return ref::Error{product.error};
+  const ref::Tensor logits =
+      roundLike(std::move(product.value), op.getH(), ctx);
+  const int64_t ignore = op.getIgnoreIndex();
+  auto loss = ref::cross_entropy(logits, *in[2], ignore);
+  auto grad = ref::cross_entropy_grad(logits, *in[2], g.value, ignore);
+  if (!loss || !grad)
+    return ref::Error{loss ? grad.error : loss.error};
+  const ref::Tensor dl = roundLike(std::move(grad.value), op.getH(), ctx);
+  const int64_t V = in[1]->shape[0], D = in[1]->shape[1];
+  const int64_t rows = int64_t(dl.data.size()) / std::max<int64_t>(V, 1);
+  auto flatG = ref::reshape(dl, {rows, V});
+  auto flatH = ref::reshape(*in[0], {rows, D});
+  auto dh = ref::matmul(dl, *in[1], false, false);
+  if (!flatG || !flatH || !dh)
+    return ref::Error{!flatG ? flatG.error : !flatH ? flatH.error : dh.error};
+  auto dweight = ref::matmul(flatG.value, flatH.value, true, false);
+  if (!dweight)
+    return ref::Error{dweight.error};
+  const int64_t chunk = op.getChunkRows();
+  ref::Tensor last = flatG.value;
+  last.shape = {chunk, V};
+  last.data.erase(last.data.begin(), last.data.end() - chunk * V);
+  Tensors out;
+  out.push_back(std::move(loss.value));
+  out.push_back(std::move(dh.value));
+  out.push_back(std::move(dweight.value));
+  out.push_back(std::move(last));
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // Shape manipulation
 //===----------------------------------------------------------------------===//
@@ -647,6 +687,9 @@ Outcome evaluate(CrossEntropyOp o, Operands in, const EvalContext &) {
 }
 Outcome evaluate(CrossEntropyGradOp o, Operands in, const EvalContext &) {
   return crossEntropyGrad(o, in);
+}
+Outcome evaluate(LinearCrossEntropyOp o, Operands in, const EvalContext &ctx) {
+  return linearCrossEntropy(o, in, ctx);
 }
 
 // Shape manipulation.

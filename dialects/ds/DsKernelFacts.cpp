@@ -106,6 +106,19 @@ double MatmulGeluGradOp::getFlops() {
          2.0 * numel(getGrad());
 }
 
+// [ignore_index, chunk_rows]; the FLOPs of the ops it stands for: three
+// products of N x V x D (the logits, dh and dweight), the loss (one, as
+// ds.cross_entropy counts) and its gradient (one a logit).
+void LinearCrossEntropyOp::getKernelAttributes(Ints &ints, Floats &) {
+  ints.push_back(getIgnoreIndex());
+  ints.push_back(getChunkRows());
+}
+double LinearCrossEntropyOp::getFlops() {
+  auto weight = cast<ShapedType>(getWeight().getType());
+  const double logits = numel(getTargets()) * double(weight.getDimSize(0));
+  return 6.0 * logits * double(weight.getDimSize(1)) + logits + 1.0;
+}
+
 // Normalizations: [eps].
 void LayerNormOp::getKernelAttributes(Ints &, Floats &floats) {
   floats.push_back(f(getEpsAttr()));

@@ -801,6 +801,9 @@ def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
   let hasVerifier = 1;
 }
 
+// An LM head and its loss in one op (phase fused).
+include "dialects/ds/DsFusedLossOps.td"
+
 // The optimizer updates (OptimizerUpdateOpInterface).
 include "dialects/ds/DsOptimizerOps.td"
 

@@ -212,6 +212,44 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+// h [..., D], weight [V, D], targets h's shape without D, grad a scalar;
+// chunk_rows divides the rows: the loss (as cross_entropy's), dh like h,
+// dweight like weight and the chunk [chunk_rows, V].
+LogicalResult LinearCrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto h = tensorOf(adaptor.getH());
+  auto weight = tensorOf(adaptor.getWeight());
+  auto targets = tensorOf(adaptor.getTargets());
+  if (h.getRank() < 1 || weight.getRank() != 2 ||
+      weight.getDimSize(1) != h.getDimSize(h.getRank() - 1) ||
+      h.getElementType() != weight.getElementType())
+    return emitOptionalError(loc,
+                             "weight must be [V, D] for h [..., D] of "
+                             "its element type: h is ",
+                             shapeStr(h.getShape()), ", weight is ",
+                             shapeStr(weight.getShape()));
+  if (h.getShape().drop_back() != targets.getShape())
+    return emitOptionalError(loc,
+                             "targets must have the shape of h without "
+                             "its last dimension: h is ",
+                             shapeStr(h.getShape()), ", targets are ",
+                             shapeStr(targets.getShape()));
+  if (tensorOf(adaptor.getGrad()).getRank() != 0)
+    return emitOptionalError(loc, "grad must be a scalar");
+  const int64_t rows = targets.getNumElements();
+  const int64_t chunk = adaptor.getChunkRows();
+  if (chunk < 1 || rows % chunk != 0)
+    return emitOptionalError(loc, "chunk_rows ", chunk, " must divide the ",
+                             rows, " rows");
+  Type elt = h.getElementType();
+  inferred.push_back(RankedTensorType::get({}, elt));
+  inferred.push_back(h);
+  inferred.push_back(weight);
+  inferred.push_back(RankedTensorType::get({chunk, weight.getDimSize(0)}, elt));
+  return success();
+}
+
 LogicalResult CrossEntropyPartOp::inferReturnTypes(
     MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {

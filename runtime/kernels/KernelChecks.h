@@ -134,6 +134,12 @@ bool checkEmbeddingGradShapes(std::string &err, const TensorRef &idx,
 /// Cross-entropy: logits [..., V] and targets [...].
 bool checkTargetShapes(std::string &err, const TensorRef &logits,
                        const TensorRef &targets);
+/// ds.linear_cross_entropy: h [..., D], weight [V, D], targets h's shape
+/// without D, grad one value; the loss one value, dh like h, dweight like
+/// weight, the chunk [chunk_rows, V] with chunk_rows dividing the rows.
+/// Sets rows (N), V and D. The targets' values are each backend's check.
+bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
+                             int64_t &rows, int64_t &V, int64_t &D);
 /// A vocabulary-parallel kernel's place (ds.embedding, ds.embedding_grad
 /// and the ds.cross_entropy_part family with `parts` P): the rank's rows or
 /// columns [offset, offset + local) of local * P, by the context's tensor

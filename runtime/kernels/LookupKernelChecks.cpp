@@ -54,6 +54,37 @@ bool checkTargetShapes(std::string &err, const TensorRef &logits,
   return true;
 }
 
+bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
+                             int64_t &rows, int64_t &V, int64_t &D) {
+  const TensorRef &h = a.inputs[0], &weight = a.inputs[1];
+  const TensorRef &targets = a.inputs[2];
+  const TensorRef &dh = a.outputs[1], &dweight = a.outputs[2];
+  const TensorRef &chunk = a.outputs[3];
+  if (weight.rank != 2 || h.rank < 1 || h.shape[h.rank - 1] != weight.shape[1])
+    return fail(err, "weight of shape ", shapeStr(weight),
+                " does not match h of shape ", shapeStr(h),
+                " (need h [..., D] and weight [V, D])");
+  if (!checkTargetShapes(err, h, targets) ||
+      !checkOneValue(err, a.inputs[3], "grad") ||
+      !checkOneValue(err, a.outputs[0], "the loss"))
+    return false;
+  if (!sameShape(dh, h) || !sameShape(dweight, weight))
+    return fail(err, "dh of shape ", shapeStr(dh), " and dweight of shape ",
+                shapeStr(dweight), " must be h's ", shapeStr(h),
+                " and weight's ", shapeStr(weight));
+  rows = targets.numel();
+  V = weight.shape[0];
+  D = weight.shape[1];
+  const int64_t chunkRows = a.intAttrs[1];
+  if (chunkRows < 1 || rows % chunkRows != 0)
+    return fail(err, "chunk_rows ", chunkRows, " must divide the ", rows,
+                " rows");
+  if (chunk.rank != 2 || chunk.shape[0] != chunkRows || chunk.shape[1] != V)
+    return fail(err, "the chunk has shape ", shapeStr(chunk), ", not [",
+                chunkRows, ", ", V, "]");
+  return true;
+}
+
 bool vocabularyPart(std::string &err, const KernelArgs &a, int64_t parts,
                     int64_t local, int64_t &offset) {
   offset = 0;

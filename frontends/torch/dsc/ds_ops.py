@@ -40,6 +40,7 @@ OPS = {
     'ds.lamb_norms': OpInfo(('param', 'grad', 'm', 'v', 'scale'), ('result',), ('beta1', 'beta2', 'eps', 'weight_decay', 'eps_inside_sqrt', 'members'), True),
     'ds.layer_norm': OpInfo(('x', 'weight', 'bias?'), ('result',), ('eps',), True),
     'ds.layer_norm_grad': OpInfo(('x', 'weight', 'grad'), ('dx', 'dweight', 'dbias'), ('eps',), True),
+    'ds.linear_cross_entropy': OpInfo(('h', 'weight', 'targets', 'grad'), ('loss', 'dh', 'dweight', 'chunk'), ('ignore_index', 'chunk_rows'), True),
     'ds.lion': OpInfo(('param', 'grad', 'm', 'lr', 'step', 'scale', 'beta1_value?'), ('new_param', 'new_m'), ('beta1', 'beta2', 'weight_decay'), True),
     'ds.load': OpInfo((), ('result',), ('name',), False),
     'ds.log': OpInfo(('x',), ('result',), (), True),

@@ -181,11 +181,13 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
     break;
   }
   default:
-    message = std::string(ctx.errorBits == kCrossEntropyTarget
-                              ? "ds.cross_entropy"
-                              : "ds.cross_entropy_grad") +
-              ": target " + v + " at position " + at + " is outside [0, " + n +
-              ") and is not the ignore index " + std::to_string(ctx.badIgnore);
+    message =
+        std::string(ctx.errorBits == kCrossEntropyTarget ? "ds.cross_entropy"
+                    : ctx.errorBits == kLinearCrossEntropyTarget
+                        ? "ds.linear_cross_entropy"
+                        : "ds.cross_entropy_grad") +
+        ": target " + v + " at position " + at + " is outside [0, " + n +
+        ") and is not the ignore index " + std::to_string(ctx.badIgnore);
   }
   uint32_t zero = 0;
   return cudaOk(cudaMemcpyAsync(&run->errorBits, &zero, sizeof zero,

@@ -50,6 +50,7 @@ enum RunError : uint32_t {
   kLionRoundStep = 12,    ///< ds.lion_round: the same
   kAdagradRoundStep = 13, ///< ds.adagrad_round: the same
   kLambStep = 14,         ///< ds.lamb: the same
+  kLinearCrossEntropyTarget = 15, ///< ds.linear_cross_entropy: a bad target
 };
 
 /// One plan stream's library handles.

@@ -477,6 +477,68 @@ bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
   return launched(err);
 }
 
+//===--- ds.linear_cross_entropy's chunks (LinearCrossEntropy.cpp) -------===//
+
+namespace {
+
+// Adds the chunk's loss terms / the count to *loss (one block).
+__global__ void addChunkLoss(const double *rowLoss, int64_t rows,
+                             const double *count, float *loss) {
+  __shared__ double red[33];
+  double total = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    total += rowLoss[r];
+  total = blockSum(total, red);
+  if (threadIdx.x == 0 && *count > 0)
+    *loss = float(double(*loss) + total / *count);
+}
+
+size_t rounded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+} // namespace
+
+bool validateLinearCrossEntropyTargets(const KernelArgs &a, int64_t V,
+                                       int64_t ignore, std::string &err) {
+  void *scratch = nullptr;
+  return scratchOf(a, kFlagBytes, scratch, err) &&
+         validate(a, a.inputs[2], V, ignore, true, kLinearCrossEntropyTarget,
+                  scratch, err);
+}
+
+// The scratch holds the count and the chunk's row terms only while the
+// chunk's kernels run: the products between chunks use it as cuBLASLt's
+// workspace.
+bool lossAndGradChunk(const KernelArgs &a, float *chunk, int64_t first,
+                      int64_t rows, int64_t V, float *loss, std::string &err) {
+  const TensorRef &targets = a.inputs[2], &g = a.inputs[3];
+  const int64_t ignore = a.intAttrs[0];
+  const size_t lossBytes = rounded(size_t(rows) * sizeof(double));
+  void *scratch = nullptr;
+  if (!scratchOf(a, 256 + lossBytes + size_t(rows) * sizeof(int), scratch, err))
+    return false;
+  auto *base = static_cast<char *>(scratch);
+  auto *count = reinterpret_cast<double *>(base);
+  auto *rowLoss = reinterpret_cast<double *>(base + 256);
+  auto *counted = reinterpret_cast<int *>(base + 256 + lossBytes);
+  const Index all = indexOf(targets);
+  const Index part{static_cast<const char *>(targets.data) +
+                       first * int64_t(dtypeSize(targets.dtype)),
+                   all.wide};
+  cudaStream_t s = streamOf(a);
+  countTargets<<<1, 1024, 0, s>>>(all, targets.numel(), V, ignore, count);
+  if (rows > 0 && V > 0) {
+    crossEntropyRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
+                       rowThreads(V), 0, s>>>(chunk, kF32, part, rows, V,
+                                              ignore, rowLoss, counted);
+    crossEntropyGradRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
+                           rowThreads(V), 0, s>>>(chunk, kF32, part, g.data,
+                                                  storage(g), count, chunk,
+                                                  kF32, rows, V, ignore);
+    addChunkLoss<<<1, 1024, 0, s>>>(rowLoss, rows, count, loss);
+  }
+  return launched(err);
+}
+
 namespace {
 
 // The part kernels' operands, checked on the host in the CPU kernels'

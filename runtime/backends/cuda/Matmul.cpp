@@ -300,7 +300,7 @@ bool dtypesOk(const TensorRef &a, const TensorRef &b, const TensorRef &out,
 /// asks for an epilogue cuBLASLt has no algorithm for.
 bool runGemm(const KernelArgs &args, Gemm g, const void *a, const void *b,
              void *c, std::string &err, const EpilogueData &e = {},
-             bool *ran = nullptr) {
+             bool *ran = nullptr, float beta = 0.0f) {
   const int64_t inSize = int64_t(dtypeSize(g.in)),
                 outSize = int64_t(dtypeSize(g.out));
   g.alignA = alignmentOf(a, g.strideA * inSize);
@@ -319,8 +319,8 @@ bool runGemm(const KernelArgs &args, Gemm g, const void *a, const void *b,
     *ran = p->found;
   bool ok = true;
   if (p->found) {
-    const float one = 1.0f, zero = 0.0f;
-    ok = ltOk(api().matmul(handle, p->desc, &one, a, p->a, b, p->b, &zero, c,
+    const float one = 1.0f;
+    ok = ltOk(api().matmul(handle, p->desc, &one, a, p->a, b, p->b, &beta, c,
                            p->c, c, p->c, &p->algo, h->workspace,
                            h->workspaceBytes,
                            static_cast<cudaStream_t>(args.ctx->stream)),
@@ -377,6 +377,26 @@ bool checkFused(const KernelArgs &args, MatmulShape &s, std::string &err) {
 }
 
 } // namespace
+
+bool gemmF32(const KernelArgs &args, const RowMajorGemm &p, std::string &err) {
+  if (!args.ctx || !args.ctx->handles)
+    return fail(err, "needs the CUDA backend's cuBLASLt handle");
+  // Row-major C [M x N] is column-major C^T [N x M] = op(B)^T op(A)^T:
+  // cuBLASLt's A is B, its B is A.
+  Gemm g{};
+  g.transA = p.transB;
+  g.transB = p.transA;
+  g.m = p.N;
+  g.n = p.M;
+  g.k = p.K;
+  g.lda = p.ldb;
+  g.ldb = p.lda;
+  g.ldc = p.ldc;
+  g.batch = 1;
+  g.in = g.out = DType::f32;
+  g.tf32 = static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;
+  return runGemm(args, g, p.B, p.A, p.C, err, {}, nullptr, p.beta);
+}
 
 bool matmulBody(const KernelArgs &args, std::string &err) {
   const TensorRef &a = args.inputs[0], &b = args.inputs[1];

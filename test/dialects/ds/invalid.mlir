@@ -247,6 +247,30 @@ func.func @f(%l: tensor<2x5x16xf32>, %t: tensor<2x5xi32>, %g: tensor<2xf32>) {
 
 // -----
 
+func.func @f(%h: tensor<2x5x8xf32>, %w: tensor<16x8xf32>, %t: tensor<2x5xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{chunk_rows 3 must divide the 10 rows}}
+  %0:4 = ds.linear_cross_entropy %h, %w, %t, %g chunk_rows 3 : tensor<2x5x8xf32>, tensor<16x8xf32>, tensor<2x5xi32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x5x8xf32>, %w: tensor<16x4xf32>, %t: tensor<2x5xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{weight must be [V, D] for h [..., D] of its element type: h is 2x5x8, weight is 16x4}}
+  %0:4 = ds.linear_cross_entropy %h, %w, %t, %g chunk_rows 5 : tensor<2x5x8xf32>, tensor<16x4xf32>, tensor<2x5xi32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x5x8xf32>, %w: tensor<16x8xf32>, %t: tensor<10xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{targets must have the shape of h without its last dimension: h is 2x5x8, targets are 10}}
+  %0:4 = ds.linear_cross_entropy %h, %w, %t, %g chunk_rows 5 : tensor<2x5x8xf32>, tensor<16x8xf32>, tensor<10xi32>, tensor<f32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<16x8xf32>, %i: tensor<2x5xi32>) {
   // expected-error @+1 {{'ds.embedding' op parts must be at least 1, got 0}}
   %0 = ds.embedding %x, %i parts 0 : tensor<16x8xf32>, tensor<2x5xi32> -> tensor<2x5x8xf32>

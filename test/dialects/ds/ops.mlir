@@ -132,6 +132,10 @@ func.func @lookup_and_loss(%t: tensor<16x8xf32>, %i: tensor<2x5xi32>,
   %5 = ds.cross_entropy %lb, %i : tensor<2x5x16xbf16>, tensor<2x5xi32> -> tensor<f32>
   // CHECK: ds.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<f32>
   %6 = ds.cross_entropy_grad %lb, %i, %s : tensor<2x5x16xbf16>, tensor<2x5xi32>, tensor<f32>
+  // The head and its loss in one op (phase fused): h [2, 5, 8] against the
+  // 16 x 8 table, 5 rows a chunk.
+  // CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = ds.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} chunk_rows 5 : tensor<2x5x8xf32>, tensor<16x8xf32>, tensor<2x5xi32>, tensor<f32>
+  %7:4 = ds.linear_cross_entropy %0, %t, %i, %s chunk_rows 5 : tensor<2x5x8xf32>, tensor<16x8xf32>, tensor<2x5xi32>, tensor<f32>
   return
 }
 
