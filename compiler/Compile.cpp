@@ -283,6 +283,7 @@ int Compiler::passOptions() {
                   req.remat + "'");
     train.remat.policy = ds::remat::policyNamed(req.remat);
   }
+  train.fuseLmHead.enabled = req.fuseLmHead;
   if (req.noDecay) {
     train.adamw.decayAll = true;
     train.adamw.noDecay = llvm::join(*req.noDecay, ",");

@@ -43,6 +43,8 @@ struct CompileRequest {
   std::string remat;
   std::optional<int64_t> rematEvery;
   std::optional<int64_t> activationMemory;
+  /// false: phase fused leaves an LM head and its loss as five ops.
+  bool fuseLmHead = true;
   /// Refuse a plan that needs more device memory per rank ("80GiB"); the
   /// balanced pipeline partition keeps each stage's prediction within it.
   std::string deviceMemory;

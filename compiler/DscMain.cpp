@@ -95,6 +95,11 @@ struct Options {
       cl::desc("refuse a plan that needs more device memory per rank, e.g. "
                "80GiB (default: no limit)"),
       cl::init("")};
+  cl::opt<bool> fuseLmHead{
+      "fuse-lm-head",
+      cl::desc("an LM head and its loss as one op that holds the logits a "
+               "chunk of rows at a time (default true; docs/performance.md)"),
+      cl::init(true)};
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "
                                 "FLOPs of a step")};
@@ -176,11 +181,11 @@ void showOnlyDscFlags() {
   static cl::OptionCategory mlirFlags(
       "Inspecting the passes (all of MLIR's and LLVM's: --help-hidden)");
   static const char *const dsc[] = {
-      "model",         "compile-to",  "emit",
-      "config",        "world-size",  "eval-micro-batch-size",
-      "remat",         "remat-every", "activation-memory",
-      "device-memory", "report",      "o",
-      "pass-pipeline"};
+      "model",         "compile-to",   "emit",
+      "config",        "world-size",   "eval-micro-batch-size",
+      "remat",         "remat-every",  "activation-memory",
+      "device-memory", "report",       "o",
+      "fuse-lm-head",  "pass-pipeline"};
   static const char *const mlir[] = {"mlir-print-ir-after-all",
                                      "mlir-print-ir-before-all",
                                      "mlir-print-ir-after",
@@ -276,6 +281,7 @@ int runDscMain(int argc, char **argv) {
   req.remat = opts.remat;
   if (opts.rematEvery.getNumOccurrences())
     req.rematEvery = opts.rematEvery;
+  req.fuseLmHead = opts.fuseLmHead;
   if (opts.activationMemory.getNumOccurrences())
     req.activationMemory = opts.activationMemory;
   req.deviceMemory = opts.deviceMemory;

@@ -124,8 +124,9 @@ void addDist(OpPassManager &pm, const TrainOptions &o, const Result &) {
 void addOffload(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsOffload(o.offload));
 }
-void addFused(OpPassManager &pm, const TrainOptions &, const Result &) {
+void addFused(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsExpandUpdates());
+  pm.addPass(ds::createDsFuseLmHead(o.fuseLmHead));
   pm.addPass(ds::createDsFuse());
 }
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {

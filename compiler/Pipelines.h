@@ -80,6 +80,7 @@ struct TrainOptions {
   std::optional<mlir::ds::DsPrecisionOptions> precision;
   mlir::ds::DsRematOptions remat;
   mlir::ds::DsZeroOptions zero;
+  mlir::ds::DsFuseLmHeadOptions fuseLmHead;
   mlir::ds::DsOffloadOptions offload;
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;

@@ -192,6 +192,27 @@ def DsExpandUpdates : Pass<"ds-expand-updates", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsFuseLmHead : Pass<"ds-fuse-lm-head", "::mlir::ModuleOp"> {
+  let summary = "an LM head's logits, loss and gradients as one chunked op";
+  let description = [{
+    Phase `fused`, before ds-fuse: in each training program, the head
+    autodiff writes (`matmul(h, W) {transpose_rhs}` read only by
+    `cross_entropy` and `cross_entropy_grad`, whose gradient is read only by
+    `matmul(g, W)` and, as [N, V], by `matmul(g, h) {transpose_lhs}`)
+    becomes `ds.linear_cross_entropy` at the loss's place, so the logits
+    exist only as a chunk of rows (docs/performance.md). f32 only; the
+    loss's cotangent must be defined before the loss (the seed is).
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "true",
+           "false: leave the head unfused (dsc --fuse-lm-head=false)">,
+    Option<"chunkRows", "chunk-rows", "int64_t", "0",
+           "rows of h a chunk takes (a divisor of the rows; 0: the largest "
+           "divisor not above max(128, rows / 16))">,
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let summary = "groups known elementwise patterns into fused kernels";
   let description = [{

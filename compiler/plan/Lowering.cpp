@@ -108,6 +108,11 @@ LogicalResult lowerToPlan(ModuleOp module, const PlanOptions &options,
       plan.vocabSize =
           cast<RankedTensorType>(ce.getLogits().getType()).getShape().back();
     });
+    // Phase fused's head: the weight's rows (docs/performance.md).
+    micro.walk([&](LinearCrossEntropyOp ce) {
+      plan.vocabSize =
+          cast<RankedTensorType>(ce.getWeight().getType()).getDimSize(0);
+    });
     // Vocabulary parallelism: each rank's logits are one part of the whole.
     micro.walk([&](CrossEntropyPartOp ce) {
       plan.vocabSize =

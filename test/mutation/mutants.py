@@ -72,10 +72,11 @@ def select(plan, kernels, programs=None):
 
 
 def forward_end(prog):
-    """Index of the loss (ds.cross_entropy): instructions before it are the
-    forward pass, those after it the backward pass."""
+    """Index of the loss (ds.cross_entropy, or the fused head's
+    ds.linear_cross_entropy): instructions before it are the forward pass,
+    those after it the backward pass."""
     for i, ins in enumerate(vec(prog, "instrs")):
-        if ins["kernel"] == "ds.cross_entropy":
+        if ins["kernel"] in ("ds.cross_entropy", "ds.linear_cross_entropy"):
             return i
     raise MutationError(f"@{prog['name']} has no ds.cross_entropy (the loss)")
 

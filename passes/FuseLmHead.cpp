@@ -1,0 +1,180 @@
+//===- FuseLmHead.cpp - phase `fused`: the LM head and its loss as one op -===//
+//
+// After autodiff a language model's head is five ops around a [N, V]
+// logits tensor and its gradient, the largest activations of a step at a
+// real vocabulary. ds.linear_cross_entropy computes the loss and both
+// gradients in chunks of rows (docs/performance.md says why rows only and
+// why in the forward's place: the loss ends the graph and its cotangent,
+// the seed, is known before the backward starts).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "runtime/plan/ProgramNames.h"
+
+#include "dialects/ds/Contracts.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSFUSELMHEAD
+#include "passes/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace plan = dsc::plan;
+
+namespace {
+
+/// The ops of one head, all found or none.
+struct Head {
+  MatmulOp logits, dh, dweight;
+  CrossEntropyOp loss;
+  CrossEntropyGradOp grad;
+  ReshapeOp flatGrad, flatH; ///< null where g or h is already [N, .]
+};
+
+bool isF32(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType().isF32();
+}
+
+/// `v`, or what the reshape defining it reads; the reshape in `reshape`.
+Value throughReshape(Value v, ReshapeOp &reshape) {
+  reshape = v.getDefiningOp<ReshapeOp>();
+  return reshape ? reshape.getX() : v;
+}
+
+/// The head whose logit gradient `grad` computes, if the IR is the shape
+/// autodiff writes and nothing else reads its intermediates.
+std::optional<Head> match(CrossEntropyGradOp grad) {
+  Head head;
+  head.grad = grad;
+  head.logits = grad.getLogits().getDefiningOp<MatmulOp>();
+  if (!head.logits || head.logits.getTransposeLhs() ||
+      !head.logits.getTransposeRhs() ||
+      cast<ShapedType>(head.logits.getRhs().getType()).getRank() != 2 ||
+      !isF32(head.logits.getLhs()) || !isF32(head.logits.getRhs()) ||
+      !isF32(grad.getResult()) || isRecompute(grad) || isRecompute(head.logits))
+    return std::nullopt;
+  Value h = head.logits.getLhs(), w = head.logits.getRhs();
+  for (Operation *user : head.logits.getResult().getUsers()) {
+    if (user == grad.getOperation())
+      continue;
+    auto loss = dyn_cast<CrossEntropyOp>(user);
+    if (!loss || head.loss || loss.getTargets() != grad.getTargets() ||
+        loss.getIgnoreIndex() != grad.getIgnoreIndex())
+      return std::nullopt;
+    head.loss = loss;
+  }
+  if (!head.loss)
+    return std::nullopt;
+  for (Operation *user : grad.getResult().getUsers()) {
+    if (auto product = dyn_cast<MatmulOp>(user);
+        product && !head.dh && product.getLhs() == grad.getResult() &&
+        product.getRhs() == w && !product.getTransposeLhs() &&
+        !product.getTransposeRhs()) {
+      head.dh = product;
+      continue;
+    }
+    MatmulOp product;
+    if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+      if (!reshape->hasOneUse())
+        return std::nullopt;
+      head.flatGrad = reshape;
+      product = dyn_cast<MatmulOp>(*reshape->getUsers().begin());
+    } else {
+      product = dyn_cast<MatmulOp>(user);
+    }
+    if (!product || head.dweight || !product.getTransposeLhs() ||
+        product.getTransposeRhs() ||
+        throughReshape(product.getRhs(), head.flatH) != h ||
+        product.getType() != w.getType())
+      return std::nullopt;
+    head.dweight = product;
+  }
+  if (!head.dh || !head.dweight)
+    return std::nullopt;
+  return head;
+}
+
+/// The largest divisor of `rows` not above max(128, rows / 16), or `asked`.
+int64_t chunkRowsFor(int64_t rows, int64_t asked) {
+  if (asked > 0)
+    return asked;
+  const int64_t limit = std::max<int64_t>(128, rows / 16);
+  for (int64_t r = std::min(limit, rows); r > 1; --r)
+    if (rows % r == 0)
+      return r;
+  return 1;
+}
+
+/// Whether `v` is defined before `at`, after moving the pure ops that
+/// compute it from such values there (autodiff writes the seed constant
+/// after the loss).
+bool availableAt(Value v, Operation *at) {
+  Operation *def = v.getDefiningOp();
+  if (!def || (def->getBlock() == at->getBlock() && def->isBeforeInBlock(at)))
+    return true;
+  if (def->getBlock() != at->getBlock() || !isPure(def) ||
+      def->getNumRegions() != 0)
+    return false;
+  for (Value operand : def->getOperands())
+    if (!availableAt(operand, at))
+      return false;
+  def->moveBefore(at);
+  return true;
+}
+
+LogicalResult fuse(Head &head, int64_t askedRows) {
+  Value g = head.grad.getGrad();
+  // The fused op stands where the loss is; the cotangent must exist there.
+  if (!availableAt(g, head.loss))
+    return success(); // left unfused
+  const int64_t rows =
+      cast<ShapedType>(head.loss.getTargets().getType()).getNumElements();
+  const int64_t chunk = chunkRowsFor(rows, askedRows);
+  if (rows % chunk != 0)
+    return head.loss.emitError("ds-fuse-lm-head: chunk-rows ")
+           << chunk << " does not divide the " << rows << " rows";
+  OpBuilder b(head.loss);
+  // Named as the head (the FLOPs profile's module), tagged as its loss.
+  auto fused = b.create<LinearCrossEntropyOp>(
+      head.logits.getLoc(), head.logits.getLhs(), head.logits.getRhs(),
+      head.loss.getTargets(), g, head.loss.getIgnoreIndexAttr(),
+      b.getI64IntegerAttr(chunk));
+  head.loss.getResult().replaceAllUsesWith(fused.getLoss());
+  head.dh.getResult().replaceAllUsesWith(fused.getDh());
+  head.dweight.getResult().replaceAllUsesWith(fused.getDweight());
+  for (Operation *op :
+       {head.dweight.getOperation(), head.flatGrad.getOperation(),
+        head.dh.getOperation(), head.grad.getOperation(),
+        head.loss.getOperation(), head.logits.getOperation()})
+    if (op)
+      op->erase();
+  if (head.flatH && head.flatH->use_empty())
+    head.flatH->erase();
+  return success();
+}
+
+struct FuseLmHeadPass : ds::impl::DsFuseLmHeadBase<FuseLmHeadPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (!enabled)
+      return;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      // @forward stays the reference; eval keeps its logits.
+      if (func.getSymName() == StringRef(plan::kForwardFunction))
+        continue;
+      SmallVector<CrossEntropyGradOp> grads;
+      func.walk([&](CrossEntropyGradOp op) { grads.push_back(op); });
+      for (CrossEntropyGradOp grad : grads)
+        if (std::optional<Head> head = match(grad))
+          if (failed(fuse(*head, chunkRows)))
+            return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
