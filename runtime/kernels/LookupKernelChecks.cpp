@@ -56,6 +56,14 @@ bool checkTargetShapes(std::string &err, const TensorRef &logits,
 
 bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
                              int64_t &rows, int64_t &V, int64_t &D) {
+  const char *roles[] = {"h", "weight", "targets", "grad"};
+  for (int i : {0, 1, 3})
+    if (!expectDType(err, a.inputs[i], roles[i], DType::f32))
+      return false;
+  const char *outs[] = {"the loss", "dh", "dweight", "the chunk"};
+  for (int i = 0; i < 4; ++i)
+    if (!expectDType(err, a.outputs[i], outs[i], DType::f32))
+      return false;
   const TensorRef &h = a.inputs[0], &weight = a.inputs[1];
   const TensorRef &targets = a.inputs[2];
   const TensorRef &dh = a.outputs[1], &dweight = a.outputs[2];

@@ -337,22 +337,32 @@ bool singleCall(const KernelArgs &args, const MatmulShape &s) {
   return s.batchRank == 0 || (!s.transA && numBatchesB == 1);
 }
 
-/// The column-major view of one product: cuBLASLt's A is our b (N x K), its
-/// B our a (K x M); n covers a's whole batch when singleCall says so.
-Gemm oneGemm(const KernelArgs &args, const MatmulShape &s) {
+/// The column-major view of row-major C [M x N] = op(a) op(b), one call:
+/// C^T = op(b)^T op(a)^T, so cuBLASLt's A is our b and its B our a.
+Gemm columnMajorView(const KernelArgs &args, bool transA, bool transB,
+                     int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+                     int64_t ldc) {
   Gemm g{};
-  g.transA = s.transB;
-  g.transB = s.transA;
-  g.m = s.N;
-  g.n = s.M;
-  g.k = s.K;
-  g.lda = s.transB ? s.K : s.N;
-  g.ldb = s.transA ? s.M : s.K;
-  g.ldc = s.N;
+  g.transA = transB;
+  g.transB = transA;
+  g.m = N;
+  g.n = M;
+  g.k = K;
+  g.lda = ldb;
+  g.ldb = lda;
+  g.ldc = ldc;
   g.batch = 1;
+  g.tf32 = static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;
+  return g;
+}
+
+/// One product of the plan's matmul: n covers a's whole batch when
+/// singleCall says so.
+Gemm oneGemm(const KernelArgs &args, const MatmulShape &s) {
+  Gemm g = columnMajorView(args, s.transA, s.transB, s.M, s.N, s.K,
+                           s.transA ? s.M : s.K, s.transB ? s.K : s.N, s.N);
   g.in = args.inputs[0].dtype;
   g.out = args.outputs[0].dtype;
-  g.tf32 = static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;
   if (s.batchRank > 0 && singleCall(args, s))
     g.n = s.M * s.numBatches; // every row of a against the one b
   return g;
@@ -381,20 +391,9 @@ bool checkFused(const KernelArgs &args, MatmulShape &s, std::string &err) {
 bool gemmF32(const KernelArgs &args, const RowMajorGemm &p, std::string &err) {
   if (!args.ctx || !args.ctx->handles)
     return fail(err, "needs the CUDA backend's cuBLASLt handle");
-  // Row-major C [M x N] is column-major C^T [N x M] = op(B)^T op(A)^T:
-  // cuBLASLt's A is B, its B is A.
-  Gemm g{};
-  g.transA = p.transB;
-  g.transB = p.transA;
-  g.m = p.N;
-  g.n = p.M;
-  g.k = p.K;
-  g.lda = p.ldb;
-  g.ldb = p.lda;
-  g.ldc = p.ldc;
-  g.batch = 1;
+  Gemm g = columnMajorView(args, p.transA, p.transB, p.M, p.N, p.K, p.lda,
+                           p.ldb, p.ldc);
   g.in = g.out = DType::f32;
-  g.tf32 = static_cast<const CudaHandles *>(args.ctx->handles)->allowTf32;
   return runGemm(args, g, p.B, p.A, p.C, err, {}, nullptr, p.beta);
 }
 
