@@ -141,6 +141,18 @@ if [ -n "${DEVICE_CHECK_AB:-}" ]; then
       > "$out/bench.trace-ab.md" 2>&1
   lap "trace with $DEVICE_CHECK_AB: bench.trace-ab.md; attention $(grep -E '^\| attention' "$out/bench.trace-ab.md" | cut -d'|' -f3) ms/step against $(grep -E '^\| attention' "$out/bench.trace.md" | cut -d'|' -f3) without"
 fi
+# The fused LM head against the five unfused ops, GPT-2 124M fp32 at
+# micro-batch 16, alternated (unfused, fused, unfused, fused).
+for fuse in false true false true; do
+  plan=$dev/plans/gpt2-124m-fp32-fuse-$fuse.dsplan
+  [ -f "$plan" ] || continue
+  timeout 60 "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" \
+    --steps 8 > "$out/fused-$fuse.log" 2>&1
+  rc=$?
+  cat "$out/fused-$fuse.log" >> "$out/fused-all.log"
+  lap "gpt2-124m fp32 mb16 fuse-lm-head=$fuse: exit $rc; $(grep -E '^done:|device peak in use' "$out/fused-$fuse.log" | tr '\n' ' ')"
+done
+
 # What the runtime noted (a program left uncaptured, an epilogue run
 # unfused): each is a path the results above did not take.
 grep -h 'dsrun: note:' "$out"/*.log 2> /dev/null | sort | uniq -c | head -12 | sed 's/^/  /' | tee -a "$summary"

@@ -180,14 +180,18 @@ bool CudaDevice::takeRunError(std::string &message, std::string &err) {
     message = os.str();
     break;
   }
-  default:
-    message =
-        std::string(ctx.errorBits == kCrossEntropyTarget ? "ds.cross_entropy"
-                    : ctx.errorBits == kLinearCrossEntropyTarget
-                        ? "ds.linear_cross_entropy"
-                        : "ds.cross_entropy_grad") +
-        ": target " + v + " at position " + at + " is outside [0, " + n +
-        ") and is not the ignore index " + std::to_string(ctx.badIgnore);
+  default: {
+    const char *kernel =
+        ctx.errorBits == kCrossEntropyTarget         ? "ds.cross_entropy"
+        : ctx.errorBits == kLinearCrossEntropyTarget ? "ds.linear_cross_entropy"
+        : ctx.errorBits == kCrossEntropyPartTarget   ? "ds.cross_entropy_part"
+        : ctx.errorBits == kCrossEntropyPartGradTarget
+            ? "ds.cross_entropy_part_grad"
+            : "ds.cross_entropy_grad";
+    message = std::string(kernel) + ": target " + v + " at position " + at +
+              " is outside [0, " + n + ") and is not the ignore index " +
+              std::to_string(ctx.badIgnore);
+  }
   }
   uint32_t zero = 0;
   return cudaOk(cudaMemcpyAsync(&run->errorBits, &zero, sizeof zero,

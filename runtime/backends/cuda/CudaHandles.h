@@ -50,7 +50,9 @@ enum RunError : uint32_t {
   kLionRoundStep = 12,    ///< ds.lion_round: the same
   kAdagradRoundStep = 13, ///< ds.adagrad_round: the same
   kLambStep = 14,         ///< ds.lamb: the same
-  kLinearCrossEntropyTarget = 15, ///< ds.linear_cross_entropy: a bad target
+  kLinearCrossEntropyTarget = 15,   ///< ds.linear_cross_entropy: a bad target
+  kCrossEntropyPartTarget = 16,     ///< ds.cross_entropy_part: a bad target
+  kCrossEntropyPartGradTarget = 17, ///< ds.cross_entropy_part_grad: the same
 };
 
 /// One plan stream's library handles.

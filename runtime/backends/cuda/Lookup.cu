@@ -582,8 +582,8 @@ bool crossEntropyPartBody(const KernelArgs &a, std::string &err) {
   int64_t rows, V, first;
   void *scratch = nullptr;
   if (!checkPartOperands(a, stats, rows, V, first, err) ||
-      !validateTargets(a, V * a.intAttrs[1], kCrossEntropyTarget, 0, scratch,
-                       err))
+      !validateTargets(a, V * a.intAttrs[1], kCrossEntropyPartTarget, 0,
+                       scratch, err))
     return false;
   if (rows > 0)
     crossEntropyPartRows<<<rowBlocks(rows), rowThreads(V), 0, streamOf(a)>>>(
@@ -621,7 +621,7 @@ bool crossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
   if (!sameShape(out, logits))
     return fail(err, "output has shape ", shapeStr(out),
                 " but logits have shape ", shapeStr(logits));
-  if (!validateTargets(a, V * a.intAttrs[1], kCrossEntropyGradTarget,
+  if (!validateTargets(a, V * a.intAttrs[1], kCrossEntropyPartGradTarget,
                        sizeof(double), scratch, err))
     return false;
   auto *count =

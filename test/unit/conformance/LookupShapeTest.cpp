@@ -238,6 +238,12 @@ TEST_P(LookupKernels, VocabularyParallelCrossEntropyMatchesTheWhole) {
                        {&out}, {-1, 2}, {}, &ctx),
                    "ds.cross_entropy_part: target 6 at position 1 is outside "
                    "[0, 6) and is not the ignore index -1");
+  Buf stats = filled({2, 2}, 1.0), g = scalarBuf(1.0), dx({2, 3});
+  EXPECT_RUN_ERROR(run("ds.cross_entropy_part_grad",
+                       {&part, &targets, &rowMax, &stats, &g}, {&dx}, {-1, 2},
+                       {}, &ctx),
+                   "ds.cross_entropy_part_grad: target 6 at position 1 is "
+                   "outside [0, 6) and is not the ignore index -1");
   targets.set(1, 3);
   ctx.tensorRank = 2;
   EXPECT_RUN_ERROR(run("ds.cross_entropy_part", {&part, &targets, &rowMax},
