@@ -5,7 +5,8 @@
 // real vocabulary. ds.linear_cross_entropy computes the loss and both
 // gradients in chunks of rows (docs/performance.md says why rows only and
 // why in the forward's place: the loss ends the graph and its cotangent,
-// the seed, is known before the backward starts).
+// the seed, is known before the backward starts). An f32 or 16-bit head;
+// not one whose logits selective remat recomputes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,9 +36,12 @@ struct Head {
   ReshapeOp flatGrad, flatH; ///< null where g or h is already [N, .]
 };
 
-bool isF32(Value v) {
-  return cast<ShapedType>(v.getType()).getElementType().isF32();
+Type elementOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
 }
+
+/// f32, or a mixed-precision head's f16 or bf16.
+bool isHeadType(Type t) { return t.isF32() || t.isF16() || t.isBF16(); }
 
 /// `v`, or what the reshape defining it reads; the reshape in `reshape`.
 Value throughReshape(Value v, ReshapeOp &reshape) {
@@ -54,8 +58,10 @@ std::optional<Head> match(CrossEntropyGradOp grad) {
   if (!head.logits || head.logits.getTransposeLhs() ||
       !head.logits.getTransposeRhs() ||
       cast<ShapedType>(head.logits.getRhs().getType()).getRank() != 2 ||
-      !isF32(head.logits.getLhs()) || !isF32(head.logits.getRhs()) ||
-      !isF32(grad.getResult()) || isRecompute(grad) || isRecompute(head.logits))
+      !isHeadType(elementOf(head.logits.getLhs())) ||
+      elementOf(head.logits.getRhs()) != elementOf(head.logits.getLhs()) ||
+      elementOf(grad.getResult()) != elementOf(head.logits.getLhs()) ||
+      isRecompute(grad) || isRecompute(head.logits))
     return std::nullopt;
   Value h = head.logits.getLhs(), w = head.logits.getRhs();
   for (Operation *user : head.logits.getResult().getUsers()) {
@@ -143,9 +149,15 @@ LogicalResult fuse(Head &head, int64_t askedRows) {
       head.logits.getLoc(), head.logits.getLhs(), head.logits.getRhs(),
       head.loss.getTargets(), g, head.loss.getIgnoreIndexAttr(),
       b.getI64IntegerAttr(chunk));
+  // A 16-bit head's dweight is the f32 sum of its chunks, rounded once
+  // here to the weight's dtype, as the unfused product's result is.
+  Value dweight = fused.getDweight();
+  if (dweight.getType() != head.dweight.getType())
+    dweight = b.create<CastOp>(head.dweight.getLoc(), head.dweight.getType(),
+                               dweight);
   head.loss.getResult().replaceAllUsesWith(fused.getLoss());
   head.dh.getResult().replaceAllUsesWith(fused.getDh());
-  head.dweight.getResult().replaceAllUsesWith(fused.getDweight());
+  head.dweight.getResult().replaceAllUsesWith(dweight);
   for (Operation *op :
        {head.dweight.getOperation(), head.flatGrad.getOperation(),
         head.dh.getOperation(), head.grad.getOperation(),

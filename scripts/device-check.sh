@@ -18,7 +18,9 @@
 # only if the stages before it ended within DEVICE_CHECK_SANITIZER_AFTER
 # seconds, 400 unless set) and
 # DEVICE_CHECK_BENCH_STEPS=N times N steps instead of 30 (a short last
-# rerun); DEVICE_CHECK_AB (below) adds a traced run with a variable set.
+# rerun); DEVICE_CHECK_AB (below) adds a traced run with a variable set;
+# DEVICE_CHECK_FUSED and DEVICE_CHECK_FUSED_ROUNDS (below) choose the
+# fused-head comparisons.
 #
 # The device tool brings back at most 8 files from $OUT, so the logs are
 # written to a work folder and $OUT holds two: summary.md and logs.tar.gz,
@@ -141,17 +143,21 @@ if [ -n "${DEVICE_CHECK_AB:-}" ]; then
       > "$out/bench.trace-ab.md" 2>&1
   lap "trace with $DEVICE_CHECK_AB: bench.trace-ab.md; attention $(grep -E '^\| attention' "$out/bench.trace-ab.md" | cut -d'|' -f3) ms/step against $(grep -E '^\| attention' "$out/bench.trace.md" | cut -d'|' -f3) without"
 fi
-# The fused LM head against the five unfused ops, GPT-2 124M fp32 at
-# micro-batch 16, alternated (unfused, fused, unfused, fused).
-for fuse in false true false true; do
-  plan=$dev/plans/gpt2-124m-fp32-fuse-$fuse.dsplan
-  [ -f "$plan" ] || continue
-  timeout 60 "$dsrun" "$plan" --backend cuda --data "$dev/plans/corpus.txt" \
-    --steps 8 > "$out/fused-$fuse.log" 2>&1
-  rc=$?
-  cat "$out/fused-$fuse.log" >> "$out/fused-all.log"
-  lap "gpt2-124m fp32 mb16 fuse-lm-head=$fuse: exit $rc; $(grep -E '^done:|device peak in use' "$out/fused-$fuse.log" | tr '\n' ' ')"
-done
+# The fused LM head against the five unfused ops, each pair of fused.txt
+# alternated (unfused, fused, ...) DEVICE_CHECK_FUSED_ROUNDS times (2
+# unless set); DEVICE_CHECK_FUSED (a grep pattern) picks pairs.
+while read -r pair; do
+  echo "$pair" | grep -qE "${DEVICE_CHECK_FUSED:-.}" || continue
+  for round in $(seq "${DEVICE_CHECK_FUSED_ROUNDS:-2}"); do
+    for fuse in false true; do
+      log=$out/$pair-fuse-$fuse.$round.log
+      timeout 60 "$dsrun" "$dev/plans/$pair-fuse-$fuse.dsplan" --backend cuda \
+        --data "$dev/plans/corpus.txt" --steps 8 > "$log" 2>&1
+      rc=$?
+      lap "$pair fuse-lm-head=$fuse: exit $rc; $(grep -E '^done:|device peak in use' "$log" | tr '\n' ' ')"
+    done
+  done
+done < <(cat "$dev/plans/fused.txt" 2> /dev/null)
 
 # What the runtime noted (a program left uncaptured, an epilogue run
 # unfused): each is a path the results above did not take.

@@ -104,13 +104,19 @@ for batch in 16 32 64 128; do
     >> "$out/plans/bench.txt"
 done
 
-# The fused LM head and loss (issue 32) on the GPU: GPT-2 124M fp32,
-# block 1024, micro-batch 16, with ds-fuse-lm-head and without.
-config 16 "" > "$out/plans/fused.json"
-for fuse in true false; do
-  "$dsc" --model gpt2:n_layer=12,n_head=12,n_embd=768,block_size=1024,vocab_size=50304,dropout=0 \
-         --config "$out/plans/fused.json" --fuse-lm-head=$fuse \
-         -o "$out/plans/gpt2-124m-fp32-fuse-$fuse.dsplan"
+# The fused LM head and loss (issue 32) on the GPU, with ds-fuse-lm-head
+# and without: GPT-2 124M, block 1024, fp32 at micro-batch 16 and bf16 at
+# 128 (fused.txt: one pair a line).
+: > "$out/plans/fused.txt"
+for pair in "fp32-mb16|16|" "bf16-mb128|128|, \"bf16\": {\"enabled\": true}"; do
+  IFS='|' read -r name batch extra <<< "$pair"
+  config "$batch" "$extra" > "$out/plans/fused.json"
+  for fuse in true false; do
+    "$dsc" --model gpt2:n_layer=12,n_head=12,n_embd=768,block_size=1024,vocab_size=50304,dropout=0 \
+           --config "$out/plans/fused.json" --fuse-lm-head=$fuse \
+           -o "$out/plans/gpt2-124m-$name-fuse-$fuse.dsplan"
+  done
+  echo "gpt2-124m-$name" >> "$out/plans/fused.txt"
 done
 
 du -sh "$out"

@@ -242,10 +242,13 @@ LogicalResult LinearCrossEntropyOp::inferReturnTypes(
   if (chunk < 1 || rows % chunk != 0)
     return emitOptionalError(loc, "chunk_rows ", chunk, " must divide the ",
                              rows, " rows");
+  // A 16-bit head's loss and weight gradient are f32 (DsFusedLossOps.td).
   Type elt = h.getElementType();
-  inferred.push_back(RankedTensorType::get({}, elt));
+  Type wide =
+      elt.getIntOrFloatBitWidth() < 32 ? Float32Type::get(h.getContext()) : elt;
+  inferred.push_back(RankedTensorType::get({}, wide));
   inferred.push_back(h);
-  inferred.push_back(weight);
+  inferred.push_back(weight.clone(wide));
   inferred.push_back(RankedTensorType::get({chunk, weight.getDimSize(0)}, elt));
   return success();
 }

@@ -134,10 +134,11 @@ bool checkEmbeddingGradShapes(std::string &err, const TensorRef &idx,
 /// Cross-entropy: logits [..., V] and targets [...].
 bool checkTargetShapes(std::string &err, const TensorRef &logits,
                        const TensorRef &targets);
-/// ds.linear_cross_entropy: every float operand f32 (the kernels have no
-/// 16-bit variant), h [..., D], weight [V, D], targets h's shape
-/// without D, grad one value; the loss one value, dh like h, dweight like
-/// weight, the chunk [chunk_rows, V] with chunk_rows dividing the rows.
+/// ds.linear_cross_entropy: h and weight f32, f16 or bf16 (one dtype, which
+/// dh and the chunk share; grad, the loss and dweight f32), h [..., D],
+/// weight [V, D], targets h's shape without D, grad one value; the loss one
+/// value, dh h's shape, dweight weight's, the chunk [chunk_rows, V] with
+/// chunk_rows dividing the rows.
 /// Sets rows (N), V and D. The targets' values are each backend's check.
 bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
                              int64_t &rows, int64_t &V, int64_t &D);

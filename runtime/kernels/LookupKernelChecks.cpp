@@ -56,13 +56,20 @@ bool checkTargetShapes(std::string &err, const TensorRef &logits,
 
 bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
                              int64_t &rows, int64_t &V, int64_t &D) {
+  // h's dtype: f32, or a 16-bit head (the loss, grad and dweight f32).
+  const DType head = a.inputs[0].dtype;
+  if (head != DType::f32 && head != DType::f16 && head != DType::bf16)
+    return fail(err, "h has dtype ", dtypeName(head),
+                ", expected f32, f16 or bf16");
   const char *roles[] = {"h", "weight", "targets", "grad"};
-  for (int i : {0, 1, 3})
-    if (!expectDType(err, a.inputs[i], roles[i], DType::f32))
+  const DType ins[] = {head, head, head, DType::f32};
+  for (int i : {1, 3})
+    if (!expectDType(err, a.inputs[i], roles[i], ins[i]))
       return false;
   const char *outs[] = {"the loss", "dh", "dweight", "the chunk"};
+  const DType outTypes[] = {DType::f32, head, DType::f32, head};
   for (int i = 0; i < 4; ++i)
-    if (!expectDType(err, a.outputs[i], outs[i], DType::f32))
+    if (!expectDType(err, a.outputs[i], outs[i], outTypes[i]))
       return false;
   const TensorRef &h = a.inputs[0], &weight = a.inputs[1];
   const TensorRef &targets = a.inputs[2];

@@ -44,11 +44,14 @@ func.func @logits_kept(%h: tensor<8x8xf32>, %t: tensor<8xi32>, %w: tensor<16x8xf
 
 // -----
 
-// Rank-2 h needs no reshapes; a 16-bit head stays unfused.
+// Rank-2 h needs no reshapes. A 16-bit head fuses too: its weight gradient
+// comes out f32 and is rounded once, by a cast, to the weight's dtype.
 // CHECK-LABEL: func.func @flat
 // CHECK: ds.linear_cross_entropy %arg0, %arg2, %arg1, %arg3 chunk_rows 8
 // CHECK-LABEL: func.func @half
-// CHECK-NOT: ds.linear_cross_entropy
+// CHECK-NEXT: %[[LOSS:.*]], %[[DH:.*]], %[[DW:.*]], %{{.*}} = ds.linear_cross_entropy %arg0, %arg2, %arg1, %arg3 chunk_rows 8 : tensor<8x8xbf16>, tensor<16x8xbf16>, tensor<8xi32>, tensor<f32>
+// CHECK-NEXT: %[[DW16:.*]] = ds.cast %[[DW]] : tensor<16x8xf32> -> tensor<16x8xbf16>
+// CHECK-NEXT: return %[[LOSS]], %[[DH]], %[[DW16]] : tensor<f32>, tensor<8x8xbf16>, tensor<16x8xbf16>
 func.func @flat(%h: tensor<8x8xf32>, %t: tensor<8xi32>, %w: tensor<16x8xf32>, %s: tensor<f32>) -> (tensor<f32>, tensor<8x8xf32>, tensor<16x8xf32>) {
   %l = ds.matmul %h, %w {transpose_rhs} : tensor<8x8xf32>, tensor<16x8xf32> -> tensor<8x16xf32>
   %loss = ds.cross_entropy %l, %t : tensor<8x16xf32>, tensor<8xi32> -> tensor<f32>

@@ -159,4 +159,19 @@ void parallelFor(int64_t n, int64_t grain,
       chunk(c);
 }
 
+bool countTargets(std::string &err, const TensorRef &targets, int64_t V,
+                  int64_t ignore, int64_t &count) {
+  count = 0;
+  for (int64_t r = 0, n = targets.numel(); r < n; ++r) {
+    const int64_t t = indexAt(targets, r);
+    if (t == ignore)
+      continue;
+    if (t < 0 || t >= V)
+      return fail(err, "target ", t, " at position ", r, " is outside [0, ", V,
+                  ") and is not the ignore index ", ignore);
+    ++count;
+  }
+  return true;
+}
+
 } // namespace dsc::rt::cpu

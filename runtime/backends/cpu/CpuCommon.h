@@ -178,6 +178,11 @@ inline int64_t indexAt(const TensorRef &t, int64_t i) {
              : static_cast<const int64_t *>(t.data)[i];
 }
 
+/// Every target in [0, V) or `ignore` (the cross-entropy kernels' check,
+/// before anything is written); `count` = the targets that are not.
+bool countTargets(std::string &err, const TensorRef &targets, int64_t V,
+                  int64_t ignore, int64_t &count);
+
 /// The value of a one-element f32 tensor (a scalar operand).
 bool scalarOperand(std::string &err, const TensorRef &t, const char *role,
                    float &value);

@@ -52,10 +52,13 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
   return cpu::runWidened(&entry<I>, args, error);
 }
 
-/// Kernels whose bodies compute in 16 bits themselves: the collectives sum
-/// in the operands' dtype, as NCCL does, rather than on widened copies.
+/// Kernels whose bodies take 16-bit operands themselves: the collectives sum
+/// in the operands' dtype, as NCCL does, rather than on widened copies;
+/// ds.linear_cross_entropy rounds its intermediates where the unfused ops'
+/// results would be, which one widened call cannot.
 bool halfIsNative(KernelId id) {
-  return id == KernelId::CommAllReduce || id == KernelId::CommReduceScatter;
+  return id == KernelId::CommAllReduce || id == KernelId::CommReduceScatter ||
+         id == KernelId::LinearCrossEntropy;
 }
 
 template <size_t... I>

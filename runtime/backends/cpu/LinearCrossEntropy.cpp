@@ -10,8 +10,15 @@
 // another path for them), and dweight sums the chunks in order: close to
 // the unfused ops, not bitwise.
 //
+// A 16-bit head (h and weight f16 or bf16) runs as the CPU's widened
+// kernels do (Widening.h): h and weight widened to f32 once, each chunk's
+// logits and then its gradient rounded to the head's dtype where the
+// unfused ops' results would be (stored in the chunk, computed on from
+// the rounded values), dh's rows rounded, dweight summed in f32.
+//
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/FastMath.h"
 
@@ -22,20 +29,25 @@
 namespace dsc::rt::cpu {
 namespace {
 
-// Every target in [0, V) or ignored; returns how many count.
-bool countTargets(std::string &err, const TensorRef &targets, int64_t V,
-                  int64_t ignore, int64_t &count) {
-  count = 0;
-  for (int64_t r = 0, n = targets.numel(); r < n; ++r) {
-    const int64_t t = indexAt(targets, r);
-    if (t == ignore)
-      continue;
-    if (t < 0 || t >= V)
-      return fail(err, "target ", t, " at position ", r, " is outside [0, ", V,
-                  ") and is not the ignore index ", ignore);
-    ++count;
+// A tensor as f32: its own data, or (16-bit) a widened copy in `wide`.
+const float *asF32(const TensorRef &t, std::vector<float> &wide) {
+  if (t.dtype == DType::f32)
+    return t.f32();
+  wide.resize(size_t(t.numel()));
+  return chunkAsF32(t.dtype, t.data, 0, t.numel(), wide.data());
+}
+
+// n values rounded to `dtype` (f16 or bf16) into `narrow`, and `wide` set
+// to the rounded values.
+void roundThrough(DType dtype, float *wide, void *narrow, int64_t n) {
+  auto *bits = static_cast<uint16_t *>(narrow);
+  if (dtype == DType::bf16) {
+    f32ToBf16(wide, bits, n);
+    bf16ToF32(bits, wide, n);
+  } else {
+    f32ToF16(wide, bits, n);
+    f16ToF32(bits, wide, n);
   }
-  return true;
 }
 
 // One row of logits, replaced by its gradient coef (softmax - onehot(t));
@@ -71,20 +83,38 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   if (std::max({R, V, D}) > blasIntMax())
     return fail(err, "a chunk of ", R, " x ", V, " x ", D,
                 " exceeds the BLAS index range");
-  float *dh = a.outputs[1].f32(), *dw = a.outputs[2].f32();
-  float *chunk = a.outputs[3].f32();
-  const float *hp = h.f32(), *wp = weight.f32();
+  const DType head = h.dtype;
+  const bool narrow = head != DType::f32;
+  const size_t width = dtypeSize(head);
+  char *dhOut = static_cast<char *>(a.outputs[1].data);
+  char *chunkOut = static_cast<char *>(a.outputs[3].data);
+  float *dw = a.outputs[2].f32();
   if (N > 0 && (V == 0 || D == 0)) {
-    std::memset(dh, 0, size_t(N * D) * sizeof(float));
+    std::memset(dhOut, 0, size_t(N * D) * width);
     std::memset(dw, 0, size_t(V * D) * sizeof(float));
   }
-  if (N > 0 && V > 0 && D > 0 && !blasReady(err))
+  if (N == 0 || V == 0 || D == 0) {
+    *a.outputs[0].f32() = 0.0f;
+    return true;
+  }
+  if (!blasReady(err))
     return false;
+  // The f32 operands: the head's own buffers, or widened copies and
+  // per-chunk f32 buffers rounded into the 16-bit outputs.
+  std::vector<float> hWide, wWide, chunkWide, dhWide;
+  const float *hp = asF32(h, hWide), *wp = asF32(weight, wWide);
+  if (narrow) {
+    chunkWide.resize(size_t(R * V));
+    dhWide.resize(size_t(R * D));
+  }
+  float *chunk = narrow ? chunkWide.data() : a.outputs[3].f32();
   const double coef = count ? double(g) / double(count) : 0.0;
   std::vector<double> rowLoss(size_t(N), 0.0);
-  for (int64_t c = 0; V > 0 && D > 0 && c < N / R; ++c) {
+  for (int64_t c = 0; c < N / R; ++c) {
     const float *hc = hp + c * R * D;
     sgemm(false, true, R, V, D, 1.0f, hc, D, wp, D, 0.0f, chunk, V);
+    if (narrow) // the logits as ds.matmul's 16-bit result
+      roundThrough(head, chunk, chunkOut, R * V);
     parallelFor(
         R, std::max<int64_t>(1, 16384 / V), [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r) {
@@ -96,8 +126,12 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
               rowLoss[size_t(c * R + r)] = lossAndGradRow(row, V, t, coef);
           }
         });
-    sgemm(false, false, R, D, V, 1.0f, chunk, V, wp, D, 0.0f, dh + c * R * D,
-          D);
+    if (narrow) // g as ds.cross_entropy_grad's 16-bit result
+      roundThrough(head, chunk, chunkOut, R * V);
+    float *dh = narrow ? dhWide.data() : a.outputs[1].f32() + c * R * D;
+    sgemm(false, false, R, D, V, 1.0f, chunk, V, wp, D, 0.0f, dh, D);
+    if (narrow)
+      roundThrough(head, dh, dhOut + size_t(c * R * D) * width, R * D);
     sgemm(true, false, V, D, R, 1.0f, chunk, V, hc, D, c ? 1.0f : 0.0f, dw, D);
   }
   // ds.cross_entropy's blocks of rows, each summed in order, then in order.

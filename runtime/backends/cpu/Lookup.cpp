@@ -40,18 +40,7 @@ bool checkTargets(std::string &err, const TensorRef &logits,
     return false;
   if (!checkTargetShapes(err, logits, targets))
     return false;
-  const int64_t V = logits.dim(-1) * parts, n = targets.numel();
-  count = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    int64_t t = indexAt(targets, r);
-    if (t == ignoreIndex)
-      continue;
-    if (t < 0 || t >= V)
-      return fail(err, "target ", t, " at position ", r, " is outside [0, ", V,
-                  ") and is not the ignore index ", ignoreIndex);
-    ++count;
-  }
-  return true;
+  return countTargets(err, targets, logits.dim(-1) * parts, ignoreIndex, count);
 }
 
 // Row max and sum of e^(x - max) (float exps, double sum).

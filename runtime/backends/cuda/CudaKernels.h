@@ -43,28 +43,32 @@ bool writeWordOnStream(uint32_t *word, uint32_t value, void *stream,
                        std::string &err);
 
 // ds.linear_cross_entropy's pieces (LinearCrossEntropy.cpp).
-/// Row-major f32 C [M x N] = op(A) op(B) + beta C.
+/// Row-major C [M x N] = op(A) op(B) + beta C, A and B of dtype `in`
+/// (f32, f16 or bf16), C of `out`, the sums in f32.
 struct RowMajorGemm {
   bool transA, transB;
   int64_t M, N, K;
-  const float *A;
+  const void *A;
   int64_t lda;
-  const float *B;
+  const void *B;
   int64_t ldb;
   float beta;
-  float *C;
+  void *C;
   int64_t ldc;
+  DType in = DType::f32, out = DType::f32;
 };
 /// Enqueues `p` through cuBLASLt (Matmul.cpp).
-bool gemmF32(const KernelArgs &args, const RowMajorGemm &p, std::string &err);
+bool gemmRowMajor(const KernelArgs &args, const RowMajorGemm &p,
+                  std::string &err);
 /// Records the first target outside [0, V) that is not `ignore` for the
 /// run's error, as ds.linear_cross_entropy's (Lookup.cu).
 bool validateLinearCrossEntropyTargets(const KernelArgs &args, int64_t V,
                                        int64_t ignore, std::string &err);
 /// Rows [first, first + rows) of the whole step's logits, in `chunk`
-/// [rows, V]: each replaced by its gradient (grad / the counted targets)
-/// (softmax - onehot), its loss term / the count added to *loss (Lookup.cu).
-bool lossAndGradChunk(const KernelArgs &args, float *chunk, int64_t first,
+/// [rows, V] of the head's dtype (the op's chunk output): each replaced by
+/// its gradient (grad / the counted targets) (softmax - onehot), its loss
+/// term / the count added to *loss (Lookup.cu).
+bool lossAndGradChunk(const KernelArgs &args, void *chunk, int64_t first,
                       int64_t rows, int64_t V, float *loss, std::string &err);
 
 } // namespace dsc::rt::cuda

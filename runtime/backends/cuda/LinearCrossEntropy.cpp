@@ -7,6 +7,11 @@
 // and dweight's share (accumulated with beta = 1 after the first chunk).
 // The loss is summed chunk by chunk in f32, each chunk's terms in f64.
 //
+// A 16-bit head (h and weight f16 or bf16) takes the same steps on 16-bit
+// operands with f32 sums: the chunk holds the logits and then g in the
+// head's dtype, as the unfused ops' results are; dh's rows come out in it;
+// dweight, f32, sums the chunks' products before any rounding.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/kernels/KernelChecks.h"
@@ -21,27 +26,35 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   if (!a.ctx)
     return fail(err, "needs the CUDA backend's stream");
   const int64_t ignore = a.intAttrs[0], R = a.intAttrs[1];
-  const float *h = a.inputs[0].f32(), *w = a.inputs[1].f32();
-  float *loss = a.outputs[0].f32(), *dh = a.outputs[1].f32();
-  float *dw = a.outputs[2].f32(), *chunk = a.outputs[3].f32();
+  const DType head = a.inputs[0].dtype;
+  const int64_t width = int64_t(dtypeSize(head));
+  const char *h = static_cast<const char *>(a.inputs[0].data);
+  const void *w = a.inputs[1].data;
+  float *loss = a.outputs[0].f32(), *dw = a.outputs[2].f32();
+  char *dh = static_cast<char *>(a.outputs[1].data);
+  void *chunk = a.outputs[3].data;
   void *stream = a.ctx->stream;
   if (!zeroOnStream(loss, sizeof(float), stream, err))
     return false;
   if (V == 0 || D == 0 || N == 0)
-    return zeroOnStream(dh, size_t(N * D) * sizeof(float), stream, err) &&
+    return zeroOnStream(dh, size_t(N * D * width), stream, err) &&
            zeroOnStream(dw, size_t(V * D) * sizeof(float), stream, err);
   if (!validateLinearCrossEntropyTargets(a, V, ignore, err))
     return false;
   for (int64_t c = 0; c < N / R; ++c) {
-    const float *hc = h + c * R * D;
-    if (!gemmF32(a, {false, true, R, V, D, hc, D, w, D, 0.0f, chunk, V}, err) ||
+    const char *hc = h + c * R * D * width;
+    // {transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc, in, out}
+    const RowMajorGemm logits{false, true, R,    V,     D, hc,   D,
+                              w,     D,    0.0f, chunk, V, head, head};
+    const RowMajorGemm rowsOfDh{
+        false, false, R,   D, V, chunk, V, w, D, 0.0f, dh + c * R * D * width,
+        D,     head,  head};
+    const RowMajorGemm shareOfDw{true,  false, V,    D,         R,
+                                 chunk, V,     hc,   D,         c ? 1.0f : 0.0f,
+                                 dw,    D,     head, DType::f32};
+    if (!gemmRowMajor(a, logits, err) ||
         !lossAndGradChunk(a, chunk, c * R, R, V, loss, err) ||
-        !gemmF32(
-            a, {false, false, R, D, V, chunk, V, w, D, 0.0f, dh + c * R * D, D},
-            err) ||
-        !gemmF32(
-            a, {true, false, V, D, R, chunk, V, hc, D, c ? 1.0f : 0.0f, dw, D},
-            err))
+        !gemmRowMajor(a, rowsOfDh, err) || !gemmRowMajor(a, shareOfDw, err))
       return false;
   }
   return true;

@@ -508,9 +508,10 @@ bool validateLinearCrossEntropyTargets(const KernelArgs &a, int64_t V,
 // The scratch holds the count and the chunk's row terms only while the
 // chunk's kernels run: the products between chunks use it as cuBLASLt's
 // workspace.
-bool lossAndGradChunk(const KernelArgs &a, float *chunk, int64_t first,
+bool lossAndGradChunk(const KernelArgs &a, void *chunk, int64_t first,
                       int64_t rows, int64_t V, float *loss, std::string &err) {
   const TensorRef &targets = a.inputs[2], &g = a.inputs[3];
+  const Storage head = storage(a.outputs[3]); // the chunk's, h's dtype
   const int64_t ignore = a.intAttrs[0];
   const size_t lossBytes = rounded(size_t(rows) * sizeof(double));
   void *scratch = nullptr;
@@ -528,12 +529,12 @@ bool lossAndGradChunk(const KernelArgs &a, float *chunk, int64_t first,
   countTargets<<<1, 1024, 0, s>>>(all, targets.numel(), V, ignore, count);
   if (rows > 0 && V > 0) {
     crossEntropyRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
-                       rowThreads(V), 0, s>>>(chunk, kF32, part, rows, V,
+                       rowThreads(V), 0, s>>>(chunk, head, part, rows, V,
                                               ignore, rowLoss, counted);
     crossEntropyGradRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
-                           rowThreads(V), 0, s>>>(chunk, kF32, part, g.data,
+                           rowThreads(V), 0, s>>>(chunk, head, part, g.data,
                                                   storage(g), count, chunk,
-                                                  kF32, rows, V, ignore);
+                                                  head, rows, V, ignore);
     addChunkLoss<<<1, 1024, 0, s>>>(rowLoss, rows, count, loss);
   }
   return launched(err);

@@ -388,12 +388,14 @@ bool checkFused(const KernelArgs &args, MatmulShape &s, std::string &err) {
 
 } // namespace
 
-bool gemmF32(const KernelArgs &args, const RowMajorGemm &p, std::string &err) {
+bool gemmRowMajor(const KernelArgs &args, const RowMajorGemm &p,
+                  std::string &err) {
   if (!args.ctx || !args.ctx->handles)
     return fail(err, "needs the CUDA backend's cuBLASLt handle");
   Gemm g = columnMajorView(args, p.transA, p.transB, p.M, p.N, p.K, p.lda,
                            p.ldb, p.ldc);
-  g.in = g.out = DType::f32;
+  g.in = p.in;
+  g.out = p.out;
   return runGemm(args, g, p.B, p.A, p.C, err, {}, nullptr, p.beta);
 }
 

@@ -4,7 +4,7 @@
 // product, cross-entropy, its gradient and both products), with ignored
 // rows and chunks of several sizes; against the unfused kernels of the
 // same backend (close: a BLAS may take another path for a chunk's smaller
-// products); and its errors.
+// products), for f32 and 16-bit heads; and its errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +91,55 @@ TEST_P(LinearCrossEntropyKernels, CloseToTheUnfusedKernels) {
   EXPECT_TRUE(close(fusedDh, dh.toRef(), 1e-6));
 }
 
+// The share of `got`'s values equal to `want`'s.
+double sameBits(const Buf &got, const ref::Tensor &want) {
+  int64_t same = 0;
+  for (int64_t i = 0; i < got.numel(); ++i)
+    same += got.get(i) == want.data[size_t(i)];
+  return double(same) / double(std::max<int64_t>(1, got.numel()));
+}
+
+// A 16-bit head: the logits and g rounded to the head's dtype where the
+// unfused ops' results are, dh rounded, dweight the f32 sum; against the
+// same backend's unfused 16-bit kernels (dweight from the 16-bit product's
+// f32 result). A chunk's product may round a logit the other way than the
+// whole product does: within one 16-bit ulp.
+TEST_P(LinearCrossEntropyKernels, SixteenBitHeadAgreesWithTheUnfusedKernels) {
+  SEEDED_RNG(rng);
+  const int64_t N = 24, V = 37, D = 16;
+  for (DType t : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(rt::dtypeName(t));
+    Buf h = uniform(rng, {N, D}, -1, 1, t), w = uniform(rng, {V, D}, -1, 1, t);
+    Buf targets = indices(rng, {N}, V, DType::i32);
+    targets.set(5, -1);
+    Buf g = scalarBuf(0.5), logits = poisoned({N, V}, t), loss = poisoned({});
+    Buf grad = poisoned({N, V}, t), dh = poisoned({N, D}, t);
+    Buf dw = poisoned({V, D});
+    RUN_OK("ds.matmul", {&h, &w}, {&logits}, {0, 1});
+    RUN_OK("ds.cross_entropy", {&logits, &targets}, {&loss}, {-1});
+    RUN_OK("ds.cross_entropy_grad", {&logits, &targets, &g}, {&grad}, {-1});
+    RUN_OK("ds.matmul", {&grad, &w}, {&dh}, {0, 0});
+    RUN_OK("ds.matmul", {&grad, &h}, {&dw}, {1, 0});
+    Buf fusedLoss = poisoned({}), fusedDh = poisoned({N, D}, t),
+        fusedDw = poisoned({V, D}), chunk = poisoned({8, V}, t);
+    RUN_OK("ds.linear_cross_entropy", {&h, &w, &targets, &g},
+           {&fusedLoss, &fusedDh, &fusedDw, &chunk}, {-1, 8});
+    const double ulp = 8e-3; // bf16's relative step, above f16's
+    EXPECT_TRUE(close(fusedLoss, loss.toRef(), 1e-4));
+    EXPECT_TRUE(close(fusedDh, dh.toRef(), ulp));
+    EXPECT_TRUE(close(fusedDw, dw.toRef(), ulp));
+    ref::Tensor lastRows = grad.toRef();
+    lastRows.shape = {8, V};
+    lastRows.data.erase(lastRows.data.begin(), lastRows.data.end() - 8 * V);
+    EXPECT_TRUE(close(chunk, lastRows, ulp));
+    // Most values are the unfused ones to the bit: a head that skipped
+    // rounding the logits or g (computing on wider values) would differ
+    // in about half of them.
+    EXPECT_GE(sameBits(chunk, lastRows), 0.9);
+    EXPECT_GE(sameBits(fusedDh, dh.toRef()), 0.9);
+  }
+}
+
 TEST_P(LinearCrossEntropyKernels, ErrorsNameTheOperand) {
   Buf h = filled({4, 3}, 0.5), w = filled({5, 3}, 0.25);
   Buf targets({4}, DType::i32), g = scalarBuf(1);
@@ -112,6 +161,15 @@ TEST_P(LinearCrossEntropyKernels, ErrorsNameTheOperand) {
                    "ds.linear_cross_entropy: weight of shape [5, 4] does not "
                    "match h of shape [4, 3] (need h [..., D] and weight [V, "
                    "D])");
+  // A 16-bit head's dweight is f32; its chunk is the head's dtype.
+  Buf h16 = filled({4, 3}, 0.5, DType::bf16),
+      w16 = filled({5, 3}, 0.25, DType::bf16);
+  Buf dh16 = poisoned({4, 3}, DType::bf16),
+      dw16 = poisoned({5, 3}, DType::bf16);
+  EXPECT_RUN_ERROR(run("ds.linear_cross_entropy", {&h16, &w16, &targets, &g},
+                       {&loss, &dh16, &dw16, &chunk}, {-1, 2}),
+                   "ds.linear_cross_entropy: unsupported dtype bf16 for "
+                   "dweight (expected f32)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LinearCrossEntropyKernels,

@@ -178,14 +178,9 @@ void expectExact(const char *kernel, const std::vector<Operand> &ins,
 
 // Every kernel with a plain f32 signature (f32 and index operands) declares
 // a 16-bit column in its contract, and the CPU backend registers it
-// (KernelTableTest checks every declared column of every backend). Except:
-// ds.linear_cross_entropy, which phase fused makes from f32 heads only (a
-// 16-bit head stays unfused until the kernels take 16-bit GEMMs;
-// docs/performance.md).
+// (KernelTableTest checks every declared column of every backend).
 TEST(Widening, EveryF32KernelHasA16BitVariant) {
   for (const rt::KernelContract &c : rt::kKernelContracts) {
-    if (std::string_view(c.name) == "ds.linear_cross_entropy")
-      continue;
     bool plainF32 = false;
     for (std::string_view sig : c.column(rt::KernelColumn::Full))
       plainF32 |= sig.find("f32") != std::string_view::npos &&
