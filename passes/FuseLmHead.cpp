@@ -115,9 +115,9 @@ int64_t chunkRowsFor(int64_t rows, int64_t asked) {
   return 1;
 }
 
-/// Whether `v` is defined before `at`, after moving the pure ops that
-/// compute it from such values there (autodiff writes the seed constant
-/// after the loss).
+/// Whether `v` is defined before `at`, or computed from such values by pure
+/// ops of at's block that hoist() can move there (autodiff writes the seed
+/// constant after the loss).
 bool availableAt(Value v, Operation *at) {
   Operation *def = v.getDefiningOp();
   if (!def || (def->getBlock() == at->getBlock() && def->isBeforeInBlock(at)))
@@ -125,24 +125,50 @@ bool availableAt(Value v, Operation *at) {
   if (def->getBlock() != at->getBlock() || !isPure(def) ||
       def->getNumRegions() != 0)
     return false;
+  return llvm::all_of(def->getOperands(),
+                      [&](Value operand) { return availableAt(operand, at); });
+}
+
+/// Moves what computes `v` (availableAt said it can) before `at`.
+void hoist(Value v, Operation *at) {
+  Operation *def = v.getDefiningOp();
+  if (!def || def->isBeforeInBlock(at))
+    return;
   for (Value operand : def->getOperands())
-    if (!availableAt(operand, at))
-      return false;
+    hoist(operand, at);
   def->moveBefore(at);
-  return true;
+}
+
+/// Whether the fused op holds less than the unfused ops at their largest:
+/// they hold the logits and their gradient (N x V each; then the gradient
+/// and dW), it holds the chunk (R x V) and dW, which for a 16-bit head is
+/// f32 beside its rounded copy. An f32 head always gains (dW is the same
+/// buffer either way); a 16-bit head with few rows (micro-batch 1 of a
+/// 1024-token GPT-2) would hold more, and stays unfused.
+bool fusingSavesMemory(Head &head, int64_t rows, int64_t chunkRows) {
+  auto weight = cast<ShapedType>(head.logits.getRhs().getType());
+  const int64_t width = weight.getElementTypeBitWidth() / 8;
+  if (width >= 4)
+    return true;
+  const int64_t V = weight.getDimSize(0), D = weight.getDimSize(1);
+  const int64_t unfused =
+      std::max(2 * rows * V * width, rows * V * width + V * D * width);
+  const int64_t fused = chunkRows * V * width + V * D * (4 + width);
+  return fused < unfused;
 }
 
 LogicalResult fuse(Head &head, int64_t askedRows) {
   Value g = head.grad.getGrad();
-  // The fused op stands where the loss is; the cotangent must exist there.
-  if (!availableAt(g, head.loss))
-    return success(); // left unfused
   const int64_t rows =
       cast<ShapedType>(head.loss.getTargets().getType()).getNumElements();
   const int64_t chunk = chunkRowsFor(rows, askedRows);
   if (rows % chunk != 0)
     return head.loss.emitError("ds-fuse-lm-head: chunk-rows ")
            << chunk << " does not divide the " << rows << " rows";
+  // The fused op stands where the loss is; the cotangent must exist there.
+  if (!availableAt(g, head.loss) || !fusingSavesMemory(head, rows, chunk))
+    return success(); // left unfused
+  hoist(g, head.loss);
   OpBuilder b(head.loss);
   // Named as the head (the FLOPs profile's module), tagged as its loss.
   auto fused = b.create<LinearCrossEntropyOp>(
