@@ -96,9 +96,18 @@ int main(int argc, char **argv) {
   std::printf("attention_grad                      %8.3f ms  %6.1f GFLOP/s\n",
               bwd, 2.5 * flops / bwd / 1e6);
 
-  Tensor h = uniform(rng, {B, T, 4 * C}), hg = h;
+  Tensor bias = uniform(rng, {3 * C});
+  double mmBias = bestMs(reps, "ds.matmul_bias", {&x, &w, &bias}, {&y}, {0, 1});
+  std::printf("matmul_bias, the same product       %8.3f ms  %6.1f GFLOP/s\n",
+              mmBias, 2.0 * B * T * C * 3 * C / mmBias / 1e6);
+
+  Tensor h = uniform(rng, {B, T, 4 * C}), hg = h, hd = h;
   std::printf("gelu [8,128,1024]                   %8.3f ms\n",
               bestMs(reps, "ds.gelu", {&h}, {&hg}, {0}));
+  std::printf("gelu tanh [8,128,1024]              %8.3f ms\n",
+              bestMs(reps, "ds.gelu", {&h}, {&hg}, {1}));
+  std::printf("gelu_grad tanh [8,128,1024]         %8.3f ms\n",
+              bestMs(reps, "ds.gelu_grad", {&h, &hg}, {&hd}, {1}));
   Tensor lw = uniform(rng, {C}), lb = uniform(rng, {C}), ly = x;
   std::printf("layer_norm [8,128,256]              %8.3f ms\n",
               bestMs(reps, "ds.layer_norm", {&x, &lw, &lb}, {&ly}, {}, {1e-5}));

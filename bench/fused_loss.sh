@@ -6,9 +6,12 @@
 #      8, each against the same model with vocab_size=256, so the
 #      vocabulary's share of the peak (the loss region) shows;
 #   2. the step time, ABBA (fused, unfused, unfused, fused, ...) ROUNDS
-#      times (default 2) of STEPS steps (default 4) at micro-batch 1 on a
-#      text file, each run's median step_s over steps 2.. and its peak
-#      resident set from the run's summary.
+#      times (default 2) of STEPS steps (default 4) at micro-batch MB
+#      (default 1) on a text file, each run's median step_s over steps 2..
+#      and its peak resident set from the run's summary.
+# PRECISION=bf16 (or fp16) runs both parts in that mixed precision (a
+# 16-bit head fuses only where that holds less memory: from micro-batch 2
+# on for this model, so MB=2 there).
 #
 #   bash bench/fused_loss.sh [OUT_DIR]
 #
@@ -22,6 +25,10 @@ build=${BUILD_DIR:-$root/build}
 out=${1:-${TMPDIR:-/tmp}/dsc-fused-loss-bench}
 rounds=${ROUNDS:-2}
 steps=${STEPS:-4}
+timed_mb=${MB:-1}
+precision=${PRECISION:-fp32}
+mixed=
+[ "$precision" = fp32 ] || mixed=", \"$precision\": {\"enabled\": true}"
 data=${DATA:-/usr/share/common-licenses/GPL-3}
 mkdir -p "$out"
 dsc=$build/tools/dsc dsrun=$build/tools/dsrun
@@ -29,8 +36,8 @@ dsc=$build/tools/dsc dsrun=$build/tools/dsrun
 echo "activation peak (dsc --report), MiB:"
 printf '%-12s %10s %10s %10s %10s %14s %14s\n' micro-batch unfused fused \
   "V=256" "" "vocab share" "(unfused)"
-for mb in 1 8; do
-  echo "{\"train_micro_batch_size_per_gpu\": $mb, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}}" > "$out/mb$mb.json"
+for mb in $(printf '%s\n' 1 8 "$timed_mb" | sort -nu); do
+  echo "{\"train_micro_batch_size_per_gpu\": $mb, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}$mixed}" > "$out/mb$mb.json"
   peak() { # peak MODEL FLAG: the report's activations in MiB
     "$dsc" --model "$1" --config "$out/mb$mb.json" --fuse-lm-head="$2" --report |
       awk '$1 == "activations" { printf "%.1f", $2 / 1048576; exit }'
@@ -39,9 +46,9 @@ for mb in 1 8; do
   python3 -c "u, f, s = $u, $f, $small; print(f'{$mb:<12} {u:10.1f} {f:10.1f} {s:10.1f} {\"\":10} {f - s:8.1f} ({100 * (f - s) / (u - s):.1f}%) {u - s:8.1f}')"
 done
 
-echo "step time at micro-batch 1 (ABBA, $rounds rounds of $steps steps):"
-"$dsc" --model gpt2 --config "$out/mb1.json" -o "$out/fused.dsplan"
-"$dsc" --model gpt2 --config "$out/mb1.json" --fuse-lm-head=false -o "$out/unfused.dsplan"
+echo "step time at micro-batch $timed_mb, $precision (ABBA, $rounds rounds of $steps steps):"
+"$dsc" --model gpt2 --config "$out/mb$timed_mb.json" -o "$out/fused.dsplan"
+"$dsc" --model gpt2 --config "$out/mb$timed_mb.json" --fuse-lm-head=false -o "$out/unfused.dsplan"
 order=()
 for ((r = 0; r < rounds; ++r)); do
   if ((r % 2 == 0)); then order+=(fused unfused); else order+=(unfused fused); fi

@@ -121,7 +121,13 @@ double dnnlMatmul(const Shape &s, dnnl::memory::data_type t,
   memory::desc bmd(bd, t, s.transB ? tag::ba : tag::ab);
   memory::desc cmd(cd, memory::data_type::f32, tag::ab);
   // oneDNN 2.x (Debian 12's 2.6): an op descriptor, then the primitive's.
-  matmul::primitive_desc pd(matmul::desc(amd, bmd, cmd), eng);
+  // A CPU without a bf16 path (AVX2 only) has no primitive: rate 0, "-".
+  matmul::primitive_desc pd;
+  try {
+    pd = matmul::primitive_desc(matmul::desc(amd, bmd, cmd), eng);
+  } catch (const dnnl::error &) {
+    return 0;
+  }
   memory am(amd, eng), bm(bmd, eng), cm(cmd, eng);
   auto fill = [&](memory &m, const std::vector<float> &v) {
     if (t == memory::data_type::f32) {
@@ -190,9 +196,11 @@ int main(int argc, char **argv) {
       });
       std::printf(" %.1f |", rate(sec));
     }
-    std::printf(" %.1f | %.1f |",
-                rate(dnnlMatmul(s, dnnl::memory::data_type::f32, a, b)),
-                rate(dnnlMatmul(s, dnnl::memory::data_type::bf16, a, b)));
+    for (auto t : {dnnl::memory::data_type::f32, dnnl::memory::data_type::bf16})
+      if (double r = rate(dnnlMatmul(s, t, a, b)); r > 0)
+        std::printf(" %.1f |", r);
+      else
+        std::printf(" - |");
     const Blas &m = libs[2];
     if (m.bf16) {
       std::vector<uint16_t> a16(a.size()), b16(b.size());
