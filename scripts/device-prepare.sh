@@ -51,19 +51,22 @@ lion='{"type": "Lion", "params": {"lr": 3e-4, "betas": [0.9, 0.99], "weight_deca
 # falls smoothly and the runs compare.
 adagrad='{"type": "Adagrad", "params": {"lr": 0.002, "lr_decay": 0.01, "weight_decay": 0.01}}'
 lamb='{"type": "Lamb", "params": {"lr": 0.01, "weight_decay": 0.01}}'
+muon='{"type": "Muon", "params": {"lr": 0.01, "weight_decay": 0.01}}'
 config() { # micro-batch, extra JSON members[, optimizer section]
   echo "{\"train_micro_batch_size_per_gpu\": $1, \"gradient_clipping\": 1.0,
   \"optimizer\": ${3:-$adamw}$2}"
 }
 config 8 "" > "$out/plans/fp32.json"
 config 8 ', "bf16": {"enabled": true}' > "$out/plans/bf16.json"
-# SGD, Lion, Adagrad and Lamb: their CUDA kernels in training (fp32, and
-# bf16 reading the 16-bit gradients).
+# SGD, Lion, Adagrad, Lamb and Muon: their CUDA kernels in training (fp32,
+# and bf16 reading the 16-bit gradients).
 config 8 "" "$sgd" > "$out/plans/fp32-sgd.json"
 config 8 ', "bf16": {"enabled": true}' "$lion" > "$out/plans/bf16-lion.json"
 config 8 ', "bf16": {"enabled": true}' "$adagrad" > "$out/plans/bf16-adagrad.json"
 config 8 "" "$adagrad" > "$out/plans/fp32-adagrad.json"
 config 8 "" "$lamb" > "$out/plans/fp32-lamb.json"
+config 8 "" "$muon" > "$out/plans/fp32-muon.json"
+config 8 ', "bf16": {"enabled": true}' "$muon" > "$out/plans/bf16-muon.json"
 
 gpt2=gpt2:n_layer=2,n_head=4,n_embd=128,block_size=128,vocab_size=256
 llama=llama:dim=128,n_layer=2,n_head=4,vocab_size=256,block_size=128
@@ -79,6 +82,8 @@ runs=(
   "gpt2-adagrad-bf16|$gpt2,dropout=0|bf16-adagrad"
   "gpt2-adagrad-fp32|$gpt2,dropout=0|fp32-adagrad"
   "gpt2-lamb-fp32|$gpt2,dropout=0|fp32-lamb"
+  "llama-muon-fp32|$llama|fp32-muon"
+  "gpt2-muon-bf16|$gpt2,dropout=0|bf16-muon"
 )
 steps=20
 for r in "${runs[@]}"; do
