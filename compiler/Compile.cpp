@@ -284,6 +284,7 @@ int Compiler::passOptions() {
     train.remat.policy = ds::remat::policyNamed(req.remat);
   }
   train.fuseLmHead.enabled = req.fuseLmHead;
+  train.fuseLmHead.chunkRows = req.lmHeadChunkRows;
   if (req.noDecay) {
     train.adamw.decayAll = true;
     train.adamw.noDecay = llvm::join(*req.noDecay, ",");

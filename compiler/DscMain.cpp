@@ -100,6 +100,11 @@ struct Options {
       cl::desc("an LM head and its loss as one op that holds the logits a "
                "chunk of rows at a time (default true; docs/performance.md)"),
       cl::init(true)};
+  cl::opt<int64_t> lmHeadChunkRows{
+      "lm-head-chunk-rows", cl::value_desc("ROWS"),
+      cl::desc("the fused LM head's rows a chunk (default: the largest "
+               "divisor of the rows up to max(128, rows / 16))"),
+      cl::init(0)};
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "
                                 "FLOPs of a step")};
@@ -180,12 +185,21 @@ void showOnlyDscFlags() {
   static cl::OptionCategory dscFlags("dsc options");
   static cl::OptionCategory mlirFlags(
       "Inspecting the passes (all of MLIR's and LLVM's: --help-hidden)");
-  static const char *const dsc[] = {
-      "model",         "compile-to",   "emit",
-      "config",        "world-size",   "eval-micro-batch-size",
-      "remat",         "remat-every",  "activation-memory",
-      "device-memory", "report",       "o",
-      "fuse-lm-head",  "pass-pipeline"};
+  static const char *const dsc[] = {"model",
+                                    "compile-to",
+                                    "emit",
+                                    "config",
+                                    "world-size",
+                                    "eval-micro-batch-size",
+                                    "remat",
+                                    "remat-every",
+                                    "activation-memory",
+                                    "device-memory",
+                                    "report",
+                                    "o",
+                                    "fuse-lm-head",
+                                    "lm-head-chunk-rows",
+                                    "pass-pipeline"};
   static const char *const mlir[] = {"mlir-print-ir-after-all",
                                      "mlir-print-ir-before-all",
                                      "mlir-print-ir-after",
@@ -282,6 +296,11 @@ int runDscMain(int argc, char **argv) {
   if (opts.rematEvery.getNumOccurrences())
     req.rematEvery = opts.rematEvery;
   req.fuseLmHead = opts.fuseLmHead;
+  if (opts.lmHeadChunkRows < 0)
+    return fail("--lm-head-chunk-rows: expected a positive number of rows, "
+                "got " +
+                std::to_string(opts.lmHeadChunkRows));
+  req.lmHeadChunkRows = opts.lmHeadChunkRows;
   if (opts.activationMemory.getNumOccurrences())
     req.activationMemory = opts.activationMemory;
   req.deviceMemory = opts.deviceMemory;

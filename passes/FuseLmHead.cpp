@@ -163,7 +163,8 @@ LogicalResult fuse(Head &head, int64_t askedRows) {
       cast<ShapedType>(head.loss.getTargets().getType()).getNumElements();
   const int64_t chunk = chunkRowsFor(rows, askedRows);
   if (rows % chunk != 0)
-    return head.loss.emitError("ds-fuse-lm-head: chunk-rows ")
+    return head.loss.emitError("ds-fuse-lm-head: chunk-rows (dsc "
+                               "--lm-head-chunk-rows) ")
            << chunk << " does not divide the " << rows << " rows";
   // The fused op stands where the loss is; the cotangent must exist there.
   if (!availableAt(g, head.loss) || !fusingSavesMemory(head, rows, chunk))

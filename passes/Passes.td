@@ -200,15 +200,18 @@ def DsFuseLmHead : Pass<"ds-fuse-lm-head", "::mlir::ModuleOp"> {
     `cross_entropy` and `cross_entropy_grad`, whose gradient is read only by
     `matmul(g, W)` and, as [N, V], by `matmul(g, h) {transpose_lhs}`)
     becomes `ds.linear_cross_entropy` at the loss's place, so the logits
-    exist only as a chunk of rows (docs/performance.md). f32 only; the
-    loss's cotangent must be defined before the loss (the seed is).
+    exist only as a chunk of rows (docs/performance.md). f32 heads, and
+    f16/bf16 heads where the fused op holds less memory than the five
+    (its f32 weight gradient is cast once after it); the loss's cotangent
+    must be defined before the loss (the seed is).
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",
            "false: leave the head unfused (dsc --fuse-lm-head=false)">,
     Option<"chunkRows", "chunk-rows", "int64_t", "0",
            "rows of h a chunk takes (a divisor of the rows; 0: the largest "
-           "divisor not above max(128, rows / 16))">,
+           "divisor not above max(128, rows / 16); dsc "
+           "--lm-head-chunk-rows)">,
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
