@@ -103,7 +103,7 @@ struct Options {
   cl::opt<int64_t> lmHeadChunkRows{
       "lm-head-chunk-rows", cl::value_desc("ROWS"),
       cl::desc("the fused LM head's rows a chunk (default: the largest "
-               "divisor of the rows up to max(128, rows / 16))"),
+               "divisor of the rows up to max(256, rows / 16))"),
       cl::init(0)};
   cl::opt<bool> report{"report",
                        cl::desc("print per-rank memory by category and the "

@@ -104,11 +104,14 @@ std::optional<Head> match(CrossEntropyGradOp grad) {
   return head;
 }
 
-/// The largest divisor of `rows` not above max(128, rows / 16), or `asked`.
+/// The largest divisor of `rows` not above max(256, rows / 16), or `asked`.
+/// Below 256 rows a chunk, dW's read-modify-write per chunk costs more
+/// step time than the smaller chunk saves (bench/RESULTS.md: GPT-2 at
+/// 1024 rows, 128-row chunks 1.03x the unfused step, 256-row 1.01x).
 int64_t chunkRowsFor(int64_t rows, int64_t asked) {
   if (asked > 0)
     return asked;
-  const int64_t limit = std::max<int64_t>(128, rows / 16);
+  const int64_t limit = std::max<int64_t>(256, rows / 16);
   for (int64_t r = std::min(limit, rows); r > 1; --r)
     if (rows % r == 0)
       return r;

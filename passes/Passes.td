@@ -210,7 +210,7 @@ def DsFuseLmHead : Pass<"ds-fuse-lm-head", "::mlir::ModuleOp"> {
            "false: leave the head unfused (dsc --fuse-lm-head=false)">,
     Option<"chunkRows", "chunk-rows", "int64_t", "0",
            "rows of h a chunk takes (a divisor of the rows; 0: the largest "
-           "divisor not above max(128, rows / 16); dsc "
+           "divisor not above max(256, rows / 16); dsc "
            "--lm-head-chunk-rows)">,
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];

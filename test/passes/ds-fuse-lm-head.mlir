@@ -5,7 +5,7 @@
 // the loss and its gradient; the gradient read only by the two products
 // that make dh and the weight's gradient) becomes ds.linear_cross_entropy
 // at the loss's place, the seed moved up to it; the chunk is the largest
-// divisor of the 8 rows not above 128 unless chunk-rows says.
+// divisor of the 8 rows not above 256 unless chunk-rows says.
 
 // CHECK-LABEL: func.func @micro_step
 // CHECK-NEXT: %[[SEED:.*]] = ds.constant {ds.loss_seed} dense<1.000000e+00> : tensor<f32>
