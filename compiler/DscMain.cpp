@@ -218,6 +218,43 @@ void showOnlyDscFlags() {
   cl::HideUnrelatedOptions({&dscFlags, &mlirFlags});
 }
 
+/// The compile request dsc's flags describe; false with `error` naming the
+/// flag when one is out of range.
+bool requestFromFlags(const Options &opts, const MachineModel &machine,
+                      Phase phase, CompileRequest &req, std::string &error) {
+  req.inputPath = opts.input;
+  req.model = opts.model;
+  req.configPath = opts.config;
+  req.worldSize = opts.worldSize;
+  if (opts.evalMicroBatch.getNumOccurrences())
+    req.evalMicroBatch = opts.evalMicroBatch;
+  req.remat = opts.remat;
+  if (opts.rematEvery.getNumOccurrences())
+    req.rematEvery = opts.rematEvery;
+  req.fuseLmHead = opts.fuseLmHead;
+  if (opts.lmHeadChunkRows < 0) {
+    error = "--lm-head-chunk-rows: expected a positive number of rows, got " +
+            std::to_string(opts.lmHeadChunkRows);
+    return false;
+  }
+  req.lmHeadChunkRows = opts.lmHeadChunkRows;
+  if (opts.activationMemory.getNumOccurrences())
+    req.activationMemory = opts.activationMemory;
+  req.deviceMemory = opts.deviceMemory;
+  req.flopsPerByte = machine.flops / machine.memory;
+  req.phase = phase;
+  req.passPipeline = opts.passPipeline;
+  // A --report alone writes no plan, so dsrun's inputs are not required.
+  req.forDsrun = !(opts.report && opts.output == "-");
+  req.configurePasses = [](PassManager &pm) {
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    applyDefaultTimingPassManagerCLOptions(pm); // --mlir-timing
+    return success();
+  };
+  return true;
+}
+
 int runDscMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -286,35 +323,8 @@ int runDscMain(int argc, char **argv) {
     return fail(error);
 
   CompileRequest req;
-  req.inputPath = opts.input;
-  req.model = opts.model;
-  req.configPath = opts.config;
-  req.worldSize = opts.worldSize;
-  if (opts.evalMicroBatch.getNumOccurrences())
-    req.evalMicroBatch = opts.evalMicroBatch;
-  req.remat = opts.remat;
-  if (opts.rematEvery.getNumOccurrences())
-    req.rematEvery = opts.rematEvery;
-  req.fuseLmHead = opts.fuseLmHead;
-  if (opts.lmHeadChunkRows < 0)
-    return fail("--lm-head-chunk-rows: expected a positive number of rows, "
-                "got " +
-                std::to_string(opts.lmHeadChunkRows));
-  req.lmHeadChunkRows = opts.lmHeadChunkRows;
-  if (opts.activationMemory.getNumOccurrences())
-    req.activationMemory = opts.activationMemory;
-  req.deviceMemory = opts.deviceMemory;
-  req.flopsPerByte = machine.flops / machine.memory;
-  req.phase = *phase;
-  req.passPipeline = opts.passPipeline;
-  // A --report alone writes no plan, so dsrun's inputs are not required.
-  req.forDsrun = !(opts.report && opts.output == "-");
-  req.configurePasses = [](PassManager &pm) {
-    if (failed(applyPassManagerCLOptions(pm)))
-      return failure();
-    applyDefaultTimingPassManagerCLOptions(pm); // --mlir-timing
-    return success();
-  };
+  if (!requestFromFlags(opts, machine, *phase, req, error))
+    return fail(error);
   Compilation compiled;
   if (int status = compile(req, compiled, print))
     return status;
