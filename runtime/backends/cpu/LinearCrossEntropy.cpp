@@ -89,15 +89,17 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   char *dhOut = static_cast<char *>(a.outputs[1].data);
   char *chunkOut = static_cast<char *>(a.outputs[3].data);
   float *dw = a.outputs[2].f32();
-  if (N > 0 && (V == 0 || D == 0)) {
+  if (N > 0 && V == 0)
     std::memset(dhOut, 0, size_t(N * D) * width);
+  if (N == 0)
     std::memset(dw, 0, size_t(V * D) * sizeof(float));
-  }
-  if (N == 0 || V == 0 || D == 0) {
+  if (N == 0 || V == 0) { // no logits: every target was ignored
     *a.outputs[0].f32() = 0.0f;
     return true;
   }
-  if (!blasReady(err))
+  // D = 0: every logit is 0 (the products have nothing to sum), dh and
+  // dweight are empty, and the loss and g are still the softmax's.
+  if (D > 0 && !blasReady(err))
     return false;
   // The f32 operands: the head's own buffers, or widened copies and
   // per-chunk f32 buffers rounded into the 16-bit outputs.
@@ -112,7 +114,10 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   std::vector<double> rowLoss(size_t(N), 0.0);
   for (int64_t c = 0; c < N / R; ++c) {
     const float *hc = hp + c * R * D;
-    sgemm(false, true, R, V, D, 1.0f, hc, D, wp, D, 0.0f, chunk, V);
+    if (D > 0)
+      sgemm(false, true, R, V, D, 1.0f, hc, D, wp, D, 0.0f, chunk, V);
+    else
+      std::memset(chunk, 0, size_t(R * V) * sizeof(float));
     if (narrow) // the logits as ds.matmul's 16-bit result
       roundThrough(head, chunk, chunkOut, R * V);
     parallelFor(
@@ -128,6 +133,8 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
         });
     if (narrow) // g as ds.cross_entropy_grad's 16-bit result
       roundThrough(head, chunk, chunkOut, R * V);
+    if (D == 0)
+      continue;
     float *dh = narrow ? dhWide.data() : a.outputs[1].f32() + c * R * D;
     sgemm(false, false, R, D, V, 1.0f, chunk, V, wp, D, 0.0f, dh, D);
     if (narrow)

@@ -18,6 +18,22 @@
 
 namespace dsc::rt::cuda {
 
+namespace {
+
+// D = 0: each chunk's logits are zeros (the chunk, zeroed once and rezeroed
+// after each chunk's gradient overwrote it), their rows' terms summed.
+bool lossOfZeroLogits(const KernelArgs &a, void *chunk, int64_t N, int64_t R,
+                      int64_t V, float *loss, std::string &err) {
+  const size_t bytes = size_t(R * V) * dtypeSize(a.outputs[3].dtype);
+  for (int64_t c = 0; c < N / R; ++c)
+    if ((c > 0 && !zeroOnStream(chunk, bytes, a.ctx->stream, err)) ||
+        !lossAndGradChunk(a, chunk, c * R, R, V, loss, err))
+      return false;
+  return true;
+}
+
+} // namespace
+
 bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   int64_t N, V, D;
   if (!checkLinearCrossEntropy(err, a, N, V, D) ||
@@ -36,11 +52,15 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   void *stream = a.ctx->stream;
   if (!zeroOnStream(loss, sizeof(float), stream, err))
     return false;
-  if (V == 0 || D == 0 || N == 0)
+  // No logits (N or V zero): zero products; every target was ignored.
+  if (V == 0 || N == 0)
     return zeroOnStream(dh, size_t(N * D * width), stream, err) &&
            zeroOnStream(dw, size_t(V * D) * sizeof(float), stream, err);
   if (!validateLinearCrossEntropyTargets(a, V, ignore, err))
     return false;
+  if (D == 0) // every logit 0, dh and dweight empty: the softmax's loss
+    return zeroOnStream(chunk, size_t(R * V * width), stream, err) &&
+           lossOfZeroLogits(a, chunk, N, R, V, loss, err);
   for (int64_t c = 0; c < N / R; ++c) {
     const char *hc = h + c * R * D * width;
     // {transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc, in, out}

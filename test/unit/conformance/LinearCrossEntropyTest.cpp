@@ -140,6 +140,32 @@ TEST_P(LinearCrossEntropyKernels, SixteenBitHeadAgreesWithTheUnfusedKernels) {
   }
 }
 
+// Empty products: no rows (dweight all zeros, as the unfused product
+// gives), and D = 0 (every logit 0: the loss is log V and g the uniform
+// softmax's, dh and dweight empty).
+TEST_P(LinearCrossEntropyKernels, EmptyProductsMatchTheDefinition) {
+  Buf targets0({0}, DType::i32), h0({0, 3}), w({5, 3}, DType::f32);
+  Buf g = scalarBuf(1), loss = poisoned({}), dh0({0, 3});
+  Buf dw = poisoned({5, 3}), chunk1 = poisoned({1, 5});
+  RUN_OK("ds.linear_cross_entropy", {&h0, &w, &targets0, &g},
+         {&loss, &dh0, &dw, &chunk1}, {-1, 1});
+  EXPECT_EQ(loss.get(0), 0.0);
+  for (int64_t i = 0; i < dw.numel(); ++i)
+    ASSERT_EQ(dw.get(i), 0.0) << i;
+
+  Buf h({4, 0}), w0({5, 0}), targets({4}, DType::i32);
+  for (int64_t i = 0; i < 4; ++i)
+    targets.set(i, double(i));
+  targets.set(1, -1); // ignored
+  Buf dh({4, 0}), dw0({5, 0}), chunk = poisoned({2, 5});
+  RUN_OK("ds.linear_cross_entropy", {&h, &w0, &targets, &g},
+         {&loss, &dh, &dw0, &chunk}, {-1, 2});
+  Head want = reference(h, w0, targets, 1.0, -1, 2);
+  EXPECT_TRUE(close(loss, want.loss));
+  EXPECT_NEAR(loss.get(0), std::log(5.0), 1e-6);
+  EXPECT_TRUE(close(chunk, want.lastRows));
+}
+
 TEST_P(LinearCrossEntropyKernels, ErrorsNameTheOperand) {
   Buf h = filled({4, 3}, 0.5), w = filled({5, 3}, 0.25);
   Buf targets({4}, DType::i32), g = scalarBuf(1);
