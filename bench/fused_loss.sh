@@ -9,6 +9,8 @@
 #      times (default 2) of STEPS steps (default 4) at micro-batch MB
 #      (default 1) on a text file, each run's median step_s over steps 2..
 #      and its peak resident set from the run's summary.
+#   3. with CHUNKS set (e.g. "64 128 256 512 1024"), a sweep of the fused
+#      head's chunk rows against the unfused plan (below).
 # PRECISION=bf16 (or fp16) runs both parts in that mixed precision (a
 # 16-bit head fuses only where that holds less memory: from micro-batch 2
 # on for this model, so MB=2 there).
@@ -73,3 +75,36 @@ for i, side in enumerate(order):
 f, u = statistics.median(runs["fused"]), statistics.median(runs["unfused"])
 print(f"  median: fused {f:.3f} s, unfused {u:.3f} s, fused / unfused {f / u:.3f}")
 PY
+
+# CHUNKS="64 128 ...": the chunk sweep (dsc --lm-head-chunk-rows): ROUNDS
+# rounds, each running the unfused plan and then every chunk size in turn,
+# STEPS steps at micro-batch MB; each plan's activations and median step_s
+# over steps 2.. per round.
+[ -n "${CHUNKS:-}" ] || exit 0
+echo "chunk sweep at micro-batch $timed_mb, $precision ($rounds rounds of $steps steps):"
+plans=(unfused)
+for rows in $CHUNKS; do
+  "$dsc" --model gpt2 --config "$out/mb$timed_mb.json" --lm-head-chunk-rows="$rows" \
+    -o "$out/r$rows.dsplan"
+  plans+=("r$rows")
+done
+for ((r = 0; r < rounds; ++r)); do
+  for p in "${plans[@]}"; do
+    "$dsrun" "$out/$p.dsplan" --data "$data" --steps "$steps" \
+      --metrics "$out/$p.sweep$r.jsonl" > /dev/null
+  done
+done
+for p in "${plans[@]}"; do
+  mib=$("$dsc" --model gpt2 --config "$out/mb$timed_mb.json" --report \
+          $([ "$p" = unfused ] && echo --fuse-lm-head=false || echo --lm-head-chunk-rows="${p#r}") |
+        awk '$1 == "activations" { printf "%.1f", $2 / 1048576; exit }')
+  python3 - "$out" "$p" "$rounds" "$mib" <<'PY'
+import json, statistics, sys
+out, plan, rounds, mib = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+steps = []
+for r in range(rounds):
+    rows = [json.loads(l) for l in open(f"{out}/{plan}.sweep{r}.jsonl")][1:]
+    steps.append(f"{statistics.median(x['step_s'] for x in rows):.3f} s")
+print(f"  {plan:8} activations {mib} MiB, median step per round: {', '.join(steps)}")
+PY
+done

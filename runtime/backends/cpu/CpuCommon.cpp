@@ -159,6 +159,26 @@ void parallelFor(int64_t n, int64_t grain,
       chunk(c);
 }
 
+double sumInRowBlocks(int64_t rows,
+                      const std::function<double(int64_t)> &term) {
+  const int64_t blockRows = std::max<int64_t>(8, (rows + 63) / 64);
+  const int64_t blocks = (rows + blockRows - 1) / blockRows;
+  std::vector<double> part(size_t(blocks), 0.0);
+  parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double total = 0;
+      for (int64_t r = b * blockRows; r < std::min(rows, (b + 1) * blockRows);
+           ++r)
+        total += term(r);
+      part[size_t(b)] = total;
+    }
+  });
+  double total = 0;
+  for (double p : part)
+    total += p;
+  return total;
+}
+
 bool countTargets(std::string &err, const TensorRef &targets, int64_t V,
                   int64_t ignore, int64_t &count) {
   count = 0;

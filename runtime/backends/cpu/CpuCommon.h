@@ -178,6 +178,12 @@ inline int64_t indexAt(const TensorRef &t, int64_t i) {
              : static_cast<const int64_t *>(t.data)[i];
 }
 
+/// sum_r term(r) for r in [0, rows), as the cross-entropy losses sum their
+/// rows: in fixed blocks of rows (run in parallel), then the blocks in
+/// order, so the sum is the same for any thread count and the fused head's
+/// loss (LinearCrossEntropy.cpp) is ds.cross_entropy's.
+double sumInRowBlocks(int64_t rows, const std::function<double(int64_t)> &term);
+
 /// Every target in [0, V) or `ignore` (the cross-entropy kernels' check,
 /// before anything is written); `count` = the targets that are not.
 bool countTargets(std::string &err, const TensorRef &targets, int64_t V,

@@ -141,16 +141,9 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
       roundThrough(head, dh, dhOut + size_t(c * R * D) * width, R * D);
     sgemm(true, false, V, D, R, 1.0f, chunk, V, hc, D, c ? 1.0f : 0.0f, dw, D);
   }
-  // ds.cross_entropy's blocks of rows, each summed in order, then in order.
-  const int64_t blockRows = std::max<int64_t>(8, (N + 63) / 64);
-  double total = 0;
-  for (int64_t b0 = 0; b0 < N; b0 += blockRows) {
-    double part = 0;
-    for (int64_t r = b0; r < std::min(N, b0 + blockRows); ++r)
-      if (indexAt(targets, r) != ignore)
-        part += rowLoss[size_t(r)];
-    total += part;
-  }
+  // Summed as ds.cross_entropy sums its rows (an ignored row's term is 0).
+  const double total =
+      sumInRowBlocks(N, [&](int64_t r) { return rowLoss[size_t(r)]; });
   *a.outputs[0].f32() = count ? float(total / double(count)) : 0.0f;
   return true;
 }

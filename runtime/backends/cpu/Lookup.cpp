@@ -131,29 +131,14 @@ bool crossEntropyBody(const KernelArgs &a, std::string &err) {
     return false;
   const int64_t V = logits.dim(-1), rows = targets.numel();
   const float *x = logits.f32();
-  // Per fixed block of rows, then blocks in order: the same sum for any
-  // thread count.
-  const int64_t blockRows = std::max<int64_t>(8, (rows + 63) / 64);
-  const int64_t blocks = (rows + blockRows - 1) / blockRows;
-  std::vector<double> part(static_cast<size_t>(blocks), 0.0);
-  parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      double total = 0;
-      for (int64_t r = b * blockRows; r < std::min(rows, (b + 1) * blockRows);
-           ++r) {
-        int64_t t = indexAt(targets, r);
-        if (t == ignoreIndex)
-          continue;
-        const float *row = x + r * V;
-        RowExp e = rowLogSumExp(row, V);
-        total += double(e.max) + std::log(e.sum) - double(row[t]);
-      }
-      part[size_t(b)] = total;
-    }
+  const double total = sumInRowBlocks(rows, [&](int64_t r) {
+    const int64_t t = indexAt(targets, r);
+    if (t == ignoreIndex)
+      return 0.0;
+    const float *row = x + r * V;
+    RowExp e = rowLogSumExp(row, V);
+    return double(e.max) + std::log(e.sum) - double(row[t]);
   });
-  double total = 0;
-  for (double p : part)
-    total += p;
   *loss.f32() = count ? float(total / double(count)) : 0.0f;
   return true;
 }

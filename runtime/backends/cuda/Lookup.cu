@@ -340,6 +340,11 @@ __global__ void crossEntropyPartGradRows(const void *x, Storage sx,
   }
 }
 
+// One block a row, up to 2^20 blocks (the kernels stride over the rest).
+unsigned rowBlocks(int64_t rows) {
+  return unsigned(rows < (1 << 20) ? rows : (1 << 20));
+}
+
 } // namespace
 
 bool embeddingBody(const KernelArgs &a, std::string &err) {
@@ -438,10 +443,9 @@ bool crossEntropyBody(const KernelArgs &a, std::string &err) {
                                           kFlagBytes + lossBytes);
   cudaStream_t s = streamOf(a);
   if (rows > 0 && V > 0)
-    crossEntropyRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
-                       rowThreads(V), 0, s>>>(logits.data, storage(logits),
-                                              indexOf(targets), rows, V, ignore,
-                                              rowLoss, counted);
+    crossEntropyRows<<<rowBlocks(rows), rowThreads(V), 0, s>>>(
+        logits.data, storage(logits), indexOf(targets), rows, V, ignore,
+        rowLoss, counted);
   crossEntropyTotal<<<1, 1024, 0, s>>>(rowLoss, counted, V > 0 ? rows : 0,
                                        loss.data, storage(loss));
   return launched(err);
@@ -470,8 +474,7 @@ bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
   cudaStream_t s = streamOf(a);
   countTargets<<<1, 1024, 0, s>>>(indexOf(targets), rows, V, ignore, count);
   if (rows > 0 && V > 0)
-    crossEntropyGradRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
-                           rowThreads(V), 0, s>>>(
+    crossEntropyGradRows<<<rowBlocks(rows), rowThreads(V), 0, s>>>(
         logits.data, storage(logits), indexOf(targets), g.data, storage(g),
         count, out.data, storage(out), rows, V, ignore);
   return launched(err);
@@ -528,13 +531,11 @@ bool lossAndGradChunk(const KernelArgs &a, void *chunk, int64_t first,
   cudaStream_t s = streamOf(a);
   countTargets<<<1, 1024, 0, s>>>(all, targets.numel(), V, ignore, count);
   if (rows > 0 && V > 0) {
-    crossEntropyRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
-                       rowThreads(V), 0, s>>>(chunk, head, part, rows, V,
-                                              ignore, rowLoss, counted);
-    crossEntropyGradRows<<<unsigned(rows < (1 << 20) ? rows : (1 << 20)),
-                           rowThreads(V), 0, s>>>(chunk, head, part, g.data,
-                                                  storage(g), count, chunk,
-                                                  head, rows, V, ignore);
+    crossEntropyRows<<<rowBlocks(rows), rowThreads(V), 0, s>>>(
+        chunk, head, part, rows, V, ignore, rowLoss, counted);
+    crossEntropyGradRows<<<rowBlocks(rows), rowThreads(V), 0, s>>>(
+        chunk, head, part, g.data, storage(g), count, chunk, head, rows, V,
+        ignore);
     addChunkLoss<<<1, 1024, 0, s>>>(rowLoss, rows, count, loss);
   }
   return launched(err);
@@ -569,10 +570,6 @@ bool validateTargets(const KernelArgs &a, int64_t whole, RunError what,
   return scratchOf(a, kFlagBytes + extra, scratch, err) &&
          validate(a, a.inputs[1], whole, a.intAttrs[0], true, what, scratch,
                   err);
-}
-
-unsigned rowBlocks(int64_t rows) {
-  return unsigned(rows < (1 << 20) ? rows : (1 << 20));
 }
 
 } // namespace
