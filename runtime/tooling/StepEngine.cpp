@@ -187,12 +187,33 @@ bool StepEngine::exportWeights(const std::string &path, bool everyRank,
       {"producer", "dsc.initialize"},
       {"model", p.info.model},
       {"step", std::to_string(taken)}};
-  if (p.info.pipelineStages > 1)
-    return exportPipelineWeights(
-        *p.session, p.layout, *p.setup.comm, int(p.info.pipelineStages),
-        int(p.info.tensorParallel), path, metadata, error, everyRank);
-  return rt::exportWeights(*p.session, p.layout, path, metadata,
-                           everyRank || p.setup.rank == 0, error);
+  bool ok = p.info.pipelineStages > 1
+                ? exportPipelineWeights(*p.session, p.layout, *p.setup.comm,
+                                        int(p.info.pipelineStages),
+                                        int(p.info.tensorParallel), path,
+                                        metadata, error, everyRank)
+                : rt::exportWeights(*p.session, p.layout, path, metadata,
+                                    everyRank || p.setup.rank == 0, error);
+  // Replicated weights need no collective to export, so without this a
+  // rank could return (and read `path`) before rank 0 has written it: every
+  // rank returns once the writers are done, each with their outcome.
+  Communicator *comm = p.setup.comm;
+  if (!comm || comm->size() == 1)
+    return ok;
+  double failed = ok ? 0 : 1, failures = 0;
+  std::string commError;
+  if (!comm->allReduceSum(&failed, &failures, 1, commError)) {
+    if (ok)
+      error = commError;
+    return false;
+  }
+  if (ok && failures > 0) {
+    error = "the weights were not written to '" + path +
+            "': " + std::to_string(int(failures)) + " rank(s) failed (" +
+            (everyRank ? "their" : "rank 0's") + " own line says why)";
+    return false;
+  }
+  return ok;
 }
 
 bool StepEngine::betweenSteps(const char *what, std::string &error) const {

@@ -93,7 +93,8 @@ public:
   /// The model's weights as dsrun --export-weights writes them (every rank
   /// takes part, a pipeline's stages each with their own): rank 0 writes
   /// `path`, or with `everyRank` each rank its own `path` (engine.module
-  /// on every rank).
+  /// on every rank). Every rank returns once the files are written, and
+  /// false when any rank's write failed.
   bool exportWeights(const std::string &path, bool everyRank,
                      std::string &error);
 
