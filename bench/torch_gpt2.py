@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""PyTorch eager baseline for bench/gpt2_cpu.sh: one fp32 GPT-2 training step
-on the CPU, timed the way dsrun's metrics time it.
+"""PyTorch baseline for bench/gpt2_cpu.sh: one GPT-2 training step on the CPU
+(eager or torch.compile, fp32 or bf16 autocast), timed the way dsrun's
+metrics time it.
 
 The model is nanoGPT's architecture written out here: pre-LN blocks, learned
 position embeddings, GELU in its tanh form, bias=True everywhere, lm_head tied
@@ -57,6 +58,12 @@ def parse_args():
     p.add_argument("--foreach", action="store_true",
                    help="AdamW's multi-tensor (foreach) implementation")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--bf16", action="store_true",
+                   help="forward and backward under torch.autocast('cpu', "
+                        "bfloat16): fp32 weights and optimizer, bf16 GEMMs")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile(model) (inductor; needs torch 2, e.g. "
+                        "build/venv/bin/python)")
     return p.parse_args()
 
 
@@ -197,12 +204,14 @@ def main():
     model.train()
     opt = make_optimizer(model)
     n_params = sum(p.numel() for p in model.parameters())
+    step_model = torch.compile(model) if args.compile else model
 
     times, losses = [], []
     for step in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         x, y = get_batch()
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = step_model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -216,7 +225,8 @@ def main():
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     med = statistics.median(times)
     result = {
-        "impl": "torch-eager",
+        "impl": "torch-compile" if args.compile else "torch-eager",
+        "bf16": args.bf16,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "openblas": openblas,

@@ -11,7 +11,7 @@ pkgs=(
   build-essential cmake ninja-build ccache clang-format
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libflatbuffers-dev flatbuffers-compiler-dev
-  libgtest-dev libopenblas-dev
+  libgtest-dev libopenblas-dev libdnnl-dev
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libboost-dev iproute2 libxxhash-dev
   python3 python3-numpy python3-torch python3-venv python3-dev pybind11-dev time

@@ -80,6 +80,25 @@ if config.dsc_have_cuda:
             stderr=subprocess.DEVNULL) == 0:
         config.available_features.add("gpu")
 
+# A CPU on which oneDNN (libdnnl-dev) has a bf16 matmul (AVX512-BF16 or
+# AMX-BF16): the CPU backend's native bf16 GEMMs can be forced there
+# (DSC_BF16_GEMM=onednn); elsewhere bf16 products are widened.
+def cpu_has_bf16_gemm():
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return False
+    if "avx512_bf16" not in flags and "amx_bf16" not in flags:
+        return False
+    import ctypes
+    try:
+        ctypes.CDLL("libdnnl.so.2")
+    except OSError:
+        return False
+    return True
+if cpu_has_bf16_gemm():
+    config.available_features.add("bf16-gemm")
+
 # OpenMPI's launcher, for multi-rank runs.
 if shutil.which("mpirun"):
     config.available_features.add("mpi")

@@ -312,6 +312,7 @@ void limitThreadsPerRank() {
   std::string threads = std::to_string(std::max(1u, cores / ranksHere));
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
   setenv("DSC_CPU_THREADS", threads.c_str(), 0);
+  setenv("OMP_NUM_THREADS", threads.c_str(), 0); // oneDNN's (OneDnn.cpp)
 }
 
 void stopWhenOrphaned(int rank) {

@@ -63,10 +63,11 @@ constexpr uint64_t kRanksPerCore = 2;
 constexpr uint64_t kMinLocalRanks = 4;
 bool checkLocalCapacity(uint64_t np, uint64_t planBytes, std::string &error);
 
-/// Under mpirun with several ranks on this machine, sets OPENBLAS_NUM_THREADS
-/// and DSC_CPU_THREADS to this machine's cores / local ranks (at least 1)
-/// unless the user set them, so oversubscribed ranks do not fight over
-/// cores. Call before any kernel runs (both are read once).
+/// Under mpirun with several ranks on this machine, sets OPENBLAS_NUM_THREADS,
+/// OMP_NUM_THREADS (oneDNN's) and DSC_CPU_THREADS to this machine's cores /
+/// local ranks (at least 1) unless the user set them, so oversubscribed
+/// ranks do not fight over cores. Call before any kernel runs (all are read
+/// once).
 void limitThreadsPerRank();
 
 /// Under mpirun: a rank whose mpirun dies (killed, or its launcher killed)

@@ -61,15 +61,20 @@ void registerCpuBackend() {
                   [](const BackendOptions &options,
                      std::string &error) -> std::unique_ptr<Backend> {
                     int threads = 1;
-                    std::string blas;
+                    std::string blas, bf16Gemm;
                     if (!checkBackendOptions("cpu", options, {}, error) ||
                         !cpu::kernelThreadsFromEnv(threads, error) ||
-                        !cpu::blasChoiceFromEnv(blas, error))
+                        !cpu::blasChoiceFromEnv(blas, error) ||
+                        !cpu::bf16GemmChoiceFromEnv(bf16Gemm, error))
                       return nullptr;
                     // A library asked for by name is loaded now: one that
                     // is missing stops the run before it starts.
                     if (std::getenv("DSC_BLAS") && !cpu::blasReady(error))
                       return nullptr;
+                    if (bf16Gemm == "onednn" && !cpu::nativeBf16Gemm()) {
+                      error = "DSC_BF16_GEMM=onednn: " + cpu::bf16GemmLibrary();
+                      return nullptr;
+                    }
                     return std::make_unique<CpuBackend>();
                   });
 }

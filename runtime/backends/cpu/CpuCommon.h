@@ -205,6 +205,21 @@ bool blasChoiceFromEnv(std::string &choice, std::string &error);
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
            float alpha, const float *A, int64_t lda, const float *B,
            int64_t ldb, float beta, float *C, int64_t ldc);
+/// DSC_BF16_GEMM: "auto" (unset), "onednn" or "widen"; false + one line for
+/// anything else (the CPU backend refuses it when created).
+bool bf16GemmChoiceFromEnv(std::string &choice, std::string &error);
+/// Whether bf16 x bf16 products run natively through oneDNN's matmul
+/// (OneDnn.cpp): by default only where oneDNN runs them on AMX.
+bool nativeBf16Gemm();
+/// What would run bf16 GEMMs natively ("oneDNN (AMX)"), or why nothing can
+/// ("cannot load oneDNN: ...").
+std::string bf16GemmLibrary();
+/// Row-major C = op(A) op(B) with bf16 A and B, f32 accumulation and C in
+/// `cType` (bf16, rounded to nearest even, or f32); false + one line when
+/// oneDNN cannot run it.
+bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+              const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+              void *C, DType cType, int64_t ldc, std::string &err);
 /// Largest value a BLAS dimension may take.
 int64_t blasIntMax();
 /// Sets OPENBLAS_CORETYPE for this CPU unless the user did (Blas.cpp); the

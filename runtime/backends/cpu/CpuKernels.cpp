@@ -4,7 +4,8 @@
 // from ODS): the contract gives the name, arity, aliasing and dtype
 // columns; this file only says which body runs which column. The full
 // column runs the body; the 16-bit column runs it on f32 copies of the
-// 16-bit operands (Widening.h). Every call goes through an entry that
+// 16-bit operands (Widening.h; bf16 products natively where the CPU has
+// a fast bf16 GEMM, Matmul.cpp). Every call goes through an entry that
 // checks what all kernels share before the body runs and prefixes the
 // body's error with the kernel name.
 //
@@ -44,6 +45,9 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
   const KernelContract &contract = kKernelContracts[I];
   if (cpu::isFusedPair(contract.name))
     return callChecked(contract, &widenedPairBody<I>, args, error);
+  // bf16 products run natively where the CPU has a fast bf16 GEMM.
+  if (std::string_view(contract.name) == "ds.matmul")
+    return callChecked(contract, &cpu::halfMatmulBody, args, error);
   std::string err;
   if (!checkKernelArgs(contract, args, err)) {
     error = std::string(contract.name) + ": " + err;

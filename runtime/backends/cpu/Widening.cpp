@@ -87,8 +87,7 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
     // The product, the GELU gradient and the row sum, each rounded.
     TensorRef ins[2];
     int64_t axes[kMaxRank];
-    return runWidened(&matmulBody, matmulProductArgs(args, args.outputs),
-                      error) &&
+    return halfMatmulBody(matmulProductArgs(args, args.outputs), error) &&
            runWidened(&geluGradBody, geluGradStepArgs(args, ins), error) &&
            runWidened(&reduceSumBody, biasGradStepArgs(args, axes), error);
   }
@@ -96,7 +95,7 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
     // The product, rounded into the first output; then the bias (and the
     // GELU) on it as the pair they are unfused.
     if (!checkMatmulBias(args, m, error) ||
-        !runWidened(&matmulBody, matmulProductArgs(args, args.outputs), error))
+        !halfMatmulBody(matmulProductArgs(args, args.outputs), error))
       return false;
     TensorRef ins[2];
     KernelArgs rest = matmulEpilogueArgs(args, ins);

@@ -25,6 +25,11 @@ namespace dsc::rt::cpu {
 /// has checked the arity and the aliasing on `args` itself).
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args, std::string &error);
 
+/// ds.matmul's 16-bit column: bf16 operands (into a bf16 or f32 result)
+/// through oneDNN where nativeBf16Gemm() says so (OneDnn.cpp), every other
+/// mix widened. The caller has checked the arity and the aliasing.
+bool halfMatmulBody(const KernelArgs &args, std::string &error);
+
 /// Whether `kernel` is a fused op (ds.add_layer_norm, ds.bias_gelu,
 /// ds.matmul_bias, ds.matmul_bias_gelu, ds.matmul_gelu_grad) that
 /// runWidenedPair computes step by step.
