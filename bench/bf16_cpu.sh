@@ -55,9 +55,13 @@ dsrun_row() { # name plan env...
 }
 torch_row() { # name args...
   local name=$1; shift
+  # A baseline that fails (torch 2.5's inductor cannot build its bf16 C++
+  # kernels with some compilers) is reported as such, not fatal.
   OMP_WAIT_POLICY=PASSIVE "$py" "$root/bench/torch_gpt2.py" --data "$data" \
-    --steps "$steps" --warmup "$warmup" "$@" > "$out/$name.$r.json" 2> "$out/$name.$r.err"
+    --steps "$steps" --warmup "$warmup" "$@" > "$out/$name.$r.json" 2> "$out/$name.$r.err" ||
+    echo "$name (round $r) failed: $(grep -m1 -E 'Error|error:' "$out/$name.$r.err" | cut -c1-160)" | tee -a "$out/failed.txt"
 }
+rm -f "$out/failed.txt"
 for r in $(seq "$rounds"); do
   echo "== round $r"
   dsrun_row dsrun-fp32 fp32 DSC_BF16_GEMM=auto
@@ -83,7 +87,7 @@ for name in ["dsrun-fp32", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager
             recs = [json.loads(l) for l in open(f"{out}/{name}.{r}.jsonl")]
             times += [x["step_s"] for x in recs[warmup:]]
             loss = recs[-1]["loss"]
-        elif os.path.exists(f"{out}/{name}.{r}.json"):
+        elif os.path.exists(f"{out}/{name}.{r}.json") and open(f"{out}/{name}.{r}.json").read().strip():
             j = json.loads(open(f"{out}/{name}.{r}.json").read().strip().splitlines()[-1])
             times.append(j["median_step_s"])
             loss = j["last_loss"]

@@ -14,8 +14,10 @@ SPACE_KEYS = ("plan_written_bytes_per_space", "predicted_bytes_per_space")
 SCALARS = ("loss", "lr", "grad_norm", "loss_scale", "tokens_per_s", "step_s")
 # Resident memory a run holds beyond its baseline and its arenas: OpenBLAS's
 # per-thread GEMM buffers, the stream threads' stacks and malloc arenas, MPI's
-# collective buffers. Measured 4.0-7.2 MiB on 2 cores (1 and 2 ranks, plans
-# of 1.3-177 MiB; docs/testing.md); the bound is about twice the worst.
+# collective buffers; oneDNN's bf16 GEMM state (its JIT kernels, scratchpad
+# and OpenMP threads: 3 MiB more than the widened run of the same plan).
+# Measured 4.0-7.2 MiB on 2 cores (1 and 2 ranks, plans of 1.3-177 MiB;
+# docs/testing.md); the bound is about twice the worst.
 RSS_OVERHEAD_BYTES = 16 << 20
 # Arenas are calloc'ed and touched lazily, so resident growth below this
 # share of the plan's total means the plan reserved memory it never used.

@@ -71,7 +71,12 @@ void registerCpuBackend() {
                     // is missing stops the run before it starts.
                     if (std::getenv("DSC_BLAS") && !cpu::blasReady(error))
                       return nullptr;
-                    if (bf16Gemm == "onednn" && !cpu::nativeBf16Gemm()) {
+                    // oneDNN is loaded (and probed) now, unless bf16
+                    // products are widened: its pages then count in the
+                    // run's baseline, not as the first step's memory.
+                    const bool nativeBf16 =
+                        bf16Gemm != "widen" && cpu::nativeBf16Gemm();
+                    if (bf16Gemm == "onednn" && !nativeBf16) {
                       error = "DSC_BF16_GEMM=onednn: " + cpu::bf16GemmLibrary();
                       return nullptr;
                     }

@@ -53,7 +53,12 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
     error = std::string(contract.name) + ": " + err;
     return false;
   }
-  return cpu::runWidened(&entry<I>, args, error);
+  return cpu::runWidenedTiled(
+      contract.name,
+      [](const KernelArgs &a, std::string &e) {
+        return cpu::runWidened(&entry<I>, a, e);
+      },
+      args, error);
 }
 
 /// Kernels whose bodies take 16-bit operands themselves: the collectives sum

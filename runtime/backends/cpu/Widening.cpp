@@ -76,40 +76,19 @@ bool isFusedPair(std::string_view kernel) {
          kernel == "ds.matmul_gelu_grad";
 }
 
-bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
-                    std::string &error) {
-  // The fused matmuls check their operands first, with the f32 kernel's
-  // lines: the steps below would name a bad bias only after the product.
-  MatmulShape m;
-  if (kernel == "ds.matmul_gelu_grad") {
-    if (!checkMatmulGeluGrad(args, m, error))
-      return false;
-    // The product, the GELU gradient and the row sum, each rounded.
-    TensorRef ins[2];
-    int64_t axes[kMaxRank];
-    return halfMatmulBody(matmulProductArgs(args, args.outputs), error) &&
-           runWidened(&geluGradBody, geluGradStepArgs(args, ins), error) &&
-           runWidened(&reduceSumBody, biasGradStepArgs(args, axes), error);
-  }
-  if (kernel == "ds.matmul_bias" || kernel == "ds.matmul_bias_gelu") {
-    // The product, rounded into the first output; then the bias (and the
-    // GELU) on it as the pair they are unfused.
-    if (!checkMatmulBias(args, m, error) ||
-        !halfMatmulBody(matmulProductArgs(args, args.outputs), error))
-      return false;
-    TensorRef ins[2];
-    KernelArgs rest = matmulEpilogueArgs(args, ins);
-    return kernel == "ds.matmul_bias"
-               ? runWidened(&addBody, rest, error)
-               : runWidenedPair("ds.bias_gelu", rest, error);
-  }
-  // ds.add_layer_norm's contract leaves its input count open (the bias is
-  // optional): checked here, with the f32 kernel's lines, before the steps
-  // below index its inputs (a fuzzed plan with one input reached them).
-  int64_t rows, cols;
-  if (kernel == "ds.add_layer_norm" &&
-      !checkAddLayerNorm(args, rows, cols, error))
-    return false;
+namespace {
+
+/// The f32 body `body` widened, as a tileable step.
+WidenedStep widened(Body body) {
+  return [body](const KernelArgs &a, std::string &e) {
+    return runWidened(body, a, e);
+  };
+}
+
+/// ds.add_layer_norm's or ds.bias_gelu's two steps, each widened and
+/// rounded (their operands checked by the caller).
+bool addThenSecond(std::string_view kernel, const KernelArgs &args,
+                   std::string &error) {
   // Step one, the add: (x, residual) or (x, bias) -> sum, outputs[0].
   KernelArgs add = args;
   add.numInputs = 2;
@@ -132,6 +111,51 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
   second.inputs = ins.data();
   second.numInputs = 1;
   return runWidened(&geluBody, second, error);
+}
+
+} // namespace
+
+bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
+                    std::string &error) {
+  // The fused matmuls check their operands first, with the f32 kernel's
+  // lines: the steps below would name a bad bias only after the product.
+  MatmulShape m;
+  if (kernel == "ds.matmul_gelu_grad") {
+    if (!checkMatmulGeluGrad(args, m, error))
+      return false;
+    // The product, the GELU gradient and the row sum, each rounded.
+    TensorRef ins[2];
+    int64_t axes[kMaxRank];
+    return halfMatmulBody(matmulProductArgs(args, args.outputs), error) &&
+           runWidenedTiled("ds.gelu_grad", widened(&geluGradBody),
+                           geluGradStepArgs(args, ins), error) &&
+           runWidened(&reduceSumBody, biasGradStepArgs(args, axes), error);
+  }
+  if (kernel == "ds.matmul_bias" || kernel == "ds.matmul_bias_gelu") {
+    // The product, rounded into the first output; then the bias (and the
+    // GELU) on it as the pair they are unfused.
+    if (!checkMatmulBias(args, m, error) ||
+        !halfMatmulBody(matmulProductArgs(args, args.outputs), error))
+      return false;
+    TensorRef ins[2];
+    KernelArgs rest = matmulEpilogueArgs(args, ins);
+    return kernel == "ds.matmul_bias"
+               ? runWidenedTiled("ds.add", widened(&addBody), rest, error)
+               : runWidenedPair("ds.bias_gelu", rest, error);
+  }
+  // ds.add_layer_norm's contract leaves its input count open (the bias is
+  // optional): checked here, with the f32 kernel's lines, before the steps
+  // below index its inputs (a fuzzed plan with one input reached them).
+  int64_t rows, cols;
+  if (kernel == "ds.add_layer_norm" &&
+      !checkAddLayerNorm(args, rows, cols, error))
+    return false;
+  return runWidenedTiled(
+      kernel,
+      [kernel](const KernelArgs &a, std::string &e) {
+        return addThenSecond(kernel, a, e);
+      },
+      args, error);
 }
 
 } // namespace dsc::rt::cpu

@@ -8,7 +8,8 @@
 // place), runs the f32 kernel on the copies and rounds the 16-bit outputs back
 // to nearest even. Its result is therefore exactly the f32 kernel's on the
 // widened inputs, rounded once; a fused pair's (runWidenedPair) is its two
-// kernels', each rounded. Not tuned: the copies are made per call.
+// kernels', each rounded. Elementwise and row-wise kernels do this a tile
+// at a time (runWidenedTiled); the rest widen whole operands per call.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_BACKENDS_CPU_WIDENING_H
@@ -16,6 +17,7 @@
 
 #include "runtime/kernels/Kernel.h"
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +26,16 @@ namespace dsc::rt::cpu {
 /// Runs `f32Kernel` on f32 copies of `args`' 16-bit operands (the caller
 /// has checked the arity and the aliasing on `args` itself).
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args, std::string &error);
+
+/// One widened call (runWidened or a fused pair's steps) on some operands.
+using WidenedStep = std::function<bool(const KernelArgs &, std::string &)>;
+
+/// `step` over tiles of `args` where `kernel` is elementwise or row-wise and
+/// the shapes allow it (WideningTiles.cpp), in parallel, each tile's copies
+/// in cache; otherwise `step` on the whole. The result is the whole call's,
+/// bit for bit.
+bool runWidenedTiled(std::string_view kernel, const WidenedStep &step,
+                     const KernelArgs &args, std::string &error);
 
 /// ds.matmul's 16-bit column: bf16 operands (into a bf16 or f32 result)
 /// through oneDNN where nativeBf16Gemm() says so (OneDnn.cpp), every other

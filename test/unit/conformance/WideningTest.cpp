@@ -375,6 +375,84 @@ void expectNear(const std::vector<double> &got,
 // ds.add_layer_norm's contract leaves its input count open (the bias is
 // optional); the 16-bit pair checks it before its steps index the inputs
 // (PlanFuzzer found one input reaching them: docs/fuzzing.md).
+// Elementwise and row-wise kernels widen a tile at a time (WideningTiles.cpp)
+// once their output holds more than one tile (16384 elements): 37 x 1000
+// is three tiles of rows (16, 16, 5) or of elements (16384, 16384, 4232),
+// and each must give exactly the whole f32 kernel on the widened inputs.
+TEST(Widening, TiledVariantsEqualTheWholeF32Kernel) {
+  const std::vector<int64_t> s = {37, 1000}, row = {1000}, flat = {37000};
+  const int64_t n = 37000;
+  expectExact(
+      "ds.add",
+      {{s, DType::bf16, random(n, 51)}, {row, DType::bf16, random(1000, 52)}},
+      {{s, DType::bf16}}, {}, {});
+  expectExact("ds.mul",
+              {{s, DType::f16, random(n, 53)}, {s, DType::f32, random(n, 54)}},
+              {{s, DType::f32}}, {}, {});
+  expectExact("ds.gelu", {{s, DType::bf16, random(n, 55)}}, {{s, DType::bf16}},
+              {1}, {});
+  expectExact(
+      "ds.gelu_grad",
+      {{s, DType::bf16, random(n, 56)}, {s, DType::bf16, random(n, 57)}},
+      {{s, DType::bf16}}, {1}, {});
+  expectExact("ds.layer_norm",
+              {{s, DType::bf16, random(n, 58)},
+               {row, DType::f32, random(1000, 59)},
+               {row, DType::f32, random(1000, 60)}},
+              {{s, DType::bf16}}, {}, {1e-5});
+  expectExact("ds.softmax", {{s, DType::bf16, random(n, 61)}},
+              {{s, DType::bf16, {}, 0}}, {}, {});
+  Operand scalar{{}, DType::f32, {0.01}};
+  expectExact("ds.adamw",
+              {{flat, DType::bf16, random(n, 62)},
+               {flat, DType::bf16, random(n, 63)},
+               {flat, DType::f32, random(n, 64)},
+               {flat, DType::f32, random(n, 65, 0.1, 1)},
+               scalar,
+               {{}, DType::f32, {3}},
+               {{}, DType::f32, {1}}},
+              {{flat, DType::bf16, {}, 0},
+               {flat, DType::f32, {}, 2},
+               {flat, DType::f32, {}, 3}},
+              {}, {0.9, 0.95, 1e-8, 0.1});
+}
+
+// The fused pairs over many tiles are still their two ops, each rounded.
+TEST(Widening, TiledFusedPairsEqualTheirTwoOps) {
+  const std::vector<int64_t> s = {37, 1000}, row = {1000};
+  const DType t = DType::bf16;
+  std::string e;
+  std::vector<double> x = random(37000, 71), r = random(37000, 72),
+                      w = random(1000, 73), b = random(1000, 74);
+  auto fused =
+      run("ds.add_layer_norm", {{s, t, x}, {s, t, r}, {row, t, w}, {row, t, b}},
+          {{s, t}, {s, t}}, {}, {1e-5}, false, e);
+  ASSERT_EQ(e, "");
+  auto sum = run("ds.add", {{s, t, x}, {s, t, r}}, {{s, t}}, {}, {}, false, e);
+  ASSERT_EQ(e, "");
+  auto norm = run("ds.layer_norm", {{s, t, sum[0]}, {row, t, w}, {row, t, b}},
+                  {{s, t}}, {}, {1e-5}, false, e);
+  ASSERT_EQ(e, "");
+  expectSameBits(fused[0], sum[0], "add_layer_norm's sum");
+  expectSameBits(fused[1], norm[0], "add_layer_norm's norm");
+
+  std::vector<double> a = random(37 * 24, 75), wt = random(24000, 76);
+  auto mbg = run("ds.matmul_bias_gelu",
+                 {{{37, 24}, t, a}, {{1000, 24}, t, wt}, {row, t, b}},
+                 {{s, t}, {s, t}}, {0, 1, 1}, {}, false, e);
+  ASSERT_EQ(e, "");
+  auto product = run("ds.matmul", {{{37, 24}, t, a}, {{1000, 24}, t, wt}},
+                     {{s, t}}, {0, 1}, {}, false, e);
+  ASSERT_EQ(e, "");
+  auto biased = run("ds.add", {{s, t, product[0]}, {row, t, b}}, {{s, t}}, {},
+                    {}, false, e);
+  ASSERT_EQ(e, "");
+  auto gelu = run("ds.gelu", {{s, t, biased[0]}}, {{s, t}}, {1}, {}, false, e);
+  ASSERT_EQ(e, "");
+  expectSameBits(mbg[0], biased[0], "matmul_bias_gelu's sum");
+  expectSameBits(mbg[1], gelu[0], "matmul_bias_gelu's GELU");
+}
+
 TEST(Widening, FusedPairCountsItsInputsFirst) {
   std::string e;
   run("ds.add_layer_norm", {{{3, 8}, DType::bf16, random(24, 41)}},
