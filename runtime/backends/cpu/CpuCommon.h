@@ -214,12 +214,13 @@ bool nativeBf16Gemm();
 /// What would run bf16 GEMMs natively ("oneDNN (AMX)"), or why nothing can
 /// ("cannot load oneDNN: ...").
 std::string bf16GemmLibrary();
-/// Row-major C = op(A) op(B) with bf16 A and B, f32 accumulation and C in
-/// `cType` (bf16, rounded to nearest even, or f32); false + one line when
-/// oneDNN cannot run it.
+/// Row-major C = op(A) op(B) (C += op(A) op(B) with `accumulate`) with
+/// bf16 A and B, f32 accumulation and C in `cType` (bf16, rounded to
+/// nearest even, or f32); false + one line when oneDNN cannot run it.
 bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-              void *C, DType cType, int64_t ldc, std::string &err);
+              void *C, DType cType, int64_t ldc, std::string &err,
+              bool accumulate = false);
 /// Largest value a BLAS dimension may take.
 int64_t blasIntMax();
 /// Sets OPENBLAS_CORETYPE for this CPU unless the user did (Blas.cpp); the

@@ -14,7 +14,10 @@
 // kernels do (Widening.h): h and weight widened to f32 once, each chunk's
 // logits and then its gradient rounded to the head's dtype where the
 // unfused ops' results would be (stored in the chunk, computed on from
-// the rounded values), dh's rows rounded, dweight summed in f32.
+// the rounded values), dh's rows rounded, dweight summed in f32. Where
+// bf16 products run natively (OneDnn.cpp), as the unfused ds.matmul's do,
+// a bf16 head's products take the bf16 operands as they are: no widened
+// copies of h and weight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,43 @@ void roundThrough(DType dtype, float *wide, void *narrow, int64_t n) {
     f16ToF32(bits, wide, n);
   }
 }
+
+// A chunk's three products: sgemm on f32 operands (a 16-bit head's widened
+// once), or, for a bf16 head where bf16 products run natively (OneDnn.cpp),
+// oneDNN on the bf16 operands themselves, h, weight and the chunk's g as
+// stored (already rounded to bf16, so the same values either way).
+struct ChunkProducts {
+  int64_t R, V, D;
+  const float *h = nullptr, *w = nullptr; // sgemm
+  const uint16_t *hBits = nullptr, *wBits = nullptr, *gBits = nullptr;
+
+  bool native() const { return hBits != nullptr; }
+  // logits [R, V] = h_c weight^T
+  bool logits(int64_t c, float *chunk, std::string &err) const {
+    if (native())
+      return gemmBf16(false, true, R, V, D, hBits + c * R * D, D, wBits, D,
+                      chunk, DType::f32, V, err);
+    sgemm(false, true, R, V, D, 1.0f, h + c * R * D, D, w, D, 0.0f, chunk, V);
+    return true;
+  }
+  // dh_c [R, D] = g weight
+  bool dh(const float *g, float *dh, std::string &err) const {
+    if (native())
+      return gemmBf16(false, false, R, D, V, gBits, V, wBits, D, dh, DType::f32,
+                      D, err);
+    sgemm(false, false, R, D, V, 1.0f, g, V, w, D, 0.0f, dh, D);
+    return true;
+  }
+  // dweight (+)= g^T h_c, the first chunk writing it
+  bool dw(int64_t c, const float *g, float *dw, std::string &err) const {
+    if (native())
+      return gemmBf16(true, false, V, D, R, gBits, V, hBits + c * R * D, D, dw,
+                      DType::f32, D, err, c > 0);
+    sgemm(true, false, V, D, R, 1.0f, g, V, h + c * R * D, D, c ? 1.0f : 0.0f,
+          dw, D);
+    return true;
+  }
+};
 
 // One row of logits, replaced by its gradient coef (softmax - onehot(t));
 // returns the row's loss term.
@@ -101,10 +141,19 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   // dweight are empty, and the loss and g are still the softmax's.
   if (D > 0 && !blasReady(err))
     return false;
-  // The f32 operands: the head's own buffers, or widened copies and
-  // per-chunk f32 buffers rounded into the 16-bit outputs.
+  // The f32 operands: the head's own buffers, widened copies, or (native
+  // bf16 products) none; 16-bit heads compute each chunk in f32 buffers
+  // rounded into the 16-bit outputs.
+  ChunkProducts products{R, V, D};
   std::vector<float> hWide, wWide, chunkWide, dhWide;
-  const float *hp = asF32(h, hWide), *wp = asF32(weight, wWide);
+  if (head == DType::bf16 && weight.dtype == DType::bf16 && nativeBf16Gemm()) {
+    products.hBits = static_cast<const uint16_t *>(h.data);
+    products.wBits = static_cast<const uint16_t *>(weight.data);
+    products.gBits = reinterpret_cast<const uint16_t *>(chunkOut);
+  } else {
+    products.h = asF32(h, hWide);
+    products.w = asF32(weight, wWide);
+  }
   if (narrow) {
     chunkWide.resize(size_t(R * V));
     dhWide.resize(size_t(R * D));
@@ -113,10 +162,10 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
   const double coef = count ? double(g) / double(count) : 0.0;
   std::vector<double> rowLoss(size_t(N), 0.0);
   for (int64_t c = 0; c < N / R; ++c) {
-    const float *hc = hp + c * R * D;
-    if (D > 0)
-      sgemm(false, true, R, V, D, 1.0f, hc, D, wp, D, 0.0f, chunk, V);
-    else
+    if (D > 0) {
+      if (!products.logits(c, chunk, err))
+        return false;
+    } else
       std::memset(chunk, 0, size_t(R * V) * sizeof(float));
     if (narrow) // the logits as ds.matmul's 16-bit result
       roundThrough(head, chunk, chunkOut, R * V);
@@ -136,10 +185,12 @@ bool linearCrossEntropyBody(const KernelArgs &a, std::string &err) {
     if (D == 0)
       continue;
     float *dh = narrow ? dhWide.data() : a.outputs[1].f32() + c * R * D;
-    sgemm(false, false, R, D, V, 1.0f, chunk, V, wp, D, 0.0f, dh, D);
+    if (!products.dh(chunk, dh, err))
+      return false;
     if (narrow)
       roundThrough(head, dh, dhOut + size_t(c * R * D) * width, R * D);
-    sgemm(true, false, V, D, R, 1.0f, chunk, V, hc, D, c ? 1.0f : 0.0f, dw, D);
+    if (!products.dw(c, chunk, dw, err))
+      return false;
   }
   // Summed as ds.cross_entropy sums its rows (an ignored row's term is 0).
   const double total =

@@ -67,6 +67,12 @@ struct OneDnn {
   decltype(&dnnl_memory_destroy) memoryDestroy = nullptr;
   decltype(&dnnl_stream_wait) streamWait = nullptr;
   decltype(&dnnl_get_effective_cpu_isa) effectiveIsa = nullptr;
+  decltype(&dnnl_primitive_attr_create) attrCreate = nullptr;
+  decltype(&dnnl_primitive_attr_destroy) attrDestroy = nullptr;
+  decltype(&dnnl_primitive_attr_set_post_ops) attrSetPostOps = nullptr;
+  decltype(&dnnl_post_ops_create) postOpsCreate = nullptr;
+  decltype(&dnnl_post_ops_destroy) postOpsDestroy = nullptr;
+  decltype(&dnnl_post_ops_append_sum) appendSum = nullptr;
   dnnl_engine_t engine = nullptr;
   bool amx = false;
   std::string error; // why it is not usable
@@ -98,7 +104,13 @@ OneDnn load() {
       !bind(lib, d.memoryCreate, "dnnl_memory_create") ||
       !bind(lib, d.memoryDestroy, "dnnl_memory_destroy") ||
       !bind(lib, d.streamWait, "dnnl_stream_wait") ||
-      !bind(lib, d.effectiveIsa, "dnnl_get_effective_cpu_isa")) {
+      !bind(lib, d.effectiveIsa, "dnnl_get_effective_cpu_isa") ||
+      !bind(lib, d.attrCreate, "dnnl_primitive_attr_create") ||
+      !bind(lib, d.attrDestroy, "dnnl_primitive_attr_destroy") ||
+      !bind(lib, d.attrSetPostOps, "dnnl_primitive_attr_set_post_ops") ||
+      !bind(lib, d.postOpsCreate, "dnnl_post_ops_create") ||
+      !bind(lib, d.postOpsDestroy, "dnnl_post_ops_destroy") ||
+      !bind(lib, d.appendSum, "dnnl_post_ops_append_sum")) {
     d.error = "oneDNN at " DSC_ONEDNN_PATH " lacks the 2.x matmul API";
     return d;
   }
@@ -119,8 +131,9 @@ const OneDnn &oneDnn() {
 
 // One primitive per product shape, made at first use and kept for the
 // process (a plan has a few dozen shapes; making one costs milliseconds).
+// (transA, transB, M, N, K, lda, ldb, ldc, C's dnnl type, accumulate)
 using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int>;
+                           int64_t, int64_t, int, bool>;
 
 struct GemmPrimitive {
   dnnl_primitive_t primitive = nullptr;
@@ -129,7 +142,7 @@ struct GemmPrimitive {
 
 bool makePrimitive(const GemmKey &key, GemmPrimitive &p, std::string &err) {
   const OneDnn &d = oneDnn();
-  const auto [transA, transB, M, N, K, lda, ldb, ldc, cType] = key;
+  const auto [transA, transB, M, N, K, lda, ldb, ldc, cType, accumulate] = key;
   // Row-major op(A) [M, K], op(B) [K, N], C [M, N]; a transposed operand is
   // the same matrix with its strides swapped.
   const dnnl_dims_t aDims = {M, K}, bDims = {K, N}, cDims = {M, N};
@@ -138,12 +151,27 @@ bool makePrimitive(const GemmKey &key, GemmPrimitive &p, std::string &err) {
   const dnnl_dims_t cStrides = {ldc, 1};
   dnnl_matmul_desc_t op;
   dnnl_primitive_desc_t pd = nullptr;
-  if (d.descByStrides(&p.a, 2, aDims, dnnl_bf16, aStrides) != dnnl_success ||
-      d.descByStrides(&p.b, 2, bDims, dnnl_bf16, bStrides) != dnnl_success ||
-      d.descByStrides(&p.c, 2, cDims, dnnl_data_type_t(cType), cStrides) !=
-          dnnl_success ||
-      d.matmulDesc(&op, &p.a, &p.b, nullptr, &p.c) != dnnl_success ||
-      d.pdCreate(&pd, &op, nullptr, d.engine, nullptr) != dnnl_success)
+  // Accumulating: C += op(A) op(B), oneDNN's "sum" post-op.
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t postOps = nullptr;
+  bool described =
+      d.descByStrides(&p.a, 2, aDims, dnnl_bf16, aStrides) == dnnl_success &&
+      d.descByStrides(&p.b, 2, bDims, dnnl_bf16, bStrides) == dnnl_success &&
+      d.descByStrides(&p.c, 2, cDims, dnnl_data_type_t(cType), cStrides) ==
+          dnnl_success &&
+      d.matmulDesc(&op, &p.a, &p.b, nullptr, &p.c) == dnnl_success;
+  if (described && accumulate)
+    described = d.attrCreate(&attr) == dnnl_success &&
+                d.postOpsCreate(&postOps) == dnnl_success &&
+                d.appendSum(postOps, 1.0f) == dnnl_success &&
+                d.attrSetPostOps(attr, postOps) == dnnl_success;
+  described = described &&
+              d.pdCreate(&pd, &op, attr, d.engine, nullptr) == dnnl_success;
+  if (postOps)
+    d.postOpsDestroy(postOps);
+  if (attr)
+    d.attrDestroy(attr);
+  if (!described)
     return fail(err, "oneDNN has no bf16 matmul for ", M, " x ", N, " x ", K);
   const bool made = d.primitiveCreate(&p.primitive, pd) == dnnl_success;
   d.pdDestroy(pd);
@@ -184,8 +212,8 @@ const Bf16Path &bf16Path() {
     std::string err;
     if (!d.engine)
       p.label = d.error;
-    else if (!primitiveFor({false, false, 16, 16, 16, 16, 16, 16, dnnl_f32},
-                           err))
+    else if (!primitiveFor(
+                 {false, false, 16, 16, 16, 16, 16, 16, dnnl_f32, false}, err))
       p.label = err + " on this CPU";
     else {
       p.usable = true;
@@ -213,12 +241,11 @@ std::string bf16GemmLibrary() { return bf16Path().label; }
 
 bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-              void *C, DType cType, int64_t ldc, std::string &err) {
+              void *C, DType cType, int64_t ldc, std::string &err,
+              bool accumulate) {
   const OneDnn &d = oneDnn();
-  const GemmKey key{
-      transA, transB, M,
-      N,      K,      lda,
-      ldb,    ldc,    cType == DType::bf16 ? int(dnnl_bf16) : int(dnnl_f32)};
+  const int cDnnl = cType == DType::bf16 ? int(dnnl_bf16) : int(dnnl_f32);
+  const GemmKey key{transA, transB, M, N, K, lda, ldb, ldc, cDnnl, accumulate};
   const GemmPrimitive *p = primitiveFor(key, err);
   if (!p)
     return false;
@@ -255,7 +282,7 @@ std::string bf16GemmLibrary() { return "built without oneDNN's headers"; }
 
 bool gemmBf16(bool, bool, int64_t, int64_t, int64_t, const uint16_t *, int64_t,
               const uint16_t *, int64_t, void *, DType, int64_t,
-              std::string &err) {
+              std::string &err, bool) {
   return fail(err, "built without oneDNN: no bf16 GEMM");
 }
 
