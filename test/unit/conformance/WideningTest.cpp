@@ -417,6 +417,23 @@ TEST(Widening, TiledVariantsEqualTheWholeF32Kernel) {
               {}, {0.9, 0.95, 1e-8, 0.1});
 }
 
+// Attention is cut by sequences: 6 x [2, 64, 32] is two tiles (4 and 2).
+TEST(Widening, TiledAttentionEqualsTheWholeF32Kernel) {
+  const std::vector<int64_t> s = {6, 2, 64, 32};
+  const int64_t n = 6 * 2 * 64 * 32;
+  const DType t = DType::bf16;
+  expectExact(
+      "ds.attention",
+      {{s, t, random(n, 81)}, {s, t, random(n, 82)}, {s, t, random(n, 83)}},
+      {{s, t}}, {1}, {0.125});
+  expectExact("ds.attention_grad",
+              {{s, t, random(n, 84)},
+               {s, t, random(n, 85)},
+               {s, t, random(n, 86)},
+               {s, t, random(n, 87)}},
+              {{s, t}, {s, t}, {s, t}}, {1}, {0.125});
+}
+
 // The fused pairs over many tiles are still their two ops, each rounded.
 TEST(Widening, TiledFusedPairsEqualTheirTwoOps) {
   const std::vector<int64_t> s = {37, 1000}, row = {1000};
