@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "bench/BenchTensor.h"
 #include "runtime/backends/cpu/CpuKernels.h"
+#include "runtime/kernels/KernelSignature.h"
 
 #include <algorithm>
 #include <chrono>
@@ -43,16 +44,26 @@ Tensor uniform(std::mt19937_64 &rng, std::vector<int64_t> shape) {
 double bestMs(int reps, const char *name, std::vector<Tensor *> ins,
               std::vector<Tensor *> outs, std::vector<int64_t> ints = {},
               std::vector<double> floats = {}) {
-  const KernelInfo *k = findCpuKernel(name);
+  std::vector<TensorRef> in, out;
+  std::vector<DType> inTypes, outTypes;
+  for (Tensor *t : ins) {
+    in.push_back(t->ref());
+    inTypes.push_back(in.back().dtype);
+  }
+  for (Tensor *t : outs) {
+    out.push_back(t->ref());
+    outTypes.push_back(out.back().dtype);
+  }
+  // The variant the operands' dtypes select, as a Session picks it.
+  const KernelInfo *k = nullptr;
+  for (const KernelInfo &v : cpuKernelVariants(name))
+    if (!k && signatureMatches(v.dtypes, {inTypes.data(), inTypes.size()},
+                               {outTypes.data(), outTypes.size()}))
+      k = &v;
   if (!k) {
     std::fprintf(stderr, "dsc-bench-kernels: no kernel %s\n", name);
     std::exit(1);
   }
-  std::vector<TensorRef> in, out;
-  for (Tensor *t : ins)
-    in.push_back(t->ref());
-  for (Tensor *t : outs)
-    out.push_back(t->ref());
   KernelContext ctx;
   KernelArgs args = makeKernelArgs(in, out, ints, floats, &ctx);
   double best = 1e30;
@@ -118,5 +129,46 @@ int main(int argc, char **argv) {
   Tensor ra = uniform(rng, {B, T, C}), rb = uniform(rng, {B, T, C}), rc = ra;
   std::printf("add [8,128,256]                     %8.3f ms\n",
               bestMs(reps, "ds.add", {&ra, &rb}, {&rc}));
+
+  // The same kernels on bf16 operands (the 16-bit variants a bf16 plan
+  // runs: native products where oneDNN runs on AMX, the rest widened).
+  std::printf("-- bf16\n");
+  Tensor x16 = asBf16(x), w16 = asBf16(w), y16 = asBf16(y);
+  double mm16 = bestMs(reps, "ds.matmul", {&x16, &w16}, {&y16}, {0, 1});
+  std::printf("matmul, the same product            %8.3f ms  %6.1f GFLOP/s\n",
+              mm16, 2.0 * B * T * C * 3 * C / mm16 / 1e6);
+  Tensor q16 = asBf16(q), k16 = asBf16(k), v16 = asBf16(v), g16 = asBf16(g);
+  Tensor o16 = q16, dq16 = q16, dk16 = q16, dv16 = q16;
+  std::printf(
+      "attention                           %8.3f ms\n",
+      bestMs(reps, "ds.attention", {&q16, &k16, &v16}, {&o16}, {1}, {0.125}));
+  std::printf("attention_grad                      %8.3f ms\n",
+              bestMs(reps, "ds.attention_grad", {&q16, &k16, &v16, &g16},
+                     {&dq16, &dk16, &dv16}, {1}, {0.125}));
+  // The MLP's fused products: [1024, 256] x [1024, 256]^T + GELU, and the
+  // gradient through them ([1024, 256] x [256, 1024] -> GELU' -> row sum).
+  Tensor fcW = asBf16(uniform(rng, {4 * C, C})),
+         fcB = asBf16(uniform(rng, {4 * C}));
+  Tensor h16 = asBf16(h), hg16 = h16, hd16 = h16;
+  std::printf("matmul_bias_gelu [1024,256]x[1024,256]^T %8.3f ms\n",
+              bestMs(reps, "ds.matmul_bias_gelu", {&x16, &fcW, &fcB},
+                     {&hg16, &hd16}, {0, 1, 1}));
+  Tensor dy16 = asBf16(uniform(rng, {B, T, C})),
+         pw16 = asBf16(uniform(rng, {4 * C, C}));
+  Tensor db16 = fcB;
+  std::printf("matmul_gelu_grad [1024,256]x[1024,256]^T %8.3f ms\n",
+              bestMs(reps, "ds.matmul_gelu_grad", {&dy16, &pw16, &h16},
+                     {&hd16, &db16}, {0, 1, 1}));
+  std::printf("gelu tanh                           %8.3f ms\n",
+              bestMs(reps, "ds.gelu", {&h16}, {&hg16}, {1}));
+  std::printf("gelu_grad tanh                      %8.3f ms\n",
+              bestMs(reps, "ds.gelu_grad", {&h16, &hg16}, {&hd16}, {1}));
+  Tensor hsum16 = asBf16(uniform(rng, {4 * C}));
+  std::printf("reduce_sum [1024,1024] -> [1024]    %8.3f ms\n",
+              bestMs(reps, "ds.reduce_sum", {&h16}, {&hsum16}, {0, 1}));
+  Tensor lx16 = asBf16(x), lgx16 = lx16, lgw16 = lw, lgb16 = lb;
+  std::printf("layer_norm_grad                     %8.3f ms\n",
+              bestMs(reps, "ds.layer_norm_grad", {&lx16, &lw, &lx16},
+                     {&lgx16, &lgw16, &lgb16}, {}, {1e-5}));
   return 0;
 }
