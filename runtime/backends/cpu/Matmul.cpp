@@ -108,12 +108,17 @@ bool halfMatmulBody(const KernelArgs &args, std::string &err) {
   const auto *A = static_cast<const uint16_t *>(a.data);
   const auto *B = static_cast<const uint16_t *>(b.data);
   const int64_t lda = m.transA ? m.M : m.K, ldb = m.transB ? m.K : m.N;
-  return eachGemm(m, a, b, err,
-                  [&](int64_t rows, int64_t offA, int64_t offB, int64_t offC) {
-                    return gemmBf16(m.transA, m.transB, rows, m.N, m.K,
-                                    A + offA, lda, B + offB, ldb,
-                                    c + offC * cBytes, out.dtype, m.N, err);
-                  });
+  std::string why;
+  if (eachGemm(m, a, b, why,
+               [&](int64_t rows, int64_t offA, int64_t offB, int64_t offC) {
+                 return gemmBf16(m.transA, m.transB, rows, m.N, m.K, A + offA,
+                                 lda, B + offB, ldb, c + offC * cBytes,
+                                 out.dtype, m.N, why);
+               }))
+    return true;
+  // A shape oneDNN makes no primitive for (none seen) is widened instead:
+  // every product it had written is written again.
+  return runWidened(&matmulBody, args, err);
 }
 
 namespace {
