@@ -108,23 +108,31 @@ int64_t elementsOf(Value r) {
   return cast<MemRefType>(r.getType()).getNumElements();
 }
 
+/// 1 for a mixed-precision update (ds.adamw_round, ds.sgd_round, ...),
+/// whose last output is the 16-bit copy of the parameter, else 0.
+size_t roundedOutputs(const Pending &p) {
+  return StringRef(p.kernel).ends_with("_round") ? 1 : 0;
+}
+
 /// An optimizer update (its contract's aliasing is "update"): inputs
 /// param, grad, the states, lr, step, scale (and the update's own scalars);
-/// outputs param' and the states', each of its input's type. The _round
-/// kernels, whose last output is the 16-bit copy, are not: they never
-/// merge.
+/// outputs param' and the states', each of its input's type, and for the
+/// _round kernels the 16-bit parameter last.
 bool isUpdate(const Pending &p) {
   const rt::KernelContract *c = rt::findKernelContract(p.kernel);
-  if (!c || c->alias != rt::KernelAlias::Update || p.outs.empty() ||
-      p.ins.size() < p.outs.size() + 4)
+  const size_t updated = p.outs.size() - roundedOutputs(p);
+  if (!c || c->alias != rt::KernelAlias::Update || updated == 0 ||
+      p.ins.size() < updated + 4)
     return false;
-  for (size_t k = 0; k < p.outs.size(); ++k)
+  for (size_t k = 0; k < updated; ++k)
     if (p.outs[k].getType() != p.ins[k == 0 ? 0 : k + 1].getType())
       return false;
   return true;
 }
 /// The update's flat operands: param, grad and its states.
-size_t flatInputs(const Pending &update) { return update.outs.size() + 1; }
+size_t flatInputs(const Pending &update) {
+  return update.outs.size() - roundedOutputs(update) + 1;
+}
 
 /// The rewrite of one program's calls; `storage` knows where buffers live.
 class Fusion {
@@ -163,7 +171,7 @@ private:
 /// An update that writes its parameter and states in place (outputs:
 /// parameter, states; inputs: parameter, gradient, states, ...).
 bool Fusion::forwarded(const Pending &update) {
-  for (size_t k = 0; k < update.outs.size(); ++k)
+  for (size_t k = 0; k + roundedOutputs(update) < update.outs.size(); ++k)
     if (slot(update.outs[k]) != slot(update.ins[k == 0 ? 0 : k + 1]))
       return false;
   return true;
@@ -235,8 +243,8 @@ bool Fusion::contiguous(Value a, Value b) {
 }
 
 /// `q` continues the run that ends in `last`: its parameter, gradient and
-/// states follow `last`'s, it reads the same scalars (lr, step, scale)
-/// and it was forwarded into its variables.
+/// states (and 16-bit parameter) follow `last`'s, it reads the same
+/// scalars (lr, step, scale) and it was forwarded into its variables.
 bool Fusion::adjacentUpdates(const Pending &last, const Pending &q) {
   size_t flat = flatInputs(q);
   if (flatInputs(last) != flat || last.ins.size() != q.ins.size())
@@ -244,6 +252,8 @@ bool Fusion::adjacentUpdates(const Pending &last, const Pending &q) {
   for (size_t k = 0; k < flat; ++k)
     if (!contiguous(last.ins[k], q.ins[k]))
       return false;
+  if (roundedOutputs(q) && !contiguous(last.outs.back(), q.outs.back()))
+    return false;
   for (size_t k = flat; k < q.ins.size(); ++k)
     if (slot(last.ins[k]) != slot(q.ins[k]))
       return false;
@@ -285,8 +295,11 @@ Pending Fusion::mergeRun(std::vector<Pending> &pend,
   if (isUpdateRun) {
     for (size_t k = 0; k < flatInputs(merged); ++k)
       merged.ins[k] = storage.flat(merged.ins[k], elements, func);
-    for (size_t k = 0; k < merged.outs.size(); ++k)
+    const size_t rounded = roundedOutputs(merged);
+    for (size_t k = 0; k + rounded < merged.outs.size(); ++k)
       merged.outs[k] = merged.ins[k == 0 ? 0 : k + 1];
+    if (rounded)
+      merged.outs.back() = storage.flat(merged.outs.back(), elements, func);
   } else {
     merged.outs[0] = storage.flat(merged.outs[0], elements, func);
   }

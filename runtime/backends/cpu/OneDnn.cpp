@@ -66,6 +66,7 @@ struct OneDnn {
   decltype(&dnnl_memory_create) memoryCreate = nullptr;
   decltype(&dnnl_memory_destroy) memoryDestroy = nullptr;
   decltype(&dnnl_stream_wait) streamWait = nullptr;
+  decltype(&dnnl_stream_destroy) streamDestroy = nullptr;
   decltype(&dnnl_get_effective_cpu_isa) effectiveIsa = nullptr;
   decltype(&dnnl_primitive_attr_create) attrCreate = nullptr;
   decltype(&dnnl_primitive_attr_destroy) attrDestroy = nullptr;
@@ -112,6 +113,7 @@ OneDnn load() {
       !bind(lib, d.memoryCreate, "dnnl_memory_create") ||
       !bind(lib, d.memoryDestroy, "dnnl_memory_destroy") ||
       !bind(lib, d.streamWait, "dnnl_stream_wait") ||
+      !bind(lib, d.streamDestroy, "dnnl_stream_destroy") ||
       !bind(lib, d.effectiveIsa, "dnnl_get_effective_cpu_isa") ||
       !bind(lib, d.attrCreate, "dnnl_primitive_attr_create") ||
       !bind(lib, d.attrDestroy, "dnnl_primitive_attr_destroy") ||
@@ -191,7 +193,9 @@ bool makePrimitive(const GemmKey &key, GemmPrimitive &p, std::string &err) {
 
 const GemmPrimitive *primitiveFor(const GemmKey &key, std::string &err) {
   static std::mutex mutex;
-  static std::map<GemmKey, GemmPrimitive> cache;
+  // Never destroyed: the primitives live as long as the process, and a
+  // map freed at exit would leave them unreachable (LeakSanitizer).
+  static auto &cache = *new std::map<GemmKey, GemmPrimitive>;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end())
@@ -257,8 +261,17 @@ bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   const GemmPrimitive *p = primitiveFor(key, err);
   if (!p)
     return false;
-  // A stream per calling thread: oneDNN's CPU streams are not shared.
-  thread_local dnnl_stream_t stream = nullptr;
+  // A stream per calling thread (oneDNN's CPU streams are not shared),
+  // destroyed when the thread ends.
+  struct ThreadStream {
+    dnnl_stream_t stream = nullptr;
+    ~ThreadStream() {
+      if (stream)
+        oneDnn().streamDestroy(stream);
+    }
+  };
+  thread_local ThreadStream mine;
+  dnnl_stream_t &stream = mine.stream;
   if (!stream && d.streamCreate(&stream, d.engine, dnnl_stream_default_flags) !=
                      dnnl_success)
     return fail(err, "oneDNN: cannot make a stream");

@@ -158,3 +158,108 @@ module {
     }
   }
 }
+
+// -----
+
+// Mixed-precision updates of back-to-back parameters merge too, once each
+// is one ds.adamw_round: the masters, gradients and moments as above, and
+// the 16-bit parameters they write over a flat range of their own. When the
+// 16-bit parameters are not back to back (the next case), the calls stay
+// apart.
+
+// CHECK: plan.storage @[[RPF:.*]] "w0+flat" <params> <device> size 64 at 0
+// CHECK-LABEL: func.func @apply
+// CHECK-DAG: %[[RP:.*]] = plan.buffer @[[RPF]] : memref<32xf16>
+// CHECK: plan.call "ds.adamw_round"(%[[RM:[0-9]+]], %[[RG:[0-9]+]], %[[RA:[0-9]+]], %[[RV:[0-9]+]], %{{.*}}, %{{.*}}, %{{.*}}) -> (%[[RM]], %[[RA]], %[[RV]], %[[RP]]) ints [] floats [9.000000e-01, 9.990000e-01, 1.000000e-08, 0.000000e+00] on <compute> {flops = {{.*}}} : (memref<32xf32>, memref<32xf16>, memref<32xf32>, memref<32xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<32xf32>, memref<32xf32>, memref<32xf32>, memref<32xf16>)
+// CHECK-NEXT: plan.outputs
+module {
+  module @plan {
+    plan.storage @w0m "w0.master" <optimizer_state> <device> size 64 at 0
+    plan.storage @w1m "w1.master" <optimizer_state> <device> size 64 at 64
+    plan.storage @w0 "w0" <params> <device> size 32 at 0
+    plan.storage @w1 "w1" <params> <device> size 32 at 32
+    plan.storage @w2 "w2" <params> <device> size 32 at 96
+    plan.storage @w0g "w0.grad" <grads> <device> size 32 at 0
+    plan.storage @w1g "w1.grad" <grads> <device> size 32 at 32
+    plan.storage @w0a "w0.exp_avg" <optimizer_state> <device> size 64 at 128
+    plan.storage @w1a "w1.exp_avg" <optimizer_state> <device> size 64 at 192
+    plan.storage @w0v "w0.exp_avg_sq" <optimizer_state> <device> size 64 at 256
+    plan.storage @w1v "w1.exp_avg_sq" <optimizer_state> <device> size 64 at 320
+    plan.storage @tmp "tmp" <activations> <device> size 64 transient
+    plan.storage @s "scalars" <inputs> <device> size 12 at 0
+    func.func @apply() {
+      %m0 = plan.buffer @w0m : memref<16xf32>
+      %m1 = plan.buffer @w1m : memref<16xf32>
+      %p0 = plan.buffer @w0 : memref<16xf16>
+      %p1 = plan.buffer @w1 : memref<16xf16>
+      %g0 = plan.buffer @w0g : memref<16xf16>
+      %g1 = plan.buffer @w1g : memref<16xf16>
+      %a0 = plan.buffer @w0a : memref<16xf32>
+      %a1 = plan.buffer @w1a : memref<16xf32>
+      %v0 = plan.buffer @w0v : memref<16xf32>
+      %v1 = plan.buffer @w1v : memref<16xf32>
+      %tmp = plan.buffer @tmp : memref<16xf32>
+      %lr = plan.buffer @s : memref<f32>
+      %step = plan.buffer @s + 4 : memref<f32>
+      %scale = plan.buffer @s + 8 : memref<f32>
+      plan.inputs %lr, %step, %scale : memref<f32>, memref<f32>, memref<f32>
+      plan.call "ds.adamw"(%m0, %g0, %a0, %v0, %lr, %step, %scale) -> (%tmp, %a0, %v0) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> {flops = 160.0 : f64} : (memref<16xf32>, memref<16xf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp) -> (%m0) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp) -> (%p0) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf16>
+      plan.call "ds.adamw"(%m1, %g1, %a1, %v1, %lr, %step, %scale) -> (%tmp, %a1, %v1) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> {flops = 160.0 : f64} : (memref<16xf32>, memref<16xf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp) -> (%m1) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp) -> (%p1) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf16>
+      plan.outputs
+      return
+    }
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func @apply
+// CHECK: plan.call "ds.adamw_round"{{.*}} : (memref<16xf32>,
+// CHECK-NEXT: plan.call "ds.adamw_round"{{.*}} : (memref<16xf32>,
+// CHECK-NEXT: plan.outputs
+module {
+  module @plan {
+    plan.storage @w0m "w0.master" <optimizer_state> <device> size 64 at 0
+    plan.storage @w1m "w1.master" <optimizer_state> <device> size 64 at 64
+    plan.storage @w0 "w0" <params> <device> size 32 at 0
+    plan.storage @w1 "w1" <params> <device> size 32 at 32
+    plan.storage @w2 "w2" <params> <device> size 32 at 96
+    plan.storage @w0g "w0.grad" <grads> <device> size 32 at 0
+    plan.storage @w1g "w1.grad" <grads> <device> size 32 at 32
+    plan.storage @w0a "w0.exp_avg" <optimizer_state> <device> size 64 at 128
+    plan.storage @w1a "w1.exp_avg" <optimizer_state> <device> size 64 at 192
+    plan.storage @w0v "w0.exp_avg_sq" <optimizer_state> <device> size 64 at 256
+    plan.storage @w1v "w1.exp_avg_sq" <optimizer_state> <device> size 64 at 320
+    plan.storage @tmp "tmp" <activations> <device> size 64 transient
+    plan.storage @s "scalars" <inputs> <device> size 12 at 0
+    func.func @apply() {
+      %m0 = plan.buffer @w0m : memref<16xf32>
+      %m1 = plan.buffer @w1m : memref<16xf32>
+      %p0 = plan.buffer @w0 : memref<16xf16>
+      %p2 = plan.buffer @w2 : memref<16xf16>
+      %g0 = plan.buffer @w0g : memref<16xf16>
+      %g1 = plan.buffer @w1g : memref<16xf16>
+      %a0 = plan.buffer @w0a : memref<16xf32>
+      %a1 = plan.buffer @w1a : memref<16xf32>
+      %v0 = plan.buffer @w0v : memref<16xf32>
+      %v1 = plan.buffer @w1v : memref<16xf32>
+      %tmp = plan.buffer @tmp : memref<16xf32>
+      %lr = plan.buffer @s : memref<f32>
+      %step = plan.buffer @s + 4 : memref<f32>
+      %scale = plan.buffer @s + 8 : memref<f32>
+      plan.inputs %lr, %step, %scale : memref<f32>, memref<f32>, memref<f32>
+      plan.call "ds.adamw"(%m0, %g0, %a0, %v0, %lr, %step, %scale) -> (%tmp, %a0, %v0) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> : (memref<16xf32>, memref<16xf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp) -> (%m0) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp) -> (%p0) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf16>
+      plan.call "ds.adamw"(%m1, %g1, %a1, %v1, %lr, %step, %scale) -> (%tmp, %a1, %v1) ints [] floats [0.9, 0.999, 1.0e-8, 0.0] on <compute> : (memref<16xf32>, memref<16xf16>, memref<16xf32>, memref<16xf32>, memref<f32>, memref<f32>, memref<f32>) -> (memref<16xf32>, memref<16xf32>, memref<16xf32>)
+      plan.call "ds.copy"(%tmp) -> (%m1) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf32>
+      plan.call "ds.cast"(%tmp) -> (%p2) ints [] floats [] on <compute> : (memref<16xf32>) -> memref<16xf16>
+      plan.outputs
+      return
+    }
+  }
+}
