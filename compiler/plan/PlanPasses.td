@@ -55,7 +55,8 @@ def PlanFuseOptimizer : Pass<"plan-fuse-optimizer", "::mlir::ModuleOp"> {
     of the update's _round kernel (`ds.adamw_round`, `ds.sgd_round`,
     `ds.lion_round`, `ds.adagrad_round`); runs of an update over
     back-to-back parameters,
-    gradients and moments with the same hyper-parameters become one call
+    gradients and moments (and, for a _round kernel, 16-bit parameters)
+    with the same hyper-parameters become one call
     over new flat storage spanning them, and so do the gradients' zeroing
     fills, moved to the end of the program. Calls that wait for or record
     an event stay as they are.
