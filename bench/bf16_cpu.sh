@@ -14,7 +14,7 @@
 # round's measured steps, tokens/s and each row's ratio to the fastest
 # PyTorch row of its precision. Builds nothing; holds $DSC_BENCH_LOCK
 # (bench/lock.sh). Knobs: STEPS (20), WARMUP (5), ROUNDS (2), BUILD_DIR,
-# TORCH=0 (dsrun rows only), MODEL (dsc's --model string).
+# TORCH=0 (dsrun rows only).
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
@@ -36,7 +36,7 @@ if [[ "${TORCH:-1}" != 0 ]] && ! "$py" -c "import torch" 2>/dev/null; then
   exit 2
 fi
 
-model=${MODEL:-gpt2:n_layer=4,n_head=4,n_embd=256,block_size=128,vocab_size=256,dropout=0}
+model=gpt2:n_layer=4,n_head=4,n_embd=256,block_size=128,vocab_size=256,dropout=0
 for p in fp32 bf16; do
   extra=""
   [[ $p == bf16 ]] && extra=', "bf16": {"enabled": true}'
