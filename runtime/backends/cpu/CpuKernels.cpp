@@ -46,8 +46,17 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
   if (cpu::isFusedPair(contract.name))
     return callChecked(contract, &widenedPairBody<I>, args, error);
   // bf16 products run natively where the CPU has a fast bf16 GEMM.
-  if (std::string_view(contract.name) == "ds.matmul")
+  const std::string_view name = contract.name;
+  if (name == "ds.matmul")
     return callChecked(contract, &cpu::halfMatmulBody, args, error);
+  // Reductions over rows read the 16-bit operand without a copy.
+  if (name == "ds.reduce_sum" || name == "ds.reduce_mean" ||
+      name == "ds.reduce_max")
+    return callChecked(contract,
+                       name == "ds.reduce_sum"    ? &cpu::halfReduceSumBody
+                       : name == "ds.reduce_mean" ? &cpu::halfReduceMeanBody
+                                                  : &cpu::halfReduceMaxBody,
+                       args, error);
   std::string err;
   if (!checkKernelArgs(contract, args, err)) {
     error = std::string(contract.name) + ": " + err;

@@ -9,7 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/backends/cpu/Widening.h"
+#include "runtime/core/Half.h"
 
 #include <cmath>
 #include <vector>
@@ -40,6 +43,61 @@ double reduceRow(Kind kind, const float *x, int64_t n) {
   return m;
 }
 
+/// x's dims with size-1 dims dropped and neighbours of the same kind
+/// (reduced or kept) merged: sizes and kinds into `size` and `red`;
+/// returns how many.
+int mergeDims(const TensorRef &x, const bool reduced[kMaxRank],
+              int64_t size[kMaxRank], bool red[kMaxRank]) {
+  int r = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    if (x.shape[d] == 1)
+      continue;
+    if (r > 0 && red[r - 1] == reduced[d]) {
+      size[r - 1] *= x.shape[d];
+    } else {
+      size[r] = x.shape[d];
+      red[r] = reduced[d];
+      ++r;
+    }
+  }
+  return r;
+}
+
+/// Column reductions of x viewed as [outer, R, inner]: out[o, c] reduces
+/// x[o, 0..R, c] (a sum in double, in row order); threads own ranges of
+/// (outer, column) outputs. `at(i)` reads x's element i as a float.
+template <class At>
+void reduceColumns(Kind kind, int64_t outer, int64_t R, int64_t inner,
+                   double dscale, At at, float *yp) {
+  parallelFor(outer * inner, std::max<int64_t>(64, 16384 / R),
+              [&](int64_t b, int64_t e) {
+                std::vector<double> acc;
+                std::vector<float> mx;
+                for (int64_t start = b; start < e;) {
+                  const int64_t o = start / inner, c0 = start % inner;
+                  const int64_t c1 = std::min(inner, c0 + (e - start));
+                  const int64_t n = c1 - c0;
+                  const int64_t base = o * R * inner + c0;
+                  float *out = yp + o * inner + c0;
+                  if (kind == Kind::Max) {
+                    mx.assign(size_t(n), -HUGE_VALF);
+                    for (int64_t i = 0; i < R; ++i)
+                      for (int64_t c = 0; c < n; ++c)
+                        mx[c] = maxNan(mx[c], at(base + i * inner + c));
+                    std::copy(mx.begin(), mx.end(), out);
+                  } else {
+                    acc.assign(size_t(n), 0.0);
+                    for (int64_t i = 0; i < R; ++i)
+                      for (int64_t c = 0; c < n; ++c)
+                        acc[c] += at(base + i * inner + c);
+                    for (int64_t c = 0; c < n; ++c)
+                      out[c] = float(acc[c] * dscale);
+                  }
+                  start += n;
+                }
+              });
+}
+
 bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
   if (!expectAllF32(a, err))
     return false;
@@ -65,18 +123,7 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
   // Merged dims (size, reduced), size-1 dims dropped.
   int64_t size[kMaxRank];
   bool red[kMaxRank];
-  int r = 0;
-  for (int d = 0; d < x.rank; ++d) {
-    if (x.shape[d] == 1)
-      continue;
-    if (r > 0 && red[r - 1] == reduced[d]) {
-      size[r - 1] *= x.shape[d];
-    } else {
-      size[r] = x.shape[d];
-      red[r] = reduced[d];
-      ++r;
-    }
-  }
+  const int r = mergeDims(x, reduced, size, red);
   // [outer?, R, inner?] covers everything with one reduced block.
   int firstRed = -1, numRed = 0;
   for (int d = 0; d < r; ++d)
@@ -100,34 +147,8 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
                   });
       return true;
     }
-    // Column reductions; threads own ranges of (outer, column) outputs.
-    parallelFor(outer * inner, std::max<int64_t>(64, 16384 / R),
-                [&](int64_t b, int64_t e) {
-                  std::vector<double> acc;
-                  std::vector<float> mx;
-                  for (int64_t start = b; start < e;) {
-                    const int64_t o = start / inner, c0 = start % inner;
-                    const int64_t c1 = std::min(inner, c0 + (e - start));
-                    const int64_t n = c1 - c0;
-                    const float *base = xp + o * R * inner + c0;
-                    float *out = yp + o * inner + c0;
-                    if (kind == Kind::Max) {
-                      mx.assign(size_t(n), -HUGE_VALF);
-                      for (int64_t i = 0; i < R; ++i)
-                        for (int64_t c = 0; c < n; ++c)
-                          mx[c] = maxNan(mx[c], base[i * inner + c]);
-                      std::copy(mx.begin(), mx.end(), out);
-                    } else {
-                      acc.assign(size_t(n), 0.0);
-                      for (int64_t i = 0; i < R; ++i)
-                        for (int64_t c = 0; c < n; ++c)
-                          acc[c] += base[i * inner + c];
-                      for (int64_t c = 0; c < n; ++c)
-                        out[c] = float(acc[c] * dscale);
-                    }
-                    start += n;
-                  }
-                });
+    reduceColumns(
+        kind, outer, R, inner, dscale, [xp](int64_t i) { return xp[i]; }, yp);
     return true;
   }
   // General: walk x once, accumulating into its output element.
@@ -160,7 +181,64 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
   return true;
 }
 
+/// The 16-bit column of the reductions: a 16-bit x reduced over one block
+/// of rows (a bias gradient [B*T, C] -> [C]) read as it is, each element
+/// widened where it is added; the same sums in the same order as the
+/// widened call, so the same bits. Every other pattern is widened whole.
+bool halfReduceBody(Kind kind, Body widenedBody, const KernelArgs &a,
+                    std::string &err) {
+  const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  bool reduced[kMaxRank];
+  int64_t count;
+  const bool half = x.dtype == DType::bf16 || x.dtype == DType::f16;
+  const bool outOk =
+      y.dtype == DType::f32 || y.dtype == DType::bf16 || y.dtype == DType::f16;
+  if (!half || !outOk || !checkReduce(a, reduced, count, err) || count == 0 ||
+      y.numel() == 0)
+    return err.empty() ? runWidened(widenedBody, a, err) : false;
+  int64_t size[kMaxRank];
+  bool red[kMaxRank];
+  const int r = mergeDims(x, reduced, size, red);
+  int firstRed = -1, numRed = 0;
+  for (int d = 0; d < r; ++d)
+    if (red[d] && numRed++ == 0)
+      firstRed = d;
+  const int64_t inner =
+      numRed == 1 && firstRed + 1 < r ? size[firstRed + 1] : 1;
+  if (numRed != 1 || inner == 1)
+    return runWidened(widenedBody, a, err);
+  const int64_t outer = firstRed == 1 ? size[0] : 1;
+  const double dscale = kind == Kind::Mean ? 1.0 / double(count) : 1.0;
+  std::vector<float> out(size_t(y.numel()));
+  float *yp = y.dtype == DType::f32 ? y.f32() : out.data();
+  const auto *bits = static_cast<const uint16_t *>(x.data);
+  if (x.dtype == DType::bf16)
+    reduceColumns(
+        kind, outer, size[firstRed], inner, dscale,
+        [bits](int64_t i) { return bf16ToFloat(bits[i]); }, yp);
+  else
+    reduceColumns(
+        kind, outer, size[firstRed], inner, dscale,
+        [bits](int64_t i) { return f16ToFloat(bits[i]); }, yp);
+  auto *yBits = static_cast<uint16_t *>(y.data);
+  if (y.dtype == DType::bf16)
+    f32ToBf16(yp, yBits, y.numel());
+  else if (y.dtype == DType::f16)
+    f32ToF16(yp, yBits, y.numel());
+  return true;
+}
+
 } // namespace
+
+bool halfReduceSumBody(const KernelArgs &a, std::string &e) {
+  return halfReduceBody(Kind::Sum, &reduceSumBody, a, e);
+}
+bool halfReduceMeanBody(const KernelArgs &a, std::string &e) {
+  return halfReduceBody(Kind::Mean, &reduceMeanBody, a, e);
+}
+bool halfReduceMaxBody(const KernelArgs &a, std::string &e) {
+  return halfReduceBody(Kind::Max, &reduceMaxBody, a, e);
+}
 
 bool reduceSumBody(const KernelArgs &a, std::string &e) {
   return reduceBody(Kind::Sum, a, e);

@@ -152,7 +152,7 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
     return halfMatmulBody(matmulProductArgs(args, args.outputs), error) &&
            runWidenedTiled("ds.gelu_grad", widened(&geluGradBody),
                            geluGradStepArgs(args, ins), error) &&
-           runWidened(&reduceSumBody, biasGradStepArgs(args, axes), error);
+           halfReduceSumBody(biasGradStepArgs(args, axes), error);
   }
   if (kernel == "ds.matmul_bias" || kernel == "ds.matmul_bias_gelu") {
     // The product, rounded into the first output; then the bias (and the

@@ -42,6 +42,13 @@ bool runWidenedTiled(std::string_view kernel, const WidenedStep &step,
 /// mix widened. The caller has checked the arity and the aliasing.
 bool halfMatmulBody(const KernelArgs &args, std::string &error);
 
+/// ds.reduce_sum's, ds.reduce_mean's and ds.reduce_max's 16-bit columns:
+/// a reduction over rows (a bias gradient) reads the 16-bit x as it is,
+/// bitwise the widened call (Reduce.cpp); any other pattern widens.
+bool halfReduceSumBody(const KernelArgs &args, std::string &error);
+bool halfReduceMeanBody(const KernelArgs &args, std::string &error);
+bool halfReduceMaxBody(const KernelArgs &args, std::string &error);
+
 /// Whether `kernel` is a fused op (ds.add_layer_norm, ds.bias_gelu,
 /// ds.matmul_bias, ds.matmul_bias_gelu, ds.matmul_gelu_grad) that
 /// runWidenedPair computes step by step.

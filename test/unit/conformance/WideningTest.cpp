@@ -434,6 +434,23 @@ TEST(Widening, TiledAttentionEqualsTheWholeF32Kernel) {
               {{s, t}, {s, t}, {s, t}}, {1}, {0.125});
 }
 
+// Reductions over rows (bias gradients) read the 16-bit operand without a
+// copy (Reduce.cpp): still exactly the f32 kernel on the widened values.
+TEST(Widening, RowReductionsReadSixteenBitsAsTheWidenedKernel) {
+  const std::vector<int64_t> s = {37, 1000}, s3 = {4, 37, 100};
+  expectExact("ds.reduce_sum", {{s, DType::bf16, random(37000, 91)}},
+              {{{1000}, DType::bf16}}, {0}, {});
+  expectExact("ds.reduce_sum", {{s, DType::bf16, random(37000, 92)}},
+              {{{1000}, DType::f32}}, {0}, {});
+  expectExact("ds.reduce_mean", {{s3, DType::f16, random(14800, 93)}},
+              {{{4, 100}, DType::f32}}, {1}, {});
+  expectExact("ds.reduce_max", {{s3, DType::bf16, random(14800, 94)}},
+              {{{4, 100}, DType::bf16}}, {1}, {});
+  // Not over rows: widened whole, as before.
+  expectExact("ds.reduce_sum", {{s, DType::bf16, random(37000, 95)}},
+              {{{37}, DType::bf16}}, {1}, {});
+}
+
 // The fused pairs over many tiles are still their two ops, each rounded.
 TEST(Widening, TiledFusedPairsEqualTheirTwoOps) {
   const std::vector<int64_t> s = {37, 1000}, row = {1000};
