@@ -7,14 +7,16 @@
 #
 #   bash bench/bf16_cpu.sh [OUT_DIR]
 #
-# Model: bench/gpt2_cpu.sh's small GPT (4 layers, d 256, T 128, byte
-# vocabulary, micro-batch 8, AdamW, clipping 1.0) on 4 MB of seeded random
-# bytes. PyTorch is build/venv's (torch 2.5, scripts/install-python.sh):
-# Debian's 1.13 has no torch.compile. Prints the median step over every
+# Model (SIZE): `small` is bench/gpt2_cpu.sh's small GPT (4 layers, d 256,
+# T 128, byte vocabulary, micro-batch 8); `gpt2` is GPT-2 124M (12 layers,
+# d 768, vocabulary 50257) at micro-batch 2, T 512 (issue 32's second
+# benchmark). AdamW, clipping 1.0, 4 MB of seeded random bytes. PyTorch
+# is build/venv's (torch 2.5, scripts/install-python.sh): Debian's 1.13
+# has no torch.compile. Prints the median step over every
 # round's measured steps, tokens/s and each row's ratio to the fastest
 # PyTorch row of its precision. Builds nothing; holds $DSC_BENCH_LOCK
-# (bench/lock.sh). Knobs: STEPS (20), WARMUP (5), ROUNDS (2), BUILD_DIR,
-# TORCH=0 (dsrun rows only).
+# (bench/lock.sh). Knobs: SIZE (small), STEPS (20), WARMUP (5), ROUNDS (2),
+# BUILD_DIR, TORCH=0 (dsrun rows only).
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
@@ -36,11 +38,16 @@ if [[ "${TORCH:-1}" != 0 ]] && ! "$py" -c "import torch" 2>/dev/null; then
   exit 2
 fi
 
-model=gpt2:n_layer=4,n_head=4,n_embd=256,block_size=128,vocab_size=256,dropout=0
+case ${SIZE:-small} in
+  small) L=4 H=4 D=256 T=128 V=256 MB=8 ;;
+  gpt2) L=12 H=12 D=768 T=512 V=50257 MB=2 ;;
+  *) echo "bf16_cpu.sh: SIZE=$SIZE: expected small or gpt2" >&2; exit 2 ;;
+esac
+model=gpt2:n_layer=$L,n_head=$H,n_embd=$D,block_size=$T,vocab_size=$V,dropout=0
 for p in fp32 bf16; do
   extra=""
   [[ $p == bf16 ]] && extra=', "bf16": {"enabled": true}'
-  echo "{\"train_micro_batch_size_per_gpu\": 8, \"gradient_clipping\": 1.0, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"betas\": [0.9, 0.95], \"eps\": 1e-8, \"weight_decay\": 0.1}}$extra}" > "$out/$p.json"
+  echo "{\"train_micro_batch_size_per_gpu\": $MB, \"gradient_clipping\": 1.0, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"betas\": [0.9, 0.95], \"eps\": 1e-8, \"weight_decay\": 0.1}}$extra}" > "$out/$p.json"
   "$build/tools/dsc" --model "$model" --config "$out/$p.json" -o "$out/$p.dsplan" --report > "$out/$p.report"
 done
 data=$out/random.bytes
@@ -58,7 +65,8 @@ torch_row() { # name args...
   # A baseline that fails (torch 2.5's inductor cannot build its bf16 C++
   # kernels with some compilers) is reported as such, not fatal.
   OMP_WAIT_POLICY=PASSIVE "$py" "$root/bench/torch_gpt2.py" --data "$data" \
-    --steps "$steps" --warmup "$warmup" "$@" > "$out/$name.$r.json" 2> "$out/$name.$r.err" ||
+    --steps "$steps" --warmup "$warmup" --n-layer $L --n-head $H --n-embd $D \
+    --block-size $T --vocab-size $V --batch $MB "$@" > "$out/$name.$r.json" 2> "$out/$name.$r.err" ||
     echo "$name (round $r) failed: $(grep -m1 -E 'Error|error:' "$out/$name.$r.err" | cut -c1-160)" | tee -a "$out/failed.txt"
 }
 rm -f "$out/failed.txt"
@@ -75,9 +83,9 @@ for r in $(seq "$rounds"); do
   fi
 done
 
-python3 - "$out" "$rounds" "$warmup" <<'PY'
+python3 - "$out" "$rounds" "$warmup" $((MB * T)) <<'PY'
 import json, os, statistics, sys
-out, rounds, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, rounds, warmup, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = {}
 for name in ["dsrun-fp32", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager-fp32",
              "torch-eager-bf16", "torch-compile-fp32", "torch-compile-bf16"]:
@@ -93,7 +101,6 @@ for name in ["dsrun-fp32", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager
             loss = j["last_loss"]
     if times:
         rows[name] = (statistics.median(times), loss)
-tokens = 8 * 128
 print("\n| run | median step (ms) | tokens/s | last loss | vs fastest PyTorch of its precision |")
 print("|---|---|---|---|---|")
 for name, (med, loss) in rows.items():
