@@ -206,10 +206,6 @@ const GemmPrimitive *primitiveFor(const GemmKey &key, std::string &err) {
   return &cache.emplace(key, p).first->second;
 }
 
-} // namespace
-
-namespace {
-
 // Whether oneDNN is loaded and makes a bf16 matmul on this CPU (a small
 // probe product), and what it runs on or why it cannot.
 struct Bf16Path {

@@ -44,10 +44,12 @@ double reduceRow(Kind kind, const float *x, int64_t n) {
 }
 
 /// x's dims with size-1 dims dropped and neighbours of the same kind
-/// (reduced or kept) merged: sizes and kinds into `size` and `red`;
-/// returns how many.
+/// (reduced or kept) merged: sizes and kinds into `size` and `red`, the
+/// first reduced one into `firstRed` (-1: none) and the reduced ones'
+/// count into `numRed`; returns how many dims.
 int mergeDims(const TensorRef &x, const bool reduced[kMaxRank],
-              int64_t size[kMaxRank], bool red[kMaxRank]) {
+              int64_t size[kMaxRank], bool red[kMaxRank], int &firstRed,
+              int &numRed) {
   int r = 0;
   for (int d = 0; d < x.rank; ++d) {
     if (x.shape[d] == 1)
@@ -60,6 +62,11 @@ int mergeDims(const TensorRef &x, const bool reduced[kMaxRank],
       ++r;
     }
   }
+  firstRed = -1;
+  numRed = 0;
+  for (int d = 0; d < r; ++d)
+    if (red[d] && numRed++ == 0)
+      firstRed = d;
   return r;
 }
 
@@ -123,12 +130,9 @@ bool reduceBody(Kind kind, const KernelArgs &a, std::string &err) {
   // Merged dims (size, reduced), size-1 dims dropped.
   int64_t size[kMaxRank];
   bool red[kMaxRank];
-  const int r = mergeDims(x, reduced, size, red);
   // [outer?, R, inner?] covers everything with one reduced block.
-  int firstRed = -1, numRed = 0;
-  for (int d = 0; d < r; ++d)
-    if (red[d] && numRed++ == 0)
-      firstRed = d;
+  int firstRed, numRed;
+  const int r = mergeDims(x, reduced, size, red, firstRed, numRed);
   if (numRed == 0) { // nothing of size > 1 is reduced
     for (int64_t i = 0; i < outN; ++i)
       yp[i] = xp[i] * scale;
@@ -193,16 +197,14 @@ bool halfReduceBody(Kind kind, Body widenedBody, const KernelArgs &a,
   const bool half = x.dtype == DType::bf16 || x.dtype == DType::f16;
   const bool outOk =
       y.dtype == DType::f32 || y.dtype == DType::bf16 || y.dtype == DType::f16;
-  if (!half || !outOk || !checkReduce(a, reduced, count, err) || count == 0 ||
-      y.numel() == 0)
-    return err.empty() ? runWidened(widenedBody, a, err) : false;
+  if (half && outOk && !checkReduce(a, reduced, count, err))
+    return false;
+  if (!half || !outOk || count == 0 || y.numel() == 0)
+    return runWidened(widenedBody, a, err);
   int64_t size[kMaxRank];
   bool red[kMaxRank];
-  const int r = mergeDims(x, reduced, size, red);
-  int firstRed = -1, numRed = 0;
-  for (int d = 0; d < r; ++d)
-    if (red[d] && numRed++ == 0)
-      firstRed = d;
+  int firstRed, numRed;
+  const int r = mergeDims(x, reduced, size, red, firstRed, numRed);
   const int64_t inner =
       numRed == 1 && firstRed + 1 < r ? size[firstRed + 1] : 1;
   if (numRed != 1 || inner == 1)
