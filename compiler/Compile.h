@@ -45,6 +45,8 @@ struct CompileRequest {
   std::optional<int64_t> activationMemory;
   /// false: phase fused leaves an LM head and its loss as five ops.
   bool fuseLmHead = true;
+  /// false: phase fused leaves elementwise chains as separate ops.
+  bool fuseElementwise = true;
   /// The fused head's rows a chunk; 0: ds-fuse-lm-head's rule.
   int64_t lmHeadChunkRows = 0;
   /// Refuse a plan that needs more device memory per rank ("80GiB"); the

@@ -128,6 +128,7 @@ void addFused(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsExpandUpdates());
   pm.addPass(ds::createDsFuseLmHead(o.fuseLmHead));
   pm.addPass(ds::createDsFuse());
+  pm.addPass(ds::createDsFuseElementwise(o.fuseElementwise));
 }
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsSchedule());

@@ -81,6 +81,7 @@ struct TrainOptions {
   mlir::ds::DsRematOptions remat;
   mlir::ds::DsZeroOptions zero;
   mlir::ds::DsFuseLmHeadOptions fuseLmHead;
+  mlir::ds::DsFuseElementwiseOptions fuseElementwise;
   mlir::ds::DsOffloadOptions offload;
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;

@@ -235,6 +235,24 @@ def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsFuseElementwise : Pass<"ds-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "groups elementwise chains into ds.fused_elementwise by bytes";
+  let description = [{
+    Phase `fused`, after ds-fuse: in each program but @forward, chains of
+    elementwise ops (same shape; outside operands the group's shape or its
+    trailing dims) become one ds.fused_elementwise at the chain's last op,
+    grown greedily in program order by the bytes each join saves
+    (passes/FuseElementwise.cpp). A recomputation groups only with
+    recomputations; a group holds at most 32 inputs and results.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "true",
+           "false: leave elementwise chains unfused (dsc "
+           "--fuse-elementwise=false)">,
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
   let summary = "phase `offload`: state in host memory, copies to and from it";
   let description = [{

@@ -52,6 +52,37 @@ void roundTo(ref::Tensor &t, Type type) {
     v = ref::roundToDType(v, *dtype);
 }
 
+} // namespace
+
+ref::Result<std::vector<ref::Tensor>>
+evaluateFusedBody(Operation *op, llvm::ArrayRef<const ref::Tensor *> operands,
+                  const EvalContext &context) {
+  Block &body = op->getRegion(0).front();
+  llvm::DenseMap<Value, const ref::Tensor *> values;
+  for (auto [arg, t] : llvm::zip(body.getArguments(), operands))
+    values[arg] = t;
+  std::vector<ref::Tensor> computed;
+  computed.reserve(body.getOperations().size());
+  for (Operation &inner : body.without_terminator()) {
+    SmallVector<const ref::Tensor *> in;
+    for (Value v : inner.getOperands())
+      in.push_back(values.lookup(v));
+    auto out = evaluateOp(&inner, in, context);
+    if (!out)
+      return out;
+    computed.push_back(std::move(out.value.front()));
+    if (context.round)
+      roundTo(computed.back(), inner.getResult(0).getType());
+    values[inner.getResult(0)] = &computed.back();
+  }
+  std::vector<ref::Tensor> results;
+  for (Value v : body.getTerminator()->getOperands())
+    results.push_back(*values.lookup(v));
+  return results;
+}
+
+namespace {
+
 /// Checks a tensor handed to the interpreter from outside (an argument, a
 /// variable) against the IR type it is read as; "" when it fits.
 std::string checkFits(const ref::Tensor &t, Type type) {

@@ -55,6 +55,14 @@ ref::Result<std::vector<ref::Tensor>>
 evaluateOp(mlir::Operation *op, llvm::ArrayRef<const ref::Tensor *> operands,
            const EvalContext &context);
 
+/// ds.fused_elementwise (`op`): its body's ops evaluated in order on the
+/// operands, each result rounded to its type (with context.round), as the
+/// unfused ops would be; one tensor per result.
+ref::Result<std::vector<ref::Tensor>>
+evaluateFusedBody(mlir::Operation *op,
+                  llvm::ArrayRef<const ref::Tensor *> operands,
+                  const EvalContext &context);
+
 class Interpreter {
 public:
   /// Interprets `module`, which must outlive the interpreter. `seed` keys

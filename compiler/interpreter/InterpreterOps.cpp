@@ -715,6 +715,9 @@ Outcome evaluate(SplitOp o, Operands in, const EvalContext &) {
 Outcome evaluate(BroadcastOp o, Operands in, const EvalContext &) {
   return one(ref::broadcast_to(*in[0], shapeOf(o.getResult())));
 }
+Outcome evaluate(FusedElementwiseOp o, Operands in, const EvalContext &ctx) {
+  return dsc::evaluateFusedBody(o, in, ctx);
+}
 Outcome evaluate(ReduceSumOp o, Operands in, const EvalContext &) {
   return reduce(o, ReduceKind::Sum, in);
 }

@@ -10,8 +10,10 @@
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
+#include "runtime/kernels/KernelContract.h"
 #include "runtime/plan/ProgramNames.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
@@ -145,6 +147,8 @@ private:
   void lowerShard(dist::ShardOp shard);
   void lowerStoreParams(dist::StoreParamsOp store);
   LogicalResult lowerKernelCall(Operation &op);
+  Value dyingOperand(Operation &op, Value out,
+                     const llvm::SmallPtrSetImpl<Value> &taken);
 
   // Once every op is lowered.
   PlanInstr instruction(Pending &p);
@@ -476,8 +480,16 @@ LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
   p.kernel = kernel.getKernelName().str();
   for (Value in : op.getOperands())
     p.ins.push_back(ref(in));
-  for (Value out : op.getResults())
+  llvm::SmallPtrSet<Value, 4> taken;
+  for (Value out : op.getResults()) {
+    if (Value in = dyingOperand(op, out, taken)) {
+      taken.insert(in);
+      slotOf[out] = slotOf.lookup(in);
+      p.outs.push_back(ref(out));
+      continue;
+    }
     p.outs.push_back(newSlot(out, &op));
+  }
   SmallVector<int64_t> ints;
   SmallVector<double> floats;
   kernel.getKernelAttributes(ints, floats);
@@ -491,6 +503,39 @@ LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
   for (Value out : op.getResults())
     lowering.producerIndex[out] = pend.size() - 1;
   return success();
+}
+
+/// An operand of a fused elementwise group whose storage result `out` can
+/// take, as XLA's buffer assignment shares a dying operand's: the operand
+/// has `out`'s type, is read by the group alone, and is a transient a
+/// kernel call of this program wrote in the group's space (no variable,
+/// input, view or collective buffer). A group holds its inputs and results
+/// at once where its ops one at a time could free an input first; this
+/// keeps it from holding more. (Every any_input kernel could share so; on
+/// GPT-2's pipeline stages that packed 10 MiB worse, so it waits for a
+/// placement that weighs it.) Null when there is none.
+Value Lowering::ProgramLowering::dyingOperand(
+    Operation &op, Value out, const llvm::SmallPtrSetImpl<Value> &taken) {
+  if (!isa<FusedElementwiseOp>(op))
+    return {};
+  auto kernel = dyn_cast<KernelOpInterface>(op);
+  const rt::KernelContract *contract =
+      kernel ? rt::findKernelContract(kernel.getKernelName().str()) : nullptr;
+  if (!contract || contract->alias != rt::KernelAlias::AnyInput ||
+      !kernel.isInPlaceSafe())
+    return {};
+  const uint64_t bytes = bytesOf(cast<RankedTensorType>(out.getType()));
+  for (Value in : op.getOperands()) {
+    if (in.getType() != out.getType() || taken.contains(in) ||
+        !lowering.producerIndex.count(in) || viewOffset.lookup(in) != 0 ||
+        !llvm::all_of(in.getUsers(), [&](Operation *u) { return u == &op; }))
+      continue;
+    const Slot &slot = lowering.slots[slotOf.lookup(in)];
+    if (!slot.fixed && slot.category == Category::Activations &&
+        slot.space == spaceOf(&op) && slot.bytes == bytes)
+      return in;
+  }
+  return {};
 }
 
 PlanInstr Lowering::ProgramLowering::instruction(Pending &p) {

@@ -804,6 +804,9 @@ def DS_AddLayerNormOp : DS_Op<"add_layer_norm",
 // An LM head and its loss in one op (phase fused).
 include "dialects/ds/DsFusedLossOps.td"
 
+// Elementwise chains in one op (phase fused).
+include "dialects/ds/DsFusedElementwiseOps.td"
+
 // The optimizer updates (OptimizerUpdateOpInterface).
 include "dialects/ds/DsOptimizerOps.td"
 

@@ -17,6 +17,8 @@
 //   ds.relu_grad ds.silu_grad (x, g) -> out                               |
 //   ds.gelu_grad        (x, g) -> out               [approx]              |
 //   ds.cast             (x) -> out (dtype from buffers)                   |
+//   ds.fused_elementwise (x...) -> out...           [program...] a group of
+//                       elementwise ops (runtime/kernels/FusedProgram.h)
 //   ds.dropout          (x) -> out                  [id] | [rate]
 //   ds.matmul           (a, b) -> out               [transpose_a, transpose_b]
 //   ds.matmul_bias      (a, b, bias) -> out         [transpose_a, transpose_b]

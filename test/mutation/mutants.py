@@ -304,6 +304,20 @@ def layernorm_eps(plan):
     return changes
 
 
+def fused_divided_input(ins):
+    """The input buffer a ds.fused_elementwise's program divides by
+    something (runtime/kernels/FusedProgram.h: opcode 3, ds.div; 4 is
+    ds.minimum), when it has one such division and a minimum; else None."""
+    ints = vec(ins, "int_attrs")
+    if not ints:
+        return None
+    code = [ints[1 + 4 * j:5 + 4 * j] for j in range(ints[0])]
+    divs = [op for op in code if op[0] == 3 and op[1] < len(ins["inputs"])]
+    if len(divs) != 1 or not any(op[0] == 4 for op in code):
+        return None
+    return ins["inputs"][divs[0][1]]
+
+
 @mutant("clip-ignored", "gpt2")
 def clip_ignored(plan):
     """Gradient clipping ignored: @apply's clip ratio min(clip / (norm +
@@ -317,12 +331,21 @@ def clip_ignored(plan):
     for _, i, ins in select(plan, "ds.adamw", [prog]):
         scale = ins["inputs"][6]
         mi, mn = last_writer(prog, i, pj.buffer_range(plan, scale), plan)
-        need(mn is not None and mn["kernel"] == "ds.minimum",
-             f"{pj.describe(prog, i, ins)}: its scale is not a ds.minimum")
-        di, dv = last_writer(prog, mi, pj.buffer_range(plan, mn["inputs"][0]), plan)
-        need(dv is not None and dv["kernel"] == "ds.div",
-             f"{pj.describe(prog, mi, mn)}: its ratio is not a ds.div")
-        c = pj.constant_of(plan, dv["inputs"][0])
+        if mn is not None and mn["kernel"] == "ds.fused_elementwise":
+            # add, div and minimum in one group: the clip is the input the
+            # program's ds.div divides.
+            di, dv = mi, mn
+            numerator = fused_divided_input(mn)
+            need(numerator is not None,
+                 f"{pj.describe(prog, mi, mn)}: no ds.div of an input and a ds.minimum in it")
+        else:
+            need(mn is not None and mn["kernel"] == "ds.minimum",
+                 f"{pj.describe(prog, i, ins)}: its scale is not a ds.minimum")
+            di, dv = last_writer(prog, mi, pj.buffer_range(plan, mn["inputs"][0]), plan)
+            need(dv is not None and dv["kernel"] == "ds.div",
+                 f"{pj.describe(prog, mi, mn)}: its ratio is not a ds.div")
+            numerator = dv["inputs"][0]
+        c = pj.constant_of(plan, numerator)
         need(c is not None and plan["buffers"][c["buffer"]]["dtype"] == "f32"
              and len(vec(c, "data")) == 4,
              f"{pj.describe(prog, di, dv)}: its numerator is not an f32 scalar constant")

@@ -33,6 +33,7 @@ OPS = {
     'ds.embedding_grad': OpInfo(('indices', 'grad'), ('result',), ('vocab_size', 'parts'), True),
     'ds.equal': OpInfo(('lhs', 'rhs'), ('result',), (), True),
     'ds.exp': OpInfo(('x',), ('result',), (), True),
+    'ds.fused_elementwise': OpInfo(('inputs...',), ('results...',), (), True),
     'ds.gelu': OpInfo(('x',), ('result',), ('approximate',), True),
     'ds.gelu_grad': OpInfo(('x', 'grad'), ('result',), ('approximate',), True),
     'ds.iota': OpInfo((), ('result',), ('dim',), True),
@@ -81,6 +82,7 @@ OPS = {
     'ds.tanh': OpInfo(('x',), ('result',), (), True),
     'ds.transpose': OpInfo(('x',), ('result',), ('permutation',), True),
     'ds.variable': OpInfo((), (), ('kind', 'sym_name', 'of', 'type', 'init', 'std'), False),
+    'ds.yield': OpInfo(('values...',), (), (), False),
 }
 
 DIALECT_ATTRIBUTES = ('ds.grad_accumulation', 'ds.global_grad_norm', 'ds.loss_seed', 'ds.recompute', 'ds.remat', 'ds.aliases', 'ds.name', 'ds.decay', 'ds.attention_heads')

@@ -72,11 +72,12 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
 
 /// Kernels whose bodies take 16-bit operands themselves: the collectives sum
 /// in the operands' dtype, as NCCL does, rather than on widened copies;
-/// ds.linear_cross_entropy rounds its intermediates where the unfused ops'
-/// results would be, which one widened call cannot.
+/// ds.linear_cross_entropy and ds.fused_elementwise round their
+/// intermediates where the unfused ops' results would be, which one widened
+/// call cannot.
 bool halfIsNative(KernelId id) {
   return id == KernelId::CommAllReduce || id == KernelId::CommReduceScatter ||
-         id == KernelId::LinearCrossEntropy;
+         id == KernelId::LinearCrossEntropy || id == KernelId::FusedElementwise;
 }
 
 template <size_t... I>

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/cpu/CpuCommon.h"
-#include "runtime/backends/cpu/FastMath.h"
+#include "runtime/backends/cpu/ElementwiseFunctors.h"
 
 #include <cmath>
 #include <limits>
@@ -19,34 +19,13 @@
 namespace dsc::rt::cpu {
 namespace {
 
+using namespace ew;
+
 /// Elements per parallel chunk: below this a helper thread costs more than
 /// it saves.
 constexpr int64_t kGrain = 1 << 15;
 
 //===--- Binary -----------------------------------------------------------===//
-
-struct AddOp {
-  static float f(float a, float b) { return a + b; }
-};
-struct SubOp {
-  static float f(float a, float b) { return a - b; }
-};
-struct MulOp {
-  static float f(float a, float b) { return a * b; }
-};
-struct DivOp {
-  static float f(float a, float b) { return a / b; }
-};
-// NaN propagates from either side, as in numpy.
-struct MinimumOp {
-  static float f(float a, float b) { return ((a < b) | (a != a)) ? a : b; }
-};
-struct MaximumOp {
-  static float f(float a, float b) { return ((a > b) | (a != a)) ? a : b; }
-};
-struct EqualOp {
-  static float f(float a, float b) { return a == b ? 1.0f : 0.0f; }
-};
 
 template <class Op>
 void binaryRun(const float *a, int64_t sa, const float *b, int64_t sb,
@@ -107,56 +86,6 @@ template <class Op> bool unaryBody(const KernelArgs &args, std::string &err) {
   return true;
 }
 
-struct NegOp {
-  static float f(float x) { return -x; }
-};
-struct ExpOp {
-  static float f(float x) { return fm::exp(x); }
-};
-struct LogOp {
-  static float f(float x) { return std::log(x); }
-};
-struct TanhOp {
-  static float f(float x) { return fm::tanh(x); }
-};
-struct SqrtOp {
-  static float f(float x) { return std::sqrt(x); }
-};
-struct RsqrtOp {
-  static float f(float x) { return 1.0f / std::sqrt(x); }
-};
-// NaN maps to 0, like the reference's x > 0 ? x : 0.
-struct ReluOp {
-  static float f(float x) { return x > 0 ? x : 0.0f; }
-};
-struct SiluOp {
-  static float f(float x) { return x / (1.0f + fm::exp(-x)); }
-};
-// x Phi(x), Phi the standard normal CDF.
-struct GeluErfOp {
-  static float f(float x) {
-    float gauss;
-    return x * fm::normalCdf(x, gauss);
-  }
-};
-// 0.5 x (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3).
-// In the negative tail the result is ~e^(2z), so z is formed in double and
-// handed to exp as a float pair: its rounding would cost |2z| ulp otherwise.
-float expOfMinus2z(float x, float &dz) {
-  double xd = x;
-  double z = 0.79788456080286535588 * (xd + 0.044715 * xd * xd * xd);
-  dz = float(0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * xd * xd));
-  float hi = float(-2.0 * z);
-  float lo = float(-2.0 * z - double(hi));
-  return fm::expSum(hi, lo == lo ? lo : 0.0f); // x = +-inf: lo is NaN
-}
-struct GeluTanhOp {
-  static float f(float x) {
-    float dz;
-    return x / (1.0f + expOfMinus2z(x, dz));
-  }
-};
-
 bool geluApprox(const KernelArgs &args, std::string &err, bool &tanhForm) {
   return checkGeluApprox(err, args.intAttrs[0], tanhForm);
 }
@@ -175,35 +104,6 @@ bool activationGradBody(const KernelArgs &args, std::string &err) {
   });
   return true;
 }
-
-struct ReluGradOp {
-  static float d(float x) { return x > 0 ? 1.0f : 0.0f; }
-};
-struct SiluGradOp {
-  static float d(float x) {
-    float s = fm::sigmoid(x);
-    return s * (1.0f + x * (1.0f - s));
-  }
-};
-struct SwigluGate {
-  static float d(float x) { return SiluOp::f(x); }
-};
-// Phi(x) + x phi(x).
-struct GeluErfGradOp {
-  static float d(float x) {
-    float gauss;
-    float cdf = fm::normalCdf(x, gauss);
-    return cdf + x * fm::kInvSqrt2Pi * gauss;
-  }
-};
-// d/dx [x s(2z)] = s + 2 x s (1 - s) z'.
-struct GeluTanhGradOp {
-  static float d(float x) {
-    float dz;
-    float s = 1.0f / (1.0f + expOfMinus2z(x, dz));
-    return s + 2.0f * x * s * (1.0f - s) * dz;
-  }
-};
 
 template <class Op>
 bool biasActivation(const KernelArgs &args, std::string &err) {

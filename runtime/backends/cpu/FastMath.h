@@ -17,7 +17,30 @@
 #include <cstdint>
 #include <cstring>
 
+// Two builds of these functions, in inline namespaces of their own so that
+// a program may link both: by default the polynomials' a * b + c are left
+// to the compiler's contraction (as in every kernel but the elementwise
+// ones); with DSC_FM_EXPLICIT_FMA, set for the elementwise kernels (built
+// with -ffp-contract=off, runtime/backends/cpu/CMakeLists.txt) they are
+// explicit FMAs, which round alike in vector loops and scalar remainders.
+#ifdef DSC_FM_EXPLICIT_FMA
+#define DSC_FM_VARIANT explicit_fma
+#else
+#define DSC_FM_VARIANT contracted
+#endif
+
 namespace dsc::rt::cpu::fm {
+inline namespace DSC_FM_VARIANT {
+
+/// a * b + c: one FMA in the explicit build where the CPU has FMA, else
+/// the expression as written.
+inline float madd(float a, float b, float c) {
+#if defined(DSC_FM_EXPLICIT_FMA) && defined(__FMA__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 
 inline int32_t bitsOf(float x) {
   int32_t i;
@@ -50,12 +73,12 @@ inline float expSum(float a, float b) {
   float r = (a - n * kLn2Hi - n * kLn2Lo) + b;
   // e^r on [-ln2/2, ln2/2], relative error 2.5e-9.
   float p = 1.394110843e-03f;
-  p = p * r + 8.375126398e-03f;
-  p = p * r + 4.166635290e-02f;
-  p = p * r + 1.666641551e-01f;
-  p = p * r + 5.000000047e-01f;
-  p = p * r + 1.000000038e+00f;
-  p = p * r + 1.0f;
+  p = madd(p, r, 8.375126398e-03f);
+  p = madd(p, r, 4.166635290e-02f);
+  p = madd(p, r, 1.666641551e-01f);
+  p = madd(p, r, 5.000000047e-01f);
+  p = madd(p, r, 1.000000038e+00f);
+  p = madd(p, r, 1.0f);
   // 2^n as two factors so that both stay normal for n in [-150, 128]; the
   // product overflows to inf or underflows through the subnormals.
   uint32_t n1 = uint32_t(int32_t(ni) >> 1), n2 = ni - n1;
@@ -76,12 +99,12 @@ inline float tanh(float x) {
   // tanh(x)/x as a polynomial in x^2 on [0, 0.625^2], relative error 1.5e-10.
   float u = x * x;
   float p = 2.127435363e-03f;
-  p = p * u - 8.157853372e-03f;
-  p = p * u + 2.169126532e-02f;
-  p = p * u - 5.394458468e-02f;
-  p = p * u + 1.333318175e-01f;
-  p = p * u - 3.333332966e-01f;
-  p = p * u + 9.999999999e-01f;
+  p = madd(p, u, -8.157853372e-03f);
+  p = madd(p, u, 2.169126532e-02f);
+  p = madd(p, u, -5.394458468e-02f);
+  p = madd(p, u, 1.333318175e-01f);
+  p = madd(p, u, -3.333332966e-01f);
+  p = madd(p, u, 9.999999999e-01f);
   float small = x * p;
   // 1 - 2 / (e^2|x| + 1) loses at most a bit to cancellation above 0.625.
   float big = 1.0f - 2.0f / (exp(2.0f * ax) + 1.0f);
@@ -101,26 +124,26 @@ inline float normalCdf(float x, float &gauss) {
   // |x| <= 1: Phi(x) = 1/2 + x P(x^2), P fitted on [0, 1] (7.5e-10).
   float u = x * x;
   float p = -7.660538171e-06f;
-  p = p * u + 1.135022962e-04f;
-  p = p * u - 1.186343989e-03f;
-  p = p * u + 9.973328481e-03f;
-  p = p * u - 6.649036057e-02f;
-  p = p * u + 3.989422801e-01f;
+  p = madd(p, u, 1.135022962e-04f);
+  p = madd(p, u, -1.186343989e-03f);
+  p = madd(p, u, 9.973328481e-03f);
+  p = madd(p, u, -6.649036057e-02f);
+  p = madd(p, u, 3.989422801e-01f);
   float center = 0.5f + x * p;
   // |x| > 1: Phi(-|x|) = e^(-x^2/2) t S(t) with t = 1 / (1 + |x|/2) and S
   // fitted on [0, 2/3] (9e-9).
   float t = 1.0f / (1.0f + 0.5f * ax);
   float q = -7.703975210e-02f;
-  q = q * t + 4.398607019e-01f;
-  q = q * t - 9.512239947e-01f;
-  q = q * t + 9.549006937e-01f;
-  q = q * t - 3.562960719e-01f;
-  q = q * t - 3.579496554e-02f;
-  q = q * t - 7.336031407e-02f;
-  q = q * t + 5.078679717e-02f;
-  q = q * t + 1.495641829e-01f;
-  q = q * t + 1.994717917e-01f;
-  q = q * t + 1.994711384e-01f;
+  q = madd(q, t, 4.398607019e-01f);
+  q = madd(q, t, -9.512239947e-01f);
+  q = madd(q, t, 9.549006937e-01f);
+  q = madd(q, t, -3.562960719e-01f);
+  q = madd(q, t, -3.579496554e-02f);
+  q = madd(q, t, -7.336031407e-02f);
+  q = madd(q, t, 5.078679717e-02f);
+  q = madd(q, t, 1.495641829e-01f);
+  q = madd(q, t, 1.994717917e-01f);
+  q = madd(q, t, 1.994711384e-01f);
   float tail = gauss * t * q;
   float outer = x < 0 ? tail : 1.0f - tail;
   return ax <= 1.0f ? center : outer;
@@ -153,6 +176,7 @@ constexpr float kInvSqrt2Pi = 0.398942280401432678f;
 /// sqrt(2 / pi), for GELU's tanh form.
 constexpr float kSqrt2OverPi = 0.797884560802865356f;
 
+} // namespace DSC_FM_VARIANT
 } // namespace dsc::rt::cpu::fm
 
 #endif // DSC_RUNTIME_BACKENDS_CPU_FASTMATH_H

@@ -655,3 +655,39 @@ func.func @f(%p: tensor<4x3xf32>, %s: tensor<f32>) {
   %0 = ds.muon_apply %p, %p lr %s scale %s weight_decay 0.0 factor 0.5 : tensor<4x3xf32>, tensor<4x3xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %c: tensor<2x1xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'ds.fused_elementwise' op input of type 'tensor<2x1xf32>' is neither the group's shape nor its trailing dims}}
+  %0 = ds.fused_elementwise %x, %c : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>, %b: tensor<2x1xf32>):
+    %s = ds.add %a, %b : tensor<2x8xf32>, tensor<2x1xf32>
+    ds.yield %s : tensor<2x8xf32>
+  }
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %0 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %e = ds.exp %a : tensor<2x8xf32>
+    // expected-error @+1 {{'ds.softmax' op cannot be in a ds.fused_elementwise body}}
+    %s = ds.softmax %e : tensor<2x8xf32>
+    ds.yield %s : tensor<2x8xf32>
+  }
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'ds.fused_elementwise' op cannot yield an input}}
+  %0 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    ds.yield %a : tensor<2x8xf32>
+  }
+  return %0 : tensor<2x8xf32>
+}

@@ -229,3 +229,19 @@ func.func @fused(%x: tensor<2x8xf32>, %b: tensor<8xf32>) {
   %2:2 = ds.add_layer_norm %x, %1#1, %b eps 1.0e-5 : tensor<2x8xf32>, tensor<8xf32>
   return
 }
+
+// CHECK-LABEL: func @fused_elementwise
+func.func @fused_elementwise(%x: tensor<2x8xbf16>, %b: tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2x8xf32>) {
+  // CHECK: %{{.*}}:2 = ds.fused_elementwise %{{.*}}, %{{.*}} : (tensor<2x8xbf16>, tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2x8xf32>) {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<2x8xbf16>, %[[B:.*]]: tensor<8xbf16>):
+  // CHECK-NEXT:   %[[S:.*]] = ds.add %[[X]], %[[B]] : tensor<2x8xbf16>, tensor<8xbf16>
+  // CHECK-NEXT:   %[[W:.*]] = ds.cast %[[S]] : tensor<2x8xbf16> -> tensor<2x8xf32>
+  // CHECK-NEXT:   ds.yield %[[S]], %[[W]] : tensor<2x8xbf16>, tensor<2x8xf32>
+  %0:2 = ds.fused_elementwise %x, %b : (tensor<2x8xbf16>, tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2x8xf32>) {
+  ^bb0(%a0: tensor<2x8xbf16>, %a1: tensor<8xbf16>):
+    %s = ds.add %a0, %a1 : tensor<2x8xbf16>, tensor<8xbf16>
+    %w = ds.cast %s : tensor<2x8xbf16> -> tensor<2x8xf32>
+    ds.yield %s, %w : tensor<2x8xbf16>, tensor<2x8xf32>
+  }
+  return %0#0, %0#1 : tensor<2x8xbf16>, tensor<2x8xf32>
+}

@@ -1,0 +1,148 @@
+//===- FusedElementwise.cpp - ds.fused_elementwise: checks and program ---===//
+//
+// The verifier holds the body to what a backend can run per element, and
+// getKernelAttributes writes the body as the program a plan carries
+// (runtime/kernels/FusedProgram.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/ds/FusedElementwise.h"
+#include "dialects/ds/DsOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace fused = dsc::rt::fused;
+using fused::Opcode;
+
+std::optional<Opcode> mlir::ds::fusedOpcodeOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<Opcode>>(op)
+      .Case([](AddOp) { return Opcode::Add; })
+      .Case([](SubOp) { return Opcode::Sub; })
+      .Case([](MulOp) { return Opcode::Mul; })
+      .Case([](DivOp) { return Opcode::Div; })
+      .Case([](MinimumOp) { return Opcode::Minimum; })
+      .Case([](MaximumOp) { return Opcode::Maximum; })
+      .Case([](NegOp) { return Opcode::Neg; })
+      .Case([](ExpOp) { return Opcode::Exp; })
+      .Case([](LogOp) { return Opcode::Log; })
+      .Case([](TanhOp) { return Opcode::Tanh; })
+      .Case([](SqrtOp) { return Opcode::Sqrt; })
+      .Case([](RsqrtOp) { return Opcode::Rsqrt; })
+      .Case([](ReluOp) { return Opcode::Relu; })
+      .Case([](SiluOp) { return Opcode::Silu; })
+      .Case([](GeluOp g) {
+        return g.getApproximate() == GeluApproximation::tanh ? Opcode::GeluTanh
+                                                             : Opcode::GeluErf;
+      })
+      .Case([](ReluGradOp) { return Opcode::ReluGrad; })
+      .Case([](SiluGradOp) { return Opcode::SiluGrad; })
+      .Case([](GeluGradOp g) {
+        return g.getApproximate() == GeluApproximation::tanh
+                   ? Opcode::GeluTanhGrad
+                   : Opcode::GeluErfGrad;
+      })
+      .Case([](SwigluOp) { return Opcode::Swiglu; })
+      .Case([](CastOp) { return Opcode::Round; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+std::optional<fused::Rounding> mlir::ds::fusedRoundingOf(Type type) {
+  Type element = cast<ShapedType>(type).getElementType();
+  if (element.isF32())
+    return fused::Rounding::F32;
+  if (element.isBF16())
+    return fused::Rounding::BF16;
+  if (element.isF16())
+    return fused::Rounding::F16;
+  return std::nullopt;
+}
+
+bool mlir::ds::isFusedInputShape(ArrayRef<int64_t> shape,
+                                 ArrayRef<int64_t> groupShape) {
+  return shape.size() <= groupShape.size() &&
+         shape == groupShape.take_back(shape.size());
+}
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+} // namespace
+
+LogicalResult FusedElementwiseOp::verify() {
+  Block &body = getBody().front();
+  if (getNumResults() == 0 || getInputs().empty())
+    return emitOpError("takes one input or more and gives one result or more");
+  ArrayRef<int64_t> group = shapeOf(getResult(0));
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body takes ")
+           << body.getNumArguments() << " arguments for " << getInputs().size()
+           << " inputs";
+  if (getInputs().size() + body.getOperations().size() - 1 >
+      size_t(fused::kMaxValues))
+    return emitOpError("holds more than ")
+           << fused::kMaxValues << " values (inputs and body results)";
+  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs())) {
+    if (arg.getType() != in.getType())
+      return emitOpError("body argument type ")
+             << arg.getType() << " differs from its input's " << in.getType();
+    if (!isFusedInputShape(shapeOf(in), group))
+      return emitOpError("input of type ")
+             << in.getType() << " is neither the group's shape nor its "
+             << "trailing dims";
+  }
+  for (Value r : getResults())
+    if (shapeOf(r) != group)
+      return emitOpError("results must all have the group's shape");
+  for (Operation &op : body.without_terminator()) {
+    if (!fusedOpcodeOf(&op) || op.getNumResults() != 1)
+      return op.emitOpError("cannot be in a ds.fused_elementwise body");
+    if (shapeOf(op.getResult(0)) != group ||
+        !fusedRoundingOf(op.getResult(0).getType()))
+      return op.emitOpError("in a ds.fused_elementwise body must give an "
+                            "f32, f16 or bf16 tensor of the group's shape");
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("body must yield values of the result types");
+  for (Value v : yield.getValues())
+    if (isa<BlockArgument>(v))
+      return emitOpError("cannot yield an input");
+  return success();
+}
+
+void FusedElementwiseOp::getKernelAttributes(SmallVectorImpl<int64_t> &ints,
+                                             SmallVectorImpl<double> &) {
+  Block &body = getBody().front();
+  llvm::DenseMap<Value, int> number;
+  fused::Program program;
+  program.numInputs = int(body.getNumArguments());
+  for (BlockArgument arg : body.getArguments())
+    number[arg] = int(arg.getArgNumber());
+  for (Operation &op : body.without_terminator()) {
+    fused::Instruction instr{*fusedOpcodeOf(&op),
+                             number.lookup(op.getOperand(0)), -1,
+                             *fusedRoundingOf(op.getResult(0).getType())};
+    if (fused::arityOf(instr.op) == 2)
+      instr.b = number.lookup(op.getOperand(1));
+    number[op.getResult(0)] = program.numInputs + int(program.code.size());
+    program.code.push_back(instr);
+  }
+  for (Value v : body.getTerminator()->getOperands())
+    program.outputs.push_back(number.lookup(v));
+  std::vector<int64_t> encoded = fused::encode(program);
+  ints.append(encoded.begin(), encoded.end());
+}
+
+double FusedElementwiseOp::getFlops() {
+  double flops = 0;
+  for (Operation &op : getBody().front().without_terminator())
+    if (auto kernel = dyn_cast<KernelOpInterface>(op))
+      flops += kernel.getFlops();
+  return flops;
+}

@@ -1,0 +1,211 @@
+//===- FusedElementwise.cpp - a fused elementwise group, a tile at a time -===//
+//
+// ds.fused_elementwise's program (runtime/kernels/FusedProgram.h) runs over
+// tiles of kTile elements: each value of the program is one tile of
+// floats, each instruction one vectorized loop over the tile with the
+// unfused kernel's formula (ElementwiseFunctors.h), and a value whose
+// unfused type is f16 or bf16 is rounded to it, so the group's results are
+// the unfused ops' bits. Inputs and outputs are read and written in their
+// own dtype (no widened copies of whole tensors); a full-size f32 input is
+// read in place. A tile's values stay in L1/L2 (at most 32 x 2 KiB).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backends/cpu/Convert.h"
+#include "runtime/backends/cpu/CpuCommon.h"
+#include "runtime/backends/cpu/ElementwiseFunctors.h"
+#include "runtime/kernels/FusedProgram.h"
+
+#include <cstring>
+
+namespace dsc::rt::cpu {
+namespace {
+
+using namespace ew;
+namespace fp = dsc::rt::fused;
+
+constexpr int64_t kTile = 512;
+/// Elements per parallel chunk, a multiple of the tile.
+constexpr int64_t kGrain = 64 * kTile;
+
+template <class Op>
+void binaryTile(const float *a, const float *b, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = Op::f(a[i], b[i]);
+}
+template <class Op> void unaryTile(const float *x, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = Op::f(x[i]);
+}
+// (x, g) -> g * act'(x), as activationGradBody.
+template <class Op>
+void gradTile(const float *x, const float *g, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = g[i] * Op::d(x[i]);
+}
+
+void runInstruction(fp::Opcode op, const float *a, const float *b, float *out,
+                    int64_t n) {
+  using O = fp::Opcode;
+  switch (op) {
+  case O::Add:
+    return binaryTile<AddOp>(a, b, out, n);
+  case O::Sub:
+    return binaryTile<SubOp>(a, b, out, n);
+  case O::Mul:
+    return binaryTile<MulOp>(a, b, out, n);
+  case O::Div:
+    return binaryTile<DivOp>(a, b, out, n);
+  case O::Minimum:
+    return binaryTile<MinimumOp>(a, b, out, n);
+  case O::Maximum:
+    return binaryTile<MaximumOp>(a, b, out, n);
+  case O::Neg:
+    return unaryTile<NegOp>(a, out, n);
+  case O::Exp:
+    return unaryTile<ExpOp>(a, out, n);
+  case O::Log:
+    return unaryTile<LogOp>(a, out, n);
+  case O::Tanh:
+    return unaryTile<TanhOp>(a, out, n);
+  case O::Sqrt:
+    return unaryTile<SqrtOp>(a, out, n);
+  case O::Rsqrt:
+    return unaryTile<RsqrtOp>(a, out, n);
+  case O::Relu:
+    return unaryTile<ReluOp>(a, out, n);
+  case O::Silu:
+    return unaryTile<SiluOp>(a, out, n);
+  case O::GeluErf:
+    return unaryTile<GeluErfOp>(a, out, n);
+  case O::GeluTanh:
+    return unaryTile<GeluTanhOp>(a, out, n);
+  case O::ReluGrad:
+    return gradTile<ReluGradOp>(a, b, out, n);
+  case O::SiluGrad:
+    return gradTile<SiluGradOp>(a, b, out, n);
+  case O::GeluErfGrad:
+    return gradTile<GeluErfGradOp>(a, b, out, n);
+  case O::GeluTanhGrad:
+    return gradTile<GeluTanhGradOp>(a, b, out, n);
+  case O::Swiglu: // silu(gate) * up: up is g, silu the "derivative"
+    return gradTile<SwigluGate>(a, b, out, n);
+  case O::Round:
+  case O::Count:
+    std::memcpy(out, a, size_t(n) * sizeof(float));
+    return;
+  }
+}
+
+/// Rounds a tile to f16 or bf16 and back, as storing the unfused result
+/// and reading it again would.
+void roundTile(fp::Rounding r, float *x, int64_t n) {
+  if (r == fp::Rounding::F32)
+    return;
+  uint16_t narrow[kTile];
+  if (r == fp::Rounding::BF16) {
+    f32ToBf16(x, narrow, n);
+    bf16ToF32(narrow, x, n);
+  } else {
+    f32ToF16(x, narrow, n);
+    f16ToF32(narrow, x, n);
+  }
+}
+
+/// Elements [at, at + n) of an input of `count` elements (count divides the
+/// group's, the input broadcast along the leading dims), as floats in
+/// `tile`; a full-size f32 input is returned in place.
+const float *loadInput(const TensorRef &in, int64_t count, int64_t at,
+                       int64_t n, float *tile) {
+  if (count == 0)
+    return tile;
+  int64_t pos = 0;
+  int64_t i = at % count;
+  if (in.dtype == DType::f32 && i + n <= count)
+    return in.f32() + i;
+  while (pos < n) {
+    int64_t run = std::min(n - pos, count - i);
+    if (in.dtype == DType::f32)
+      std::memcpy(tile + pos, in.f32() + i, size_t(run) * sizeof(float));
+    else
+      chunkAsF32(in.dtype, in.data, i, run, tile + pos);
+    pos += run;
+    i = 0;
+  }
+  return tile;
+}
+
+void storeOutput(const TensorRef &out, const float *tile, int64_t at,
+                 int64_t n) {
+  if (out.dtype == DType::f32)
+    std::memcpy(out.f32() + at, tile, size_t(n) * sizeof(float));
+  else if (out.dtype == DType::bf16)
+    f32ToBf16(tile, static_cast<uint16_t *>(out.data) + at, n);
+  else
+    f32ToF16(tile, static_cast<uint16_t *>(out.data) + at, n);
+}
+
+bool checkOperands(const KernelArgs &args, std::string &err) {
+  auto isStorage = [](DType t) {
+    return t == DType::f32 || t == DType::bf16 || t == DType::f16;
+  };
+  const TensorRef &first = args.outputs[0];
+  for (size_t o = 0; o < args.numOutputs; ++o) {
+    const TensorRef &out = args.outputs[o];
+    if (!isStorage(out.dtype) || out.rank != first.rank ||
+        !std::equal(out.shape, out.shape + out.rank, first.shape)) {
+      err = "outputs must be f32, f16 or bf16 tensors "
+            "of one shape";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < args.numInputs; ++i) {
+    const TensorRef &in = args.inputs[i];
+    const int lead = first.rank - in.rank;
+    if (!isStorage(in.dtype) || lead < 0 ||
+        !std::equal(in.shape, in.shape + in.rank, first.shape + lead)) {
+      err = "input " + std::to_string(i) +
+            " must be an f32, f16 or bf16 tensor of the outputs' shape or "
+            "its trailing dims";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
+  fp::Program program;
+  if (!fp::decode(args.intAttrs, args.numIntAttrs, int(args.numInputs),
+                  int(args.numOutputs), program, err) ||
+      !checkOperands(args, err))
+    return false;
+  const int64_t total = args.outputs[0].numel();
+  const int numInputs = program.numInputs;
+  std::vector<int64_t> counts;
+  for (size_t i = 0; i < args.numInputs; ++i)
+    counts.push_back(args.inputs[i].numel());
+  parallelFor(total, kGrain, [&](int64_t begin, int64_t end) {
+    alignas(64) float tiles[fp::kMaxValues][kTile];
+    const float *value[fp::kMaxValues];
+    for (int64_t at = begin; at < end; at += kTile) {
+      const int64_t n = std::min(kTile, end - at);
+      for (int i = 0; i < numInputs; ++i)
+        value[i] = loadInput(args.inputs[i], counts[i], at, n, tiles[i]);
+      for (size_t k = 0; k < program.code.size(); ++k) {
+        const fp::Instruction &instr = program.code[k];
+        float *out = tiles[numInputs + k];
+        runInstruction(instr.op, value[instr.a],
+                       instr.b < 0 ? nullptr : value[instr.b], out, n);
+        roundTile(instr.rounding, out, n);
+        value[numInputs + k] = out;
+      }
+      for (size_t o = 0; o < program.outputs.size(); ++o)
+        storeOutput(args.outputs[o], value[program.outputs[o]], at, n);
+    }
+  });
+  return true;
+}
+
+} // namespace dsc::rt::cpu

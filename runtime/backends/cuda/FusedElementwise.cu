@@ -1,0 +1,171 @@
+//===- FusedElementwise.cu - a fused elementwise group as one kernel ------===//
+//
+// ds.fused_elementwise's program (runtime/kernels/FusedProgram.h) travels
+// to the GPU by value in the launch's parameters; each thread of a
+// grid-stride loop evaluates it for one element: inputs loaded as float
+// (an input smaller than the group is broadcast along the leading dims,
+// index i % count), each instruction with the one-op kernels' formulas
+// (ElementwiseMath.cuh), each value rounded to its unfused storage, the
+// outputs stored in their dtypes. The values live in a per-thread array
+// indexed at run time, i.e. local memory: one pass over HBM at the cost of
+// L1 traffic; a group specialised at plan load (NVRTC) would keep them in
+// registers.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaKernels.h"
+#include "runtime/backends/cuda/DeviceSupport.cuh"
+#include "runtime/backends/cuda/ElementwiseMath.cuh"
+#include "runtime/kernels/FusedProgram.h"
+
+namespace dsc::rt::cuda {
+namespace {
+
+using namespace ew;
+namespace fp = dsc::rt::fused;
+constexpr int kMax = fp::kMaxValues;
+
+/// How an instruction runs on the device: binary(code, a, b),
+/// unary(code, a, b) (b is g for the gradients and up for SwiGLU), or a
+/// copy (a ds.cast: only its rounding).
+enum Kind : int8_t { kBinary, kUnary, kCopy };
+
+struct DeviceProgram {
+  int numInputs = 0, numCode = 0, numOutputs = 0;
+  int8_t kind[kMax], code[kMax], a[kMax], b[kMax], rounding[kMax];
+  int8_t outValue[kMax];
+  Storage inStorage[kMax], outStorage[kMax];
+  const void *in[kMax];
+  int64_t count[kMax];
+  void *out[kMax];
+};
+
+bool deviceInstruction(fp::Opcode op, int8_t &kind, int8_t &code) {
+  using O = fp::Opcode;
+  static const struct {
+    O op;
+    Kind kind;
+    int code;
+  } kTable[] = {
+      {O::Add, kBinary, kAdd},
+      {O::Sub, kBinary, kSub},
+      {O::Mul, kBinary, kMul},
+      {O::Div, kBinary, kDiv},
+      {O::Minimum, kBinary, kMinimum},
+      {O::Maximum, kBinary, kMaximum},
+      {O::Neg, kUnary, kNeg},
+      {O::Exp, kUnary, kExp},
+      {O::Log, kUnary, kLog},
+      {O::Tanh, kUnary, kTanh},
+      {O::Sqrt, kUnary, kSqrt},
+      {O::Rsqrt, kUnary, kRsqrt},
+      {O::Relu, kUnary, kRelu},
+      {O::Silu, kUnary, kSilu},
+      {O::GeluErf, kUnary, kGeluErf},
+      {O::GeluTanh, kUnary, kGeluTanh},
+      {O::ReluGrad, kUnary, kReluGrad},
+      {O::SiluGrad, kUnary, kSiluGrad},
+      {O::GeluErfGrad, kUnary, kGeluErfGrad},
+      {O::GeluTanhGrad, kUnary, kGeluTanhGrad},
+      {O::Swiglu, kUnary, kSwiglu},
+      {O::Round, kCopy, 0},
+  };
+  for (const auto &row : kTable)
+    if (row.op == op) {
+      kind = row.kind;
+      code = int8_t(row.code);
+      return true;
+    }
+  return false;
+}
+
+__device__ __forceinline__ float roundTo(int8_t rounding, float v) {
+  if (rounding == int8_t(fp::Rounding::BF16))
+    return __bfloat162float(__float2bfloat16_rn(v));
+  if (rounding == int8_t(fp::Rounding::F16))
+    return __half2float(__float2half_rn(v));
+  return v;
+}
+
+__global__ void fusedElementwiseKernel(const DeviceProgram p, int64_t n) {
+  DSC_GRID_STRIDE(i, n) {
+    float value[kMax];
+    for (int k = 0; k < p.numInputs; ++k)
+      value[k] = load(p.in[k], p.inStorage[k], i % p.count[k]);
+    for (int k = 0; k < p.numCode; ++k) {
+      const float a = value[p.a[k]];
+      const float b = p.b[k] < 0 ? 0.0f : value[p.b[k]];
+      float v = a;
+      if (p.kind[k] == kBinary)
+        v = binary(BinaryOp(p.code[k]), a, b);
+      else if (p.kind[k] == kUnary)
+        v = unary(UnaryOp(p.code[k]), a, b);
+      value[p.numInputs + k] = roundTo(p.rounding[k], v);
+    }
+    for (int o = 0; o < p.numOutputs; ++o)
+      store(p.out[o], p.outStorage[o], i, value[p.outValue[o]]);
+  }
+}
+
+bool checkOperands(const KernelArgs &args, std::string &err) {
+  const TensorRef &first = args.outputs[0];
+  for (size_t o = 0; o < args.numOutputs; ++o) {
+    const TensorRef &out = args.outputs[o];
+    if (out.rank != first.rank ||
+        !std::equal(out.shape, out.shape + out.rank, first.shape))
+      return fail(err,
+                  "outputs must have one shape, "
+                  "got ",
+                  shapeStr(first), " and ", shapeStr(out));
+  }
+  for (size_t i = 0; i < args.numInputs; ++i) {
+    const TensorRef &in = args.inputs[i];
+    const int lead = first.rank - in.rank;
+    if (lead < 0 ||
+        !std::equal(in.shape, in.shape + in.rank, first.shape + lead))
+      return fail(err, "input ", std::to_string(i), " of shape ", shapeStr(in),
+                  " is neither the outputs' shape nor its trailing dims");
+  }
+  return true;
+}
+
+} // namespace
+
+bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
+  fp::Program program;
+  if (!fp::decode(args.intAttrs, args.numIntAttrs, int(args.numInputs),
+                  int(args.numOutputs), program, err) ||
+      !expectFloatStorage(args, err) || !checkOperands(args, err))
+    return false;
+  DeviceProgram p;
+  p.numInputs = program.numInputs;
+  p.numCode = int(program.code.size());
+  p.numOutputs = int(program.outputs.size());
+  for (int k = 0; k < p.numCode; ++k) {
+    const fp::Instruction &instr = program.code[k];
+    if (!deviceInstruction(instr.op, p.kind[k], p.code[k]))
+      return fail(err,
+                  "no device instruction for "
+                  "opcode ",
+                  std::to_string(int64_t(instr.op)));
+    p.a[k] = int8_t(instr.a);
+    p.b[k] = int8_t(instr.b);
+    p.rounding[k] = int8_t(instr.rounding);
+  }
+  for (int i = 0; i < p.numInputs; ++i) {
+    p.in[i] = args.inputs[i].data;
+    p.inStorage[i] = storage(args.inputs[i]);
+    p.count[i] = std::max<int64_t>(args.inputs[i].numel(), 1);
+  }
+  for (int o = 0; o < p.numOutputs; ++o) {
+    p.out[o] = args.outputs[o].data;
+    p.outStorage[o] = storage(args.outputs[o]);
+    p.outValue[o] = int8_t(program.outputs[o]);
+  }
+  const int64_t n = args.outputs[0].numel();
+  if (n == 0)
+    return true;
+  fusedElementwiseKernel<<<gridFor(n), kBlock, 0, streamOf(args)>>>(p, n);
+  return launched(err);
+}
+
+} // namespace dsc::rt::cuda

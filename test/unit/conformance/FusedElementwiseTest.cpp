@@ -1,0 +1,191 @@
+//===- FusedElementwiseTest.cpp - a fused group against its unfused ops ---===//
+//
+// ds.fused_elementwise must give bitwise what the group's ops give one
+// kernel call at a time on the same backend, in f32, bf16 and f16, with
+// inputs broadcast along the leading dims; and refuse a malformed program
+// or operands with one line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/unit/conformance/KernelTestSupport.h"
+
+#include "runtime/kernels/FusedProgram.h"
+
+using namespace dsc;
+using namespace dsc::conformance;
+namespace fp = dsc::rt::fused;
+
+namespace {
+
+class FusedElementwiseKernels : public Conformance {};
+
+/// One op of a group: the unfused kernel and its attributes, the program's
+/// opcode, its operands (value numbers) and whether its result leaves the
+/// group. `cast` results take the dtype `castTo`.
+struct Step {
+  const char *kernel;
+  fp::Opcode op;
+  int a, b;
+  std::vector<int64_t> ints = {};
+  bool output = true;
+  bool cast = false;
+};
+
+fp::Rounding roundingOf(DType t) {
+  return t == DType::bf16  ? fp::Rounding::BF16
+         : t == DType::f16 ? fp::Rounding::F16
+                           : fp::Rounding::F32;
+}
+
+/// Runs `steps` over `inputs` unfused (one kernel call each) and fused
+/// (one ds.fused_elementwise); compares every output bitwise.
+void expectFusedEqualsUnfused(std::vector<Buf> inputs,
+                              const std::vector<Step> &steps, Shape group,
+                              DType dtype, DType castTo) {
+  std::vector<Buf> values = std::move(inputs);
+  values.reserve(values.size() + steps.size());
+  const int numInputs = int(values.size());
+  fp::Program program;
+  program.numInputs = numInputs;
+  for (const Step &s : steps) {
+    DType t = s.cast ? castTo : dtype;
+    Buf out = poisoned(group, t);
+    std::vector<Buf *> ins{&values[s.a]};
+    if (s.b >= 0)
+      ins.push_back(&values[s.b]);
+    RUN_OK(s.kernel, ins, {&out}, s.ints);
+    program.code.push_back({s.op, s.a, s.b, roundingOf(t)});
+    if (s.output)
+      program.outputs.push_back(int(values.size()));
+    values.push_back(std::move(out));
+  }
+  std::vector<Buf> fused;
+  for (int v : program.outputs)
+    fused.push_back(poisoned(group, values[v].dtype));
+  std::vector<Buf *> ins, outs;
+  for (int i = 0; i < numInputs; ++i)
+    ins.push_back(&values[i]);
+  for (Buf &b : fused)
+    outs.push_back(&b);
+  RUN_OK("ds.fused_elementwise", ins, outs, fp::encode(program));
+  for (size_t o = 0; o < fused.size(); ++o) {
+    const Step &s = steps[program.outputs[o] - numInputs];
+    EXPECT_TRUE(bitwiseEqual(fused[o], values[program.outputs[o]]))
+        << "output " << o << " (" << s.kernel << ")";
+  }
+}
+
+// Value numbers: 0 x, 1 y (positive), 2 bias [C], 3 a scalar, then one per
+// step in order.
+const std::vector<Step> kEveryOp = {
+    {"ds.add", fp::Opcode::Add, 0, 2, {}, false},  // 4
+    {"ds.mul", fp::Opcode::Mul, 4, 3, {}, false},  // 5
+    {"ds.sub", fp::Opcode::Sub, 5, 1},             // 6
+    {"ds.div", fp::Opcode::Div, 6, 1},             // 7
+    {"ds.minimum", fp::Opcode::Minimum, 7, 0},     // 8
+    {"ds.maximum", fp::Opcode::Maximum, 8, 2},     // 9
+    {"ds.neg", fp::Opcode::Neg, 9, -1},            // 10
+    {"ds.exp", fp::Opcode::Exp, 8, -1},            // 11
+    {"ds.log", fp::Opcode::Log, 1, -1},            // 12
+    {"ds.tanh", fp::Opcode::Tanh, 7, -1},          // 13
+    {"ds.sqrt", fp::Opcode::Sqrt, 1, -1},          // 14
+    {"ds.rsqrt", fp::Opcode::Rsqrt, 1, -1},        // 15
+    {"ds.relu", fp::Opcode::Relu, 6, -1},          // 16
+    {"ds.silu", fp::Opcode::Silu, 6, -1},          // 17
+    {"ds.gelu", fp::Opcode::GeluErf, 6, -1, {0}},  // 18
+    {"ds.gelu", fp::Opcode::GeluTanh, 6, -1, {1}}, // 19
+    {"ds.relu_grad", fp::Opcode::ReluGrad, 6, 13}, // 20
+    {"ds.silu_grad", fp::Opcode::SiluGrad, 6, 13}, // 21
+    {"ds.gelu_grad", fp::Opcode::GeluErfGrad, 6, 13, {0}},
+    {"ds.gelu_grad", fp::Opcode::GeluTanhGrad, 6, 13, {1}},
+    {"ds.swiglu", fp::Opcode::Swiglu, 6, 13},                // 24
+    {"ds.cast", fp::Opcode::Round, 24, -1, {}, false, true}, // 25
+    {"ds.cast", fp::Opcode::Round, 25, -1},                  // 26
+};
+
+std::vector<Buf> everyOpInputs(std::mt19937_64 &rng, const Shape &group,
+                               DType t) {
+  std::vector<Buf> in;
+  in.push_back(uniform(rng, group, -3, 3, t));
+  in.push_back(uniform(rng, group, 0.25, 2, t));
+  in.push_back(uniform(rng, Shape{group.back()}, -1, 1, t));
+  in.push_back(uniform(rng, Shape{}, 0.5, 1.5, t));
+  return in;
+}
+
+TEST_P(FusedElementwiseKernels, EveryOpEqualsItsKernelBitwise) {
+  SEEDED_RNG(rng);
+  // 70 000 elements: several parallel chunks and a partial tile.
+  for (const Shape &group : {Shape{70, 1000}, Shape{3, 5, 7}}) {
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(shapeString(group) + " " + std::string(rt::dtypeName(t)));
+      DType other = t == DType::f32 ? DType::bf16 : DType::f32;
+      expectFusedEqualsUnfused(everyOpInputs(rng, group, t), kEveryOp, group, t,
+                               other);
+    }
+  }
+}
+
+// Llama's SwiGLU backward as phase fused groups it: g * up and g * silu
+// read one g; the first feeds silu_grad and is not an output.
+TEST_P(FusedElementwiseKernels, SwigluBackwardEqualsItsThreeOps) {
+  SEEDED_RNG(rng);
+  const Shape group{8, 16, 704};
+  for (DType t : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(rt::dtypeName(t));
+    std::vector<Buf> in; // g, up, silu(gate), gate
+    for (int i = 0; i < 4; ++i)
+      in.push_back(uniform(rng, group, -2, 2, t));
+    expectFusedEqualsUnfused(std::move(in),
+                             {{"ds.mul", fp::Opcode::Mul, 0, 1, {}, false},
+                              {"ds.mul", fp::Opcode::Mul, 0, 2},
+                              {"ds.silu_grad", fp::Opcode::SiluGrad, 3, 4}},
+                             group, t, t);
+  }
+}
+
+// A 16-bit gradient widened and squared (the gradient norm's terms).
+TEST_P(FusedElementwiseKernels, WideningCastFeedsAnF32Op) {
+  SEEDED_RNG(rng);
+  const Shape group{300, 257};
+  std::vector<Buf> in;
+  in.push_back(uniform(rng, group, -2, 2, DType::bf16));
+  expectFusedEqualsUnfused(
+      std::move(in),
+      {{"ds.cast", fp::Opcode::Round, 0, -1, {}, false, true},
+       {"ds.mul", fp::Opcode::Mul, 1, 1}},
+      group, DType::f32, DType::f32);
+}
+
+TEST_P(FusedElementwiseKernels, MalformedProgramsAndOperandsAreRefused) {
+  Buf x = filled({4, 6}, 1.0), bias = filled({6}, 1.0), wrong = filled({4}, 1);
+  Buf out = poisoned({4, 6});
+  auto add = [](int64_t a, int64_t b) {
+    return std::vector<int64_t>{1, int64_t(fp::Opcode::Add), a, b, 0, 2};
+  };
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out}, add(0, 1)),
+                   "");
+  EXPECT_RUN_ERROR(
+      run("ds.fused_elementwise", {&x, &bias}, {&out}, {1, 99, 0, 1, 0, 2}),
+      "ds.fused_elementwise: program instruction 0 has unknown opcode 99");
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out}, add(0, 2)),
+                   "ds.fused_elementwise: program instruction 0 reads an "
+                   "operand that is not an earlier value");
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out},
+                       {1, int64_t(fp::Opcode::Add), 0, 1, 0, 0}),
+                   "ds.fused_elementwise: program output 0 is not an "
+                   "instruction's result");
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out},
+                       {1, int64_t(fp::Opcode::Add), 0, 1, 0}),
+                   "ds.fused_elementwise: program has 5 ints, expected 6 for "
+                   "1 instructions and 1 outputs");
+  std::string shapeError =
+      run("ds.fused_elementwise", {&x, &wrong}, {&out}, add(0, 1));
+  EXPECT_NE(shapeError.find("ds.fused_elementwise: input 1"), std::string::npos)
+      << shapeError;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FusedElementwiseKernels,
+                         testing::ValuesIn(rt::backendNames()), backendName);
+
+} // namespace
