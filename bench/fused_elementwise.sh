@@ -13,7 +13,7 @@
 # Prints per row the median step over every round's measured steps, the
 # activation peak dsc predicts, and the fused calls' share of the step from
 # a trace. Builds nothing; holds $DSC_BENCH_LOCK (bench/lock.sh). Knobs:
-# MODEL, MB (8), STEPS (20), WARMUP (5), ROUNDS (3), BUILD_DIR.
+# MODEL, MB (8), STEPS (20), WARMUP (5), ROUNDS (4), BUILD_DIR.
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
@@ -23,7 +23,7 @@ build=${BUILD_DIR:-$root/build}
 out=${1:-${TMPDIR:-/tmp}/dsc-fused-elementwise-bench}
 steps=${STEPS:-20}
 warmup=${WARMUP:-5}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-4}
 mb=${MB:-8}
 model=${MODEL:-llama:n_layer=4,n_head=4,dim=256,block_size=128,vocab_size=256}
 mkdir -p "$out"
@@ -50,9 +50,13 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores;" \
   "$(grep -o -E 'avx512_bf16|amx_bf16|avx512f|avx2' /proc/cpuinfo | sort -u | paste -sd' ')"
 echo "model: $model, micro-batch $mb"
 rows="fp32-fused fp32-unfused bf16-fused bf16-unfused"
+# Odd rounds run each precision's fused plan first, even rounds its unfused
+# plan first, so that neither always follows the other.
 for r in $(seq "$rounds"); do
   echo "== round $r"
-  for name in $rows; do
+  order=$rows
+  (( r % 2 == 0 )) && order="fp32-unfused fp32-fused bf16-unfused bf16-fused"
+  for name in $order; do
     "$build/tools/dsrun" "$out/$name.dsplan" --data "$data" --steps $((warmup + steps)) \
       --metrics "$out/$name.$r.jsonl" > "$out/$name.$r.log" 2>&1
   done

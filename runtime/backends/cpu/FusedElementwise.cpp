@@ -7,7 +7,7 @@
 // unfused type is f16 or bf16 is rounded to it, so the group's results are
 // the unfused ops' bits. Inputs and outputs are read and written in their
 // own dtype (no widened copies of whole tensors); a full-size f32 input is
-// read in place. A tile's values stay in L1/L2 (at most 32 x 2 KiB).
+// read in place. A tile's values stay in L1/L2 (at most 32 x 4 KiB).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,9 +24,9 @@ namespace {
 using namespace ew;
 namespace fp = dsc::rt::fused;
 
-constexpr int64_t kTile = 512;
+constexpr int64_t kTile = 1024;
 /// Elements per parallel chunk, a multiple of the tile.
-constexpr int64_t kGrain = 64 * kTile;
+constexpr int64_t kGrain = 32 * kTile;
 
 template <class Op>
 void binaryTile(const float *a, const float *b, float *out, int64_t n) {
@@ -97,16 +97,28 @@ void runInstruction(fp::Opcode op, const float *a, const float *b, float *out,
   }
 }
 
+/// x rounded to bf16 and widened again: runtime/core/Half.h's
+/// floatToBf16 (nearest even; a NaN stays NaN, quieted) without leaving
+/// the float lane, so the loop over a tile vectorizes.
+inline float roundedToBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  uint32_t quietNan = (u | 0x00400000u) & 0xFFFF0000u;
+  uint32_t r = (u & 0x7FFFFFFFu) > 0x7F800000u ? quietNan : rounded;
+  float y;
+  std::memcpy(&y, &r, sizeof y);
+  return y;
+}
+
 /// Rounds a tile to f16 or bf16 and back, as storing the unfused result
 /// and reading it again would.
 void roundTile(fp::Rounding r, float *x, int64_t n) {
-  if (r == fp::Rounding::F32)
-    return;
-  uint16_t narrow[kTile];
   if (r == fp::Rounding::BF16) {
-    f32ToBf16(x, narrow, n);
-    bf16ToF32(narrow, x, n);
-  } else {
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = roundedToBf16(x[i]);
+  } else if (r == fp::Rounding::F16) {
+    uint16_t narrow[kTile];
     f32ToF16(x, narrow, n);
     f16ToF32(narrow, x, n);
   }
