@@ -446,4 +446,32 @@ bool checkDropout(const KernelArgs &a, std::string &err) {
   return true;
 }
 
+bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
+                           std::string &err) {
+  if (!fused::decode(a.intAttrs, a.numIntAttrs, int(a.numInputs),
+                     int(a.numOutputs), program, err))
+    return false;
+  auto isStorage = [](DType t) {
+    return t == DType::f32 || t == DType::bf16 || t == DType::f16;
+  };
+  const TensorRef &first = a.outputs[0];
+  for (size_t o = 0; o < a.numOutputs; ++o)
+    if (!isStorage(a.outputs[o].dtype) || !sameShape(a.outputs[o], first))
+      return fail(err,
+                  "outputs must be f32, f16 or bf16 tensors of one "
+                  "shape, got ",
+                  shapeStr(first), " and ", shapeStr(a.outputs[o]));
+  for (size_t i = 0; i < a.numInputs; ++i) {
+    const TensorRef &in = a.inputs[i];
+    const int lead = first.rank - in.rank;
+    if (!isStorage(in.dtype) || lead < 0 ||
+        !std::equal(in.shape, in.shape + in.rank, first.shape + lead))
+      return fail(err, "input ", i, " of shape ", shapeStr(in),
+                  " must be an f32, f16 or bf16 tensor of the outputs' "
+                  "shape ",
+                  shapeStr(first), " or its trailing dims");
+  }
+  return true;
+}
+
 } // namespace dsc::rt

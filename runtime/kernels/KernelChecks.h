@@ -12,6 +12,7 @@
 #ifndef DSC_RUNTIME_KERNELS_KERNELCHECKS_H
 #define DSC_RUNTIME_KERNELS_KERNELCHECKS_H
 
+#include "runtime/kernels/FusedProgram.h"
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelContract.h"
 
@@ -197,6 +198,12 @@ bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
                  std::string &err);
 
 //===--- Optimizers (OptimizerKernelChecks.cpp) ---------------------------===//
+
+/// ds.fused_elementwise: decodes its program (runtime/kernels/FusedProgram.h)
+/// into `program` and checks its operands: f32, f16 or bf16; the outputs of
+/// one shape, each input that shape or its trailing dims.
+bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
+                           std::string &err);
 
 /// ds.adamw and ds.adamw_round: p, m, v and the outputs p', m', v' f32 of
 /// p's shape, g of p's shape; lr, step and scale one f32 value each, and

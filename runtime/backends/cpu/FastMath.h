@@ -63,14 +63,18 @@ inline float expSum(float a, float b) {
   // and the result is replaced at the end, like NaN: no clamping branch,
   // which GCC would thread into control flow that blocks vectorization.
   const float kShift = 12582912.0f;
-  float t = s * 1.44269504088896341f + kShift;
+  float t = madd(s, 1.44269504088896341f, kShift);
   float n = t - kShift;
   uint32_t ni = uint32_t(bitsOf(t)) - uint32_t(bitsOf(kShift));
   // ln 2 = kLn2Hi + kLn2Lo with kLn2Hi's low 12 bits zero, so n * kLn2Hi is
   // exact for |n| < 2^12.
   const float kLn2Hi = 0.693145751953125f;
   const float kLn2Lo = 1.42860676533018e-06f;
+#ifdef DSC_FM_EXPLICIT_FMA
+  float r = madd(-n, kLn2Lo, madd(-n, kLn2Hi, a)) + b;
+#else
   float r = (a - n * kLn2Hi - n * kLn2Lo) + b;
+#endif
   // e^r on [-ln2/2, ln2/2], relative error 2.5e-9.
   float p = 1.394110843e-03f;
   p = madd(p, r, 8.375126398e-03f);
@@ -129,10 +133,10 @@ inline float normalCdf(float x, float &gauss) {
   p = madd(p, u, 9.973328481e-03f);
   p = madd(p, u, -6.649036057e-02f);
   p = madd(p, u, 3.989422801e-01f);
-  float center = 0.5f + x * p;
+  float center = madd(x, p, 0.5f);
   // |x| > 1: Phi(-|x|) = e^(-x^2/2) t S(t) with t = 1 / (1 + |x|/2) and S
   // fitted on [0, 2/3] (9e-9).
-  float t = 1.0f / (1.0f + 0.5f * ax);
+  float t = 1.0f / madd(0.5f, ax, 1.0f);
   float q = -7.703975210e-02f;
   q = madd(q, t, 4.398607019e-01f);
   q = madd(q, t, -9.512239947e-01f);

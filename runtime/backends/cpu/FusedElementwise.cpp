@@ -157,41 +157,11 @@ void storeOutput(const TensorRef &out, const float *tile, int64_t at,
     f32ToF16(tile, static_cast<uint16_t *>(out.data) + at, n);
 }
 
-bool checkOperands(const KernelArgs &args, std::string &err) {
-  auto isStorage = [](DType t) {
-    return t == DType::f32 || t == DType::bf16 || t == DType::f16;
-  };
-  const TensorRef &first = args.outputs[0];
-  for (size_t o = 0; o < args.numOutputs; ++o) {
-    const TensorRef &out = args.outputs[o];
-    if (!isStorage(out.dtype) || out.rank != first.rank ||
-        !std::equal(out.shape, out.shape + out.rank, first.shape)) {
-      err = "outputs must be f32, f16 or bf16 tensors "
-            "of one shape";
-      return false;
-    }
-  }
-  for (size_t i = 0; i < args.numInputs; ++i) {
-    const TensorRef &in = args.inputs[i];
-    const int lead = first.rank - in.rank;
-    if (!isStorage(in.dtype) || lead < 0 ||
-        !std::equal(in.shape, in.shape + in.rank, first.shape + lead)) {
-      err = "input " + std::to_string(i) +
-            " must be an f32, f16 or bf16 tensor of the outputs' shape or "
-            "its trailing dims";
-      return false;
-    }
-  }
-  return true;
-}
-
 } // namespace
 
 bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
   fp::Program program;
-  if (!fp::decode(args.intAttrs, args.numIntAttrs, int(args.numInputs),
-                  int(args.numOutputs), program, err) ||
-      !checkOperands(args, err))
+  if (!checkFusedElementwise(args, program, err))
     return false;
   const int64_t total = args.outputs[0].numel();
   const int numInputs = program.numInputs;

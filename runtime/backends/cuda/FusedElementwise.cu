@@ -106,35 +106,11 @@ __global__ void fusedElementwiseKernel(const DeviceProgram p, int64_t n) {
   }
 }
 
-bool checkOperands(const KernelArgs &args, std::string &err) {
-  const TensorRef &first = args.outputs[0];
-  for (size_t o = 0; o < args.numOutputs; ++o) {
-    const TensorRef &out = args.outputs[o];
-    if (out.rank != first.rank ||
-        !std::equal(out.shape, out.shape + out.rank, first.shape))
-      return fail(err,
-                  "outputs must have one shape, "
-                  "got ",
-                  shapeStr(first), " and ", shapeStr(out));
-  }
-  for (size_t i = 0; i < args.numInputs; ++i) {
-    const TensorRef &in = args.inputs[i];
-    const int lead = first.rank - in.rank;
-    if (lead < 0 ||
-        !std::equal(in.shape, in.shape + in.rank, first.shape + lead))
-      return fail(err, "input ", std::to_string(i), " of shape ", shapeStr(in),
-                  " is neither the outputs' shape nor its trailing dims");
-  }
-  return true;
-}
-
 } // namespace
 
 bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
   fp::Program program;
-  if (!fp::decode(args.intAttrs, args.numIntAttrs, int(args.numInputs),
-                  int(args.numOutputs), program, err) ||
-      !expectFloatStorage(args, err) || !checkOperands(args, err))
+  if (!checkFusedElementwise(args, program, err))
     return false;
   DeviceProgram p;
   p.numInputs = program.numInputs;

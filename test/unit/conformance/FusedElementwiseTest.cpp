@@ -179,10 +179,16 @@ TEST_P(FusedElementwiseKernels, MalformedProgramsAndOperandsAreRefused) {
                        {1, int64_t(fp::Opcode::Add), 0, 1, 0}),
                    "ds.fused_elementwise: program has 5 ints, expected 6 for "
                    "1 instructions and 1 outputs");
-  std::string shapeError =
-      run("ds.fused_elementwise", {&x, &wrong}, {&out}, add(0, 1));
-  EXPECT_NE(shapeError.find("ds.fused_elementwise: input 1"), std::string::npos)
-      << shapeError;
+  EXPECT_RUN_ERROR(
+      run("ds.fused_elementwise", {&x, &wrong}, {&out}, add(0, 1)),
+      "ds.fused_elementwise: input 1 of shape [4] must be an f32, f16 or bf16 "
+      "tensor of the outputs' shape [4, 6] or its trailing dims");
+  Buf other = poisoned({6, 4});
+  EXPECT_RUN_ERROR(
+      run("ds.fused_elementwise", {&x, &bias}, {&out, &other},
+          {1, int64_t(fp::Opcode::Add), 0, 1, 0, 2, 2}),
+      "ds.fused_elementwise: outputs must be f32, f16 or bf16 tensors of one "
+      "shape, got [4, 6] and [6, 4]");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FusedElementwiseKernels,
