@@ -21,8 +21,8 @@
 // a program may link both: by default the polynomials' a * b + c are left
 // to the compiler's contraction (as in every kernel but the elementwise
 // ones); with DSC_FM_EXPLICIT_FMA, set for the elementwise kernels (built
-// with -ffp-contract=off, runtime/backends/cpu/CMakeLists.txt) they are
-// explicit FMAs, which round alike in vector loops and scalar remainders.
+// with -ffp-contract=off, runtime/backends/cpu/CMakeLists.txt) they and
+// exp's argument reduction are explicit FMAs, which round alike in vector loops and scalar remainders.
 #ifdef DSC_FM_EXPLICIT_FMA
 #define DSC_FM_VARIANT explicit_fma
 #else
