@@ -22,7 +22,8 @@
 // to the compiler's contraction (as in every kernel but the elementwise
 // ones); with DSC_FM_EXPLICIT_FMA, set for the elementwise kernels (built
 // with -ffp-contract=off, runtime/backends/cpu/CMakeLists.txt) they and
-// exp's argument reduction are explicit FMAs, which round alike in vector loops and scalar remainders.
+// exp's argument reduction are explicit FMAs, which round alike in vector loops
+// and scalar remainders.
 #ifdef DSC_FM_EXPLICIT_FMA
 #define DSC_FM_VARIANT explicit_fma
 #else
