@@ -16,7 +16,9 @@
 //   - the op's result has the group's shape, and each operand from outside
 //     is that shape or its trailing dims (a bias, a position table);
 //   - the fused op stands where the group's last op stood, so a group
-//     value read outside the group must be read after the joining op;
+//     value read outside the group must be read after the joining op, and
+//     nothing in between may write memory (a store to a variable the
+//     group reads through a load, a collective into a bucket it views);
 //   - no join raises the bytes live where ops in between allocate: moving
 //     the group down holds its inputs longer, which its values read at or
 //     after the joining op must make up (holdsNoMore), so the plan's
@@ -37,6 +39,7 @@
 #include "runtime/plan/ProgramNames.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -168,7 +171,19 @@ private:
         if (user != op && !inGroup(user, g) && position.lookup(user) < at)
           return false;
     return valuesWith(g, op) <= size_t(dsc::rt::fused::kMaxValues) &&
-           holdsNoMore(g, op);
+           noWriteBetween(g, op) && holdsNoMore(g, op);
+  }
+
+  /// Whether nothing between the group's first op and `op` may write
+  /// memory: the group's reads move down to `op`, and an input that is a
+  /// view of storage (a variable's load, a flat view of ZeRO's buckets)
+  /// must not be overwritten in between (a ds.store, a collective).
+  bool noWriteBetween(int g, Operation *op) const {
+    for (Operation *o = groups[g].ops.front()->getNextNode(); o && o != op;
+         o = o->getNextNode())
+      if (!isa<LoadOp>(o) && !isMemoryEffectFree(o))
+        return false;
+    return true;
   }
 
   /// Whether moving the group down to `op` keeps at most the bytes live

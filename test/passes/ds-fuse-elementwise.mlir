@@ -103,3 +103,20 @@ func.func @sides_and_types(%x: tensor<4x8xf32>, %d: tensor<4x8xf64>) -> (tensor<
   %f = ds.neg %e : tensor<4x8xf64>
   return %c, %f : tensor<4x8xf32>, tensor<4x8xf64>
 }
+
+// A store between the group and the joining op may overwrite what the group
+// reads through a load: the join is refused, each op stays itself.
+ds.variable param @v : tensor<4x8xf32> init zeros
+
+// CHECK-LABEL: func.func @store_in_between
+// CHECK-NOT:   ds.fused_elementwise
+// CHECK:       ds.exp
+// CHECK-NEXT:  ds.store
+// CHECK-NEXT:  ds.neg
+func.func @store_in_between(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %l = ds.load @v : tensor<4x8xf32>
+  %a = ds.exp %l : tensor<4x8xf32>
+  ds.store %x, @v : tensor<4x8xf32>
+  %b = ds.neg %a : tensor<4x8xf32>
+  return %b : tensor<4x8xf32>
+}
