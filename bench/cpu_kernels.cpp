@@ -99,13 +99,24 @@ int main(int argc, char **argv) {
          v = uniform(rng, {B, H, T, D}), g = uniform(rng, {B, H, T, D});
   Tensor o = q, dq = q, dk = q, dv = q;
   double flops = 4.0 * B * H * T * T * D / 2; // causal: half the scores
-  double fwd = bestMs(reps, "ds.attention", {&q, &k, &v}, {&o}, {1}, {0.125});
+  double fwd =
+      bestMs(reps, "ds.attention", {&q, &k, &v}, {&o}, {1, 0}, {0.125});
   double bwd = bestMs(reps, "ds.attention_grad", {&q, &k, &v, &g},
-                      {&dq, &dk, &dv}, {1}, {0.125});
+                      {&dq, &dk, &dv}, {1, 0}, {0.125});
   std::printf("attention B=8 H=4 T=128 D=64 causal  %8.3f ms  %6.1f GFLOP/s\n",
               fwd, flops / fwd / 1e6);
   std::printf("attention_grad                      %8.3f ms  %6.1f GFLOP/s\n",
               bwd, 2.5 * flops / bwd / 1e6);
+  // The same on seq_major operands [B, T, H, D] (ds-fold-attention-layout).
+  Tensor qs = uniform(rng, {B, T, H, D}), ks = uniform(rng, {B, T, H, D}),
+         vs = uniform(rng, {B, T, H, D}), gs = uniform(rng, {B, T, H, D});
+  Tensor os = qs, dqs = qs, dks = qs, dvs = qs;
+  std::printf(
+      "attention seq_major                 %8.3f ms\n",
+      bestMs(reps, "ds.attention", {&qs, &ks, &vs}, {&os}, {1, 1}, {0.125}));
+  std::printf("attention_grad seq_major            %8.3f ms\n",
+              bestMs(reps, "ds.attention_grad", {&qs, &ks, &vs, &gs},
+                     {&dqs, &dks, &dvs}, {1, 1}, {0.125}));
 
   Tensor bias = uniform(rng, {3 * C});
   double mmBias = bestMs(reps, "ds.matmul_bias", {&x, &w, &bias}, {&y}, {0, 1});
@@ -139,12 +150,12 @@ int main(int argc, char **argv) {
               mm16, 2.0 * B * T * C * 3 * C / mm16 / 1e6);
   Tensor q16 = asBf16(q), k16 = asBf16(k), v16 = asBf16(v), g16 = asBf16(g);
   Tensor o16 = q16, dq16 = q16, dk16 = q16, dv16 = q16;
-  std::printf(
-      "attention                           %8.3f ms\n",
-      bestMs(reps, "ds.attention", {&q16, &k16, &v16}, {&o16}, {1}, {0.125}));
+  std::printf("attention                           %8.3f ms\n",
+              bestMs(reps, "ds.attention", {&q16, &k16, &v16}, {&o16}, {1, 0},
+                     {0.125}));
   std::printf("attention_grad                      %8.3f ms\n",
               bestMs(reps, "ds.attention_grad", {&q16, &k16, &v16, &g16},
-                     {&dq16, &dk16, &dv16}, {1}, {0.125}));
+                     {&dq16, &dk16, &dv16}, {1, 0}, {0.125}));
   // The MLP's fused products: [1024, 256] x [1024, 256]^T + GELU, and the
   // gradient through them ([1024, 256] x [256, 1024] -> GELU' -> row sum).
   Tensor fcW = asBf16(uniform(rng, {4 * C, C})),

@@ -286,6 +286,7 @@ int Compiler::passOptions() {
   train.fuseLmHead.enabled = req.fuseLmHead;
   train.fuseLmHead.chunkRows = req.lmHeadChunkRows;
   train.fuseElementwise.enabled = req.fuseElementwise;
+  train.foldAttentionLayout.enabled = req.foldAttentionLayout;
   if (req.noDecay) {
     train.adamw.decayAll = true;
     train.adamw.noDecay = llvm::join(*req.noDecay, ",");

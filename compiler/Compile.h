@@ -47,6 +47,8 @@ struct CompileRequest {
   bool fuseLmHead = true;
   /// false: phase fused leaves elementwise chains as separate ops.
   bool fuseElementwise = true;
+  /// ds-fold-attention-layout (dsc --fold-attention-layout).
+  bool foldAttentionLayout = true;
   /// The fused head's rows a chunk; 0: ds-fuse-lm-head's rule.
   int64_t lmHeadChunkRows = 0;
   /// Refuse a plan that needs more device memory per rank ("80GiB"); the

@@ -105,6 +105,12 @@ struct Options {
       cl::desc("chains of elementwise ops as one kernel each, grouped by the "
                "bytes they save (default true; docs/performance.md)"),
       cl::init(true)};
+  cl::opt<bool> foldAttentionLayout{
+      "fold-attention-layout",
+      cl::desc("attention reads q, k, v and writes its results as [B, T, H, "
+               "D], without the transposes around it (default true; "
+               "docs/performance.md)"),
+      cl::init(true)};
   cl::opt<int64_t> lmHeadChunkRows{
       "lm-head-chunk-rows", cl::value_desc("ROWS"),
       cl::desc("the fused LM head's rows a chunk (default: the largest "
@@ -190,13 +196,23 @@ void showOnlyDscFlags() {
   static cl::OptionCategory dscFlags("dsc options");
   static cl::OptionCategory mlirFlags(
       "Inspecting the passes (all of MLIR's and LLVM's: --help-hidden)");
-  static const char *const dsc[] = {
-      "model",         "compile-to",       "emit",
-      "config",        "world-size",       "eval-micro-batch-size",
-      "remat",         "remat-every",      "activation-memory",
-      "device-memory", "report",           "o",
-      "fuse-lm-head",  "fuse-elementwise", "lm-head-chunk-rows",
-      "pass-pipeline"};
+  static const char *const dsc[] = {"model",
+                                    "compile-to",
+                                    "emit",
+                                    "config",
+                                    "world-size",
+                                    "eval-micro-batch-size",
+                                    "remat",
+                                    "remat-every",
+                                    "activation-memory",
+                                    "device-memory",
+                                    "report",
+                                    "o",
+                                    "fuse-lm-head",
+                                    "fuse-elementwise",
+                                    "lm-head-chunk-rows",
+                                    "fold-attention-layout",
+                                    "pass-pipeline"};
   static const char *const mlir[] = {"mlir-print-ir-after-all",
                                      "mlir-print-ir-before-all",
                                      "mlir-print-ir-after",
@@ -230,6 +246,7 @@ bool requestFromFlags(const Options &opts, const MachineModel &machine,
     req.rematEvery = opts.rematEvery;
   req.fuseLmHead = opts.fuseLmHead;
   req.fuseElementwise = opts.fuseElementwise;
+  req.foldAttentionLayout = opts.foldAttentionLayout;
   if (opts.lmHeadChunkRows < 0) {
     error = "--lm-head-chunk-rows: expected a positive number of rows, got " +
             std::to_string(opts.lmHeadChunkRows);

@@ -129,6 +129,7 @@ void addFused(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsFuseLmHead(o.fuseLmHead));
   pm.addPass(ds::createDsFuse());
   pm.addPass(ds::createDsFuseElementwise(o.fuseElementwise));
+  pm.addPass(ds::createDsFoldAttentionLayout(o.foldAttentionLayout));
 }
 void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
   pm.addPass(ds::createDsSchedule());

@@ -82,6 +82,7 @@ struct TrainOptions {
   mlir::ds::DsZeroOptions zero;
   mlir::ds::DsFuseLmHeadOptions fuseLmHead;
   mlir::ds::DsFuseElementwiseOptions fuseElementwise;
+  mlir::ds::DsFoldAttentionLayoutOptions foldAttentionLayout;
   mlir::ds::DsOffloadOptions offload;
   DsLowerToPlanOptions plan;
   DsEmitPlanOptions emit;

@@ -13,3 +13,12 @@ SmallVector<func::FuncOp, 2> mlir::ds::forwardFunctions(ModuleOp module) {
       out.push_back(f);
   return out;
 }
+
+SmallVector<func::FuncOp> mlir::ds::fusedFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> out;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f.isExternal() &&
+        f.getSymName() != StringRef(dsc::plan::kForwardFunction))
+      out.push_back(f);
+  return out;
+}

@@ -25,6 +25,10 @@ inline func::FuncOp lookupFunction(ModuleOp module, std::string_view name) {
 /// passes before autodiff rewrite.
 SmallVector<func::FuncOp, 2> forwardFunctions(ModuleOp module);
 
+/// Every function with a body but @forward: the programs phase `fused`
+/// rewrites (@forward is the model as it came, kept for reference).
+SmallVector<func::FuncOp> fusedFunctions(ModuleOp module);
+
 } // namespace mlir::ds
 
 #endif // DSC_PASSES_FUNCTIONS_H

@@ -35,8 +35,8 @@
 
 #include "dialects/ds/Contracts.h"
 #include "dialects/ds/FusedElementwise.h"
+#include "passes/Functions.h"
 #include "passes/Passes.h"
-#include "runtime/plan/ProgramNames.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -50,7 +50,6 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
-namespace plan = dsc::plan;
 
 namespace {
 
@@ -287,10 +286,7 @@ struct FuseElementwisePass
   void runOnOperation() override {
     if (!enabled)
       return;
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.getSymName() == StringRef(plan::kForwardFunction) ||
-          func.isExternal())
-        continue;
+    for (func::FuncOp func : fusedFunctions(getOperation())) {
       Block &block = func.front();
       Grouping grouping(block);
       for (Operation &op : block)

@@ -235,6 +235,24 @@ def DsFuse : Pass<"ds-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsFoldAttentionLayout
+    : Pass<"ds-fold-attention-layout", "::mlir::ModuleOp"> {
+  let summary = "attention reads and writes [B, T, H, D]: its transposes go";
+  let description = [{
+    Phase `fused`: in each program but @forward, an attention or
+    attention_grad whose operands are all transposes [0, 2, 1, 3] and whose
+    results are read only by such transposes takes the untransposed values
+    (`seq_major`) and the transposes are erased
+    (passes/FoldAttentionLayout.cpp). The same arithmetic: the kernels read
+    a (batch, head) pair's rows H * D apart.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", "true",
+           "false: keep the transposes (dsc --fold-attention-layout=false)">,
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsFuseElementwise : Pass<"ds-fuse-elementwise", "::mlir::ModuleOp"> {
   let summary = "groups elementwise chains into ds.fused_elementwise by bytes";
   let description = [{

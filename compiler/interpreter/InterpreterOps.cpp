@@ -279,7 +279,50 @@ Outcome rmsNormGrad(RmsNormGradOp op, Operands in) {
   return out;
 }
 
+/// Attention's operands and results in the reference's [B, H, T, D] form:
+/// seq_major ones ([B, T, H, D]) swap their dims 1 and 2 (the swap is its
+/// own inverse, so it also takes results back).
+Outcome swapHeadsAndPositions(Tensors in) {
+  Tensors out;
+  for (const ref::Tensor &t : in) {
+    auto r = ref::transpose(t, {0, 2, 1, 3});
+    if (!r)
+      return ref::Error{r.error};
+    out.push_back(std::move(r.value));
+  }
+  return out;
+}
+
+/// Points `ptrs` at in's tensors, or (seq_major) at their swaps into
+/// [B, H, T, D], held in `own`; false with `error` if a swap fails.
+bool attentionOperands(Operands in, bool seqMajor, Tensors &own,
+                       std::vector<const ref::Tensor *> &ptrs,
+                       std::string &error) {
+  ptrs.assign(in.begin(), in.end());
+  if (!seqMajor)
+    return true;
+  Tensors copies;
+  for (const ref::Tensor *t : in)
+    copies.push_back(*t);
+  auto r = swapHeadsAndPositions(std::move(copies));
+  if (!r) {
+    error = r.error;
+    return false;
+  }
+  own = std::move(r.value);
+  ptrs.clear();
+  for (const ref::Tensor &t : own)
+    ptrs.push_back(&t);
+  return true;
+}
+
 Outcome attentionGrad(AttentionGradOp op, Operands in) {
+  Tensors own;
+  std::vector<const ref::Tensor *> ptrs;
+  std::string error;
+  if (!attentionOperands(in, op.getSeqMajor(), own, ptrs, error))
+    return ref::Error{error};
+  in = ptrs;
   auto r = ref::attention_grad(*in[0], *in[1], *in[2], *in[3], op.getCausal(),
                                op.getScale().convertToDouble());
   if (!r)
@@ -288,7 +331,25 @@ Outcome attentionGrad(AttentionGradOp op, Operands in) {
   out.push_back(std::move(r.value.dq));
   out.push_back(std::move(r.value.dk));
   out.push_back(std::move(r.value.dv));
-  return out;
+  return op.getSeqMajor() ? swapHeadsAndPositions(std::move(out))
+                          : Outcome(std::move(out));
+}
+
+Outcome attention(AttentionOp op, Operands in) {
+  Tensors own;
+  std::vector<const ref::Tensor *> ptrs;
+  std::string error;
+  if (!attentionOperands(in, op.getSeqMajor(), own, ptrs, error))
+    return ref::Error{error};
+  in = ptrs;
+  auto r = ref::attention(*in[0], *in[1], *in[2], op.getCausal(),
+                          op.getScale().convertToDouble());
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value));
+  return op.getSeqMajor() ? swapHeadsAndPositions(std::move(out))
+                          : Outcome(std::move(out));
 }
 
 //===----------------------------------------------------------------------===//
@@ -649,8 +710,7 @@ Outcome evaluate(SoftmaxGradOp, Operands in, const EvalContext &) {
   return one(ref::softmax_grad(*in[0], *in[1]));
 }
 Outcome evaluate(AttentionOp o, Operands in, const EvalContext &) {
-  return one(ref::attention(*in[0], *in[1], *in[2], o.getCausal(),
-                            o.getScale().convertToDouble()));
+  return attention(o, in);
 }
 Outcome evaluate(AttentionGradOp o, Operands in, const EvalContext &) {
   return attentionGrad(o, in);

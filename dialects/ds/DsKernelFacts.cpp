@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 
 namespace mlir::ds {
 namespace {
@@ -26,12 +27,12 @@ void append(Ints &ints, ArrayRef<int64_t> values) {
   ints.append(values.begin(), values.end());
 }
 
-/// q, k: [B, H, T, D] and [B, H, S, D]; the forward's two T x S x D
-/// contractions, as FLOPs.
-double attentionFlops(Value q, Value k) {
+/// q, k: [B, H, T, D] and [B, H, S, D] (or [B, T, H, D] and [B, S, H, D]
+/// with seq_major); the forward's two T x S x D contractions, as FLOPs.
+double attentionFlops(Value q, Value k, bool seqMajor) {
   auto qs = cast<RankedTensorType>(q.getType()).getShape();
   auto ks = cast<RankedTensorType>(k.getType()).getShape();
-  return 4.0 * qs[0] * qs[1] * qs[2] * ks[2] * qs[3];
+  return 4.0 * qs[0] * qs[1] * qs[2] * ks[attentionAxes(seqMajor).seq] * qs[3];
 }
 
 /// 2 M N K per batch: two FLOPs per result element per contracted index.
@@ -140,15 +141,19 @@ void AddLayerNormOp::getKernelAttributes(Ints &, Floats &floats) {
 // contractions for dq, dk, dv and the probabilities' gradient.
 void AttentionOp::getKernelAttributes(Ints &ints, Floats &floats) {
   ints.push_back(getCausal());
+  ints.push_back(getSeqMajor());
   floats.push_back(f(getScaleAttr()));
 }
-double AttentionOp::getFlops() { return attentionFlops(getQ(), getK()); }
+double AttentionOp::getFlops() {
+  return attentionFlops(getQ(), getK(), getSeqMajor());
+}
 void AttentionGradOp::getKernelAttributes(Ints &ints, Floats &floats) {
   ints.push_back(getCausal());
+  ints.push_back(getSeqMajor());
   floats.push_back(f(getScaleAttr()));
 }
 double AttentionGradOp::getFlops() {
-  return 2.5 * attentionFlops(getQ(), getK());
+  return 2.5 * attentionFlops(getQ(), getK(), getSeqMajor());
 }
 
 void RotaryOp::getKernelAttributes(Ints &ints, Floats &floats) {

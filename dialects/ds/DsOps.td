@@ -375,18 +375,24 @@ def DS_AttentionOp : DS_Op<"attention",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
-  let kernel = DS_F32Kernel<["causal"], ["scale"], "f32,f32,f32->f32", "none">;
+  let kernel = DS_F32Kernel<["causal", "seq_major"], ["scale"], "f32,f32,f32->f32", "none">;
   let summary = "scaled dot-product attention";
   let description = [{
     q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] -> [B, H, Tq, Dv]:
     softmax(scale * q k^T) v. With `causal`, query i sees keys
-    j <= i + (Tk - Tq).
+    j <= i + (Tk - Tq). With `seq_major` every operand and the result are
+    [B, T, H, D] instead (the heads of a position side by side, as the
+    projections write them): phase `fused` folds the transposes around an
+    attention into it (ds-fold-attention-layout); sharding and autodiff
+    see the [B, H, T, D] form only.
   }];
   let arguments = (ins DS_FloatTensor:$q, DS_FloatTensor:$k,
-                       DS_FloatTensor:$v, F64Attr:$scale, UnitAttr:$causal);
+                       DS_FloatTensor:$v, F64Attr:$scale, UnitAttr:$causal,
+                       UnitAttr:$seq_major);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `scale` $scale (`causal` $causal^)? attr-dict `:`
+    $q `,` $k `,` $v `scale` $scale (`causal` $causal^)?
+    (`seq_major` $seq_major^)? attr-dict `:`
     type($q) `,` type($k) `,` type($v) `->` type($result)
   }];
 }
@@ -395,15 +401,17 @@ def DS_AttentionGradOp : DS_Op<"attention_grad",
     [DeclareOpInterfaceMethods<DS_KernelOpInterface,
          ["getKernelAttributes", "getFlops"]>, Pure, AllTypesMatch<["q", "dq"]>, AllTypesMatch<["k", "dk"]>,
      AllTypesMatch<["v", "dv"]>]> {
-  let kernel = DS_F32Kernel<["causal"], ["scale"], "f32,f32,f32,f32->f32,f32,f32", "none">;
+  let kernel = DS_F32Kernel<["causal", "seq_major"], ["scale"], "f32,f32,f32,f32->f32,f32,f32", "none">;
   let summary = "cotangents of attention's q, k and v";
   let arguments = (ins DS_FloatTensor:$q, DS_FloatTensor:$k,
                        DS_FloatTensor:$v, DS_FloatTensor:$grad,
-                       F64Attr:$scale, UnitAttr:$causal);
+                       F64Attr:$scale, UnitAttr:$causal,
+                       UnitAttr:$seq_major);
   let results = (outs DS_FloatTensor:$dq, DS_FloatTensor:$dk,
                       DS_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $grad `scale` $scale (`causal` $causal^)? attr-dict
+    $q `,` $k `,` $v `,` $grad `scale` $scale (`causal` $causal^)?
+    (`seq_major` $seq_major^)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `,` type($grad)
   }];
 }

@@ -126,22 +126,26 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             SmallVectorImpl<Type> &inferred) {
   auto q = tensorOf(adaptor.getQ()), k = tensorOf(adaptor.getK()),
        v = tensorOf(adaptor.getV());
+  const bool seqMajor = bool(adaptor.getSeqMajor());
+  const AttentionAxes ax = attentionAxes(seqMajor);
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
-    return emitOptionalError(loc, "q, k and v must be [B, H, T, D]");
+    return emitOptionalError(loc, "q, k and v must be ",
+                             seqMajor ? "[B, T, H, D]" : "[B, H, T, D]");
   if (q.getElementType() != k.getElementType() ||
       q.getElementType() != v.getElementType())
     return emitOptionalError(loc, "q, k and v have different element types");
   auto qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
-  if (qs[0] != ks[0] || qs[0] != vs[0] || qs[1] != ks[1] || qs[1] != vs[1])
+  const int64_t h = ax.heads, t = ax.seq;
+  if (qs[0] != ks[0] || qs[0] != vs[0] || qs[h] != ks[h] || qs[h] != vs[h])
     return emitOptionalError(loc, "batch and head dimensions differ: q is ",
                              shapeStr(qs), ", k is ", shapeStr(ks), ", v is ",
                              shapeStr(vs));
   if (qs[3] != ks[3])
     return emitOptionalError(loc, "q and k head sizes differ: ", qs[3], " vs ",
                              ks[3]);
-  if (ks[2] != vs[2])
-    return emitOptionalError(loc, "k and v sequence lengths differ: ", ks[2],
-                             " vs ", vs[2]);
+  if (ks[t] != vs[t])
+    return emitOptionalError(loc, "k and v sequence lengths differ: ", ks[t],
+                             " vs ", vs[t]);
   inferred.push_back(
       RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, q.getElementType()));
   return success();

@@ -36,6 +36,15 @@ std::string shapeStr(ArrayRef<int64_t> shape);
 /// the VJP of numpy broadcasting.
 Value sumToShape(OpBuilder &b, Location loc, Value grad, ShapedType target);
 
+/// Where attention's operands keep their heads and their positions:
+/// [B, H, T, D] (heads 1, seq 2), or [B, T, H, D] with seq_major.
+struct AttentionAxes {
+  int64_t heads, seq;
+};
+inline AttentionAxes attentionAxes(bool seqMajor) {
+  return seqMajor ? AttentionAxes{2, 1} : AttentionAxes{1, 2};
+}
+
 /// The inverse of a permutation.
 SmallVector<int64_t> invertPermutation(ArrayRef<int64_t> perm);
 

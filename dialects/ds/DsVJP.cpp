@@ -268,7 +268,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
                                     ArrayRef<bool>,
                                     SmallVectorImpl<Value> &out) {
   auto grad = b.create<AttentionGradOp>(getLoc(), getQ(), getK(), getV(), gs[0],
-                                        getScaleAttr(), getCausalAttr());
+                                        getScaleAttr(), getCausalAttr(),
+                                        getSeqMajorAttr());
   out[0] = grad.getDq();
   out[1] = grad.getDk();
   out[2] = grad.getDv();

@@ -185,7 +185,7 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v) {
   int64_t headSize = tensorOf(q).getShape().back();
   double scale = 1.0 / std::sqrt(static_cast<double>(headSize));
   return b.create<ds::AttentionOp>(loc(), q, k, v, b.getF64FloatAttr(scale),
-                                   b.getUnitAttr());
+                                   b.getUnitAttr(), UnitAttr());
 }
 
 Value GraphBuilder::rotary(Value x, double theta) {

@@ -498,8 +498,9 @@ FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
     return concat(c, in, why);
   if (auto r = dyn_cast<ReduceSumOp>(op))
     return reduceSum(r, in);
+  // [B, H, T, D]: batch and heads may be cut; [B, T, H, D]: the batch.
   if (isa<AttentionOp, AttentionGradOp>(op))
-    return sameCut(op, in, 2, why); // [B, H, T, D]: heads may be cut
+    return sameCut(op, in, op->hasAttr("seq_major") ? 1 : 2, why);
   if (auto r = dyn_cast<RotaryOp>(op))
     return sameCut(op, in, typeOf(r.getX()).getRank() - 2, why);
   if (isa<SoftmaxOp, SoftmaxGradOp>(op))

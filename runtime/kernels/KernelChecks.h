@@ -246,12 +246,25 @@ bool checkLambNorms(const KernelArgs &args, std::string &err);
 
 struct AttentionDims {
   int64_t B, H, Tq, Tk, D, Dv;
+  bool seqMajor = false; // operands [B, T, H, D] rather than [B, H, T, D]
+
+  /// The element offset of row i (of T) of (batch, head) pair p in an
+  /// operand whose rows hold `width` elements.
+  int64_t rowOffset(int64_t p, int64_t i, int64_t T, int64_t width) const {
+    return seqMajor ? (((p / H) * T + i) * H + p % H) * width
+                    : (p * T + i) * width;
+  }
+  /// Elements from one row of a pair to its next.
+  int64_t rowStride(int64_t width) const {
+    return seqMajor ? H * width : width;
+  }
 };
-/// q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv]; causal 0 or 1; a
-/// finite scale.
+/// q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] (seq_major: [B, T,
+/// H, D] each); causal and seq_major 0 or 1; a finite scale.
 bool checkAttention(const KernelArgs &a, AttentionDims &d, bool &causal,
                     double &scale, std::string &err);
-/// ds.attention's output [B, H, Tq, Dv] (after checkAttention).
+/// ds.attention's output [B, H, Tq, Dv] or [B, Tq, H, Dv] (after
+/// checkAttention).
 bool checkAttentionOutput(const KernelArgs &a, std::string &err);
 /// ds.attention_grad's g [B, H, Tq, Dv] and dq, dk, dv of q's, k's and
 /// v's shapes (after checkAttention).

@@ -146,7 +146,7 @@ TEST(KernelFacts, AttributeEncodingsFlopsAndInPlaceSafety) {
   // ds.attention scale 0.5 causal over [2,3,5,4].
   KernelOpInterface at = first("ds.attention");
   ASSERT_TRUE(at);
-  EXPECT_EQ(attrs(at), std::make_pair(V{1}, F{0.5}));
+  EXPECT_EQ(attrs(at), std::make_pair(V{1, 0}, F{0.5})); // causal, seq_major
   EXPECT_EQ(at.getFlops(), 4.0 * 2 * 3 * 5 * 5 * 4);
   EXPECT_EQ(first("ds.attention_grad").getFlops(), 10.0 * 2 * 3 * 5 * 5 * 4);
   // ds.adamw betas(0.9, 0.95) eps 1e-8 weight_decay 0.1, in place.

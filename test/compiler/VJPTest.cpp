@@ -221,7 +221,7 @@ void addNormalizations(std::vector<OpCase> &cases) {
                                     ValueRange in) -> SmallVector<Value> {
            return {b.create<AttentionOp>(
                loc, in[0], in[1], in[2], b.getF64FloatAttr(scale),
-               causal ? b.getUnitAttr() : UnitAttr())};
+               causal ? b.getUnitAttr() : UnitAttr(), UnitAttr())};
          }});
   }
 

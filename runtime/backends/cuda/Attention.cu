@@ -152,6 +152,8 @@ bool prepare(const KernelArgs &args, tiles::Problem &a, int &width,
   a.sv = storage(in[2]);
   a.sg = args.numInputs > 3 ? storage(in[3]) : kF32;
   a.pairs = d.B * d.H;
+  a.heads = d.H;
+  a.seqMajor = d.seqMajor;
   a.Tq = d.Tq;
   a.Tk = d.Tk;
   a.D = d.D;

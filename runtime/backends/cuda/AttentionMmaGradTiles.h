@@ -122,10 +122,10 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), j0 = firstKey(tile);
-    loadTile16<IO, BC>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
-                       half(sm, kK), L, t);
-    loadTile16<IO, BC>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv, roundUp(a.Dv, 16),
-                       half(sm, kV), L, t);
+    loadTile16<IO, BC>(a.k, a.rows(p, j0, a.Tk, a.D), a.Tk - j0, a.D,
+                       roundUp(a.D, 16), half(sm, kK), L, t);
+    loadTile16<IO, BC>(a.v, a.rows(p, j0, a.Tk, a.Dv), a.Tk - j0, a.Dv,
+                       roundUp(a.Dv, 16), half(sm, kV), L, t);
     DSC_TILE_UNROLL
     for (int n = 0; n < kHalfTiles; ++n)
       for (int i = 0; i < 4; ++i)
@@ -137,13 +137,12 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
   /// Step `step`'s Q and g tiles into buffer step % 2, asynchronously.
   DSC_TILE_FN void loadQueries(int64_t tile, int64_t step, int t,
                                float *sm) const {
-    const int64_t i0 = firstQueryOf(tile) + step * BR,
-                  row0 = pairOf(tile) * a.Tq + i0;
+    const int64_t i0 = firstQueryOf(tile) + step * BR, p = pairOf(tile);
     const int buffer = kQG * int(step & 1);
-    loadTile16<IO, BR, true>(a.q, row0, a.Tq - i0, a.D, roundUp(a.D, 16),
-                             half(sm, kQ + buffer), L, t);
-    loadTile16<IO, BR, true>(a.g, row0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
-                             half(sm, kG + buffer), L, t);
+    loadTile16<IO, BR, true>(a.q, a.rows(p, i0, a.Tq, a.D), a.Tq - i0, a.D,
+                             roundUp(a.D, 16), half(sm, kQ + buffer), L, t);
+    loadTile16<IO, BR, true>(a.g, a.rows(p, i0, a.Tq, a.Dv), a.Tq - i0, a.Dv,
+                             roundUp(a.Dv, 16), half(sm, kG + buffer), L, t);
     commitTileLoads();
   }
 
@@ -201,9 +200,9 @@ template <int DM, class IO, bool kBF16> struct GradKVMmaTiles : KeyTiling {
         if (j >= a.Tk)
           continue;
         if (x < a.D)
-          IO::store(dk, sdk, (p * a.Tk + j) * a.D + x, th.dk[n][i]);
+          IO::store(dk, sdk, a.rows(p, j, a.Tk, a.D).base + x, th.dk[n][i]);
         if (x < a.Dv)
-          IO::store(dv, sdv, (p * a.Tk + j) * a.Dv + x, th.dv[n][i]);
+          IO::store(dv, sdv, a.rows(p, j, a.Tk, a.Dv).base + x, th.dv[n][i]);
       }
   }
 };
@@ -242,10 +241,10 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile), row0 = p * a.Tq + i0;
-    loadTile16<IO, BR>(a.q, row0, a.Tq - i0, a.D, roundUp(a.D, 16),
-                       half(sm, kQ), L, t);
-    loadTile16<IO, BR>(a.g, row0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
-                       half(sm, kG), L, t);
+    loadTile16<IO, BR>(a.q, a.rows(p, i0, a.Tq, a.D), a.Tq - i0, a.D,
+                       roundUp(a.D, 16), half(sm, kQ), L, t);
+    loadTile16<IO, BR>(a.g, a.rows(p, i0, a.Tq, a.Dv), a.Tq - i0, a.Dv,
+                       roundUp(a.Dv, 16), half(sm, kG), L, t);
     loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
     DSC_TILE_UNROLL
     for (int n = 0; n < kTilesN; ++n)
@@ -302,7 +301,7 @@ template <class Cfg, class IO, bool kBF16> struct GradQMmaTiles : QueryTiling {
         accumulatorAt(lane, i, r, c);
         const int64_t i1 = i0 + 16 * warp + r, x = 8 * n + c;
         if (i1 < a.Tq && x < a.D)
-          IO::store(dq, sdq, (p * a.Tq + i1) * a.D + x, th.dq[n][i]);
+          IO::store(dq, sdq, a.rows(p, i1, a.Tq, a.D).base + x, th.dq[n][i]);
       }
   }
 };

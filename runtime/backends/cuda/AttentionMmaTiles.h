@@ -74,13 +74,13 @@ DSC_TILE_FN void awaitTileLoads() {
 #endif
 }
 
-/// dst[r * ld + c] = the 16-bit bits of src row (row0 + r), column c, for
+/// dst[r * ld + c] = the 16-bit bits of src row r of `at`, column c, for
 /// r < ROWS and c < width; rows past `rows` and columns past `cols` zero.
 /// kAsync: where the rows are whole aligned 16-byte words, the device
 /// copies them asynchronously (commitTileLoads, awaitTileLoads), so a
 /// program loads the next tile while it computes on this one.
 template <class IO, int ROWS, bool kAsync = false>
-DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
+DSC_TILE_FN void loadTile16(const void *src, RowsAt at, int64_t rows,
                             int64_t cols, int64_t width, uint16_t *dst, int ld,
                             int t) {
 #if defined(__CUDA_ARCH__)
@@ -95,18 +95,20 @@ DSC_TILE_FN void loadTile16(const void *src, int64_t row0, int64_t rows,
       const int r = e / words, w = e % words;
       uint16_t *to = dst + r * ld + 8 * w;
       if constexpr (kAsync)
-        copyAsync16(to, r < rows ? from + (row0 + r) * words + w : from,
+        copyAsync16(to,
+                    r < rows ? from + (at.base + r * at.step) / 8 + w : from,
                     r < rows);
       else
         *reinterpret_cast<uint4 *>(to) =
-            r < rows ? from[(row0 + r) * words + w] : make_uint4(0, 0, 0, 0);
+            r < rows ? from[(at.base + r * at.step) / 8 + w]
+                     : make_uint4(0, 0, 0, 0);
     }
     return;
   }
 #endif
   for (TileWalk w(width, t); w.r < ROWS; w.next())
     dst[w.r * ld + w.c] = w.r < rows && w.c < cols
-                              ? IO::load16(src, (row0 + w.r) * cols + w.c)
+                              ? IO::load16(src, at.base + w.r * at.step + w.c)
                               : 0;
 }
 
@@ -117,9 +119,9 @@ template <class IO, int BC>
 DSC_TILE_FN void loadKeyTiles(const Problem &a, int64_t p, int64_t step,
                               uint16_t *k, uint16_t *v, int ld, int t) {
   const int64_t j0 = step * BC;
-  loadTile16<IO, BC, true>(a.k, p * a.Tk + j0, a.Tk - j0, a.D, roundUp(a.D, 16),
-                           k, ld, t);
-  loadTile16<IO, BC, true>(a.v, p * a.Tk + j0, a.Tk - j0, a.Dv,
+  loadTile16<IO, BC, true>(a.k, a.rows(p, j0, a.Tk, a.D), a.Tk - j0, a.D,
+                           roundUp(a.D, 16), k, ld, t);
+  loadTile16<IO, BC, true>(a.v, a.rows(p, j0, a.Tk, a.Dv), a.Tk - j0, a.Dv,
                            roundUp(a.Dv, 16), v, ld, t);
   commitTileLoads();
 }
@@ -182,11 +184,11 @@ struct ForwardMmaTiles : QueryTiling {
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile);
-    loadTile16<IO, BR>(a.q, p * a.Tq + i0, a.Tq - i0, a.D, roundUp(a.D, 16),
-                       half(sm, kQ), LQ, t);
+    loadTile16<IO, BR>(a.q, a.rows(p, i0, a.Tq, a.D), a.Tq - i0, a.D,
+                       roundUp(a.D, 16), half(sm, kQ), LQ, t);
     if constexpr (kStats)
-      loadTile16<IO, BR>(a.g, p * a.Tq + i0, a.Tq - i0, a.Dv, roundUp(a.Dv, 16),
-                         half(sm, kG), LQ, t);
+      loadTile16<IO, BR>(a.g, a.rows(p, i0, a.Tq, a.Dv), a.Tq - i0, a.Dv,
+                         roundUp(a.Dv, 16), half(sm, kG), LQ, t);
     DSC_TILE_UNROLL
     for (int n = 0; n < kTilesN; ++n)
       for (int i = 0; i < 4; ++i)
@@ -371,7 +373,7 @@ struct ForwardMmaTiles : QueryTiling {
           c += 8 * n;
           const float l = sm[kL + r];
           if (i0 + r < a.Tq && c < a.Dv)
-            IO::store(out, so, (p * a.Tq + i0 + r) * a.Dv + c,
+            IO::store(out, so, a.rows(p, i0 + r, a.Tq, a.Dv).base + c,
                       l > 0 ? th.o[n][i] / l : 0.0f);
         }
     }

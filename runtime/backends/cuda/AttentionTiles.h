@@ -59,15 +59,31 @@ namespace dsc::rt::cuda::tiles {
 
 constexpr int kThreads = 256;
 
+/// Where a run of rows of one operand lies: row r's first element at
+/// base + r * step.
+struct RowsAt {
+  int64_t base, step;
+};
+
 /// One ds.attention or ds.attention_grad: q [P, Tq, D], k [P, Tk, D],
 /// v [P, Tk, Dv], g (the output's gradient) [P, Tq, Dv], P = batch * heads,
-/// row-major. Storage codes are cuda::Storage's (the IO policy reads them).
+/// row-major; or, seqMajor, each [B, T, H, width] (a pair's rows H * width
+/// apart). Storage codes are cuda::Storage's (the IO policy reads them).
 struct Problem {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr;
   int sq = 0, sk = 0, sv = 0, sg = 0;
   int64_t pairs = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
-  bool causal = false;
+  int64_t heads = 1; // H: how pairs map to seqMajor rows
+  bool causal = false, seqMajor = false;
   float scale = 1;
+
+  /// Rows i, i + 1, ... (of T) of pair p, in an operand `width` wide.
+  DSC_TILE_FN RowsAt rows(int64_t p, int64_t i, int64_t T,
+                          int64_t width) const {
+    if (!seqMajor)
+      return {(p * T + i) * width, width};
+    return {(((p / heads) * T + i) * heads + p % heads) * width, heads * width};
+  }
 
   /// Query i sees key j (causal: j <= i + Tk - Tq, the CPU's rule).
   DSC_TILE_FN bool sees(int64_t i, int64_t j) const {
@@ -140,15 +156,15 @@ struct TileWalk {
   }
 };
 
-/// dst[r * stride + c] = src row (row0 + r), column c, for r < ROWS and
+/// dst[r * stride + c] = src row r of `at`, column c, for r < ROWS and
 /// c < cols; rows at or past `rows` read as zero. Consecutive threads read
 /// consecutive elements.
 template <class IO, int ROWS>
-DSC_TILE_FN void loadTile(const void *src, int s, int64_t row0, int64_t rows,
+DSC_TILE_FN void loadTile(const void *src, int s, RowsAt at, int64_t rows,
                           int64_t cols, float *dst, int stride, int t) {
   for (TileWalk w(cols, t); w.r < ROWS; w.next())
     dst[w.r * stride + w.c] =
-        w.r < rows ? IO::load(src, s, (row0 + w.r) * cols + w.c) : 0;
+        w.r < rows ? IO::load(src, s, at.base + w.r * at.step + w.c) : 0;
 }
 
 /// Per-row statistics of rows row0.. (INFINITY and 0 past `rows`: such a
@@ -267,10 +283,12 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles : QueryTiling {
 
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
-    const int64_t p = pairOf(tile), i0 = firstRow(tile), row0 = p * a.Tq + i0;
-    loadTile<IO, BR>(a.q, a.sq, row0, a.Tq - i0, a.D, sm + kQ, W, t);
+    const int64_t p = pairOf(tile), i0 = firstRow(tile);
+    loadTile<IO, BR>(a.q, a.sq, a.rows(p, i0, a.Tq, a.D), a.Tq - i0, a.D,
+                     sm + kQ, W, t);
     if constexpr (kStats)
-      loadTile<IO, BR>(a.g, a.sg, row0, a.Tq - i0, a.Dv, sm + kG, W, t);
+      loadTile<IO, BR>(a.g, a.sg, a.rows(p, i0, a.Tq, a.Dv), a.Tq - i0, a.Dv,
+                       sm + kG, W, t);
     DSC_TILE_UNROLL
     for (int k = 0; k < kAcc; ++k)
       th.o[k] = 0;
@@ -286,9 +304,10 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles : QueryTiling {
     const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
     switch (phase) {
     case 0: // the key tile
-      loadTile<IO, BC>(a.k, a.sk, p * a.Tk + j0, a.Tk - j0, a.D, sm + kK, W, t);
-      loadTile<IO, BC>(a.v, a.sv, p * a.Tk + j0, a.Tk - j0, a.Dv, sm + kV, W,
-                       t);
+      loadTile<IO, BC>(a.k, a.sk, a.rows(p, j0, a.Tk, a.D), a.Tk - j0, a.D,
+                       sm + kK, W, t);
+      loadTile<IO, BC>(a.v, a.sv, a.rows(p, j0, a.Tk, a.Dv), a.Tk - j0, a.Dv,
+                       sm + kV, W, t);
       break;
     case 1: // scores, -inf where the query does not see the key; g . v
       for (int e = t; e < BR * BC; e += kThreads) {
@@ -369,7 +388,7 @@ template <class Cfg, class IO, bool kStats> struct ForwardTiles : QueryTiling {
         const int64_t i = i0 + r;
         if (x < a.Dv && i < a.Tq) {
           const float l = sm[kL + r];
-          IO::store(out, so, (p * a.Tq + i) * a.Dv + x,
+          IO::store(out, so, a.rows(p, i, a.Tq, a.Dv).base + x,
                     l > 0 ? th.o[k] / l : 0.0f);
         }
       }
@@ -399,8 +418,10 @@ template <class Cfg, class IO> struct GradQTiles : QueryTiling {
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile), row0 = p * a.Tq + i0;
-    loadTile<IO, BR>(a.q, a.sq, row0, a.Tq - i0, a.D, sm + kQ, W, t);
-    loadTile<IO, BR>(a.g, a.sg, row0, a.Tq - i0, a.Dv, sm + kG, W, t);
+    loadTile<IO, BR>(a.q, a.sq, a.rows(p, i0, a.Tq, a.D), a.Tq - i0, a.D,
+                     sm + kQ, W, t);
+    loadTile<IO, BR>(a.g, a.sg, a.rows(p, i0, a.Tq, a.Dv), a.Tq - i0, a.Dv,
+                     sm + kG, W, t);
     loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
     DSC_TILE_UNROLL
     for (int k = 0; k < kAcc; ++k)
@@ -411,9 +432,10 @@ template <class Cfg, class IO> struct GradQTiles : QueryTiling {
                         Thread &th, float *sm) const {
     const int64_t p = pairOf(tile), i0 = firstRow(tile), j0 = step * BC;
     if (phase == 0) {
-      loadTile<IO, BC>(a.k, a.sk, p * a.Tk + j0, a.Tk - j0, a.D, sm + kK, W, t);
-      loadTile<IO, BC>(a.v, a.sv, p * a.Tk + j0, a.Tk - j0, a.Dv, sm + kV, W,
-                       t);
+      loadTile<IO, BC>(a.k, a.sk, a.rows(p, j0, a.Tk, a.D), a.Tk - j0, a.D,
+                       sm + kK, W, t);
+      loadTile<IO, BC>(a.v, a.sv, a.rows(p, j0, a.Tk, a.Dv), a.Tk - j0, a.Dv,
+                       sm + kV, W, t);
     } else if (phase == 1) {
       scoreGrads<Cfg>(a, i0, j0, sm + kQ, sm + kG, sm + kK, sm + kV, sm + kLse,
                       sm + kDsum, nullptr, sm + kDS, t);
@@ -438,7 +460,7 @@ template <class Cfg, class IO> struct GradQTiles : QueryTiling {
     for (int k = 0; k < kAcc; ++k) {
       const int e = t + k * kThreads, r = e / DM, x = e % DM;
       if (x < a.D && i0 + r < a.Tq)
-        IO::store(dq, sdq, (p * a.Tq + i0 + r) * a.D + x, th.dq[k]);
+        IO::store(dq, sdq, a.rows(p, i0 + r, a.Tq, a.D).base + x, th.dq[k]);
     }
   }
 };
@@ -466,8 +488,10 @@ template <class Cfg, class IO> struct GradKVTiles : KeyTiling {
   DSC_TILE_FN void prologue(int, int64_t tile, int t, Thread &th,
                             float *sm) const {
     const int64_t p = pairOf(tile), j0 = firstKey(tile);
-    loadTile<IO, BC>(a.k, a.sk, p * a.Tk + j0, a.Tk - j0, a.D, sm + kK, W, t);
-    loadTile<IO, BC>(a.v, a.sv, p * a.Tk + j0, a.Tk - j0, a.Dv, sm + kV, W, t);
+    loadTile<IO, BC>(a.k, a.sk, a.rows(p, j0, a.Tk, a.D), a.Tk - j0, a.D,
+                     sm + kK, W, t);
+    loadTile<IO, BC>(a.v, a.sv, a.rows(p, j0, a.Tk, a.Dv), a.Tk - j0, a.Dv,
+                     sm + kV, W, t);
     DSC_TILE_UNROLL
     for (int k = 0; k < kAcc; ++k)
       th.dk[k] = th.dv[k] = 0;
@@ -478,8 +502,10 @@ template <class Cfg, class IO> struct GradKVTiles : KeyTiling {
     const int64_t p = pairOf(tile), j0 = firstKey(tile),
                   i0 = firstQueryOf(tile) + step * BR, row0 = p * a.Tq + i0;
     if (phase == 0) {
-      loadTile<IO, BR>(a.q, a.sq, row0, a.Tq - i0, a.D, sm + kQ, W, t);
-      loadTile<IO, BR>(a.g, a.sg, row0, a.Tq - i0, a.Dv, sm + kG, W, t);
+      loadTile<IO, BR>(a.q, a.sq, a.rows(p, i0, a.Tq, a.D), a.Tq - i0, a.D,
+                       sm + kQ, W, t);
+      loadTile<IO, BR>(a.g, a.sg, a.rows(p, i0, a.Tq, a.Dv), a.Tq - i0, a.Dv,
+                       sm + kG, W, t);
       loadStats<BR>(lse, dsum, row0, a.Tq - i0, sm + kLse, sm + kDsum, t);
     } else if (phase == 1) {
       scoreGrads<Cfg>(a, i0, j0, sm + kQ, sm + kG, sm + kK, sm + kV, sm + kLse,
@@ -510,13 +536,12 @@ template <class Cfg, class IO> struct GradKVTiles : KeyTiling {
     DSC_TILE_UNROLL
     for (int k = 0; k < kAcc; ++k) {
       const int e = t + k * kThreads, c = e / DM, x = e % DM;
-      const int64_t row = p * a.Tk + j0 + c;
       if (j0 + c >= a.Tk)
         continue;
       if (x < a.D)
-        IO::store(dk, sdk, row * a.D + x, th.dk[k]);
+        IO::store(dk, sdk, a.rows(p, j0 + c, a.Tk, a.D).base + x, th.dk[k]);
       if (x < a.Dv)
-        IO::store(dv, sdv, row * a.Dv + x, th.dv[k]);
+        IO::store(dv, sdv, a.rows(p, j0 + c, a.Tk, a.Dv).base + x, th.dv[k]);
     }
   }
 };

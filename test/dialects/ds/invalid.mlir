@@ -187,6 +187,24 @@ func.func @f(%q: tensor<2x3x5x4xf32>, %k: tensor<2x2x5x4xf32>) {
 
 // -----
 
+func.func @f(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x6x4xf32>) {
+  // expected-error @+2 {{batch and head dimensions differ: q is 2x3x5x4, k is 2x3x6x4, v is 2x3x6x4}}
+  // expected-error @+1 {{'ds.attention' op failed to infer returned types}}
+  %0 = ds.attention %q, %k, %k scale 0.5 seq_major : tensor<2x3x5x4xf32>, tensor<2x3x6x4xf32>, tensor<2x3x6x4xf32> -> tensor<2x3x5x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<3x5x4xf32>) {
+  // expected-error @+2 {{q, k and v must be [B, T, H, D]}}
+  // expected-error @+1 {{'ds.attention' op failed to infer returned types}}
+  %0 = ds.attention %q, %q, %q scale 0.5 seq_major : tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x4xf32> -> tensor<3x5x4xf32>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<3x5x4xf32>) {
   // expected-error @+2 {{q, k and v must be [B, H, T, D]}}
   // expected-error @+1 {{'ds.attention' op failed to infer returned types}}

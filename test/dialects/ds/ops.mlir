@@ -85,7 +85,8 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
 
 // CHECK-LABEL: func @contractions
 func.func @contractions(%x: tensor<2x5x8xf32>, %w: tensor<12x8xf32>,
-                        %g: tensor<8xf32>, %q: tensor<2x3x5x4xf32>) {
+                        %g: tensor<8xf32>, %q: tensor<2x3x5x4xf32>,
+                        %kv7: tensor<2x7x5x4xf32>) {
   // CHECK: ds.matmul %{{.*}}, %{{.*}} {transpose_rhs} : tensor<2x5x8xf32>, tensor<12x8xf32> -> tensor<2x5x12xf32>
   %0 = ds.matmul %x, %w {transpose_rhs} : tensor<2x5x8xf32>, tensor<12x8xf32> -> tensor<2x5x12xf32>
   // CHECK: ds.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x5x8xf32>, tensor<8xf32>, tensor<8xf32>
@@ -106,6 +107,11 @@ func.func @contractions(%x: tensor<2x5x8xf32>, %w: tensor<12x8xf32>,
   %8 = ds.attention %q, %q, %q scale 0.5 causal : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32> -> tensor<2x3x5x4xf32>
   // CHECK: ds.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 5.000000e-01 causal
   %9:3 = ds.attention_grad %q, %q, %q, %8 scale 0.5 causal : tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>
+  // seq_major: [B, T, H, D]; k and v of 7 positions, 3 heads.
+  // CHECK: ds.attention %{{.*}}, %{{.*}}, %{{.*}} scale 5.000000e-01 causal seq_major : tensor<2x3x5x4xf32>, tensor<2x7x5x4xf32>, tensor<2x7x5x4xf32> -> tensor<2x3x5x4xf32>
+  %sm = ds.attention %q, %kv7, %kv7 scale 0.5 causal seq_major : tensor<2x3x5x4xf32>, tensor<2x7x5x4xf32>, tensor<2x7x5x4xf32> -> tensor<2x3x5x4xf32>
+  // CHECK: ds.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 5.000000e-01 seq_major :
+  %smg:3 = ds.attention_grad %q, %kv7, %kv7, %sm scale 0.5 seq_major : tensor<2x3x5x4xf32>, tensor<2x7x5x4xf32>, tensor<2x7x5x4xf32>, tensor<2x3x5x4xf32>
   // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 : tensor<2x3x5x4xf32>
   %10 = ds.rotary %q theta 10000.0 : tensor<2x3x5x4xf32>
   // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 inverse : tensor<2x3x5x4xf32>

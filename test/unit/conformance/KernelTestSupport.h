@@ -174,6 +174,22 @@ inline Buf poisoned(Shape shape, DType t = DType::f32) {
 
 inline Buf scalarBuf(double v) { return filled({}, v); }
 
+/// x [d0, d1, d2, d3] as [d0, d2, d1, d3]: attention's [B, H, T, D] <->
+/// [B, T, H, D] (seq_major).
+inline Buf swapDims12(const Buf &x) {
+  const int64_t n1 = x.shape[1], n2 = x.shape[2];
+  Buf y({x.shape[0], n2, n1, x.shape[3]}, x.dtype);
+  const size_t row = size_t(x.shape[3]) * rt::dtypeSize(x.dtype);
+  const auto *src = reinterpret_cast<const char *>(x.words.data());
+  auto *dst = reinterpret_cast<char *>(y.words.data());
+  for (int64_t b = 0; b < x.shape[0]; ++b)
+    for (int64_t i = 0; i < n1; ++i)
+      for (int64_t j = 0; j < n2; ++j)
+        std::memcpy(dst + size_t((b * n2 + j) * n1 + i) * row,
+                    src + size_t((b * n1 + i) * n2 + j) * row, row);
+  return y;
+}
+
 //===--- Running kernels --------------------------------------------------===//
 
 inline rt::KernelContext defaultContext() {

@@ -338,7 +338,7 @@ TEST_P(AttentionKernels, ForwardMatchesReference) {
           v = uniform(rng, {c.B, c.H, c.Tk, c.Dv});
       double scale = scaleFor(c.D);
       Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
-      RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal}, {scale});
+      RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal, 0}, {scale});
       REF_OK(want,
              ref::attention(q.toRef(), k.toRef(), v.toRef(), causal, scale));
       EXPECT_TRUE(close(out, want));
@@ -359,8 +359,8 @@ TEST_P(AttentionKernels, GradMatchesReference) {
       double scale = scaleFor(c.D);
       Buf dq = poisoned(q.shape), dk = poisoned(k.shape),
           dv = poisoned(v.shape);
-      RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv}, {causal},
-             {scale});
+      RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv},
+             {causal, 0}, {scale});
       REF_OK(want, ref::attention_grad(q.toRef(), k.toRef(), v.toRef(),
                                        g.toRef(), causal, scale));
       EXPECT_TRUE(close(dq, want.dq, 1e-4));
@@ -368,14 +368,60 @@ TEST_P(AttentionKernels, GradMatchesReference) {
       EXPECT_TRUE(close(dv, want.dv, 1e-4));
     }
   Buf q({1, 2, 3, 4}), k({1, 2, 5, 4}), v({1, 2, 5, 6}), out({1, 2, 3, 4});
-  EXPECT_RUN_ERROR(run("ds.attention", {&q, &k, &v}, {&out}, {1}, {0.5}),
+  EXPECT_RUN_ERROR(run("ds.attention", {&q, &k, &v}, {&out}, {1, 0}, {0.5}),
                    "ds.attention: the output has shape [1, 2, 3, 4] but needs "
                    "[1, 2, 3, 6]");
   Buf k2({1, 2, 5, 3});
   EXPECT_RUN_ERROR(
-      run("ds.attention", {&q, &k2, &v}, {&out}, {1}, {0.5}),
+      run("ds.attention", {&q, &k2, &v}, {&out}, {1, 0}, {0.5}),
       "ds.attention: incompatible shapes q [1, 2, 3, 4], k [1, 2, 5, 3], "
       "v [1, 2, 5, 6] (need k [B, H, Tk, D] and v [B, H, Tk, Dv])");
+  EXPECT_RUN_ERROR(run("ds.attention", {&q, &k, &v}, {&out}, {1, 2}, {0.5}),
+                   "ds.attention: seq_major must be 0 or 1, got 2");
+  EXPECT_RUN_ERROR(
+      run("ds.attention", {&q, &k2, &v}, {&out}, {1, 1}, {0.5}),
+      "ds.attention: incompatible shapes q [1, 2, 3, 4], k [1, 2, 5, 3], "
+      "v [1, 2, 5, 6] (need k [B, Tk, H, D] and v [B, Tk, H, Dv])");
+}
+
+// seq_major operands ([B, T, H, D], as the projections write them; phase
+// fused's ds-fold-attention-layout) give the [B, H, T, D] results bit for
+// bit, transposed: only the addresses differ. In f32 and bf16 (whose CPU
+// kernel widens tiles of sequences).
+TEST_P(AttentionKernels, SeqMajorGivesTheSameBits) {
+  SEEDED_RNG(rng);
+  const AttentionCase cases[] = {
+      {2, 3, 5, 13, 7, 5}, {2, 4, 33, 33, 16, 16}, {3, 2, 70, 70, 64, 64}};
+  for (DType t : {DType::f32, DType::bf16})
+    for (const AttentionCase &c : cases)
+      for (int causal : {0, 1}) {
+        SCOPED_TRACE(std::string(rt::dtypeName(t)) + " B H Tq Tk D Dv " +
+                     shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                     (causal ? " causal" : ""));
+        Buf q = uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
+            k = uniform(rng, {c.B, c.H, c.Tk, c.D}, -2, 2, t),
+            v = uniform(rng, {c.B, c.H, c.Tk, c.Dv}, -2, 2, t),
+            g = uniform(rng, {c.B, c.H, c.Tq, c.Dv}, -2, 2, t);
+        Buf qs = swapDims12(q), ks = swapDims12(k), vs = swapDims12(v),
+            gs = swapDims12(g);
+        const double scale = scaleFor(c.D);
+        Buf out = poisoned({c.B, c.H, c.Tq, c.Dv}, t),
+            outS = poisoned({c.B, c.Tq, c.H, c.Dv}, t);
+        RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal, 0}, {scale});
+        RUN_OK("ds.attention", {&qs, &ks, &vs}, {&outS}, {causal, 1}, {scale});
+        EXPECT_TRUE(bitwiseEqual(swapDims12(outS), out));
+        Buf dq = poisoned(q.shape, t), dk = poisoned(k.shape, t),
+            dv = poisoned(v.shape, t);
+        Buf dqS = poisoned(qs.shape, t), dkS = poisoned(ks.shape, t),
+            dvS = poisoned(vs.shape, t);
+        RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv},
+               {causal, 0}, {scale});
+        RUN_OK("ds.attention_grad", {&qs, &ks, &vs, &gs}, {&dqS, &dkS, &dvS},
+               {causal, 1}, {scale});
+        EXPECT_TRUE(bitwiseEqual(swapDims12(dqS), dq));
+        EXPECT_TRUE(bitwiseEqual(swapDims12(dkS), dk));
+        EXPECT_TRUE(bitwiseEqual(swapDims12(dvS), dv));
+      }
 }
 
 // Head dims of GPT-2 and llama and odd ones, tails, Tk != Tq.
@@ -406,10 +452,10 @@ TEST_P(AttentionKernels, SixteenBitForwardMatchesReference) {
         // at most 2 u max |v| (max |v| = 2), however small the output.
         const double atol = 2 * (t == DType::bf16 ? 0x1p-8 : 0x1p-11) * 2;
         Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
-        RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal}, {scale});
+        RUN_OK("ds.attention", {&q, &k, &v}, {&out}, {causal, 0}, {scale});
         EXPECT_TRUE(close(out, want, bound, atol));
         Buf out16 = poisoned({c.B, c.H, c.Tq, c.Dv}, t); // plus its rounding
-        RUN_OK("ds.attention", {&q, &k, &v}, {&out16}, {causal}, {scale});
+        RUN_OK("ds.attention", {&q, &k, &v}, {&out16}, {causal, 0}, {scale});
         EXPECT_TRUE(close(out16, want, 2 * bound, atol));
       }
 }
@@ -435,8 +481,8 @@ TEST_P(AttentionKernels, SixteenBitGradMatchesReference) {
         const double bound = t == DType::bf16 ? 5e-2 : 1e-2;
         Buf dq = poisoned(q.shape), dk = poisoned(k.shape),
             dv = poisoned(v.shape);
-        RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv}, {causal},
-               {scale});
+        RUN_OK("ds.attention_grad", {&q, &k, &v, &g}, {&dq, &dk, &dv},
+               {causal, 0}, {scale});
         EXPECT_TRUE(close(dq, want.dq, bound));
         EXPECT_TRUE(close(dk, want.dk, bound));
         EXPECT_TRUE(close(dv, want.dv, bound));

@@ -425,13 +425,13 @@ TEST(Widening, TiledAttentionEqualsTheWholeF32Kernel) {
   expectExact(
       "ds.attention",
       {{s, t, random(n, 81)}, {s, t, random(n, 82)}, {s, t, random(n, 83)}},
-      {{s, t}}, {1}, {0.125});
+      {{s, t}}, {1, 0}, {0.125});
   expectExact("ds.attention_grad",
               {{s, t, random(n, 84)},
                {s, t, random(n, 85)},
                {s, t, random(n, 86)},
                {s, t, random(n, 87)}},
-              {{s, t}, {s, t}, {s, t}}, {1}, {0.125});
+              {{s, t}, {s, t}, {s, t}}, {1, 0}, {0.125});
 }
 
 // Reductions over rows (bias gradients) read the 16-bit operand without a
@@ -537,7 +537,7 @@ TEST(Widening, SixteenBitKernelsMatchTheFloat64Reference) {
     auto at =
         run("ds.attention",
             {{{1, 2, 4, 8}, t, q}, {{1, 2, 4, 8}, t, k}, {{1, 2, 4, 8}, t, v}},
-            {{{1, 2, 4, 8}, t}}, {1}, {0.35}, false, error);
+            {{{1, 2, 4, 8}, t}}, {1, 0}, {0.35}, false, error);
     ASSERT_EQ(error, "");
     expectNear(at[0],
                ref::attention(ref::Tensor({1, 2, 4, 8}, q),

@@ -69,10 +69,12 @@ const Case kCases[] = {
     {1, 1, 70, 20, 8, 8},
 };
 
-/// q, k, v and g of one case, all of one dtype (f32, f16 or bf16).
+/// q, k, v and g of one case, all of one dtype (f32, f16 or bf16), each
+/// [B, H, T, D] or, seqMajor, [B, T, H, D].
 struct Inputs {
   Buf q, k, v, g;
   double scale;
+  bool seqMajor = false;
   tiles::Problem problem(bool causal) {
     tiles::Problem a;
     a.q = q.words.data();
@@ -82,9 +84,12 @@ struct Inputs {
     a.sq = a.sk = a.sv = a.sg = q.dtype == DType::f32   ? 0
                                 : q.dtype == DType::f16 ? 1
                                                         : 2;
-    a.pairs = q.shape[0] * q.shape[1];
-    a.Tq = q.shape[2];
-    a.Tk = k.shape[2];
+    const int h = seqMajor ? 2 : 1, t = seqMajor ? 1 : 2;
+    a.pairs = q.shape[0] * q.shape[h];
+    a.heads = q.shape[h];
+    a.seqMajor = seqMajor;
+    a.Tq = q.shape[t];
+    a.Tk = k.shape[t];
     a.D = q.shape[3];
     a.Dv = v.shape[3];
     a.causal = causal;
@@ -92,6 +97,14 @@ struct Inputs {
     return a;
   }
 };
+
+/// The same operands laid out [B, T, H, D].
+Inputs seqMajorOf(const Inputs &in) {
+  Inputs s{swapDims12(in.q), swapDims12(in.k), swapDims12(in.v),
+           swapDims12(in.g), in.scale};
+  s.seqMajor = true;
+  return s;
+}
 
 Inputs inputsFor(std::mt19937_64 &rng, const Case &c, DType t = DType::f32) {
   Inputs in{uniform(rng, {c.B, c.H, c.Tq, c.D}, -2, 2, t),
@@ -213,6 +226,44 @@ TEST(AttentionTiles, WidthsCoverTheHeadDims) {
 /// the float64 reference on the same 16-bit values. P is rounded to the
 /// operands' type before its product (AttentionMmaTiles.h), so the bound
 /// is that rounding's: 1e-2 for bf16, 2e-3 for f16.
+template <class Cfg, bool kBF16>
+Buf mmaForward(Inputs &in, bool causal, tiles::ThreadOrder order) {
+  Buf out =
+      poisoned({in.q.shape[0], in.q.shape[1], in.q.shape[2], in.v.shape[3]});
+  tiles::ForwardMmaTiles<Cfg, HostIO, kBF16> prog;
+  prog.a = in.problem(causal);
+  prog.out = out.f32();
+  tiles::emulateTiles(prog, order);
+  return out;
+}
+
+template <class Cfg, bool kBF16>
+Grads mmaBackward(Inputs &in, bool causal, tiles::ThreadOrder order) {
+  const tiles::Problem a = in.problem(causal);
+  Grads out{poisoned(in.q.shape), poisoned(in.k.shape), poisoned(in.v.shape)};
+  const size_t rows = size_t(a.pairs * a.Tq);
+  std::vector<float> lse(rows, NAN), dsum(rows, NAN);
+  tiles::ForwardMmaTiles<Cfg, HostIO, kBF16, true> stats;
+  stats.a = a;
+  stats.lse = lse.data();
+  stats.dsum = dsum.data();
+  tiles::emulateTiles(stats, order);
+  tiles::GradKVMmaTiles<Cfg::DM, HostIO, kBF16> kv;
+  kv.a = a;
+  kv.lse = lse.data();
+  kv.dsum = dsum.data();
+  kv.dk = out.dk.f32();
+  kv.dv = out.dv.f32();
+  tiles::emulateTiles(kv, order);
+  tiles::GradQMmaTiles<Cfg, HostIO, kBF16> dq;
+  dq.a = a;
+  dq.lse = lse.data();
+  dq.dsum = dsum.data();
+  dq.dq = out.dq.f32();
+  tiles::emulateTiles(dq, order);
+  return out;
+}
+
 template <class Cfg, bool kBF16> void checkMmaTiles(const char *name) {
   SEEDED_RNG(rng);
   tiles::layoutFaults() = 0;
@@ -232,12 +283,7 @@ template <class Cfg, bool kBF16> void checkMmaTiles(const char *name) {
       Inputs in = inputsFor(rng, c, kBF16 ? DType::bf16 : DType::f16);
       in.scale *= sharp ? 40 : 1;
       auto forward = [&](tiles::ThreadOrder order) {
-        Buf out = poisoned({c.B, c.H, c.Tq, c.Dv});
-        tiles::ForwardMmaTiles<Cfg, HostIO, kBF16> prog;
-        prog.a = in.problem(causal);
-        prog.out = out.f32();
-        tiles::emulateTiles(prog, order);
-        return out;
+        return mmaForward<Cfg, kBF16>(in, causal, order);
       };
       Buf out = forward(tiles::ThreadOrder::Ascending);
       REF_OK(want, ref::attention(in.q.toRef(), in.k.toRef(), in.v.toRef(),
@@ -367,31 +413,8 @@ template <class Cfg, bool kBF16> void checkMmaGradTiles(const char *name) {
                    (causal ? " causal" : "") + (sharp ? " sharp" : ""));
       Inputs in = inputsFor(rng, c, kBF16 ? DType::bf16 : DType::f16);
       in.scale *= sharp ? 40 : 1;
-      const tiles::Problem a = in.problem(causal);
       auto backward = [&](tiles::ThreadOrder order) {
-        Grads out{poisoned(in.q.shape), poisoned(in.k.shape),
-                  poisoned(in.v.shape)};
-        const size_t rows = size_t(a.pairs * a.Tq);
-        std::vector<float> lse(rows, NAN), dsum(rows, NAN);
-        tiles::ForwardMmaTiles<Cfg, HostIO, kBF16, true> stats;
-        stats.a = a;
-        stats.lse = lse.data();
-        stats.dsum = dsum.data();
-        tiles::emulateTiles(stats, order);
-        tiles::GradKVMmaTiles<Cfg::DM, HostIO, kBF16> kv;
-        kv.a = a;
-        kv.lse = lse.data();
-        kv.dsum = dsum.data();
-        kv.dk = out.dk.f32();
-        kv.dv = out.dv.f32();
-        tiles::emulateTiles(kv, order);
-        tiles::GradQMmaTiles<Cfg, HostIO, kBF16> dq;
-        dq.a = a;
-        dq.lse = lse.data();
-        dq.dsum = dsum.data();
-        dq.dq = out.dq.f32();
-        tiles::emulateTiles(dq, order);
-        return out;
+        return mmaBackward<Cfg, kBF16>(in, causal, order);
       };
       Grads got = backward(tiles::ThreadOrder::Ascending);
       REF_OK(want, ref::attention_grad(in.q.toRef(), in.k.toRef(), in.v.toRef(),
@@ -439,6 +462,53 @@ TEST(AttentionTiles, MmaWidthsCoverTheHeadDims) {
 /// A program with a race: in one phase each thread reads the slot its
 /// neighbour writes. The two thread orders must tell it apart, or the
 /// order check above could not fail.
+/// Every program on seq_major operands ([B, T, H, D]: a pair's rows H * D
+/// apart) against the same operands as [B, H, T, D]: the same bits, since
+/// only the addresses differ.
+template <class Cfg, bool kBF16> void checkSeqMajor(const char *name) {
+  SEEDED_RNG(rng);
+  int ran = 0;
+  for (const Case &c : kCases) {
+    if (std::max(c.D, c.Dv) > Cfg::DM || c.Tq == 0 || c.H == 1)
+      continue;
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string(name) + ": B H Tq Tk D Dv " +
+                   shapeString({c.B, c.H, c.Tq, c.Tk, c.D, c.Dv}) +
+                   (causal ? " causal" : ""));
+      Inputs in = inputsFor(rng, c, kBF16 ? DType::bf16 : DType::f32);
+      Inputs sm = seqMajorOf(in);
+      const auto order = tiles::ThreadOrder::Ascending;
+      Buf out, outSm;
+      Grads g, gSm;
+      if constexpr (kBF16) {
+        out = mmaForward<Cfg, true>(in, causal, order);
+        outSm = mmaForward<Cfg, true>(sm, causal, order);
+        g = mmaBackward<Cfg, true>(in, causal, order);
+        gSm = mmaBackward<Cfg, true>(sm, causal, order);
+      } else {
+        out = forward<Cfg>(in, causal, order);
+        outSm = forward<Cfg>(sm, causal, order);
+        g = backward<Cfg>(in, causal, order);
+        gSm = backward<Cfg>(sm, causal, order);
+      }
+      EXPECT_TRUE(sameBits(out, swapDims12(outSm)));
+      EXPECT_TRUE(sameBits(g.dq, swapDims12(gSm.dq)));
+      EXPECT_TRUE(sameBits(g.dk, swapDims12(gSm.dk)));
+      EXPECT_TRUE(sameBits(g.dv, swapDims12(gSm.dv)));
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, 6) << "too few cases with several heads";
+}
+
+TEST(AttentionTiles, SeqMajorOperandsGiveTheSameBits) {
+  checkSeqMajor<tiles::Tiles64, false>("64");
+  checkSeqMajor<tiles::Tiles128, false>("128");
+}
+TEST(AttentionTiles, SeqMajorTensorCoreOperandsGiveTheSameBits) {
+  checkSeqMajor<tiles::MmaTiles64, true>("mma 64 bf16");
+}
+
 struct RacyProgram {
   static constexpr int kSmemFloats = tiles::kThreads, kPrologue = 1, kBody = 0,
                        kEpilogue = 2;
