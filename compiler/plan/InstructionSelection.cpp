@@ -10,7 +10,6 @@
 
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
-#include "runtime/kernels/KernelContract.h"
 #include "runtime/plan/ProgramNames.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
@@ -516,13 +515,9 @@ LogicalResult Lowering::ProgramLowering::lowerKernelCall(Operation &op) {
 /// placement that weighs it.) Null when there is none.
 Value Lowering::ProgramLowering::dyingOperand(
     Operation &op, Value out, const llvm::SmallPtrSetImpl<Value> &taken) {
+  // ds.fused_elementwise is in place safe with alias any_input (its
+  // contract, DsFusedElementwiseOps.td).
   if (!isa<FusedElementwiseOp>(op))
-    return {};
-  auto kernel = dyn_cast<KernelOpInterface>(op);
-  const rt::KernelContract *contract =
-      kernel ? rt::findKernelContract(kernel.getKernelName().str()) : nullptr;
-  if (!contract || contract->alias != rt::KernelAlias::AnyInput ||
-      !kernel.isInPlaceSafe())
     return {};
   const uint64_t bytes = bytesOf(cast<RankedTensorType>(out.getType()));
   for (Value in : op.getOperands()) {

@@ -8,6 +8,7 @@
 
 #include "dialects/ds/FusedElementwise.h"
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -50,14 +51,17 @@ std::optional<Opcode> mlir::ds::fusedOpcodeOf(Operation *op) {
 }
 
 std::optional<fused::Rounding> mlir::ds::fusedRoundingOf(Type type) {
-  Type element = cast<ShapedType>(type).getElementType();
-  if (element.isF32())
+  switch (dtypeOfElement(cast<ShapedType>(type).getElementType())
+              .value_or(dsc::DType::f64)) {
+  case dsc::DType::f32:
     return fused::Rounding::F32;
-  if (element.isBF16())
+  case dsc::DType::bf16:
     return fused::Rounding::BF16;
-  if (element.isF16())
+  case dsc::DType::f16:
     return fused::Rounding::F16;
-  return std::nullopt;
+  default: // no dtype of the body's
+    return std::nullopt;
+  }
 }
 
 bool mlir::ds::isFusedInputShape(ArrayRef<int64_t> shape,

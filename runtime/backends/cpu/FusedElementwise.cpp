@@ -90,9 +90,10 @@ void runInstruction(fp::Opcode op, const float *a, const float *b, float *out,
     return gradTile<GeluTanhGradOp>(a, b, out, n);
   case O::Swiglu: // silu(gate) * up: up is g, silu the "derivative"
     return gradTile<SwigluGate>(a, b, out, n);
-  case O::Round:
-  case O::Count:
+  case O::Round: // a copy: roundTile after it rounds
     std::memcpy(out, a, size_t(n) * sizeof(float));
+    return;
+  case O::Count: // not an opcode (fused::decode refuses it)
     return;
   }
 }
@@ -165,9 +166,9 @@ bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
     return false;
   const int64_t total = args.outputs[0].numel();
   const int numInputs = program.numInputs;
-  std::vector<int64_t> counts;
-  for (size_t i = 0; i < args.numInputs; ++i)
-    counts.push_back(args.inputs[i].numel());
+  int64_t counts[fp::kMaxValues]; // the check bounds the inputs so
+  for (int i = 0; i < numInputs; ++i)
+    counts[i] = args.inputs[i].numel();
   parallelFor(total, kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) float tiles[fp::kMaxValues][kTile];
     const float *value[fp::kMaxValues];
