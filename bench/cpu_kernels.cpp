@@ -130,6 +130,12 @@ int main(int argc, char **argv) {
               bestMs(reps, "ds.gelu", {&h}, {&hg}, {1}));
   std::printf("gelu_grad tanh [8,128,1024]         %8.3f ms\n",
               bestMs(reps, "ds.gelu_grad", {&h, &hg}, {&hd}, {1}));
+  // Bias gradients: [B, T, C] summed over B and T.
+  Tensor colSum = uniform(rng, {C}), colSum3 = uniform(rng, {3 * C});
+  std::printf("reduce_sum [8,128,256] -> [256]     %8.3f ms\n",
+              bestMs(reps, "ds.reduce_sum", {&x}, {&colSum}, {0, 1}));
+  std::printf("reduce_sum [8,128,768] -> [768]     %8.3f ms\n",
+              bestMs(reps, "ds.reduce_sum", {&y}, {&colSum3}, {0, 1}));
   Tensor lw = uniform(rng, {C}), lb = uniform(rng, {C}), ly = x;
   std::printf("layer_norm [8,128,256]              %8.3f ms\n",
               bestMs(reps, "ds.layer_norm", {&x, &lw, &lb}, {&ly}, {}, {1e-5}));

@@ -128,6 +128,14 @@ void convert(Fmt from, const void *src, Fmt to, void *dst, int64_t b,
   }
 }
 
+/// p[0, n) = value, over the kernel threads (zeroing a step's gradients
+/// is 13 MB on the small GPT).
+template <typename T> void fillAll(void *data, int64_t n, T value) {
+  T *p = static_cast<T *>(data);
+  parallelFor(n, kGrain,
+              [&](int64_t b, int64_t e) { std::fill(p + b, p + e, value); });
+}
+
 } // namespace
 
 bool castBody(const KernelArgs &args, std::string &err) {
@@ -169,16 +177,14 @@ bool fillBody(const KernelArgs &args, std::string &err) {
   const int64_t n = y.numel();
   switch (y.dtype) {
   case DType::f32:
-    std::fill(y.f32(), y.f32() + n, float(v));
+    fillAll(y.data, n, float(v));
     return true;
   case DType::f64:
-    std::fill(static_cast<double *>(y.data), static_cast<double *>(y.data) + n,
-              v);
+    fillAll(y.data, n, v);
     return true;
   case DType::f16: {
     _Float16 h = _Float16(roundToFormat(v, 10, -14, 15));
-    std::fill(static_cast<_Float16 *>(y.data),
-              static_cast<_Float16 *>(y.data) + n, h);
+    fillAll(y.data, n, h);
     return true;
   }
   case DType::bf16: {
@@ -186,8 +192,7 @@ bool fillBody(const KernelArgs &args, std::string &err) {
         std::isnan(v)
             ? floatToBf16(float(v))
             : uint16_t(bitsOf(float(roundToFormat(v, 7, -126, 127))) >> 16);
-    std::fill(static_cast<uint16_t *>(y.data),
-              static_cast<uint16_t *>(y.data) + n, h);
+    fillAll(y.data, n, h);
     return true;
   }
   case DType::i32:
@@ -197,11 +202,9 @@ bool fillBody(const KernelArgs &args, std::string &err) {
       return fail(err, "value ", v, " is not an integer in the range of ",
                   dtypeName(y.dtype));
     if (y.dtype == DType::i32)
-      std::fill(static_cast<int32_t *>(y.data),
-                static_cast<int32_t *>(y.data) + n, int32_t(v));
+      fillAll(y.data, n, int32_t(v));
     else
-      std::fill(static_cast<int64_t *>(y.data),
-                static_cast<int64_t *>(y.data) + n, int64_t(v));
+      fillAll(y.data, n, int64_t(v));
     return true;
   }
   }
