@@ -156,6 +156,11 @@ int main(int argc, char **argv) {
               mm16, 2.0 * B * T * C * 3 * C / mm16 / 1e6);
   Tensor q16 = asBf16(q), k16 = asBf16(k), v16 = asBf16(v), g16 = asBf16(g);
   Tensor o16 = q16, dq16 = q16, dk16 = q16, dv16 = q16;
+  Tensor qs16 = asBf16(qs), rs16 = qs16;
+  std::printf("rotary [8,4,128,64]                 %8.3f ms\n",
+              bestMs(reps, "ds.rotary", {&q16}, {&o16}, {0, 0}, {1e4}));
+  std::printf("rotary seq_major [8,128,4,64]       %8.3f ms\n",
+              bestMs(reps, "ds.rotary", {&qs16}, {&rs16}, {0, 1}, {1e4}));
   std::printf("attention                           %8.3f ms\n",
               bestMs(reps, "ds.attention", {&q16, &k16, &v16}, {&o16}, {1, 0},
                      {0.125}));

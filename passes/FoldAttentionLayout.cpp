@@ -10,7 +10,9 @@
 // dimension on the CPU, a row step on CUDA), so here an attention whose
 // operands are all such transposes, and whose results are read only by the
 // transposes back, takes the untransposed values (`seq_major`) and the
-// transposes go: the same arithmetic, bit for bit.
+// transposes go: the same arithmetic, bit for bit. Swaps move past a
+// rotary embedding first (which then rotates [B, T, H, D] rows), so
+// Llama's attention folds too.
 //
 // After sharding and autodiff (which see the [B, H, T, D] form only).
 //
@@ -85,6 +87,55 @@ void fold(Operation *op, ArrayRef<Value> sources) {
   op->erase();
 }
 
+/// `from`'s marks onto `to`.
+void copyMarks(Operation *from, Operation *to) {
+  to->setDiscardableAttrs(from->getDiscardableAttrDictionary());
+}
+
+/// Moves a swap to the attention's side of a rotary embedding (Llama
+/// rotates q and k between the transpose and attention, and their
+/// gradients between attention_grad and the transpose back): rotary(swap(x))
+/// becomes swap(rotary seq_major(x)), and swap(rotary(y)), where the swap
+/// is the rotary's only reader, rotary seq_major(swap(y)). Either way as
+/// many swaps as before, now where the attention fold removes them.
+void moveSwapsPastRotary(RotaryOp r) {
+  if (r.getSeqMajor() || cast<RankedTensorType>(r.getType()).getRank() != 4)
+    return;
+  OpBuilder b(r);
+  auto swap = [&](Value v, TransposeOp like) {
+    auto type = cast<RankedTensorType>(v.getType());
+    ArrayRef<int64_t> s = type.getShape();
+    auto t = b.create<TransposeOp>(like.getLoc(),
+                                   type.clone({s[0], s[2], s[1], s[3]}), v,
+                                   like.getPermutationAttr());
+    copyMarks(like, t);
+    return t;
+  };
+  auto rotary = [&](Value v) {
+    auto rs = b.create<RotaryOp>(r.getLoc(), v, r.getThetaAttr(),
+                                 r.getInverseAttr(), b.getUnitAttr());
+    copyMarks(r, rs);
+    return rs;
+  };
+  if (auto t = r.getX().getDefiningOp<TransposeOp>();
+      t && swapsHeadsAndPositions(t) && sameMarks(t, r)) {
+    r.getResult().replaceAllUsesWith(swap(rotary(t.getX()), t).getResult());
+    r.erase();
+    if (t->use_empty())
+      t.erase();
+    return;
+  }
+  if (!r->hasOneUse())
+    return;
+  auto t = dyn_cast<TransposeOp>(*r->user_begin());
+  if (!t || !swapsHeadsAndPositions(t) || !sameMarks(t, r))
+    return;
+  b.setInsertionPoint(t);
+  t.getResult().replaceAllUsesWith(rotary(swap(r.getX(), t)).getResult());
+  t.erase();
+  r.erase();
+}
+
 struct FoldAttentionLayoutPass
     : ds::impl::DsFoldAttentionLayoutBase<FoldAttentionLayoutPass> {
   using DsFoldAttentionLayoutBase::DsFoldAttentionLayoutBase;
@@ -93,6 +144,10 @@ struct FoldAttentionLayoutPass
     if (!enabled)
       return;
     for (func::FuncOp func : fusedFunctions(getOperation())) {
+      SmallVector<RotaryOp> rotaries;
+      func.walk([&](RotaryOp r) { rotaries.push_back(r); });
+      for (RotaryOp r : rotaries)
+        moveSwapsPastRotary(r);
       SmallVector<Operation *> attentions;
       func.walk([&](Operation *op) {
         if (isa<AttentionOp, AttentionGradOp>(op) && !op->hasAttr("seq_major"))

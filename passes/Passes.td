@@ -244,7 +244,9 @@ def DsFoldAttentionLayout
     results are read only by such transposes takes the untransposed values
     (`seq_major`) and the transposes are erased
     (passes/FoldAttentionLayout.cpp). The same arithmetic: the kernels read
-    a (batch, head) pair's rows H * D apart.
+    a (batch, head) pair's rows H * D apart. A transpose moves past a
+    rotary embedding first (Llama's q and k), which then rotates the
+    [B, T, H, D] rows (its own `seq_major`).
   }];
   let options = [
     Option<"enabled", "enabled", "bool", "true",

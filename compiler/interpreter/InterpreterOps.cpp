@@ -279,9 +279,9 @@ Outcome rmsNormGrad(RmsNormGradOp op, Operands in) {
   return out;
 }
 
-/// Attention's operands and results in the reference's [B, H, T, D] form:
-/// seq_major ones ([B, T, H, D]) swap their dims 1 and 2 (the swap is its
-/// own inverse, so it also takes results back).
+/// Attention's and rotary's operands and results in the reference's [B, H, T,
+/// D] form: seq_major ones ([B, T, H, D]) swap their dims 1 and 2 (the swap is
+/// its own inverse, so it also takes results back).
 Outcome swapHeadsAndPositions(Tensors in) {
   Tensors out;
   for (const ref::Tensor &t : in) {
@@ -295,9 +295,9 @@ Outcome swapHeadsAndPositions(Tensors in) {
 
 /// Points `ptrs` at in's tensors, or (seq_major) at their swaps into
 /// [B, H, T, D], held in `own`; false with `error` if a swap fails.
-bool attentionOperands(Operands in, bool seqMajor, Tensors &own,
-                       std::vector<const ref::Tensor *> &ptrs,
-                       std::string &error) {
+bool headsMajorOperands(Operands in, bool seqMajor, Tensors &own,
+                        std::vector<const ref::Tensor *> &ptrs,
+                        std::string &error) {
   ptrs.assign(in.begin(), in.end());
   if (!seqMajor)
     return true;
@@ -320,7 +320,7 @@ Outcome attentionGrad(AttentionGradOp op, Operands in) {
   Tensors own;
   std::vector<const ref::Tensor *> ptrs;
   std::string error;
-  if (!attentionOperands(in, op.getSeqMajor(), own, ptrs, error))
+  if (!headsMajorOperands(in, op.getSeqMajor(), own, ptrs, error))
     return ref::Error{error};
   in = ptrs;
   auto r = ref::attention_grad(*in[0], *in[1], *in[2], *in[3], op.getCausal(),
@@ -339,7 +339,7 @@ Outcome attention(AttentionOp op, Operands in) {
   Tensors own;
   std::vector<const ref::Tensor *> ptrs;
   std::string error;
-  if (!attentionOperands(in, op.getSeqMajor(), own, ptrs, error))
+  if (!headsMajorOperands(in, op.getSeqMajor(), own, ptrs, error))
     return ref::Error{error};
   in = ptrs;
   auto r = ref::attention(*in[0], *in[1], *in[2], op.getCausal(),
@@ -716,8 +716,19 @@ Outcome evaluate(AttentionGradOp o, Operands in, const EvalContext &) {
   return attentionGrad(o, in);
 }
 Outcome evaluate(RotaryOp o, Operands in, const EvalContext &) {
-  return one(
-      ref::rotary(*in[0], o.getTheta().convertToDouble(), o.getInverse()));
+  Tensors own;
+  std::vector<const ref::Tensor *> ptrs;
+  std::string error;
+  if (!headsMajorOperands(in, o.getSeqMajor(), own, ptrs, error))
+    return ref::Error{error};
+  auto r =
+      ref::rotary(*ptrs[0], o.getTheta().convertToDouble(), o.getInverse());
+  if (!r)
+    return ref::Error{r.error};
+  Tensors out;
+  out.push_back(std::move(r.value));
+  return o.getSeqMajor() ? swapHeadsAndPositions(std::move(out))
+                         : Outcome(std::move(out));
 }
 
 // Lookup and loss.

@@ -158,6 +158,7 @@ double AttentionGradOp::getFlops() {
 
 void RotaryOp::getKernelAttributes(Ints &ints, Floats &floats) {
   ints.push_back(getInverse());
+  ints.push_back(getSeqMajor());
   floats.push_back(f(getThetaAttr()));
 }
 

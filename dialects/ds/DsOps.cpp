@@ -266,6 +266,8 @@ LogicalResult RotaryOp::verify() {
   auto x = tensorOf(getX());
   if (x.getRank() < 2)
     return emitOpError("x must be [..., T, D]");
+  if (getSeqMajor() && x.getRank() != 4)
+    return emitOpError("x must be [B, T, H, D] with seq_major");
   if (x.getShape().back() % 2)
     return emitOpError("head size ")
            << x.getShape().back() << " must be even to rotate pairs";

@@ -419,17 +419,21 @@ def DS_AttentionGradOp : DS_Op<"attention_grad",
 def DS_RotaryOp : DS_Op<"rotary",
     [DS_KernelWithAttrs, Pure, SameOperandsAndResultType,
      DeclareOpInterfaceMethods<DS_VJPOpInterface>]> {
-  let kernel = DS_F32Kernel<["inverse"], ["theta"], "f32->f32", "any_input">;
+  let kernel = DS_F32Kernel<["inverse", "seq_major"], ["theta"], "f32->f32", "any_input">;
   let summary = "rotary position embedding (Hugging Face rotate_half form)";
   let description = [{
     x is [..., T, D] with D even; position t is the index along dim -2. Pair
     (i, i + D/2) is rotated by t * theta^(-2i/D); `inverse` rotates back,
-    which is also the VJP since the rotation is orthogonal.
+    which is also the VJP since the rotation is orthogonal. With
+    `seq_major` x is [B, T, H, D] (attention's seq_major form) and the
+    position is the index along dim 1.
   }];
-  let arguments = (ins DS_FloatTensor:$x, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins DS_FloatTensor:$x, F64Attr:$theta, UnitAttr:$inverse,
+                       UnitAttr:$seq_major);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
-    $x `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($x)
+    $x `theta` $theta (`inverse` $inverse^)? (`seq_major` $seq_major^)?
+    attr-dict `:` type($x)
   }];
   let hasVerifier = 1;
 }

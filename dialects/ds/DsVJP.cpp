@@ -280,7 +280,8 @@ LogicalResult RotaryOp::buildVJP(OpBuilder &b, ArrayRef<Value> gs,
                                  ArrayRef<bool>, SmallVectorImpl<Value> &out) {
   // A rotation's transpose is the opposite rotation.
   out[0] = b.create<RotaryOp>(getLoc(), gs[0], getThetaAttr(),
-                              getInverse() ? UnitAttr() : b.getUnitAttr());
+                              getInverse() ? UnitAttr() : b.getUnitAttr(),
+                              getSeqMajorAttr());
   return success();
 }
 

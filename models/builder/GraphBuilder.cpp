@@ -189,7 +189,8 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v) {
 }
 
 Value GraphBuilder::rotary(Value x, double theta) {
-  return b.create<ds::RotaryOp>(loc(), x, b.getF64FloatAttr(theta), UnitAttr());
+  return b.create<ds::RotaryOp>(loc(), x, b.getF64FloatAttr(theta), UnitAttr(),
+                                UnitAttr());
 }
 
 //===----------------------------------------------------------------------===//

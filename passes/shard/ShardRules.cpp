@@ -501,8 +501,9 @@ FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
   // [B, H, T, D]: batch and heads may be cut; [B, T, H, D]: the batch.
   if (isa<AttentionOp, AttentionGradOp>(op))
     return sameCut(op, in, op->hasAttr("seq_major") ? 1 : 2, why);
-  if (auto r = dyn_cast<RotaryOp>(op))
-    return sameCut(op, in, typeOf(r.getX()).getRank() - 2, why);
+  if (auto r = dyn_cast<RotaryOp>(op)) // [.., T, D]; seq_major [B, T, H, D]
+    return sameCut(op, in, r.getSeqMajor() ? 1 : typeOf(r.getX()).getRank() - 2,
+                   why);
   if (isa<SoftmaxOp, SoftmaxGradOp>(op))
     return sameCut(op, in, typeOf(op->getOperand(0)).getRank() - 1, why);
   if (isa<OptimizerUpdateOpInterface>(op))

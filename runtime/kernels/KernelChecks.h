@@ -155,10 +155,16 @@ bool checkRowStats(std::string &err, const TensorRef &targets,
                    const TensorRef *rowMax, const TensorRef &stats);
 /// "<role> must hold one value, got shape ..." unless t has one element.
 bool checkOneValue(std::string &err, const TensorRef &t, const char *role);
-/// ds.rotary: x [..., T, D] with D even, out of x's shape, inverse 0 or 1,
-/// theta positive and finite.
-bool checkRotary(const KernelArgs &a, bool &inverse, double &theta,
-                 std::string &err);
+/// ds.rotary's rows: x's elements are rows of D (pairs (i, i + D/2)); row r
+/// is at position (r / heads) % T (heads 1 unless seq_major).
+struct RotaryDims {
+  int64_t T = 0, D = 0, heads = 1;
+  int64_t positionOf(int64_t row) const { return (row / heads) % T; }
+};
+/// ds.rotary: x [..., T, D] (seq_major: [B, T, H, D]) with D even, out of
+/// x's shape, inverse and seq_major 0 or 1, theta positive and finite.
+bool checkRotary(const KernelArgs &a, RotaryDims &d, bool &inverse,
+                 double &theta, std::string &err);
 
 //===--- Data movement (ShapeKernelPlans.cpp) -----------------------------===//
 

@@ -137,11 +137,20 @@ bool checkOneValue(std::string &err, const TensorRef &t, const char *role) {
   return true;
 }
 
-bool checkRotary(const KernelArgs &a, bool &inverse, double &theta,
-                 std::string &err) {
+bool checkRotary(const KernelArgs &a, RotaryDims &d, bool &inverse,
+                 double &theta, std::string &err) {
   const TensorRef &x = a.inputs[0], &y = a.outputs[0];
+  const int64_t seq = a.intAttrs[1];
+  if (seq != 0 && seq != 1)
+    return fail(err, "seq_major must be 0 or 1, got ", seq);
+  if (seq == 1 && (x.rank != 4 || x.dim(-1) % 2 != 0))
+    return fail(err, "x must be [B, T, H, D] with D even (seq_major), got ",
+                shapeStr(x));
   if (x.rank < 2 || x.dim(-1) % 2 != 0)
     return fail(err, "x must be [..., T, D] with D even, got ", shapeStr(x));
+  d.D = x.dim(-1);
+  d.T = seq == 1 ? x.shape[1] : x.dim(-2);
+  d.heads = seq == 1 ? x.shape[2] : 1;
   if (!sameShape(x, y))
     return fail(err, "output has shape ", shapeStr(y), " but x has shape ",
                 shapeStr(x));

@@ -404,7 +404,7 @@ def rotary_theta(plan):
     inverse (backward) rotations alike: a wrong rope_theta default."""
     changes = []
     found = select(plan, "ds.rotary")
-    need({tuple(vec(ins, "int_attrs")) for _, _, ins in found} == {(0,), (1,)},
+    need({vec(ins, "int_attrs")[0] for _, _, ins in found} == {0, 1},
          "need forward (inverse 0) and backward (inverse 1) ds.rotary")
     for prog, i, ins in found:
         set_attr(changes, prog, i, ins, "float_attrs", 0, vec(ins, "float_attrs")[0] / 10)

@@ -66,7 +66,7 @@ OPS = {
     'ds.reshape': OpInfo(('x',), ('result',), (), False),
     'ds.rms_norm': OpInfo(('x', 'weight'), ('result',), ('eps',), True),
     'ds.rms_norm_grad': OpInfo(('x', 'weight', 'grad'), ('dx', 'dweight'), ('eps',), True),
-    'ds.rotary': OpInfo(('x',), ('result',), ('theta', 'inverse'), True),
+    'ds.rotary': OpInfo(('x',), ('result',), ('theta', 'inverse', 'seq_major'), True),
     'ds.rsqrt': OpInfo(('x',), ('result',), (), True),
     'ds.sgd': OpInfo(('param', 'grad', 'buf', 'lr', 'step', 'scale'), ('new_param', 'new_buf'), ('momentum', 'dampening', 'weight_decay', 'nesterov'), True),
     'ds.silu': OpInfo(('x',), ('result',), (), True),

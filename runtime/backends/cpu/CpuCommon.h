@@ -92,6 +92,7 @@ using rt::planBroadcast;
 using rt::planPad;
 using rt::planSlice;
 using rt::planTranspose;
+using rt::RotaryDims;
 using rt::sameBuffer;
 using rt::sameShape;
 using rt::shapeOf;

@@ -16,9 +16,10 @@
 // Tiled, by kernel: elementwise ones over flat ranges when every operand
 // but one-element ones has the output's shape, or over rows when the rest
 // are rows ([C], the last dimension: a bias); row-wise ones (norms,
-// softmax over the last dimension) over rows only; attention over the
-// batch's sequences. Any other shape mix runs whole, and so does a kernel
-// whose tiles fail (its error line then names the real shapes).
+// softmax over the last dimension) over rows only; attention and the
+// rotary embedding over the batch's sequences. Any other shape mix runs whole,
+// and so does a kernel whose tiles fail (its error line then names the real
+// shapes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,9 +48,11 @@ TileKind tileKindOf(std::string_view kernel) {
       "ds.gelu_grad", "ds.swiglu", "ds.bias_gelu", "ds.adamw"};
   static constexpr std::string_view rowWise[] = {
       "ds.layer_norm", "ds.add_layer_norm", "ds.rms_norm", "ds.softmax"};
-  // Each sequence of the batch on its own (no dropout inside).
-  static constexpr std::string_view batchWise[] = {"ds.attention",
-                                                   "ds.attention_grad"};
+  // Each sequence of the batch on its own (no dropout inside); rotary's
+  // rows know their position within a batch entry (cutOf keeps [T, D]
+  // whole).
+  static constexpr std::string_view batchWise[] = {
+      "ds.attention", "ds.attention_grad", "ds.rotary"};
   for (std::string_view k : elementwise)
     if (k == kernel)
       return TileKind::Elements;
@@ -75,7 +78,7 @@ struct Cut {
 /// rows: every output has the first output's shape S; an input has S, has
 /// one element (kept whole), or is [C], C S's last dimension (kept whole:
 /// a bias every row reads; the cut is then by rows). Batches: every
-/// operand's first dimension is the first output's.
+/// operand's first dimension is the first output's, and its rank 3 or more.
 bool cutOf(TileKind kind, const KernelArgs &args, Cut &cut) {
   if (kind == TileKind::None || args.numOutputs == 0)
     return false;
@@ -92,7 +95,8 @@ bool cutOf(TileKind kind, const KernelArgs &args, Cut &cut) {
     cut.units = s.shape[0];
     for (size_t i = 0; i < numOperands; ++i) {
       const TensorRef &t = operand(i);
-      if (t.rank < 2 || t.shape[0] != cut.units)
+      // Rank 3 at least: a batch entry holds whole [T, D] sequences.
+      if (t.rank < 3 || t.shape[0] != cut.units)
         return false;
       cut.stride[i] = t.numel() / cut.units;
     }

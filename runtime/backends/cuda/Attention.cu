@@ -188,11 +188,11 @@ template <class Run> bool byMmaConfig(int width, int storage, Run &&run) {
 }
 
 __global__ void rotaryKernel(const void *x, Storage sx, void *y, Storage sy,
-                             int64_t T, int64_t D, double theta, bool inverse,
+                             RotaryDims d, double theta, bool inverse,
                              int64_t pairs) {
-  const int64_t half = D / 2;
+  const int64_t D = d.D, half = D / 2;
   DSC_GRID_STRIDE(e, pairs) { // e over (row, i < half)
-    const int64_t r = e / half, i = e % half, t = r % T;
+    const int64_t r = e / half, i = e % half, t = (r / d.heads) % d.T;
     // cos and sin of t * theta^(-2i/D) in double, rounded to float, as the
     // CPU backend's table.
     const double angle = double(t) * pow(theta, -2.0 * double(i) / double(D));
@@ -298,15 +298,15 @@ bool attentionGradBody(const KernelArgs &args, std::string &err) {
 bool rotaryBody(const KernelArgs &a, std::string &err) {
   bool inverse = false;
   double theta = 0;
-  if (!expectFloatStorage(a, err) || !checkRotary(a, inverse, theta, err))
+  RotaryDims d;
+  if (!expectFloatStorage(a, err) || !checkRotary(a, d, inverse, theta, err))
     return false;
   const TensorRef &x = a.inputs[0], &y = a.outputs[0];
   const int64_t n = x.numel();
   if (n == 0)
     return true;
-  const int64_t T = x.dim(-2), D = x.dim(-1);
   rotaryKernel<<<gridFor(n / 2), kBlock, 0, streamOf(a)>>>(
-      x.data, storage(x), y.data, storage(y), T, D, theta, inverse, n / 2);
+      x.data, storage(x), y.data, storage(y), d, theta, inverse, n / 2);
   return launched(err);
 }
 

@@ -222,6 +222,14 @@ func.func @f(%x: tensor<2x5x3xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x5x4xf32>) {
+  // expected-error @+1 {{'ds.rotary' op x must be [B, T, H, D] with seq_major}}
+  %0 = ds.rotary %x theta 10000.0 seq_major : tensor<2x5x4xf32>
+  return
+}
+
+// -----
+
 func.func @f(%t: tensor<16xf32>, %i: tensor<2x5xi32>) {
   // expected-error @+2 {{table must be [V, C], got 16}}
   // expected-error @+1 {{'ds.embedding' op failed to infer returned types}}

@@ -114,6 +114,8 @@ func.func @contractions(%x: tensor<2x5x8xf32>, %w: tensor<12x8xf32>,
   %smg:3 = ds.attention_grad %q, %kv7, %kv7, %sm scale 0.5 seq_major : tensor<2x3x5x4xf32>, tensor<2x7x5x4xf32>, tensor<2x7x5x4xf32>, tensor<2x3x5x4xf32>
   // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 : tensor<2x3x5x4xf32>
   %10 = ds.rotary %q theta 10000.0 : tensor<2x3x5x4xf32>
+  // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 inverse seq_major : tensor<2x3x5x4xf32>
+  %rsm = ds.rotary %q theta 10000.0 inverse seq_major : tensor<2x3x5x4xf32>
   // CHECK: ds.rotary %{{.*}} theta 1.000000e+04 inverse : tensor<2x3x5x4xf32>
   %11 = ds.rotary %q theta 10000.0 inverse : tensor<2x3x5x4xf32>
   return

@@ -495,15 +495,37 @@ TEST_P(AttentionKernels, RotaryMatchesReference) {
     for (int inverse : {0, 1}) {
       SCOPED_TRACE(shapeString(s));
       Buf x = uniform(rng, s), y = poisoned(s);
-      RUN_OK("ds.rotary", {&x}, {&y}, {inverse}, {10000.0});
+      RUN_OK("ds.rotary", {&x}, {&y}, {inverse, 0}, {10000.0});
       REF_OK(want, ref::rotary(x.toRef(), 10000.0, inverse));
       EXPECT_TRUE(close(y, want));
-      RUN_OK("ds.rotary", {&x}, {&x}, {inverse}, {10000.0});
+      RUN_OK("ds.rotary", {&x}, {&x}, {inverse, 0}, {10000.0});
       EXPECT_TRUE(bitwiseEqual(x, y));
     }
   Buf x({3, 5}), y({3, 5});
-  EXPECT_RUN_ERROR(run("ds.rotary", {&x}, {&y}, {0}, {10000.0}),
+  EXPECT_RUN_ERROR(run("ds.rotary", {&x}, {&y}, {0, 0}, {10000.0}),
                    "ds.rotary: x must be [..., T, D] with D even, got [3, 5]");
+  Buf x3({2, 3, 4}), y3({2, 3, 4});
+  EXPECT_RUN_ERROR(run("ds.rotary", {&x3}, {&y3}, {0, 1}, {10000.0}),
+                   "ds.rotary: x must be [B, T, H, D] with D even "
+                   "(seq_major), got [2, 3, 4]");
+  EXPECT_RUN_ERROR(run("ds.rotary", {&x3}, {&y3}, {0, 2}, {10000.0}),
+                   "ds.rotary: seq_major must be 0 or 1, got 2");
+}
+
+// seq_major x [B, T, H, D] (moved past by ds-fold-attention-layout) gives
+// the [B, H, T, D] rotation's bits, transposed.
+TEST_P(AttentionKernels, SeqMajorRotaryGivesTheSameBits) {
+  SEEDED_RNG(rng);
+  for (DType t : {DType::f32, DType::bf16})
+    for (const Shape &s : {Shape{2, 3, 5, 8}, Shape{1, 4, 130, 64}})
+      for (int inverse : {0, 1}) {
+        SCOPED_TRACE(std::string(rt::dtypeName(t)) + " " + shapeString(s));
+        Buf x = uniform(rng, s, -2, 2, t), y = poisoned(s, t);
+        Buf xs = swapDims12(x), ys = poisoned(xs.shape, t);
+        RUN_OK("ds.rotary", {&x}, {&y}, {inverse, 0}, {10000.0});
+        RUN_OK("ds.rotary", {&xs}, {&ys}, {inverse, 1}, {10000.0});
+        EXPECT_TRUE(bitwiseEqual(swapDims12(ys), y));
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MatmulKernels,

@@ -432,6 +432,12 @@ TEST(Widening, TiledAttentionEqualsTheWholeF32Kernel) {
                {s, t, random(n, 86)},
                {s, t, random(n, 87)}},
               {{s, t}, {s, t}, {s, t}}, {1, 0}, {0.125});
+  // The rotary embedding by batch entries too, in both layouts (a row's
+  // position is within its entry).
+  for (int seqMajor : {0, 1})
+    for (int inverse : {0, 1})
+      expectExact("ds.rotary", {{s, t, random(n, 88 + seqMajor + 2 * inverse)}},
+                  {{s, t}}, {inverse, seqMajor}, {10000.0});
 }
 
 // Reductions over rows (bias gradients) read the 16-bit operand without a
