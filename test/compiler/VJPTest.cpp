@@ -226,8 +226,8 @@ void addNormalizations(std::vector<OpCase> &cases) {
   }
   // seq_major: [B, T, H, D] (2 positions of 3 queries, 5 keys, 2 heads).
   cases.push_back(
-      {"attention_seq_major", {param({2, 3, 2, 4}), param({2, 5, 2, 4}),
-                               param({2, 5, 2, 3})},
+      {"attention_seq_major",
+       {param({2, 3, 2, 4}), param({2, 5, 2, 4}), param({2, 5, 2, 3})},
        [](OpBuilder &b, Location loc, ValueRange in) -> SmallVector<Value> {
          return {b.create<AttentionOp>(loc, in[0], in[1], in[2],
                                        b.getF64FloatAttr(0.5), b.getUnitAttr(),
@@ -249,7 +249,8 @@ void addNormalizations(std::vector<OpCase> &cases) {
                                       UnitAttr())};
          }});
   cases.push_back(
-      {"rotary_seq_major", {param({2, 5, 2, 4})},
+      {"rotary_seq_major",
+       {param({2, 5, 2, 4})},
        [](OpBuilder &b, Location loc, ValueRange in) -> SmallVector<Value> {
          return {b.create<RotaryOp>(loc, in[0], b.getF64FloatAttr(10.0),
                                     UnitAttr(), b.getUnitAttr())};
