@@ -22,6 +22,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/ds/Contracts.h"
+#include "dialects/ds/DsUtils.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -78,7 +79,10 @@ void fold(Operation *op, ArrayRef<Value> sources) {
   }
   state.addAttributes(op->getAttrs());
   Operation *folded = b.create(state);
-  folded->setAttr("seq_major", b.getUnitAttr());
+  if (auto a = dyn_cast<AttentionOp>(folded))
+    a.setSeqMajor(true);
+  else
+    cast<AttentionGradOp>(folded).setSeqMajor(true);
   for (auto [old, now] : llvm::zip(op->getResults(), folded->getResults()))
     for (Operation *user : llvm::make_early_inc_range(old.getUsers())) {
       user->getResult(0).replaceAllUsesWith(now);
@@ -150,7 +154,7 @@ struct FoldAttentionLayoutPass
         moveSwapsPastRotary(r);
       SmallVector<Operation *> attentions;
       func.walk([&](Operation *op) {
-        if (isa<AttentionOp, AttentionGradOp>(op) && !op->hasAttr("seq_major"))
+        if (isa<AttentionOp, AttentionGradOp>(op) && !isSeqMajor(op))
           attentions.push_back(op);
       });
       llvm::SetVector<Operation *> freed;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/interpreter/AttentionOps.h"
 #include "compiler/interpreter/Interpreter.h"
 
 #include "dialects/ds/DsOps.h"
@@ -277,79 +278,6 @@ Outcome rmsNormGrad(RmsNormGradOp op, Operands in) {
   out.push_back(std::move(r.value.dx));
   out.push_back(std::move(r.value.dw));
   return out;
-}
-
-/// Attention's and rotary's operands and results in the reference's [B, H, T,
-/// D] form: seq_major ones ([B, T, H, D]) swap their dims 1 and 2 (the swap is
-/// its own inverse, so it also takes results back).
-Outcome swapHeadsAndPositions(Tensors in) {
-  Tensors out;
-  for (const ref::Tensor &t : in) {
-    auto r = ref::transpose(t, {0, 2, 1, 3});
-    if (!r)
-      return ref::Error{r.error};
-    out.push_back(std::move(r.value));
-  }
-  return out;
-}
-
-/// Points `ptrs` at in's tensors, or (seq_major) at their swaps into
-/// [B, H, T, D], held in `own`; false with `error` if a swap fails.
-bool headsMajorOperands(Operands in, bool seqMajor, Tensors &own,
-                        std::vector<const ref::Tensor *> &ptrs,
-                        std::string &error) {
-  ptrs.assign(in.begin(), in.end());
-  if (!seqMajor)
-    return true;
-  Tensors copies;
-  for (const ref::Tensor *t : in)
-    copies.push_back(*t);
-  auto r = swapHeadsAndPositions(std::move(copies));
-  if (!r) {
-    error = r.error;
-    return false;
-  }
-  own = std::move(r.value);
-  ptrs.clear();
-  for (const ref::Tensor &t : own)
-    ptrs.push_back(&t);
-  return true;
-}
-
-Outcome attentionGrad(AttentionGradOp op, Operands in) {
-  Tensors own;
-  std::vector<const ref::Tensor *> ptrs;
-  std::string error;
-  if (!headsMajorOperands(in, op.getSeqMajor(), own, ptrs, error))
-    return ref::Error{error};
-  in = ptrs;
-  auto r = ref::attention_grad(*in[0], *in[1], *in[2], *in[3], op.getCausal(),
-                               op.getScale().convertToDouble());
-  if (!r)
-    return ref::Error{r.error};
-  Tensors out;
-  out.push_back(std::move(r.value.dq));
-  out.push_back(std::move(r.value.dk));
-  out.push_back(std::move(r.value.dv));
-  return op.getSeqMajor() ? swapHeadsAndPositions(std::move(out))
-                          : Outcome(std::move(out));
-}
-
-Outcome attention(AttentionOp op, Operands in) {
-  Tensors own;
-  std::vector<const ref::Tensor *> ptrs;
-  std::string error;
-  if (!headsMajorOperands(in, op.getSeqMajor(), own, ptrs, error))
-    return ref::Error{error};
-  in = ptrs;
-  auto r = ref::attention(*in[0], *in[1], *in[2], op.getCausal(),
-                          op.getScale().convertToDouble());
-  if (!r)
-    return ref::Error{r.error};
-  Tensors out;
-  out.push_back(std::move(r.value));
-  return op.getSeqMajor() ? swapHeadsAndPositions(std::move(out))
-                          : Outcome(std::move(out));
 }
 
 //===----------------------------------------------------------------------===//
@@ -710,25 +638,13 @@ Outcome evaluate(SoftmaxGradOp, Operands in, const EvalContext &) {
   return one(ref::softmax_grad(*in[0], *in[1]));
 }
 Outcome evaluate(AttentionOp o, Operands in, const EvalContext &) {
-  return attention(o, in);
+  return dsc::evaluateAttention(o, in);
 }
 Outcome evaluate(AttentionGradOp o, Operands in, const EvalContext &) {
-  return attentionGrad(o, in);
+  return dsc::evaluateAttentionGrad(o, in);
 }
 Outcome evaluate(RotaryOp o, Operands in, const EvalContext &) {
-  Tensors own;
-  std::vector<const ref::Tensor *> ptrs;
-  std::string error;
-  if (!headsMajorOperands(in, o.getSeqMajor(), own, ptrs, error))
-    return ref::Error{error};
-  auto r =
-      ref::rotary(*ptrs[0], o.getTheta().convertToDouble(), o.getInverse());
-  if (!r)
-    return ref::Error{r.error};
-  Tensors out;
-  out.push_back(std::move(r.value));
-  return o.getSeqMajor() ? swapHeadsAndPositions(std::move(out))
-                         : Outcome(std::move(out));
+  return dsc::evaluateRotary(o, in);
 }
 
 // Lookup and loss.

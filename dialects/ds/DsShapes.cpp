@@ -120,6 +120,16 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+bool mlir::ds::isSeqMajor(Operation *op) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return a.getSeqMajor();
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return g.getSeqMajor();
+  if (auto r = dyn_cast<RotaryOp>(op))
+    return r.getSeqMajor();
+  return false;
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,

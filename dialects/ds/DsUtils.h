@@ -45,6 +45,10 @@ inline AttentionAxes attentionAxes(bool seqMajor) {
   return seqMajor ? AttentionAxes{2, 1} : AttentionAxes{1, 2};
 }
 
+/// Whether op is a ds.attention, ds.attention_grad or ds.rotary in the
+/// seq_major ([B, T, H, D]) layout.
+bool isSeqMajor(Operation *op);
+
 /// The inverse of a permutation.
 SmallVector<int64_t> invertPermutation(ArrayRef<int64_t> perm);
 

@@ -13,6 +13,7 @@
 #include "passes/shard/ShardRules.h"
 
 #include "dialects/ds/DsOps.h"
+#include "dialects/ds/DsUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -500,7 +501,7 @@ FailureOr<OpLayout> layoutOf(Operation *op, Layouts given,
     return reduceSum(r, in);
   // [B, H, T, D]: batch and heads may be cut; [B, T, H, D]: the batch.
   if (isa<AttentionOp, AttentionGradOp>(op))
-    return sameCut(op, in, op->hasAttr("seq_major") ? 1 : 2, why);
+    return sameCut(op, in, isSeqMajor(op) ? 1 : 2, why);
   if (auto r = dyn_cast<RotaryOp>(op)) // [.., T, D]; seq_major [B, T, H, D]
     return sameCut(op, in, r.getSeqMajor() ? 1 : typeOf(r.getX()).getRank() - 2,
                    why);

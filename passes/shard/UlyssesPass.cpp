@@ -164,7 +164,7 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
       return success(); // whole operands, whole results
     if (heads && tokens && !isa<AttentionOp, RotaryOp>(op))
       return refuse(op, "it mixes values cut by heads and by tokens");
-    if (op->hasAttr("seq_major"))
+    if (isSeqMajor(op))
       return refuse(op, "seq_major attention is formed in phase fused, after "
                         "the sequence is cut");
     if (isa<AttentionOp, RotaryOp>(op))

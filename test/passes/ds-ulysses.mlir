@@ -51,3 +51,26 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Ulysses runs before phase fused forms seq_major ([B, T, H, D]) attention
+// and rotary, so meeting one means the IR was written by hand: refused by
+// name rather than cut along the wrong dimension.
+module {
+  ds.variable param @wte : tensor<16x4xf32> init normal std 2.000000e-02
+  func.func @forward(%tokens: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {
+    %wte = ds.load @wte : tensor<16x4xf32>
+    %tok = ds.embedding %wte, %tokens : tensor<16x4xf32>, tensor<2x8xi32> -> tensor<2x8x4xf32>
+    %q = ds.reshape %tok : tensor<2x8x4xf32> -> tensor<2x8x2x2xf32>
+    // expected-error @+1 {{ds-ulysses: 'ds.rotary' cannot run on a part of the sequence: seq_major attention is formed in phase fused, after the sequence is cut}}
+    %r = ds.rotary %q theta 1.000000e+04 seq_major : tensor<2x8x2x2xf32>
+    %y = ds.attention %r, %q, %q scale 5.000000e-01 causal seq_major : tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32> -> tensor<2x8x2x2xf32>
+    %h = ds.reshape %y : tensor<2x8x2x2xf32> -> tensor<2x8x4xf32>
+    %logits = ds.matmul %h, %wte {transpose_rhs} : tensor<2x8x4xf32>, tensor<16x4xf32> -> tensor<2x8x16xf32>
+    %flat = ds.reshape %logits : tensor<2x8x16xf32> -> tensor<16x16xf32>
+    %t = ds.reshape %targets : tensor<2x8xi32> -> tensor<16xi32>
+    %loss = ds.cross_entropy %flat, %t : tensor<16x16xf32>, tensor<16xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

@@ -123,30 +123,41 @@ void forEachPair(const Dims &d, int64_t scratchFloats, F fn) {
   }
 }
 
-/// One operand of one pair: its rows (T of `width`), where they are and
-/// where the kernel reads or writes them. In [B, H, T, D] they are the
-/// operand's own contiguous rows; seq_major, a copy in the thread's
-/// scratch (`in` copies them there, `out` back; only outputs call `out`,
-/// so an input's rows are never written through `home`).
-struct PairRows {
+/// One input of one pair: its rows (T of `width`). In [B, H, T, D] they
+/// are the operand's own contiguous rows; seq_major, a copy made in the
+/// thread's scratch.
+struct PairInput {
+  const float *rows;
+
+  PairInput(const Dims &d, const float *base, int64_t p, int64_t T,
+            int64_t width, float *&scratch)
+      : rows(base + d.rowOffset(p, 0, T, width)) {
+    if (!d.seqMajor)
+      return;
+    const int64_t stride = d.rowStride(width);
+    for (int64_t i = 0; i < T; ++i)
+      std::memcpy(scratch + i * width, rows + i * stride,
+                  size_t(width) * sizeof(float));
+    rows = scratch;
+    scratch += T * width;
+  }
+};
+
+/// One output of one pair: where the kernel writes its rows (the output's
+/// own, or seq_major a scratch copy that `out` stores back).
+struct PairOutput {
   float *rows;
   float *home;
   int64_t T, width, stride;
 
-  PairRows(const Dims &d, const float *base, int64_t p, int64_t T,
-           int64_t width, float *&scratch)
-      : rows(const_cast<float *>(base) + d.rowOffset(p, 0, T, width)),
-        home(rows), T(T), width(width), stride(d.rowStride(width)) {
+  PairOutput(const Dims &d, float *base, int64_t p, int64_t T, int64_t width,
+             float *&scratch)
+      : rows(base + d.rowOffset(p, 0, T, width)), home(rows), T(T),
+        width(width), stride(d.rowStride(width)) {
     if (d.seqMajor) {
       rows = scratch;
       scratch += T * width;
     }
-  }
-  void in() {
-    if (rows != home)
-      for (int64_t i = 0; i < T; ++i)
-        std::memcpy(rows + i * width, home + i * stride,
-                    size_t(width) * sizeof(float));
   }
   void out() {
     if (rows != home)
@@ -219,11 +230,9 @@ bool attentionBody(const KernelArgs &a, std::string &err) {
   const int64_t copies = copyFloats(d, (d.Tq + d.Tk) * (d.D + d.Dv));
   forEachPair(d, rows * d.Tk + copies, [&](int64_t p, float *S) {
     float *next = S + rows * d.Tk;
-    PairRows Q(d, q, p, d.Tq, d.D, next), K(d, k, p, d.Tk, d.D, next),
-        V(d, v, p, d.Tk, d.Dv, next), O(d, out, p, d.Tq, d.Dv, next);
-    Q.in();
-    K.in();
-    V.in();
+    PairInput Q(d, q, p, d.Tq, d.D, next), K(d, k, p, d.Tk, d.D, next),
+        V(d, v, p, d.Tk, d.Dv, next);
+    PairOutput O(d, out, p, d.Tq, d.Dv, next);
     for (const QueryBlock &b : blocks) {
       const int64_t m = b.i1 - b.i0;
       gemm(false, true, m, b.kv, d.D, scale, Q.rows + b.i0 * d.D, d.D, K.rows,
@@ -263,14 +272,10 @@ bool attentionGradBody(const KernelArgs &a, std::string &err) {
       copyFloats(d, d.Tq * (2 * d.D + d.Dv) + d.Tk * (2 * d.D + 2 * d.Dv));
   forEachPair(d, 2 * block + copies, [&](int64_t p, float *scratch) {
     float *P = scratch, *dS = scratch + block, *next = scratch + 2 * block;
-    PairRows Qp(d, q, p, d.Tq, d.D, next), Kp(d, k, p, d.Tk, d.D, next),
-        Vp(d, v, p, d.Tk, d.Dv, next), Gp(d, g, p, d.Tq, d.Dv, next),
-        dQp(d, dq, p, d.Tq, d.D, next), dKp(d, dk, p, d.Tk, d.D, next),
+    PairInput Qp(d, q, p, d.Tq, d.D, next), Kp(d, k, p, d.Tk, d.D, next),
+        Vp(d, v, p, d.Tk, d.Dv, next), Gp(d, g, p, d.Tq, d.Dv, next);
+    PairOutput dQp(d, dq, p, d.Tq, d.D, next), dKp(d, dk, p, d.Tk, d.D, next),
         dVp(d, dv, p, d.Tk, d.Dv, next);
-    Qp.in();
-    Kp.in();
-    Vp.in();
-    Gp.in();
     const float *Q = Qp.rows, *K = Kp.rows, *V = Vp.rows, *G = Gp.rows;
     float *dQ = dQp.rows, *dK = dKp.rows, *dV = dVp.rows;
     // The last block sees every key, so going backwards its products set
