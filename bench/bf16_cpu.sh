@@ -16,7 +16,9 @@
 # round's measured steps, tokens/s and each row's ratio to the fastest
 # PyTorch row of its precision. Builds nothing; holds $DSC_BENCH_LOCK
 # (bench/lock.sh). Knobs: SIZE (small), STEPS (20), WARMUP (5), ROUNDS (2),
-# BUILD_DIR, TORCH=0 (dsrun rows only).
+# BUILD_DIR, TORCH=0 (dsrun rows only), MKL_VENV (a virtual environment
+# with the `mkl` wheel: adds the fp32 row with oneMKL's sgemm,
+# DSC_BLAS=mkl; the plain fp32 row runs OpenBLAS, DSC_BLAS=openblas).
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
@@ -72,7 +74,10 @@ torch_row() { # name args...
 rm -f "$out/failed.txt"
 for r in $(seq "$rounds"); do
   echo "== round $r"
-  dsrun_row dsrun-fp32 fp32 DSC_BF16_GEMM=auto
+  dsrun_row dsrun-fp32 fp32 DSC_BLAS=openblas
+  if [[ -n "${MKL_VENV:-}" ]]; then
+    dsrun_row dsrun-fp32-mkl fp32 DSC_BLAS=mkl VIRTUAL_ENV="$MKL_VENV"
+  fi
   dsrun_row dsrun-bf16-widen bf16 DSC_BF16_GEMM=widen
   dsrun_row dsrun-bf16-onednn bf16 DSC_BF16_GEMM=onednn
   if [[ "${TORCH:-1}" != 0 ]]; then
@@ -87,11 +92,13 @@ python3 - "$out" "$rounds" "$warmup" $((MB * T)) <<'PY'
 import json, os, statistics, sys
 out, rounds, warmup, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = {}
-for name in ["dsrun-fp32", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager-fp32",
+for name in ["dsrun-fp32", "dsrun-fp32-mkl", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager-fp32",
              "torch-eager-bf16", "torch-compile-fp32", "torch-compile-bf16"]:
     times, loss = [], None
     for r in range(1, rounds + 1):
         if name.startswith("dsrun"):
+            if not os.path.exists(f"{out}/{name}.{r}.jsonl"):
+                continue
             recs = [json.loads(l) for l in open(f"{out}/{name}.{r}.jsonl")]
             times += [x["step_s"] for x in recs[warmup:]]
             loss = recs[-1]["loss"]

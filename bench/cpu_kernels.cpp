@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "bench/BenchTensor.h"
+#include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/kernels/KernelSignature.h"
 
@@ -94,6 +95,11 @@ int main(int argc, char **argv) {
   std::printf("matmul [%ld, %ld] x [%ld, %ld]^T  %8.3f ms  %6.1f GFLOP/s\n",
               long(B * T), long(C), long(3 * C), long(C), mm,
               2.0 * B * T * C * 3 * C / mm / 1e6);
+  std::printf("  (f32 GEMMs: %s; bf16 GEMMs: %s)\n",
+              dsc::rt::cpu::blasLibrary().c_str(),
+              dsc::rt::cpu::nativeBf16Gemm()
+                  ? dsc::rt::cpu::bf16GemmLibrary().c_str()
+                  : "widened to f32");
 
   Tensor q = uniform(rng, {B, H, T, D}), k = uniform(rng, {B, H, T, D}),
          v = uniform(rng, {B, H, T, D}), g = uniform(rng, {B, H, T, D});

@@ -16,6 +16,10 @@ config.test_exec_root = os.path.join(config.dsc_obj_root, "test")
 config.environment["PATH"] = os.pathsep.join(
     [config.dsc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%python", config.python_executable))
+# A stand-in oneMKL's virtual environment (test/fakes/fake_mkl.c); a site
+# configuration written by hand (test/torch/lit-config.test) has none.
+config.substitutions.append(
+    ("%fake-mkl-venv", getattr(config, "dsc_fake_mkl_venv", "")))
 # lit itself, for tests of this file (test/torch/lit-config.test).
 config.substitutions.append(
     ("%lit", config.python_executable + " " + os.path.abspath(sys.argv[0])))

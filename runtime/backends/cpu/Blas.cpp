@@ -1,4 +1,4 @@
-//===- Blas.cpp - OpenBLAS, loaded at first use ---------------------------===//
+//===- Blas.cpp - the CBLAS library (OpenBLAS or oneMKL), loaded at start -===//
 //
 // OpenBLAS picks its kernels once, when the library initializes, from the
 // CPU it detects, and it may not know the CPU: OpenBLAS 0.3.21 (Debian 12)
@@ -9,13 +9,21 @@
 // instruction sets the CPU reports (unless the user set it) and then loads
 // the library with dlopen. <cblas.h> only provides the prototypes.
 //
-// DSC_BLAS chooses another CBLAS library: "mkl" loads oneMKL's single
-// dynamic library (libmkl_rt, e.g. the Python index's mkl wheel on
-// LD_LIBRARY_PATH), a path any library exporting cblas_sgemm. On the
-// benchmark machine oneMKL's sgemm ran the plans' GEMMs 1.05-1.35x faster
-// than OpenBLAS's (bench/RESULTS.md, "CPU GEMM libraries"); OpenBLAS stays
-// the default because Debian ships it. Results differ from OpenBLAS's in
-// the last bits (another summation order), and are the same run to run.
+// DSC_BLAS chooses the CBLAS library. "auto" (the default) takes oneMKL's
+// single dynamic library (libmkl_rt, e.g. the Python index's `mkl` wheel)
+// on an Intel CPU where it can be found, and OpenBLAS otherwise: oneMKL's
+// sgemm ran the plans' GEMMs at 1.04-1.35x OpenBLAS's rate on the Intel
+// Xeons of the benchmark machines (with one shape at 0.94x) and 0.65-0.95x
+// on an AMD EPYC (bench/RESULTS.md, "CPU GEMM libraries"). "openblas" and
+// "mkl" name one of them (a missing one is an error), a path any library
+// exporting cblas_sgemm. oneMKL is looked for on the loader's path, then
+// under $VIRTUAL_ENV/lib and $CONDA_PREFIX/lib, where `pip install mkl` (or
+// dsc's `mkl` extra) and conda put it. It runs on GNU OpenMP's threads, the
+// pool oneDNN's bf16 GEMMs use, with dsrun's short idle spin (OneDnn.cpp):
+// its default Intel OpenMP would keep another pool spinning for 200 ms
+// (KMP_BLOCKTIME) after each GEMM on the cores dsc's own kernels need next.
+// Results differ from OpenBLAS's in the last bits (another summation
+// order), and are the same run to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +45,7 @@ extern "C" void cblas_sgemm(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
 #include <climits>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -54,6 +63,8 @@ struct Blas {
   void (*setThreads)(int) = nullptr;
   int (*getThreads)() = nullptr;
   std::string error;
+  /// What runs the GEMMs, and why ("oneMKL (auto: an Intel CPU)").
+  std::string label;
 };
 
 // The OpenBLAS core whose kernels the CPU can run, best first.
@@ -87,36 +98,98 @@ void prepareBlas() {
 
 namespace {
 
-Blas load() {
-  Blas blas;
-  prepareBlas();
-  std::string choice, error;
-  if (!blasChoiceFromEnv(choice, error)) {
-    blas.error = error;
-    return blas;
-  }
-  std::vector<std::string> names = {DSC_OPENBLAS_PATH, "libopenblas.so.0"};
-  std::string label = "OpenBLAS";
-  if (choice == "mkl") {
-    names = {"libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so"};
-    label = "oneMKL (DSC_BLAS=mkl)";
-  } else if (choice != "openblas") {
-    names = {choice};
-    label = "DSC_BLAS=" + choice;
-  }
-  void *lib = nullptr;
-  std::string tried;
+bool intelCpu() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
+/// Where oneMKL's runtime library may be, in the order tried.
+std::vector<std::string> mklCandidates() {
+  const char *sonames[] = {"libmkl_rt.so.3", "libmkl_rt.so.2"};
+  std::vector<std::string> names(std::begin(sonames), std::end(sonames));
+  std::vector<std::string> dirs;
+  for (const char *var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (const char *dir = std::getenv(var); dir && *dir)
+      dirs.push_back(std::string(dir) + "/lib");
+  for (const std::string &dir : dirs)
+    for (const char *soname : sonames)
+      names.push_back(dir + "/" + soname);
+  return names;
+}
+
+/// The first of `names` that loads, or null with what each said in `tried`.
+void *openFirst(const std::vector<std::string> &names, std::string &tried) {
   for (const std::string &name : names) {
-    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib)
-      break;
+    if (void *lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))
+      return lib;
     const char *why = dlerror();
     tried += std::string(tried.empty() ? "" : "; ") + (why ? why : name);
   }
-  if (!lib) {
-    blas.error = "cannot load " + label + ": " + tried;
-    return blas;
+  return nullptr;
+}
+
+/// oneMKL's layers, set before its first other call: GNU OpenMP's threads
+/// (Blas.cpp's header says why) and the integer width of <cblas.h>.
+void configureMkl(void *lib) {
+  shortenOpenMpSpin();
+  using SetLayer = int (*)(int);
+  constexpr int kThreadingGnu = 3, kInterfaceLp64 = 0, kInterfaceIlp64 = 1;
+  if (auto set =
+          reinterpret_cast<SetLayer>(dlsym(lib, "MKL_Set_Threading_Layer")))
+    set(kThreadingGnu);
+  if (auto set =
+          reinterpret_cast<SetLayer>(dlsym(lib, "MKL_Set_Interface_Layer")))
+    set(sizeof(blasint) >= 8 ? kInterfaceIlp64 : kInterfaceLp64);
+}
+
+/// The library DSC_BLAS asks for, opened, and its label; null with `error`.
+void *openChosen(const std::string &choice, std::string &label,
+                 std::string &error) {
+  const std::vector<std::string> openblas = {DSC_OPENBLAS_PATH,
+                                             "libopenblas.so.0"};
+  std::string tried;
+  void *lib = nullptr;
+  if (choice == "openblas") {
+    label = "OpenBLAS (DSC_BLAS=openblas)";
+    lib = openFirst(openblas, tried);
+  } else if (choice == "mkl") {
+    label = "oneMKL (DSC_BLAS=mkl)";
+    if ((lib = openFirst(mklCandidates(), tried)))
+      configureMkl(lib);
+  } else if (choice == "auto") {
+    if (!intelCpu()) {
+      label = "OpenBLAS (auto: not an Intel CPU)";
+    } else if ((lib = openFirst(mklCandidates(), tried))) {
+      label = "oneMKL (auto: an Intel CPU)";
+      configureMkl(lib);
+      return lib;
+    } else {
+      label = "OpenBLAS (auto: an Intel CPU without oneMKL)";
+    }
+    tried.clear();
+    lib = openFirst(openblas, tried);
+  } else {
+    label = "DSC_BLAS=" + choice;
+    lib = openFirst({choice}, tried);
   }
+  if (!lib)
+    error = "cannot load " + label + ": " + tried;
+  return lib;
+}
+
+Blas load() {
+  Blas blas;
+  prepareBlas();
+  std::string choice;
+  if (!blasChoiceFromEnv(choice, blas.error))
+    return blas;
+  void *lib = openChosen(choice, blas.label, blas.error);
+  if (!lib)
+    return blas;
   blas.sgemm =
       reinterpret_cast<decltype(&cblas_sgemm)>(dlsym(lib, "cblas_sgemm"));
   // OpenBLAS's thread controls, or oneMKL's.
@@ -127,8 +200,15 @@ Blas load() {
       blas.setThreads = reinterpret_cast<void (*)(int)>(dlsym(lib, set));
       blas.getThreads = reinterpret_cast<int (*)()>(dlsym(lib, get));
     }
-  if (!blas.sgemm)
-    blas.error = label + " has no cblas_sgemm";
+  if (!blas.sgemm) {
+    blas.error = blas.label + " has no cblas_sgemm";
+    return blas;
+  }
+  // One small product: oneMKL loads its CPU's kernels and starts its
+  // threads at the first call, which should not count as a step's memory.
+  float a[64] = {}, c[64] = {};
+  blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 8, 8, 1.0f, a, 8, a,
+             8, 0.0f, c, 8);
   return blas;
 }
 
@@ -141,12 +221,12 @@ const Blas &blas() {
 
 bool blasChoiceFromEnv(std::string &choice, std::string &error) {
   const char *value = std::getenv("DSC_BLAS");
-  choice = value && *value ? value : "openblas";
-  if (choice == "openblas" || choice == "mkl" ||
+  choice = value && *value ? value : "auto";
+  if (choice == "auto" || choice == "openblas" || choice == "mkl" ||
       choice.find('/') != std::string::npos)
     return true;
-  error = "DSC_BLAS: expected openblas, mkl or a library's path (with a "
-          "'/'), got '" +
+  error = "DSC_BLAS: expected auto, openblas, mkl or a library's path "
+          "(with a '/'), got '" +
           choice + "'";
   return false;
 }
@@ -157,6 +237,8 @@ bool blasReady(std::string &err) {
   err = blas().error;
   return false;
 }
+
+std::string blasLibrary() { return blas().sgemm ? blas().label : blas().error; }
 
 int64_t blasIntMax() { return sizeof(blasint) >= 8 ? INT64_MAX : INT_MAX; }
 

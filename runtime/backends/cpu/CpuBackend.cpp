@@ -67,9 +67,11 @@ void registerCpuBackend() {
                         !cpu::blasChoiceFromEnv(blas, error) ||
                         !cpu::bf16GemmChoiceFromEnv(bf16Gemm, error))
                       return nullptr;
-                    // A library asked for by name is loaded now: one that
-                    // is missing stops the run before it starts.
-                    if (std::getenv("DSC_BLAS") && !cpu::blasReady(error))
+                    // The GEMM library is loaded now, its pages in the
+                    // run's baseline, not the first step's memory; one
+                    // asked for by name that is missing stops the run
+                    // before it starts (auto falls back to OpenBLAS).
+                    if (!cpu::blasReady(error))
                       return nullptr;
                     // oneDNN is loaded (and probed) now, unless bf16
                     // products are widened: its pages then count in the

@@ -196,16 +196,23 @@ bool scalarOperand(std::string &err, const TensorRef &t, const char *role,
 
 //===--- BLAS and threads -------------------------------------------------===//
 
-/// Loads OpenBLAS on first use (Blas.cpp explains why it is not linked).
+/// Loads the CBLAS library on first use (Blas.cpp explains why it is not
+/// linked and how DSC_BLAS chooses it).
 bool blasReady(std::string &err);
-/// DSC_BLAS's library: "openblas" (unset), "mkl" or a path; false + one
-/// line for anything else (the CPU backend refuses it when created).
+/// DSC_BLAS's library: "auto" (unset), "openblas", "mkl" or a path; false +
+/// one line for anything else (the CPU backend refuses it when created).
 bool blasChoiceFromEnv(std::string &choice, std::string &error);
+/// What runs the f32 GEMMs and why ("oneMKL (auto: an Intel CPU)"), or why
+/// nothing can; loads the library.
+std::string blasLibrary();
 /// Row-major C = alpha * op(A) op(B) + beta * C through cblas_sgemm. The
 /// caller has checked that every size fits the BLAS integer type.
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
            float alpha, const float *A, int64_t lda, const float *B,
            int64_t ldb, float beta, float *C, int64_t ldc);
+/// Sets GOMP_SPINCOUNT (unless the user set it or OMP_WAIT_POLICY) before
+/// a library running on GNU OpenMP is loaded (OneDnn.cpp says why).
+void shortenOpenMpSpin();
 /// DSC_BF16_GEMM: "auto" (unset), "onednn" or "widen"; false + one line for
 /// anything else (the CPU backend refuses it when created).
 bool bf16GemmChoiceFromEnv(std::string &choice, std::string &error);
@@ -254,6 +261,13 @@ void parallelFor(int64_t n, int64_t grain,
 /// A skipped (overflowed) update with two states (AdamW's, Lamb's): p, m
 /// and v copied to p', m', v' unless they are the same buffers.
 void keepTwoStateUpdate(const KernelArgs &args);
+
+/// ds.matmul_gelu_grad's epilogue over its product (`step`: x and the
+/// product in place, as geluGradStepArgs makes them): ds.gelu_grad and the
+/// bias gradient's column sums into `dbias` in one pass, the same bits as
+/// geluGradBody then reduceSumBody (Elementwise.cpp).
+bool geluGradColumnSums(const KernelArgs &step, const TensorRef &dbias,
+                        std::string &err);
 
 //===--- Kernel bodies ----------------------------------------------------===//
 

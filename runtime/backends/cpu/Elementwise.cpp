@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace dsc::rt::cpu {
 namespace {
@@ -103,6 +104,31 @@ bool activationGradBody(const KernelArgs &args, std::string &err) {
       out[i] = g[i] * Op::d(x[i]);
   });
   return true;
+}
+
+/// grad = g * act'(x) in place over [R, C] rows and dbias[c] = the sum of
+/// column c of the result, in one pass: each thread owns a range of
+/// columns and walks every row, so a value is summed while it is in the
+/// cache. The values are activationGradBody's and each sum is reduce_sum's
+/// (double, in row order), bit for bit.
+template <class Op>
+void activationGradColumnSums(const float *x, float *g, float *dbias, int64_t R,
+                              int64_t C) {
+  parallelFor(C, std::max<int64_t>(64, 16384 / std::max<int64_t>(R, 1)),
+              [&](int64_t c0, int64_t c1) {
+                std::vector<double> acc(size_t(c1 - c0), 0.0);
+                for (int64_t i = 0; i < R; ++i) {
+                  const float *xr = x + i * C + c0;
+                  float *gr = g + i * C + c0;
+                  for (int64_t c = 0; c < c1 - c0; ++c) {
+                    const float v = gr[c] * Op::d(xr[c]);
+                    gr[c] = v;
+                    acc[size_t(c)] += v;
+                  }
+                }
+                for (int64_t c = c0; c < c1; ++c)
+                  dbias[c] = float(acc[size_t(c - c0)]);
+              });
 }
 
 template <class Op>
@@ -205,6 +231,22 @@ bool geluGradBody(const KernelArgs &a, std::string &e) {
     return false;
   return tanhForm ? activationGradBody<GeluTanhGradOp>(a, e)
                   : activationGradBody<GeluErfGradOp>(a, e);
+}
+
+bool geluGradColumnSums(const KernelArgs &step, const TensorRef &dbias,
+                        std::string &e) {
+  bool tanhForm = false;
+  if (!geluApprox(step, e, tanhForm) || !sameShapeF32(step, e))
+    return false;
+  const TensorRef &g = step.outputs[0];
+  const int64_t C = dbias.numel(), R = C > 0 ? g.numel() / C : 0;
+  const float *x = step.inputs[0].f32();
+  float *gp = g.f32(), *db = dbias.f32();
+  if (tanhForm)
+    activationGradColumnSums<GeluTanhGradOp>(x, gp, db, R, C);
+  else
+    activationGradColumnSums<GeluErfGradOp>(x, gp, db, R, C);
+  return true;
 }
 
 bool biasGeluBody(const KernelArgs &a, std::string &e) {

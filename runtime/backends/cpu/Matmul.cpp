@@ -144,15 +144,19 @@ bool matmulBiasGeluBody(const KernelArgs &args, std::string &err) {
 
 bool matmulGeluGradBody(const KernelArgs &args, std::string &err) {
   // The product lands in `grad`; ds.gelu_grad then scales it in place and
-  // ds.reduce_sum sums its rows into dbias.
+  // ds.reduce_sum sums its rows into dbias, in the same pass.
   MatmulShape m;
   if (!expectAllF32(args, err) || !checkMatmulGeluGrad(args, m, err) ||
       !matmulBody(matmulProductArgs(args, args.outputs), err))
     return false;
   TensorRef ins[2];
-  int64_t axes[kMaxRank];
-  return geluGradBody(geluGradStepArgs(args, ins), err) &&
-         reduceSumBody(biasGradStepArgs(args, axes), err);
+  if (args.outputs[1].numel() == 1) {
+    // One column is a row reduction to reduce_sum, summed in another order.
+    int64_t axes[kMaxRank];
+    return geluGradBody(geluGradStepArgs(args, ins), err) &&
+           reduceSumBody(biasGradStepArgs(args, axes), err);
+  }
+  return geluGradColumnSums(geluGradStepArgs(args, ins), args.outputs[1], err);
 }
 
 } // namespace dsc::rt::cpu

@@ -42,6 +42,18 @@
 
 namespace dsc::rt::cpu {
 
+void shortenOpenMpSpin() {
+  // Debian's oneDNN (and oneMKL as Blas.cpp loads it) runs on GNU OpenMP,
+  // whose idle threads spin 300000 rounds after each GEMM by default,
+  // taking the cores from the kernels between GEMMs (as OpenBLAS's do,
+  // Blas.cpp). 10000 rounds: the small GPT's bf16 step 65.6-69.6 ms against
+  // 74-81 ms (1000: 69-73, passive waiting: 72 ms; bench/RESULTS.md). Read
+  // when libgomp loads, so set before dlopen, unless the user chose a
+  // policy.
+  if (!std::getenv("OMP_WAIT_POLICY"))
+    setenv("GOMP_SPINCOUNT", "10000", 0);
+}
+
 bool bf16GemmChoiceFromEnv(std::string &choice, std::string &error) {
   const char *value = std::getenv("DSC_BF16_GEMM");
   choice = value && *value ? value : "auto";
@@ -86,14 +98,7 @@ template <class F> bool bind(void *lib, F &f, const char *name) {
 
 OneDnn load() {
   OneDnn d;
-  // Debian's oneDNN runs on GNU OpenMP, whose idle threads spin 300000
-  // rounds after each GEMM by default, taking the cores from the kernels
-  // between GEMMs (as OpenBLAS's do, Blas.cpp). 10000 rounds: the small
-  // GPT's bf16 step 65.6-69.6 ms against 74-81 ms (1000: 69-73, passive
-  // waiting: 72 ms; bench/RESULTS.md). Read when libgomp loads, so set
-  // before dlopen, unless the user chose a policy.
-  if (!std::getenv("OMP_WAIT_POLICY"))
-    setenv("GOMP_SPINCOUNT", "10000", 0);
+  shortenOpenMpSpin();
   void *lib = dlopen(DSC_ONEDNN_PATH, RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);

@@ -152,6 +152,8 @@ TEST_P(MatmulKernels, GeluGradEpilogueMatchesItsThreeSteps) {
       {{2, 3, 5, 7}, {2, 3, 7, 8}, false, false}, // batched
       {{3, 0, 5}, {5, 8}, false, false},          // no rows: dbias zeros
       {{3, 5, 0}, {0, 8}, false, false},          // K = 0
+      {{40, 9}, {9, 1}, false, false},            // one column
+      {{2, 150, 16}, {16, 300}, false, false},    // columns over threads
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(shapeString(c.a) + (c.ta ? "^T" : "") + " x " +
