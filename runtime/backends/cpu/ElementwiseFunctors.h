@@ -74,8 +74,33 @@ struct GeluErfOp {
   }
 };
 // 0.5 x (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3).
-// In the negative tail the result is ~e^(2z), so z is formed in double and
-// handed to exp as a float pair: its rounding would cost |2z| ulp otherwise.
+// In the negative tail the result is ~e^(2z), so -2z is handed to exp as a
+// float pair hi + lo: rounding it to one float would cost |2z| ulp.
+#if defined(__FMA__)
+// The pair in float arithmetic, 16 lanes to a vector: products split
+// exactly with FMA (a b = p + fma(a, b, -p)) and the sum with TwoSum, the
+// constants as float pairs; -2z to ~2^-44 relative, which is what the
+// double form gave exp (the same 2.4 ulp worst case over [-30, 30]) at
+// 1.3-1.6x its speed.
+inline float expOfMinus2z(float x, float &dz) {
+  constexpr float kA = 0.044715f, kC = 0.797884560802865356f;
+  constexpr float kALo = float(0.044715 - double(kA));
+  constexpr float kCLo = float(0.79788456080286535588 - double(kC));
+  const float x2 = x * x, x2Err = __builtin_fmaf(x, x, -x2);
+  const float x3 = x2 * x, x3Err = __builtin_fmaf(x2, x, -x3) + x2Err * x;
+  const float t = kA * x3; // a x^3 = t + tErr
+  const float tErr = __builtin_fmaf(kA, x3, -t) + (kA * x3Err + kALo * x3);
+  const float s = x + t; // x + a x^3 = s + sErr (TwoSum)
+  const float sx = s - x;
+  const float sErr = ((x - (s - sx)) + (t - sx)) + tErr;
+  const float z = kC * s; // z = zHi + zErr
+  const float zErr = __builtin_fmaf(kC, s, -z) + (kC * sErr + kCLo * s);
+  dz = kC * __builtin_fmaf(3.0f * kA, x2, 1.0f);
+  const float lo = -2.0f * zErr;
+  return fm::expSum(-2.0f * z, lo == lo ? lo : 0.0f); // x = +-inf: lo NaN
+}
+#else
+// Without FMA the products cannot be split exactly: z in double.
 inline float expOfMinus2z(float x, float &dz) {
   double xd = x;
   double z = 0.79788456080286535588 * (xd + 0.044715 * xd * xd * xd);
@@ -84,6 +109,7 @@ inline float expOfMinus2z(float x, float &dz) {
   float lo = float(-2.0 * z - double(hi));
   return fm::expSum(hi, lo == lo ? lo : 0.0f); // x = +-inf: lo is NaN
 }
+#endif
 struct GeluTanhOp {
   static float f(float x) {
     float dz;
