@@ -49,6 +49,8 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
   const std::string_view name = contract.name;
   if (name == "ds.matmul")
     return callChecked(contract, &cpu::halfMatmulBody, args, error);
+  if (name == "ds.layer_norm_grad")
+    return callChecked(contract, &cpu::halfLayerNormGradBody, args, error);
   // Reductions over rows read the 16-bit operand without a copy.
   if (name == "ds.reduce_sum" || name == "ds.reduce_mean" ||
       name == "ds.reduce_max")

@@ -49,6 +49,10 @@ bool halfReduceSumBody(const KernelArgs &args, std::string &error);
 bool halfReduceMeanBody(const KernelArgs &args, std::string &error);
 bool halfReduceMaxBody(const KernelArgs &args, std::string &error);
 
+/// ds.layer_norm_grad with 16-bit operands widened a row at a time
+/// (Norms.cpp): the widened kernel's bits without whole-operand copies.
+bool halfLayerNormGradBody(const KernelArgs &args, std::string &error);
+
 /// Whether `kernel` is a fused op (ds.add_layer_norm, ds.bias_gelu,
 /// ds.matmul_bias, ds.matmul_bias_gelu, ds.matmul_gelu_grad) that
 /// runWidenedPair computes step by step.

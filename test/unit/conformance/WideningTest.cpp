@@ -457,6 +457,26 @@ TEST(Widening, RowReductionsReadSixteenBitsAsTheWidenedKernel) {
               {{{37}, DType::bf16}}, {1}, {});
 }
 
+// Layer norm's gradient widens its 16-bit operands a row at a time
+// (Norms.cpp): exactly the f32 kernel on whole widened copies, with mixed
+// types.
+TEST(Widening, LayerNormGradWidensRowsAsTheWholeF32Kernel) {
+  const std::vector<int64_t> s = {37, 1000}, row = {1000};
+  const int64_t n = 37000;
+  expectExact("ds.layer_norm_grad",
+              {{s, DType::bf16, random(n, 101)},
+               {row, DType::f32, random(1000, 102)},
+               {s, DType::bf16, random(n, 103)}},
+              {{s, DType::bf16}, {row, DType::f32}, {row, DType::bf16}}, {},
+              {1e-5});
+  expectExact("ds.layer_norm_grad",
+              {{s, DType::f16, random(n, 104)},
+               {row, DType::f16, random(1000, 105)},
+               {s, DType::f16, random(n, 106)}},
+              {{s, DType::f16}, {row, DType::f16}, {row, DType::f32}}, {},
+              {1e-5});
+}
+
 // The fused pairs over many tiles are still their two ops, each rounded.
 TEST(Widening, TiledFusedPairsEqualTheirTwoOps) {
   const std::vector<int64_t> s = {37, 1000}, row = {1000};
