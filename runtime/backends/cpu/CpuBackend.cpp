@@ -68,11 +68,13 @@ void registerCpuBackend() {
                         !cpu::bf16GemmChoiceFromEnv(bf16Gemm, error))
                       return nullptr;
                     // The GEMM library is loaded now, its pages in the
-                    // run's baseline, not the first step's memory; one
+                    // run's baseline, not the first step's memory. One
                     // asked for by name that is missing stops the run
-                    // before it starts (auto falls back to OpenBLAS).
-                    if (!cpu::blasReady(error))
+                    // before it starts; without any (auto), a plan's
+                    // first GEMM says so, and plans without one run.
+                    if (!cpu::blasReady(error) && blas != "auto")
                       return nullptr;
+                    error.clear();
                     // oneDNN is loaded (and probed) now, unless bf16
                     // products are widened: its pages then count in the
                     // run's baseline, not as the first step's memory.
