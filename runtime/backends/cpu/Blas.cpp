@@ -204,8 +204,9 @@ Blas load() {
     blas.error = blas.label + " has no cblas_sgemm";
     return blas;
   }
-  // One small product: oneMKL loads its CPU's kernels and starts its
-  // threads at the first call, which should not count as a step's memory.
+  // One small product: oneMKL loads its threading layer and its CPU's
+  // kernel library (libmkl_gnu_thread, libmkl_avx512) at the first call,
+  // and those pages should not count as a step's memory.
   float a[64] = {}, c[64] = {};
   blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 8, 8, 1.0f, a, 8, a,
              8, 0.0f, c, 8);
