@@ -131,8 +131,9 @@ void addFused(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsFuseElementwise(o.fuseElementwise));
   pm.addPass(ds::createDsFoldAttentionLayout(o.foldAttentionLayout));
 }
-void addScheduled(OpPassManager &pm, const TrainOptions &, const Result &) {
+void addScheduled(OpPassManager &pm, const TrainOptions &o, const Result &) {
   pm.addPass(ds::createDsSchedule());
+  pm.addPass(ds::createDsStoreGradients(o.storeGradients));
 }
 void addPlan(OpPassManager &pm, const TrainOptions &o, const Result &) {
   addPlanPasses(pm, o.plan);
@@ -179,7 +180,9 @@ constexpr PhaseInfo kPhases[] = {
      "known patterns fused",
      addFused},
     {Phase::Scheduled, "scheduled",
-     "a total order: accumulations right after their gradients", addScheduled},
+     "a total order: accumulations right after their gradients (stored, "
+     "not added, with one micro-step a step)",
+     addScheduled},
     {Phase::Plan, "plan",
      "every value placed at an arena offset (the IR annotated with it)",
      addPlan},

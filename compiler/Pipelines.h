@@ -82,6 +82,7 @@ struct TrainOptions {
   mlir::ds::DsZeroOptions zero;
   mlir::ds::DsFuseLmHeadOptions fuseLmHead;
   mlir::ds::DsFuseElementwiseOptions fuseElementwise;
+  mlir::ds::DsStoreGradientsOptions storeGradients;
   mlir::ds::DsFoldAttentionLayoutOptions foldAttentionLayout;
   mlir::ds::DsOffloadOptions offload;
   DsLowerToPlanOptions plan;
@@ -111,7 +112,8 @@ struct TrainOptions {
   /// A pipeline's micro-batches per step are the accumulation steps.
   void setAccumulationSteps(int64_t n) {
     autodiff.accumulationSteps = zero.accumulationSteps =
-        plan.accumulationSteps = pipeline.microBatches = n;
+        storeGradients.accumulationSteps = plan.accumulationSteps =
+            pipeline.microBatches = n;
   }
 };
 

@@ -321,6 +321,24 @@ def DsSchedule : Pass<"ds-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DsStoreGradients : Pass<"ds-store-gradients", "::mlir::ModuleOp"> {
+  let summary = "one micro-step a step: gradients stored, not accumulated";
+  let description = [{
+    Phase `scheduled`, after ds-schedule, only when a step is one
+    micro-step: each accumulator's first gradient accumulation in
+    @micro_step (`store(add(load @g, %d))`, ds.grad_accumulation) becomes
+    `store %d, @g`, and @apply no longer stores zeros into those
+    accumulators (passes/StoreGradients.cpp). The step's results are the
+    same: the sum was 0 + %d.
+  }];
+  let options = [
+    Option<"accumulationSteps", "accumulation-steps", "int64_t", "1",
+           "micro-steps per optimizer step; the pass changes nothing unless "
+           "it is 1">,
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DsShard : Pass<"ds-shard", "::mlir::ModuleOp"> {
   let summary = "phase `shard`: Megatron-style tensor parallelism";
   let description = [{
