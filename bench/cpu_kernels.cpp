@@ -7,7 +7,10 @@
 // called directly through the CPU kernel table on uniform random inputs,
 // one line per kernel with its GFLOP/s where that means something. For
 // comparing kernel changes on one machine in one run; bench/RESULTS.md
-// says why single numbers on shared machines need care.
+// says why single numbers on shared machines need care. BENCH_COLD=1 sweeps
+// 64 MiB before each call, so the operands come from memory as a training
+// step's mostly do; BENCH_ONLY=ds.NAME times that kernel only (its lines
+// print 0 for the rest), for `perf record`.
 //
 //===----------------------------------------------------------------------===//
 #include "bench/BenchTensor.h"
@@ -68,7 +71,15 @@ double bestMs(int reps, const char *name, std::vector<Tensor *> ins,
   KernelContext ctx;
   KernelArgs args = makeKernelArgs(in, out, ints, floats, &ctx);
   double best = 1e30;
+  if (const char *only = std::getenv("BENCH_ONLY");
+      only && std::string(only) != name)
+    return 0;
+  static std::vector<char> flush(64 << 20);
+  const bool cold = std::getenv("BENCH_COLD") != nullptr;
   for (int r = 0; r < reps; ++r) {
+    if (cold)
+      for (size_t i = 0; i < flush.size(); i += 64)
+        flush[i]++;
     auto t0 = std::chrono::steady_clock::now();
     std::string error;
     if (!k->fn(args, error)) {
@@ -194,6 +205,17 @@ int main(int argc, char **argv) {
   Tensor hsum16 = asBf16(uniform(rng, {4 * C}));
   std::printf("reduce_sum [1024,1024] -> [1024]    %8.3f ms\n",
               bestMs(reps, "ds.reduce_sum", {&h16}, {&hsum16}, {0, 1}));
+  Tensor ra16 = asBf16(ra), rb16 = asBf16(rb), rc16 = ra16;
+  std::printf("add [8,128,256]                     %8.3f ms\n",
+              bestMs(reps, "ds.add", {&ra16, &rb16}, {&rc16}));
+  std::printf("fused add [8,128,256]               %8.3f ms\n",
+              bestMs(reps, "ds.fused_elementwise", {&ra16, &rb16}, {&rc16},
+                     {1, 0, 0, 1, 1, 2}));
+  std::printf("add bias [8,128,1024] + [1024]      %8.3f ms\n",
+              bestMs(reps, "ds.add", {&h16, &fcB}, {&hg16}));
+  std::printf(
+      "matmul_bias [1024,256]x[1024,256]^T %8.3f ms\n",
+      bestMs(reps, "ds.matmul_bias", {&x16, &fcW, &fcB}, {&hg16}, {0, 1}));
   Tensor lx16 = asBf16(x), lgx16 = lx16, lgw16 = lw, lgb16 = lb;
   std::printf("layer_norm_grad                     %8.3f ms\n",
               bestMs(reps, "ds.layer_norm_grad", {&lx16, &lw, &lx16},

@@ -269,6 +269,11 @@ void keepTwoStateUpdate(const KernelArgs &args);
 bool geluGradColumnSums(const KernelArgs &step, const TensorRef &dbias,
                         std::string &err);
 
+/// Runs a checked ds.fused_elementwise program over `args` (its inputs read
+/// and its outputs written in their own dtypes, a tile at a time;
+/// FusedElementwise.cpp).
+void runFusedProgram(const fused::Program &program, const KernelArgs &args);
+
 //===--- Kernel bodies ----------------------------------------------------===//
 
 // One body per kernel of the contracts (runtime/kernels/KernelContract.h),

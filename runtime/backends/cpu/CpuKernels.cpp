@@ -64,6 +64,8 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
     error = std::string(contract.name) + ": " + err;
     return false;
   }
+  if (cpu::runHalfElementwise(contract.name, args))
+    return true;
   return cpu::runWidenedTiled(
       contract.name,
       [](const KernelArgs &a, std::string &e) {

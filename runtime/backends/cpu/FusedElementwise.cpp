@@ -160,15 +160,30 @@ void storeOutput(const TensorRef &out, const float *tile, int64_t at,
 
 } // namespace
 
-bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
-  fp::Program program;
-  if (!checkFusedElementwise(args, program, err))
-    return false;
+void runFusedProgram(const fp::Program &program, const KernelArgs &args) {
   const int64_t total = args.outputs[0].numel();
   const int numInputs = program.numInputs;
+  const size_t numCode = program.code.size();
   int64_t counts[fp::kMaxValues]; // the check bounds the inputs so
   for (int i = 0; i < numInputs; ++i)
     counts[i] = args.inputs[i].numel();
+  // A result only stored, into outputs of its own rounding's dtype, is not
+  // rounded in the tile: the store rounds it the same way (rounding to
+  // nearest even twice gives the once-rounded bits, NaNs quieted alike).
+  bool roundInTile[fp::kMaxValues];
+  for (size_t k = 0; k < numCode; ++k) {
+    const int value = numInputs + int(k);
+    bool read = false;
+    for (size_t j = k + 1; j < numCode; ++j)
+      read |= program.code[j].a == value || program.code[j].b == value;
+    const DType stored =
+        program.code[k].rounding == fp::Rounding::BF16  ? DType::bf16
+        : program.code[k].rounding == fp::Rounding::F16 ? DType::f16
+                                                        : DType::f32;
+    for (size_t o = 0; o < program.outputs.size(); ++o)
+      read |= program.outputs[o] == value && args.outputs[o].dtype != stored;
+    roundInTile[k] = read;
+  }
   parallelFor(total, kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) float tiles[fp::kMaxValues][kTile];
     const float *value[fp::kMaxValues];
@@ -176,18 +191,26 @@ bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
       const int64_t n = std::min(kTile, end - at);
       for (int i = 0; i < numInputs; ++i)
         value[i] = loadInput(args.inputs[i], counts[i], at, n, tiles[i]);
-      for (size_t k = 0; k < program.code.size(); ++k) {
+      for (size_t k = 0; k < numCode; ++k) {
         const fp::Instruction &instr = program.code[k];
         float *out = tiles[numInputs + k];
         runInstruction(instr.op, value[instr.a],
                        instr.b < 0 ? nullptr : value[instr.b], out, n);
-        roundTile(instr.rounding, out, n);
+        if (roundInTile[k])
+          roundTile(instr.rounding, out, n);
         value[numInputs + k] = out;
       }
       for (size_t o = 0; o < program.outputs.size(); ++o)
         storeOutput(args.outputs[o], value[program.outputs[o]], at, n);
     }
   });
+}
+
+bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
+  fp::Program program;
+  if (!checkFusedElementwise(args, program, err))
+    return false;
+  runFusedProgram(program, args);
   return true;
 }
 

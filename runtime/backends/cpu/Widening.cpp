@@ -108,6 +108,14 @@ WidenedStep widened(Body body) {
   };
 }
 
+/// Elementwise step `kernel` of a fused pair: as a program on the 16-bit
+/// operands where it has one, else widened in tiles.
+bool elementwiseStep(std::string_view kernel, Body body, const KernelArgs &args,
+                     std::string &error) {
+  return runHalfElementwise(kernel, args) ||
+         runWidenedTiled(kernel, widened(body), args, error);
+}
+
 /// ds.add_layer_norm's or ds.bias_gelu's two steps, each widened and
 /// rounded (their operands checked by the caller).
 bool addThenSecond(std::string_view kernel, const KernelArgs &args,
@@ -150,7 +158,7 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
     TensorRef ins[2];
     int64_t axes[kMaxRank];
     return halfMatmulBody(matmulProductArgs(args, args.outputs), error) &&
-           runWidenedTiled("ds.gelu_grad", widened(&geluGradBody),
+           elementwiseStep("ds.gelu_grad", &geluGradBody,
                            geluGradStepArgs(args, ins), error) &&
            halfReduceSumBody(biasGradStepArgs(args, axes), error);
   }
@@ -163,12 +171,14 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
     TensorRef ins[2];
     KernelArgs rest = matmulEpilogueArgs(args, ins);
     return kernel == "ds.matmul_bias"
-               ? runWidenedTiled("ds.add", widened(&addBody), rest, error)
+               ? elementwiseStep("ds.add", &addBody, rest, error)
                : runWidenedPair("ds.bias_gelu", rest, error);
   }
   // ds.add_layer_norm's contract leaves its input count open (the bias is
   // optional): checked here, with the f32 kernel's lines, before the steps
   // below index its inputs (a fuzzed plan with one input reached them).
+  if (kernel == "ds.bias_gelu" && runHalfElementwise(kernel, args))
+    return true;
   int64_t rows, cols;
   if (kernel == "ds.add_layer_norm" &&
       !checkAddLayerNorm(args, rows, cols, error))

@@ -37,6 +37,14 @@ using WidenedStep = std::function<bool(const KernelArgs &, std::string &)>;
 bool runWidenedTiled(std::string_view kernel, const WidenedStep &step,
                      const KernelArgs &args, std::string &error);
 
+/// An elementwise kernel's 16-bit column (ds.add, ds.mul, ds.gelu,
+/// ds.gelu_grad, ds.bias_gelu, ...) as a ds.fused_elementwise program over
+/// the 16-bit operands themselves, the widened kernel's bits without f32
+/// copies (HalfElementwise.cpp). False, having done nothing, when the kernel
+/// has no program or its shapes are not a program's (same shape, or trailing
+/// dims broadcast along the leading ones): the caller widens.
+bool runHalfElementwise(std::string_view kernel, const KernelArgs &args);
+
 /// ds.matmul's 16-bit column: bf16 operands (into a bf16 or f32 result)
 /// through oneDNN where nativeBf16Gemm() says so (OneDnn.cpp), every other
 /// mix widened. The caller has checked the arity and the aliasing.

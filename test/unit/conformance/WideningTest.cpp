@@ -417,6 +417,36 @@ TEST(Widening, TiledVariantsEqualTheWholeF32Kernel) {
               {}, {0.9, 0.95, 1e-8, 0.1});
 }
 
+// Elementwise kernels run their 16-bit columns as one-instruction programs
+// over the 16-bit operands (HalfElementwise.cpp): each against the f32
+// kernel on the widened inputs, over several parallel chunks and a partial
+// tile, with a trailing broadcast, f16 and f32 mixed in, and in place.
+TEST(Widening, ElementwiseProgramsEqualTheWholeF32Kernel) {
+  const std::vector<int64_t> s = {3, 25003}, row = {25003};
+  const int64_t n = 3 * 25003;
+  const DType b = DType::bf16, h = DType::f16, f = DType::f32;
+  for (const char *k :
+       {"ds.add", "ds.sub", "ds.mul", "ds.div", "ds.maximum", "ds.minimum"}) {
+    expectExact(k, {{s, b, random(n, 81)}, {row, b, random(25003, 82, 0.5)}},
+                {{s, b}}, {}, {});
+    expectExact(k, {{s, h, random(n, 83)}, {s, f, random(n, 84, 0.5)}},
+                {{s, h, {}, 0}}, {}, {});
+  }
+  for (const char *k : {"ds.neg", "ds.exp", "ds.tanh", "ds.relu", "ds.silu"})
+    expectExact(k, {{s, b, random(n, 85)}}, {{s, b}}, {}, {});
+  for (const char *k : {"ds.log", "ds.sqrt", "ds.rsqrt"})
+    expectExact(k, {{s, h, random(n, 86, 0.01, 9)}}, {{s, f}}, {}, {});
+  for (int64_t approx : {0, 1}) {
+    expectExact("ds.gelu", {{s, b, random(n, 87)}}, {{s, b, {}, 0}}, {approx},
+                {});
+    expectExact("ds.gelu_grad", {{s, b, random(n, 88)}, {s, b, random(n, 89)}},
+                {{s, b, {}, 1}}, {approx}, {});
+  }
+  for (const char *k : {"ds.relu_grad", "ds.silu_grad", "ds.swiglu"})
+    expectExact(k, {{s, b, random(n, 90)}, {s, h, random(n, 91)}}, {{s, b}}, {},
+                {});
+}
+
 // Attention is cut by sequences: 6 x [2, 64, 32] is two tiles (4 and 2).
 TEST(Widening, TiledAttentionEqualsTheWholeF32Kernel) {
   const std::vector<int64_t> s = {6, 2, 64, 32};
