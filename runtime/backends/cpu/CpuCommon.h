@@ -258,6 +258,14 @@ bool kernelThreadsFromEnv(int &threads, std::string &error);
 void parallelFor(int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &fn);
 
+/// Outputs per parallel chunk of a column reduction over `rows` rows (each
+/// output sums its column alone, so the split never changes a bit): about
+/// 16K elements read a chunk, at least 64 columns. reduce_sum's and the
+/// fused bias-gradient epilogue's loops share it.
+inline int64_t columnReductionGrain(int64_t rows) {
+  return std::max<int64_t>(64, 16384 / std::max<int64_t>(rows, 1));
+}
+
 /// A skipped (overflowed) update with two states (AdamW's, Lamb's): p, m
 /// and v copied to p', m', v' unless they are the same buffers.
 void keepTwoStateUpdate(const KernelArgs &args);

@@ -114,21 +114,20 @@ bool activationGradBody(const KernelArgs &args, std::string &err) {
 template <class Op>
 void activationGradColumnSums(const float *x, float *g, float *dbias, int64_t R,
                               int64_t C) {
-  parallelFor(C, std::max<int64_t>(64, 16384 / std::max<int64_t>(R, 1)),
-              [&](int64_t c0, int64_t c1) {
-                std::vector<double> acc(size_t(c1 - c0), 0.0);
-                for (int64_t i = 0; i < R; ++i) {
-                  const float *xr = x + i * C + c0;
-                  float *gr = g + i * C + c0;
-                  for (int64_t c = 0; c < c1 - c0; ++c) {
-                    const float v = gr[c] * Op::d(xr[c]);
-                    gr[c] = v;
-                    acc[size_t(c)] += v;
-                  }
-                }
-                for (int64_t c = c0; c < c1; ++c)
-                  dbias[c] = float(acc[size_t(c - c0)]);
-              });
+  parallelFor(C, columnReductionGrain(R), [&](int64_t c0, int64_t c1) {
+    std::vector<double> acc(size_t(c1 - c0), 0.0);
+    for (int64_t i = 0; i < R; ++i) {
+      const float *xr = x + i * C + c0;
+      float *gr = g + i * C + c0;
+      for (int64_t c = 0; c < c1 - c0; ++c) {
+        const float v = gr[c] * Op::d(xr[c]);
+        gr[c] = v;
+        acc[size_t(c)] += v;
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c)
+      dbias[c] = float(acc[size_t(c - c0)]);
+  });
 }
 
 template <class Op>

@@ -76,7 +76,7 @@ int mergeDims(const TensorRef &x, const bool reduced[kMaxRank],
 template <class At>
 void reduceColumns(Kind kind, int64_t outer, int64_t R, int64_t inner,
                    double dscale, At at, float *yp) {
-  parallelFor(outer * inner, std::max<int64_t>(64, 16384 / R),
+  parallelFor(outer * inner, columnReductionGrain(R),
               [&](int64_t b, int64_t e) {
                 std::vector<double> acc;
                 std::vector<float> mx;
