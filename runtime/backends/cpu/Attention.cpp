@@ -14,12 +14,17 @@
 // rows into its scratch first and its results back after: the same
 // products on contiguous rows, bit for bit. (Reading the rows in place
 // through the GEMMs' leading dimensions cost attention_grad 7-30% more on
-// the small GPT, more than the copies, which stay in cache.)
+// the small GPT, more than the copies, which stay in cache.) 16-bit
+// operands (the kernels' 16-bit column) are widened into the same scratch
+// a pair's rows at a time and the results rounded back from it: the f32
+// kernel's arithmetic on the widened values, without whole-operand copies.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/FastMath.h"
+#include "runtime/backends/cpu/Widening.h"
 
 #include <cmath>
 #include <cstring>
@@ -34,9 +39,12 @@ namespace {
 
 using Dims = AttentionDims;
 
-bool attentionDims(std::string &err, const KernelArgs &a, Dims &d, bool &causal,
-                   float &scale) {
-  if (!expectAllF32(a, err))
+/// The checks and dims of both kernels; f32 operands only, unless
+/// `sixteenBit` (the 16-bit column: f32, f16 or bf16 each, which the
+/// kernel's contract has checked).
+bool attentionDims(std::string &err, const KernelArgs &a, bool sixteenBit,
+                   Dims &d, bool &causal, float &scale) {
+  if (!sixteenBit && !expectAllF32(a, err))
     return false;
   double s;
   if (!checkAttention(a, d, causal, s, err))
@@ -123,53 +131,83 @@ void forEachPair(const Dims &d, int64_t scratchFloats, F fn) {
   }
 }
 
-/// One input of one pair: its rows (T of `width`). In [B, H, T, D] they
-/// are the operand's own contiguous rows; seq_major, a copy made in the
-/// thread's scratch.
+/// Whether a pair's rows of `t` are read or written in place: f32 in
+/// [B, H, T, D], where they are contiguous floats.
+bool inPlace(const Dims &d, const TensorRef &t) {
+  return !d.seqMajor && t.dtype == DType::f32;
+}
+
+/// One input of one pair: its rows (T of `width`) as contiguous floats. In
+/// [B, H, T, D] f32 they are the operand's own rows; otherwise a copy made
+/// in the thread's scratch (seq_major rows gathered, 16-bit ones widened).
 struct PairInput {
   const float *rows;
 
-  PairInput(const Dims &d, const float *base, int64_t p, int64_t T,
-            int64_t width, float *&scratch)
-      : rows(base + d.rowOffset(p, 0, T, width)) {
-    if (!d.seqMajor)
+  PairInput(const Dims &d, const TensorRef &t, int64_t p, int64_t T,
+            int64_t width, float *&scratch) {
+    const int64_t first = d.rowOffset(p, 0, T, width);
+    if (inPlace(d, t)) {
+      rows = t.f32() + first;
       return;
+    }
     const int64_t stride = d.rowStride(width);
-    for (int64_t i = 0; i < T; ++i)
-      std::memcpy(scratch + i * width, rows + i * stride,
-                  size_t(width) * sizeof(float));
+    for (int64_t i = 0; i < T; ++i) {
+      float *row = scratch + i * width;
+      const float *wide =
+          chunkAsF32(t.dtype, t.data, first + i * stride, width, row);
+      if (wide != row)
+        std::memcpy(row, wide, size_t(width) * sizeof(float));
+    }
     rows = scratch;
     scratch += T * width;
   }
 };
 
 /// One output of one pair: where the kernel writes its rows (the output's
-/// own, or seq_major a scratch copy that `out` stores back).
+/// own, or a scratch copy that `out` stores back: gathered rows of
+/// seq_major, rounded to a 16-bit output's dtype).
 struct PairOutput {
   float *rows;
-  float *home;
-  int64_t T, width, stride;
+  const TensorRef *home;
+  int64_t first, T, width, stride;
 
-  PairOutput(const Dims &d, float *base, int64_t p, int64_t T, int64_t width,
-             float *&scratch)
-      : rows(base + d.rowOffset(p, 0, T, width)), home(rows), T(T),
-        width(width), stride(d.rowStride(width)) {
-    if (d.seqMajor) {
+  PairOutput(const Dims &d, const TensorRef &t, int64_t p, int64_t T,
+             int64_t width, float *&scratch)
+      : home(&t), first(d.rowOffset(p, 0, T, width)), T(T), width(width),
+        stride(d.rowStride(width)) {
+    if (inPlace(d, t)) {
+      rows = t.f32() + first;
+      home = nullptr;
+    } else {
       rows = scratch;
       scratch += T * width;
     }
   }
   void out() {
-    if (rows != home)
-      for (int64_t i = 0; i < T; ++i)
-        std::memcpy(home + i * stride, rows + i * width,
-                    size_t(width) * sizeof(float));
+    if (!home)
+      return;
+    for (int64_t i = 0; i < T; ++i) {
+      const float *row = rows + i * width;
+      const int64_t at = first + i * stride;
+      if (home->dtype == DType::f32)
+        std::memcpy(home->f32() + at, row, size_t(width) * sizeof(float));
+      else
+        (home->dtype == DType::bf16 ? f32ToBf16 : f32ToF16)(
+            row, static_cast<uint16_t *>(home->data) + at, width);
+    }
   }
 };
 
-/// Scratch floats a pair's seq_major copies take: `floats`, or none.
-int64_t copyFloats(const Dims &d, int64_t floats) {
-  return d.seqMajor ? floats : 0;
+/// Scratch floats a pair's copies take: `floats` (every operand's rows),
+/// or none when every operand is read and written in place.
+int64_t copyFloats(const Dims &d, const KernelArgs &a, int64_t floats) {
+  for (size_t i = 0; i < a.numInputs; ++i)
+    if (!inPlace(d, a.inputs[i]))
+      return floats;
+  for (size_t i = 0; i < a.numOutputs; ++i)
+    if (!inPlace(d, a.outputs[i]))
+      return floats;
+  return 0;
 }
 
 /// cos and sin of t * theta^(-2i/D) for positions t < T and pairs
@@ -209,30 +247,27 @@ const RotaryTable &rotaryTable(int64_t T, int64_t D, double theta,
   return *table;
 }
 
-} // namespace
-
-bool attentionBody(const KernelArgs &a, std::string &err) {
+bool runAttention(const KernelArgs &a, bool sixteenBit, std::string &err) {
   Dims d;
   bool causal;
   float scale;
-  if (!attentionDims(err, a, d, causal, scale) || !checkAttentionOutput(a, err))
+  if (!attentionDims(err, a, sixteenBit, d, causal, scale) ||
+      !checkAttentionOutput(a, err))
     return false;
   if (a.outputs[0].numel() == 0)
     return true;
   if (!blasReady(err))
     return false;
-  const float *q = a.inputs[0].f32(), *k = a.inputs[1].f32(),
-              *v = a.inputs[2].f32();
-  float *out = a.outputs[0].f32();
+  const TensorRef &q = a.inputs[0], &k = a.inputs[1], &v = a.inputs[2];
   const std::vector<QueryBlock> blocks = queryBlocks(d, causal);
   const int64_t rows = causal ? std::min(d.Tq, kQueryBlock) : d.Tq;
   // q, o; k, v.
-  const int64_t copies = copyFloats(d, (d.Tq + d.Tk) * (d.D + d.Dv));
+  const int64_t copies = copyFloats(d, a, (d.Tq + d.Tk) * (d.D + d.Dv));
   forEachPair(d, rows * d.Tk + copies, [&](int64_t p, float *S) {
     float *next = S + rows * d.Tk;
     PairInput Q(d, q, p, d.Tq, d.D, next), K(d, k, p, d.Tk, d.D, next),
         V(d, v, p, d.Tk, d.Dv, next);
-    PairOutput O(d, out, p, d.Tq, d.Dv, next);
+    PairOutput O(d, a.outputs[0], p, d.Tq, d.Dv, next);
     for (const QueryBlock &b : blocks) {
       const int64_t m = b.i1 - b.i0;
       gemm(false, true, m, b.kv, d.D, scale, Q.rows + b.i0 * d.D, d.D, K.rows,
@@ -246,36 +281,38 @@ bool attentionBody(const KernelArgs &a, std::string &err) {
   return true;
 }
 
-bool attentionGradBody(const KernelArgs &a, std::string &err) {
+bool runAttentionGrad(const KernelArgs &a, bool sixteenBit, std::string &err) {
   Dims d;
   bool causal;
   float scale;
-  if (!attentionDims(err, a, d, causal, scale) || !checkAttentionGrad(a, err))
+  if (!attentionDims(err, a, sixteenBit, d, causal, scale) ||
+      !checkAttentionGrad(a, err))
     return false;
-  float *dq = a.outputs[0].f32(), *dk = a.outputs[1].f32(),
-        *dv = a.outputs[2].f32();
-  if (d.Tq == 0) { // no queries: no gradient reaches k and v
-    std::fill(dk, dk + a.outputs[1].numel(), 0.0f);
-    std::fill(dv, dv + a.outputs[2].numel(), 0.0f);
+  if (d.Tq == 0) { // no queries: no gradient reaches k and v (+0 in every
+                   // float format is all zero bits)
+    for (size_t o = 1; o < 3; ++o)
+      std::memset(a.outputs[o].data, 0,
+                  size_t(a.outputs[o].numel()) * dtypeSize(a.outputs[o].dtype));
     return true;
   }
   if (d.B * d.H == 0)
     return true;
   if (!blasReady(err))
     return false;
-  const float *q = a.inputs[0].f32(), *k = a.inputs[1].f32(),
-              *v = a.inputs[2].f32(), *g = a.inputs[3].f32();
+  const TensorRef &q = a.inputs[0], &k = a.inputs[1], &v = a.inputs[2],
+                  &g = a.inputs[3];
   const std::vector<QueryBlock> blocks = queryBlocks(d, causal);
   const int64_t block = (causal ? std::min(d.Tq, kQueryBlock) : d.Tq) * d.Tk;
   // q, g, dq; k, v, dk, dv.
   const int64_t copies =
-      copyFloats(d, d.Tq * (2 * d.D + d.Dv) + d.Tk * (2 * d.D + 2 * d.Dv));
+      copyFloats(d, a, d.Tq * (2 * d.D + d.Dv) + d.Tk * (2 * d.D + 2 * d.Dv));
   forEachPair(d, 2 * block + copies, [&](int64_t p, float *scratch) {
     float *P = scratch, *dS = scratch + block, *next = scratch + 2 * block;
     PairInput Qp(d, q, p, d.Tq, d.D, next), Kp(d, k, p, d.Tk, d.D, next),
         Vp(d, v, p, d.Tk, d.Dv, next), Gp(d, g, p, d.Tq, d.Dv, next);
-    PairOutput dQp(d, dq, p, d.Tq, d.D, next), dKp(d, dk, p, d.Tk, d.D, next),
-        dVp(d, dv, p, d.Tk, d.Dv, next);
+    PairOutput dQp(d, a.outputs[0], p, d.Tq, d.D, next),
+        dKp(d, a.outputs[1], p, d.Tk, d.D, next),
+        dVp(d, a.outputs[2], p, d.Tk, d.Dv, next);
     const float *Q = Qp.rows, *K = Kp.rows, *V = Vp.rows, *G = Gp.rows;
     float *dQ = dQp.rows, *dK = dKp.rows, *dV = dVp.rows;
     // The last block sees every key, so going backwards its products set
@@ -309,6 +346,21 @@ bool attentionGradBody(const KernelArgs &a, std::string &err) {
     dVp.out();
   });
   return true;
+}
+
+} // namespace
+
+bool attentionBody(const KernelArgs &a, std::string &err) {
+  return runAttention(a, false, err);
+}
+bool attentionGradBody(const KernelArgs &a, std::string &err) {
+  return runAttentionGrad(a, false, err);
+}
+bool halfAttentionBody(const KernelArgs &a, std::string &err) {
+  return runAttention(a, true, err);
+}
+bool halfAttentionGradBody(const KernelArgs &a, std::string &err) {
+  return runAttentionGrad(a, true, err);
 }
 
 bool rotaryBody(const KernelArgs &a, std::string &err) {

@@ -51,6 +51,11 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
     return callChecked(contract, &cpu::halfMatmulBody, args, error);
   if (name == "ds.layer_norm_grad")
     return callChecked(contract, &cpu::halfLayerNormGradBody, args, error);
+  if (name == "ds.attention" || name == "ds.attention_grad")
+    return callChecked(contract,
+                       name == "ds.attention" ? &cpu::halfAttentionBody
+                                              : &cpu::halfAttentionGradBody,
+                       args, error);
   // Reductions over rows read the 16-bit operand without a copy.
   if (name == "ds.reduce_sum" || name == "ds.reduce_mean" ||
       name == "ds.reduce_max")

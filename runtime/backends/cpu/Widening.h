@@ -61,6 +61,12 @@ bool halfReduceMaxBody(const KernelArgs &args, std::string &error);
 /// (Norms.cpp): the widened kernel's bits without whole-operand copies.
 bool halfLayerNormGradBody(const KernelArgs &args, std::string &error);
 
+/// ds.attention's and ds.attention_grad's 16-bit columns: each (batch,
+/// head) pair's rows widened into the thread's scratch and its results
+/// rounded back from it (Attention.cpp), the f32 kernel's bits.
+bool halfAttentionBody(const KernelArgs &args, std::string &error);
+bool halfAttentionGradBody(const KernelArgs &args, std::string &error);
+
 /// Whether `kernel` is a fused op (ds.add_layer_norm, ds.bias_gelu,
 /// ds.matmul_bias, ds.matmul_bias_gelu, ds.matmul_gelu_grad) that
 /// runWidenedPair computes step by step.

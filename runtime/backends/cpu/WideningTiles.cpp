@@ -16,8 +16,9 @@
 // Tiled, by kernel: elementwise ones over flat ranges when every operand
 // but one-element ones has the output's shape, or over rows when the rest
 // are rows ([C], the last dimension: a bias); row-wise ones (norms,
-// softmax over the last dimension) over rows only; attention and the
-// rotary embedding over the batch's sequences. Any other shape mix runs whole,
+// softmax over the last dimension) over rows only; the rotary embedding
+// over the batch's sequences (attention widens a (batch, head) pair's rows
+// itself, Attention.cpp). Any other shape mix runs whole,
 // and so does a kernel whose tiles fail (its error line then names the real
 // shapes).
 //
@@ -29,7 +30,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <optional>
 #include <vector>
 
 namespace dsc::rt::cpu {
@@ -48,11 +48,9 @@ TileKind tileKindOf(std::string_view kernel) {
       "ds.gelu_grad", "ds.swiglu", "ds.bias_gelu", "ds.adamw"};
   static constexpr std::string_view rowWise[] = {
       "ds.layer_norm", "ds.add_layer_norm", "ds.rms_norm", "ds.softmax"};
-  // Each sequence of the batch on its own (no dropout inside); rotary's
-  // rows know their position within a batch entry (cutOf keeps [T, D]
-  // whole).
-  static constexpr std::string_view batchWise[] = {
-      "ds.attention", "ds.attention_grad", "ds.rotary"};
+  // Each sequence of the batch on its own: rotary's rows know their
+  // position within a batch entry (cutOf keeps [T, D] whole).
+  static constexpr std::string_view batchWise[] = {"ds.rotary"};
   for (std::string_view k : elementwise)
     if (k == kernel)
       return TileKind::Elements;
@@ -164,11 +162,6 @@ bool runWidenedTiled(std::string_view kernel, const WidenedStep &step,
     return step(args, error);
   std::atomic<bool> failed{false};
   const size_t numOperands = args.numInputs + args.numOutputs;
-  // Attention runs its GEMMs single-threaded under its own threads; held
-  // here for all tiles, OpenBLAS's thread count is set once, not per tile.
-  std::optional<SingleThreadedBlas> single;
-  if (kind == TileKind::Batches)
-    single.emplace();
   parallelFor(tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<TensorRef> ins(args.inputs, args.inputs + args.numInputs);
     std::vector<TensorRef> outs(args.outputs, args.outputs + args.numOutputs);

@@ -448,20 +448,32 @@ TEST(Widening, ElementwiseProgramsEqualTheWholeF32Kernel) {
 }
 
 // Attention is cut by sequences: 6 x [2, 64, 32] is two tiles (4 and 2).
-TEST(Widening, TiledAttentionEqualsTheWholeF32Kernel) {
+// Attention widens each (batch, head) pair's rows into its scratch and
+// rounds its results back from there (Attention.cpp): the f32 kernel on the
+// widened values, in both layouts and with the operands' dtypes mixed.
+TEST(Widening, AttentionWidensPairRowsAsTheWholeF32Kernel) {
   const std::vector<int64_t> s = {6, 2, 64, 32};
   const int64_t n = 6 * 2 * 64 * 32;
-  const DType t = DType::bf16;
-  expectExact(
-      "ds.attention",
-      {{s, t, random(n, 81)}, {s, t, random(n, 82)}, {s, t, random(n, 83)}},
-      {{s, t}}, {1, 0}, {0.125});
-  expectExact("ds.attention_grad",
-              {{s, t, random(n, 84)},
-               {s, t, random(n, 85)},
-               {s, t, random(n, 86)},
-               {s, t, random(n, 87)}},
-              {{s, t}, {s, t}, {s, t}}, {1, 0}, {0.125});
+  const DType t = DType::bf16, h = DType::f16, f = DType::f32;
+  for (int64_t seqMajor : {0, 1}) {
+    SCOPED_TRACE(seqMajor ? "seq_major" : "heads-major");
+    expectExact(
+        "ds.attention",
+        {{s, t, random(n, 81)}, {s, t, random(n, 82)}, {s, t, random(n, 83)}},
+        {{s, t}}, {1, seqMajor}, {0.125});
+    expectExact("ds.attention_grad",
+                {{s, t, random(n, 84)},
+                 {s, t, random(n, 85)},
+                 {s, t, random(n, 86)},
+                 {s, t, random(n, 87)}},
+                {{s, t}, {s, t}, {s, t}}, {1, seqMajor}, {0.125});
+    expectExact("ds.attention_grad",
+                {{s, h, random(n, 88)},
+                 {s, f, random(n, 89)},
+                 {s, t, random(n, 90)},
+                 {s, t, random(n, 91)}},
+                {{s, f}, {s, h}, {s, t}}, {0, seqMajor}, {0.125});
+  }
   // The rotary embedding by batch entries too, in both layouts (a row's
   // position is within its entry).
   for (int seqMajor : {0, 1})
