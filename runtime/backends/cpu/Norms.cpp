@@ -48,6 +48,19 @@ Stats layerNormStats(const float *x, int64_t n, double eps) {
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
+/// y = (x - mean) rstd w (+ b) for one row: layer_norm's and
+/// add_layer_norm's output, written once so every variant rounds alike.
+inline void normalizeRow(const float *x, int64_t n, const Stats &st,
+                         const float *w, const float *b, float *y) {
+  if (b) {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = float((double(x[j]) - st.mean) * st.rstd) * w[j] + b[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = float((double(x[j]) - st.mean) * st.rstd) * w[j];
+  }
+}
+
 double rmsInverse(const float *x, int64_t n, double eps) {
   double ss = sumOf(n, [&](int64_t j) { return double(x[j]) * x[j]; });
   return 1.0 / std::sqrt(ss / double(n) + eps);
@@ -77,15 +90,7 @@ bool layerNormBody(const KernelArgs &a, std::string &err) {
   parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float *xr = x + r * cols;
-      float *yr = y + r * cols;
-      Stats st = layerNormStats(xr, cols, eps);
-      if (b) {
-        for (int64_t j = 0; j < cols; ++j)
-          yr[j] = float((double(xr[j]) - st.mean) * st.rstd) * w[j] + b[j];
-      } else {
-        for (int64_t j = 0; j < cols; ++j)
-          yr[j] = float((double(xr[j]) - st.mean) * st.rstd) * w[j];
-      }
+      normalizeRow(xr, cols, layerNormStats(xr, cols, eps), w, b, y + r * cols);
     }
   });
   return true;
@@ -107,11 +112,7 @@ bool addLayerNormBody(const KernelArgs &a, std::string &err) {
       // The whole sum row first: either output may be x or the residual.
       for (int64_t j = 0; j < cols; ++j)
         sr[j] = xr[j] + rr[j];
-      Stats st = layerNormStats(sr, cols, eps);
-      for (int64_t j = 0; j < cols; ++j) {
-        float v = float((double(sr[j]) - st.mean) * st.rstd) * w[j];
-        yr[j] = b ? v + b[j] : v;
-      }
+      normalizeRow(sr, cols, layerNormStats(sr, cols, eps), w, b, yr);
     }
   });
   return true;
@@ -193,7 +194,49 @@ void layerNormGradRows(const KernelArgs &a, int64_t rows, int64_t cols) {
   }
 }
 
+/// ds.add_layer_norm over checked operands of any float type, a row at a
+/// time in the thread's scratch: the sum rounded to its output's dtype and
+/// widened back before the norm reads it, as the pair's two widened steps
+/// (runWidenedPair) round it, so the bits are theirs.
+void addLayerNormRows(const KernelArgs &a, int64_t rows, int64_t cols) {
+  const double eps = a.floatAttrs[0];
+  const TensorRef &x = a.inputs[0], &res = a.inputs[1];
+  const TensorRef &sum = a.outputs[0], &y = a.outputs[1];
+  std::vector<float> wideWB(static_cast<size_t>(2 * cols));
+  const float *w = floatRow(a.inputs[2], 0, cols, wideWB.data());
+  const float *b = a.numInputs == 4
+                       ? floatRow(a.inputs[3], 0, cols, wideWB.data() + cols)
+                       : nullptr;
+  parallelFor(rows, rowGrain(cols), [&](int64_t r0, int64_t r1) {
+    std::vector<float> scratch(static_cast<size_t>(3 * cols));
+    float *sr = scratch.data(), *yr = sr + 2 * cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      // Both rows read before either output is written: an output may be
+      // x or the residual.
+      const float *xr = floatRow(x, r, cols, sr),
+                  *rr = floatRow(res, r, cols, sr + cols);
+      float *s = outRow(sum, r, cols, sr);
+      for (int64_t j = 0; j < cols; ++j)
+        s[j] = xr[j] + rr[j];
+      storeRow(s, sum, r, cols);
+      const float *rounded = floatRow(sum, r, cols, sr);
+      float *out = outRow(y, r, cols, yr);
+      normalizeRow(rounded, cols, layerNormStats(rounded, cols, eps), w, b,
+                   out);
+      storeRow(out, y, r, cols);
+    }
+  });
+}
+
 } // namespace
+
+bool halfAddLayerNormBody(const KernelArgs &a, std::string &err) {
+  int64_t rows, cols;
+  if (!checkAddLayerNorm(a, rows, cols, err))
+    return false;
+  addLayerNormRows(a, rows, cols);
+  return true;
+}
 
 bool layerNormGradBody(const KernelArgs &a, std::string &err) {
   int64_t rows, cols;

@@ -116,31 +116,22 @@ bool elementwiseStep(std::string_view kernel, Body body, const KernelArgs &args,
          runWidenedTiled(kernel, widened(body), args, error);
 }
 
-/// ds.add_layer_norm's or ds.bias_gelu's two steps, each widened and
-/// rounded (their operands checked by the caller).
-bool addThenSecond(std::string_view kernel, const KernelArgs &args,
-                   std::string &error) {
-  // Step one, the add: (x, residual) or (x, bias) -> sum, outputs[0].
+/// ds.bias_gelu's two steps, each widened and rounded (its operands
+/// checked by the caller): for the shapes its program does not take.
+bool biasThenGelu(const KernelArgs &args, std::string &error) {
+  // Step one, the add: (x, bias) -> sum, outputs[0].
   KernelArgs add = args;
   add.numInputs = 2;
   add.numOutputs = 1;
   add.numIntAttrs = add.numFloatAttrs = 0;
   if (!runWidened(&addBody, add, error))
     return false;
-  // Step two on the stored sum: the norm (sum, w[, b]) or the GELU.
-  std::vector<TensorRef> ins{args.outputs[0]};
+  // Step two, the GELU of the stored sum.
   KernelArgs second = args;
+  second.inputs = args.outputs;
+  second.numInputs = 1;
   second.outputs = args.outputs + 1;
   second.numOutputs = 1;
-  if (kernel == "ds.add_layer_norm") {
-    for (size_t i = 2; i < args.numInputs; ++i)
-      ins.push_back(args.inputs[i]);
-    second.inputs = ins.data();
-    second.numInputs = ins.size();
-    return runWidened(&layerNormBody, second, error);
-  }
-  second.inputs = ins.data();
-  second.numInputs = 1;
   return runWidened(&geluBody, second, error);
 }
 
@@ -174,21 +165,14 @@ bool runWidenedPair(std::string_view kernel, const KernelArgs &args,
                ? elementwiseStep("ds.add", &addBody, rest, error)
                : runWidenedPair("ds.bias_gelu", rest, error);
   }
-  // ds.add_layer_norm's contract leaves its input count open (the bias is
-  // optional): checked here, with the f32 kernel's lines, before the steps
-  // below index its inputs (a fuzzed plan with one input reached them).
-  if (kernel == "ds.bias_gelu" && runHalfElementwise(kernel, args))
+  // ds.add_layer_norm a row at a time (Norms.cpp), which checks its
+  // operands (the contract leaves the input count open: the bias is
+  // optional) with the f32 kernel's lines.
+  if (kernel == "ds.add_layer_norm")
+    return halfAddLayerNormBody(args, error);
+  if (runHalfElementwise(kernel, args))
     return true;
-  int64_t rows, cols;
-  if (kernel == "ds.add_layer_norm" &&
-      !checkAddLayerNorm(args, rows, cols, error))
-    return false;
-  return runWidenedTiled(
-      kernel,
-      [kernel](const KernelArgs &a, std::string &e) {
-        return addThenSecond(kernel, a, e);
-      },
-      args, error);
+  return runWidenedTiled(kernel, biasThenGelu, args, error);
 }
 
 } // namespace dsc::rt::cpu

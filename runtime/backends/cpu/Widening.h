@@ -67,6 +67,10 @@ bool halfLayerNormGradBody(const KernelArgs &args, std::string &error);
 bool halfAttentionBody(const KernelArgs &args, std::string &error);
 bool halfAttentionGradBody(const KernelArgs &args, std::string &error);
 
+/// ds.add_layer_norm's 16-bit column a row at a time in the thread's
+/// scratch (Norms.cpp): runWidenedPair's two rounded steps, bit for bit.
+bool halfAddLayerNormBody(const KernelArgs &args, std::string &error);
+
 /// Whether `kernel` is a fused op (ds.add_layer_norm, ds.bias_gelu,
 /// ds.matmul_bias, ds.matmul_bias_gelu, ds.matmul_gelu_grad) that
 /// runWidenedPair computes step by step.

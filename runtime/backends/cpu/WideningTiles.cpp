@@ -46,8 +46,8 @@ TileKind tileKindOf(std::string_view kernel) {
       "ds.minimum",   "ds.neg",    "ds.exp",       "ds.tanh",      "ds.sqrt",
       "ds.rsqrt",     "ds.relu",   "ds.silu",      "ds.silu_grad", "ds.gelu",
       "ds.gelu_grad", "ds.swiglu", "ds.bias_gelu", "ds.adamw"};
-  static constexpr std::string_view rowWise[] = {
-      "ds.layer_norm", "ds.add_layer_norm", "ds.rms_norm", "ds.softmax"};
+  static constexpr std::string_view rowWise[] = {"ds.layer_norm", "ds.rms_norm",
+                                                 "ds.softmax"};
   // Each sequence of the batch on its own: rotary's rows know their
   // position within a batch entry (cutOf keeps [T, D] whole).
   static constexpr std::string_view batchWise[] = {"ds.rotary"};
