@@ -446,6 +446,12 @@ bool checkDropout(const KernelArgs &a, std::string &err) {
   return true;
 }
 
+bool isTrailingShapeOf(const TensorRef &in, const TensorRef &out) {
+  const int lead = out.rank - in.rank;
+  return lead >= 0 &&
+         std::equal(in.shape, in.shape + in.rank, out.shape + lead);
+}
+
 bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
                            std::string &err) {
   if (!fused::decode(a.intAttrs, a.numIntAttrs, int(a.numInputs),
@@ -463,9 +469,7 @@ bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
                   shapeStr(first), " and ", shapeStr(a.outputs[o]));
   for (size_t i = 0; i < a.numInputs; ++i) {
     const TensorRef &in = a.inputs[i];
-    const int lead = first.rank - in.rank;
-    if (!isStorage(in.dtype) || lead < 0 ||
-        !std::equal(in.shape, in.shape + in.rank, first.shape + lead))
+    if (!isStorage(in.dtype) || !isTrailingShapeOf(in, first))
       return fail(err, "input ", i, " of shape ", shapeStr(in),
                   " must be an f32, f16 or bf16 tensor of the outputs' "
                   "shape ",

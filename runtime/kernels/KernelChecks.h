@@ -61,6 +61,9 @@ inline std::vector<int64_t> shapeOf(const TensorRef &t) {
   return std::vector<int64_t>(t.shape, t.shape + t.rank);
 }
 bool sameShape(const TensorRef &a, const TensorRef &b);
+/// Whether `in`'s shape is `out`'s trailing dims (its own shape included):
+/// what a ds.fused_elementwise input broadcasts from.
+bool isTrailingShapeOf(const TensorRef &in, const TensorRef &out);
 /// Product of dims [begin, end).
 int64_t dimProduct(const TensorRef &t, int begin, int end);
 /// True when the output buffer is the input buffer (in-place update).

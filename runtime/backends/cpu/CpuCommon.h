@@ -84,6 +84,7 @@ using rt::expectDType;
 using rt::expectIndexDType;
 using rt::fail;
 using rt::isIndexDType;
+using rt::isTrailingShapeOf;
 using rt::kMaxRank;
 using rt::lastDimRows;
 using rt::listStr;

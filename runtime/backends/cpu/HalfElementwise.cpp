@@ -32,18 +32,15 @@ fp::Rounding roundingOf(DType t) {
                            : fp::Rounding::F32;
 }
 
-/// Whether `in` has `out`'s shape or its trailing dims (the program's
-/// broadcast along leading dims), with at least kMinBroadcast elements.
+/// Whether `in` has `out`'s shape or, where `broadcastAllowed`, its
+/// trailing dims (the program's broadcast along leading dims) with at least
+/// kMinBroadcast elements.
 bool readsAsProgramInput(const TensorRef &in, const TensorRef &out,
                          bool broadcastAllowed) {
   if (sameShape(in, out))
     return true;
-  if (!broadcastAllowed || in.rank > out.rank || in.numel() < kMinBroadcast)
-    return false;
-  for (int d = 0; d < in.rank; ++d)
-    if (in.shape[d] != out.shape[out.rank - in.rank + d])
-      return false;
-  return true;
+  return broadcastAllowed && in.numel() >= kMinBroadcast &&
+         isTrailingShapeOf(in, out);
 }
 
 /// The opcode of a one-instruction kernel, and whether its inputs may
