@@ -16,6 +16,7 @@
 #include "bench/BenchTensor.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/CpuKernels.h"
+#include "runtime/kernels/FusedProgram.h"
 #include "runtime/kernels/KernelSignature.h"
 
 #include <algorithm>
@@ -163,6 +164,30 @@ int main(int argc, char **argv) {
   Tensor ra = uniform(rng, {B, T, C}), rb = uniform(rng, {B, T, C}), rc = ra;
   std::printf("add [8,128,256]                     %8.3f ms\n",
               bestMs(reps, "ds.add", {&ra, &rb}, {&rc}));
+  // The gradient norm's square and sum of a [768, 256] gradient: ds.mul
+  // then ds.reduce_sum, and the two as one fused group (its program: Mul,
+  // then ReduceSum of it, as phase fused writes it). Warm, as every line
+  // here: the group saves the squares' write and read, which in a step
+  // leave the caches.
+  using Op = dsc::rt::fused::Opcode;
+  Tensor gw = uniform(rng, {3 * C, C}), gsq = gw, gsum = uniform(rng, {});
+  const double mulMs = bestMs(reps, "ds.mul", {&gw, &gw}, {&gsq});
+  std::printf("mul + reduce_sum [768,256] -> []    %8.3f ms\n",
+              mulMs + bestMs(reps, "ds.reduce_sum", {&gsq}, {&gsum}, {0, 1}));
+  std::printf("fused square-sum [768,256] -> []    %8.3f ms\n",
+              bestMs(reps, "ds.fused_elementwise", {&gw}, {&gsum},
+                     {2, int64_t(Op::Mul), 0, 0, 0, int64_t(Op::ReduceSum), 1,
+                      -1, 0, 2}));
+  // A bias gradient: the sum of two gradients and its column sums (which
+  // phase fused leaves unfused: this is why).
+  Tensor bsum = uniform(rng, {C});
+  const double addMs = bestMs(reps, "ds.add", {&ra, &rb}, {&rc});
+  std::printf("add + reduce_sum [8,128,256] -> [256] %6.3f ms\n",
+              addMs + bestMs(reps, "ds.reduce_sum", {&rc}, {&bsum}, {0, 1}));
+  std::printf("fused add + column sums             %8.3f ms\n",
+              bestMs(reps, "ds.fused_elementwise", {&ra, &rb}, {&rc, &bsum},
+                     {2, int64_t(Op::Add), 0, 1, 0, int64_t(Op::ReduceSum), 2,
+                      -1, 0, 2, 3}));
 
   // The same kernels on bf16 operands (the 16-bit variants a bf16 plan
   // runs: native products where oneDNN runs on AMX, the rest widened).
@@ -198,6 +223,9 @@ int main(int argc, char **argv) {
   std::printf("matmul_gelu_grad [1024,256]x[1024,256]^T %8.3f ms\n",
               bestMs(reps, "ds.matmul_gelu_grad", {&dy16, &pw16, &h16},
                      {&hd16, &db16}, {0, 1, 1}));
+  // The same product alone: what the two fused lines above add to it.
+  std::printf("matmul [1024,256]x[1024,256]^T      %8.3f ms\n",
+              bestMs(reps, "ds.matmul", {&x16, &fcW}, {&hg16}, {0, 1}));
   std::printf("gelu tanh                           %8.3f ms\n",
               bestMs(reps, "ds.gelu", {&h16}, {&hg16}, {1}));
   std::printf("gelu_grad tanh                      %8.3f ms\n",
@@ -213,6 +241,8 @@ int main(int argc, char **argv) {
                      {1, 0, 0, 1, 1, 2}));
   std::printf("add bias [8,128,1024] + [1024]      %8.3f ms\n",
               bestMs(reps, "ds.add", {&h16, &fcB}, {&hg16}));
+  std::printf("bias_gelu [8,128,1024] + [1024]     %8.3f ms\n",
+              bestMs(reps, "ds.bias_gelu", {&h16, &fcB}, {&hg16, &hd16}, {1}));
   std::printf(
       "matmul_bias [1024,256]x[1024,256]^T %8.3f ms\n",
       bestMs(reps, "ds.matmul_bias", {&x16, &fcW, &fcB}, {&hg16}, {0, 1}));

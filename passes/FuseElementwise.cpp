@@ -29,6 +29,11 @@
 //   - at most fused::kMaxValues inputs and results (the tile evaluator
 //     holds one tile per value).
 //
+// A ds.reduce_sum of a group value over all its dims joins that value's
+// group on the same terms (the sum then reads the value from the tile: a
+// gradient's square summed for the norm is never written): at most one sum
+// a group, read only outside it.
+//
 // A group of one op stays that op.
 //
 //===----------------------------------------------------------------------===//
@@ -91,6 +96,28 @@ public:
       position[&op] = i++;
   }
 
+  /// Puts the sum `op` into its operand's group where the join may be
+  /// made; a sum never starts a group. Only whole sums (one element) join:
+  /// a column sum must add each column's rows in order (reduce_sum's
+  /// order), so a thread of a fused group walks every row of its columns
+  /// in tiles as narrow as its share of them, which measured slower than
+  /// the two unfused kernels on the CPU (docs/performance.md).
+  void placeSum(Operation *op) {
+    if (cast<RankedTensorType>(op->getResult(0).getType()).getNumElements() !=
+        1)
+      return;
+    Operation *def = op->getOperand(0).getDefiningOp();
+    auto it = def ? groupOf.find(def) : groupOf.end();
+    if (it == groupOf.end())
+      return;
+    const int g = it->second;
+    if (!isFusedSum(op, groupShape(g)) || hasSum(g) ||
+        savingOfJoin(g, op) <= 0 || !canJoin(g, op))
+      return;
+    groups[g].ops.push_back(op);
+    groupOf[op] = g;
+  }
+
   /// Puts `op` into the group whose join saves the most bytes, or a new
   /// group of its own.
   void place(Operation *op) {
@@ -127,6 +154,15 @@ public:
   std::vector<Group> groups;
 
 private:
+  ArrayRef<int64_t> groupShape(int g) const {
+    return shapeOf(groups[g].ops.front()->getResult(0));
+  }
+
+  bool hasSum(int g) const {
+    return llvm::any_of(groups[g].ops,
+                        [](Operation *m) { return isa<ReduceSumOp>(m); });
+  }
+
   bool inGroup(Operation *op, int g) const {
     auto it = groupOf.find(op);
     return it != groupOf.end() && it->second == g;
@@ -159,9 +195,16 @@ private:
 
   bool canJoin(int g, Operation *op) const {
     const Group &group = groups[g];
+    const bool sum = isa<ReduceSumOp>(op);
     if (group.marks != op->getDiscardableAttrDictionary() ||
-        shapeOf(group.ops.front()->getResult(0)) != shapeOf(op->getResult(0)))
+        (!sum && groupShape(g) != shapeOf(op->getResult(0))))
       return false;
+    // A group's sum is complete only after its last tile: nothing in the
+    // group reads it.
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && inGroup(def, g) && isa<ReduceSumOp>(def))
+        return false;
     // The fused op will stand at `op`: every reader outside the group of a
     // group value must come after it.
     unsigned at = position.lookup(op);
@@ -292,6 +335,8 @@ struct FuseElementwisePass
       for (Operation &op : block)
         if (isCandidate(op))
           grouping.place(&op);
+        else if (isa<ReduceSumOp>(op))
+          grouping.placeSum(&op);
       for (const Group &group : grouping.groups)
         if (group.ops.size() > 1)
           fuse(group);

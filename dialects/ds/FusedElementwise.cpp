@@ -78,11 +78,39 @@ ArrayRef<int64_t> shapeOf(Value v) {
 
 } // namespace
 
+bool mlir::ds::isFusedSum(Operation *op, ArrayRef<int64_t> groupShape) {
+  auto sum = dyn_cast<ReduceSumOp>(op);
+  if (!sum || sum.getKeepdim() || shapeOf(sum.getX()) != groupShape ||
+      !fusedRoundingOf(sum.getResult().getType()))
+    return false;
+  ArrayRef<int64_t> axes = sum.getAxes();
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != int64_t(i))
+      return false;
+  return !axes.empty() &&
+         shapeOf(sum.getResult()) == groupShape.drop_front(axes.size());
+}
+
 LogicalResult FusedElementwiseOp::verify() {
   Block &body = getBody().front();
   if (getNumResults() == 0 || getInputs().empty())
     return emitOpError("takes one input or more and gives one result or more");
-  ArrayRef<int64_t> group = shapeOf(getResult(0));
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("body must yield values of the result types");
+  for (Value v : yield.getValues())
+    if (isa<BlockArgument>(v))
+      return emitOpError("cannot yield an input");
+  // The group's shape is its elementwise ops' (a sum's result is smaller).
+  Operation *first = nullptr;
+  for (Operation &op : body.without_terminator())
+    if (!isa<ReduceSumOp>(op)) {
+      first = &op;
+      break;
+    }
+  if (!first || first->getNumResults() != 1)
+    return emitOpError("body holds no elementwise op");
+  ArrayRef<int64_t> group = shapeOf(first->getResult(0));
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("body takes ")
            << body.getNumArguments() << " arguments for " << getInputs().size()
@@ -100,10 +128,22 @@ LogicalResult FusedElementwiseOp::verify() {
              << in.getType() << " is neither the group's shape nor its "
              << "trailing dims";
   }
-  for (Value r : getResults())
-    if (shapeOf(r) != group)
-      return emitOpError("results must all have the group's shape");
+  int sums = 0;
   for (Operation &op : body.without_terminator()) {
+    if (isa<ReduceSumOp>(op)) {
+      if (!isFusedSum(&op, group))
+        return op.emitOpError("in a ds.fused_elementwise body must sum a "
+                              "value of the group's shape over its leading "
+                              "dims into an f32, f16 or bf16 tensor");
+      if (++sums > 1)
+        return op.emitOpError("is a ds.fused_elementwise body's second sum "
+                              "(at most one)");
+      if (llvm::any_of(op.getResult(0).getUsers(),
+                       [&](Operation *u) { return u != yield; }))
+        return op.emitOpError("in a ds.fused_elementwise body is read by "
+                              "another op (only ds.yield may read a sum)");
+      continue;
+    }
     if (!fusedOpcodeOf(&op) || op.getNumResults() != 1)
       return op.emitOpError("cannot be in a ds.fused_elementwise body");
     if (shapeOf(op.getResult(0)) != group ||
@@ -111,12 +151,6 @@ LogicalResult FusedElementwiseOp::verify() {
       return op.emitOpError("in a ds.fused_elementwise body must give an "
                             "f32, f16 or bf16 tensor of the group's shape");
   }
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield || yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("body must yield values of the result types");
-  for (Value v : yield.getValues())
-    if (isa<BlockArgument>(v))
-      return emitOpError("cannot yield an input");
   return success();
 }
 
@@ -129,7 +163,8 @@ void FusedElementwiseOp::getKernelAttributes(SmallVectorImpl<int64_t> &ints,
   for (BlockArgument arg : body.getArguments())
     number[arg] = int(arg.getArgNumber());
   for (Operation &op : body.without_terminator()) {
-    fused::Instruction instr{*fusedOpcodeOf(&op),
+    fused::Instruction instr{isa<ReduceSumOp>(op) ? fused::Opcode::ReduceSum
+                                                  : *fusedOpcodeOf(&op),
                              number.lookup(op.getOperand(0)), -1,
                              *fusedRoundingOf(op.getResult(0).getType())};
     if (fused::arityOf(instr.op) == 2)

@@ -26,6 +26,12 @@ std::optional<dsc::rt::fused::Opcode> fusedOpcodeOf(Operation *op);
 /// element type a program does not hold (f64, integers).
 std::optional<dsc::rt::fused::Rounding> fusedRoundingOf(Type type);
 
+/// Whether `op` is a sum a group of `groupShape` can end in: a
+/// ds.reduce_sum without keepdim over the leading dims [0, k), k >= 1, of
+/// an operand of the group's shape, its result of a type a program holds
+/// (runtime/kernels/FusedProgram.h's ReduceSum).
+bool isFusedSum(Operation *op, ArrayRef<int64_t> groupShape);
+
 /// Whether `shape` can be a group input of a group of `groupShape`: the
 /// same, or its trailing dims (broadcast along the leading ones).
 bool isFusedInputShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> groupShape);

@@ -15,8 +15,12 @@
 // storage type in the unfused graph, to which the value is rounded as the
 // unfused kernel's result would be, so a group computes the unfused ops'
 // bits. The M outputs name instruction results in the instruction's output
-// order. Header-only, standard library only: the compiler writes programs
-// with it, the plan verifier and each backend read them.
+// order. One instruction may be a ReduceSum: its value is the sum of its
+// operand over the group's leading dims, down to the shape of the output
+// that names it (the group's trailing dims, a scalar for a whole sum), as
+// ds.reduce_sum sums it on that backend; only an output reads it.
+// Header-only, standard library only: the compiler writes programs with
+// it, the plan verifier and each backend read them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_KERNELS_FUSEDPROGRAM_H
@@ -33,7 +37,8 @@ namespace dsc::rt::fused {
 /// op's kernel does. Binary ops read (a, b); activation gradients read
 /// (x = a, g = b) and give g * act'(x); Swiglu reads (gate = a, up = b).
 /// Round is a ds.cast: the value itself, rounded to the instruction's
-/// storage.
+/// storage. ReduceSum is a ds.reduce_sum over the leading dims (see the
+/// file comment); it is not an elementwise value.
 enum class Opcode : int64_t {
   Add,
   Sub,
@@ -57,6 +62,7 @@ enum class Opcode : int64_t {
   GeluTanhGrad,
   Swiglu,
   Round,
+  ReduceSum,
   Count
 };
 
@@ -97,6 +103,14 @@ struct Program {
   std::vector<Instruction> code;
   std::vector<int> outputs; // value numbers
 };
+
+/// The value number of the program's ReduceSum, or -1 without one.
+inline int reductionOf(const Program &p) {
+  for (size_t k = 0; k < p.code.size(); ++k)
+    if (p.code[k].op == Opcode::ReduceSum)
+      return p.numInputs + int(k);
+  return -1;
+}
 
 /// The int attributes of a program (the encoding above).
 inline std::vector<int64_t> encode(const Program &p) {
@@ -147,6 +161,14 @@ inline bool decode(const int64_t *ints, size_t n, int numInputs, int numOutputs,
     if (w[1] < 0 || w[1] >= defined ||
         (arity == 2 ? (w[2] < 0 || w[2] >= defined) : w[2] != -1))
       return fail(at + " reads an operand that is not an earlier value");
+    const auto isReduction = [&](int64_t v) {
+      return v >= numInputs &&
+             p.code[size_t(v - numInputs)].op == Opcode::ReduceSum;
+    };
+    if (isReduction(w[1]) || (arity == 2 && isReduction(w[2])))
+      return fail(at + " reads a ReduceSum's result (only an output may)");
+    if (Opcode(w[0]) == Opcode::ReduceSum && reductionOf(p) >= 0)
+      return fail(at + " is a second ReduceSum (at most one)");
     p.code.push_back(
         Instruction{Opcode(w[0]), int(w[1]), int(w[2]), Rounding(w[3])});
   }

@@ -452,6 +452,22 @@ bool isTrailingShapeOf(const TensorRef &in, const TensorRef &out) {
          std::equal(in.shape, in.shape + in.rank, out.shape + lead);
 }
 
+const TensorRef &fusedGroupOf(const KernelArgs &a,
+                              const fused::Program &program) {
+  const int reduction = fused::reductionOf(program);
+  for (size_t o = 0; o < a.numOutputs; ++o)
+    if (program.outputs[o] != reduction)
+      return a.outputs[o];
+  // Only the sum is stored: the group is its largest input (the first op
+  // of a group reads only inputs, and its result has its largest one's
+  // shape).
+  size_t largest = 0;
+  for (size_t i = 1; i < a.numInputs; ++i)
+    if (a.inputs[i].rank > a.inputs[largest].rank)
+      largest = i;
+  return a.inputs[largest];
+}
+
 bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
                            std::string &err) {
   if (!fused::decode(a.intAttrs, a.numIntAttrs, int(a.numInputs),
@@ -460,20 +476,25 @@ bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
   auto isStorage = [](DType t) {
     return t == DType::f32 || t == DType::bf16 || t == DType::f16;
   };
-  const TensorRef &first = a.outputs[0];
-  for (size_t o = 0; o < a.numOutputs; ++o)
-    if (!isStorage(a.outputs[o].dtype) || !sameShape(a.outputs[o], first))
+  const TensorRef &group = fusedGroupOf(a, program);
+  const int reduction = fused::reductionOf(program);
+  for (size_t o = 0; o < a.numOutputs; ++o) {
+    const TensorRef &out = a.outputs[o];
+    const bool reduced = program.outputs[o] == reduction;
+    if (!isStorage(out.dtype) ||
+        (reduced ? !isTrailingShapeOf(out, group) : !sameShape(out, group)))
       return fail(err,
                   "outputs must be f32, f16 or bf16 tensors of one "
-                  "shape, got ",
-                  shapeStr(first), " and ", shapeStr(a.outputs[o]));
+                  "shape (a sum's: its trailing dims), got ",
+                  shapeStr(group), " and ", shapeStr(out));
+  }
   for (size_t i = 0; i < a.numInputs; ++i) {
     const TensorRef &in = a.inputs[i];
-    if (!isStorage(in.dtype) || !isTrailingShapeOf(in, first))
+    if (!isStorage(in.dtype) || !isTrailingShapeOf(in, group))
       return fail(err, "input ", i, " of shape ", shapeStr(in),
                   " must be an f32, f16 or bf16 tensor of the outputs' "
                   "shape ",
-                  shapeStr(first), " or its trailing dims");
+                  shapeStr(group), " or its trailing dims");
   }
   return true;
 }

@@ -210,9 +210,14 @@ bool checkReduce(const KernelArgs &a, bool reduced[kMaxRank], int64_t &count,
 
 /// ds.fused_elementwise: decodes its program (runtime/kernels/FusedProgram.h)
 /// into `program` and checks its operands: f32, f16 or bf16; the outputs of
-/// one shape, each input that shape or its trailing dims.
+/// the group's shape (a ReduceSum's: its trailing dims), each input that
+/// shape or its trailing dims.
 bool checkFusedElementwise(const KernelArgs &a, fused::Program &program,
                            std::string &err);
+/// The operand with the group's shape: an output that is not the
+/// program's sum, else the largest input.
+const TensorRef &fusedGroupOf(const KernelArgs &a,
+                              const fused::Program &program);
 
 /// ds.adamw and ds.adamw_round: p, m, v and the outputs p', m', v' f32 of
 /// p's shape, g of p's shape; lr, step and scale one f32 value each, and

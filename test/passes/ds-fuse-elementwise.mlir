@@ -70,17 +70,74 @@ func.func @broadcast_inputs(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %c: tensor<f
 }
 
 // The fused op would stand at ds.neg, after the reduction that reads exp's
-// result: that join is refused, and each op stays itself.
+// result (a max, which no group holds): that join is refused, and each op
+// stays itself.
 // CHECK-LABEL: func.func @reader_in_between
 // CHECK-NOT:   ds.fused_elementwise
 // CHECK:       ds.exp
-// CHECK-NEXT:  ds.reduce_sum
+// CHECK-NEXT:  ds.reduce_max
 // CHECK-NEXT:  ds.neg
 func.func @reader_in_between(%x: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
   %a = ds.exp %x : tensor<4x8xf32>
-  %r = ds.reduce_sum %a axes [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %r = ds.reduce_max %a axes [0, 1] : tensor<4x8xf32> -> tensor<f32>
   %b = ds.neg %a : tensor<4x8xf32>
   return %r, %b : tensor<f32>, tensor<4x8xf32>
+}
+
+// The gradient norm's terms: a square summed over every dim joins the
+// square's group, which then never writes the squares (one op of one
+// result, the sum); the scalar adds of the partial sums stay themselves.
+// A whole sum over dims [0, 1] of a [4, 8, 1] value, and one that keeps
+// the squares, join too; a column sum, a sum over trailing dims and a
+// keepdim sum do not; an op that reads a group's sum stays out of it.
+// CHECK-LABEL: func.func @sums
+// CHECK-NEXT:  %[[N:.*]] = ds.fused_elementwise %arg0 : (tensor<4x8xf32>) -> tensor<f32>
+// CHECK-NEXT:  ^bb0(%[[A:.*]]: tensor<4x8xf32>):
+// CHECK-NEXT:    %[[Q:.*]] = ds.mul %[[A]], %[[A]] : tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK-NEXT:    %[[S:.*]] = ds.reduce_sum %[[Q]] axes [0, 1] : tensor<4x8xf32> -> tensor<f32>
+// CHECK-NEXT:    ds.yield %[[S]] : tensor<f32>
+// CHECK-NEXT:  }
+// CHECK-NEXT:  %[[M:.*]]:2 = ds.fused_elementwise %arg1 : (tensor<4x8x1xbf16>) -> (tensor<4x8x1xf32>, tensor<1xf32>) {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    ds.cast
+// CHECK-NEXT:    ds.mul
+// CHECK-NEXT:    ds.reduce_sum %{{.*}} axes [0, 1] : tensor<4x8x1xf32> -> tensor<1xf32>
+// CHECK-NEXT:    ds.yield
+// CHECK-NEXT:  }
+// CHECK-NEXT:  %[[M0:.*]] = ds.reshape %[[M]]#1 : tensor<1xf32> -> tensor<f32>
+// CHECK-NEXT:  ds.add %[[N]], %[[M0]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT:  ds.neg %arg0
+// CHECK-NEXT:  ds.reduce_sum %{{.*}} axes [0] : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK-NEXT:  ds.exp %arg0
+// CHECK-NEXT:  ds.reduce_sum %{{.*}} axes [1] : tensor<4x8xf32> -> tensor<4xf32>
+// CHECK-NEXT:  ds.relu %arg0
+// CHECK-NEXT:  ds.reduce_sum %{{.*}} axes [0, 1] keepdim : tensor<4x8xf32> -> tensor<1x1xf32>
+// CHECK-NEXT:  %[[T:.*]]:2 = ds.fused_elementwise %arg0 : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<f32>) {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    ds.tanh
+// CHECK-NEXT:    ds.reduce_sum
+// CHECK-NEXT:    ds.yield
+// CHECK-NEXT:  }
+// CHECK-NEXT:  ds.mul %[[T]]#0, %[[T]]#1 : tensor<4x8xf32>, tensor<f32>
+// CHECK-NEXT:  return
+func.func @sums(%g: tensor<4x8xf32>, %h: tensor<4x8x1xbf16>) -> (tensor<f32>, tensor<4x8x1xf32>, tensor<8xf32>, tensor<4xf32>, tensor<1x1xf32>, tensor<4x8xf32>) {
+  %sq = ds.mul %g, %g : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = ds.reduce_sum %sq axes [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %w = ds.cast %h : tensor<4x8x1xbf16> -> tensor<4x8x1xf32>
+  %w2 = ds.mul %w, %w : tensor<4x8x1xf32>, tensor<4x8x1xf32>
+  %m = ds.reduce_sum %w2 axes [0, 1] : tensor<4x8x1xf32> -> tensor<1xf32>
+  %m0 = ds.reshape %m : tensor<1xf32> -> tensor<f32>
+  %total = ds.add %n, %m0 : tensor<f32>, tensor<f32>
+  %a = ds.neg %g : tensor<4x8xf32>
+  %ca = ds.reduce_sum %a axes [0] : tensor<4x8xf32> -> tensor<8xf32>
+  %b = ds.exp %g : tensor<4x8xf32>
+  %cb = ds.reduce_sum %b axes [1] : tensor<4x8xf32> -> tensor<4xf32>
+  %c = ds.relu %g : tensor<4x8xf32>
+  %cc = ds.reduce_sum %c axes [0, 1] keepdim : tensor<4x8xf32> -> tensor<1x1xf32>
+  %d = ds.tanh %g : tensor<4x8xf32>
+  %cd = ds.reduce_sum %d axes [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %e = ds.mul %d, %cd : tensor<4x8xf32>, tensor<f32>
+  return %total, %w2, %ca, %cb, %cc, %e : tensor<f32>, tensor<4x8x1xf32>, tensor<8xf32>, tensor<4xf32>, tensor<1x1xf32>, tensor<4x8xf32>
 }
 
 // A recomputation groups only with recomputations, and the group keeps

@@ -259,6 +259,31 @@ bool kernelThreadsFromEnv(int &threads, std::string &error);
 void parallelFor(int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &fn);
 
+/// Terms a block of blockedSumOf holds.
+constexpr int64_t kSumBlock = 32768;
+
+/// sumOf over blocks of kSumBlock terms, the blocks' sums added in order
+/// (from 0.0): the order of a whole-tensor sum, which reduce_sum and a
+/// fused group's sum (FusedElementwise.cpp) share, with the blocks summed
+/// on the kernel threads. Up to kSumBlock terms it is sumOf's.
+template <typename F> double blockedSumOf(int64_t n, F term) {
+  if (n <= kSumBlock)
+    return sumOf(n, term);
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<double> part(size_t(blocks), 0.0);
+  parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t first = b * kSumBlock;
+      part[size_t(b)] = sumOf(std::min(kSumBlock, n - first),
+                              [&](int64_t j) { return term(first + j); });
+    }
+  });
+  double sum = 0;
+  for (double p : part)
+    sum += p;
+  return sum;
+}
+
 /// Outputs per parallel chunk of a column reduction over `rows` rows (each
 /// output sums its column alone, so the split never changes a bit): about
 /// 16K elements read a chunk, at least 64 columns. reduce_sum's and the

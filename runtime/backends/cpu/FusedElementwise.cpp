@@ -17,6 +17,7 @@
 #include "runtime/kernels/FusedProgram.h"
 
 #include <cstring>
+#include <vector>
 
 namespace dsc::rt::cpu {
 namespace {
@@ -93,7 +94,8 @@ void runInstruction(fp::Opcode op, const float *a, const float *b, float *out,
   case O::Round: // a copy: roundTile after it rounds
     std::memcpy(out, a, size_t(n) * sizeof(float));
     return;
-  case O::Count: // not an opcode (fused::decode refuses it)
+  case O::ReduceSum: // summed over tiles by the caller, not per element
+  case O::Count:     // not an opcode (fused::decode refuses it)
     return;
   }
 }
@@ -160,49 +162,155 @@ void storeOutput(const TensorRef &out, const float *tile, int64_t at,
 
 } // namespace
 
-void runFusedProgram(const fp::Program &program, const KernelArgs &args) {
-  const int64_t total = args.outputs[0].numel();
-  const int numInputs = program.numInputs;
-  const size_t numCode = program.code.size();
+namespace {
+
+/// A program ready to run a tile at a time: its inputs' element counts,
+/// which values are rounded in the tile, and its sum (if any).
+struct Evaluator {
+  const fp::Program &program;
+  const KernelArgs &args;
   int64_t counts[fp::kMaxValues]; // the check bounds the inputs so
-  for (int i = 0; i < numInputs; ++i)
-    counts[i] = args.inputs[i].numel();
-  // A result only stored, into outputs of its own rounding's dtype, is not
-  // rounded in the tile: the store rounds it the same way (rounding to
-  // nearest even twice gives the once-rounded bits, NaNs quieted alike).
   bool roundInTile[fp::kMaxValues];
-  for (size_t k = 0; k < numCode; ++k) {
-    const int value = numInputs + int(k);
-    bool read = false;
-    for (size_t j = k + 1; j < numCode; ++j)
-      read |= program.code[j].a == value || program.code[j].b == value;
-    const DType stored =
-        program.code[k].rounding == fp::Rounding::BF16  ? DType::bf16
-        : program.code[k].rounding == fp::Rounding::F16 ? DType::f16
-                                                        : DType::f32;
+  int reduction; // the ReduceSum's value, -1 without one
+
+  Evaluator(const fp::Program &p, const KernelArgs &a)
+      : program(p), args(a), reduction(fp::reductionOf(p)) {
+    const int numInputs = p.numInputs;
+    const size_t numCode = p.code.size();
+    for (int i = 0; i < numInputs; ++i)
+      counts[i] = a.inputs[i].numel();
+    // A result only stored, into outputs of its own rounding's dtype, is
+    // not rounded in the tile: the store rounds it the same way (rounding to
+    // nearest even twice gives the once-rounded bits, NaNs quieted alike).
+    // The sum reads its operand as rounded, as reduce_sum reads it stored.
+    for (size_t k = 0; k < numCode; ++k) {
+      const int value = numInputs + int(k);
+      bool read = false;
+      for (size_t j = k + 1; j < numCode; ++j)
+        read |= p.code[j].a == value || p.code[j].b == value;
+      const DType stored =
+          p.code[k].rounding == fp::Rounding::BF16  ? DType::bf16
+          : p.code[k].rounding == fp::Rounding::F16 ? DType::f16
+                                                    : DType::f32;
+      for (size_t o = 0; o < p.outputs.size(); ++o)
+        read |= p.outputs[o] == value && a.outputs[o].dtype != stored;
+      roundInTile[k] = read;
+    }
+  }
+
+  /// Evaluates elements [at, at + n) (n <= kTile) into `tiles` and stores
+  /// every output but the sum's; returns the tile the sum adds up (null
+  /// without a sum).
+  const float *run(int64_t at, int64_t n, float (*tiles)[kTile]) const {
+    const float *value[fp::kMaxValues];
+    const int numInputs = program.numInputs;
+    for (int i = 0; i < numInputs; ++i)
+      value[i] = loadInput(args.inputs[i], counts[i], at, n, tiles[i]);
+    for (size_t k = 0; k < program.code.size(); ++k) {
+      const fp::Instruction &instr = program.code[k];
+      if (instr.op == fp::Opcode::ReduceSum) { // summed by the caller
+        value[numInputs + k] = value[instr.a];
+        continue;
+      }
+      float *out = tiles[numInputs + k];
+      runInstruction(instr.op, value[instr.a],
+                     instr.b < 0 ? nullptr : value[instr.b], out, n);
+      if (roundInTile[k])
+        roundTile(instr.rounding, out, n);
+      value[numInputs + k] = out;
+    }
     for (size_t o = 0; o < program.outputs.size(); ++o)
-      read |= program.outputs[o] == value && args.outputs[o].dtype != stored;
-    roundInTile[k] = read;
+      if (program.outputs[o] != reduction)
+        storeOutput(args.outputs[o], value[program.outputs[o]], at, n);
+    return reduction < 0 ? nullptr : value[reduction];
+  }
+
+  const TensorRef &sumOutput() const {
+    size_t o = 0;
+    while (program.outputs[o] != reduction)
+      ++o;
+    return args.outputs[o];
+  }
+};
+
+/// A whole-group sum: blocks of kSumBlock elements, each summed in eight
+/// double lanes (element j into lane j % 8, combined as sumOf combines
+/// them), the blocks' sums added in order: the order of reduce_sum's
+/// blockedSumOf (Reduce.cpp), blocks spread over the threads.
+void runWholeSum(const Evaluator &e, int64_t total) {
+  const int64_t blocks = (total + kSumBlock - 1) / kSumBlock;
+  std::vector<double> part(size_t(blocks), 0.0);
+  parallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    alignas(64) float tiles[fp::kMaxValues][kTile];
+    for (int64_t b = b0; b < b1; ++b) {
+      double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      const int64_t end = std::min(total, (b + 1) * kSumBlock);
+      // Tiles start at multiples of 8 from the block's start.
+      for (int64_t at = b * kSumBlock; at < end; at += kTile) {
+        const int64_t n = std::min(kTile, end - at);
+        const float *x = e.run(at, n, tiles);
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) // sumOf's loop: vectorized
+          for (int k = 0; k < 8; ++k)
+            acc[k] += x[i + k];
+        for (int k = 0; i < n; ++i, ++k)
+          acc[k] += x[i];
+      }
+      part[size_t(b)] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                        ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    }
+  });
+  double sum = 0;
+  for (double p : part)
+    sum += p;
+  const float result = float(sum);
+  storeOutput(e.sumOutput(), &result, 0, 1);
+}
+
+/// Column sums over the group's leading dims, [R, inner] -> [inner]: each
+/// thread owns a range of columns and walks every row, adding each
+/// element to its column's double sum in row order, as reduce_sum's
+/// reduceColumns does (a single row is the value itself, as reduce_sum
+/// copies it).
+void runColumnSums(const Evaluator &e, int64_t rows, int64_t inner) {
+  const TensorRef &out = e.sumOutput();
+  parallelFor(inner, columnReductionGrain(rows), [&](int64_t c0, int64_t c1) {
+    alignas(64) float tiles[fp::kMaxValues][kTile];
+    std::vector<double> acc(size_t(c1 - c0), 0.0);
+    std::vector<float> sums(size_t(c1 - c0));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = c0; c < c1; c += kTile) {
+        const int64_t n = std::min(kTile, c1 - c);
+        const float *x = e.run(r * inner + c, n, tiles);
+        if (rows == 1)
+          std::copy(x, x + n, sums.begin() + (c - c0));
+        for (int64_t i = 0; i < n; ++i)
+          acc[size_t(c - c0 + i)] += x[i];
+      }
+    if (rows != 1)
+      for (size_t i = 0; i < acc.size(); ++i)
+        sums[i] = float(acc[i]);
+    storeOutput(out, sums.data(), c0, c1 - c0);
+  });
+}
+
+} // namespace
+
+void runFusedProgram(const fp::Program &program, const KernelArgs &args) {
+  const Evaluator e(program, args);
+  const int64_t total = fusedGroupOf(args, program).numel();
+  if (e.reduction >= 0) {
+    const int64_t inner = e.sumOutput().numel();
+    if (inner == 1 && total != 1) // one element is copied, -0 and all
+      return runWholeSum(e, total);
+    if (inner > 0)
+      runColumnSums(e, total / inner, inner);
+    return;
   }
   parallelFor(total, kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) float tiles[fp::kMaxValues][kTile];
-    const float *value[fp::kMaxValues];
-    for (int64_t at = begin; at < end; at += kTile) {
-      const int64_t n = std::min(kTile, end - at);
-      for (int i = 0; i < numInputs; ++i)
-        value[i] = loadInput(args.inputs[i], counts[i], at, n, tiles[i]);
-      for (size_t k = 0; k < numCode; ++k) {
-        const fp::Instruction &instr = program.code[k];
-        float *out = tiles[numInputs + k];
-        runInstruction(instr.op, value[instr.a],
-                       instr.b < 0 ? nullptr : value[instr.b], out, n);
-        if (roundInTile[k])
-          roundTile(instr.rounding, out, n);
-        value[numInputs + k] = out;
-      }
-      for (size_t o = 0; o < program.outputs.size(); ++o)
-        storeOutput(args.outputs[o], value[program.outputs[o]], at, n);
-    }
+    for (int64_t at = begin; at < end; at += kTile)
+      e.run(at, std::min(kTile, end - at), tiles);
   });
 }
 

@@ -24,10 +24,11 @@ enum class Kind { Sum, Mean, Max };
 
 float maxNan(float acc, float v) { return ((v > acc) | (v != v)) ? v : acc; }
 
-// Row reduction of n contiguous values (a sum stays in double).
+// Row reduction of n contiguous values (a sum stays in double, in
+// blockedSumOf's order: a fused group's sum adds its values so).
 double reduceRow(Kind kind, const float *x, int64_t n) {
   if (kind != Kind::Max)
-    return sumOf(n, [&](int64_t j) { return double(x[j]); });
+    return blockedSumOf(n, [&](int64_t j) { return double(x[j]); });
   float acc[16];
   for (int k = 0; k < 16; ++k)
     acc[k] = -HUGE_VALF;

@@ -9,12 +9,16 @@
 // outputs stored in their dtypes. The values live in a per-thread array
 // indexed at run time, i.e. local memory: one pass over HBM at the cost of
 // L1 traffic; a group specialised at plan load (NVRTC) would keep them in
-// registers.
+// registers. A program with a ReduceSum runs as a reduction walk
+// (ReduceWalk.cuh) whose source evaluates the program at each element,
+// stores its other outputs and hands the walk the summed value: the
+// unfused ds.reduce_sum's walk, so its order and bits.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaKernels.h"
 #include "runtime/backends/cuda/DeviceSupport.cuh"
 #include "runtime/backends/cuda/ElementwiseMath.cuh"
+#include "runtime/backends/cuda/ReduceWalk.cuh"
 #include "runtime/kernels/FusedProgram.h"
 
 namespace dsc::rt::cuda {
@@ -26,13 +30,15 @@ constexpr int kMax = fp::kMaxValues;
 
 /// How an instruction runs on the device: binary(code, a, b),
 /// unary(code, a, b) (b is g for the gradients and up for SwiGLU), or a
-/// copy (a ds.cast: only its rounding).
-enum Kind : int8_t { kBinary, kUnary, kCopy };
+/// copy (a ds.cast: only its rounding), or the operand of the sum (not
+/// rounded: the walk adds it, and the store rounds the total).
+enum Kind : int8_t { kBinary, kUnary, kCopy, kSumOperand };
 
 struct DeviceProgram {
   int numInputs = 0, numCode = 0, numOutputs = 0;
   int8_t kind[kMax], code[kMax], a[kMax], b[kMax], rounding[kMax];
   int8_t outValue[kMax];
+  int8_t sumValue = -1; ///< the ReduceSum's value, -1 without one
   Storage inStorage[kMax], outStorage[kMax];
   const void *in[kMax];
   int64_t count[kMax];
@@ -68,6 +74,7 @@ bool deviceInstruction(fp::Opcode op, int8_t &kind, int8_t &code) {
       {O::GeluTanhGrad, kUnary, kGeluTanhGrad},
       {O::Swiglu, kUnary, kSwiglu},
       {O::Round, kCopy, 0},
+      {O::ReduceSum, kSumOperand, 0},
   };
   for (const auto &row : kTable)
     if (row.op == op) {
@@ -86,24 +93,64 @@ __device__ __forceinline__ float roundTo(int8_t rounding, float v) {
   return v;
 }
 
+/// Evaluates the program at element i into `value` and stores every output
+/// but the sum's.
+__device__ __forceinline__ void evaluateAt(const DeviceProgram &p, int64_t i,
+                                           float *value) {
+  for (int k = 0; k < p.numInputs; ++k)
+    value[k] = load(p.in[k], p.inStorage[k], i % p.count[k]);
+  for (int k = 0; k < p.numCode; ++k) {
+    const float a = value[p.a[k]];
+    const float b = p.b[k] < 0 ? 0.0f : value[p.b[k]];
+    float v = a;
+    if (p.kind[k] == kBinary)
+      v = binary(BinaryOp(p.code[k]), a, b);
+    else if (p.kind[k] == kUnary)
+      v = unary(UnaryOp(p.code[k]), a, b);
+    value[p.numInputs + k] =
+        p.kind[k] == kSumOperand ? v : roundTo(p.rounding[k], v);
+  }
+  for (int o = 0; o < p.numOutputs; ++o)
+    if (p.outValue[o] != p.sumValue)
+      store(p.out[o], p.outStorage[o], i, value[p.outValue[o]]);
+}
+
 __global__ void fusedElementwiseKernel(const DeviceProgram p, int64_t n) {
   DSC_GRID_STRIDE(i, n) {
     float value[kMax];
-    for (int k = 0; k < p.numInputs; ++k)
-      value[k] = load(p.in[k], p.inStorage[k], i % p.count[k]);
-    for (int k = 0; k < p.numCode; ++k) {
-      const float a = value[p.a[k]];
-      const float b = p.b[k] < 0 ? 0.0f : value[p.b[k]];
-      float v = a;
-      if (p.kind[k] == kBinary)
-        v = binary(BinaryOp(p.code[k]), a, b);
-      else if (p.kind[k] == kUnary)
-        v = unary(UnaryOp(p.code[k]), a, b);
-      value[p.numInputs + k] = roundTo(p.rounding[k], v);
-    }
-    for (int o = 0; o < p.numOutputs; ++o)
-      store(p.out[o], p.outStorage[o], i, value[p.outValue[o]]);
+    evaluateAt(p, i, value);
   }
+}
+
+/// The group's elements for a reduction walk: element i's summed value,
+/// its other outputs stored on the way (the walk reads each element once).
+struct ProgramSource {
+  DeviceProgram p;
+  __device__ float operator()(int64_t i) const {
+    float value[kMax];
+    evaluateAt(p, i, value);
+    return value[p.sumValue];
+  }
+};
+
+/// The sum's walk: the group reduced over its leading dims down to the
+/// sum's output, as ds.reduce_sum walks the stored value.
+bool launchSum(const KernelArgs &args, const fp::Program &program,
+               const DeviceProgram &p, std::string &err) {
+  const TensorRef &group = fusedGroupOf(args, program);
+  const TensorRef *sum = nullptr;
+  for (int o = 0; o < p.numOutputs; ++o)
+    if (program.outputs[o] == p.sumValue)
+      sum = &args.outputs[o];
+  bool reduced[kMaxRank] = {};
+  for (int d = 0; d < group.rank - sum->rank; ++d)
+    reduced[d] = true;
+  const int64_t outN = sum->numel();
+  if (outN == 0)
+    return true;
+  return reduce::launchReduce(
+      args, reduce::kSum, reduce::walkOf(group, reduced), outN,
+      group.numel() / outN, ProgramSource{p}, sum->data, storage(*sum), err);
 }
 
 } // namespace
@@ -137,6 +184,9 @@ bool fusedElementwiseBody(const KernelArgs &args, std::string &err) {
     p.outStorage[o] = storage(args.outputs[o]);
     p.outValue[o] = int8_t(program.outputs[o]);
   }
+  p.sumValue = int8_t(fp::reductionOf(program));
+  if (p.sumValue >= 0)
+    return launchSum(args, program, p, err);
   const int64_t n = args.outputs[0].numel();
   if (n == 0)
     return true;

@@ -717,3 +717,56 @@ func.func @f(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   }
   return %0 : tensor<2x8xf32>
 }
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'ds.fused_elementwise' op body holds no elementwise op}}
+  %0 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %s = ds.reduce_sum %a axes [0, 1] : tensor<2x8xf32> -> tensor<f32>
+    ds.yield %s : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) -> tensor<2xf32> {
+  %0 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> tensor<2xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %e = ds.exp %a : tensor<2x8xf32>
+    // expected-error @+1 {{'ds.reduce_sum' op in a ds.fused_elementwise body must sum a value of the group's shape over its leading dims into an f32, f16 or bf16 tensor}}
+    %s = ds.reduce_sum %e axes [1] : tensor<2x8xf32> -> tensor<2xf32>
+    ds.yield %s : tensor<2xf32>
+  }
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) -> (tensor<f32>, tensor<8xf32>) {
+  %0:2 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> (tensor<f32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<2x8xf32>):
+    %e = ds.exp %a : tensor<2x8xf32>
+    %s = ds.reduce_sum %e axes [0, 1] : tensor<2x8xf32> -> tensor<f32>
+    // expected-error @+1 {{'ds.reduce_sum' op is a ds.fused_elementwise body's second sum (at most one)}}
+    %c = ds.reduce_sum %e axes [0] : tensor<2x8xf32> -> tensor<8xf32>
+    ds.yield %s, %c : tensor<f32>, tensor<8xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %0 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %e = ds.exp %a : tensor<2x8xf32>
+    // expected-error @+1 {{'ds.reduce_sum' op in a ds.fused_elementwise body is read by another op (only ds.yield may read a sum)}}
+    %s = ds.reduce_sum %e axes [0, 1] : tensor<2x8xf32> -> tensor<f32>
+    %m = ds.mul %e, %s : tensor<2x8xf32>, tensor<f32>
+    ds.yield %m : tensor<2x8xf32>
+  }
+  return %0 : tensor<2x8xf32>
+}

@@ -253,3 +253,18 @@ func.func @fused_elementwise(%x: tensor<2x8xbf16>, %b: tensor<8xbf16>) -> (tenso
   }
   return %0#0, %0#1 : tensor<2x8xbf16>, tensor<2x8xf32>
 }
+
+// A group ending in a sum over its leading dims: its result is the group's
+// trailing dims.
+// CHECK-LABEL: func @fused_elementwise_sum
+func.func @fused_elementwise_sum(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>) {
+  // CHECK: %{{.*}}:2 = ds.fused_elementwise %{{.*}} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>) {
+  // CHECK:   ds.reduce_sum %{{.*}} axes [0] : tensor<2x8xf32> -> tensor<8xf32>
+  %0:2 = ds.fused_elementwise %x : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<2x8xf32>):
+    %e = ds.exp %a : tensor<2x8xf32>
+    %s = ds.reduce_sum %e axes [0] : tensor<2x8xf32> -> tensor<8xf32>
+    ds.yield %e, %s : tensor<2x8xf32>, tensor<8xf32>
+  }
+  return %0#0, %0#1 : tensor<2x8xf32>, tensor<8xf32>
+}

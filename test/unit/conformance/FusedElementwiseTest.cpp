@@ -157,6 +157,99 @@ TEST_P(FusedElementwiseKernels, WideningCastFeedsAnF32Op) {
       group, DType::f32, DType::f32);
 }
 
+/// x squared (in x's dtype, or in f32 after a widening cast with `widen`)
+/// and summed over group's leading dims down to `sumShape`, unfused (the
+/// kernels, one call each) and as one program whose outputs are the sum
+/// and, with `keepSquares`, the squares: bitwise alike.
+void expectSquareSumEqualsUnfused(std::mt19937_64 &rng, const Shape &group,
+                                  const Shape &sumShape, DType t, bool widen,
+                                  bool keepSquares) {
+  SCOPED_TRACE(shapeString(group) + " -> " + shapeString(sumShape) + " " +
+               rt::dtypeName(t) + (widen ? " widened" : ""));
+  const DType sq = widen ? DType::f32 : t;
+  Buf x = uniform(rng, group, -3, 3, t), wide = poisoned(group, sq);
+  Buf squares = poisoned(group, sq), sum = poisoned(sumShape, sq);
+  fp::Program program;
+  program.numInputs = 1;
+  int squared = 0;
+  if (widen) {
+    RUN_OK("ds.cast", {&x}, {&wide});
+    program.code.push_back({fp::Opcode::Round, 0, -1, roundingOf(sq)});
+    squared = 1;
+  }
+  Buf &base = widen ? wide : x;
+  RUN_OK("ds.mul", {&base, &base}, {&squares});
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < group.size() - sumShape.size(); ++d)
+    axes.push_back(int64_t(d));
+  RUN_OK("ds.reduce_sum", {&squares}, {&sum}, axes);
+  program.code.push_back({fp::Opcode::Mul, squared, squared, roundingOf(sq)});
+  program.code.push_back(
+      {fp::Opcode::ReduceSum, squared + 1, -1, roundingOf(sq)});
+  Buf fusedSum = poisoned(sumShape, sq), fusedSquares = poisoned(group, sq);
+  std::vector<Buf *> outs{&fusedSum};
+  program.outputs = {squared + 2};
+  if (keepSquares) {
+    outs.push_back(&fusedSquares);
+    program.outputs.push_back(squared + 1);
+  }
+  RUN_OK("ds.fused_elementwise", {&x}, outs, fp::encode(program));
+  EXPECT_TRUE(bitwiseEqual(fusedSum, sum));
+  if (keepSquares)
+    EXPECT_TRUE(bitwiseEqual(fusedSquares, squares));
+}
+
+// The gradient norm's terms (phase fused's whole sums): across many sum
+// blocks with a ragged last one, a 16-bit gradient widened first; and sums
+// over some leading dims (a bias gradient's column sums), a single row.
+TEST_P(FusedElementwiseKernels, SumsEqualReduceSumBitwise) {
+  SEEDED_RNG(rng);
+  for (DType t : {DType::f32, DType::bf16}) {
+    expectSquareSumEqualsUnfused(rng, {300, 257}, {}, t, false, false);
+    expectSquareSumEqualsUnfused(rng, {100003, 1}, {1}, t, false, true);
+    expectSquareSumEqualsUnfused(rng, {5}, {}, t, false, true);
+    expectSquareSumEqualsUnfused(rng, {37, 300}, {300}, t, false, true);
+    expectSquareSumEqualsUnfused(rng, {4, 3, 1100}, {3, 1100}, t, false, true);
+    expectSquareSumEqualsUnfused(rng, {1, 5}, {5}, t, false, false);
+  }
+  expectSquareSumEqualsUnfused(rng, {768, 256}, {}, DType::bf16, true, false);
+  expectSquareSumEqualsUnfused(rng, {64, 33}, {33}, DType::f16, true, true);
+}
+
+// 2^60 + 1 - 2^60 is 0 in double and 1 - 2^60 + 2^60 is 1: terms placed so
+// that another order of the additions (within a lane, across the eight
+// lanes, across blocks of 32768, down a column) changes the sum, which the
+// group's sum must add in reduce_sum's order, read straight from an input.
+TEST_P(FusedElementwiseKernels, SumsAddInReduceSumsOrder) {
+  constexpr double kBig = 0x1p60;
+  struct Case {
+    Shape group;
+    std::vector<std::pair<int64_t, double>> terms; // (element, value)
+  };
+  const std::vector<Case> cases = {
+      // Lanes 0-3 of one block: ((a0 + a1) + (a2 + a3)) against in turn.
+      {{100, 1}, {{0, kBig}, {1, 1}, {2, -kBig}, {3, 1}}},
+      // One lane, in element order.
+      {{100, 1}, {{8, 1}, {16, kBig}, {24, -kBig}}},
+      // Blocks 1-3 of 32768 elements (and a ragged fourth).
+      {{100003, 1}, {{32768, 1}, {65536, kBig}, {98304, -kBig}}},
+      // Down a column of a column sum.
+      {{5, 7}, {{3, 1}, {10, kBig}, {17, -kBig}, {6, -kBig}, {13, kBig}}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(shapeString(c.group));
+    Buf x = filled(c.group, 0.0);
+    for (auto [at, v] : c.terms)
+      x.set(at, v);
+    const Shape sumShape{c.group.back()};
+    Buf sum = poisoned(sumShape), fused = poisoned(sumShape);
+    RUN_OK("ds.reduce_sum", {&x}, {&sum}, {0});
+    RUN_OK("ds.fused_elementwise", {&x}, {&fused},
+           {1, int64_t(fp::Opcode::ReduceSum), 0, -1, 0, 1});
+    EXPECT_TRUE(bitwiseEqual(fused, sum));
+  }
+}
+
 TEST_P(FusedElementwiseKernels, MalformedProgramsAndOperandsAreRefused) {
   Buf x = filled({4, 6}, 1.0), bias = filled({6}, 1.0), wrong = filled({4}, 1);
   Buf out = poisoned({4, 6});
@@ -188,7 +281,25 @@ TEST_P(FusedElementwiseKernels, MalformedProgramsAndOperandsAreRefused) {
       run("ds.fused_elementwise", {&x, &bias}, {&out, &other},
           {1, int64_t(fp::Opcode::Add), 0, 1, 0, 2, 2}),
       "ds.fused_elementwise: outputs must be f32, f16 or bf16 tensors of one "
-      "shape, got [4, 6] and [6, 4]");
+      "shape (a sum's: its trailing dims), got [4, 6] and [6, 4]");
+  // A sum: only an output reads it, one a program, its output the group's
+  // trailing dims.
+  const int64_t sum = int64_t(fp::Opcode::ReduceSum);
+  const int64_t neg = int64_t(fp::Opcode::Neg);
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out},
+                       {3, 0, 0, 1, 0, sum, 2, -1, 0, neg, 3, -1, 0, 4}),
+                   "ds.fused_elementwise: program instruction 2 reads a "
+                   "ReduceSum's result (only an output may)");
+  Buf scalar = poisoned({}), column = poisoned({6});
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&scalar, &column},
+                       {3, 0, 0, 1, 0, sum, 2, -1, 0, sum, 2, -1, 0, 3, 4}),
+                   "ds.fused_elementwise: program instruction 2 is a second "
+                   "ReduceSum (at most one)");
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out, &wrong},
+                       {2, 0, 0, 1, 0, sum, 2, -1, 0, 2, 3}),
+                   "ds.fused_elementwise: outputs must be f32, f16 or bf16 "
+                   "tensors of one shape (a sum's: its trailing dims), got "
+                   "[4, 6] and [4]");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FusedElementwiseKernels,
