@@ -11,7 +11,6 @@
 #include "dialects/ds/DsUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -19,35 +18,16 @@ namespace fused = dsc::rt::fused;
 using fused::Opcode;
 
 std::optional<Opcode> mlir::ds::fusedOpcodeOf(Operation *op) {
-  return llvm::TypeSwitch<Operation *, std::optional<Opcode>>(op)
-      .Case([](AddOp) { return Opcode::Add; })
-      .Case([](SubOp) { return Opcode::Sub; })
-      .Case([](MulOp) { return Opcode::Mul; })
-      .Case([](DivOp) { return Opcode::Div; })
-      .Case([](MinimumOp) { return Opcode::Minimum; })
-      .Case([](MaximumOp) { return Opcode::Maximum; })
-      .Case([](NegOp) { return Opcode::Neg; })
-      .Case([](ExpOp) { return Opcode::Exp; })
-      .Case([](LogOp) { return Opcode::Log; })
-      .Case([](TanhOp) { return Opcode::Tanh; })
-      .Case([](SqrtOp) { return Opcode::Sqrt; })
-      .Case([](RsqrtOp) { return Opcode::Rsqrt; })
-      .Case([](ReluOp) { return Opcode::Relu; })
-      .Case([](SiluOp) { return Opcode::Silu; })
-      .Case([](GeluOp g) {
-        return g.getApproximate() == GeluApproximation::tanh ? Opcode::GeluTanh
-                                                             : Opcode::GeluErf;
-      })
-      .Case([](ReluGradOp) { return Opcode::ReluGrad; })
-      .Case([](SiluGradOp) { return Opcode::SiluGrad; })
-      .Case([](GeluGradOp g) {
-        return g.getApproximate() == GeluApproximation::tanh
-                   ? Opcode::GeluTanhGrad
-                   : Opcode::GeluErfGrad;
-      })
-      .Case([](SwigluOp) { return Opcode::Swiglu; })
-      .Case([](CastOp) { return Opcode::Round; })
-      .Default([](Operation *) { return std::nullopt; });
+  const fused::KernelOpcode *row =
+      fused::kernelOpcodeOf(op->getName().getStringRef());
+  if (!row)
+    return std::nullopt;
+  bool tanhForm = false;
+  if (auto gelu = dyn_cast<GeluOp>(op))
+    tanhForm = gelu.getApproximate() == GeluApproximation::tanh;
+  else if (auto grad = dyn_cast<GeluGradOp>(op))
+    tanhForm = grad.getApproximate() == GeluApproximation::tanh;
+  return tanhForm ? row->tanhOp : row->op;
 }
 
 std::optional<fused::Rounding> mlir::ds::fusedRoundingOf(Type type) {

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dsc::rt::fused {
@@ -65,6 +66,48 @@ enum class Opcode : int64_t {
   ReduceSum,
   Count
 };
+
+/// Which ds kernel's per-element formula each opcode is, by name (the IR
+/// op's and the plan kernel's): one table for phase fused's grouping
+/// (dialects/ds/FusedElementwise.cpp) and the CPU's one-instruction
+/// programs (HalfElementwise.cpp). ds.gelu and ds.gelu_grad name two
+/// opcodes each, by their approximation. `broadcasts`: a binary op whose
+/// inputs may be smaller than its result.
+struct KernelOpcode {
+  std::string_view kernel;
+  Opcode op, tanhOp;
+  bool broadcasts;
+};
+inline constexpr KernelOpcode kKernelOpcodes[] = {
+    {"ds.add", Opcode::Add, Opcode::Add, true},
+    {"ds.sub", Opcode::Sub, Opcode::Sub, true},
+    {"ds.mul", Opcode::Mul, Opcode::Mul, true},
+    {"ds.div", Opcode::Div, Opcode::Div, true},
+    {"ds.minimum", Opcode::Minimum, Opcode::Minimum, true},
+    {"ds.maximum", Opcode::Maximum, Opcode::Maximum, true},
+    {"ds.neg", Opcode::Neg, Opcode::Neg, false},
+    {"ds.exp", Opcode::Exp, Opcode::Exp, false},
+    {"ds.log", Opcode::Log, Opcode::Log, false},
+    {"ds.tanh", Opcode::Tanh, Opcode::Tanh, false},
+    {"ds.sqrt", Opcode::Sqrt, Opcode::Sqrt, false},
+    {"ds.rsqrt", Opcode::Rsqrt, Opcode::Rsqrt, false},
+    {"ds.relu", Opcode::Relu, Opcode::Relu, false},
+    {"ds.silu", Opcode::Silu, Opcode::Silu, false},
+    {"ds.gelu", Opcode::GeluErf, Opcode::GeluTanh, false},
+    {"ds.relu_grad", Opcode::ReluGrad, Opcode::ReluGrad, false},
+    {"ds.silu_grad", Opcode::SiluGrad, Opcode::SiluGrad, false},
+    {"ds.gelu_grad", Opcode::GeluErfGrad, Opcode::GeluTanhGrad, false},
+    {"ds.swiglu", Opcode::Swiglu, Opcode::Swiglu, false},
+    {"ds.cast", Opcode::Round, Opcode::Round, false},
+};
+
+/// The table's row for `kernel`, or null for a kernel no opcode computes.
+inline const KernelOpcode *kernelOpcodeOf(std::string_view kernel) {
+  for (const KernelOpcode &row : kKernelOpcodes)
+    if (row.kernel == kernel)
+      return &row;
+  return nullptr;
+}
 
 /// The storage a value is rounded to after its instruction.
 enum class Rounding : int64_t { F32, BF16, F16, Count };

@@ -43,51 +43,24 @@ bool readsAsProgramInput(const TensorRef &in, const TensorRef &out,
          isTrailingShapeOf(in, out);
 }
 
-/// The opcode of a one-instruction kernel, and whether its inputs may
-/// broadcast (binary arithmetic) or must match the output (activations and
-/// their gradients). False for a kernel without one.
+/// The opcode of a one-instruction kernel (FusedProgram.h's table), and
+/// whether its inputs may broadcast (binary arithmetic) or must match the
+/// output (activations and their gradients). False for a kernel without
+/// one, and for ds.cast, which has its own kernel (Cast.cpp).
 bool opcodeOf(std::string_view kernel, const KernelArgs &args, Op &op,
               bool &broadcasts) {
-  struct Entry {
-    std::string_view name;
-    Op op;
-    bool broadcasts;
-  };
-  static constexpr Entry kFixed[] = {{"ds.add", Op::Add, true},
-                                     {"ds.sub", Op::Sub, true},
-                                     {"ds.mul", Op::Mul, true},
-                                     {"ds.div", Op::Div, true},
-                                     {"ds.maximum", Op::Maximum, true},
-                                     {"ds.minimum", Op::Minimum, true},
-                                     {"ds.neg", Op::Neg, false},
-                                     {"ds.exp", Op::Exp, false},
-                                     {"ds.log", Op::Log, false},
-                                     {"ds.tanh", Op::Tanh, false},
-                                     {"ds.sqrt", Op::Sqrt, false},
-                                     {"ds.rsqrt", Op::Rsqrt, false},
-                                     {"ds.relu", Op::Relu, false},
-                                     {"ds.silu", Op::Silu, false},
-                                     {"ds.relu_grad", Op::ReluGrad, false},
-                                     {"ds.silu_grad", Op::SiluGrad, false},
-                                     {"ds.swiglu", Op::Swiglu, false}};
-  for (const Entry &e : kFixed)
-    if (e.name == kernel) {
-      op = e.op;
-      broadcasts = e.broadcasts;
-      return true;
-    }
-  if (kernel != "ds.gelu" && kernel != "ds.gelu_grad")
+  const fp::KernelOpcode *row = fp::kernelOpcodeOf(kernel);
+  if (!row || row->op == Op::Round)
     return false;
-  std::string ignored;
   bool tanhForm = false;
-  if (args.numIntAttrs < 1 ||
-      !checkGeluApprox(ignored, args.intAttrs[0], tanhForm))
-    return false;
-  broadcasts = false;
-  if (kernel == "ds.gelu")
-    op = tanhForm ? Op::GeluTanh : Op::GeluErf;
-  else
-    op = tanhForm ? Op::GeluTanhGrad : Op::GeluErfGrad;
+  if (row->op != row->tanhOp) { // the GELU pair: its approximation attribute
+    std::string ignored;
+    if (args.numIntAttrs < 1 ||
+        !checkGeluApprox(ignored, args.intAttrs[0], tanhForm))
+      return false;
+  }
+  op = tanhForm ? row->tanhOp : row->op;
+  broadcasts = row->broadcasts;
   return true;
 }
 
