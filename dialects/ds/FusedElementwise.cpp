@@ -31,17 +31,12 @@ std::optional<Opcode> mlir::ds::fusedOpcodeOf(Operation *op) {
 }
 
 std::optional<fused::Rounding> mlir::ds::fusedRoundingOf(Type type) {
-  switch (dtypeOfElement(cast<ShapedType>(type).getElementType())
-              .value_or(dsc::DType::f64)) {
-  case dsc::DType::f32:
-    return fused::Rounding::F32;
-  case dsc::DType::bf16:
-    return fused::Rounding::BF16;
-  case dsc::DType::f16:
-    return fused::Rounding::F16;
-  default: // no dtype of the body's
+  fused::Rounding rounding;
+  std::optional<dsc::DType> dtype =
+      dtypeOfElement(cast<ShapedType>(type).getElementType());
+  if (!dtype || !fused::roundingOf(*dtype, rounding))
     return std::nullopt;
-  }
+  return rounding;
 }
 
 bool mlir::ds::isFusedInputShape(ArrayRef<int64_t> shape,

@@ -19,12 +19,14 @@
 // operand over the group's leading dims, down to the shape of the output
 // that names it (the group's trailing dims, a scalar for a whole sum), as
 // ds.reduce_sum sums it on that backend; only an output reads it.
-// Header-only, standard library only: the compiler writes programs with
-// it, the plan verifier and each backend read them.
+// Header-only, standard library and DType only: the compiler writes
+// programs with it, the plan verifier and each backend read them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DSC_RUNTIME_KERNELS_FUSEDPROGRAM_H
 #define DSC_RUNTIME_KERNELS_FUSEDPROGRAM_H
+
+#include "runtime/core/DType.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -111,6 +113,31 @@ inline const KernelOpcode *kernelOpcodeOf(std::string_view kernel) {
 
 /// The storage a value is rounded to after its instruction.
 enum class Rounding : int64_t { F32, BF16, F16, Count };
+
+/// The rounding of a value stored as `t`; false for a dtype a program
+/// does not hold (f64, the integers).
+inline bool roundingOf(DType t, Rounding &r) {
+  switch (t) {
+  case DType::f32:
+    r = Rounding::F32;
+    return true;
+  case DType::bf16:
+    r = Rounding::BF16;
+    return true;
+  case DType::f16:
+    r = Rounding::F16;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// The dtype a value of rounding `r` is stored as.
+inline DType storageOf(Rounding r) {
+  return r == Rounding::BF16  ? DType::bf16
+         : r == Rounding::F16 ? DType::f16
+                              : DType::f32;
+}
 
 /// At most this many values (inputs and instruction results) in a program:
 /// a tile-at-a-time evaluator holds one tile per value.

@@ -188,10 +188,7 @@ struct Evaluator {
       bool read = false;
       for (size_t j = k + 1; j < numCode; ++j)
         read |= p.code[j].a == value || p.code[j].b == value;
-      const DType stored =
-          p.code[k].rounding == fp::Rounding::BF16  ? DType::bf16
-          : p.code[k].rounding == fp::Rounding::F16 ? DType::f16
-                                                    : DType::f32;
+      const DType stored = fp::storageOf(p.code[k].rounding);
       for (size_t o = 0; o < p.outputs.size(); ++o)
         read |= p.outputs[o] == value && a.outputs[o].dtype != stored;
       roundInTile[k] = read;

@@ -26,10 +26,11 @@ using Op = fp::Opcode;
 /// the program's loads to pay (a scalar would be copied element by element).
 constexpr int64_t kMinBroadcast = 16;
 
+/// The rounding of an operand the caller has found to be f32, f16 or bf16.
 fp::Rounding roundingOf(DType t) {
-  return t == DType::bf16  ? fp::Rounding::BF16
-         : t == DType::f16 ? fp::Rounding::F16
-                           : fp::Rounding::F32;
+  fp::Rounding r = fp::Rounding::F32;
+  fp::roundingOf(t, r);
+  return r;
 }
 
 /// Whether `in` has `out`'s shape or, where `broadcastAllowed`, its

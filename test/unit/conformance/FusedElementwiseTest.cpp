@@ -32,9 +32,9 @@ struct Step {
 };
 
 fp::Rounding roundingOf(DType t) {
-  return t == DType::bf16  ? fp::Rounding::BF16
-         : t == DType::f16 ? fp::Rounding::F16
-                           : fp::Rounding::F32;
+  fp::Rounding r = fp::Rounding::F32;
+  EXPECT_TRUE(fp::roundingOf(t, r)) << rt::dtypeName(t);
+  return r;
 }
 
 /// Runs `steps` over `inputs` unfused (one kernel call each) and fused
