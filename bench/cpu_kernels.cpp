@@ -256,5 +256,6 @@ int main(int argc, char **argv) {
   std::printf("layer_norm_grad                     %8.3f ms\n",
               bestMs(reps, "ds.layer_norm_grad", {&lx16, &lw, &lx16},
                      {&lgx16, &lgw16, &lgb16}, {}, {1e-5}));
+  std::printf("  (kernel loops: %s)\n", dsc::rt::cpu::cpuPoolLabel().c_str());
   return 0;
 }

@@ -139,8 +139,10 @@ void configureMkl(void *lib) {
   using SetLayer = int (*)(int);
   constexpr int kThreadingGnu = 3, kInterfaceLp64 = 0, kInterfaceIlp64 = 1;
   if (auto set =
-          reinterpret_cast<SetLayer>(dlsym(lib, "MKL_Set_Threading_Layer")))
+          reinterpret_cast<SetLayer>(dlsym(lib, "MKL_Set_Threading_Layer"))) {
     set(kThreadingGnu);
+    shareOpenMpTeam(); // dsc's kernels join oneMKL's threads
+  }
   if (auto set =
           reinterpret_cast<SetLayer>(dlsym(lib, "MKL_Set_Interface_Layer")))
     set(sizeof(blasint) >= 8 ? kInterfaceIlp64 : kInterfaceLp64);

@@ -46,8 +46,9 @@ int kernelThreads() {
 namespace {
 
 // A fixed set of helper threads that run the chunks of one parallelFor at a
-// time. A caller that finds the pool busy (another stream's kernel, or a
-// nested call) runs its loop alone, so the pool never deadlocks.
+// time, unless GNU OpenMP's team does (OpenMpTeam.cpp). A caller that finds
+// the pool busy (another stream's kernel, or a nested call) runs its loop
+// alone, so the pool never deadlocks.
 class Pool {
 public:
   static Pool &get() {
@@ -154,7 +155,10 @@ void parallelFor(int64_t n, int64_t grain,
   std::function<void(int64_t)> chunk = [&](int64_t c) {
     fn(n * c / chunks, n * (c + 1) / chunks);
   };
-  if (!Pool::get().run(chunks, chunk))
+  const TeamRun team = runOnOpenMpTeam(chunks, chunk);
+  if (team == TeamRun::Ran)
+    return;
+  if (team == TeamRun::Busy || !Pool::get().run(chunks, chunk))
     for (int64_t c = 0; c < chunks; ++c)
       chunk(c);
 }

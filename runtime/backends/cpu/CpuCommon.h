@@ -214,6 +214,21 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 /// Sets GOMP_SPINCOUNT (unless the user set it or OMP_WAIT_POLICY) before
 /// a library running on GNU OpenMP is loaded (OneDnn.cpp says why).
 void shortenOpenMpSpin();
+/// DSC_CPU_POOL: "auto" (unset), "openmp" or "threads"; false + one line
+/// for anything else (the CPU backend refuses it when created).
+bool cpuPoolChoiceFromEnv(std::string &choice, std::string &error);
+/// What runs parallelFor's chunks: "GNU OpenMP's team" or "dsc's own
+/// threads" (OpenMpTeam.cpp says why).
+std::string cpuPoolLabel();
+/// From now on (DSC_CPU_POOL=auto) parallelFor runs on GNU OpenMP's team:
+/// called where a GEMM library on it (oneDNN, oneMKL) is first used.
+void shareOpenMpTeam();
+enum class TeamRun { Ran, Busy, Unavailable };
+/// Runs chunk(c) for c in [0, chunks) on GNU OpenMP's team (OpenMpTeam.cpp);
+/// Busy while another loop holds the team, Unavailable without libgomp,
+/// with DSC_CPU_POOL=threads, or (auto) before shareOpenMpTeam.
+TeamRun runOnOpenMpTeam(int64_t chunks,
+                        const std::function<void(int64_t)> &chunk);
 /// DSC_BF16_GEMM: "auto" (unset), "onednn" or "widen"; false + one line for
 /// anything else (the CPU backend refuses it when created).
 bool bf16GemmChoiceFromEnv(std::string &choice, std::string &error);

@@ -257,6 +257,7 @@ bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               void *C, DType cType, int64_t ldc, std::string &err,
               bool accumulate) {
   const OneDnn &d = oneDnn();
+  shareOpenMpTeam(); // dsc's kernels join oneDNN's threads
   const int cDnnl = cType == DType::bf16 ? int(dnnl_bf16) : int(dnnl_f32);
   const GemmKey key{transA, transB, M, N, K, lda, ldb, ldc, cDnnl, accumulate};
   const GemmPrimitive *p = primitiveFor(key, err);
