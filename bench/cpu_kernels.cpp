@@ -94,6 +94,37 @@ double bestMs(int reps, const char *name, std::vector<Tensor *> ins,
   return best;
 }
 
+/// The gradient norm's square and whole sum, and a bias gradient's add and
+/// column sums: the two unfused kernels against one fused group each.
+void benchFusedSums(int reps, std::mt19937_64 &rng, Tensor &ra, Tensor &rb,
+                    Tensor &rc) {
+  const int64_t C = 256;
+  // The gradient norm's square and sum of a [768, 256] gradient: ds.mul
+  // then ds.reduce_sum, and the two as one fused group (its program: Mul,
+  // then ReduceSum of it, as phase fused writes it). Warm, as every line
+  // here: the group saves the squares' write and read, which in a step
+  // leave the caches.
+  using Op = dsc::rt::fused::Opcode;
+  Tensor gw = uniform(rng, {3 * C, C}), gsq = gw, gsum = uniform(rng, {});
+  const double mulMs = bestMs(reps, "ds.mul", {&gw, &gw}, {&gsq});
+  std::printf("mul + reduce_sum [768,256] -> []    %8.3f ms\n",
+              mulMs + bestMs(reps, "ds.reduce_sum", {&gsq}, {&gsum}, {0, 1}));
+  std::printf("fused square-sum [768,256] -> []    %8.3f ms\n",
+              bestMs(reps, "ds.fused_elementwise", {&gw}, {&gsum},
+                     {2, int64_t(Op::Mul), 0, 0, 0, int64_t(Op::ReduceSum), 1,
+                      -1, 0, 2}));
+  // A bias gradient: the sum of two gradients and its column sums (which
+  // phase fused leaves unfused: this is why).
+  Tensor bsum = uniform(rng, {C});
+  const double addMs = bestMs(reps, "ds.add", {&ra, &rb}, {&rc});
+  std::printf("add + reduce_sum [8,128,256] -> [256] %6.3f ms\n",
+              addMs + bestMs(reps, "ds.reduce_sum", {&rc}, {&bsum}, {0, 1}));
+  std::printf("fused add + column sums             %8.3f ms\n",
+              bestMs(reps, "ds.fused_elementwise", {&ra, &rb}, {&rc, &bsum},
+                     {2, int64_t(Op::Add), 0, 1, 0, int64_t(Op::ReduceSum), 2,
+                      -1, 0, 2, 3}));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -164,30 +195,7 @@ int main(int argc, char **argv) {
   Tensor ra = uniform(rng, {B, T, C}), rb = uniform(rng, {B, T, C}), rc = ra;
   std::printf("add [8,128,256]                     %8.3f ms\n",
               bestMs(reps, "ds.add", {&ra, &rb}, {&rc}));
-  // The gradient norm's square and sum of a [768, 256] gradient: ds.mul
-  // then ds.reduce_sum, and the two as one fused group (its program: Mul,
-  // then ReduceSum of it, as phase fused writes it). Warm, as every line
-  // here: the group saves the squares' write and read, which in a step
-  // leave the caches.
-  using Op = dsc::rt::fused::Opcode;
-  Tensor gw = uniform(rng, {3 * C, C}), gsq = gw, gsum = uniform(rng, {});
-  const double mulMs = bestMs(reps, "ds.mul", {&gw, &gw}, {&gsq});
-  std::printf("mul + reduce_sum [768,256] -> []    %8.3f ms\n",
-              mulMs + bestMs(reps, "ds.reduce_sum", {&gsq}, {&gsum}, {0, 1}));
-  std::printf("fused square-sum [768,256] -> []    %8.3f ms\n",
-              bestMs(reps, "ds.fused_elementwise", {&gw}, {&gsum},
-                     {2, int64_t(Op::Mul), 0, 0, 0, int64_t(Op::ReduceSum), 1,
-                      -1, 0, 2}));
-  // A bias gradient: the sum of two gradients and its column sums (which
-  // phase fused leaves unfused: this is why).
-  Tensor bsum = uniform(rng, {C});
-  const double addMs = bestMs(reps, "ds.add", {&ra, &rb}, {&rc});
-  std::printf("add + reduce_sum [8,128,256] -> [256] %6.3f ms\n",
-              addMs + bestMs(reps, "ds.reduce_sum", {&rc}, {&bsum}, {0, 1}));
-  std::printf("fused add + column sums             %8.3f ms\n",
-              bestMs(reps, "ds.fused_elementwise", {&ra, &rb}, {&rc, &bsum},
-                     {2, int64_t(Op::Add), 0, 1, 0, int64_t(Op::ReduceSum), 2,
-                      -1, 0, 2, 3}));
+  benchFusedSums(reps, rng, ra, rb, rc);
 
   // The same kernels on bf16 operands (the 16-bit variants a bf16 plan
   // runs: native products where oneDNN runs on AMX, the rest widened).

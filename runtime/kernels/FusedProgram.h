@@ -249,6 +249,13 @@ inline bool decode(const int64_t *ints, size_t n, int numInputs, int numOutputs,
                   " is not an instruction's result");
     p.outputs.push_back(int(v));
   }
+  const int sum = reductionOf(p);
+  bool sumStored = sum < 0;
+  for (int v : p.outputs)
+    sumStored |= v == sum;
+  if (!sumStored)
+    return fail("instruction " + std::to_string(sum - numInputs) +
+                " is a ReduceSum no output stores");
   return true;
 }
 

@@ -57,40 +57,40 @@ void CpuBackend::copyFromArena(void *host, const void *arena, size_t bytes) {
 
 void registerCpuBackend() {
   registerHostKernels(cpuKernelVariants);
-  registerBackend(
-      "cpu",
-      [](const BackendOptions &options,
-         std::string &error) -> std::unique_ptr<Backend> {
-        int threads = 1;
-        std::string blas, bf16Gemm, pool;
-        if (!checkBackendOptions("cpu", options, {}, error) ||
-            !cpu::kernelThreadsFromEnv(threads, error) ||
-            !cpu::blasChoiceFromEnv(blas, error) ||
-            !cpu::bf16GemmChoiceFromEnv(bf16Gemm, error) ||
-            !cpu::cpuPoolChoiceFromEnv(pool, error))
-          return nullptr;
-        if (pool == "openmp" && cpu::cpuPoolLabel() == "dsc's own threads") {
-          error = "DSC_CPU_POOL=openmp: cannot load libgomp.so.1";
-          return nullptr;
-        }
-        // The GEMM library is loaded now, its pages in the
-        // run's baseline, not the first step's memory. One
-        // asked for by name that is missing stops the run
-        // before it starts; without any (auto), a plan's
-        // first GEMM says so, and plans without one run.
-        if (!cpu::blasReady(error) && blas != "auto")
-          return nullptr;
-        error.clear();
-        // oneDNN is loaded (and probed) now, unless bf16
-        // products are widened: its pages then count in the
-        // run's baseline, not as the first step's memory.
-        const bool nativeBf16 = bf16Gemm != "widen" && cpu::nativeBf16Gemm();
-        if (bf16Gemm == "onednn" && !nativeBf16) {
-          error = "DSC_BF16_GEMM=onednn: " + cpu::bf16GemmLibrary();
-          return nullptr;
-        }
-        return std::make_unique<CpuBackend>();
-      });
+  registerBackend("cpu",
+                  [](const BackendOptions &options,
+                     std::string &error) -> std::unique_ptr<Backend> {
+                    int threads = 1;
+                    std::string blas, bf16Gemm, pool;
+                    if (!checkBackendOptions("cpu", options, {}, error) ||
+                        !cpu::kernelThreadsFromEnv(threads, error) ||
+                        !cpu::blasChoiceFromEnv(blas, error) ||
+                        !cpu::bf16GemmChoiceFromEnv(bf16Gemm, error) ||
+                        !cpu::cpuPoolChoiceFromEnv(pool, error))
+                      return nullptr;
+                    if (pool == "openmp" && !cpu::openMpTeamLoads()) {
+                      error = "DSC_CPU_POOL=openmp: cannot load libgomp.so.1";
+                      return nullptr;
+                    }
+                    // The GEMM library is loaded now, its pages in the
+                    // run's baseline, not the first step's memory. One
+                    // asked for by name that is missing stops the run
+                    // before it starts; without any (auto), a plan's
+                    // first GEMM says so, and plans without one run.
+                    if (!cpu::blasReady(error) && blas != "auto")
+                      return nullptr;
+                    error.clear();
+                    // oneDNN is loaded (and probed) now, unless bf16
+                    // products are widened: its pages then count in the
+                    // run's baseline, not as the first step's memory.
+                    const bool nativeBf16 =
+                        bf16Gemm != "widen" && cpu::nativeBf16Gemm();
+                    if (bf16Gemm == "onednn" && !nativeBf16) {
+                      error = "DSC_BF16_GEMM=onednn: " + cpu::bf16GemmLibrary();
+                      return nullptr;
+                    }
+                    return std::make_unique<CpuBackend>();
+                  });
 }
 
 } // namespace dsc::rt

@@ -220,6 +220,8 @@ bool cpuPoolChoiceFromEnv(std::string &choice, std::string &error);
 /// What runs parallelFor's chunks: "GNU OpenMP's team" or "dsc's own
 /// threads" (OpenMpTeam.cpp says why).
 std::string cpuPoolLabel();
+/// Whether libgomp loads for the team (false with DSC_CPU_POOL=threads).
+bool openMpTeamLoads();
 /// From now on (DSC_CPU_POOL=auto) parallelFor runs on GNU OpenMP's team:
 /// called where a GEMM library on it (oneDNN, oneMKL) is first used.
 void shareOpenMpTeam();

@@ -94,8 +94,10 @@ void runTeamJob(void *data) {
 
 void shareOpenMpTeam() { teamShared.store(true, std::memory_order_relaxed); }
 
+bool openMpTeamLoads() { return gomp().parallel != nullptr; }
+
 std::string cpuPoolLabel() {
-  if (!gomp().parallel)
+  if (!openMpTeamLoads())
     return "dsc's own threads";
   return poolChoice() == "openmp" || teamShared.load()
              ? "GNU OpenMP's team"

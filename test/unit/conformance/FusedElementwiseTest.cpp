@@ -295,6 +295,10 @@ TEST_P(FusedElementwiseKernels, MalformedProgramsAndOperandsAreRefused) {
                        {3, 0, 0, 1, 0, sum, 2, -1, 0, sum, 2, -1, 0, 3, 4}),
                    "ds.fused_elementwise: program instruction 2 is a second "
                    "ReduceSum (at most one)");
+  EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out},
+                       {2, 0, 0, 1, 0, sum, 2, -1, 0, 2}),
+                   "ds.fused_elementwise: program instruction 1 is a "
+                   "ReduceSum no output stores");
   EXPECT_RUN_ERROR(run("ds.fused_elementwise", {&x, &bias}, {&out, &wrong},
                        {2, 0, 0, 1, 0, sum, 2, -1, 0, 2, 3}),
                    "ds.fused_elementwise: outputs must be f32, f16 or bf16 "
