@@ -37,6 +37,28 @@ bool widenedPairBody(const KernelArgs &args, std::string &err) {
   return cpu::runWidenedPair(kKernelContracts[I].name, args, err);
 }
 
+/// Kernels whose 16-bit column has its own body on the 16-bit operands
+/// (Widening.h) instead of f32 copies: bf16 products natively where the CPU
+/// has a fast bf16 GEMM; norms, attention, lookups and the loss a row (or a
+/// head) at a time; reductions over rows reading 16 bits as they are.
+struct HalfBody {
+  std::string_view kernel;
+  Body body;
+};
+constexpr HalfBody kHalfBodies[] = {
+    {"ds.matmul", &cpu::halfMatmulBody},
+    {"ds.layer_norm_grad", &cpu::halfLayerNormGradBody},
+    {"ds.attention", &cpu::halfAttentionBody},
+    {"ds.attention_grad", &cpu::halfAttentionGradBody},
+    {"ds.reduce_sum", &cpu::halfReduceSumBody},
+    {"ds.reduce_mean", &cpu::halfReduceMeanBody},
+    {"ds.reduce_max", &cpu::halfReduceMaxBody},
+    {"ds.embedding", &cpu::halfEmbeddingBody},
+    {"ds.embedding_grad", &cpu::halfEmbeddingGradBody},
+    {"ds.cross_entropy", &cpu::halfCrossEntropyBody},
+    {"ds.cross_entropy_grad", &cpu::halfCrossEntropyGradBody},
+};
+
 // The 16-bit column of kernel I (Widening.h): checked on the 16-bit
 // operands themselves, then run on their f32 copies (a fused pair in two
 // rounded steps).
@@ -45,25 +67,9 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
   const KernelContract &contract = kKernelContracts[I];
   if (cpu::isFusedPair(contract.name))
     return callChecked(contract, &widenedPairBody<I>, args, error);
-  // bf16 products run natively where the CPU has a fast bf16 GEMM.
-  const std::string_view name = contract.name;
-  if (name == "ds.matmul")
-    return callChecked(contract, &cpu::halfMatmulBody, args, error);
-  if (name == "ds.layer_norm_grad")
-    return callChecked(contract, &cpu::halfLayerNormGradBody, args, error);
-  if (name == "ds.attention" || name == "ds.attention_grad")
-    return callChecked(contract,
-                       name == "ds.attention" ? &cpu::halfAttentionBody
-                                              : &cpu::halfAttentionGradBody,
-                       args, error);
-  // Reductions over rows read the 16-bit operand without a copy.
-  if (name == "ds.reduce_sum" || name == "ds.reduce_mean" ||
-      name == "ds.reduce_max")
-    return callChecked(contract,
-                       name == "ds.reduce_sum"    ? &cpu::halfReduceSumBody
-                       : name == "ds.reduce_mean" ? &cpu::halfReduceMeanBody
-                                                  : &cpu::halfReduceMaxBody,
-                       args, error);
+  for (const HalfBody &h : kHalfBodies)
+    if (h.kernel == contract.name)
+      return callChecked(contract, h.body, args, error);
   std::string err;
   if (!checkKernelArgs(contract, args, err)) {
     error = std::string(contract.name) + ": " + err;

@@ -4,10 +4,17 @@
 // written: an index outside [0, V), or a target outside [0, V) that is not
 // the ignore index, fails the call with its value and position.
 //
+// The 16-bit columns of embedding, its gradient and cross-entropy run here
+// too, on the 16-bit operands a row at a time (a GPT-2 table or logits
+// widened whole took 29-177 ms a call): exactly the f32 kernel on widened
+// copies, rounded once (WideningTest checks the bits).
+//
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/FastMath.h"
+#include "runtime/backends/cpu/Widening.h"
 
 #include <cmath>
 #include <cstring>
@@ -28,15 +35,15 @@ bool checkIndices(std::string &err, const TensorRef &idx, int64_t V) {
   return true;
 }
 
-// logits [..., V] and targets [...]; every target in [0, V) or ignored.
+// logits [..., V] (any float dtype: the callers check theirs) and targets
+// [...]; every target in [0, V) or ignored.
 // Returns the number of positions that count.
 // With `parts` P the logits are one rank's V columns of P V, and the
 // targets index the whole.
 bool checkTargets(std::string &err, const TensorRef &logits,
                   const TensorRef &targets, int64_t ignoreIndex, int64_t &count,
                   int64_t parts = 1) {
-  if (!expectDType(err, logits, "logits", DType::f32) ||
-      !expectIndexDType(err, targets, "targets"))
+  if (!expectIndexDType(err, targets, "targets"))
     return false;
   if (!checkTargetShapes(err, logits, targets))
     return false;
@@ -57,133 +64,247 @@ RowExp rowLogSumExp(const float *x, int64_t n) {
 
 } // namespace
 
-bool embeddingBody(const KernelArgs &a, std::string &err) {
+namespace {
+
+/// This thread's f32 scratch of at least n floats, kept between calls: a
+/// 16-bit row of logits (V floats) widened per call would be fresh pages.
+float *threadScratch(int64_t n) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < size_t(n))
+    scratch.resize(size_t(n));
+  return scratch.data();
+}
+
+/// ds.embedding with its table and output f32, f16 or bf16. Rows are copied
+/// as they are where both share a dtype (a 16-bit row widened and rounded
+/// back is itself), converted through f32 where they do not.
+bool gatherRows(const KernelArgs &a, std::string &err) {
   const TensorRef &table = a.inputs[0], &idx = a.inputs[1];
   const TensorRef &out = a.outputs[0];
-  if (!expectDType(err, table, "table", DType::f32) ||
-      !expectIndexDType(err, idx, "indices") ||
-      !expectDType(err, out, "the output", DType::f32))
-    return false;
   int64_t V, C, first;
   const int64_t parts = a.intAttrs[0];
-  if (!checkEmbeddingShapes(err, table, idx, out, V, C) ||
+  if (!expectIndexDType(err, idx, "indices") ||
+      !checkEmbeddingShapes(err, table, idx, out, V, C) ||
       !vocabularyPart(err, a, parts, V, first) ||
       !checkIndices(err, idx, V * parts))
     return false;
-  const float *tp = table.f32();
-  float *op = out.f32();
+  const size_t rowBytes = size_t(C) * dtypeSize(out.dtype);
+  const bool sameDType = table.dtype == out.dtype;
+  const auto *tp = static_cast<const char *>(table.data);
+  auto *op = static_cast<char *>(out.data);
   // One part of the table (parts > 1) gives zeros for the others' rows.
   parallelFor(
       idx.numel(), std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)),
       [&](int64_t i0, int64_t i1) {
+        float *scratch = sameDType ? nullptr : threadScratch(2 * C);
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t row = indexAt(idx, i) - first;
-          if (row >= 0 && row < V)
-            std::memcpy(op + i * C, tp + row * C, size_t(C) * sizeof(float));
-          else
-            std::memset(op + i * C, 0, size_t(C) * sizeof(float));
+          if (row < 0 || row >= V) {
+            std::memset(op + i * rowBytes, 0, rowBytes);
+          } else if (sameDType) {
+            std::memcpy(op + i * rowBytes, tp + row * rowBytes, rowBytes);
+          } else {
+            const float *src = floatRow(table, row, C, scratch);
+            float *dst = outRow(out, i, C, scratch + C);
+            std::copy(src, src + C, dst);
+            storeRow(dst, out, i, C);
+          }
         }
       });
   return true;
 }
 
-bool embeddingGradBody(const KernelArgs &a, std::string &err) {
+/// ds.embedding_grad with g and the output f32, f16 or bf16: each element
+/// sums its tokens' g in f32, in token order, from zero. A 16-bit output
+/// sums in an f32 row per distinct index and is rounded once at the end.
+bool scatterAddRows(const KernelArgs &a, std::string &err) {
   const TensorRef &idx = a.inputs[0], &g = a.inputs[1];
   const TensorRef &out = a.outputs[0];
-  if (!expectIndexDType(err, idx, "indices") ||
-      !expectDType(err, g, "g", DType::f32) ||
-      !expectDType(err, out, "the output", DType::f32))
-    return false;
   int64_t V, C, first;
   const int64_t parts = a.intAttrs[0];
-  if (!checkEmbeddingGradShapes(err, idx, g, out, V, C) ||
+  if (!expectIndexDType(err, idx, "indices") ||
+      !checkEmbeddingGradShapes(err, idx, g, out, V, C) ||
       !vocabularyPart(err, a, parts, V, first) ||
       !checkIndices(err, idx, V * parts))
     return false;
-  float *op = out.f32();
-  const float *gp = g.f32();
   const int64_t n = idx.numel();
-  std::memset(op, 0, size_t(V * C) * sizeof(float));
+  std::memset(out.data, 0, size_t(V * C) * dtypeSize(out.dtype));
+  // Each token's f32 destination row (null: another part's row).
+  std::vector<float *> dst(size_t(n), nullptr);
+  std::vector<float> sums;
+  std::vector<int64_t> heldRows; // the output row of each row of `sums`
+  if (out.dtype == DType::f32) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = indexAt(idx, i) - first;
+      if (row >= 0 && row < V)
+        dst[size_t(i)] = out.f32() + row * C;
+    }
+  } else {
+    std::vector<int64_t> slot(size_t(V), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = indexAt(idx, i) - first;
+      if (row >= 0 && row < V && slot[size_t(row)] < 0) {
+        slot[size_t(row)] = int64_t(heldRows.size());
+        heldRows.push_back(row);
+      }
+    }
+    sums.assign(heldRows.size() * size_t(C), 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = indexAt(idx, i) - first;
+      if (row >= 0 && row < V)
+        dst[size_t(i)] = sums.data() + slot[size_t(row)] * C;
+    }
+  }
   // Threads own column ranges, so rows never race and each element sums its
   // tokens in order.
   parallelFor(C, 64, [&](int64_t c0, int64_t c1) {
+    float *wide = g.dtype == DType::f32 ? nullptr : threadScratch(c1 - c0);
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = indexAt(idx, i) - first;
-      if (row < 0 || row >= V)
-        continue; // another part's row
-      float *dst = op + row * C;
-      const float *src = gp + i * C;
+      float *d = dst[size_t(i)];
+      if (!d)
+        continue;
+      const float *src = chunkAsF32(g.dtype, g.data, i * C + c0, c1 - c0, wide);
       for (int64_t c = c0; c < c1; ++c)
-        dst[c] += src[c];
+        d[c] += src[c - c0];
     }
+  });
+  parallelFor(int64_t(heldRows.size()), 16, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      storeRow(sums.data() + k * C, out, heldRows[size_t(k)], C);
   });
   return true;
 }
 
-bool crossEntropyBody(const KernelArgs &a, std::string &err) {
+/// `value` into a one-element float tensor, rounded to its dtype.
+void storeValue(float value, const TensorRef &t) {
+  float *o = outRow(t, 0, 1, &value);
+  *o = value;
+  storeRow(o, t, 0, 1);
+}
+
+/// ds.cross_entropy with logits and the loss f32, f16 or bf16; a 16-bit row
+/// of logits is widened into the thread's scratch.
+bool meanRowLoss(const KernelArgs &a, std::string &err) {
   const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
   const TensorRef &loss = a.outputs[0];
   const int64_t ignoreIndex = a.intAttrs[0];
   int64_t count;
   if (!checkTargets(err, logits, targets, ignoreIndex, count) ||
-      !expectDType(err, loss, "the loss", DType::f32) ||
       !checkOneValue(err, loss, "the loss"))
     return false;
   const int64_t V = logits.dim(-1), rows = targets.numel();
-  const float *x = logits.f32();
   const double total = sumInRowBlocks(rows, [&](int64_t r) {
     const int64_t t = indexAt(targets, r);
     if (t == ignoreIndex)
       return 0.0;
-    const float *row = x + r * V;
+    const float *row = floatRow(
+        logits, r, V, logits.dtype == DType::f32 ? nullptr : threadScratch(V));
     RowExp e = rowLogSumExp(row, V);
     return double(e.max) + std::log(e.sum) - double(row[t]);
   });
-  *loss.f32() = count ? float(total / double(count)) : 0.0f;
+  storeValue(count ? float(total / double(count)) : 0.0f, loss);
   return true;
 }
 
-bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
+/// One row of ds.cross_entropy_grad: dr = coef * (softmax(x) - onehot(t)).
+/// dr may be x (in place).
+void crossEntropyGradRow(const float *x, float *dr, int64_t V, int64_t t,
+                         double coef) {
+  const float mx = maxOf(x, V);
+  for (int64_t j = 0; j < V; ++j)
+    dr[j] = fm::exp(x[j] - mx);
+  const double sum = sumOf(V, [&](int64_t j) { return double(dr[j]); });
+  const double et = dr[t];
+  const float scale = float(coef / sum);
+  for (int64_t j = 0; j < V; ++j)
+    dr[j] *= scale;
+  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
+  dr[t] = float(-coef * ((sum - et) / sum));
+}
+
+/// ds.cross_entropy_grad with logits, g and the output f32, f16 or bf16.
+bool crossEntropyGradRows(const KernelArgs &a, std::string &err) {
   const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
   const TensorRef &out = a.outputs[0];
   const int64_t ignoreIndex = a.intAttrs[0];
   int64_t count;
-  float g;
-  if (!checkTargets(err, logits, targets, ignoreIndex, count) ||
-      !scalarOperand(err, a.inputs[2], "g", g) ||
-      !expectDType(err, out, "the output", DType::f32))
+  if (!checkTargets(err, logits, targets, ignoreIndex, count))
     return false;
+  if (a.inputs[2].numel() != 1)
+    return fail(err, "g must hold one value, got shape ",
+                shapeStr(a.inputs[2]));
+  float wideG;
+  const float g = *floatRow(a.inputs[2], 0, 1, &wideG);
   if (!sameShape(out, logits))
     return fail(err, "output has shape ", shapeStr(out),
                 " but logits have shape ", shapeStr(logits));
   const int64_t V = logits.dim(-1), rows = targets.numel();
   const double coef = count ? double(g) / double(count) : 0.0;
-  const float *x = logits.f32();
-  float *dx = out.f32();
+  const bool wide = logits.dtype != DType::f32 || out.dtype != DType::f32;
   parallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(V, 1)),
               [&](int64_t r0, int64_t r1) {
+                float *inRow = wide ? threadScratch(2 * V) : nullptr;
+                float *resultRow = wide ? inRow + V : nullptr;
                 for (int64_t r = r0; r < r1; ++r) {
-                  const float *row = x + r * V;
-                  float *dr = dx + r * V;
-                  int64_t t = indexAt(targets, r);
-                  if (t == ignoreIndex) {
-                    std::memset(dr, 0, size_t(V) * sizeof(float));
-                    continue;
-                  }
-                  const float mx = maxOf(row, V);
-                  for (int64_t j = 0; j < V; ++j)
-                    dr[j] = fm::exp(row[j] - mx);
-                  const double sum =
-                      sumOf(V, [&](int64_t j) { return double(dr[j]); });
-                  const double et = dr[t];
-                  const float scale = float(coef / sum);
-                  for (int64_t j = 0; j < V; ++j)
-                    dr[j] *= scale;
-                  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
-                  dr[t] = float(-coef * ((sum - et) / sum));
+                  float *dr = outRow(out, r, V, resultRow);
+                  const int64_t t = indexAt(targets, r);
+                  if (t == ignoreIndex)
+                    std::fill(dr, dr + V, 0.0f);
+                  else
+                    crossEntropyGradRow(floatRow(logits, r, V, inRow), dr, V, t,
+                                        coef);
+                  storeRow(dr, out, r, V);
                 }
               });
   return true;
+}
+
+} // namespace
+
+bool embeddingBody(const KernelArgs &a, std::string &err) {
+  return expectDType(err, a.inputs[0], "table", DType::f32) &&
+         expectIndexDType(err, a.inputs[1], "indices") &&
+         expectDType(err, a.outputs[0], "the output", DType::f32) &&
+         gatherRows(a, err);
+}
+
+bool halfEmbeddingBody(const KernelArgs &a, std::string &err) {
+  return gatherRows(a, err);
+}
+
+bool embeddingGradBody(const KernelArgs &a, std::string &err) {
+  return expectIndexDType(err, a.inputs[0], "indices") &&
+         expectDType(err, a.inputs[1], "g", DType::f32) &&
+         expectDType(err, a.outputs[0], "the output", DType::f32) &&
+         scatterAddRows(a, err);
+}
+
+bool halfEmbeddingGradBody(const KernelArgs &a, std::string &err) {
+  return scatterAddRows(a, err);
+}
+
+bool crossEntropyBody(const KernelArgs &a, std::string &err) {
+  return expectDType(err, a.inputs[0], "logits", DType::f32) &&
+         expectIndexDType(err, a.inputs[1], "targets") &&
+         expectDType(err, a.outputs[0], "the loss", DType::f32) &&
+         meanRowLoss(a, err);
+}
+
+bool halfCrossEntropyBody(const KernelArgs &a, std::string &err) {
+  return meanRowLoss(a, err);
+}
+
+bool crossEntropyGradBody(const KernelArgs &a, std::string &err) {
+  float g;
+  return expectDType(err, a.inputs[0], "logits", DType::f32) &&
+         expectIndexDType(err, a.inputs[1], "targets") &&
+         scalarOperand(err, a.inputs[2], "g", g) &&
+         expectDType(err, a.outputs[0], "the output", DType::f32) &&
+         crossEntropyGradRows(a, err);
+}
+
+bool halfCrossEntropyGradBody(const KernelArgs &a, std::string &err) {
+  return crossEntropyGradRows(a, err);
 }
 
 //===--- Vocabulary-parallel cross-entropy
@@ -202,7 +323,8 @@ bool checkLogitsPart(std::string &err, const KernelArgs &a,
                      LogitsPart &p) {
   const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
   const int64_t ignoreIndex = a.intAttrs[0], parts = a.intAttrs[1];
-  if (!checkTargets(err, logits, targets, ignoreIndex, p.count, parts) ||
+  if (!expectDType(err, logits, "logits", DType::f32) ||
+      !checkTargets(err, logits, targets, ignoreIndex, p.count, parts) ||
       (rowMax && !expectDType(err, *rowMax, "row_max", DType::f32)) ||
       !expectDType(err, stats, "stats", DType::f32) ||
       !checkRowStats(err, targets, rowMax, stats))

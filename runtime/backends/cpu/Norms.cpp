@@ -120,30 +120,6 @@ bool addLayerNormBody(const KernelArgs &a, std::string &err) {
 
 namespace {
 
-/// Row r of t as floats: t's own row when it is f32, else its widened copy
-/// in `scratch` (exact: every 16-bit value is a float).
-const float *floatRow(const TensorRef &t, int64_t r, int64_t cols,
-                      float *scratch) {
-  if (t.dtype == DType::f32)
-    return t.f32() + r * cols;
-  const auto *in = static_cast<const uint16_t *>(t.data) + r * cols;
-  (t.dtype == DType::bf16 ? bf16ToF32 : f16ToF32)(in, scratch, cols);
-  return scratch;
-}
-
-/// Where row r of t is computed: t's own row when it is f32, else
-/// `scratch`, which storeRow then rounds into t.
-float *outRow(const TensorRef &t, int64_t r, int64_t cols, float *scratch) {
-  return t.dtype == DType::f32 ? t.f32() + r * cols : scratch;
-}
-void storeRow(const float *values, const TensorRef &t, int64_t r,
-              int64_t cols) {
-  if (t.dtype == DType::f32)
-    return; // computed in place
-  auto *out = static_cast<uint16_t *>(t.data) + r * cols;
-  (t.dtype == DType::bf16 ? f32ToBf16 : f32ToF16)(values, out, cols);
-}
-
 /// ds.layer_norm_grad over checked operands of any float type: a 16-bit
 /// row is widened (and dx rounded back) in the thread's scratch as it is
 /// used, so the arithmetic, and the bits, are the f32 kernel's on widened

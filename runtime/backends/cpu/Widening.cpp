@@ -40,6 +40,23 @@ thread_local std::unique_ptr<float[]> reusedBuffers[kMaxReusedSlots];
 
 } // namespace
 
+const float *floatRow(const TensorRef &t, int64_t r, int64_t cols,
+                      float *scratch) {
+  return chunkAsF32(t.dtype, t.data, r * cols, cols, scratch);
+}
+
+float *outRow(const TensorRef &t, int64_t r, int64_t cols, float *scratch) {
+  return t.dtype == DType::f32 ? t.f32() + r * cols : scratch;
+}
+
+void storeRow(const float *values, const TensorRef &t, int64_t r,
+              int64_t cols) {
+  if (t.dtype == DType::f32)
+    return; // computed in place
+  auto *out = static_cast<uint16_t *>(t.data) + r * cols;
+  (t.dtype == DType::bf16 ? f32ToBf16 : f32ToF16)(values, out, cols);
+}
+
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args,
                 std::string &error) {
   struct Copy {

@@ -23,6 +23,16 @@
 
 namespace dsc::rt::cpu {
 
+/// Row r (of `cols` elements) of a float tensor as f32: t's own row when
+/// it is f32, else its widened copy in `scratch` (exact: every 16-bit value
+/// is a float). How the kernels with a native 16-bit column read a row.
+const float *floatRow(const TensorRef &t, int64_t r, int64_t cols,
+                      float *scratch);
+/// Where row r of t is computed: t's own row when it is f32, else
+/// `scratch`, which storeRow then rounds into t (to nearest even).
+float *outRow(const TensorRef &t, int64_t r, int64_t cols, float *scratch);
+void storeRow(const float *values, const TensorRef &t, int64_t r, int64_t cols);
+
 /// Runs `f32Kernel` on f32 copies of `args`' 16-bit operands (the caller
 /// has checked the arity and the aliasing on `args` itself).
 bool runWidened(KernelFn f32Kernel, const KernelArgs &args, std::string &error);
@@ -66,6 +76,14 @@ bool halfLayerNormGradBody(const KernelArgs &args, std::string &error);
 /// rounded back from it (Attention.cpp), the f32 kernel's bits.
 bool halfAttentionBody(const KernelArgs &args, std::string &error);
 bool halfAttentionGradBody(const KernelArgs &args, std::string &error);
+
+/// ds.embedding's, ds.embedding_grad's, ds.cross_entropy's and
+/// ds.cross_entropy_grad's 16-bit columns on the operands themselves, a row
+/// at a time (Lookup.cpp): the widened kernels' bits.
+bool halfEmbeddingBody(const KernelArgs &args, std::string &error);
+bool halfEmbeddingGradBody(const KernelArgs &args, std::string &error);
+bool halfCrossEntropyBody(const KernelArgs &args, std::string &error);
+bool halfCrossEntropyGradBody(const KernelArgs &args, std::string &error);
 
 /// ds.add_layer_norm's 16-bit column a row at a time in the thread's
 /// scratch (Norms.cpp): runWidenedPair's two rounded steps, bit for bit.

@@ -104,8 +104,12 @@ run(const char *kernel, const std::vector<Operand> &ins,
       inStore.back().set(i, rounded.get(i));
     }
   }
-  for (const Operand &o : outs)
+  // Outputs start as NaNs: an element a kernel leaves unwritten fails.
+  for (const Operand &o : outs) {
     outStore.emplace_back(dtypeOf(o), numel(o.shape));
+    std::fill(outStore.back().words.begin(), outStore.back().words.end(),
+              ~uint64_t(0));
+  }
   std::vector<rt::TensorRef> ti, to;
   std::vector<DType> di, dout;
   for (size_t k = 0; k < ins.size(); ++k) {
@@ -517,6 +521,53 @@ TEST(Widening, LayerNormGradWidensRowsAsTheWholeF32Kernel) {
                {s, DType::f16, random(n, 106)}},
               {{s, DType::f16}, {row, DType::f16}, {row, DType::f32}}, {},
               {1e-5});
+}
+
+// Embedding, its gradient and the loss read 16-bit rows as they go
+// (Lookup.cpp): exactly the f32 kernels on whole widened copies, in every
+// mix of dtypes, over rows enough for both threads, with repeated indices
+// (the gradient's sums) and ignored targets.
+TEST(Widening, LookupsAndLossReadSixteenBitRowsAsTheWidenedKernel) {
+  const int64_t V = 300, C = 70, n = 111;
+  std::vector<double> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    ids[size_t(i)] = double((i * 37) % 50); // rows 0..49, each several times
+  const std::vector<int64_t> tokens = {3, 37}, rows = {3, 37, C},
+                             table = {V, C};
+  for (auto [in, out] : {std::pair{DType::bf16, DType::bf16},
+                         {DType::f16, DType::f16},
+                         {DType::f32, DType::bf16},
+                         {DType::bf16, DType::f32}}) {
+    expectExact("ds.embedding",
+                {{table, in, random(V * C, 111)}, {tokens, DType::i32, ids}},
+                {{rows, out}}, {1}, {});
+    expectExact("ds.embedding_grad",
+                {{tokens, DType::i32, ids}, {rows, in, random(n * C, 112)}},
+                {{table, out}}, {1}, {});
+  }
+  std::vector<double> targets(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    targets[size_t(i)] = i % 7 == 3 ? -100.0 : double((i * 53) % V);
+  const std::vector<int64_t> logits = {3, 37, V};
+  for (auto [in, out] : {std::pair{DType::bf16, DType::f32},
+                         {DType::f16, DType::bf16},
+                         {DType::f32, DType::f16}}) {
+    expectExact("ds.cross_entropy",
+                {{logits, in, random(n * V, 113, -6, 6)},
+                 {tokens, DType::i32, targets}},
+                {{{}, out}}, {-100}, {});
+    expectExact("ds.cross_entropy_grad",
+                {{logits, in, random(n * V, 114, -6, 6)},
+                 {tokens, DType::i32, targets},
+                 {{}, out, {0.75}}},
+                {{logits, out}}, {-100}, {});
+  }
+  // In place over bf16 logits.
+  expectExact("ds.cross_entropy_grad",
+              {{logits, DType::bf16, random(n * V, 115, -6, 6)},
+               {tokens, DType::i32, targets},
+               {{}, DType::f32, {1.0}}},
+              {{logits, DType::bf16, {}, 0}}, {-100}, {});
 }
 
 // The fused pairs over many tiles are still their two ops, each rounded.
