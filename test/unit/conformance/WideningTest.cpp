@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/Registry.h"
+#include "runtime/backends/cpu/AmxTiles.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/core/Half.h"
 #include "runtime/kernels/KernelContract.h"
@@ -363,7 +364,8 @@ std::vector<double> roundedTo(DType t, const std::vector<double> &v) {
 /// of the float64 result on the same rounded inputs, plus fp32 compute
 /// noise relative to the output's largest magnitude.
 void expectNear(const std::vector<double> &got,
-                const ref::Result<ref::Tensor> &want, double unit) {
+                const ref::Result<ref::Tensor> &want, double unit,
+                double atol = 0) {
   ASSERT_TRUE(want.ok()) << want.error;
   ASSERT_EQ(got.size(), want.value.data.size());
   double scale = 0;
@@ -371,7 +373,7 @@ void expectNear(const std::vector<double> &got,
     scale = std::max(scale, std::abs(w));
   for (size_t i = 0; i < got.size(); ++i) {
     double w = want.value.data[i];
-    EXPECT_LE(std::abs(got[i] - w), unit * std::abs(w) + 1e-5 * scale)
+    EXPECT_LE(std::abs(got[i] - w), unit * std::abs(w) + 1e-5 * scale + atol)
         << "element " << i << ": " << got[i] << " vs " << w;
   }
 }
@@ -455,18 +457,21 @@ TEST(Widening, ElementwiseProgramsEqualTheWholeF32Kernel) {
 // Attention widens each (batch, head) pair's rows into its scratch and
 // rounds its results back from there (Attention.cpp): the f32 kernel on the
 // widened values, in both layouts and with the operands' dtypes mixed.
+// (All-bf16 operands take AMX's tiles where the CPU has them:
+// AttentionOnAmxTiles below.)
 TEST(Widening, AttentionWidensPairRowsAsTheWholeF32Kernel) {
   const std::vector<int64_t> s = {6, 2, 64, 32};
   const int64_t n = 6 * 2 * 64 * 32;
   const DType t = DType::bf16, h = DType::f16, f = DType::f32;
+  const DType q = rt::cpu::amxUsable() ? h : t;
   for (int64_t seqMajor : {0, 1}) {
     SCOPED_TRACE(seqMajor ? "seq_major" : "heads-major");
     expectExact(
         "ds.attention",
-        {{s, t, random(n, 81)}, {s, t, random(n, 82)}, {s, t, random(n, 83)}},
+        {{s, q, random(n, 81)}, {s, t, random(n, 82)}, {s, t, random(n, 83)}},
         {{s, t}}, {1, seqMajor}, {0.125});
     expectExact("ds.attention_grad",
-                {{s, t, random(n, 84)},
+                {{s, q, random(n, 84)},
                  {s, t, random(n, 85)},
                  {s, t, random(n, 86)},
                  {s, t, random(n, 87)}},
@@ -484,6 +489,107 @@ TEST(Widening, AttentionWidensPairRowsAsTheWholeF32Kernel) {
     for (int inverse : {0, 1})
       expectExact("ds.rotary", {{s, t, random(n, 88 + seqMajor + 2 * inverse)}},
                   {{s, t}}, {inverse, seqMajor}, {10000.0});
+}
+
+/// [B, H, T, D] values as [B, T, H, D] (seq_major).
+std::vector<double> seqMajorOf(const std::vector<double> &x,
+                               const std::vector<int64_t> &s) {
+  std::vector<double> y(x.size());
+  for (int64_t b = 0; b < s[0]; ++b)
+    for (int64_t h = 0; h < s[1]; ++h)
+      for (int64_t t = 0; t < s[2]; ++t)
+        for (int64_t d = 0; d < s[3]; ++d)
+          y[size_t(((b * s[2] + t) * s[1] + h) * s[3] + d)] =
+              x[size_t(((b * s[1] + h) * s[2] + t) * s[3] + d)];
+  return y;
+}
+
+/// Each element of `got` within a bf16 rounding of the f32 kernel's
+/// `want` relative to its own size and to the output's largest magnitude.
+void expectWithinBf16(const std::vector<double> &got,
+                      const std::vector<double> &want, double relative,
+                      const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (double w : want)
+    scale = std::max(scale, std::abs(w));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::abs(got[i] - want[i]),
+              0x1p-8 * std::abs(want[i]) + relative * scale)
+        << what << " element " << i << ": " << got[i] << " vs " << want[i];
+}
+
+// bf16 attention on AMX tiles (AttentionAmx.cpp) over shapes that pad every
+// dim (T 200: blocks of 64 and a tail of 8; head dims 40 and 24), causal
+// with Tq < Tk and Tq > Tk (rows that see no key), in both layouts: the
+// layouts give the same bits (the same products on the same rows), and
+// every result is within a bf16 rounding of the f32 kernel on the widened
+// operands (the weights and dS rounded to bf16: 2^-8 of the largest
+// result; the outputs' own rounding: 2^-8 of each).
+TEST(Widening, AttentionOnAmxTilesIsTheF32KernelWithinBf16Roundings) {
+  if (!rt::cpu::amxUsable())
+    GTEST_SKIP() << "no AMX tiles on this CPU";
+  const DType t = DType::bf16;
+  struct Case {
+    int64_t B, H, Tq, Tk, D, Dv;
+  };
+  for (Case c : {Case{2, 3, 200, 200, 40, 24}, Case{1, 2, 70, 130, 64, 64},
+                 Case{1, 2, 100, 40, 32, 48}})
+    for (int64_t causal : {0, 1}) {
+      SCOPED_TRACE(std::to_string(c.Tq) + "x" + std::to_string(c.Tk) +
+                   (causal ? " causal" : ""));
+      const std::vector<int64_t> sq = {c.B, c.H, c.Tq, c.D},
+                                 sk = {c.B, c.H, c.Tk, c.D},
+                                 sv = {c.B, c.H, c.Tk, c.Dv},
+                                 so = {c.B, c.H, c.Tq, c.Dv};
+      const auto q = random(numel(sq), 201), k = random(numel(sk), 202),
+                 v = random(numel(sv), 203), g = random(numel(so), 204);
+      std::string e;
+      std::vector<std::vector<double>> byLayout[2];
+      for (int64_t seqMajor : {0, 1}) {
+        auto lay = [&](const std::vector<double> &x,
+                       std::vector<int64_t> shape) -> Operand {
+          if (!seqMajor)
+            return {shape, t, x};
+          std::vector<double> y = seqMajorOf(x, shape);
+          std::swap(shape[1], shape[2]);
+          return {shape, t, y};
+        };
+        auto outOf = [&](std::vector<int64_t> shape) -> Operand {
+          if (seqMajor)
+            std::swap(shape[1], shape[2]);
+          return {shape, t};
+        };
+        std::vector<Operand> in = {lay(q, sq), lay(k, sk), lay(v, sv)};
+        auto fwd = run("ds.attention", in, {outOf(so)}, {causal, seqMajor},
+                       {0.125}, false, e);
+        ASSERT_EQ(e, "");
+        in.push_back(lay(g, so));
+        auto grad =
+            run("ds.attention_grad", in, {outOf(sq), outOf(sk), outOf(sv)},
+                {causal, seqMajor}, {0.125}, false, e);
+        ASSERT_EQ(e, "");
+        byLayout[seqMajor] = {fwd[0], grad[0], grad[1], grad[2]};
+        if (seqMajor)
+          continue;
+        auto wideFwd = run("ds.attention", {in[0], in[1], in[2]}, {outOf(so)},
+                           {causal, 0}, {0.125}, true, e);
+        auto wideGrad =
+            run("ds.attention_grad", in, {outOf(sq), outOf(sk), outOf(sv)},
+                {causal, 0}, {0.125}, true, e);
+        ASSERT_EQ(e, "");
+        expectWithinBf16(fwd[0], wideFwd[0], 0x1p-8, "out");
+        for (size_t o = 0; o < 3; ++o)
+          expectWithinBf16(grad[o], wideGrad[o], 0x1p-7,
+                           o == 0   ? "dq"
+                           : o == 1 ? "dk"
+                                    : "dv");
+      }
+      const std::vector<int64_t> shapes[] = {so, sq, sk, sv};
+      for (size_t o = 0; o < 4; ++o)
+        expectSameBits(seqMajorOf(byLayout[0][o], shapes[o]), byLayout[1][o],
+                       "seq_major");
+    }
 }
 
 // Reductions over rows (bias gradients) read the 16-bit operand without a
@@ -658,11 +764,14 @@ TEST(Widening, SixteenBitKernelsMatchTheFloat64Reference) {
             {{{1, 2, 4, 8}, t, q}, {{1, 2, 4, 8}, t, k}, {{1, 2, 4, 8}, t, v}},
             {{{1, 2, 4, 8}, t}}, {1, 0}, {0.35}, false, error);
     ASSERT_EQ(error, "");
+    // On AMX tiles bf16 attention rounds its weights too (AttentionAmx.cpp):
+    // each by u moves a mean of v by at most 2 u max |v| (max |v| = 2).
+    const bool tiles = t == DType::bf16 && rt::cpu::amxUsable();
     expectNear(at[0],
                ref::attention(ref::Tensor({1, 2, 4, 8}, q),
                               ref::Tensor({1, 2, 4, 8}, k),
                               ref::Tensor({1, 2, 4, 8}, v), true, 0.35),
-               unit);
+               unit, tiles ? 2 * unit * 2 : 0);
 
     // The loss stays fp32: only fp32's rounding.
     std::vector<double> targets = {0, 4, 2, 1, 3, 0};
