@@ -98,9 +98,8 @@ void packRows(const uint16_t *src, int64_t K, int64_t N, uint16_t *out) {
 }
 
 /// out [cols x rows] = the transpose of src [rows x cols], elements of
-/// sizeof(Word) bytes, in 16 x 16 blocks (a row-by-row transpose stores
-/// a column's elements a row apart each: a third of the gradient's time at
-/// T 128).
+/// sizeof(Word) bytes, in 16 x 16 blocks (each block's reads and writes in
+/// a few cache lines).
 template <typename Word>
 void transposeWords(const uint16_t *src, int64_t rows, int64_t cols,
                     uint16_t *out) {

@@ -48,6 +48,7 @@ struct HalfBody {
 constexpr HalfBody kHalfBodies[] = {
     {"ds.matmul", &cpu::halfMatmulBody},
     {"ds.layer_norm_grad", &cpu::halfLayerNormGradBody},
+    {"ds.rms_norm_grad", &cpu::halfRmsNormGradBody},
     {"ds.attention", &cpu::halfAttentionBody},
     {"ds.attention_grad", &cpu::halfAttentionGradBody},
     {"ds.reduce_sum", &cpu::halfReduceSumBody},

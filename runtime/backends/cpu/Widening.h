@@ -67,9 +67,11 @@ bool halfReduceSumBody(const KernelArgs &args, std::string &error);
 bool halfReduceMeanBody(const KernelArgs &args, std::string &error);
 bool halfReduceMaxBody(const KernelArgs &args, std::string &error);
 
-/// ds.layer_norm_grad with 16-bit operands widened a row at a time
-/// (Norms.cpp): the widened kernel's bits without whole-operand copies.
+/// ds.layer_norm_grad and ds.rms_norm_grad with 16-bit operands widened a
+/// row at a time (Norms.cpp): the widened kernels' bits without
+/// whole-operand copies.
 bool halfLayerNormGradBody(const KernelArgs &args, std::string &error);
+bool halfRmsNormGradBody(const KernelArgs &args, std::string &error);
 
 /// ds.attention's and ds.attention_grad's 16-bit columns: each (batch,
 /// head) pair's rows widened into the thread's scratch and its results

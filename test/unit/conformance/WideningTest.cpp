@@ -609,10 +609,10 @@ TEST(Widening, RowReductionsReadSixteenBitsAsTheWidenedKernel) {
               {{{37}, DType::bf16}}, {1}, {});
 }
 
-// Layer norm's gradient widens its 16-bit operands a row at a time
-// (Norms.cpp): exactly the f32 kernel on whole widened copies, with mixed
-// types.
-TEST(Widening, LayerNormGradWidensRowsAsTheWholeF32Kernel) {
+// Layer norm's and RMS norm's gradients widen their 16-bit operands a row
+// at a time (Norms.cpp): exactly the f32 kernels on whole widened copies,
+// with mixed types.
+TEST(Widening, NormGradsWidenRowsAsTheWholeF32Kernel) {
   const std::vector<int64_t> s = {37, 1000}, row = {1000};
   const int64_t n = 37000;
   expectExact("ds.layer_norm_grad",
@@ -627,6 +627,17 @@ TEST(Widening, LayerNormGradWidensRowsAsTheWholeF32Kernel) {
                {s, DType::f16, random(n, 106)}},
               {{s, DType::f16}, {row, DType::f16}, {row, DType::f32}}, {},
               {1e-5});
+  // ds.rms_norm_grad too (a Llama's norms).
+  expectExact("ds.rms_norm_grad",
+              {{s, DType::bf16, random(n, 107)},
+               {row, DType::bf16, random(1000, 108)},
+               {s, DType::bf16, random(n, 109)}},
+              {{s, DType::bf16}, {row, DType::bf16}}, {}, {1e-5});
+  expectExact("ds.rms_norm_grad",
+              {{s, DType::f16, random(n, 110)},
+               {row, DType::f32, random(1000, 111)},
+               {s, DType::bf16, random(n, 112)}},
+              {{s, DType::f32}, {row, DType::f16}}, {}, {1e-5});
 }
 
 // Embedding, its gradient and the loss read 16-bit rows as they go
