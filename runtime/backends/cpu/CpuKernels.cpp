@@ -58,6 +58,7 @@ constexpr HalfBody kHalfBodies[] = {
     {"ds.embedding_grad", &cpu::halfEmbeddingGradBody},
     {"ds.cross_entropy", &cpu::halfCrossEntropyBody},
     {"ds.cross_entropy_grad", &cpu::halfCrossEntropyGradBody},
+    {"ds.dropout", &cpu::halfDropoutBody},
 };
 
 // The 16-bit column of kernel I (Widening.h): checked on the 16-bit

@@ -87,6 +87,11 @@ bool halfEmbeddingGradBody(const KernelArgs &args, std::string &error);
 bool halfCrossEntropyBody(const KernelArgs &args, std::string &error);
 bool halfCrossEntropyGradBody(const KernelArgs &args, std::string &error);
 
+/// ds.dropout's 16-bit column a batch of elements at a time (Random.cpp):
+/// the tiles of runWidenedTiled cannot run it, as an element's mask is keyed
+/// by its index in the whole tensor.
+bool halfDropoutBody(const KernelArgs &args, std::string &error);
+
 /// ds.add_layer_norm's 16-bit column a row at a time in the thread's
 /// scratch (Norms.cpp): runWidenedPair's two rounded steps, bit for bit.
 bool halfAddLayerNormBody(const KernelArgs &args, std::string &error);

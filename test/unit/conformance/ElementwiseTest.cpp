@@ -467,6 +467,23 @@ TEST_P(DropoutKernels, MasksFollowTheGlobalSample) {
   }
 }
 
+// Far into a long run the 64-bit block counter of the draw crosses 2^32:
+// samples of 32 elements from sample 2^29 - 1 put element index 2^34 - 32
+// first, blocks 2^32 - 8 .. 2^32 + 7 in the first batch of 16 (the CPU's
+// vector draw carries into each block's high word itself).
+TEST_P(DropoutKernels, TheBlockCounterCarriesIntoItsHighWord) {
+  SEEDED_RNG(rng);
+  rt::KernelContext ctx;
+  ctx.seed = rng();
+  ctx.step = uint32_t(rng());
+  ctx.sampleOffset = (uint64_t(1) << 29) - 1;
+  Buf x = uniform(rng, Shape{3, 32}), y = poisoned(Shape{3, 32});
+  RUN_OK("ds.dropout", {&x}, {&y}, {6, 1, 0, 0}, {0.5}, &ctx);
+  REF_OK(want,
+         ref::dropout(x.toRef(), 0.5, ctx.seed, 6, ctx.step, ctx.sampleOffset));
+  EXPECT_TRUE(close(y, want));
+}
+
 // Sequence parallelism: a rank's contiguous part of an activation, cut
 // along the batch or (a batch of one) along the sequence, draws the mask
 // of its elements in the whole, at any sample offset.

@@ -687,6 +687,29 @@ TEST(Widening, LookupsAndLossReadSixteenBitRowsAsTheWidenedKernel) {
               {{logits, DType::bf16, {}, 0}}, {-100}, {});
 }
 
+// Dropout widens its 16-bit operands a batch at a time (Random.cpp): the
+// f32 kernel's masks and values, in place and not, with the batched draw
+// (rows of 4k elements) and the per-element one (sample offset 1 of 35
+// elements puts the first at index 35), and at rate 0 between dtypes.
+TEST(Widening, DropoutWidensBatchesAsTheWholeF32Kernel) {
+  const std::vector<int64_t> s = {3, 7, 5};
+  const int64_t n = 3 * 7 * 5;
+  const DType t = DType::bf16, h = DType::f16, f = DType::f32;
+  for (int64_t sampleOffset : {0, 1}) {
+    SCOPED_TRACE("sample offset " + std::to_string(sampleOffset));
+    expectExact("ds.dropout", {{s, t, random(n, 121)}}, {{s, t}},
+                {3, 1, 0, sampleOffset}, {0.3});
+    expectExact("ds.dropout", {{s, h, random(n, 122)}}, {{s, h, {}, 0}},
+                {3, 1, 0, sampleOffset}, {0.5});
+    expectExact("ds.dropout", {{s, f, random(n, 123)}}, {{s, t}},
+                {4, 1, 0, sampleOffset}, {0.1});
+  }
+  expectExact("ds.dropout", {{s, t, random(n, 124)}}, {{s, f}}, {3, 1, 0, 0},
+              {0.0});
+  expectExact("ds.dropout", {{{4096}, t, random(4096, 125)}}, {{{4096}, t}},
+              {5, 1, 0, 0}, {0.25});
+}
+
 // The fused pairs over many tiles are still their two ops, each rounded.
 TEST(Widening, TiledFusedPairsEqualTheirTwoOps) {
   const std::vector<int64_t> s = {37, 1000}, row = {1000};
