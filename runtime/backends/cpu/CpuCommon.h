@@ -186,6 +186,13 @@ inline int64_t indexAt(const TensorRef &t, int64_t i) {
 /// loss (LinearCrossEntropy.cpp) is ds.cross_entropy's.
 double sumInRowBlocks(int64_t rows, const std::function<double(int64_t)> &term);
 
+/// One row of the cross-entropy's gradient: dr = coef (softmax(x) -
+/// onehot(t)) over V logits (dr may be x); returns the row's log-sum-exp,
+/// max + log(sum of e^(x - max)). ds.cross_entropy_grad's row and, with the
+/// loss, the fused LM head's (Lookup.cpp).
+double crossEntropyGradRow(const float *x, float *dr, int64_t V, int64_t t,
+                           double coef);
+
 /// Every target in [0, V) or `ignore` (the cross-entropy kernels' check,
 /// before anything is written); `count` = the targets that are not.
 bool countTargets(std::string &err, const TensorRef &targets, int64_t V,

@@ -23,7 +23,6 @@
 
 #include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
-#include "runtime/backends/cpu/FastMath.h"
 
 #include <cmath>
 #include <cstring>
@@ -93,18 +92,8 @@ struct ChunkProducts {
 // One row of logits, replaced by its gradient coef (softmax - onehot(t));
 // returns the row's loss term.
 double lossAndGradRow(float *row, int64_t V, int64_t t, double coef) {
-  const float mx = maxOf(row, V);
   const float xt = row[t];
-  for (int64_t j = 0; j < V; ++j)
-    row[j] = fm::exp(row[j] - mx);
-  const double sum = sumOf(V, [&](int64_t j) { return double(row[j]); });
-  const double et = row[t];
-  const float scale = float(coef / sum);
-  for (int64_t j = 0; j < V; ++j)
-    row[j] *= scale;
-  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
-  row[t] = float(-coef * ((sum - et) / sum));
-  return double(mx) + std::log(sum) - double(xt);
+  return crossEntropyGradRow(row, row, V, t, coef) - double(xt);
 }
 
 } // namespace

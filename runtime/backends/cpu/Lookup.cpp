@@ -206,22 +206,6 @@ bool meanRowLoss(const KernelArgs &a, std::string &err) {
   return true;
 }
 
-/// One row of ds.cross_entropy_grad: dr = coef * (softmax(x) - onehot(t)).
-/// dr may be x (in place).
-void crossEntropyGradRow(const float *x, float *dr, int64_t V, int64_t t,
-                         double coef) {
-  const float mx = maxOf(x, V);
-  for (int64_t j = 0; j < V; ++j)
-    dr[j] = fm::exp(x[j] - mx);
-  const double sum = sumOf(V, [&](int64_t j) { return double(dr[j]); });
-  const double et = dr[t];
-  const float scale = float(coef / sum);
-  for (int64_t j = 0; j < V; ++j)
-    dr[j] *= scale;
-  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
-  dr[t] = float(-coef * ((sum - et) / sum));
-}
-
 /// ds.cross_entropy_grad with logits, g and the output f32, f16 or bf16.
 bool crossEntropyGradRows(const KernelArgs &a, std::string &err) {
   const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
@@ -260,6 +244,21 @@ bool crossEntropyGradRows(const KernelArgs &a, std::string &err) {
 }
 
 } // namespace
+
+double crossEntropyGradRow(const float *x, float *dr, int64_t V, int64_t t,
+                           double coef) {
+  const float mx = maxOf(x, V);
+  for (int64_t j = 0; j < V; ++j)
+    dr[j] = fm::exp(x[j] - mx);
+  const double sum = sumOf(V, [&](int64_t j) { return double(dr[j]); });
+  const double et = dr[t];
+  const float scale = float(coef / sum);
+  for (int64_t j = 0; j < V; ++j)
+    dr[j] *= scale;
+  // p_t - 1 = -(sum - e_t) / sum, without cancellation.
+  dr[t] = float(-coef * ((sum - et) / sum));
+  return double(mx) + std::log(sum);
+}
 
 bool embeddingBody(const KernelArgs &a, std::string &err) {
   return expectDType(err, a.inputs[0], "table", DType::f32) &&
