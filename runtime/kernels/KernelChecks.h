@@ -152,6 +152,8 @@ bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
 /// rank. Fails without a context when P > 1, or for a rank outside P.
 bool vocabularyPart(std::string &err, const KernelArgs &a, int64_t parts,
                     int64_t local, int64_t &offset);
+/// parts >= 1 and parts x local (the whole vocabulary) within int64_t.
+bool checkVocabularyParts(std::string &err, int64_t local, int64_t parts);
 /// The statistics of a vocabulary-parallel loss: row_max of the targets'
 /// shape (null: none), stats [2] + the targets' shape.
 bool checkRowStats(std::string &err, const TensorRef &targets,

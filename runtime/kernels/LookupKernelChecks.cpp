@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace dsc::rt {
 
@@ -100,11 +101,20 @@ bool checkLinearCrossEntropy(std::string &err, const KernelArgs &a,
   return true;
 }
 
+bool checkVocabularyParts(std::string &err, int64_t local, int64_t parts) {
+  if (parts < 1)
+    return fail(err, "parts must be at least 1, got ", parts);
+  if (local > 0 && parts > std::numeric_limits<int64_t>::max() / local)
+    return fail(err, parts, " vocabulary parts of ", local,
+                " rows exceed the index range");
+  return true;
+}
+
 bool vocabularyPart(std::string &err, const KernelArgs &a, int64_t parts,
                     int64_t local, int64_t &offset) {
   offset = 0;
-  if (parts < 1)
-    return fail(err, "parts must be at least 1, got ", parts);
+  if (!checkVocabularyParts(err, local, parts))
+    return false;
   if (parts == 1)
     return true;
   if (!a.ctx)

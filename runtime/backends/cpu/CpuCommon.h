@@ -77,6 +77,7 @@ using rt::checkSoftmax;
 using rt::checkSoftmaxGrad;
 using rt::checkSplit;
 using rt::checkTargetShapes;
+using rt::checkVocabularyParts;
 using rt::Counts;
 using rt::dimProduct;
 using rt::expectAllF32;

@@ -45,7 +45,8 @@ bool checkTargets(std::string &err, const TensorRef &logits,
                   int64_t parts = 1) {
   if (!expectIndexDType(err, targets, "targets"))
     return false;
-  if (!checkTargetShapes(err, logits, targets))
+  if (!checkTargetShapes(err, logits, targets) ||
+      !checkVocabularyParts(err, logits.dim(-1), parts))
     return false;
   return countTargets(err, targets, logits.dim(-1) * parts, ignoreIndex, count);
 }

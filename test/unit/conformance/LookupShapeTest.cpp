@@ -250,6 +250,21 @@ TEST_P(LookupKernels, VocabularyParallelCrossEntropyMatchesTheWhole) {
                        {&out}, {-1, 2}, {}, &ctx),
                    "ds.cross_entropy_part: tensor rank 2 is not one of 2 "
                    "vocabulary parts");
+  // So many parts that the whole vocabulary leaves int64 (a corrupt plan's
+  // attribute; the fuzzer found it): one line, no overflow.
+  const int64_t huge = int64_t(1) << 62;
+  ctx.tensorRank = 0;
+  EXPECT_RUN_ERROR(run("ds.cross_entropy_part", {&part, &targets, &rowMax},
+                       {&out}, {-1, huge}, {}, &ctx),
+                   "ds.cross_entropy_part: 4611686018427387904 vocabulary "
+                   "parts of 3 rows exceed the index range");
+  Buf table({5, 3}), idx({2}, DType::i32), rows({2, 3});
+  idx.set(0, 1);
+  idx.set(1, 2);
+  EXPECT_RUN_ERROR(
+      run("ds.embedding", {&table, &idx}, {&rows}, {huge}, {}, &ctx),
+      "ds.embedding: 4611686018427387904 vocabulary parts of 5 "
+      "rows exceed the index range");
 }
 
 //===--- Shapes and data movement -----------------------------------------===//
