@@ -58,6 +58,8 @@ constexpr HalfBody kHalfBodies[] = {
     {"ds.embedding_grad", &cpu::halfEmbeddingGradBody},
     {"ds.cross_entropy", &cpu::halfCrossEntropyBody},
     {"ds.cross_entropy_grad", &cpu::halfCrossEntropyGradBody},
+    {"ds.cross_entropy_part", &cpu::halfCrossEntropyPartBody},
+    {"ds.cross_entropy_part_grad", &cpu::halfCrossEntropyPartGradBody},
     {"ds.dropout", &cpu::halfDropoutBody},
 };
 

@@ -4,8 +4,8 @@
 // written: an index outside [0, V), or a target outside [0, V) that is not
 // the ignore index, fails the call with its value and position.
 //
-// The 16-bit columns of embedding, its gradient and cross-entropy run here
-// too, on the 16-bit operands a row at a time (a GPT-2 table or logits
+// The 16-bit columns of embedding, its gradient and the losses (whole and
+// vocabulary-parallel) run here too, on the 16-bit operands a row at a time (a GPT-2 table or logits
 // widened whole took 29-177 ms a call): exactly the f32 kernel on widened
 // copies, rounded once (WideningTest checks the bits).
 //
@@ -176,6 +176,16 @@ bool scatterAddRows(const KernelArgs &a, std::string &err) {
   return true;
 }
 
+/// The value of a one-element tensor of any float type.
+bool scalarValue(std::string &err, const TensorRef &t, const char *role,
+                 float &value) {
+  if (t.numel() != 1)
+    return fail(err, role, " must hold one value, got shape ", shapeStr(t));
+  float wide;
+  value = *floatRow(t, 0, 1, &wide);
+  return true;
+}
+
 /// `value` into a one-element float tensor, rounded to its dtype.
 void storeValue(float value, const TensorRef &t) {
   float *o = outRow(t, 0, 1, &value);
@@ -215,11 +225,9 @@ bool crossEntropyGradRows(const KernelArgs &a, std::string &err) {
   int64_t count;
   if (!checkTargets(err, logits, targets, ignoreIndex, count))
     return false;
-  if (a.inputs[2].numel() != 1)
-    return fail(err, "g must hold one value, got shape ",
-                shapeStr(a.inputs[2]));
-  float wideG;
-  const float g = *floatRow(a.inputs[2], 0, 1, &wideG);
+  float g;
+  if (!scalarValue(err, a.inputs[2], "g", g))
+    return false;
   if (!sameShape(out, logits))
     return fail(err, "output has shape ", shapeStr(out),
                 " but logits have shape ", shapeStr(logits));
@@ -318,15 +326,18 @@ struct LogitsPart {
   int64_t rows = 0, V = 0, first = 0, count = 0;
 };
 
+/// With `f32Only` (the full column) logits, row_max and stats must be f32;
+/// the 16-bit column takes any float type for each.
 bool checkLogitsPart(std::string &err, const KernelArgs &a,
                      const TensorRef *rowMax, const TensorRef &stats,
-                     LogitsPart &p) {
+                     LogitsPart &p, bool f32Only) {
   const TensorRef &logits = a.inputs[0], &targets = a.inputs[1];
   const int64_t ignoreIndex = a.intAttrs[0], parts = a.intAttrs[1];
-  if (!expectDType(err, logits, "logits", DType::f32) ||
+  if ((f32Only && !expectDType(err, logits, "logits", DType::f32)) ||
       !checkTargets(err, logits, targets, ignoreIndex, p.count, parts) ||
-      (rowMax && !expectDType(err, *rowMax, "row_max", DType::f32)) ||
-      !expectDType(err, stats, "stats", DType::f32) ||
+      (f32Only && rowMax &&
+       !expectDType(err, *rowMax, "row_max", DType::f32)) ||
+      (f32Only && !expectDType(err, stats, "stats", DType::f32)) ||
       !checkRowStats(err, targets, rowMax, stats))
     return false;
   p.rows = targets.numel();
@@ -334,21 +345,34 @@ bool checkLogitsPart(std::string &err, const KernelArgs &a,
   return vocabularyPart(err, a, parts, p.V, p.first);
 }
 
-} // namespace
+/// A small float operand (row maxima, statistics) as f32: its own values,
+/// or (16-bit) a widened copy in `wide`.
+const float *valuesOf(const TensorRef &t, std::vector<float> &wide) {
+  if (t.dtype == DType::f32)
+    return t.f32();
+  wide.resize(size_t(t.numel()));
+  return floatRow(t, 0, t.numel(), wide.data());
+}
 
-bool crossEntropyPartBody(const KernelArgs &a, std::string &err) {
-  const TensorRef &stats = a.outputs[0];
+/// ds.cross_entropy_part, its logits read a row at a time (16-bit rows
+/// widened in the thread's scratch).
+bool partStats(const KernelArgs &a, std::string &err, bool f32Only) {
+  const TensorRef &logits = a.inputs[0], &stats = a.outputs[0];
   LogitsPart p;
-  if (!checkLogitsPart(err, a, &a.inputs[2], stats, p))
+  if (!checkLogitsPart(err, a, &a.inputs[2], stats, p, f32Only))
     return false;
   const TensorRef &targets = a.inputs[1];
   const int64_t ignoreIndex = a.intAttrs[0];
-  const float *x = a.inputs[0].f32(), *mx = a.inputs[2].f32();
-  float *sums = stats.f32(), *picked = sums + p.rows;
+  std::vector<float> wideMax, values(size_t(2 * p.rows));
+  const float *mx = valuesOf(a.inputs[2], wideMax);
+  float *sums = outRow(stats, 0, 2 * p.rows, values.data()),
+        *picked = sums + p.rows;
   parallelFor(p.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.V, 1)),
               [&](int64_t r0, int64_t r1) {
+                float *wide =
+                    logits.dtype == DType::f32 ? nullptr : threadScratch(p.V);
                 for (int64_t r = r0; r < r1; ++r) {
-                  const float *row = x + r * p.V;
+                  const float *row = floatRow(logits, r, p.V, wide);
                   const float m = mx[r];
                   sums[r] = float(sumOf(p.V, [&](int64_t j) {
                     return double(fm::exp(row[j] - m));
@@ -359,7 +383,18 @@ bool crossEntropyPartBody(const KernelArgs &a, std::string &err) {
                   picked[r] = held ? row[t] - m : 0.0f;
                 }
               });
+  storeRow(sums, stats, 0, 2 * p.rows);
   return true;
+}
+
+} // namespace
+
+bool crossEntropyPartBody(const KernelArgs &a, std::string &err) {
+  return partStats(a, err, /*f32Only=*/true);
+}
+
+bool halfCrossEntropyPartBody(const KernelArgs &a, std::string &err) {
+  return partStats(a, err, /*f32Only=*/false);
 }
 
 bool crossEntropyPartLossBody(const KernelArgs &a, std::string &err) {
@@ -386,31 +421,40 @@ bool crossEntropyPartLossBody(const KernelArgs &a, std::string &err) {
   return true;
 }
 
-bool crossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
-  const TensorRef &out = a.outputs[0];
+namespace {
+
+/// ds.cross_entropy_part_grad, a row at a time (16-bit rows widened, and
+/// the output's rounded, in the thread's scratch).
+bool partGrad(const KernelArgs &a, std::string &err, bool f32Only) {
+  const TensorRef &logits = a.inputs[0], &out = a.outputs[0];
   LogitsPart p;
   float g;
-  if (!checkLogitsPart(err, a, &a.inputs[2], a.inputs[3], p) ||
-      !scalarOperand(err, a.inputs[4], "g", g) ||
-      !expectDType(err, out, "the output", DType::f32))
+  if (!checkLogitsPart(err, a, &a.inputs[2], a.inputs[3], p, f32Only) ||
+      (f32Only && !scalarOperand(err, a.inputs[4], "g", g)) ||
+      (!f32Only && !scalarValue(err, a.inputs[4], "g", g)) ||
+      (f32Only && !expectDType(err, out, "the output", DType::f32)))
     return false;
-  if (!sameShape(out, a.inputs[0]))
+  if (!sameShape(out, logits))
     return fail(err, "output has shape ", shapeStr(out),
-                " but logits have shape ", shapeStr(a.inputs[0]));
+                " but logits have shape ", shapeStr(logits));
   const TensorRef &targets = a.inputs[1];
   const int64_t ignoreIndex = a.intAttrs[0];
   const double coef = p.count ? double(g) / double(p.count) : 0.0;
-  const float *x = a.inputs[0].f32(), *mx = a.inputs[2].f32();
-  const float *sums = a.inputs[3].f32();
-  float *dx = out.f32();
+  std::vector<float> wideMax, wideStats;
+  const float *mx = valuesOf(a.inputs[2], wideMax);
+  const float *sums = valuesOf(a.inputs[3], wideStats);
+  const bool wide = logits.dtype != DType::f32 || out.dtype != DType::f32;
   parallelFor(p.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(p.V, 1)),
               [&](int64_t r0, int64_t r1) {
+                float *in = wide ? threadScratch(2 * p.V) : nullptr;
+                float *result = wide ? in + p.V : nullptr;
                 for (int64_t r = r0; r < r1; ++r) {
-                  const float *row = x + r * p.V;
-                  float *dr = dx + r * p.V;
+                  const float *row = floatRow(logits, r, p.V, in);
+                  float *dr = outRow(out, r, p.V, result);
                   const int64_t target = indexAt(targets, r);
                   if (target == ignoreIndex) {
-                    std::memset(dr, 0, size_t(p.V) * sizeof(float));
+                    std::fill(dr, dr + p.V, 0.0f);
+                    storeRow(dr, out, r, p.V);
                     continue;
                   }
                   const float m = mx[r];
@@ -423,9 +467,20 @@ bool crossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
                   // p_t - 1 = -(sum - e_t) / sum, without cancellation.
                   if (t >= 0 && t < p.V)
                     dr[t] = float(-coef * ((sum - double(et)) / sum));
+                  storeRow(dr, out, r, p.V);
                 }
               });
   return true;
+}
+
+} // namespace
+
+bool crossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
+  return partGrad(a, err, /*f32Only=*/true);
+}
+
+bool halfCrossEntropyPartGradBody(const KernelArgs &a, std::string &err) {
+  return partGrad(a, err, /*f32Only=*/false);
 }
 
 } // namespace dsc::rt::cpu

@@ -86,6 +86,9 @@ bool halfEmbeddingBody(const KernelArgs &args, std::string &error);
 bool halfEmbeddingGradBody(const KernelArgs &args, std::string &error);
 bool halfCrossEntropyBody(const KernelArgs &args, std::string &error);
 bool halfCrossEntropyGradBody(const KernelArgs &args, std::string &error);
+/// The vocabulary-parallel loss's statistics and gradient likewise.
+bool halfCrossEntropyPartBody(const KernelArgs &args, std::string &error);
+bool halfCrossEntropyPartGradBody(const KernelArgs &args, std::string &error);
 
 /// ds.dropout's 16-bit column a batch of elements at a time (Random.cpp):
 /// the tiles of runWidenedTiled cannot run it, as an element's mask is keyed

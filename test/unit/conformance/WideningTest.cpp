@@ -679,6 +679,29 @@ TEST(Widening, LookupsAndLossReadSixteenBitRowsAsTheWidenedKernel) {
                  {{}, out, {0.75}}},
                 {{logits, out}}, {-100}, {});
   }
+  // The vocabulary-parallel loss (2 parts; this rank holds the first 300
+  // of 600 columns): row maxima and statistics of any float type too.
+  std::vector<double> partTargets(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    partTargets[size_t(i)] = i % 7 == 3 ? -100.0 : double((i * 53) % (2 * V));
+  const std::vector<int64_t> rowShape = {3, 37}, statShape = {2, 3, 37};
+  for (auto [in, small] : {std::pair{DType::bf16, DType::f32},
+                           {DType::f16, DType::bf16},
+                           {DType::bf16, DType::bf16}}) {
+    const Operand rowMax{rowShape, small, random(n, 116, 5, 6)};
+    expectExact("ds.cross_entropy_part",
+                {{logits, in, random(n * V, 117, -6, 6)},
+                 {tokens, DType::i32, partTargets},
+                 rowMax},
+                {{statShape, small}}, {-100, 2}, {});
+    expectExact("ds.cross_entropy_part_grad",
+                {{logits, in, random(n * V, 118, -6, 6)},
+                 {tokens, DType::i32, partTargets},
+                 rowMax,
+                 {statShape, small, random(2 * n, 119, 50, 400)},
+                 {{}, small, {0.5}}},
+                {{logits, in}}, {-100, 2}, {});
+  }
   // In place over bf16 logits.
   expectExact("ds.cross_entropy_grad",
               {{logits, DType::bf16, random(n * V, 115, -6, 6)},
