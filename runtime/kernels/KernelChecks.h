@@ -16,6 +16,7 @@
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/KernelContract.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -273,6 +274,12 @@ struct AttentionDims {
   /// Elements from one row of a pair to its next.
   int64_t rowStride(int64_t width) const {
     return seqMajor ? H * width : width;
+  }
+  /// Keys query row i sees: all, or (causal) j <= i + (Tk - Tq).
+  int64_t visibleKeys(bool causal, int64_t i) const {
+    if (!causal)
+      return Tk;
+    return std::min(Tk, std::max<int64_t>(0, i + (Tk - Tq) + 1));
   }
 };
 /// q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] (seq_major: [B, T,

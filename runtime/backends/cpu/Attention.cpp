@@ -73,12 +73,6 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
         std::max<int64_t>(ldb, 1), beta, C, ldc);
 }
 
-int64_t visibleKeys(const Dims &d, bool causal, int64_t i) {
-  if (!causal)
-    return d.Tk;
-  return std::min(d.Tk, std::max<int64_t>(0, i + (d.Tk - d.Tq) + 1));
-}
-
 // Causal attention works on blocks of query rows, each against only the
 // keys its last row sees: for Tq = Tk = 128 that is 3/4 of the full
 // products.
@@ -94,7 +88,7 @@ std::vector<QueryBlock> queryBlocks(const Dims &d, bool causal) {
   std::vector<QueryBlock> blocks;
   for (int64_t i0 = 0; i0 < d.Tq; i0 += kQueryBlock) {
     int64_t i1 = std::min(d.Tq, i0 + kQueryBlock);
-    blocks.push_back({i0, i1, visibleKeys(d, true, i1 - 1)});
+    blocks.push_back({i0, i1, d.visibleKeys(true, i1 - 1)});
   }
   return blocks;
 }
@@ -104,7 +98,7 @@ std::vector<QueryBlock> queryBlocks(const Dims &d, bool causal) {
 void blockSoftmax(const Dims &d, bool causal, const QueryBlock &b, float *S) {
   for (int64_t i = b.i0; i < b.i1; ++i) {
     float *row = S + (i - b.i0) * b.kv;
-    int64_t n = visibleKeys(d, causal, i);
+    int64_t n = d.visibleKeys(causal, i);
     if (n > 0) {
       const float mx = maxOf(row, n);
       const float inv = float(1.0 / fm::expShifted(row, row, n, mx));
@@ -339,7 +333,7 @@ bool runAttentionGrad(const KernelArgs &a, bool sixteenBit, std::string &err) {
       for (int64_t i = b.i0; i < b.i1; ++i) {
         const float *pr = P + (i - b.i0) * b.kv;
         float *sr = dS + (i - b.i0) * b.kv;
-        const int64_t n = visibleKeys(d, causal, i);
+        const int64_t n = d.visibleKeys(causal, i);
         // dP - rowsum(P dP) cancels where P is large: keep it in double.
         const double dot =
             sumOf(n, [&](int64_t j) { return double(pr[j]) * sr[j]; });

@@ -41,12 +41,6 @@ constexpr int64_t kBlockRows = 64; // query rows a block
 
 int64_t roundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-int64_t visibleKeys(const Dims &d, bool causal, int64_t i) {
-  if (!causal)
-    return d.Tk;
-  return std::min(d.Tk, std::max<int64_t>(0, i + (d.Tk - d.Tq) + 1));
-}
-
 /// A pair's padded sizes: rows of q and g (TqP) and of k and v (TkP) to
 /// 32, head dims (Dp, Dvp) to 32, every one a multiple a product needs.
 struct Padded {
@@ -64,7 +58,7 @@ struct Block {
 
 Block blockAt(const Dims &d, bool causal, int64_t i0) {
   const int64_t m = std::min(kBlockRows, d.Tq - i0);
-  const int64_t kv = visibleKeys(d, causal, i0 + m - 1);
+  const int64_t kv = d.visibleKeys(causal, i0 + m - 1);
   return {i0, m, roundUp(m, 32), kv, roundUp(kv, 32)};
 }
 
@@ -261,7 +255,7 @@ void forwardPair(const Dims &d, bool causal, float scale, const KernelArgs &a,
     for (int64_t i = 0; i < b.mP; ++i) {
       float *row = S + i * b.kvP;
       uint16_t *pr = pb + i * b.kvP;
-      const int64_t n = i < b.m ? visibleKeys(d, causal, i0 + i) : 0;
+      const int64_t n = i < b.m ? d.visibleKeys(causal, i0 + i) : 0;
       // The exponentials rounded, and their sum that of the rounded values.
       const float sum = roundedExps(row, n, scale, pr);
       std::fill(pr + n, pr + b.kvP, uint16_t(0));
@@ -285,7 +279,7 @@ void blockProbabilities(const Dims &d, bool causal, float scale, const Block &b,
                         float *S) {
   for (int64_t i = 0; i < b.mP; ++i) {
     float *row = S + i * b.kvP;
-    const int64_t n = i < b.m ? visibleKeys(d, causal, b.i0 + i) : 0;
+    const int64_t n = i < b.m ? d.visibleKeys(causal, b.i0 + i) : 0;
     probabilities(row, n, scale);
     std::fill(row + n, row + b.kvP, 0.0f);
   }
@@ -298,7 +292,7 @@ void blockScoreGrads(const Dims &d, bool causal, float scale, const Block &b,
   for (int64_t i = 0; i < b.mP; ++i) {
     const float *pr = Pr + i * b.kvP;
     float *sr = dP + i * b.kvP;
-    const int64_t n = i < b.m ? visibleKeys(d, causal, b.i0 + i) : 0;
+    const int64_t n = i < b.m ? d.visibleKeys(causal, b.i0 + i) : 0;
     scoreGrads(pr, sr, n, scale);
     std::fill(sr + n, sr + b.kvP, 0.0f);
   }

@@ -71,9 +71,15 @@ bool widenedEntry(const KernelArgs &args, std::string &error) {
   const KernelContract &contract = kKernelContracts[I];
   if (cpu::isFusedPair(contract.name))
     return callChecked(contract, &widenedPairBody<I>, args, error);
-  for (const HalfBody &h : kHalfBodies)
-    if (h.kernel == contract.name)
-      return callChecked(contract, h.body, args, error);
+  // Which body, found once per kernel rather than per call.
+  static const Body half = [&]() -> Body {
+    for (const HalfBody &h : kHalfBodies)
+      if (h.kernel == contract.name)
+        return h.body;
+    return nullptr;
+  }();
+  if (half)
+    return callChecked(contract, half, args, error);
   std::string err;
   if (!checkKernelArgs(contract, args, err)) {
     error = std::string(contract.name) + ": " + err;

@@ -5,9 +5,9 @@
 // the ignore index, fails the call with its value and position.
 //
 // The 16-bit columns of embedding, its gradient and the losses (whole and
-// vocabulary-parallel) run here too, on the 16-bit operands a row at a time (a GPT-2 table or logits
-// widened whole took 29-177 ms a call): exactly the f32 kernel on widened
-// copies, rounded once (WideningTest checks the bits).
+// vocabulary-parallel) run here too, on the 16-bit operands a row at a time (a
+// GPT-2 table or logits widened whole took 29-177 ms a call): exactly the f32
+// kernel on widened copies, rounded once (WideningTest checks the bits).
 //
 //===----------------------------------------------------------------------===//
 
