@@ -89,6 +89,10 @@ inline bool isView(Operation *op) {
   return slice && cast<RankedTensorType>(slice.getX().getType()).getRank() == 1;
 }
 
+/// `v`, or the value a chain of reshapes ending in `v` views, where each
+/// value of the chain is read by nothing but the next.
+Value singleUseViewRoot(Value v);
+
 /// Whether `op`'s result may overwrite a same-shaped operand (the op says
 /// so through KernelOpInterface).
 inline bool isInPlaceSafe(Operation *op) {
@@ -162,8 +166,10 @@ private:
 
   int constantSlot(ConstantOp c, Space space);
 
-  /// Whether `store`'s value can be computed directly into the variable.
-  bool canForward(StoreOp store, const DenseMap<Operation *, int> &position,
+  /// Whether `v`, `store`'s value or what the value views through
+  /// reshapes, can be computed directly into the variable.
+  bool canForward(StoreOp store, Value v,
+                  const DenseMap<Operation *, int> &position,
                   ArrayRef<LoadOp> loadsOfVar);
 
   /// The ops that read a variable through `loads`, looking through reshapes

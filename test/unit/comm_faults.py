@@ -78,8 +78,15 @@ def run(dsrun, plan, sig, mid_run=True):
     try:
         _, err = proc.communicate(timeout=START_TIMEOUT_S + 30)
     except subprocess.TimeoutExpired:
+        # The ranks too: a stopped one that outlives dsrun would hold its
+        # end of the stderr pipe, and communicate() would wait forever.
         proc.kill()
-        _, err = proc.communicate()
+        for pid in rank_pids(plan):
+            os.kill(pid, signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            err = b""
         err += b"\ncomm_faults: the run did not end\n"
     took = time.monotonic() - start
     # Nothing may survive the run. A rank that gave up leaves a guard that
