@@ -17,6 +17,7 @@
 #include "runtime/kernels/FusedProgram.h"
 
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 namespace dsc::rt::cpu {
@@ -100,6 +101,67 @@ void runInstruction(fp::Opcode op, const float *a, const float *b, float *out,
   }
 }
 
+/// Whether the activation `op` (GELU, SiLU, their gradients, SwiGLU's
+/// gate) reads its first operand through a table of bf16 inputs.
+bool tabulated(fp::Opcode op) {
+  using O = fp::Opcode;
+  switch (op) {
+  case O::GeluErf:
+  case O::GeluTanh:
+  case O::Silu:
+  case O::GeluErfGrad:
+  case O::GeluTanhGrad:
+  case O::SiluGrad:
+  case O::Swiglu:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// What instruction `op` gives for each of the 65536 bf16 values of its
+/// first operand (the second, where it has one, 1.0f: g * 1 is exact),
+/// computed by runInstruction itself, so a lookup is the formula's bits.
+std::vector<float> tabulate(fp::Opcode op) {
+  constexpr int64_t kValues = 1 << 16;
+  std::vector<float> x(kValues), ones(kValues, 1.0f), table(kValues);
+  for (int64_t i = 0; i < kValues; ++i) {
+    const uint32_t bits = uint32_t(i) << 16;
+    std::memcpy(&x[size_t(i)], &bits, sizeof bits);
+  }
+  runInstruction(op, x.data(), fp::arityOf(op) == 2 ? ones.data() : nullptr,
+                 table.data(), kValues);
+  return table;
+}
+
+/// The table of a tabulated op, made at first use (256 KiB each).
+const float *bf16Table(fp::Opcode op) {
+  static std::once_flag made[size_t(fp::Opcode::Count)];
+  static std::vector<float> tables[size_t(fp::Opcode::Count)];
+  const size_t i = size_t(op);
+  std::call_once(made[i], [&] { tables[i] = tabulate(op); });
+  return tables[i].data();
+}
+
+/// A tabulated op over a tile whose first operand holds bf16 values: one
+/// load per element where the formula (GELU's exp and division: ~1 ns an
+/// element a core) would run.
+void lookupTile(const float *table, const float *x, const float *g, float *out,
+                int64_t n) {
+  auto index = [&](int64_t i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    return bits >> 16;
+  };
+  if (!g) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = table[index(i)];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = g[i] * table[index(i)];
+}
+
 /// x rounded to bf16 and widened again: runtime/core/Half.h's
 /// floatToBf16 (nearest even; a NaN stays NaN, quieted) without leaving
 /// the float lane, so the loop over a tile vectorizes.
@@ -171,6 +233,10 @@ struct Evaluator {
   const KernelArgs &args;
   int64_t counts[fp::kMaxValues]; // the check bounds the inputs so
   bool roundInTile[fp::kMaxValues];
+  /// Per instruction: the bf16 table it reads its first operand through
+  /// (that operand a bf16 input or a value rounded to bf16 in the tile, so
+  /// every element is one of the table's), or null.
+  const float *table[fp::kMaxValues];
   int reduction; // the ReduceSum's value, -1 without one
 
   Evaluator(const fp::Program &p, const KernelArgs &a)
@@ -193,6 +259,17 @@ struct Evaluator {
         read |= p.outputs[o] == value && a.outputs[o].dtype != stored;
       roundInTile[k] = read;
     }
+    for (size_t k = 0; k < numCode; ++k) {
+      const fp::Instruction &instr = p.code[k];
+      const int a = instr.a;
+      const bool bf16Values =
+          a < numInputs
+              ? a >= 0 && args.inputs[a].dtype == DType::bf16
+              : p.code[size_t(a - numInputs)].rounding == fp::Rounding::BF16 &&
+                    roundInTile[a - numInputs];
+      table[k] =
+          bf16Values && tabulated(instr.op) ? bf16Table(instr.op) : nullptr;
+    }
   }
 
   /// Evaluates elements [at, at + n) (n <= kTile) into `tiles` and stores
@@ -210,8 +287,11 @@ struct Evaluator {
         continue;
       }
       float *out = tiles[numInputs + k];
-      runInstruction(instr.op, value[instr.a],
-                     instr.b < 0 ? nullptr : value[instr.b], out, n);
+      const float *b = instr.b < 0 ? nullptr : value[instr.b];
+      if (table[k])
+        lookupTile(table[k], value[instr.a], b, out, n);
+      else
+        runInstruction(instr.op, value[instr.a], b, out, n);
       if (roundInTile[k])
         roundTile(instr.rounding, out, n);
       value[numInputs + k] = out;

@@ -453,6 +453,48 @@ TEST(Widening, ElementwiseProgramsEqualTheWholeF32Kernel) {
                 {});
 }
 
+/// Every bf16 value but the NaNs (a double NaN cannot name a payload): the
+/// 65536 bit patterns in order.
+std::vector<double> everyBf16Value() {
+  std::vector<double> v;
+  for (uint32_t i = 0; i < (1u << 16); ++i) {
+    const uint32_t bits = i << 16;
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    if (!std::isnan(x))
+      v.push_back(x);
+  }
+  return v;
+}
+
+// GELU, SiLU, their gradients and SwiGLU's gate read bf16 operands through
+// tables of their formulas' results (FusedElementwise.cpp): to the bit, in
+// f32 outputs that show every bit, for every bf16 value.
+TEST(Widening, ActivationTablesAreTheFormulasForEveryBf16Value) {
+  const std::vector<double> x = everyBf16Value();
+  const std::vector<int64_t> s = {int64_t(x.size())};
+  const std::vector<double> g = random(int64_t(x.size()), 92);
+  const DType b = DType::bf16, f = DType::f32;
+  for (int64_t approx : {0, 1}) {
+    expectExact("ds.gelu", {{s, b, x}}, {{s, f}}, {approx}, {});
+    expectExact("ds.gelu_grad", {{s, b, x}, {s, f, g}}, {{s, f}}, {approx}, {});
+  }
+  expectExact("ds.silu", {{s, b, x}}, {{s, f}}, {}, {});
+  for (const char *k : {"ds.silu_grad", "ds.swiglu"})
+    expectExact(k, {{s, b, x}, {s, f, g}}, {{s, f}}, {}, {});
+  // A value rounded to bf16 inside a group reads the table too: bias_gelu's
+  // sum, stored as bf16, is its GELU's operand (against the widened f32
+  // GELU of the stored sum).
+  const std::vector<int64_t> m = {2, s[0] / 2}, row = {s[0] / 2};
+  std::string e;
+  auto bg = run("ds.bias_gelu", {{m, b, x}, {row, b, g}}, {{m, b}, {m, f}}, {1},
+                {}, false, e);
+  ASSERT_EQ(e, "");
+  auto gelu = run("ds.gelu", {{m, b, bg[0]}}, {{m, f}}, {1}, {}, true, e);
+  ASSERT_EQ(e, "");
+  expectSameBits(bg[1], gelu[0], "bias_gelu's GELU");
+}
+
 // Attention is cut by sequences: 6 x [2, 64, 32] is two tiles (4 and 2).
 // Attention widens each (batch, head) pair's rows into its scratch and
 // rounds its results back from there (Attention.cpp): the f32 kernel on the
