@@ -146,9 +146,8 @@ private:
   void lowerWait(dist::WaitOp wait);
   LogicalResult lowerStore(StoreOp store);
   /// Points `view`, a chain of reshapes of `root` (or `root` itself), and
-  /// every value between at `slot`'s bytes from `offset`.
-  void pointViewsAt(Value view, Value root, int slot, uint64_t offset);
-  bool lowerConcatInPlace(ConcatOp concat);
+  /// every value between at `slot`.
+  void pointViewsAt(Value view, Value root, int slot);
   void fillWithSplat(StoreOp store, ConstantOp c, int target);
   bool forwardCopyIntoVariable(StoreOp store, dist::WaitOp wait, int target);
   LogicalResult copyIntoVariable(StoreOp store, int target);
@@ -270,9 +269,6 @@ LogicalResult Lowering::ProgramLowering::lowerOp(Operation &op) {
     lowerWait(wait);
     return success();
   }
-  if (auto concat = dyn_cast<ConcatOp>(op);
-      concat && lowerConcatInPlace(concat))
-    return success();
   // Ops that become instructions.
   if (auto store = dyn_cast<StoreOp>(op))
     return lowerStore(store);
@@ -339,73 +335,20 @@ LogicalResult Lowering::ProgramLowering::lowerStore(StoreOp store) {
       lowering.canForward(store, root, position, loadsBefore(store))) {
     // The producer writes the variable directly; its own transient
     // slot is never referenced again and is not placed.
-    pointViewsAt(v, root, target, 0);
+    pointViewsAt(v, root, target);
     lowering.retarget(pend, root, target);
     return success();
   }
   return copyIntoVariable(store, target);
 }
 
-void Lowering::ProgramLowering::pointViewsAt(Value view, Value root, int slot,
-                                             uint64_t offset) {
+void Lowering::ProgramLowering::pointViewsAt(Value view, Value root, int slot) {
   for (Value x = view;; x = x.getDefiningOp<ReshapeOp>().getX()) {
     slotOf[x] = slot;
-    viewOffset[x] = offset;
+    viewOffset[x] = 0;
     if (x == root)
       return;
   }
-}
-
-/// A concatenation whose operands are each one contiguous range of its
-/// result (every dimension before the axis is 1: a ZeRO bucket of flat
-/// gradients) needs no copies where its operands are computed for it
-/// alone: the kernel calls that compute them write their parts of the
-/// result directly (as DDP's gradient buckets are views of the
-/// gradients), and the operands that cannot (a variable, a view of one, a
-/// value read elsewhere) are copied into their parts. False, and nothing
-/// lowered, where the result is not laid out so or no operand can.
-bool Lowering::ProgramLowering::lowerConcatInPlace(ConcatOp concat) {
-  auto type = cast<RankedTensorType>(concat.getType());
-  for (int64_t d = 0; d < int64_t(concat.getAxis()); ++d)
-    if (type.getDimSize(d) != 1)
-      return false;
-  const Space space = spaceOf(concat);
-  // Each operand's computed value, or null where it must be copied.
-  SmallVector<Value> roots;
-  for (Value in : concat.getInputs()) {
-    Value root = in.hasOneUse() ? singleUseViewRoot(in) : Value();
-    auto producer =
-        root ? lowering.producerIndex.find(root) : lowering.producerIndex.end();
-    bool computed = producer != lowering.producerIndex.end() &&
-                    !pend[producer->second].async &&
-                    viewOffset.lookup(root) == 0;
-    if (computed) {
-      const Slot &slot = lowering.slots[slotOf.lookup(root)];
-      computed = !slot.fixed && slot.category == Category::Activations &&
-                 slot.space == space;
-    }
-    roots.push_back(computed ? root : Value());
-  }
-  if (llvm::none_of(roots, [](Value r) { return bool(r); }))
-    return false;
-  const int whole = newSlot(concat, concat).slot;
-  uint64_t offset = 0;
-  for (auto [in, root] : llvm::zip(concat.getInputs(), roots)) {
-    auto part = cast<RankedTensorType>(in.getType());
-    if (root) {
-      Pending &p = pend[lowering.producerIndex.lookup(root)];
-      p.outs[cast<OpResult>(root).getResultNumber()] =
-          Ref{whole, cast<RankedTensorType>(root.getType()), offset};
-      pointViewsAt(in, root, whole, offset);
-    } else {
-      Pending copy{"ds.copy", {ref(in)}, {Ref{whole, part, offset}},
-                   {},        {},        concat.getOperation()};
-      copy.space = space;
-      lowering.push(pend, std::move(copy));
-    }
-    offset += bytesOf(part);
-  }
-  return true;
 }
 
 void Lowering::ProgramLowering::fillWithSplat(StoreOp store, ConstantOp c,
