@@ -261,12 +261,12 @@ struct Evaluator {
     }
     for (size_t k = 0; k < numCode; ++k) {
       const fp::Instruction &instr = p.code[k];
-      const int a = instr.a;
+      const int operand = instr.a, producer = operand - numInputs;
       const bool bf16Values =
-          a < numInputs
-              ? a >= 0 && args.inputs[a].dtype == DType::bf16
-              : p.code[size_t(a - numInputs)].rounding == fp::Rounding::BF16 &&
-                    roundInTile[a - numInputs];
+          operand < numInputs
+              ? operand >= 0 && a.inputs[operand].dtype == DType::bf16
+              : p.code[size_t(producer)].rounding == fp::Rounding::BF16 &&
+                    roundInTile[producer];
       table[k] =
           bf16Values && tabulated(instr.op) ? bf16Table(instr.op) : nullptr;
     }
