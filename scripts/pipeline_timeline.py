@@ -99,7 +99,11 @@ def order_names(bs):
 
 def draw(rows, width):
     """Two lines per rank: part letters and micro-batch digits per column
-    (the block covering the column's middle), over the step's span."""
+    over the step's span. A column shows the first schedule block (not
+    '-') that begins in it, else the first block that does, else the block
+    covering its middle: every block's start shows unless an earlier one
+    begins in the same column (a forward shorter than a column, as under
+    load, would otherwise hide behind the next)."""
     begin = min(b[2] for _, bs in rows for b in bs)
     end = max(b[3] for _, bs in rows for b in bs)  # some rank has blocks
     span = max(end - begin, 1e-9)
@@ -107,8 +111,12 @@ def draw(rows, width):
     for rank, bs in rows:
         parts, numbers = [], []
         for c in range(width):
-            t = begin + (c + 0.5) * span / width
-            hit = next((b for b in bs if b[2] <= t < b[3]), None)
+            c0, c1 = begin + c * span / width, begin + (c + 1) * span / width
+            t = (c0 + c1) / 2
+            begun = [b for b in bs if c0 <= b[2] < c1]
+            hit = next((b for b in begun if b[0] != "-"), None) or \
+                next(iter(begun), None) or \
+                next((b for b in bs if b[2] <= t < b[3]), None)
             if hit is None:
                 parts.append(".")
                 numbers.append(" ")
