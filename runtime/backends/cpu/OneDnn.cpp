@@ -6,10 +6,13 @@
 // with f32 accumulation, on AMX tiles where the CPU has them: 1370-2410
 // GFLOP/s on two cores of a Xeon with AMX-BF16 against 350-410 for the best
 // f32 GEMM (bench/RESULTS.md, "bf16 GEMMs on AMX"). Without AMX its bf16
-// path (AVX512-BF16) ran at 0.55x the f32 GEMMs on another Xeon, and an AVX2
-// machine has none, so by default (DSC_BF16_GEMM=auto) only a CPU that
-// oneDNN runs with AMX takes it; `onednn` takes it wherever oneDNN has a
-// bf16 matmul, `widen` never.
+// path (AVX512-BF16's dot products) depends on the core: 0.55x the f32
+// GEMMs on a Xeon that showed no AMX, where one 512-bit bf16 dot product a
+// cycle does the work of two f32 FMAs, but 1.8-2.2x OpenBLAS's sgemm on an
+// AMD EPYC (Zen 4's two a cycle). An AVX2 machine has none. So by default
+// (DSC_BF16_GEMM=auto) a CPU takes it where oneDNN runs it with AMX, or on
+// AVX512-BF16 of an AMD CPU; `onednn` takes it wherever oneDNN has a bf16
+// matmul, `widen` never.
 //
 // Like OpenBLAS (Blas.cpp) the library is loaded with dlopen, not linked:
 // a machine without it (or a build without its headers) still runs every
@@ -88,7 +91,8 @@ struct OneDnn {
   decltype(&dnnl_post_ops_append_sum) appendSum = nullptr;
   dnnl_engine_t engine = nullptr;
   bool amx = false;
-  std::string error; // why it is not usable
+  bool avx512Bf16 = false; // bf16 dot products, with or without AMX
+  std::string error;       // why it is not usable
 };
 
 template <class F> bool bind(void *lib, F &f, const char *name) {
@@ -136,6 +140,8 @@ OneDnn load() {
   const unsigned isa = d.effectiveIsa();
   d.amx = (isa & dnnl_cpu_isa_avx512_core_amx) ==
           unsigned(dnnl_cpu_isa_avx512_core_amx);
+  d.avx512Bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) ==
+                 unsigned(dnnl_cpu_isa_avx512_core_bf16);
   return d;
 }
 
@@ -214,7 +220,8 @@ const GemmPrimitive *primitiveFor(const GemmKey &key, std::string &err) {
 // Whether oneDNN is loaded and makes a bf16 matmul on this CPU (a small
 // probe product), and what it runs on or why it cannot.
 struct Bf16Path {
-  bool usable = false, amx = false;
+  bool usable = false;
+  bool fast = false; // faster than widening to sgemm: what auto takes
   std::string label;
 };
 
@@ -230,8 +237,11 @@ const Bf16Path &bf16Path() {
       p.label = err + " on this CPU";
     else {
       p.usable = true;
-      p.amx = d.amx;
-      p.label = d.amx ? "oneDNN (AMX)" : "oneDNN (no AMX)";
+      const bool amdBf16 = d.avx512Bf16 && __builtin_cpu_is("amd");
+      p.fast = d.amx || amdBf16;
+      p.label = d.amx     ? "oneDNN (AMX)"
+                : amdBf16 ? "oneDNN (AVX512-BF16, AMD)"
+                          : "oneDNN (no AMX)";
     }
     return p;
   }();
@@ -245,7 +255,7 @@ bool nativeBf16Gemm() {
     std::string choice, error;
     if (!bf16GemmChoiceFromEnv(choice, error) || choice == "widen")
       return false;
-    return bf16Path().usable && (choice == "onednn" || bf16Path().amx);
+    return bf16Path().usable && (choice == "onednn" || bf16Path().fast);
   }();
   return native;
 }
