@@ -10,13 +10,15 @@
 // says why single numbers on shared machines need care. BENCH_COLD=1 sweeps
 // 64 MiB before each call, so the operands come from memory as a training
 // step's mostly do; BENCH_ONLY=ds.NAME times that kernel only (its lines
-// print 0 for the rest), for `perf record`. On a CPU with AMX the last
-// lines time AttentionAmx.cpp's tile GEMM alone, on one thread, at the
-// products' shapes of a T 512 head (BENCH_ONLY=amx for those only).
+// print 0 for the rest), for `perf record`. On a CPU with AMX or
+// AVX512-BF16 the last lines time bf16 attention's small GEMMs alone (tiles,
+// dot products), on one thread, at the products' shapes of a T 512 head
+// (BENCH_ONLY=products for those only).
 //
 //===----------------------------------------------------------------------===//
 #include "bench/BenchTensor.h"
 #include "runtime/backends/cpu/AmxTiles.h"
+#include "runtime/backends/cpu/Bf16DotProducts.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/kernels/FusedProgram.h"
@@ -128,34 +130,48 @@ void benchFusedSums(int reps, std::mt19937_64 &rng, Tensor &ra, Tensor &rb,
                       -1, 0, 2, 3}));
 }
 
-/// AmxTiles.h's amxGemm at attention's shapes (M x N x K: a 64-row block's
-/// scores against 512 keys, its P V, and a larger product for scale), one
-/// thread, best of `reps`, in GFLOP/s.
-void benchAmxTiles(int reps) {
+/// The small bf16 GEMMs of 16-bit attention (AmxTiles.h's tiles,
+/// Bf16DotProducts.h's AVX512-BF16 dot products: each this CPU has) at
+/// attention's shapes (M x N x K: a 64-row block's scores against 512 keys,
+/// its P V, and a larger product for scale), one thread, best of `reps`, in
+/// GFLOP/s. BENCH_ONLY=products runs these alone.
+void benchBf16Products(int reps) {
   const char *only = std::getenv("BENCH_ONLY");
-  if (!dsc::rt::cpu::amxUsable() || (only && std::string(only) != "amx"))
+  if (only && std::string(only) != "products")
     return;
+  struct Engine {
+    const char *name;
+    bool usable;
+    dsc::rt::cpu::Bf16Product multiply;
+  };
   struct Shape {
     int64_t M, N, K;
   };
-  for (Shape s : {Shape{64, 512, 64}, Shape{64, 64, 512}, Shape{512, 64, 64},
-                  Shape{1024, 1024, 256}}) {
-    std::vector<uint16_t> A(size_t(s.M * s.K), 0x3F80), // 1.0
-        B(size_t(s.K * s.N), 0x3F00);                   // 0.5
-    std::vector<float> C(size_t(s.M * s.N));
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      dsc::rt::cpu::amxGemm(s.M, s.N, s.K, A.data(), s.K, B.data(), s.N,
-                            C.data(), s.N, false);
-      best = std::min(best, std::chrono::duration<double, std::milli>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count());
+  for (Engine e :
+       {Engine{"amx tiles", dsc::rt::cpu::amxUsable(), dsc::rt::cpu::amxGemm},
+        Engine{"dot bf16 ", dsc::rt::cpu::dotProductsUsable(),
+               dsc::rt::cpu::dotGemm}}) {
+    if (!e.usable)
+      continue;
+    for (Shape s : {Shape{64, 512, 64}, Shape{64, 64, 512}, Shape{512, 64, 64},
+                    Shape{1024, 1024, 256}}) {
+      std::vector<uint16_t> A(size_t(s.M * s.K), 0x3F80), // 1.0
+          B(size_t(s.K * s.N), 0x3F00);                   // 0.5
+      std::vector<float> C(size_t(s.M * s.N));
+      double best = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        e.multiply(s.M, s.N, s.K, A.data(), s.K, B.data(), s.N, C.data(), s.N,
+                   false);
+        best = std::min(best, std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - t0)
+                                  .count());
+      }
+      std::printf("%s %4lld x %4lld x %4lld, 1 thread %6.3f ms %7.1f "
+                  "GFLOP/s\n",
+                  e.name, (long long)s.M, (long long)s.N, (long long)s.K, best,
+                  2.0 * double(s.M * s.N * s.K) / best / 1e6);
     }
-    std::printf("amx tiles %4lld x %4lld x %4lld, 1 thread %6.3f ms %7.1f "
-                "GFLOP/s\n",
-                (long long)s.M, (long long)s.N, (long long)s.K, best,
-                2.0 * double(s.M * s.N * s.K) / best / 1e6);
   }
 }
 
@@ -299,6 +315,6 @@ int main(int argc, char **argv) {
               bestMs(reps, "ds.layer_norm_grad", {&lx16, &lw, &lx16},
                      {&lgx16, &lgw16, &lgb16}, {}, {1e-5}));
   std::printf("  (kernel loops: %s)\n", dsc::rt::cpu::cpuPoolLabel().c_str());
-  benchAmxTiles(reps);
+  benchBf16Products(reps);
   return 0;
 }

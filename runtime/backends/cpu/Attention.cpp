@@ -18,11 +18,11 @@
 // operands (the kernels' 16-bit column) are widened into the same scratch
 // a pair's rows at a time and the results rounded back from it: the f32
 // kernel's arithmetic on the widened values, without whole-operand copies.
-// All-bf16 operands on a CPU with AMX go to AttentionAmx.cpp instead.
+// All-bf16 operands on a CPU with AMX go to AttentionBf16.cpp instead.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/backends/cpu/AttentionAmx.h"
+#include "runtime/backends/cpu/AttentionBf16.h"
 #include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 #include "runtime/backends/cpu/FastMath.h"
@@ -252,8 +252,8 @@ bool runAttention(const KernelArgs &a, bool sixteenBit, std::string &err) {
     return false;
   if (a.outputs[0].numel() == 0)
     return true;
-  if (sixteenBit && amxRunsAttention(a, 3)) {
-    amxAttention(a, d, causal, scale);
+  if (sixteenBit && bf16ProductsRunAttention(a, 3)) {
+    bf16Attention(a, d, causal, scale);
     return true;
   }
   if (!blasReady(err))
@@ -297,8 +297,8 @@ bool runAttentionGrad(const KernelArgs &a, bool sixteenBit, std::string &err) {
   }
   if (d.B * d.H == 0)
     return true;
-  if (sixteenBit && amxRunsAttention(a, 4)) {
-    amxAttentionGrad(a, d, causal, scale);
+  if (sixteenBit && bf16ProductsRunAttention(a, 4)) {
+    bf16AttentionGrad(a, d, causal, scale);
     return true;
   }
   if (!blasReady(err))

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backends/cpu/Bf16DotProducts.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 
 #include <cstdlib>
@@ -237,7 +238,8 @@ const Bf16Path &bf16Path() {
       p.label = err + " on this CPU";
     else {
       p.usable = true;
-      const bool amdBf16 = d.avx512Bf16 && __builtin_cpu_is("amd");
+      // The vendor rule is the dot products' (Bf16DotProducts.h).
+      const bool amdBf16 = d.avx512Bf16 && dotProductsPay();
       p.fast = d.amx || amdBf16;
       p.label = d.amx     ? "oneDNN (AMX)"
                 : amdBf16 ? "oneDNN (AVX512-BF16, AMD)"

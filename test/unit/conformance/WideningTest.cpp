@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backends/Registry.h"
-#include "runtime/backends/cpu/AmxTiles.h"
+#include "runtime/backends/cpu/Bf16DotProducts.h"
 #include "runtime/backends/cpu/CpuKernels.h"
 #include "runtime/core/Half.h"
 #include "runtime/kernels/KernelContract.h"
@@ -499,13 +499,13 @@ TEST(Widening, ActivationTablesAreTheFormulasForEveryBf16Value) {
 // Attention widens each (batch, head) pair's rows into its scratch and
 // rounds its results back from there (Attention.cpp): the f32 kernel on the
 // widened values, in both layouts and with the operands' dtypes mixed.
-// (All-bf16 operands take AMX's tiles where the CPU has them:
-// AttentionOnAmxTiles below.)
+// (All-bf16 operands take bf16 products where the CPU has them that pay:
+// AttentionOnBf16Products below.)
 TEST(Widening, AttentionWidensPairRowsAsTheWholeF32Kernel) {
   const std::vector<int64_t> s = {6, 2, 64, 32};
   const int64_t n = 6 * 2 * 64 * 32;
   const DType t = DType::bf16, h = DType::f16, f = DType::f32;
-  const DType q = rt::cpu::amxUsable() ? h : t;
+  const DType q = rt::cpu::bf16Products() ? h : t;
   for (int64_t seqMajor : {0, 1}) {
     SCOPED_TRACE(seqMajor ? "seq_major" : "heads-major");
     expectExact(
@@ -561,16 +561,17 @@ void expectWithinBf16(const std::vector<double> &got,
         << what << " element " << i << ": " << got[i] << " vs " << want[i];
 }
 
-// bf16 attention on AMX tiles (AttentionAmx.cpp) over shapes that pad every
+// bf16 attention on AMX tiles or AVX512-BF16's dot products (AttentionBf16.cpp,
+// Bf16DotProducts.h) over shapes that pad every
 // dim (T 200: blocks of 64 and a tail of 8; head dims 40 and 24), causal
 // with Tq < Tk and Tq > Tk (rows that see no key), in both layouts: the
 // layouts give the same bits (the same products on the same rows), and
 // every result is within a bf16 rounding of the f32 kernel on the widened
 // operands (the weights and dS rounded to bf16: 2^-8 of the largest
 // result; the outputs' own rounding: 2^-8 of each).
-TEST(Widening, AttentionOnAmxTilesIsTheF32KernelWithinBf16Roundings) {
-  if (!rt::cpu::amxUsable())
-    GTEST_SKIP() << "no AMX tiles on this CPU";
+TEST(Widening, AttentionOnBf16ProductsIsTheF32KernelWithinBf16Roundings) {
+  if (!rt::cpu::bf16Products())
+    GTEST_SKIP() << "no bf16 products that pay on this CPU";
   const DType t = DType::bf16;
   struct Case {
     int64_t B, H, Tq, Tk, D, Dv;
@@ -863,9 +864,9 @@ TEST(Widening, SixteenBitKernelsMatchTheFloat64Reference) {
             {{{1, 2, 4, 8}, t, q}, {{1, 2, 4, 8}, t, k}, {{1, 2, 4, 8}, t, v}},
             {{{1, 2, 4, 8}, t}}, {1, 0}, {0.35}, false, error);
     ASSERT_EQ(error, "");
-    // On AMX tiles bf16 attention rounds its weights too (AttentionAmx.cpp):
+    // On bf16 products attention rounds its weights too (AttentionBf16.cpp):
     // each by u moves a mean of v by at most 2 u max |v| (max |v| = 2).
-    const bool tiles = t == DType::bf16 && rt::cpu::amxUsable();
+    const bool tiles = t == DType::bf16 && rt::cpu::bf16Products();
     expectNear(at[0],
                ref::attention(ref::Tensor({1, 2, 4, 8}, q),
                               ref::Tensor({1, 2, 4, 8}, k),

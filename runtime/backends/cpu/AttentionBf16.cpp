@@ -1,8 +1,9 @@
-//===- AttentionAmx.cpp - bf16 attention's products on AMX tiles ----------===//
+//===- AttentionBf16.cpp - bf16 attention on bf16 products ----------------===//
 //
 // ds.attention and ds.attention_grad with q, k, v (and g) all bf16, on a CPU
-// whose AMX tiles this process may use (AmxTiles.h), unless bf16 products
-// are turned off (DSC_BF16_GEMM=widen): every product on the tiles, bf16
+// with bf16 products that pay (Bf16DotProducts.h's bf16Products: AMX's
+// tiles, or AVX512-BF16's dot products on an AMD CPU), unless bf16
+// products are turned off (DSC_BF16_GEMM=widen): every product bf16
 // operands with f32 sums, as the CUDA backend's tensor cores and flash
 // attention run them. q, k, v and g enter their products as they are
 // (exact); the scores, the softmax and dS follow the f32 kernel's formulas
@@ -21,9 +22,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/backends/cpu/AttentionAmx.h"
+#include "runtime/backends/cpu/AttentionBf16.h"
 
 #include "runtime/backends/cpu/AmxTiles.h"
+#include "runtime/backends/cpu/Bf16DotProducts.h"
 #include "runtime/backends/cpu/Convert.h"
 #include "runtime/backends/cpu/CpuCommon.h"
 
@@ -131,8 +133,8 @@ void storePairRow(const Dims &d, const TensorRef &t, int64_t p, int64_t T,
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// The softmax's row passes in AVX-512 (every CPU with AMX has it, BF16
-// included; amxUsable checks): with FastMath.h's exp, kept for the f32
+// The softmax's row passes in AVX-512 (every CPU with AMX or AVX512-BF16
+// has it; productsAndRowPasses checks): with FastMath.h's exp, kept for the f32
 // kernel's bits, and double sums they took 2.5x the tiles' products.
 #define DSC_AVX512_BF16                                                        \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
@@ -235,6 +237,7 @@ void forwardPair(const Dims &d, bool causal, float scale, const KernelArgs &a,
                  int64_t p, std::vector<uint16_t> &bits,
                  std::vector<float> &floats) {
   const Padded P(d);
+  const Bf16Product multiply = bf16Products();
   // bf16: q rows, k rows, v rows, k packed transposed, v packed, P's block.
   const int64_t nQ = P.TqP * P.Dp, nK = P.TkP * P.Dp, nV = P.TkP * P.Dvp;
   bits.resize(size_t(nQ + 2 * nK + 2 * nV + kBlockRows * P.TkP));
@@ -251,7 +254,8 @@ void forwardPair(const Dims &d, bool causal, float scale, const KernelArgs &a,
   packRows(v, P.TkP, P.Dvp, vP);
   for (int64_t i0 = 0; i0 < d.Tq; i0 += kBlockRows) {
     const Block b = blockAt(d, causal, i0);
-    amxGemm(b.mP, b.kvP, P.Dp, q + i0 * P.Dp, P.Dp, kT, P.TkP, S, b.kvP, false);
+    multiply(b.mP, b.kvP, P.Dp, q + i0 * P.Dp, P.Dp, kT, P.TkP, S, b.kvP,
+             false);
     for (int64_t i = 0; i < b.mP; ++i) {
       float *row = S + i * b.kvP;
       uint16_t *pr = pb + i * b.kvP;
@@ -261,7 +265,7 @@ void forwardPair(const Dims &d, bool causal, float scale, const KernelArgs &a,
       std::fill(pr + n, pr + b.kvP, uint16_t(0));
       inv[i] = n ? 1.0f / sum : 0.0f; // no visible key: a zero row
     }
-    amxGemm(b.mP, P.Dvp, b.kvP, pb, b.kvP, vP, P.Dvp, O, P.Dvp, false);
+    multiply(b.mP, P.Dvp, b.kvP, pb, b.kvP, vP, P.Dvp, O, P.Dvp, false);
     for (int64_t i = 0; i < b.m; ++i) {
       float *o = O + i * P.Dvp;
       for (int64_t c = 0; c < d.Dv; ++c)
@@ -354,6 +358,7 @@ void gradPair(const Dims &d, bool causal, float scale, const KernelArgs &a,
               int64_t p, std::vector<uint16_t> &bits,
               std::vector<float> &floats) {
   const Padded P(d);
+  const Bf16Product multiply = bf16Products();
   GradOperands o(P, bits);
   const int64_t nBlock = kBlockRows * P.TkP, nK = P.TkP * P.Dp,
                 nV = P.TkP * P.Dvp;
@@ -378,30 +383,30 @@ void gradPair(const Dims &d, bool causal, float scale, const KernelArgs &a,
   for (int64_t i0 = last; i0 >= 0; i0 -= kBlockRows) {
     const Block b = blockAt(d, causal, i0);
     const bool sum = i0 != last;
-    amxGemm(b.mP, b.kvP, P.Dp, o.q + i0 * P.Dp, P.Dp, o.kT, P.TkP, S, b.kvP,
-            false);
+    multiply(b.mP, b.kvP, P.Dp, o.q + i0 * P.Dp, P.Dp, o.kT, P.TkP, S, b.kvP,
+             false);
     blockProbabilities(d, causal, scale, b, S);
     roundAndPack(b, S, o); // dV^T += g_b^T P
-    amxGemm(P.Dvp, b.kvP, b.mP, o.gT + i0, P.TqP, o.packed, b.kvP, dVT, P.TkP,
-            sum);
+    multiply(P.Dvp, b.kvP, b.mP, o.gT + i0, P.TqP, o.packed, b.kvP, dVT, P.TkP,
+             sum);
     // dP = g v^T, then dS in its place
-    amxGemm(b.mP, b.kvP, P.Dvp, o.g + i0 * P.Dvp, P.Dvp, o.vT, P.TkP, dP, b.kvP,
-            false);
+    multiply(b.mP, b.kvP, P.Dvp, o.g + i0 * P.Dvp, P.Dvp, o.vT, P.TkP, dP,
+             b.kvP, false);
     blockScoreGrads(d, causal, scale, b, S, dP);
     roundAndPack(b, dP, o); // dQ = dS k; dK^T += q_b^T dS
-    amxGemm(b.mP, P.Dp, b.kvP, o.rounded, b.kvP, o.kP, P.Dp, dQ, P.Dp, false);
+    multiply(b.mP, P.Dp, b.kvP, o.rounded, b.kvP, o.kP, P.Dp, dQ, P.Dp, false);
     for (int64_t i = 0; i < b.m; ++i)
       storePairRow(d, a.outputs[0], p, d.Tq, d.D, i0 + i, dQ + i * P.Dp);
-    amxGemm(P.Dp, b.kvP, b.mP, o.qT + i0, P.TqP, o.packed, b.kvP, dKT, P.TkP,
-            sum);
+    multiply(P.Dp, b.kvP, b.mP, o.qT + i0, P.TqP, o.packed, b.kvP, dKT, P.TkP,
+             sum);
   }
   storeTransposed(d, a.outputs[1], p, d.Tk, d.D, dKT, P.TkP, row);
   storeTransposed(d, a.outputs[2], p, d.Tk, d.Dv, dVT, P.TkP, row);
 }
 
-/// Whether this path may run: bf16 products not turned off, AMX tiles, and
-/// the AVX-512 subsets of the row passes.
-bool tilesAndRowPasses() {
+/// Whether this path may run: bf16 products not turned off, products that
+/// pay (bf16Products) and the AVX-512 subsets of the row passes.
+bool productsAndRowPasses() {
   static const bool usable = [] {
     std::string choice, error;
     if (!bf16GemmChoiceFromEnv(choice, error) || choice == "widen")
@@ -410,22 +415,22 @@ bool tilesAndRowPasses() {
     return __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bf16") && amxUsable();
+           __builtin_cpu_supports("avx512bf16") && bf16Products() != nullptr;
   }();
   return usable;
 }
 
 } // namespace
 
-bool amxRunsAttention(const KernelArgs &a, size_t bf16Inputs) {
+bool bf16ProductsRunAttention(const KernelArgs &a, size_t bf16Inputs) {
   for (size_t i = 0; i < bf16Inputs; ++i)
     if (a.inputs[i].dtype != DType::bf16)
       return false;
-  return tilesAndRowPasses();
+  return productsAndRowPasses();
 }
 
-void amxAttention(const KernelArgs &a, const AttentionDims &d, bool causal,
-                  float scale) {
+void bf16Attention(const KernelArgs &a, const AttentionDims &d, bool causal,
+                   float scale) {
   parallelFor(d.B * d.H, 1, [&](int64_t p0, int64_t p1) {
     std::vector<uint16_t> bits;
     std::vector<float> floats;
@@ -434,8 +439,8 @@ void amxAttention(const KernelArgs &a, const AttentionDims &d, bool causal,
   });
 }
 
-void amxAttentionGrad(const KernelArgs &a, const AttentionDims &d, bool causal,
-                      float scale) {
+void bf16AttentionGrad(const KernelArgs &a, const AttentionDims &d, bool causal,
+                       float scale) {
   parallelFor(d.B * d.H, 1, [&](int64_t p0, int64_t p1) {
     std::vector<uint16_t> bits;
     std::vector<float> floats;
