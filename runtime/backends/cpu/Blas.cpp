@@ -1,4 +1,4 @@
-//===- Blas.cpp - the CBLAS library (OpenBLAS or oneMKL), loaded at start -===//
+//===- Blas.cpp - f32 GEMMs: OpenBLAS, oneMKL or oneDNN, loaded at start -===//
 //
 // OpenBLAS picks its kernels once, when the library initializes, from the
 // CPU it detects, and it may not know the CPU: OpenBLAS 0.3.21 (Debian 12)
@@ -9,20 +9,27 @@
 // instruction sets the CPU reports (unless the user set it) and then loads
 // the library with dlopen. <cblas.h> only provides the prototypes.
 //
-// DSC_BLAS chooses the CBLAS library. "auto" (the default) takes oneMKL's
-// single dynamic library (libmkl_rt, e.g. the Python index's `mkl` wheel)
-// on an Intel CPU where it can be found, and OpenBLAS otherwise: oneMKL's
-// sgemm ran the plans' GEMMs at 1.04-1.35x OpenBLAS's rate on the Intel
-// Xeons of the benchmark machines (with one shape at 0.94x) and 0.65-0.95x
-// on an AMD EPYC (bench/RESULTS.md, "CPU GEMM libraries"). "openblas" and
-// "mkl" name one of them (a missing one is an error), a path any library
-// exporting cblas_sgemm. oneMKL is looked for on the loader's path, then
-// under $VIRTUAL_ENV/lib and $CONDA_PREFIX/lib, where `pip install mkl` (or
-// dsc's `mkl` extra) and conda put it. It runs on GNU OpenMP's threads, the
-// pool oneDNN's bf16 GEMMs use, with dsrun's short idle spin (OneDnn.cpp):
-// its default Intel OpenMP would keep another pool spinning for 200 ms
-// (KMP_BLOCKTIME) after each GEMM on the cores dsc's own kernels need next.
-// Results differ from OpenBLAS's in the last bits (another summation
+// DSC_BLAS chooses what runs the f32 GEMMs. "auto" (the default) takes
+// oneMKL's single dynamic library (libmkl_rt, e.g. the Python index's `mkl`
+// wheel) on an Intel CPU where it can be found; oneDNN's f32 matmul on an
+// AMD CPU with AVX-512; OpenBLAS otherwise. oneMKL's sgemm ran the plans'
+// GEMMs at 1.04-1.35x OpenBLAS's rate on the Intel Xeons of the benchmark
+// machines (with one shape at 0.94x) and 0.65-0.95x on an AMD EPYC;
+// oneDNN's matmul at 1.01-1.13x OpenBLAS on an AMD EPYC with AVX-512 but
+// 0.5x on a transposed shape of one with AVX2 only, and 0.6x at GPT-2's
+// shapes on a Xeon (bench/RESULTS.md, "CPU GEMM libraries"). "openblas",
+// "mkl" and "onednn" name one of them (a missing one is an error), a path
+// any library exporting cblas_sgemm. oneMKL is looked for on the loader's
+// path, then under $VIRTUAL_ENV/lib and $CONDA_PREFIX/lib, where `pip
+// install mkl` (or dsc's `mkl` extra) and conda put it. It runs on GNU
+// OpenMP's threads, the pool oneDNN's GEMMs use, with dsrun's short idle
+// spin (OneDnn.cpp): its default Intel OpenMP would keep another pool
+// spinning for 200 ms (KMP_BLOCKTIME) after each GEMM on the cores dsc's
+// own kernels need next. With oneDNN, OpenBLAS is still loaded: it runs
+// the products asked for on one thread from inside dsc's parallel loops
+// (attention's blocks), where oneDNN would start a team per caller, and the
+// scaled ones (alpha != 1) oneDNN's matmul would need another primitive for.
+// Results differ between libraries in the last bits (another summation
 // order), and are the same run to run.
 //
 //===----------------------------------------------------------------------===//
@@ -42,6 +49,7 @@ extern "C" void cblas_sgemm(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
 #else
 #include <cblas.h>
 #endif
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <dlfcn.h>
@@ -65,6 +73,9 @@ struct Blas {
   std::string error;
   /// What runs the GEMMs, and why ("oneMKL (auto: an Intel CPU)").
   std::string label;
+  /// Multi-threaded products on oneDNN's f32 matmul, the CBLAS library's
+  /// sgemm for the rest (see sgemm below).
+  bool f32OnOneDnn = false;
 };
 
 // The OpenBLAS core whose kernels the CPU can run, best first.
@@ -102,6 +113,18 @@ bool intelCpu() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
+/// An AMD CPU with AVX-512 (Zen 4 on): oneDNN's f32 matmul ran the plans'
+/// shapes at 1.01-1.13x OpenBLAS's sgemm on one (bench/RESULTS.md), where
+/// on the AVX2 EPYC it ran a transposed product at half the rate.
+bool amdAvx512Cpu() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f");
 #else
   return false;
 #endif
@@ -162,8 +185,13 @@ void *openChosen(const std::string &choice, std::string &label,
     label = "oneMKL (DSC_BLAS=mkl)";
     if ((lib = openFirst(mklCandidates(), tried)))
       configureMkl(lib);
+  } else if (choice == "onednn") {
+    label = "oneDNN (DSC_BLAS=onednn), OpenBLAS on one thread";
+    lib = openFirst(openblas, tried);
   } else if (choice == "auto") {
-    if (!intelCpu()) {
+    if (amdAvx512Cpu()) {
+      label = "oneDNN, OpenBLAS on one thread (auto: an AMD CPU with AVX-512)";
+    } else if (!intelCpu()) {
       label = "OpenBLAS (auto: not an Intel CPU)";
     } else if ((lib = openFirst(mklCandidates(), tried))) {
       label = "oneMKL (auto: an Intel CPU)";
@@ -206,6 +234,18 @@ Blas load() {
     blas.error = blas.label + " has no cblas_sgemm";
     return blas;
   }
+  if (choice == "onednn" || (choice == "auto" && amdAvx512Cpu())) {
+    std::string why;
+    blas.f32OnOneDnn = oneDnnF32Usable(why);
+    if (!blas.f32OnOneDnn && choice == "onednn") {
+      blas.sgemm = nullptr;
+      blas.error = "cannot use oneDNN (DSC_BLAS=onednn): " + why;
+      return blas;
+    }
+    if (!blas.f32OnOneDnn)
+      blas.label =
+          "OpenBLAS (auto: an AMD CPU with AVX-512, no oneDNN: " + why + ")";
+  }
   // One small product: oneMKL loads its threading layer and its CPU's
   // kernel library (libmkl_gnu_thread, libmkl_avx512) at the first call,
   // and those pages should not count as a step's memory.
@@ -226,9 +266,10 @@ bool blasChoiceFromEnv(std::string &choice, std::string &error) {
   const char *value = std::getenv("DSC_BLAS");
   choice = value && *value ? value : "auto";
   if (choice == "auto" || choice == "openblas" || choice == "mkl" ||
-      choice.find('/') != std::string::npos)
+      choice == "onednn" || choice.find('/') != std::string::npos)
     return true;
-  error = "DSC_BLAS: expected auto, openblas, mkl or a library's path "
+  error = "DSC_BLAS: expected auto, openblas, mkl, onednn or a library's "
+          "path "
           "(with a '/'), got '" +
           choice + "'";
   return false;
@@ -245,19 +286,30 @@ std::string blasLibrary() { return blas().sgemm ? blas().label : blas().error; }
 
 int64_t blasIntMax() { return sizeof(blasint) >= 8 ? INT64_MAX : INT_MAX; }
 
+namespace {
+std::mutex singleThreadMutex;
+std::atomic<int> singleThreadUsers{0};
+int savedThreads = 0;
+} // namespace
+
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
            float alpha, const float *A, int64_t lda, const float *B,
            int64_t ldb, float beta, float *C, int64_t ldc) {
+  // oneDNN takes the products that run on every thread; a product asked
+  // for on one thread (attention's per-head blocks, called from parallel
+  // loops) stays on the CBLAS library's, as does a scaled one.
+  if (blas().f32OnOneDnn && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      singleThreadUsers.load(std::memory_order_relaxed) == 0) {
+    std::string why;
+    if (gemmF32OneDnn(transA, transB, M, N, K, A, lda, B, ldb, C, ldc,
+                      beta == 1.0f, why))
+      return;
+  }
   blas().sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
                transB ? CblasTrans : CblasNoTrans, blasint(M), blasint(N),
                blasint(K), alpha, A, blasint(lda), B, blasint(ldb), beta, C,
                blasint(ldc));
 }
-
-namespace {
-std::mutex singleThreadMutex;
-int singleThreadUsers = 0, savedThreads = 0;
-} // namespace
 
 SingleThreadedBlas::SingleThreadedBlas() {
   std::lock_guard<std::mutex> lock(singleThreadMutex);

@@ -255,6 +255,14 @@ bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
               void *C, DType cType, int64_t ldc, std::string &err,
               bool accumulate = false);
+/// Whether oneDNN is loaded and makes an f32 matmul here; else false with
+/// why not.
+bool oneDnnF32Usable(std::string &why);
+/// Row-major C = op(A) op(B) (C += with `accumulate`) in f32 through
+/// oneDNN's matmul; false + one line when oneDNN cannot run it.
+bool gemmF32OneDnn(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb,
+                   float *C, int64_t ldc, bool accumulate, std::string &err);
 /// Largest value a BLAS dimension may take.
 int64_t blasIntMax();
 /// Sets OPENBLAS_CORETYPE for this CPU unless the user did (Blas.cpp); the

@@ -153,9 +153,10 @@ const OneDnn &oneDnn() {
 
 // One primitive per product shape, made at first use and kept for the
 // process (a plan has a few dozen shapes; making one costs milliseconds).
-// (transA, transB, M, N, K, lda, ldb, ldc, C's dnnl type, accumulate)
+// (transA, transB, M, N, K, lda, ldb, ldc, A's and B's dnnl type, C's,
+// accumulate)
 using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int, bool>;
+                           int64_t, int64_t, int, int, bool>;
 
 struct GemmPrimitive {
   dnnl_primitive_t primitive = nullptr;
@@ -164,7 +165,9 @@ struct GemmPrimitive {
 
 bool makePrimitive(const GemmKey &key, GemmPrimitive &p, std::string &err) {
   const OneDnn &d = oneDnn();
-  const auto [transA, transB, M, N, K, lda, ldb, ldc, cType, accumulate] = key;
+  const auto [transA, transB, M, N, K, lda, ldb, ldc, abType, cType,
+              accumulate] = key;
+  const char *what = abType == dnnl_bf16 ? "bf16" : "f32";
   // Row-major op(A) [M, K], op(B) [K, N], C [M, N]; a transposed operand is
   // the same matrix with its strides swapped.
   const dnnl_dims_t aDims = {M, K}, bDims = {K, N}, cDims = {M, N};
@@ -176,12 +179,13 @@ bool makePrimitive(const GemmKey &key, GemmPrimitive &p, std::string &err) {
   // Accumulating: C += op(A) op(B), oneDNN's "sum" post-op.
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t postOps = nullptr;
-  bool described =
-      d.descByStrides(&p.a, 2, aDims, dnnl_bf16, aStrides) == dnnl_success &&
-      d.descByStrides(&p.b, 2, bDims, dnnl_bf16, bStrides) == dnnl_success &&
-      d.descByStrides(&p.c, 2, cDims, dnnl_data_type_t(cType), cStrides) ==
-          dnnl_success &&
-      d.matmulDesc(&op, &p.a, &p.b, nullptr, &p.c) == dnnl_success;
+  bool described = d.descByStrides(&p.a, 2, aDims, dnnl_data_type_t(abType),
+                                   aStrides) == dnnl_success &&
+                   d.descByStrides(&p.b, 2, bDims, dnnl_data_type_t(abType),
+                                   bStrides) == dnnl_success &&
+                   d.descByStrides(&p.c, 2, cDims, dnnl_data_type_t(cType),
+                                   cStrides) == dnnl_success &&
+                   d.matmulDesc(&op, &p.a, &p.b, nullptr, &p.c) == dnnl_success;
   if (described && accumulate)
     described = d.attrCreate(&attr) == dnnl_success &&
                 d.postOpsCreate(&postOps) == dnnl_success &&
@@ -194,12 +198,13 @@ bool makePrimitive(const GemmKey &key, GemmPrimitive &p, std::string &err) {
   if (attr)
     d.attrDestroy(attr);
   if (!described)
-    return fail(err, "oneDNN has no bf16 matmul for ", M, " x ", N, " x ", K);
+    return fail(err, "oneDNN has no ", what, " matmul for ", M, " x ", N, " x ",
+                K);
   const bool made = d.primitiveCreate(&p.primitive, pd) == dnnl_success;
   d.pdDestroy(pd);
   if (!made)
-    return fail(err, "oneDNN could not make a bf16 matmul for ", M, " x ", N,
-                " x ", K);
+    return fail(err, "oneDNN could not make a ", what, " matmul for ", M, " x ",
+                N, " x ", K);
   return true;
 }
 
@@ -233,8 +238,9 @@ const Bf16Path &bf16Path() {
     std::string err;
     if (!d.engine)
       p.label = d.error;
-    else if (!primitiveFor(
-                 {false, false, 16, 16, 16, 16, 16, 16, dnnl_f32, false}, err))
+    else if (!primitiveFor({false, false, 16, 16, 16, 16, 16, 16, dnnl_bf16,
+                            dnnl_f32, false},
+                           err))
       p.label = err + " on this CPU";
     else {
       p.usable = true;
@@ -264,14 +270,13 @@ bool nativeBf16Gemm() {
 
 std::string bf16GemmLibrary() { return bf16Path().label; }
 
-bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-              const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
-              void *C, DType cType, int64_t ldc, std::string &err,
-              bool accumulate) {
+namespace {
+
+/// Runs the product `key` describes over A, B and C on this thread's stream.
+bool runMatmul(const GemmKey &key, const void *A, const void *B, void *C,
+               std::string &err) {
   const OneDnn &d = oneDnn();
   shareOpenMpTeam(); // dsc's kernels join oneDNN's threads
-  const int cDnnl = cType == DType::bf16 ? int(dnnl_bf16) : int(dnnl_f32);
-  const GemmKey key{transA, transB, M, N, K, lda, ldb, ldc, cDnnl, accumulate};
   const GemmPrimitive *p = primitiveFor(key, err);
   if (!p)
     return false;
@@ -290,9 +295,9 @@ bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                      dnnl_success)
     return fail(err, "oneDNN: cannot make a stream");
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
-  bool ok = d.memoryCreate(&a, &p->a, d.engine, const_cast<uint16_t *>(A)) ==
+  bool ok = d.memoryCreate(&a, &p->a, d.engine, const_cast<void *>(A)) ==
                 dnnl_success &&
-            d.memoryCreate(&b, &p->b, d.engine, const_cast<uint16_t *>(B)) ==
+            d.memoryCreate(&b, &p->b, d.engine, const_cast<void *>(B)) ==
                 dnnl_success &&
             d.memoryCreate(&c, &p->c, d.engine, C) == dnnl_success;
   if (ok) {
@@ -305,8 +310,44 @@ bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     if (m)
       d.memoryDestroy(m);
   if (!ok)
-    return fail(err, "oneDNN's bf16 matmul failed for ", M, " x ", N, " x ", K);
+    return fail(err, "oneDNN's matmul failed for ", std::get<2>(key), " x ",
+                std::get<3>(key), " x ", std::get<4>(key));
   return true;
+}
+
+} // namespace
+
+bool gemmBf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+              const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+              void *C, DType cType, int64_t ldc, std::string &err,
+              bool accumulate) {
+  const int cDnnl = cType == DType::bf16 ? int(dnnl_bf16) : int(dnnl_f32);
+  return runMatmul(
+      {transA, transB, M, N, K, lda, ldb, ldc, dnnl_bf16, cDnnl, accumulate}, A,
+      B, C, err);
+}
+
+bool oneDnnF32Usable(std::string &why) {
+  static const std::string reason = [] {
+    std::string err;
+    if (!oneDnn().engine)
+      return oneDnn().error;
+    if (!primitiveFor(
+            {false, false, 16, 16, 16, 16, 16, 16, dnnl_f32, dnnl_f32, false},
+            err))
+      return err;
+    return std::string();
+  }();
+  why = reason;
+  return reason.empty();
+}
+
+bool gemmF32OneDnn(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb,
+                   float *C, int64_t ldc, bool accumulate, std::string &err) {
+  return runMatmul(
+      {transA, transB, M, N, K, lda, ldb, ldc, dnnl_f32, dnnl_f32, accumulate},
+      A, B, C, err);
 }
 
 #else // no oneDNN headers at build time: every bf16 GEMM is widened
@@ -319,6 +360,17 @@ bool gemmBf16(bool, bool, int64_t, int64_t, int64_t, const uint16_t *, int64_t,
               const uint16_t *, int64_t, void *, DType, int64_t,
               std::string &err, bool) {
   return fail(err, "built without oneDNN: no bf16 GEMM");
+}
+
+bool oneDnnF32Usable(std::string &why) {
+  why = "built without oneDNN's headers";
+  return false;
+}
+
+bool gemmF32OneDnn(bool, bool, int64_t, int64_t, int64_t, const float *,
+                   int64_t, const float *, int64_t, float *, int64_t, bool,
+                   std::string &err) {
+  return fail(err, "built without oneDNN: no f32 matmul");
 }
 
 #endif
