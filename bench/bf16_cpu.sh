@@ -18,7 +18,8 @@
 # (bench/lock.sh). Knobs: SIZE (small), STEPS (20), WARMUP (5), ROUNDS (2),
 # BUILD_DIR, TORCH=0 (dsrun rows only), MKL_VENV (a virtual environment
 # with the `mkl` wheel: adds the fp32 row with oneMKL's sgemm,
-# DSC_BLAS=mkl; the plain fp32 row runs OpenBLAS, DSC_BLAS=openblas).
+# DSC_BLAS=mkl; the plain fp32 row runs OpenBLAS, DSC_BLAS=openblas, and
+# dsrun-fp32-auto what dsrun takes by default on this CPU: Blas.cpp).
 set -euo pipefail
 
 source "$(dirname "$0")/lock.sh"
@@ -75,6 +76,7 @@ rm -f "$out/failed.txt"
 for r in $(seq "$rounds"); do
   echo "== round $r"
   dsrun_row dsrun-fp32 fp32 DSC_BLAS=openblas
+  dsrun_row dsrun-fp32-auto fp32 DSC_BLAS=auto
   if [[ -n "${MKL_VENV:-}" ]]; then
     dsrun_row dsrun-fp32-mkl fp32 DSC_BLAS=mkl VIRTUAL_ENV="$MKL_VENV"
   fi
@@ -92,7 +94,7 @@ python3 - "$out" "$rounds" "$warmup" $((MB * T)) <<'PY'
 import json, os, statistics, sys
 out, rounds, warmup, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = {}
-for name in ["dsrun-fp32", "dsrun-fp32-mkl", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager-fp32",
+for name in ["dsrun-fp32", "dsrun-fp32-auto", "dsrun-fp32-mkl", "dsrun-bf16-widen", "dsrun-bf16-onednn", "torch-eager-fp32",
              "torch-eager-bf16", "torch-compile-fp32", "torch-compile-bf16"]:
     times, loss = [], None
     for r in range(1, rounds + 1):

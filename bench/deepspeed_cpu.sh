@@ -30,7 +30,8 @@
 # Knobs: STEPS (20), WARMUP (5), ROUNDS (2), BUILD_DIR, DATA (GPL-3 text),
 # MKL_VENV (a virtual environment with the `mkl` wheel: adds dsrun rows with
 # oneMKL's sgemm, DSC_BLAS=mkl, as PyTorch's own GEMMs are; the plain dsrun
-# rows run OpenBLAS, DSC_BLAS=openblas),
+# rows run OpenBLAS, DSC_BLAS=openblas, the dsrun-auto rows what dsrun takes
+# by default on this CPU: oneDNN's f32 matmul on an AMD CPU with AVX-512),
 # DS_PKGS (/tmp/dspkgs, put on PYTHONPATH), TORCH_EXTENSIONS_DIR (where
 # DeepSpeed's JIT ops are built, once; default OUT_DIR/torch-extensions),
 # DS_TORCH_ADAMW=1 (DeepSpeed runs torch.optim.AdamW as a client optimizer).
@@ -67,11 +68,12 @@ if ! "${ds_env[@]}" "$py" -c "import deepspeed" > /dev/null 2>&1; then
 fi
 ds_flags=()
 [[ "${DS_TORCH_ADAMW:-0}" != 0 ]] && ds_flags+=(--torch-adamw)
-variants=(dsrun)
+variants=(dsrun dsrun-auto)
 [[ -n "${MKL_VENV:-}" ]] && variants+=(dsrun-mkl)
 dsrun_env() { # variant: the BLAS library its GEMMs run on
   case $1 in
     dsrun) echo DSC_BLAS=openblas ;;
+    dsrun-auto) echo DSC_BLAS=auto ;;
     dsrun-mkl) echo DSC_BLAS=mkl VIRTUAL_ENV="$MKL_VENV" ;;
   esac
 }

@@ -11,7 +11,7 @@
 // (bench/RESULTS.md).
 //
 // By default (DSC_CPU_POOL=auto) the kernels move to the team when a GEMM
-// library on it is first used (shareOpenMpTeam: oneDNN's first bf16
+// library on it is first used (shareOpenMpTeam: oneDNN's first
 // product, oneMKL's loading); with OpenBLAS, whose own pthreads run the f32
 // GEMMs of a default install, they stay on dsc's pool (CpuCommon.cpp),
 // where the team measured no faster (0.99x) and 1.02-1.04x on 2 ranks of 2
