@@ -201,6 +201,10 @@ public:
       if (!cv_.wait_for(lock, deadline, [this] { return disarmed_; })) {
         ssize_t ignored = ::write(2, line_, std::strlen(line_));
         (void)ignored;
+        // mpirun may be hung in its own start-up (a rank lost: "PMIX
+        // ERROR: UNREACHABLE") and never end the job: as a rank that gives
+        // up later, leave the guard that ends it.
+        guardLauncher();
         ::_exit(1);
       }
     });

@@ -173,10 +173,12 @@ DSC_AVX512_BF16 float scaledMax(const float *row, int64_t n, float scale) {
   return _mm512_reduce_max_ps(m);
 }
 
-/// out[j] = bf16(e^(scale row[j] - max)) for j < n (rounded to nearest
-/// even); returns the sum of the rounded values.
-DSC_AVX512_BF16 float roundedExps(const float *row, int64_t n, float scale,
-                                  uint16_t *out) {
+/// The sum over j < n of keep(j, lanes, e) for e = e^(scale row[j] - max)
+/// of the 16 lanes from j (masked to n): `keep` stores e as its caller wants
+/// it and returns what the sum adds.
+template <class Keep>
+DSC_AVX512_BF16 float sumOfExps(const float *row, int64_t n, float scale,
+                                Keep keep) {
   const __m512 s = _mm512_set1_ps(scale),
                m = _mm512_set1_ps(scaledMax(row, n, scale));
   __m512 sum = _mm512_setzero_ps();
@@ -184,28 +186,42 @@ DSC_AVX512_BF16 float roundedExps(const float *row, int64_t n, float scale,
     const __mmask16 k = lanesLeft(j, n);
     const __m512 e =
         exp16(_mm512_fmsub_ps(s, _mm512_maskz_loadu_ps(k, row + j), m));
-    const __m256i bits = __m256i(_mm512_cvtneps_pbh(e));
-    _mm256_mask_storeu_epi16(out + j, k, bits);
-    const __m512 back =
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-    sum = _mm512_mask_add_ps(sum, k, sum, back);
+    sum = _mm512_mask_add_ps(sum, k, sum, keep(j, k, e));
   }
   return _mm512_reduce_add_ps(sum);
 }
 
+/// Stores the exponentials rounded to bf16 (nearest even); the sum adds the
+/// rounded values.
+struct RoundedExps {
+  uint16_t *out;
+  DSC_AVX512_BF16 __m512 operator()(int64_t j, __mmask16 k, __m512 e) const {
+    const __m256i bits = __m256i(_mm512_cvtneps_pbh(e));
+    _mm256_mask_storeu_epi16(out + j, k, bits);
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  }
+};
+
+/// Stores the exponentials in f32, and sums them.
+struct Exps {
+  float *out;
+  DSC_AVX512_BF16 __m512 operator()(int64_t j, __mmask16 k, __m512 e) const {
+    _mm512_mask_storeu_ps(out + j, k, e);
+    return e;
+  }
+};
+
+/// out[j] = bf16(e^(scale row[j] - max)) for j < n (rounded to nearest
+/// even); returns the sum of the rounded values.
+DSC_AVX512_BF16 float roundedExps(const float *row, int64_t n, float scale,
+                                  uint16_t *out) {
+  return sumOfExps(row, n, scale, RoundedExps{out});
+}
+
 /// row[j] = softmax(scale row)[j] over j < n, in place.
 DSC_AVX512_BF16 void probabilities(float *row, int64_t n, float scale) {
-  const __m512 s = _mm512_set1_ps(scale),
-               m = _mm512_set1_ps(scaledMax(row, n, scale));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 k = lanesLeft(j, n);
-    const __m512 e =
-        exp16(_mm512_fmsub_ps(s, _mm512_maskz_loadu_ps(k, row + j), m));
-    _mm512_mask_storeu_ps(row + j, k, e);
-    sum = _mm512_mask_add_ps(sum, k, sum, e);
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  const __m512 inv = _mm512_set1_ps(1.0f / sumOfExps(row, n, scale, Exps{row}));
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = lanesLeft(j, n);
     _mm512_mask_storeu_ps(
