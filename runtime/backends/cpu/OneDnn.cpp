@@ -223,6 +223,12 @@ const GemmPrimitive *primitiveFor(const GemmKey &key, std::string &err) {
   return &cache.emplace(key, p).first->second;
 }
 
+/// The small product whose primitive tells whether oneDNN multiplies
+/// operands of `abType` on this CPU.
+GemmKey probeKey(int abType) {
+  return {false, false, 16, 16, 16, 16, 16, 16, abType, dnnl_f32, false};
+}
+
 // Whether oneDNN is loaded and makes a bf16 matmul on this CPU (a small
 // probe product), and what it runs on or why it cannot.
 struct Bf16Path {
@@ -238,9 +244,7 @@ const Bf16Path &bf16Path() {
     std::string err;
     if (!d.engine)
       p.label = d.error;
-    else if (!primitiveFor({false, false, 16, 16, 16, 16, 16, 16, dnnl_bf16,
-                            dnnl_f32, false},
-                           err))
+    else if (!primitiveFor(probeKey(dnnl_bf16), err))
       p.label = err + " on this CPU";
     else {
       p.usable = true;
@@ -332,9 +336,7 @@ bool oneDnnF32Usable(std::string &why) {
     std::string err;
     if (!oneDnn().engine)
       return oneDnn().error;
-    if (!primitiveFor(
-            {false, false, 16, 16, 16, 16, 16, 16, dnnl_f32, dnnl_f32, false},
-            err))
+    if (!primitiveFor(probeKey(dnnl_f32), err))
       return err;
     return std::string();
   }();
