@@ -25,25 +25,46 @@ RANKS = 3
 VICTIM = 1
 
 
-def rank_pids(plan):
-    """pid -> OMPI_COMM_WORLD_RANK of the processes running `plan`."""
+def plan_pids(plan):
+    """pid -> command line (a list) of every process naming `plan`: the
+    launcher (mpirun) and the ranks."""
     found = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().split(b"\0")
-            if plan.encode() not in cmdline or b"mpirun" in cmdline[0]:
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
+        except OSError:
+            continue
+        if plan.encode() in cmdline:
+            found[int(entry)] = cmdline
+    return found
+
+
+def rank_pids(plan):
+    """pid -> OMPI_COMM_WORLD_RANK of the ranks running `plan`."""
+    found = {}
+    for pid, cmdline in plan_pids(plan).items():
+        if b"mpirun" in cmdline[0]:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
         except OSError:
             continue
         for var in env:
             if var.startswith(b"OMPI_COMM_WORLD_RANK="):
-                found[int(entry)] = int(var.split(b"=")[1])
+                found[pid] = int(var.split(b"=")[1])
     return found
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # ended meanwhile
+            pass
 
 
 def training(metrics):
@@ -70,6 +91,7 @@ def run(dsrun, plan, sig, mid_run=True):
             victim = next(p for p, r in pids.items() if r == VICTIM)
     if victim is None:
         proc.kill()
+        kill_all(plan_pids(plan))
         return None, "the ranks did not start", 0
     if mid_run:
         time.sleep(0.5)
@@ -78,11 +100,12 @@ def run(dsrun, plan, sig, mid_run=True):
     try:
         _, err = proc.communicate(timeout=START_TIMEOUT_S + 30)
     except subprocess.TimeoutExpired:
-        # The ranks too: a stopped one that outlives dsrun would hold its
-        # end of the stderr pipe, and communicate() would wait forever.
+        # The ranks and mpirun too: a stopped rank that outlives dsrun
+        # would hold its end of the stderr pipe, and communicate() would
+        # wait forever; an mpirun hung in its own start-up would outlive
+        # the test (seen once in CI).
         proc.kill()
-        for pid in rank_pids(plan):
-            os.kill(pid, signal.SIGKILL)
+        kill_all(plan_pids(plan))
         try:
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -92,11 +115,13 @@ def run(dsrun, plan, sig, mid_run=True):
     # Nothing may survive the run. A rank that gave up leaves a guard that
     # watches mpirun every 0.1 s (MpiCommunicator.cpp): let it see.
     settle = time.monotonic() + 1.0
-    while rank_pids(plan) and time.monotonic() < settle:
+    while plan_pids(plan) and time.monotonic() < settle:
         time.sleep(0.05)
-    for pid in rank_pids(plan):
-        os.kill(pid, signal.SIGKILL)
-        err += f"\ncomm_faults: pid {pid} outlived the run\n".encode()
+    leftovers = plan_pids(plan)
+    kill_all(leftovers)
+    for pid, cmdline in leftovers.items():
+        err += (f"\ncomm_faults: pid {pid} ({os.path.basename(cmdline[0])}) "
+                "outlived the run\n").encode()
     return proc.returncode, err.decode(errors="replace"), took
 
 
