@@ -172,7 +172,9 @@ void configureMkl(void *lib) {
 }
 
 /// The library DSC_BLAS asks for, opened, and its label; null with `error`.
-void *openChosen(const std::string &choice, std::string &label,
+/// `oneDnn`: load() runs the f32 products on oneDNN (OpenBLAS is opened for
+/// the rest).
+void *openChosen(const std::string &choice, bool oneDnn, std::string &label,
                  std::string &error) {
   const std::vector<std::string> openblas = {DSC_OPENBLAS_PATH,
                                              "libopenblas.so.0"};
@@ -189,7 +191,7 @@ void *openChosen(const std::string &choice, std::string &label,
     label = "oneDNN (DSC_BLAS=onednn), OpenBLAS on one thread";
     lib = openFirst(openblas, tried);
   } else if (choice == "auto") {
-    if (amdAvx512Cpu()) {
+    if (oneDnn) {
       label = "oneDNN, OpenBLAS on one thread (auto: an AMD CPU with AVX-512)";
     } else if (!intelCpu()) {
       label = "OpenBLAS (auto: not an Intel CPU)";
@@ -217,7 +219,11 @@ Blas load() {
   std::string choice;
   if (!blasChoiceFromEnv(choice, blas.error))
     return blas;
-  void *lib = openChosen(choice, blas.label, blas.error);
+  // The one place that decides oneDNN's f32 products: asked for, or `auto`
+  // on the CPUs where it won (amdAvx512Cpu).
+  const bool wantOneDnn =
+      choice == "onednn" || (choice == "auto" && amdAvx512Cpu());
+  void *lib = openChosen(choice, wantOneDnn, blas.label, blas.error);
   if (!lib)
     return blas;
   blas.sgemm =
@@ -234,7 +240,7 @@ Blas load() {
     blas.error = blas.label + " has no cblas_sgemm";
     return blas;
   }
-  if (choice == "onednn" || (choice == "auto" && amdAvx512Cpu())) {
+  if (wantOneDnn) {
     std::string why;
     blas.f32OnOneDnn = oneDnnF32Usable(why);
     if (!blas.f32OnOneDnn && choice == "onednn") {
