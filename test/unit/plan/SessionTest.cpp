@@ -319,6 +319,35 @@ TEST(Session, InitializersByDType) {
   EXPECT_EQ(error, "variable 'h16' is f16; only f32 variables can be read");
 }
 
+// A variable past the 1M-element staging chunk, each chunk drawn by several
+// threads where the machine has cores: every element is still the draw
+// keyed by its own index (the float64 interpreter's), whatever the split.
+TEST(Session, LargeVariablesDrawEachElementsOwnValue) {
+  constexpr int64_t kCount = (int64_t(1) << 21) + 12345; // 2 chunks and a bit
+  PlanSpec p = basicPlan();
+  uint32_t arena =
+      p.arena(fb::Space::host, fb::Category::params, uint64_t(kCount) * 4);
+  uint32_t big = p.buffer(arena, 0, {kCount}, "big", fb::DType::f32);
+  p.variables.push_back(
+      {"big", fb::VarKind::param, "", big, fb::InitKind::normal, 0.02, 77});
+  std::string error;
+  auto plan = load(p, error);
+  ASSERT_TRUE(plan) << error;
+  SessionOptions options;
+  options.seed = 9;
+  auto session = Session::create(*plan, options, error);
+  ASSERT_TRUE(session) << error;
+  session->initVariables();
+  const float *v = session->findVariable("big")->ref.f32();
+  int64_t wrong = 0, first = -1;
+  for (int64_t i = 0; i < kCount; ++i)
+    if (v[i] !=
+            float(rng::normalAt(9, 77, fb::kInitRngStep, uint64_t(i)) * 0.02) &&
+        wrong++ == 0)
+      first = i;
+  EXPECT_EQ(wrong, 0) << "first at " << first;
+}
+
 TEST(Session, ConstantsSplatOrCopy) {
   PlanSpec p = basicPlan();
   p.arenas[4].bytes = 32;
