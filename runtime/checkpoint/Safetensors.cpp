@@ -130,6 +130,7 @@ bool SafetensorsWriter::open(const std::string &path,
   for (int i = 0; i < 8; ++i)
     length[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
   next_ = 0;
+  inTensor_ = 0;
   return put(length, 8, error) && put(text.data(), text.size(), error);
 }
 
@@ -141,12 +142,16 @@ bool SafetensorsWriter::put(const void *data, uint64_t size,
 
 bool SafetensorsWriter::write(const float *data, uint64_t count,
                               std::string &error) {
-  if (next_ >= sizes_.size() || sizes_[next_] != count) {
+  if (next_ >= sizes_.size() || count > sizes_[next_] - inTensor_) {
     error = "SafetensorsWriter: tensor " + std::to_string(next_) +
-            " written with " + std::to_string(count) + " floats";
+            " written with " + std::to_string(inTensor_ + count) + " floats";
     return false;
   }
-  ++next_;
+  inTensor_ += count;
+  if (inTensor_ == sizes_[next_]) {
+    ++next_;
+    inTensor_ = 0;
+  }
   return put(data, count * sizeof(float), error);
 }
 

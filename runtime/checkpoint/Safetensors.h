@@ -39,9 +39,11 @@ struct TensorToSave {
 };
 
 /// A safetensors file written tensor by tensor, so a caller holds one
-/// tensor at a time: open() writes the header for `tensors` (names and
-/// shapes; their data is not read), write() appends each one's floats in
-/// that order, commit() puts the file in place as saveSafetensors does.
+/// tensor (or a piece of one) at a time: open() writes the header for
+/// `tensors` (names and shapes; their data is not read), write() appends
+/// floats in that order, a tensor's in one call or in pieces (the next
+/// tensor starts once one has all its floats), commit() puts the file in
+/// place as saveSafetensors does.
 /// written() is the checksum of the bytes written so far (a checkpoint's
 /// manifest records it without reading the file back).
 class SafetensorsWriter {
@@ -61,7 +63,8 @@ private:
   std::unique_ptr<OutputFile> out_;
   StreamChecksum sum_;
   std::vector<uint64_t> sizes_; ///< floats per tensor
-  size_t next_ = 0;
+  size_t next_ = 0;             ///< the tensor being written
+  uint64_t inTensor_ = 0;       ///< floats of it written so far
 };
 
 /// Writes `tensors` (in this order) and `metadata` to `path`. The bytes go to

@@ -695,6 +695,45 @@ void Session::writeFloats(const TensorRef &t, int64_t first, const float *in,
   copyIn(dst, rounded.data(), rounded.size() * sizeof(uint16_t));
 }
 
+bool Session::readFloats(const NamedTensor &v, int64_t first, float *out,
+                         int64_t n, std::string &error) {
+  const TensorRef &t = v.ref;
+  const DType dtype = t.dtype;
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16 &&
+      dtype != DType::f64) {
+    error = "variable '" + v.name + "' is " + dtypeName(dtype) +
+            "; only floating-point state converts to floats";
+    return false;
+  }
+  if (first < 0 || n < 0 || first + n > t.numel()) {
+    error = "variable '" + v.name + "': elements [" + std::to_string(first) +
+            ", " + std::to_string(first + n) + ") are past its " +
+            std::to_string(t.numel());
+    return false;
+  }
+  const size_t size = dtypeSize(dtype);
+  const auto *src = static_cast<const uint8_t *>(t.data) + size_t(first) * size;
+  if (dtype == DType::f32) {
+    copyOut(out, src, size_t(n) * sizeof(float));
+    return true;
+  }
+  std::vector<uint8_t> raw(size_t(n) * size);
+  copyOut(raw.data(), src, raw.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t *e = raw.data() + size_t(i) * size;
+    if (dtype == DType::f64) {
+      double d;
+      std::memcpy(&d, e, sizeof d);
+      out[i] = float(d);
+      continue;
+    }
+    uint16_t h;
+    std::memcpy(&h, e, sizeof h);
+    out[i] = dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
+  }
+  return true;
+}
+
 void Session::copyIn(void *tensor, const void *host, size_t bytes) {
   if (bytes)
     std::memcpy(tensor, host, bytes);

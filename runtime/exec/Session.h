@@ -185,6 +185,14 @@ public:
   virtual bool readTensor(const NamedTensor &t, void *out, size_t bytes,
                           std::string &error);
 
+  /// Elements [first, first + n) of the buffer of `t` (what this rank
+  /// holds: a shard's local elements) as floats: f32 copied, f16 and bf16
+  /// widened exactly, f64 rounded; between runs only. False + one line for
+  /// another dtype or a range past the buffer. Local; a caller reading a
+  /// large tensor a chunk at a time holds only the chunk.
+  bool readFloats(const NamedTensor &t, int64_t first, float *out, int64_t n,
+                  std::string &error);
+
   /// Copies variable `v` (one of variables()), the whole tensor of
   /// v.numel() floats, into `out`. For a sharded variable this is a
   /// collective: every rank calls it for the same variables in the same

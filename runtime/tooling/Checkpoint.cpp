@@ -262,6 +262,51 @@ uint64_t planIdentity(const std::vector<uint8_t> &bytes) {
   return fnv1a64(bytes.data(), bytes.size());
 }
 
+namespace {
+
+/// Where a rank file's tensor comes from: elements [first, first + count)
+/// of a variable's local buffer, or (TensorToSave::data set) floats
+/// gathered already.
+struct StreamedPart {
+  const NamedTensor *variable;
+  int64_t first, count;
+};
+
+/// Writes `tensors` to `path` (committed in place), each from its source in
+/// `sources`, through one chunk-sized buffer; `sum` gets the file's
+/// checksum.
+bool writeRankFile(Session &session, const std::string &path,
+                   const std::vector<TensorToSave> &tensors,
+                   const std::vector<StreamedPart> &sources,
+                   const std::map<std::string, std::string> &metadata,
+                   FileChecksum &sum, std::string &error) {
+  constexpr int64_t kChunkFloats = int64_t(1) << 22; // 16 MiB
+  SafetensorsWriter writer;
+  if (!writer.open(path, tensors, metadata, error))
+    return false;
+  std::vector<float> chunk;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const StreamedPart &s = sources[i];
+    if (tensors[i].data) {
+      if (!writer.write(tensors[i].data, uint64_t(s.count), error))
+        return false;
+      continue;
+    }
+    for (int64_t done = 0; done < s.count; done += kChunkFloats) {
+      const int64_t n = std::min(kChunkFloats, s.count - done);
+      chunk.resize(size_t(n));
+      if (!session.readFloats(*s.variable, s.first + done, chunk.data(), n,
+                              error) ||
+          !writer.write(chunk.data(), uint64_t(n), error))
+        return false;
+    }
+  }
+  sum = writer.written();
+  return writer.commit(error);
+}
+
+} // namespace
+
 bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
                     const RunState &state, uint64_t keep, std::string &path,
                     std::string &error, const std::string &clientState) {
@@ -283,11 +328,14 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
   if (!agree(run, ok, error))
     return false;
 
-  // This rank's part of every checkpointed variable.
-  std::list<std::vector<float>> values; // stable addresses
+  // This rank's part of every checkpointed variable: gathered ones whole
+  // here (a collective, before the file is opened), the rest streamed from
+  // the session a chunk at a time (a rank holds one chunk of its state
+  // beside its arenas, not a copy of the state).
+  std::list<std::vector<float>> gathered; // stable addresses
   std::vector<TensorToSave> tensors;
+  std::vector<StreamedPart> sources; // per tensor
   json shapes = json::object();
-  std::map<const void *, std::vector<float>> shards; // one read per buffer
   for (const NamedTensor &v : run.session->variables()) {
     // A lower stage writes what it shares with this one (every rank of
     // the stage skips it alike, so its collectives stay matched).
@@ -297,50 +345,42 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
     if (gatheredWhole(run, v)) {
       // Gathered whole on every rank (a collective) and written by rank 0
       // under its name, as one rank would: resumable at any group size.
-      std::vector<float> &whole = values.emplace_back(size_t(v.numel()));
+      std::vector<float> &whole = gathered.emplace_back(size_t(v.numel()));
       if (!run.session->readVariable(v, whole.data(), error)) {
         ok = false;
         break;
       }
-      if (run.leadsState)
+      if (run.leadsState) {
         tensors.push_back({v.name, v.shape, whole.data()});
-      else
-        values.pop_back();
+        sources.push_back({&v, 0, v.numel()});
+      } else {
+        gathered.pop_back();
+      }
       continue;
     }
     VariablePart part = v.partOn(run.shardRank);
     if (part.empty() || (!v.sharded && !run.leadsState))
       continue; // nothing here, or the lead writes what every rank holds
-    auto it = shards.find(v.ref.data);
-    if (it == shards.end()) {
-      std::vector<float> local;
-      if (!readLocalFloats(*run.session, v, local, error)) {
-        ok = false;
-        break;
-      }
-      it = shards.emplace(v.ref.data, std::move(local)).first;
-    }
-    const float *first = it->second.data() + part.local;
-    std::vector<float> &piece =
-        values.emplace_back(first, first + (part.end - part.begin));
+    const int64_t count = part.end - part.begin;
     if (v.sharded)
-      tensors.push_back({v.name + "@" + std::to_string(part.begin),
-                         {part.end - part.begin},
-                         piece.data()});
+      tensors.push_back(
+          {v.name + "@" + std::to_string(part.begin), {count}, nullptr});
     else
-      tensors.push_back({v.name, v.shape, piece.data()});
+      tensors.push_back({v.name, v.shape, nullptr});
+    sources.push_back({&v, part.local, count});
   }
   // The file records its step, so that one copied into another checkpoint
   // is named as such, not only as a checksum mismatch.
   FileChecksum mine;
   if (ok)
-    ok = saveSafetensors(
+    ok = writeRankFile(
+        *run.session,
         (partial / checkpointRankFile(run.rank, run.worldSize)).string(),
-        tensors,
+        tensors, sources,
         {{"format", kCheckpointFormat},
          {"shapes", shapes.dump()},
          {"step", std::to_string(state.step)}},
-        error, &mine);
+        mine, error);
   std::vector<FileChecksum> sums;
   if (!agree(run, ok, error) || !gatherChecksums(run, mine, sums, error))
     return false;

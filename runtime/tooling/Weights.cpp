@@ -195,39 +195,8 @@ bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
 
 bool readLocalFloats(Session &session, const NamedTensor &v,
                      std::vector<float> &out, std::string &error) {
-  NamedTensor local{
-      v.name, v.ref,
-      std::vector<int64_t>(v.ref.shape, v.ref.shape + v.ref.rank)};
-  size_t n = size_t(v.ref.numel()), size = dtypeSize(v.ref.dtype);
-  std::vector<uint8_t> raw(n * size);
-  if (!session.readTensor(local, raw.data(), raw.size(), error))
-    return false;
-  out.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t *e = raw.data() + i * size;
-    uint16_t h;
-    switch (v.ref.dtype) {
-    case DType::f32:
-      std::memcpy(&out[i], e, 4);
-      break;
-    case DType::f64: {
-      double d;
-      std::memcpy(&d, e, 8);
-      out[i] = float(d);
-      break;
-    }
-    case DType::f16:
-    case DType::bf16:
-      std::memcpy(&h, e, 2);
-      out[i] = v.ref.dtype == DType::f16 ? f16ToFloat(h) : bf16ToFloat(h);
-      break;
-    default:
-      error = "variable '" + v.name + "' is " + dtypeName(v.ref.dtype) +
-              "; only floating-point state converts to floats";
-      return false;
-    }
-  }
-  return true;
+  out.resize(size_t(v.ref.numel()));
+  return session.readFloats(v, 0, out.data(), v.ref.numel(), error);
 }
 
 bool dumpState(Session &session, int shardRank, const std::string &path,

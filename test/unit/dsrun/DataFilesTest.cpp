@@ -315,6 +315,43 @@ TEST(Safetensors, RoundTrip) {
             (std::map<std::string, std::string>{{"format", "pt"}}));
 }
 
+// A checkpoint streams each tensor in chunks: pieces make the same file as
+// whole writes, and a piece past a tensor's end is refused (nothing
+// committed).
+TEST(Safetensors, WriterTakesTensorsInPieces) {
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-0.5f, 7};
+  const std::vector<TensorToSave> tensors = {{"a", {2, 3}, nullptr},
+                                             {"b", {2}, nullptr}};
+  std::string whole = tempPath("whole.safetensors");
+  std::string pieces = tempPath("pieces.safetensors");
+  std::string error;
+  ASSERT_TRUE(saveSafetensors(
+      whole, {{"a", {2, 3}, a.data()}, {"b", {2}, b.data()}}, {}, error))
+      << error;
+  {
+    SafetensorsWriter writer;
+    ASSERT_TRUE(writer.open(pieces, tensors, {}, error)) << error;
+    ASSERT_TRUE(writer.write(a.data(), 4, error)) << error;
+    ASSERT_TRUE(writer.write(a.data() + 4, 2, error)) << error;
+    ASSERT_TRUE(writer.write(b.data(), 1, error)) << error;
+    ASSERT_TRUE(writer.write(b.data() + 1, 1, error)) << error;
+    ASSERT_TRUE(writer.commit(error)) << error;
+  }
+  EXPECT_EQ(readFile(pieces), readFile(whole));
+
+  std::string bad = tempPath("bad.safetensors");
+  {
+    SafetensorsWriter writer;
+    ASSERT_TRUE(writer.open(bad, tensors, {}, error)) << error;
+    ASSERT_TRUE(writer.write(a.data(), 5, error)) << error;
+    EXPECT_FALSE(writer.write(a.data(), 2, error));
+    EXPECT_EQ(error, "SafetensorsWriter: tensor 0 written with 7 floats");
+    EXPECT_FALSE(writer.commit(error));
+    EXPECT_EQ(error, "SafetensorsWriter: 2 tensors not written");
+  }
+  EXPECT_FALSE(exists(bad));
+}
+
 TEST(Safetensors, FailedSaveLeavesNothing) {
   std::string dir = tempPath("no-such-dir");
   std::string path = dir + "/w.safetensors";

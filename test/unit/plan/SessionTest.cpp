@@ -348,6 +348,43 @@ TEST(Session, LargeVariablesDrawEachElementsOwnValue) {
   EXPECT_EQ(wrong, 0) << "first at " << first;
 }
 
+// readFloats: a range of a variable's elements as floats (how checkpoints
+// stream state), 16-bit ones widened exactly; a range past the buffer and
+// an integer variable are one line each.
+TEST(Session, ReadFloatsReadsARangeAsFloats) {
+  PlanSpec p = basicPlan();
+  uint32_t arena = p.arena(fb::Space::host, fb::Category::params, 64);
+  uint32_t b16 = p.buffer(arena, 0, {8}, "b16", fb::DType::bf16);
+  uint32_t cnt = p.buffer(arena, 16, {4}, "count", fb::DType::i32);
+  p.variables.push_back(
+      {"b16", fb::VarKind::param, "", b16, fb::InitKind::normal, 1.0, 12});
+  p.variables.push_back(
+      {"count", fb::VarKind::opt_state, "w", cnt, fb::InitKind::ones});
+  std::string error;
+  auto plan = load(p, error);
+  ASSERT_TRUE(plan) << error;
+  auto session = Session::create(*plan, {}, error);
+  ASSERT_TRUE(session) << error;
+  session->initVariables();
+  const rt::NamedTensor &v = *session->findVariable("b16");
+  const auto *bits = static_cast<const uint16_t *>(v.ref.data);
+  float got[3];
+  ASSERT_TRUE(session->readFloats(v, 5, got, 3, error)) << error;
+  for (int i = 0; i < 3; ++i) {
+    uint32_t wide = uint32_t(bits[5 + i]) << 16;
+    float want;
+    std::memcpy(&want, &wide, 4);
+    EXPECT_EQ(got[i], want) << i;
+  }
+  EXPECT_FALSE(session->readFloats(v, 6, got, 3, error));
+  EXPECT_EQ(error, "variable 'b16': elements [6, 9) are past its 8");
+  EXPECT_FALSE(
+      session->readFloats(*session->findVariable("count"), 0, got, 1, error));
+  EXPECT_EQ(error,
+            "variable 'count' is i32; only floating-point state converts to "
+            "floats");
+}
+
 TEST(Session, ConstantsSplatOrCopy) {
   PlanSpec p = basicPlan();
   p.arenas[4].bytes = 32;
