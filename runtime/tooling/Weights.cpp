@@ -113,26 +113,44 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
                    const std::string &path,
                    std::map<std::string, std::string> metadata, bool write,
                    std::string &error) {
+  // The header first (names and shapes), then each parameter gathered,
+  // checked and written in turn: a rank holds one parameter whole at a
+  // time, not the model (under ZeRO-3 every rank of a machine would
+  // otherwise hold all of it at the end of the run).
   std::vector<TensorToSave> tensors;
-  std::list<std::vector<float>> gathered; // stable addresses
+  for (const std::string &name : layout.params) {
+    const NamedTensor *v = findParam(session, name, error);
+    if (!v)
+      return false;
+    tensors.push_back({name, v->shape, nullptr});
+    for (const std::string &alias : layout.aliasesOf(name))
+      tensors.push_back({alias, v->shape, nullptr});
+  }
+  // Hugging Face loaders read "format" to pick the framework.
+  metadata["format"] = "pt";
+  SafetensorsWriter writer;
+  // A writer that fails still takes part in every gather (the other ranks
+  // are in them) and reports at the end.
+  std::string writeError;
+  bool writing = write && writer.open(path, tensors, metadata, writeError);
   for (const std::string &name : layout.params) {
     std::vector<float> whole;
     std::vector<int64_t> shape;
-    // Every rank holds the whole tensor here, so all refuse together.
+    // Every rank holds the whole tensor here, so all refuse together (the
+    // writer's unfinished file is removed, nothing replaced).
     if (!readWholeParam(session, name, whole, shape, error) ||
         !checkFiniteParam(whole, name, path, error))
       return false;
-    if (!write)
-      continue; // this rank only takes part in the gathers
-    gathered.push_back(std::move(whole));
-    const float *data = gathered.back().data();
-    tensors.push_back({name, shape, data});
-    for (const std::string &alias : layout.aliasesOf(name))
-      tensors.push_back({alias, shape, data});
+    const size_t copies = 1 + layout.aliasesOf(name).size();
+    for (size_t c = 0; writing && c < copies; ++c)
+      writing = writer.write(whole.data(), whole.size(), writeError);
   }
   if (!write)
     return true;
-  return saveWeightsFile(path, tensors, std::move(metadata), error);
+  if (writeError.empty() && writer.commit(writeError))
+    return true;
+  error = writeError;
+  return false;
 }
 
 bool saveWeightsFile(const std::string &path,
