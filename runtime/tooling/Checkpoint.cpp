@@ -292,7 +292,8 @@ bool writeRankFile(Session &session, const std::string &path,
         return false;
       continue;
     }
-    for (int64_t done = 0; done < s.count; done += kChunkFloats) {
+    // At least one write, so that an empty tensor is passed too.
+    for (int64_t done = 0; done == 0 || done < s.count; done += kChunkFloats) {
       const int64_t n = std::min(kChunkFloats, s.count - done);
       chunk.resize(size_t(n));
       if (!session.readFloats(*s.variable, s.first + done, chunk.data(), n,

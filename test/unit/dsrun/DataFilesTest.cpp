@@ -320,19 +320,22 @@ TEST(Safetensors, RoundTrip) {
 // committed).
 TEST(Safetensors, WriterTakesTensorsInPieces) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-0.5f, 7};
-  const std::vector<TensorToSave> tensors = {{"a", {2, 3}, nullptr},
-                                             {"b", {2}, nullptr}};
+  const std::vector<TensorToSave> tensors = {
+      {"a", {2, 3}, nullptr}, {"empty", {0}, nullptr}, {"b", {2}, nullptr}};
   std::string whole = tempPath("whole.safetensors");
   std::string pieces = tempPath("pieces.safetensors");
   std::string error;
   ASSERT_TRUE(saveSafetensors(
-      whole, {{"a", {2, 3}, a.data()}, {"b", {2}, b.data()}}, {}, error))
+      whole,
+      {{"a", {2, 3}, a.data()}, {"empty", {0}, nullptr}, {"b", {2}, b.data()}},
+      {}, error))
       << error;
   {
     SafetensorsWriter writer;
     ASSERT_TRUE(writer.open(pieces, tensors, {}, error)) << error;
     ASSERT_TRUE(writer.write(a.data(), 4, error)) << error;
     ASSERT_TRUE(writer.write(a.data() + 4, 2, error)) << error;
+    ASSERT_TRUE(writer.write(nullptr, 0, error)) << error; // "empty"
     ASSERT_TRUE(writer.write(b.data(), 1, error)) << error;
     ASSERT_TRUE(writer.write(b.data() + 1, 1, error)) << error;
     ASSERT_TRUE(writer.commit(error)) << error;
@@ -347,7 +350,7 @@ TEST(Safetensors, WriterTakesTensorsInPieces) {
     EXPECT_FALSE(writer.write(a.data(), 2, error));
     EXPECT_EQ(error, "SafetensorsWriter: tensor 0 written with 7 floats");
     EXPECT_FALSE(writer.commit(error));
-    EXPECT_EQ(error, "SafetensorsWriter: 2 tensors not written");
+    EXPECT_EQ(error, "SafetensorsWriter: 3 tensors not written");
   }
   EXPECT_FALSE(exists(bad));
 }
