@@ -142,7 +142,12 @@ bool SafetensorsWriter::put(const void *data, uint64_t size,
 
 bool SafetensorsWriter::write(const float *data, uint64_t count,
                               std::string &error) {
-  if (next_ >= sizes_.size() || count > sizes_[next_] - inTensor_) {
+  if (next_ >= sizes_.size()) {
+    error = "SafetensorsWriter: a write past the last of " +
+            std::to_string(sizes_.size()) + " tensors";
+    return false;
+  }
+  if (count > sizes_[next_] - inTensor_) {
     error = "SafetensorsWriter: tensor " + std::to_string(next_) +
             " written with " + std::to_string(inTensor_ + count) + " floats";
     return false;

@@ -2,7 +2,6 @@
 #include "runtime/tooling/Weights.h"
 
 #include "runtime/checkpoint/Safetensors.h"
-#include "runtime/core/Half.h"
 #include "runtime/core/Printable.h"
 #include "runtime/plan/VariableNames.h"
 #include "runtime/tooling/CheckpointIndex.h"

@@ -323,7 +323,9 @@ TEST(Session, InitializersByDType) {
 // threads where the machine has cores: every element is still the draw
 // keyed by its own index (the float64 interpreter's), whatever the split.
 TEST(Session, LargeVariablesDrawEachElementsOwnValue) {
-  constexpr int64_t kCount = (int64_t(1) << 21) + 12345; // 2 chunks and a bit
+  // Two whole chunks and one of 3 x 64K + 1 elements: split unevenly over
+  // two or more threads.
+  constexpr int64_t kCount = (int64_t(1) << 21) + 3 * 65536 + 1;
   PlanSpec p = basicPlan();
   uint32_t arena =
       p.arena(fb::Space::host, fb::Category::params, uint64_t(kCount) * 4);
@@ -377,7 +379,11 @@ TEST(Session, ReadFloatsReadsARangeAsFloats) {
     EXPECT_EQ(got[i], want) << i;
   }
   EXPECT_FALSE(session->readFloats(v, 6, got, 3, error));
-  EXPECT_EQ(error, "variable 'b16': elements [6, 9) are past its 8");
+  EXPECT_EQ(error, "variable 'b16': cannot read 3 elements from element 6 "
+                   "of its 8");
+  EXPECT_FALSE(session->readFloats(v, -1, got, 1, error));
+  EXPECT_EQ(error, "variable 'b16': cannot read 1 elements from element -1 "
+                   "of its 8");
   EXPECT_FALSE(
       session->readFloats(*session->findVariable("count"), 0, got, 1, error));
   EXPECT_EQ(error,
