@@ -114,6 +114,29 @@ inline std::unique_ptr<LoadedPlan> load(const PlanSpec &spec,
   return LoadedPlan::fromBytes(spec.build(), "t.dsplan", error, testBackend);
 }
 
+/// A plan loaded and a session over it, its variables initialized (the
+/// plan outlives the session); both null, with a test failure, where
+/// either step fails.
+struct InitializedSession {
+  std::unique_ptr<LoadedPlan> plan;
+  std::unique_ptr<Session> session;
+};
+inline InitializedSession initializedSession(const PlanSpec &spec,
+                                             const SessionOptions &options) {
+  std::string error;
+  InitializedSession s;
+  s.plan = load(spec, error);
+  if (s.plan)
+    s.session = Session::create(*s.plan, options, error);
+  if (!s.session) {
+    ADD_FAILURE() << error;
+    s.plan.reset();
+    return s;
+  }
+  s.session->initVariables();
+  return s;
+}
+
 /// The error line for a plan that must not load.
 inline std::string loadError(const PlanSpec &spec) {
   std::string error;

@@ -332,15 +332,11 @@ TEST(Session, LargeVariablesDrawEachElementsOwnValue) {
   uint32_t big = p.buffer(arena, 0, {kCount}, "big", fb::DType::f32);
   p.variables.push_back(
       {"big", fb::VarKind::param, "", big, fb::InitKind::normal, 0.02, 77});
-  std::string error;
-  auto plan = load(p, error);
-  ASSERT_TRUE(plan) << error;
   SessionOptions options;
   options.seed = 9;
-  auto session = Session::create(*plan, options, error);
-  ASSERT_TRUE(session) << error;
-  session->initVariables();
-  const float *v = session->findVariable("big")->ref.f32();
+  InitializedSession s = initializedSession(p, options);
+  ASSERT_TRUE(s.session);
+  const float *v = s.session->findVariable("big")->ref.f32();
   int64_t wrong = 0, first = -1;
   for (int64_t i = 0; i < kCount; ++i)
     if (v[i] !=
@@ -362,12 +358,10 @@ TEST(Session, ReadFloatsReadsARangeAsFloats) {
       {"b16", fb::VarKind::param, "", b16, fb::InitKind::normal, 1.0, 12});
   p.variables.push_back(
       {"count", fb::VarKind::opt_state, "w", cnt, fb::InitKind::ones});
+  InitializedSession s = initializedSession(p, {});
+  ASSERT_TRUE(s.session);
+  Session *session = s.session.get();
   std::string error;
-  auto plan = load(p, error);
-  ASSERT_TRUE(plan) << error;
-  auto session = Session::create(*plan, {}, error);
-  ASSERT_TRUE(session) << error;
-  session->initVariables();
   const rt::NamedTensor &v = *session->findVariable("b16");
   const auto *bits = static_cast<const uint16_t *>(v.ref.data);
   float got[3];
