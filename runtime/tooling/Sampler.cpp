@@ -79,7 +79,7 @@ bool sampleTokens(Session &session, const SampleOptions &o,
       o.prompt.empty() ? std::vector<int32_t>{10} : o.prompt;
   const size_t elems = size_t(rows * t);
   std::vector<int32_t> tokens(elems), targets(elems, 0);
-  std::vector<float> logits(size_t(rows * tl * vl));
+  std::vector<float> logits(static_cast<size_t>(vl)); // the drawn row
   std::vector<float> row(static_cast<size_t>(v * seqParts));
   std::vector<int32_t> part;
   for (uint32_t i = 0; i < o.count; ++i) {
@@ -97,10 +97,13 @@ bool sampleTokens(Session &session, const SampleOptions &o,
       return false;
     int64_t next = 0;
     if (draws) {
-      if (!session.readTensor(outs[1], logits.data(), logits.size() * 4, error))
-        return false;
+      // Only the row of the context's last position (row 0 of the batch,
+      // every row holds the context): GPT-2's whole logits are 200 MB.
       const size_t last = len - 1;
-      const float *mine = logits.data() + (last % size_t(tl)) * size_t(vl);
+      if (!session.readFloats(outs[1], int64_t(last % size_t(tl)) * vl,
+                              logits.data(), vl, error))
+        return false;
+      const float *mine = logits.data();
       const float *drawn = mine;
       if (seqParts > 1 || vl != v) {
         if (!session.gatherTensorParts(mine, size_t(vl), row.data(), error))
