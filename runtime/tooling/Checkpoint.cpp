@@ -264,12 +264,13 @@ uint64_t planIdentity(const std::vector<uint8_t> &bytes) {
 
 namespace {
 
-/// Where a rank file's tensor comes from: elements [first, first + count)
-/// of a variable's local buffer, or (TensorToSave::data set) floats
-/// gathered already.
+/// Where a rank file's tensor comes from: `count` floats gathered already
+/// (`gathered`), or elements [first, first + count) of a variable's local
+/// buffer, read a chunk at a time.
 struct StreamedPart {
   const NamedTensor *variable;
   int64_t first, count;
+  const float *gathered = nullptr;
 };
 
 /// Writes `tensors` to `path` (committed in place), each from its source in
@@ -287,8 +288,8 @@ bool writeRankFile(Session &session, const std::string &path,
   std::vector<float> chunk;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const StreamedPart &s = sources[i];
-    if (tensors[i].data) {
-      if (!writer.write(tensors[i].data, uint64_t(s.count), error))
+    if (s.gathered) {
+      if (!writer.write(s.gathered, uint64_t(s.count), error))
         return false;
       continue;
     }
@@ -352,8 +353,8 @@ bool saveCheckpoint(const CheckpointRun &run, const std::string &dir,
         break;
       }
       if (run.leadsState) {
-        tensors.push_back({v.name, v.shape, whole.data()});
-        sources.push_back({&v, 0, v.numel()});
+        tensors.push_back({v.name, v.shape, nullptr});
+        sources.push_back({&v, 0, v.numel(), whole.data()});
       } else {
         gathered.pop_back();
       }
