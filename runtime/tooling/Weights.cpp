@@ -85,6 +85,14 @@ bool checkFinite(const std::vector<float> &values, const std::string &what,
   return false;
 }
 
+/// A weights file's header metadata: `metadata` and {"format": "pt"}
+/// (Hugging Face loaders read "format" to pick the framework).
+std::map<std::string, std::string>
+weightsMetadata(std::map<std::string, std::string> metadata) {
+  metadata["format"] = "pt";
+  return metadata;
+}
+
 } // namespace
 
 bool readWholeParam(Session &session, const std::string &name,
@@ -125,13 +133,13 @@ bool exportWeights(Session &session, const WeightsLayout &layout,
     for (const std::string &alias : layout.aliasesOf(name))
       tensors.push_back({alias, v->shape, nullptr});
   }
-  // Hugging Face loaders read "format" to pick the framework.
-  metadata["format"] = "pt";
   SafetensorsWriter writer;
   // A writer that fails still takes part in every gather (the other ranks
   // are in them) and reports at the end.
   std::string writeError;
-  bool writing = write && writer.open(path, tensors, metadata, writeError);
+  bool writing =
+      write && writer.open(path, tensors, weightsMetadata(std::move(metadata)),
+                           writeError);
   for (const std::string &name : layout.params) {
     std::vector<float> whole;
     std::vector<int64_t> shape;
@@ -156,9 +164,8 @@ bool saveWeightsFile(const std::string &path,
                      const std::vector<TensorToSave> &tensors,
                      std::map<std::string, std::string> metadata,
                      std::string &error) {
-  // Hugging Face loaders read "format" to pick the framework.
-  metadata["format"] = "pt";
-  return saveSafetensors(path, tensors, metadata, error);
+  return saveSafetensors(path, tensors, weightsMetadata(std::move(metadata)),
+                         error);
 }
 
 bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
@@ -194,9 +201,8 @@ bool exportCheckpointWeights(const CheckpointIndex &checkpoint,
       sources.push_back({variable, numel});
     }
   }
-  metadata["format"] = "pt";
   SafetensorsWriter writer;
-  if (!writer.open(path, tensors, metadata, error))
+  if (!writer.open(path, tensors, weightsMetadata(std::move(metadata)), error))
     return false;
   // One variable in memory at a time; the rank files are mapped.
   std::vector<float> buffer;
