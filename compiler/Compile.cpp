@@ -202,6 +202,9 @@ private:
   int readConfig();
   int passOptions();
   int buildModule(MLIRContext &context);
+  int addForwardCopy(MLIRContext &context, int64_t batch, int64_t seqLen,
+                     const std::string &name);
+  int addSampleForwards(MLIRContext &context);
   int parseModule(MLIRContext &context, llvm::SourceMgr &sourceMgr);
   int runPipeline(MLIRContext &context);
   int checkPlan();
@@ -320,7 +323,7 @@ int Compiler::passOptions() {
 
 // A built-in model (--model), with its eval copy at another batch as
 // @forward_eval when --eval-micro-batch-size asks (ds-eval builds @eval
-// from it).
+// from it), and its sampling copies (addSampleForwards).
 int Compiler::buildModule(MLIRContext &context) {
   std::string error;
   int64_t microBatch = haveConfig ? config.microBatchSize : kDefaultMicroBatch;
@@ -330,21 +333,62 @@ int Compiler::buildModule(MLIRContext &context) {
   out.module = models::buildModel(context, req.model, microBatch, error);
   if (!out.module)
     return fail("--model " + error);
+  if (int status = addSampleForwards(context))
+    return status;
   if (!req.evalMicroBatch || *req.evalMicroBatch == microBatch)
     return kExitOk;
   if (StringRef(req.model).contains("batch_size="))
     return fail("--eval-micro-batch-size: --model sets batch_size; give "
                 "the training batch in --config instead");
+  return addForwardCopy(context, *req.evalMicroBatch, 0,
+                        std::string(plan::kForwardEvalFunction));
+}
+
+// The model built again at `batch` rows of `seqLen` tokens (0: its block
+// size); its @forward joins the module as @`name`.
+int Compiler::addForwardCopy(MLIRContext &context, int64_t batch,
+                             int64_t seqLen, const std::string &name) {
+  std::string error;
   OwningOpRef<ModuleOp> other =
-      models::buildModel(context, req.model, *req.evalMicroBatch, error);
+      models::buildModel(context, req.model, batch, error, seqLen);
   if (!other)
     return fail("--model " + error);
   auto forward = other->lookupSymbol<func::FuncOp>(plan::kForwardFunction);
   if (!forward)
-    return fail("--eval-micro-batch-size: the model has no @forward");
+    return fail("--model: the model has no @forward");
   forward->remove();
-  forward.setSymName(plan::kForwardEvalFunction);
+  forward.setSymName(name);
   out.module->push_back(forward);
+  return kExitOk;
+}
+
+// dsrun --sample runs a forward per token. On one row of a short context
+// the whole [eval batch, block size] forward is mostly waste, so the model
+// is also built at one row and a few lengths, block size, its half, its
+// quarter... down to kMinSampleLength; dsrun takes the shortest that holds
+// the context. Plans that split the sequence, the layers or the vocabulary
+// across ranks keep sampling with eval.
+int Compiler::addSampleForwards(MLIRContext &context) {
+  constexpr int64_t kMinSampleLength = 64;
+  if (!req.samplePrograms || train.pipeline.stages > 1 ||
+      train.shard.tensorParallel > 1 || train.ulysses.sequenceParallel > 1)
+    return kExitOk;
+  auto forward = out.module->lookupSymbol<func::FuncOp>(plan::kForwardFunction);
+  auto tokens =
+      forward
+          ? dyn_cast<RankedTensorType>(forward.getFunctionType().getInput(0))
+          : RankedTensorType();
+  if (!tokens || tokens.getRank() != 2)
+    return kExitOk;
+  for (int64_t t = tokens.getDimSize(1); t > 0;) {
+    if (int status = addForwardCopy(context, 1, t,
+                                    std::string(plan::kForwardSamplePrefix) +
+                                        std::to_string(t)))
+      return status;
+    if (t % 2 || t / 2 < kMinSampleLength)
+      break;
+    t /= 2;
+  }
   return kExitOk;
 }
 

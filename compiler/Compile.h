@@ -39,6 +39,9 @@ struct CompileRequest {
   int64_t worldSize = 1;
   /// Rows of the eval program's batch; unset: the training micro-batch.
   std::optional<int64_t> evalMicroBatch;
+  /// Built-in models also get the sampling programs "sample_<T>" (one row,
+  /// a few lengths; plan/ProgramNames.h); false: dsrun samples with eval.
+  bool samplePrograms = true;
   /// Overrides of the config's activation_checkpointing (dsc's flags).
   std::string remat;
   std::optional<int64_t> rematEvery;

@@ -75,6 +75,12 @@ struct Options {
       cl::desc("rows of the eval program's batch (default: the training "
                "micro-batch; --model builds only)"),
       cl::init(0)};
+  cl::opt<bool> samplePrograms{
+      "sample-programs",
+      cl::desc("also build one-row sampling programs at a few lengths up to "
+               "the block size, so that dsrun --sample runs a forward as "
+               "short as the context (default true; --model builds only)"),
+      cl::init(true)};
   cl::opt<std::string> remat{
       "remat", cl::value_desc("none|layers|selective|auto"),
       cl::desc("rematerialization: what the backward recomputes instead of "
@@ -202,6 +208,7 @@ void showOnlyDscFlags() {
                                     "config",
                                     "world-size",
                                     "eval-micro-batch-size",
+                                    "sample-programs",
                                     "remat",
                                     "remat-every",
                                     "activation-memory",
@@ -241,6 +248,7 @@ bool requestFromFlags(const Options &opts, const MachineModel &machine,
   req.worldSize = opts.worldSize;
   if (opts.evalMicroBatch.getNumOccurrences())
     req.evalMicroBatch = opts.evalMicroBatch;
+  req.samplePrograms = opts.samplePrograms;
   req.remat = opts.remat;
   if (opts.rematEvery.getNumOccurrences())
     req.rematEvery = opts.rematEvery;

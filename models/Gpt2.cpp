@@ -92,9 +92,9 @@ static Value buildBlock(GraphBuilder &gb, const Gpt2Config &c, Value x) {
 }
 
 static Value buildGpt2(GraphBuilder &gb, const ModelOptions &opts,
-                       int64_t batchSize) {
+                       int64_t batchSize, int64_t seqLen) {
   Gpt2Config c(opts);
-  const int64_t T = c.blockSize;
+  const int64_t T = seqLen;
   gb.beginForward(batchSize, T);
 
   Value x;
@@ -102,7 +102,8 @@ static Value buildGpt2(GraphBuilder &gb, const ModelOptions &opts,
     GraphBuilder::Scope transformer(gb, "transformer");
     Value tok =
         gb.embedding(gb.tokens(), "wte", c.vocabSize, c.nEmbd, kInitStd);
-    Value pos = gb.embedding(gb.iota({T}, 0), "wpe", T, c.nEmbd, kInitStd);
+    Value pos =
+        gb.embedding(gb.iota({T}, 0), "wpe", c.blockSize, c.nEmbd, kInitStd);
     x = gb.add(tok, pos);
     {
       GraphBuilder::Scope drop(gb, "drop");

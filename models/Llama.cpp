@@ -91,9 +91,9 @@ static Value buildMlp(GraphBuilder &gb, const LlamaConfig &c, Value h) {
 }
 
 static Value buildLlama(GraphBuilder &gb, const ModelOptions &opts,
-                        int64_t batchSize) {
+                        int64_t batchSize, int64_t seqLen) {
   LlamaConfig c(opts);
-  gb.beginForward(batchSize, c.blockSize);
+  gb.beginForward(batchSize, seqLen);
 
   Value x;
   {

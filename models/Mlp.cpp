@@ -29,10 +29,10 @@ static const OptionSpec mlpOptions[] = {
 static std::string finalizeMlp(ModelOptions &) { return ""; }
 
 static Value buildMlp(GraphBuilder &gb, const ModelOptions &opts,
-                      int64_t batchSize) {
+                      int64_t batchSize, int64_t seqLen) {
   int64_t vocab = opts.getInt("vocab_size"), nEmbd = opts.getInt("n_embd"),
           hidden = opts.getInt("hidden"), nLayer = opts.getInt("n_layer");
-  gb.beginForward(batchSize, opts.getInt("block_size"));
+  gb.beginForward(batchSize, seqLen);
 
   Value x = gb.embedding(gb.tokens(), "wte", vocab, nEmbd, kInitStd);
   int64_t width = nEmbd;

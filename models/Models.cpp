@@ -166,7 +166,8 @@ static std::string parseOptions(const ModelDef &def, StringRef list,
 
 OwningOpRef<ModuleOp> dsc::models::buildModel(MLIRContext &ctx, StringRef spec,
                                               int64_t batchSize,
-                                              std::string &error) {
+                                              std::string &error,
+                                              int64_t seqLen) {
   error.clear();
   auto [name, list] = spec.split(':');
   const ModelDef *const *found = llvm::find_if(
@@ -196,8 +197,13 @@ OwningOpRef<ModuleOp> dsc::models::buildModel(MLIRContext &ctx, StringRef spec,
   if (!err.empty())
     return fail(err);
 
+  const int64_t blockSize = opts.getInt("block_size");
+  if (seqLen < 0 || seqLen > blockSize)
+    return fail("sequence length " + std::to_string(seqLen) +
+                " must be in [1, block_size=" + std::to_string(blockSize) +
+                "]");
   builder::GraphBuilder gb(ctx, def.name);
-  Value loss = def.build(gb, opts, batchSize);
+  Value loss = def.build(gb, opts, batchSize, seqLen ? seqLen : blockSize);
   OwningOpRef<ModuleOp> module = gb.finish(loss);
 
   // Options were checked above, so a failure here is a bug in the model; say

@@ -34,11 +34,12 @@ namespace dsc::models {
 
 /// Builds the model `spec` names as a verified module in dsc's input
 /// contract. On a bad spec returns null and sets `error` to one line naming
-/// the model and the offending key.
-mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext &ctx,
-                                             llvm::StringRef spec,
-                                             int64_t batchSize,
-                                             std::string &error);
+/// the model and the offending key. `seqLen` is T of the batch: 0 for the
+/// model's block_size, or a shorter length (the sampling programs' buckets:
+/// the weights are the same, position tables keep block_size rows).
+mlir::OwningOpRef<mlir::ModuleOp>
+buildModel(mlir::MLIRContext &ctx, llvm::StringRef spec, int64_t batchSize,
+           std::string &error, int64_t seqLen = 0);
 
 /// Lists every model with its options and their defaults (for --help).
 void printModelHelp(llvm::raw_ostream &os);
@@ -85,9 +86,10 @@ struct ModelDef {
   /// Returns "" or an error message without the "<model>: " prefix.
   std::string (*finalize)(ModelOptions &opts);
   /// Builds @forward (beginForward included) on token and target batches
-  /// of [batchSize, T] and returns the loss.
+  /// of [batchSize, seqLen] and returns the loss; seqLen is at most the
+  /// model's block_size.
   mlir::Value (*build)(builder::GraphBuilder &gb, const ModelOptions &opts,
-                       int64_t batchSize);
+                       int64_t batchSize, int64_t seqLen);
 };
 
 /// A number as a user would write it ("0.1", "1e-05"), for error messages.

@@ -11,7 +11,30 @@ SmallVector<func::FuncOp, 2> mlir::ds::forwardFunctions(ModuleOp module) {
        {dsc::plan::kForwardFunction, dsc::plan::kForwardEvalFunction})
     if (func::FuncOp f = lookupFunction(module, name))
       out.push_back(f);
+  for (auto f : module.getOps<func::FuncOp>())
+    if (dsc::plan::sampleLength(f.getSymName()) &&
+        f.getSymName().starts_with(dsc::plan::kForwardSamplePrefix))
+      out.push_back(f);
   return out;
+}
+
+SmallVector<func::FuncOp, 2> mlir::ds::forwardOnlyPrograms(ModuleOp module) {
+  SmallVector<func::FuncOp, 2> out;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f.getSymName() == StringRef(dsc::plan::kEvalProgram) ||
+        (dsc::plan::sampleLength(f.getSymName()) &&
+         f.getSymName().starts_with(dsc::plan::kSampleProgramPrefix)))
+      out.push_back(f);
+  return out;
+}
+
+void mlir::ds::eraseSamplingFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> sampling;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (dsc::plan::sampleLength(f.getSymName()))
+      sampling.push_back(f);
+  for (func::FuncOp f : sampling)
+    f.erase();
 }
 
 SmallVector<func::FuncOp> mlir::ds::fusedFunctions(ModuleOp module) {

@@ -200,13 +200,21 @@ void Lowering::ProgramLowering::bindArguments() {
 
 /// @eval reads its batch from @micro_step's input buffers where the types
 /// agree, or from its own (laid out by Lowering::run when its batch
-/// differs); every other program's inputs get slots of their own.
+/// differs); the sampling programs read theirs from the start of the
+/// step's; every other program's inputs get slots of their own.
 int Lowering::ProgramLowering::inputSlot(unsigned i, RankedTensorType type) {
   bool eval = prog.name == plan::kEvalProgram;
   bool shared = eval && i < lowering.microInputs.size() &&
                 lowering.microInputs[i].first == type;
   if (eval && i < lowering.evalInputs.size())
     return lowering.evalInputs[i];
+  // A sampling program's row of tokens fits at the start of the step's
+  // token buffer, which training rewrites before every micro-step.
+  if (i == 0 && plan::sampleLength(prog.name) &&
+      StringRef(prog.name).starts_with(plan::kSampleProgramPrefix) &&
+      !lowering.microInputs.empty() &&
+      lowering.slots[lowering.microInputs[0].second].bytes >= bytesOf(type))
+    return lowering.microInputs[0].second;
   if (shared)
     return lowering.microInputs[i].second;
   return lowering.fixedSlot(Category::Inputs, bytesOf(type),

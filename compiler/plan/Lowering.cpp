@@ -61,6 +61,15 @@ LogicalResult Lowering::run() {
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       if (failed(lowerProgram(func)))
         return failure();
+  // The sampling programs, a row of a few lengths each.
+  SmallVector<func::FuncOp> sampling;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (plan::sampleLength(func.getSymName()) &&
+        func.getSymName().starts_with(plan::kSampleProgramPrefix))
+      sampling.push_back(func);
+  for (func::FuncOp func : sampling)
+    if (failed(lowerProgram(func)))
+      return failure();
   // The storage the plan module declares; plan-place places the
   // transients (and sizes the arenas they live in).
   for (const Slot &s : slots)

@@ -63,6 +63,7 @@ struct PipelineCutPass : ds::impl::DsPipelineCutBase<PipelineCutPass> {
           << partition << "': expected uniform, parameters or balanced";
       return signalPassFailure();
     }
+    eraseSamplingFunctions(module);
     for (func::FuncOp func : forwardFunctions(module))
       if (failed(cut(func)))
         return signalPassFailure();

@@ -21,6 +21,7 @@
 #include "dialects/dist/DistOps.h"
 #include "dialects/ds/Contracts.h"
 #include "dialects/ds/DsOps.h"
+#include "passes/Functions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -100,6 +101,7 @@ struct ShardPass : ds::impl::DsShardBase<ShardPass> {
     }
     if (tensorParallel == 1)
       return;
+    eraseSamplingFunctions(module);
     if (failed(checkHeads(module)) || failed(layoutVariables(module)))
       return signalPassFailure();
     for (auto func : module.getOps<func::FuncOp>())

@@ -75,6 +75,7 @@ struct UlyssesPass : ds::impl::DsUlyssesBase<UlyssesPass> {
     if (sequenceParallel <= 1)
       return;
     ModuleOp module = getOperation();
+    eraseSamplingFunctions(module);
     for (func::FuncOp func : forwardFunctions(module))
       if (failed(rewrite(func)))
         return signalPassFailure();

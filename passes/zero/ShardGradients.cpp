@@ -15,6 +15,7 @@
 #include "passes/zero/ZeroUtils.h"
 
 #include "dialects/ds/DsUtils.h"
+#include "passes/Functions.h"
 #include "runtime/plan/ProgramNames.h"
 #include "runtime/plan/VariableNames.h"
 
@@ -470,8 +471,8 @@ void GradientSharding::gatherShardedParameters() {
     if (g.param)
       sharded.push_back({g.op, g.param, g.shard, g.flat});
   gatherParameters(module, micro, sharded, opts);
-  if (auto eval = module.lookupSymbol<func::FuncOp>(dsc::plan::kEvalProgram))
-    gatherParameters(module, eval, sharded, opts);
+  for (func::FuncOp forwardOnly : forwardOnlyPrograms(module))
+    gatherParameters(module, forwardOnly, sharded, opts);
 }
 
 } // namespace

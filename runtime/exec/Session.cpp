@@ -136,6 +136,12 @@ public:
   bool hasProgram(std::string_view program) const override {
     return programIndex_.count(program) != 0;
   }
+  std::vector<std::string> programNames() const override {
+    std::vector<std::string> names;
+    for (const auto &entry : programIndex_)
+      names.emplace_back(entry.first);
+    return names;
+  }
   void setTracing(bool on) override { executor_->setTracing(on); }
   std::vector<TraceRecord> takeTrace() override {
     return executor_->takeTrace();

@@ -217,6 +217,8 @@ public:
 
   /// Whether the plan has `program` (dsrun runs `init` only if present).
   virtual bool hasProgram(std::string_view program) const { return false; }
+  /// The plan's programs, by name (the sampler looks for sample_<T>).
+  virtual std::vector<std::string> programNames() const { return {}; }
 
   /// With tracing on, run() records every instruction it executes; takeTrace
   /// returns the records since the last call (not while a run is going).

@@ -34,6 +34,33 @@ constexpr std::string_view kApplyProgram = "apply";
 /// output 0 the loss, output 1 (when present) the logits [B, T, V] in f32.
 constexpr std::string_view kEvalProgram = "eval";
 
+/// Sampling programs (optional, dsc builds them for its built-in models):
+/// "sample_<T>" runs the forward on one row of T tokens with dropout off
+/// and returns the logits [1, T, V] in f32 only; T is one of a few lengths
+/// up to the block size, so that a short context runs a short forward.
+/// Built from @forward_sample_<T>, the model at that batch and length.
+constexpr std::string_view kSampleProgramPrefix = "sample_";
+constexpr std::string_view kForwardSamplePrefix = "forward_sample_";
+
+/// T of a sampling program or its forward ("sample_64" and
+/// "forward_sample_64" give 64), or 0 for any other name.
+inline long long sampleLength(std::string_view name) {
+  for (std::string_view prefix : {kSampleProgramPrefix, kForwardSamplePrefix})
+    if (name.substr(0, prefix.size()) == prefix) {
+      std::string_view digits = name.substr(prefix.size());
+      if (digits.empty() || digits.size() > 9 || digits[0] == '0')
+        return 0;
+      long long t = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9')
+          return 0;
+        t = t * 10 + (c - '0');
+      }
+      return t;
+    }
+  return 0;
+}
+
 /// The plan buffer that holds input `index` of `program`, e.g. "eval.arg0".
 inline std::string inputBufferName(std::string_view program, unsigned index) {
   std::string name(program);

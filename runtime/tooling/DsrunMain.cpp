@@ -24,6 +24,7 @@
 #include "runtime/tooling/Weights.h"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -176,9 +177,24 @@ int runSample(const DsrunOptions &options, bool lead, Prepared &p,
     so.drawer = int((info.pipelineStages - 1) * info.tensorParallel);
   }
   std::vector<int32_t> tokens;
-  if (!sampleTokens(*p.session, so, tokens, error))
+  ForwardCounts forwards;
+  const auto start = std::chrono::steady_clock::now();
+  if (!sampleTokens(*p.session, so, tokens, error, &forwards))
     return error.rfind("plan:", 0) == 0 ? kExitBadInput : kExitTrainingFailed;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (lead) {
+    // What each token cost and which forward drew it (a one-row sample_<T>
+    // as short as the context, or eval's whole batch).
+    std::string runs;
+    for (const auto &[program, n] : forwards)
+      runs += (runs.empty() ? "" : ", ") + program + " x" + std::to_string(n);
+    std::fprintf(stderr,
+                 "dsrun: sampled %zu tokens in %.2f s (%.1f ms a token): %s\n",
+                 tokens.size(), seconds,
+                 tokens.empty() ? 0.0 : 1e3 * seconds / double(tokens.size()),
+                 runs.c_str());
     std::string text;
     for (int32_t t : tokens)
       text += info.vocabSize <= 256 ? std::string(1, char(t))

@@ -2,6 +2,7 @@
 #include "runtime/tooling/Sampler.h"
 
 #include "runtime/plan/PlanFormat.h"
+#include "runtime/plan/ProgramNames.h"
 #include "runtime/rng/Philox.h"
 
 #include <algorithm>
@@ -41,16 +42,84 @@ int32_t pick(const float *logits, const SampleOptions &o, uint32_t index) {
   return order[k - 1];
 }
 
+/// A one-row sampling program (dsc's sample_<T>): tokens [1, T] in, f32
+/// logits [1, T, V] out.
+struct ShortForward {
+  std::string name;
+  int64_t length = 0;
+  NamedTensor tokens, logits;
+};
+
+/// The plan's sampling programs, shortest first. Plans that cut the
+/// sequence or the vocabulary over ranks, or the layers (a pipeline), have
+/// none (dsc builds them only without), and sample with eval.
+bool shortForwards(Session &session, const SampleOptions &o,
+                   std::vector<ShortForward> &out, std::string &error) {
+  if (o.tensorParallel > 1 || o.sequence.parts > 1 || o.world)
+    return true;
+  for (const std::string &name : session.programNames()) {
+    const int64_t t = plan::sampleLength(name);
+    if (!t || name.rfind(plan::kSampleProgramPrefix, 0) != 0)
+      continue;
+    std::vector<NamedTensor> in = session.programInputs(name);
+    std::vector<NamedTensor> outs = session.programOutputs(name);
+    const std::vector<int64_t> tokens{1, t}, logits{1, t, o.vocabSize};
+    if (in.size() != 1 || in[0].shape != tokens ||
+        in[0].ref.dtype != DType::i32 || outs.size() != 1 ||
+        outs[0].shape != logits || outs[0].ref.dtype != DType::f32 ||
+        t > int64_t(o.seqLen)) {
+      error = "plan: " + name + " is not a sampling program (tokens [1, " +
+              std::to_string(t) + "] in, f32 logits [1, " + std::to_string(t) +
+              ", " + std::to_string(o.vocabSize) + "] out)";
+      return false;
+    }
+    out.push_back({name, t, in[0], outs[0]});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ShortForward &a, const ShortForward &b) {
+              return a.length < b.length;
+            });
+  return true;
+}
+
+/// Runs `f` on the context's last `len` tokens (the rest of its row zeros)
+/// and reads the logits at position len - 1.
+bool runShortForward(Session &session, const ShortForward &f,
+                     const std::vector<int32_t> &context, size_t len,
+                     std::vector<int32_t> &tokens, float *logits, int64_t vocab,
+                     std::string &error) {
+  tokens.assign(size_t(f.length), 0);
+  std::copy(context.end() - long(len), context.end(), tokens.begin());
+  return session.writeTensor(f.tokens, tokens.data(), tokens.size() * 4,
+                             error) &&
+         session.run(f.name, 0, error) &&
+         session.readFloats(f.logits, int64_t(len - 1) * vocab, logits, vocab,
+                            error);
+}
+
+/// A token drawn by `program`: one more of it in `counts`.
+void count(ForwardCounts *counts, const std::string &program) {
+  if (!counts)
+    return;
+  if (counts->empty() || counts->back().first != program)
+    counts->emplace_back(program, 0);
+  ++counts->back().second;
+}
+
 } // namespace
 
 bool sampleTokens(Session &session, const SampleOptions &o,
-                  std::vector<int32_t> &out, std::string &error) {
+                  std::vector<int32_t> &out, std::string &error,
+                  ForwardCounts *counts) {
   const std::string program(plan::kEvalProgram);
   if (!session.hasProgram(program)) {
     error = "plan: no program 'eval' to sample with (compile the plan with "
             "this dsc)";
     return false;
   }
+  std::vector<ShortForward> shorts;
+  if (!shortForwards(session, o, shorts, error))
+    return false;
   std::vector<NamedTensor> in = session.programInputs(program);
   std::vector<NamedTensor> outs = session.programOutputs(program);
   const int64_t rows = o.microBatch, t = o.seqLen, v = o.vocabSize;
@@ -81,9 +150,24 @@ bool sampleTokens(Session &session, const SampleOptions &o,
   std::vector<int32_t> tokens(elems), targets(elems, 0);
   std::vector<float> logits(static_cast<size_t>(vl)); // the drawn row
   std::vector<float> row(static_cast<size_t>(v * seqParts));
-  std::vector<int32_t> part;
+  std::vector<int32_t> part, row1;
   for (uint32_t i = 0; i < o.count; ++i) {
     size_t len = std::min<size_t>(context.size(), size_t(t));
+    // The shortest one-row forward that holds the context, if any.
+    auto fits =
+        std::find_if(shorts.begin(), shorts.end(), [&](const ShortForward &f) {
+          return f.length >= int64_t(len);
+        });
+    if (fits != shorts.end()) {
+      if (!runShortForward(session, *fits, context, len, row1, logits.data(), v,
+                           error))
+        return false;
+      int32_t next = pick(logits.data(), o, i);
+      count(counts, fits->name);
+      context.push_back(next);
+      out.push_back(next);
+      continue;
+    }
     std::fill(tokens.begin(), tokens.end(), 0);
     for (int64_t r = 0; r < rows; ++r)
       std::copy(context.end() - long(len), context.end(),
@@ -116,6 +200,7 @@ bool sampleTokens(Session &session, const SampleOptions &o,
     if (o.world &&
         !o.world->broadcast(&next, 1, DType::i64, o.drawer, nullptr, error))
       return false;
+    count(counts, program);
     context.push_back(int32_t(next));
     out.push_back(int32_t(next));
   }

@@ -1,10 +1,13 @@
 //===- Sampler.h - text out of a trained model (dsrun --sample) -*- C++ -*-===//
 //
-// Autoregressive sampling through the plan's `eval` program (its output 1,
-// the logits). Shapes are static, so each new token runs the whole window:
-// the context's last block_size tokens sit at positions 0..L-1 of row 0
-// (the rest zeros, which causal attention keeps from reaching position
-// L-1) and the next token comes from the logits at L-1. Temperature 0 is
+// Autoregressive sampling through the plan's one-row sampling programs
+// (sample_<T>, dsc builds them for its built-in models) or its `eval`
+// program (its output 1, the logits). Shapes are static, so each new token
+// runs a whole window: the context's last block_size tokens sit at
+// positions 0..L-1 of row 0 (the rest zeros, which causal attention keeps
+// from reaching position L-1) and the next token comes from the logits at
+// L-1. The window is the shortest sample_<T> with T >= L, else eval's
+// [eval batch, block_size], every row a copy of the context. Temperature 0 is
 // greedy (argmax, the lowest token on a tie); otherwise softmax(logits /
 // T) over the top-k tokens, drawn with Philox keyed by (seed, the token's
 // index), so a run is reproducible. Every rank runs it in step (ZeRO-3
@@ -21,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsc::rt {
@@ -44,10 +48,16 @@ struct SampleOptions {
   int drawer = 0;
 };
 
-/// Appends options.count generated tokens to `out`. False + one line on
-/// error ("plan: ..." when the plan cannot sample).
+/// How many tokens each program drew (dsrun reports it: a short forward
+/// per token is the point of sample_<T>), in the order first used.
+using ForwardCounts = std::vector<std::pair<std::string, uint32_t>>;
+
+/// Appends options.count generated tokens to `out` and, when `counts` is
+/// given, counts the programs that drew them. False + one line on error
+/// ("plan: ..." when the plan cannot sample).
 bool sampleTokens(Session &session, const SampleOptions &options,
-                  std::vector<int32_t> &out, std::string &error);
+                  std::vector<int32_t> &out, std::string &error,
+                  ForwardCounts *counts = nullptr);
 
 } // namespace dsc::rt
 
