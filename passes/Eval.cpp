@@ -103,10 +103,67 @@ struct EvalPass : ds::impl::DsEvalBase<EvalPass> {
       return f.emitError("ds-eval: @")
              << name << " reads its targets beyond the loss";
     f.eraseArgument(1);
+    if (Value row = headAtOnePosition(f, logits)) {
+      ret->setOperands(row);
+      eraseIfUnused(logits.getDefiningOp());
+      logits = row;
+    }
     f.setType(FunctionType::get(module.getContext(),
                                 f.getFunctionType().getInputs(),
                                 {logits.getType()}));
     return success();
+  }
+
+  /// The sampler reads one position's logits, so a head `matmul(h, W)`
+  /// (+ a bias) over h [1, T, C] runs on that row alone: h's row at a new
+  /// argument, the position [1] (i32), gathered by a ds.embedding of h as
+  /// a [T, C] table, gives logits [1, 1, V]. At GPT-2's vocabulary the head
+  /// is a third of a position's FLOPs. Null when the logits are not such a
+  /// head (the program then returns every position's).
+  static Value headAtOnePosition(func::FuncOp f, Value logits) {
+    Operation *def = logits.getDefiningOp();
+    auto add = dyn_cast_or_null<AddOp>(def);
+    auto matmul = add ? add.getLhs().getDefiningOp<MatmulOp>()
+                      : dyn_cast_or_null<MatmulOp>(def);
+    if (!matmul || matmul.getTransposeLhs() || !matmul->hasOneUse())
+      return {};
+    auto h = cast<RankedTensorType>(matmul.getLhs().getType());
+    auto w = cast<RankedTensorType>(matmul.getRhs().getType());
+    if (h.getRank() != 3 || h.getDimSize(0) != 1 || w.getRank() != 2 ||
+        (add && cast<RankedTensorType>(add.getRhs().getType()).getRank() != 1))
+      return {};
+    const int64_t t = h.getDimSize(1), c = h.getDimSize(2);
+    Location loc = matmul.getLoc();
+    OpBuilder b(matmul);
+    auto i32 = b.getI32Type();
+    const unsigned index = f.getNumArguments();
+    f.insertArgument(index, RankedTensorType::get({1}, i32), DictionaryAttr(),
+                     loc);
+    Value pos = f.getArgument(index);
+    Value table = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({t, c}, h.getElementType()),
+        matmul.getLhs());
+    Value row = b.create<EmbeddingOp>(loc, table, pos);
+    row = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({1, 1, c}, h.getElementType()), row);
+    Value head =
+        b.create<MatmulOp>(loc, row, matmul.getRhs(),
+                           /*transpose_lhs=*/false, matmul.getTransposeRhs());
+    if (add) {
+      b.setInsertionPoint(add);
+      head = b.create<AddOp>(add.getLoc(), head, add.getRhs());
+    }
+    return head;
+  }
+
+  static void eraseIfUnused(Operation *op) {
+    while (op && op->use_empty()) {
+      Operation *next = nullptr;
+      if (auto add = dyn_cast<AddOp>(op))
+        next = add.getLhs().getDefiningOp();
+      op->erase();
+      op = next;
+    }
   }
 };
 

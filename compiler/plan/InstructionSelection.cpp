@@ -208,13 +208,14 @@ int Lowering::ProgramLowering::inputSlot(unsigned i, RankedTensorType type) {
                 lowering.microInputs[i].first == type;
   if (eval && i < lowering.evalInputs.size())
     return lowering.evalInputs[i];
-  // A sampling program's row of tokens fits at the start of the step's
-  // token buffer, which training rewrites before every micro-step.
-  if (i == 0 && plan::sampleLength(prog.name) &&
+  // A sampling program's row of tokens (and its position) fit at the start
+  // of the step's token (and target) buffers, which training rewrites
+  // before every micro-step.
+  if (plan::sampleLength(prog.name) &&
       StringRef(prog.name).starts_with(plan::kSampleProgramPrefix) &&
-      !lowering.microInputs.empty() &&
-      lowering.slots[lowering.microInputs[0].second].bytes >= bytesOf(type))
-    return lowering.microInputs[0].second;
+      i < lowering.microInputs.size() &&
+      lowering.slots[lowering.microInputs[i].second].bytes >= bytesOf(type))
+    return lowering.microInputs[i].second;
   if (shared)
     return lowering.microInputs[i].second;
   return lowering.fixedSlot(Category::Inputs, bytesOf(type),

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace dsc::rt {
 
@@ -43,12 +44,27 @@ int32_t pick(const float *logits, const SampleOptions &o, uint32_t index) {
 }
 
 /// A one-row sampling program (dsc's sample_<T>): tokens [1, T] in, f32
-/// logits [1, T, V] out.
+/// logits out, of every position [1, T, V] or, when it also takes the
+/// position [1] (i32), of that one [1, 1, V].
 struct ShortForward {
   std::string name;
   int64_t length = 0;
   NamedTensor tokens, logits;
+  std::optional<NamedTensor> position;
 };
+
+bool shortForwardShapes(const std::vector<NamedTensor> &in,
+                        const std::vector<NamedTensor> &outs, int64_t t,
+                        int64_t v) {
+  const std::vector<int64_t> tokens{1, t}, position{1};
+  const std::vector<int64_t> rows{1, in.size() == 2 ? 1 : t, v};
+  return (in.size() == 1 || in.size() == 2) && in[0].shape == tokens &&
+         in[0].ref.dtype == DType::i32 &&
+         (in.size() == 1 ||
+          (in[1].shape == position && in[1].ref.dtype == DType::i32)) &&
+         outs.size() == 1 && outs[0].shape == rows &&
+         outs[0].ref.dtype == DType::f32;
+}
 
 /// The plan's sampling programs, shortest first. Plans that cut the
 /// sequence or the vocabulary over ranks, or the layers (a pipeline), have
@@ -63,17 +79,16 @@ bool shortForwards(Session &session, const SampleOptions &o,
       continue;
     std::vector<NamedTensor> in = session.programInputs(name);
     std::vector<NamedTensor> outs = session.programOutputs(name);
-    const std::vector<int64_t> tokens{1, t}, logits{1, t, o.vocabSize};
-    if (in.size() != 1 || in[0].shape != tokens ||
-        in[0].ref.dtype != DType::i32 || outs.size() != 1 ||
-        outs[0].shape != logits || outs[0].ref.dtype != DType::f32 ||
+    if (!shortForwardShapes(in, outs, t, o.vocabSize) ||
         t > int64_t(o.seqLen)) {
       error = "plan: " + name + " is not a sampling program (tokens [1, " +
-              std::to_string(t) + "] in, f32 logits [1, " + std::to_string(t) +
-              ", " + std::to_string(o.vocabSize) + "] out)";
+              std::to_string(t) + "] and maybe the position [1] in, f32 " +
+              "logits of one or every position out)";
       return false;
     }
-    out.push_back({name, t, in[0], outs[0]});
+    out.push_back({name, t, in[0], outs[0], std::nullopt});
+    if (in.size() == 2)
+      out.back().position = in[1];
   }
   std::sort(out.begin(), out.end(),
             [](const ShortForward &a, const ShortForward &b) {
@@ -90,11 +105,14 @@ bool runShortForward(Session &session, const ShortForward &f,
                      std::string &error) {
   tokens.assign(size_t(f.length), 0);
   std::copy(context.end() - long(len), context.end(), tokens.begin());
-  return session.writeTensor(f.tokens, tokens.data(), tokens.size() * 4,
-                             error) &&
-         session.run(f.name, 0, error) &&
-         session.readFloats(f.logits, int64_t(len - 1) * vocab, logits, vocab,
-                            error);
+  const int32_t last = int32_t(len - 1);
+  if (!session.writeTensor(f.tokens, tokens.data(), tokens.size() * 4, error) ||
+      (f.position &&
+       !session.writeTensor(*f.position, &last, sizeof last, error)) ||
+      !session.run(f.name, 0, error))
+    return false;
+  const int64_t row = f.position ? 0 : int64_t(last);
+  return session.readFloats(f.logits, row * vocab, logits, vocab, error);
 }
 
 /// A token drawn by `program`: one more of it in `counts`.
