@@ -344,13 +344,30 @@ int Compiler::buildModule(MLIRContext &context) {
                         std::string(plan::kForwardEvalFunction));
 }
 
+// `spec` without its batch_size= option, which would override the batch a
+// copy of the model is built at.
+static std::string specWithoutBatch(StringRef spec) {
+  auto [name, list] = spec.split(':');
+  SmallVector<StringRef> options;
+  list.split(options, ',', -1, /*KeepEmpty=*/false);
+  std::string out = name.str();
+  char separator = ':';
+  for (StringRef option : options)
+    if (!option.starts_with("batch_size=")) {
+      out += separator;
+      out += option.str();
+      separator = ',';
+    }
+  return out;
+}
+
 // The model built again at `batch` rows of `seqLen` tokens (0: its block
 // size); its @forward joins the module as @`name`.
 int Compiler::addForwardCopy(MLIRContext &context, int64_t batch,
                              int64_t seqLen, const std::string &name) {
   std::string error;
-  OwningOpRef<ModuleOp> other =
-      models::buildModel(context, req.model, batch, error, seqLen);
+  OwningOpRef<ModuleOp> other = models::buildModel(
+      context, specWithoutBatch(req.model), batch, error, seqLen);
   if (!other)
     return fail("--model " + error);
   auto forward = other->lookupSymbol<func::FuncOp>(plan::kForwardFunction);

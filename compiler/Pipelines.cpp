@@ -3,6 +3,7 @@
 
 #include "dialects/ds/DsOps.h"
 #include "dialects/plan/PlanOps.h"
+#include "passes/Functions.h"
 #include "passes/Passes.h"
 #include "passes/remat/RematPass.h"
 #include "runtime/plan/ProgramNames.h"
@@ -93,6 +94,10 @@ FailureOr<ds::RematCost> rematCostOf(ModuleOp planned) {
 /// through the stages' split and each stage's precision too.
 ds::RematEvaluator rematEvaluator(const TrainOptions &o) {
   return [o](ModuleOp candidate) -> FailureOr<ds::RematCost> {
+    // A candidate's cost is the step's: the one-row sampling programs
+    // change neither its recomputation nor its peak (eval's batch holds at
+    // least as much), and lowering them made remat auto 1.4x slower.
+    ds::eraseSamplingFunctions(candidate);
     PassManager pm(candidate->getContext());
     auto result = std::make_shared<PlanResult>();
     OpPassManager *target = &pm;

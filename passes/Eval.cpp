@@ -5,10 +5,11 @@
 // ds.dropout replaced by its input), for held-out loss and sampling (the
 // logits when the loss is a ds.cross_entropy). Each @forward_sample_<T>
 // (dsc's one-row copies of a built-in model) becomes
-// @sample_<T>(tokens) -> logits the same way, its loss dropped. Later
-// phases treat it as they treat @micro_step's forward half: ds-precision
-// computes it in 16 bits, ZeRO-3 gathers its parameters per window, the
-// plan lowers it to the program `eval`.
+// @sample_<T>(tokens, position) -> logits [1, 1, V] the same way, its loss
+// dropped and its LM head run on the row at `position` alone. Later
+// phases treat them as they treat @micro_step's forward half: ds-precision
+// computes them in 16 bits, ZeRO-3 gathers their parameters per window, the
+// plan lowers them to the programs `eval` and `sample_<T>`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,7 +80,8 @@ struct EvalPass : ds::impl::DsEvalBase<EvalPass> {
   }
 
   /// @forward_sample_<T>(tokens, targets) -> loss becomes
-  /// @sample_<T>(tokens) -> logits; a forward whose loss is not a
+  /// @sample_<T>(tokens) -> logits (headAtOnePosition then adds the
+  /// position); a forward whose loss is not a
   /// cross-entropy has no logits to sample from and is dropped.
   static LogicalResult makeSampleProgram(ModuleOp module, func::FuncOp f) {
     std::string name = std::string(plan::kSampleProgramPrefix) +

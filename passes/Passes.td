@@ -106,11 +106,14 @@ def DsAdamW : Pass<"ds-adamw", "::mlir::ModuleOp"> {
 }
 
 def DsEval : Pass<"ds-eval", "::mlir::ModuleOp"> {
-  let summary = "builds @eval: the forward pass and loss, dropout off";
+  let summary = "builds @eval and @sample_T: the forward, dropout off";
   let description = [{
-    Clones @forward into `@eval(tokens, targets) -> loss` with every
-    ds.dropout replaced by its input: the held-out loss and the logits for
-    sampling come from the same kernels as training's forward pass.
+    Clones @forward into `@eval(tokens, targets) -> (loss, logits)` with
+    every ds.dropout replaced by its input: the held-out loss and the
+    logits for sampling come from the same kernels as training's forward
+    pass. Each @forward_sample_T (dsc's one-row copies of a built-in model)
+    becomes `@sample_T(tokens, position) -> logits` the same way, without
+    the loss, its LM head on the row at `position` alone.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

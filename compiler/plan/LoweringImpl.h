@@ -118,7 +118,8 @@ private:
   /// The program being lowered (its index in plan.programs), -1 before.
   int currentProgram = -1;
   /// @micro_step's input slots: @eval, which never runs beside it, reads
-  /// its batch from the same buffers (the inputs arena holds what training
+  /// its batch from the same buffers, and each @sample_T its row and
+  /// position from their starts (the inputs arena holds what training
   /// writes, so predicted and measured bytes stay equal).
   SmallVector<std::pair<Type, int>> microInputs;
   /// @eval's own input slots when its batch differs from the step's.

@@ -7,12 +7,13 @@ include "mlir/Pass/PassBase.td"
 def DsLowerToPlan : Pass<"ds-lower-to-plan", "::mlir::ModuleOp"> {
   let summary = "phase `plan`: the training step as kernel calls over storage";
   let description = [{
-    Lowers @micro_step (and @micro_step_sync), @apply and @eval to kernel
-    calls (compiler/plan: instruction selection, store forwarding, streams
-    and events, the fused optimizer) and writes them as the plan dialect,
-    a module @plan nested in this one: the storage (persistent storage laid
-    out, transient storage not yet placed), the variables, and one function
-    per program. The `ds` functions stay as they are.
+    Lowers @micro_step (and @micro_step_sync), @apply, @eval and each
+    @sample_T to kernel calls (compiler/plan: instruction selection, store
+    forwarding, streams and events, the fused optimizer) and writes them as
+    the plan dialect, a module @plan nested in this one: the storage
+    (persistent storage laid out, transient storage not yet placed), the
+    variables, and one function per program. The `ds` functions stay as
+    they are.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "ranks">,

@@ -35,10 +35,13 @@ constexpr std::string_view kApplyProgram = "apply";
 constexpr std::string_view kEvalProgram = "eval";
 
 /// Sampling programs (optional, dsc builds them for its built-in models):
-/// "sample_<T>" runs the forward on one row of T tokens with dropout off
-/// and returns the logits [1, T, V] in f32 only; T is one of a few lengths
-/// up to the block size, so that a short context runs a short forward.
-/// Built from @forward_sample_<T>, the model at that batch and length.
+/// "sample_<T>" runs the forward on one row of T tokens (input 0, [1, T])
+/// with dropout off and returns f32 logits, its LM head on the one row at
+/// input 1, the position ([1], i32): [1, 1, V] (or, for logits that are no
+/// such head, every position's, [1, T, V], and no position input). T is
+/// one of a few lengths up to the block size, so that a short context runs
+/// a short forward. Built from @forward_sample_<T>, the model at one row
+/// of that length.
 constexpr std::string_view kSampleProgramPrefix = "sample_";
 constexpr std::string_view kForwardSamplePrefix = "forward_sample_";
 

@@ -79,8 +79,12 @@ bool shortForwards(Session &session, const SampleOptions &o,
       continue;
     std::vector<NamedTensor> in = session.programInputs(name);
     std::vector<NamedTensor> outs = session.programOutputs(name);
-    if (!shortForwardShapes(in, outs, t, o.vocabSize) ||
-        t > int64_t(o.seqLen)) {
+    if (t > int64_t(o.seqLen)) {
+      error = "plan: " + name + " is longer than the block size " +
+              std::to_string(o.seqLen);
+      return false;
+    }
+    if (!shortForwardShapes(in, outs, t, o.vocabSize)) {
       error = "plan: " + name + " is not a sampling program (tokens [1, " +
               std::to_string(t) + "] and maybe the position [1] in, f32 " +
               "logits of one or every position out)";
