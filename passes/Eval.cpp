@@ -64,8 +64,7 @@ struct EvalPass : ds::impl::DsEvalBase<EvalPass> {
     }
     SmallVector<func::FuncOp> sampling;
     for (auto f : module.getOps<func::FuncOp>())
-      if (plan::sampleLength(f.getSymName()) &&
-          f.getSymName().starts_with(plan::kForwardSamplePrefix))
+      if (plan::isSampleForward(f.getSymName()))
         sampling.push_back(f);
     for (func::FuncOp f : sampling)
       if (failed(makeSampleProgram(module, f)))

@@ -12,8 +12,7 @@ SmallVector<func::FuncOp, 2> mlir::ds::forwardFunctions(ModuleOp module) {
     if (func::FuncOp f = lookupFunction(module, name))
       out.push_back(f);
   for (auto f : module.getOps<func::FuncOp>())
-    if (dsc::plan::sampleLength(f.getSymName()) &&
-        f.getSymName().starts_with(dsc::plan::kForwardSamplePrefix))
+    if (dsc::plan::isSampleForward(f.getSymName()))
       out.push_back(f);
   return out;
 }
@@ -22,8 +21,7 @@ SmallVector<func::FuncOp, 2> mlir::ds::forwardOnlyPrograms(ModuleOp module) {
   SmallVector<func::FuncOp, 2> out;
   for (auto f : module.getOps<func::FuncOp>())
     if (f.getSymName() == StringRef(dsc::plan::kEvalProgram) ||
-        (dsc::plan::sampleLength(f.getSymName()) &&
-         f.getSymName().starts_with(dsc::plan::kSampleProgramPrefix)))
+        dsc::plan::isSampleProgram(f.getSymName()))
       out.push_back(f);
   return out;
 }
@@ -31,7 +29,8 @@ SmallVector<func::FuncOp, 2> mlir::ds::forwardOnlyPrograms(ModuleOp module) {
 void mlir::ds::eraseSamplingFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> sampling;
   for (auto f : module.getOps<func::FuncOp>())
-    if (dsc::plan::sampleLength(f.getSymName()))
+    if (dsc::plan::isSampleProgram(f.getSymName()) ||
+        dsc::plan::isSampleForward(f.getSymName()))
       sampling.push_back(f);
   for (func::FuncOp f : sampling)
     f.erase();

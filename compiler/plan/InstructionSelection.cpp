@@ -211,9 +211,7 @@ int Lowering::ProgramLowering::inputSlot(unsigned i, RankedTensorType type) {
   // A sampling program's row of tokens (and its position) fit at the start
   // of the step's token (and target) buffers, which training rewrites
   // before every micro-step.
-  if (plan::sampleLength(prog.name) &&
-      StringRef(prog.name).starts_with(plan::kSampleProgramPrefix) &&
-      i < lowering.microInputs.size() &&
+  if (plan::isSampleProgram(prog.name) && i < lowering.microInputs.size() &&
       lowering.slots[lowering.microInputs[i].second].bytes >= bytesOf(type))
     return lowering.microInputs[i].second;
   if (shared)

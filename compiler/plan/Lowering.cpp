@@ -64,8 +64,7 @@ LogicalResult Lowering::run() {
   // The sampling programs, a row of a few lengths each.
   SmallVector<func::FuncOp> sampling;
   for (auto func : module.getOps<func::FuncOp>())
-    if (plan::sampleLength(func.getSymName()) &&
-        func.getSymName().starts_with(plan::kSampleProgramPrefix))
+    if (plan::isSampleProgram(func.getSymName()))
       sampling.push_back(func);
   for (func::FuncOp func : sampling)
     if (failed(lowerProgram(func)))

@@ -64,6 +64,18 @@ inline long long sampleLength(std::string_view name) {
   return 0;
 }
 
+/// "sample_<T>": a sampling program (and @sample_<T> in the IR).
+inline bool isSampleProgram(std::string_view name) {
+  return sampleLength(name) &&
+         name.substr(0, kSampleProgramPrefix.size()) == kSampleProgramPrefix;
+}
+
+/// "forward_sample_<T>": the model copy ds-eval makes @sample_<T> of.
+inline bool isSampleForward(std::string_view name) {
+  return sampleLength(name) &&
+         name.substr(0, kForwardSamplePrefix.size()) == kForwardSamplePrefix;
+}
+
 /// The plan buffer that holds input `index` of `program`, e.g. "eval.arg0".
 inline std::string inputBufferName(std::string_view program, unsigned index) {
   std::string name(program);

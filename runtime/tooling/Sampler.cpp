@@ -74,9 +74,9 @@ bool shortForwards(Session &session, const SampleOptions &o,
   if (o.tensorParallel > 1 || o.sequence.parts > 1 || o.world)
     return true;
   for (const std::string &name : session.programNames()) {
-    const int64_t t = plan::sampleLength(name);
-    if (!t || name.rfind(plan::kSampleProgramPrefix, 0) != 0)
+    if (!plan::isSampleProgram(name))
       continue;
+    const int64_t t = plan::sampleLength(name);
     std::vector<NamedTensor> in = session.programInputs(name);
     std::vector<NamedTensor> outs = session.programOutputs(name);
     if (t > int64_t(o.seqLen)) {

@@ -17,4 +17,9 @@ TEST(ProgramNames, SampleLengthReadsOnlyTheNamesDscWrites) {
         "sample_-4", "sample_1234567890", "forward_sample_", "xsample_64",
         "Sample_64", "forward_eval"})
     EXPECT_EQ(sampleLength(other), 0) << other;
+  EXPECT_TRUE(dsc::plan::isSampleProgram("sample_64"));
+  EXPECT_FALSE(dsc::plan::isSampleProgram("forward_sample_64"));
+  EXPECT_FALSE(dsc::plan::isSampleProgram("sample_064"));
+  EXPECT_TRUE(dsc::plan::isSampleForward("forward_sample_64"));
+  EXPECT_FALSE(dsc::plan::isSampleForward("sample_64"));
 }
