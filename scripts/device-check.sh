@@ -99,6 +99,16 @@ timeout 60 "$dsrun" "$dev/plans/gpt2-fp32.dsplan" --backend cuda:graphs=off --da
 rc=$?
 lap "graphs=off vs graphs, gpt2-fp32: exit $rc; $(python3 "$root/scripts/compare_losses.py" \
   "$out/gpt2-fp32.cuda.jsonl" "$out/gpt2-fp32.nographs.jsonl" exact 2>&1)"
+# Sampling: gpt2-fp32's one-row sampling programs (a position-picked
+# head) on CUDA draw the CPU's text (temperature 1, seed 7) from the
+# same trained weights.
+timeout 60 "$dsrun" "$dev/plans/gpt2-fp32.dsplan" --backend cuda \
+  --init-from "$dev/plans/gpt2-fp32.sample.safetensors" --sample 96 \
+  --prompt "This program is free software: you can r" --temperature 1 --seed 7 \
+  2> "$out/sample.cuda.err" | tail -n +2 > "$out/sample.cuda.txt"
+rc=${PIPESTATUS[0]}
+lap "sampling gpt2-fp32 on cuda: exit $rc; $(cmp -s "$dev/plans/gpt2-fp32.sample.cpu.txt" \
+  "$out/sample.cuda.txt" && echo "the CPU's text" || echo "NOT the CPU's text"); $(tail -1 "$out/sample.cuda.err")"
 
 # 4. The benchmark: GPT-2 124M bf16, block 1024, at the largest prepared
 # micro-batch whose predicted device memory is under 85% of this GPU's,

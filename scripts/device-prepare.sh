@@ -69,6 +69,7 @@ config 8 "" "$muon" > "$out/plans/fp32-muon.json"
 config 8 ', "bf16": {"enabled": true}' "$muon" > "$out/plans/bf16-muon.json"
 
 gpt2=gpt2:n_layer=2,n_head=4,n_embd=128,block_size=128,vocab_size=256
+sample_prompt="This program is free software: you can r"
 llama=llama:dim=128,n_layer=2,n_head=4,vocab_size=256,block_size=128
 # name | model | config
 runs=(
@@ -95,6 +96,17 @@ for r in "${runs[@]}"; do
            --steps "$steps" --seed 7 --metrics "$out/plans/$name.cpu.jsonl" \
            > /dev/null
 done
+# Text drawn (temperature 1, seed 7) from gpt2-fp32 after 100 steps
+# through its one-row sampling programs (sample_64, then sample_128), for
+# device-check to draw on CUDA from the same weights.
+"$dsrun" "$out/plans/gpt2-fp32.dsplan" --data "$out/plans/corpus.txt" \
+         --steps 100 --export-weights "$out/plans/gpt2-fp32.sample.safetensors" \
+         > /dev/null
+"$dsrun" "$out/plans/gpt2-fp32.dsplan" \
+         --init-from "$out/plans/gpt2-fp32.sample.safetensors" --sample 96 \
+         --prompt "$sample_prompt" --temperature 1 --seed 7 \
+         2> "$out/plans/gpt2-fp32.sample.cpu.err" |
+  tail -n +2 > "$out/plans/gpt2-fp32.sample.cpu.txt"
 
 # The benchmark's plans: GPT-2 124M, bf16, block 1024, at micro-batches
 # 16 to 128, with the device memory dsc predicts for each (bench.txt:
