@@ -56,11 +56,14 @@ void onStopSignal(int sig) {
     return;
   if (stopSignal == 0) {
     stopSignal = sig;
-    ::kill(pid_t(childPid), rankStopSignal(sig));
+    // The line first: a small step ends, and rank 0's "stopped by" line
+    // reaches the terminal through mpirun, before a write made after the
+    // kill (seen in CI as the two lines swapped).
     writeLine(sig == SIGINT ? "\ndsrun: SIGINT: every rank stops after this "
                               "step (again to stop now)\n"
                             : "\ndsrun: SIGTERM: every rank stops after "
                               "this step (again to stop now)\n");
+    ::kill(pid_t(childPid), rankStopSignal(sig));
     return;
   }
   if (killSignal) {
