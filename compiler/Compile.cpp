@@ -384,7 +384,9 @@ int Compiler::addForwardCopy(MLIRContext &context, int64_t batch,
 // is also built at one row and a few lengths, block size, its half, its
 // quarter... down to kMinSampleLength; dsrun takes the shortest that holds
 // the context. Plans that split the sequence, the layers or the vocabulary
-// across ranks keep sampling with eval.
+// across ranks keep sampling with eval: they are not built for them here,
+// and ds-pipeline-cut, ds-ulysses and ds-shard drop them from MLIR that
+// has them (eraseSamplingFunctions).
 int Compiler::addSampleForwards(MLIRContext &context) {
   constexpr int64_t kMinSampleLength = 64;
   if (!req.samplePrograms || train.pipeline.stages > 1 ||

@@ -172,7 +172,7 @@ bool sampleTokens(Session &session, const SampleOptions &o,
   std::vector<int32_t> tokens(elems), targets(elems, 0);
   std::vector<float> logits(static_cast<size_t>(vl)); // the drawn row
   std::vector<float> row(static_cast<size_t>(v * seqParts));
-  std::vector<int32_t> part, row1;
+  std::vector<int32_t> part, window;
   for (uint32_t i = 0; i < o.count; ++i) {
     size_t len = std::min<size_t>(context.size(), size_t(t));
     // The shortest one-row forward that holds the context, if any.
@@ -181,8 +181,8 @@ bool sampleTokens(Session &session, const SampleOptions &o,
           return f.length >= int64_t(len);
         });
     if (fits != shorts.end()) {
-      if (!runShortForward(session, *fits, context, len, row1, logits.data(), v,
-                           error))
+      if (!runShortForward(session, *fits, context, len, window, logits.data(),
+                           v, error))
         return false;
       int32_t next = pick(logits.data(), o, i);
       count(counts, fits->name);
